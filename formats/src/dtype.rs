@@ -1,0 +1,226 @@
+//! The dtype table: one definition of every CANN data type's storage and meaning.
+//!
+//! Codes and names come from the `OutputDataType` enum of `proto/dump_data.proto`; this module adds what a
+//! decoder needs to know about each (bits per element, kind, cube block C0, saturation limit). Unknown codes
+//! are kept, never guessed: they decode to "UNKNOWN(code)" and are refused by the tensor decoder by name.
+
+use accutrace_proto::dumpdata::OutputDataType as Dt;
+use std::borrow::Cow;
+
+/// A CANN data type code (`DT_*`), possibly one this build does not know.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct DType(i32);
+
+/// How the bits of one element are to be read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// IEEE-like floating point (fp64, fp32, fp16, bf16, fp8 E4M3FN / E5M2).
+    Float,
+    /// Two's-complement signed integer (including packed int4 and the quantized QINT types).
+    Int,
+    /// Unsigned integer (including bit-packed uint1 and the quantized QUINT types).
+    UInt,
+    /// One byte, zero is false.
+    Bool,
+    /// Interleaved (re, im) pairs of a float kind.
+    Complex,
+    /// Bytes whose numeric encoding accutrace does not decode (strings, resources, fp6/fp4, ...).
+    Opaque,
+}
+
+macro_rules! dtype_consts {
+    ($($name:ident = $variant:ident),* $(,)?) => {
+        impl DType {
+            $(
+                #[doc = concat!("`DT_", stringify!($name), "`")]
+                pub const $name: DType = DType(Dt::$variant as i32);
+            )*
+        }
+    };
+}
+
+dtype_consts! {
+    UNDEFINED = DtUndefined, FLOAT = DtFloat, FLOAT16 = DtFloat16, INT8 = DtInt8, UINT8 = DtUint8,
+    INT16 = DtInt16, UINT16 = DtUint16, INT32 = DtInt32, INT64 = DtInt64, UINT32 = DtUint32, UINT64 = DtUint64,
+    BOOL = DtBool, DOUBLE = DtDouble, STRING = DtString, COMPLEX64 = DtComplex64, COMPLEX128 = DtComplex128,
+    QINT8 = DtQint8, QINT16 = DtQint16, QINT32 = DtQint32, QUINT8 = DtQuint8, QUINT16 = DtQuint16,
+    BF16 = DtBf16, INT4 = DtInt4, UINT1 = DtUint1, INT2 = DtInt2, UINT2 = DtUint2, COMPLEX32 = DtComplex32,
+    HIFLOAT8 = DtHifloat8, FLOAT8_E5M2 = DtFloat8E5m2, FLOAT8_E4M3FN = DtFloat8E4m3fn,
+    FLOAT8_E8M0 = DtFloat8E8m0, FLOAT6_E3M2 = DtFloat6E3m2, FLOAT6_E2M3 = DtFloat6E2m3,
+    FLOAT4_E2M1 = DtFloat4E2m1, FLOAT4_E1M2 = DtFloat4E1m2,
+}
+
+impl DType {
+    /// The dtype with this enum code (any value: unknown codes are kept and reported, not rejected here).
+    pub const fn from_code(code: i32) -> DType {
+        DType(code)
+    }
+
+    /// The `OutputDataType` enum value.
+    pub const fn code(self) -> i32 {
+        self.0
+    }
+
+    /// Whether the code is one of the enum's listed values.
+    pub fn is_known(self) -> bool {
+        Dt::try_from(self.0).is_ok()
+    }
+
+    /// Short upper-case name without the `DT_` prefix (`FLOAT16`, `BF16`), or `UNKNOWN(99)`.
+    pub fn name(self) -> Cow<'static, str> {
+        match Dt::try_from(self.0) {
+            Ok(dt) => Cow::Borrowed(dt.as_str_name().trim_start_matches("DT_")),
+            Err(_) => Cow::Owned(format!("UNKNOWN({})", self.0)),
+        }
+    }
+
+    /// Storage bits per element, when elements have a fixed width (int4 = 4, uint1 = 1, complex64 = 64).
+    pub fn bits(self) -> Option<u32> {
+        let bits = match self {
+            DType::BOOL | DType::INT8 | DType::UINT8 | DType::QINT8 | DType::QUINT8 => 8,
+            DType::HIFLOAT8 | DType::FLOAT8_E5M2 | DType::FLOAT8_E4M3FN | DType::FLOAT8_E8M0 => 8,
+            DType::FLOAT16 | DType::BF16 | DType::INT16 | DType::UINT16 | DType::QINT16 | DType::QUINT16 => 16,
+            DType::FLOAT | DType::INT32 | DType::UINT32 | DType::QINT32 | DType::COMPLEX32 => 32,
+            DType::DOUBLE | DType::INT64 | DType::UINT64 | DType::COMPLEX64 => 64,
+            DType::COMPLEX128 => 128,
+            DType::INT4 | DType::FLOAT4_E2M1 | DType::FLOAT4_E1M2 => 4,
+            DType::INT2 | DType::UINT2 => 2,
+            DType::UINT1 => 1,
+            DType::FLOAT6_E3M2 | DType::FLOAT6_E2M3 => 6,
+            _ => return None,
+        };
+        Some(bits)
+    }
+
+    /// Bytes that `elements` elements occupy (sub-byte types are packed, rounded up to whole bytes).
+    /// `None` for types without a fixed width or on overflow.
+    pub fn byte_size(self, elements: u64) -> Option<u64> {
+        let bits = elements.checked_mul(u64::from(self.bits()?))?;
+        Some(bits.div_ceil(8))
+    }
+
+    /// How the elements are to be read; [`Kind::Opaque`] for anything accutrace does not decode.
+    pub fn kind(self) -> Kind {
+        match self {
+            DType::FLOAT | DType::FLOAT16 | DType::BF16 | DType::DOUBLE => Kind::Float,
+            DType::FLOAT8_E5M2 | DType::FLOAT8_E4M3FN => Kind::Float,
+            DType::INT8 | DType::INT16 | DType::INT32 | DType::INT64 | DType::INT4 => Kind::Int,
+            DType::QINT8 | DType::QINT16 | DType::QINT32 => Kind::Int,
+            DType::UINT8 | DType::UINT16 | DType::UINT32 | DType::UINT64 | DType::UINT1 => Kind::UInt,
+            DType::QUINT8 | DType::QUINT16 => Kind::UInt,
+            DType::BOOL => Kind::Bool,
+            DType::COMPLEX32 | DType::COMPLEX64 | DType::COMPLEX128 => Kind::Complex,
+            _ => Kind::Opaque,
+        }
+    }
+
+    /// Whether the tensor decoder turns this type into numbers.
+    pub fn is_decodable(self) -> bool {
+        self.kind() != Kind::Opaque
+    }
+
+    /// Whether values are floating point (complex counts: its parts are floats).
+    pub fn is_float(self) -> bool {
+        matches!(self.kind(), Kind::Float | Kind::Complex)
+    }
+
+    /// The cube block C0 of device formats: 16 for 16/32-bit types, 32 for 8-bit, 64 for 4-bit.
+    pub fn c0(self) -> u32 {
+        match self.bits() {
+            Some(8) => 32,
+            Some(4) => 64,
+            _ => 16,
+        }
+    }
+
+    /// The largest finite magnitude: values at this limit are what saturation mode leaves of an overflow.
+    pub fn saturation_limit(self) -> Option<f64> {
+        Some(match self {
+            DType::FLOAT16 | DType::COMPLEX32 => 65504.0,
+            DType::BF16 => 3.3895313892515355e38,
+            DType::FLOAT | DType::COMPLEX64 => f32::MAX as f64,
+            DType::DOUBLE | DType::COMPLEX128 => f64::MAX,
+            DType::FLOAT8_E4M3FN => 448.0,
+            DType::FLOAT8_E5M2 => 57344.0,
+            DType::INT8 | DType::QINT8 => i8::MAX as f64,
+            DType::INT16 | DType::QINT16 => i16::MAX as f64,
+            DType::INT32 | DType::QINT32 => i32::MAX as f64,
+            DType::INT64 => i64::MAX as f64,
+            DType::UINT8 | DType::QUINT8 => u8::MAX as f64,
+            DType::UINT16 | DType::QUINT16 => u16::MAX as f64,
+            DType::UINT32 => u32::MAX as f64,
+            DType::UINT64 => u64::MAX as f64,
+            DType::INT4 => 7.0,
+            _ => return None,
+        })
+    }
+
+    /// Parses the names other tools print: `DT_FLOAT16`, `FLOAT16`, `float16`, `torch.float16`, `fp16`,
+    /// `half`, `bfloat16`, `float32`, `int64`, `bool`, ... Case-insensitive.
+    pub fn from_name(name: &str) -> Option<DType> {
+        let lower = name.trim().to_ascii_lowercase();
+        let bare = lower.strip_prefix("torch.").or_else(|| lower.strip_prefix("dt_")).unwrap_or(&lower);
+        let dtype = match bare {
+            "float" | "float32" | "fp32" => DType::FLOAT,
+            "float16" | "fp16" | "half" => DType::FLOAT16,
+            "bf16" | "bfloat16" => DType::BF16,
+            "double" | "float64" | "fp64" => DType::DOUBLE,
+            "int8" => DType::INT8,
+            "uint8" => DType::UINT8,
+            "int16" | "short" => DType::INT16,
+            "uint16" => DType::UINT16,
+            "int32" | "int" => DType::INT32,
+            "int64" | "long" => DType::INT64,
+            "uint32" => DType::UINT32,
+            "uint64" => DType::UINT64,
+            "bool" => DType::BOOL,
+            "int4" => DType::INT4,
+            "uint1" => DType::UINT1,
+            "complex32" => DType::COMPLEX32,
+            "complex64" | "cfloat" => DType::COMPLEX64,
+            "complex128" | "cdouble" => DType::COMPLEX128,
+            "float8_e4m3fn" => DType::FLOAT8_E4M3FN,
+            "float8_e5m2" => DType::FLOAT8_E5M2,
+            _ => return Dt::from_str_name(&format!("DT_{}", bare.to_ascii_uppercase())).map(|d| DType(d as i32)),
+        };
+        Some(dtype)
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_sizes_follow_the_enum() {
+        assert_eq!(DType::FLOAT16.code(), 2);
+        assert_eq!(DType::BF16.code(), 27);
+        assert_eq!(DType::FLOAT8_E4M3FN.code(), 35);
+        assert_eq!(DType::BF16.name(), "BF16");
+        assert_eq!(DType::from_code(999).name(), "UNKNOWN(999)");
+        assert!(!DType::from_code(999).is_decodable());
+        assert_eq!(DType::INT4.byte_size(5), Some(3));
+        assert_eq!(DType::UINT1.byte_size(9), Some(2));
+        assert_eq!(DType::COMPLEX64.byte_size(3), Some(24));
+        assert_eq!(DType::STRING.byte_size(3), None);
+        assert_eq!(DType::FLOAT.byte_size(u64::MAX), None);
+        assert_eq!(DType::INT8.c0(), 32);
+        assert_eq!(DType::INT4.c0(), 64);
+        assert_eq!(DType::FLOAT.c0(), 16);
+    }
+
+    #[test]
+    fn parses_other_tools_names() {
+        assert_eq!(DType::from_name("torch.bfloat16"), Some(DType::BF16));
+        assert_eq!(DType::from_name("DT_FLOAT16"), Some(DType::FLOAT16));
+        assert_eq!(DType::from_name("float32"), Some(DType::FLOAT));
+        assert_eq!(DType::from_name("DT_QINT8"), Some(DType::QINT8));
+        assert_eq!(DType::from_name("nonsense"), None);
+    }
+}

@@ -1,0 +1,11 @@
+//! Protobuf types generated at build time from `proto/*.proto` (see `build.rs`).
+//!
+//! - [`dumpdata`]: CANN's `toolkit.dumpdata` schema, the header of every dump file.
+//! - `capture` (when present): the metadata records of accutrace's own capture format.
+//!
+//! Nothing here is written by hand beyond this module list: change the `.proto` files instead.
+
+/// CANN's dump file header (`package toolkit.dumpdata`).
+pub mod dumpdata {
+    include!(concat!(env!("OUT_DIR"), "/toolkit.dumpdata.rs"));
+}
