@@ -13,6 +13,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
     }
+    // Watching the directory too makes a newly added .proto file trigger a rebuild.
+    println!("cargo:rerun-if-changed=proto");
     println!("cargo:rerun-if-changed=build.rs");
 
     let descriptors = protox::compile(&files, [&proto_dir])?;

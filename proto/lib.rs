@@ -9,3 +9,8 @@
 pub mod dumpdata {
     include!(concat!(env!("OUT_DIR"), "/toolkit.dumpdata.rs"));
 }
+
+/// accutrace's capture record schema (`package accutrace.capture`, see docs/CAPTURE_FORMAT.md).
+pub mod capture {
+    include!(concat!(env!("OUT_DIR"), "/accutrace.capture.rs"));
+}

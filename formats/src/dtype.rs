@@ -187,6 +187,13 @@ impl DType {
     }
 }
 
+/// Serialized as its name (`"FLOAT16"`), which is what JSON reports and manifests show.
+impl serde::Serialize for DType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.name())

@@ -1,1 +1,29 @@
-//! (being written)
+//! CANN dump files: both file layouts, file names, dump directory trees, op-debug (overflow) records and
+//! statistics CSVs (facts in `shared/docs/cann-facts.md` §1 and §4).
+//!
+//! - [`file`]: parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
+//! - [`write`]: write dump files exactly as CANN does (the simulated runtime uses it).
+//! - [`names`]: `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}` file names; [`mapping`]: `mapping.csv`.
+//! - [`tree`]: walk a dump directory tree into entries in execution order.
+//! - [`opdebug`]: decode and encode op-debug overflow payloads; name the status bits.
+//! - [`stats_csv`]: the `dump_data: stats` CSV.
+
+pub mod file;
+mod legacy;
+pub mod mapping;
+pub mod names;
+pub mod opdebug;
+pub mod stats_csv;
+pub mod tree;
+pub mod write;
+
+pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, Io, MappedFile, TensorRef};
+pub use mapping::NameMapping;
+pub use names::{format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsSuffix, FileKind};
+pub use opdebug::{
+    aicore_status_names, decode_opdebug, decode_opdebug_file, dha_atomic_status, encode_opdebug, find_overflowing_op,
+    l2_atomic_status, AtomicStatus, Engine, EngineRecord, OpDebugLayout, OpDebugRecord,
+};
+pub use stats_csv::{parse_stats_csv, write_stats_csv, StatsRow};
+pub use tree::{walk_dump_tree, DumpEntry, DumpTree};
+pub use write::{encode_dump, encode_legacy_dump, write_dump};

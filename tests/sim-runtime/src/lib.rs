@@ -1,1 +1,23 @@
-//! See the crate description.
+//! A simulated CANN runtime: `libascendcl.so` with the real ACL ABI (`ascend-sys`) and the real dump byte
+//! formats (`accutrace_formats::dump`), executing the sim-model transformer as its "device".
+//!
+//! - [`abi`]: the exported entry points (aclInit, aclmdlSetDump, acldumpRegCallback, aclmdlExecute, ...).
+//! - [`config`]: the dump JSON. [`model`]: model files and the model interface.
+//! - [`emit`]: ops to dump files in the dump tree. [`payload`]: op-debug records and stats CSVs.
+//! - [`dumper`]: the runtime's own dump thread. [`chunker`]: `acldumpChunk`s, interleaving.
+//! - [`overflow`]: saturation mode and the overflow status register. [`clock`]: the deterministic clock.
+//!
+//! Environment: `SIM_ACL_CHUNK_SIZE` (callback chunk payload bytes, default 65536), `SIM_ACL_SAT_MODE`
+//! (`saturation`; default INF/NaN), `SIM_ACL_OPDEBUG_LAYOUT` (`legacy` | `v2`, default v2),
+//! `SIM_ACL_EPOCH_US` (start of the simulated clock, µs since the Unix epoch).
+
+pub mod abi;
+pub mod chunker;
+pub mod clock;
+pub mod config;
+pub mod dumper;
+pub mod emit;
+pub mod model;
+pub mod overflow;
+pub mod payload;
+pub mod state;

@@ -1,0 +1,35 @@
+//! One module per subcommand. Each returns an [`Outcome`] that main turns into the exit status.
+
+use crate::cli::Command;
+use anyhow::Result;
+
+pub mod inspect;
+
+/// What a command found, mapped to the exit status by main (0, 1; errors are 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing wrong found.
+    Pass,
+    /// The command found what it looks for: mismatches, differences, overflows.
+    Findings,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Pass => 0,
+            Outcome::Findings => 1,
+        }
+    }
+}
+
+/// Runs one parsed command.
+pub fn run(command: Command) -> Result<Outcome> {
+    match command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Compare(_) | Command::Diff(_) | Command::Overflow(_)
+        | Command::Convert(_) | Command::Record(_) => {
+            anyhow::bail!("this command is not available yet")
+        }
+    }
+}

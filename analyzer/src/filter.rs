@@ -1,0 +1,66 @@
+//! `--step`, `--rank` and `--op` selection, shared by every command.
+
+use crate::cli::Filter;
+use crate::index::{Index, OpInfo};
+
+/// Matches `text` against a glob with `*` (any run) and `?` (any one character).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    // Iterative matcher with one backtrack point: linear in practice, no recursion on untrusted patterns.
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let (mut star, mut star_t) = (None::<usize>, 0usize);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            star_t = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            star_t += 1;
+            ti = star_t;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+impl Filter {
+    /// Whether the filter keeps this op. A pattern without wildcards matches as a substring, which is what
+    /// people type (`--op attn`); with wildcards it must match the whole name.
+    pub fn keeps(&self, op: &OpInfo) -> bool {
+        (self.steps.is_empty() || self.steps.contains(&op.step))
+            && (self.ranks.is_empty() || self.ranks.contains(&op.rank))
+            && (self.ops.is_empty()
+                || self.ops.iter().any(|p| {
+                    if p.contains('*') || p.contains('?') {
+                        glob_match(p, &op.name)
+                    } else {
+                        op.name.contains(p.as_str())
+                    }
+                }))
+    }
+
+    /// Ids of the ops the filter keeps, in execution order.
+    pub fn op_ids(&self, index: &Index) -> Vec<usize> {
+        (0..index.ops.len()).filter(|&o| self.keeps(&index.ops[o])).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*MatMul*", "model/layer_0/attn/MatMul"));
+        assert!(glob_match("model/*/attn/?atMul", "model/layer_0/attn/MatMul"));
+        assert!(!glob_match("*MatMul", "model/layer_0/attn/MatMul_1"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("a*b", "acbd"));
+    }
+}

@@ -1,0 +1,135 @@
+//! The index: what a source knows about its ops and tensors, without touching tensor bytes.
+//!
+//! Every source (capture, CANN dump tree, .npy directory, msprobe dump) produces one [`Index`]; matching,
+//! `diff` and `overflow` work on it alone, and only the metrics ask the source for values.
+
+use accutrace_formats::stats::TensorStats;
+use accutrace_formats::DType;
+use serde::Serialize;
+
+/// Whether a tensor was an op's input or output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Io {
+    Input,
+    Output,
+}
+
+impl Io {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Io::Input => "input",
+            Io::Output => "output",
+        }
+    }
+}
+
+/// Position of a tensor in [`Index::tensors`].
+pub type TensorId = usize;
+/// Position of an op in [`Index::ops`].
+pub type OpId = usize;
+
+/// One tensor as the index knows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorInfo {
+    pub op: OpId,
+    pub io: Io,
+    pub index: u32,
+    pub dtype: DType,
+    /// Host (framework) shape after undoing the device format.
+    pub shape: Vec<u64>,
+    /// Device format name when it differs from the host layout (`NC1HWC0`, `FRACTAL_NZ`).
+    pub device_format: Option<String>,
+    pub device_shape: Option<Vec<u64>>,
+    /// For outputs: the framework op (and output index) this tensor stands for after fusion.
+    pub original_op: Option<(String, u32)>,
+    pub stats: Option<TensorStats>,
+    /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
+    pub hash: Option<u64>,
+    /// Whether the source can produce the values (statistics-only sources cannot).
+    pub has_data: bool,
+    /// Source-private locator of the bytes.
+    #[serde(skip)]
+    pub locator: u64,
+}
+
+/// One executed op (a kernel launch, or an API call in framework-level dumps).
+#[derive(Clone, Debug, Serialize)]
+pub struct OpInfo {
+    /// Full name as the source names it (`model/layer_0/attn/MatMul`, `Functional.linear.0.forward`).
+    pub name: String,
+    pub op_type: String,
+    pub step: u64,
+    pub rank: u32,
+    /// Execution order within the source (monotonic across steps).
+    pub order: u64,
+    pub inputs: Vec<TensorId>,
+    pub outputs: Vec<TensorId>,
+}
+
+impl OpInfo {
+    /// Original (pre-fusion) op names this op's outputs stand for, deduplicated, in output order.
+    pub fn original_names<'a>(&self, index: &'a Index) -> Vec<&'a str> {
+        let mut names: Vec<&str> = Vec::new();
+        for &t in &self.outputs {
+            if let Some((name, _)) = &index.tensors[t].original_op {
+                if !names.contains(&name.as_str()) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+}
+
+/// Everything a source knows, bytes excluded.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Index {
+    pub ops: Vec<OpInfo>,
+    pub tensors: Vec<TensorInfo>,
+    /// Problems found while indexing that did not stop it (unparseable names, torn tails, ...).
+    pub warnings: Vec<String>,
+}
+
+impl Index {
+    /// Adds an op with no tensors yet; returns its id.
+    pub fn push_op(&mut self, name: String, op_type: String, step: u64, rank: u32) -> OpId {
+        let order = self.ops.len() as u64;
+        self.ops.push(OpInfo { name, op_type, step, rank, order, inputs: Vec::new(), outputs: Vec::new() });
+        self.ops.len() - 1
+    }
+
+    /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]).
+    pub fn push_tensor(&mut self, tensor: TensorInfo) -> TensorId {
+        let id = self.tensors.len();
+        let op = &mut self.ops[tensor.op];
+        match tensor.io {
+            Io::Input => op.inputs.push(id),
+            Io::Output => op.outputs.push(id),
+        }
+        self.tensors.push(tensor);
+        id
+    }
+
+    /// Distinct steps present, ascending.
+    pub fn steps(&self) -> Vec<u64> {
+        let mut steps: Vec<u64> = self.ops.iter().map(|o| o.step).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        steps
+    }
+
+    /// Distinct ranks present, ascending.
+    pub fn ranks(&self) -> Vec<u32> {
+        let mut ranks: Vec<u32> = self.ops.iter().map(|o| o.rank).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks
+    }
+
+    /// `op.io.index` label used in reports (`model/attn/MatMul.output.0`).
+    pub fn tensor_label(&self, id: TensorId) -> String {
+        let t = &self.tensors[id];
+        format!("{}.{}.{}", self.ops[t.op].name, t.io.as_str(), t.index)
+    }
+}

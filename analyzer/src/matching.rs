@@ -1,0 +1,272 @@
+//! Pairs the tensors of two runs: exact names, a user mapping, fusion provenance, msprobe's fuzzy names,
+//! and finally an alignment of the two execution orders by op type, dtype and shape.
+//!
+//! Names are compared after CANN's file-name sanitizing (space . / \ become _), because one side may only
+//! know a name from a file name (`model_layer_0_attn_MatMul.0.123.npy`) and the other from a header.
+
+use crate::index::{Index, Io, OpId, TensorId};
+use accutrace_formats::dump::sanitize_op_name;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// How a pair was found, strongest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchKind {
+    Exact,
+    Mapping,
+    Provenance,
+    Fuzzy,
+    Order,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorPair {
+    pub target: TensorId,
+    pub bench: TensorId,
+    pub how: MatchKind,
+}
+
+/// The result of matching: pairs plus everything left over on either side (never dropped silently).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Matching {
+    pub pairs: Vec<TensorPair>,
+    pub unmatched_target: Vec<TensorId>,
+    pub unmatched_bench: Vec<TensorId>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MatchOptions {
+    /// `target name -> bench name` pairs from a user mapping file.
+    pub mapping: HashMap<String, String>,
+    /// Ignore msprobe call indices (`Functional.linear.3.forward` ~ `Functional.linear.0.forward`).
+    pub fuzzy: bool,
+}
+
+/// Reads a mapping file: one `target_name,bench_name` pair per line; `#` starts a comment.
+pub fn read_mapping_file(path: &Path) -> Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut mapping = HashMap::new();
+    for (line_no, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (target, bench) = line.split_once(',').with_context(|| {
+            format!("{}: line {}: expected `target_name,bench_name`, found {line:?}", path.display(), line_no + 1)
+        })?;
+        mapping.insert(norm(target.trim()), norm(bench.trim()));
+    }
+    Ok(mapping)
+}
+
+/// A tensor's identity across runs: rank, step, normalized op name, io, index.
+type Key = (u32, u64, String, Io, u32);
+
+fn norm(name: &str) -> String {
+    sanitize_op_name(name)
+}
+
+/// Drops the call index of an msprobe API name: `Functional.linear.3.forward` -> `Functional.linear.forward`.
+/// Works on sanitized names too (`Functional_linear_3_forward`).
+fn fuzzy_name(name: &str) -> String {
+    let sep = if name.contains('.') { '.' } else { '_' };
+    let parts: Vec<&str> = name.split(sep).collect();
+    let direction = parts.iter().rposition(|p| *p == "forward" || *p == "backward");
+    match direction {
+        Some(d) if d >= 1 && parts[d - 1].chars().all(|c| c.is_ascii_digit()) => {
+            let kept: Vec<&str> =
+                parts.iter().enumerate().filter(|(i, _)| *i != d - 1).map(|(_, p)| *p).collect();
+            kept.join(&sep.to_string())
+        }
+        _ => name.to_string(),
+    }
+}
+
+fn key_of(index: &Index, t: TensorId, name: &str) -> Key {
+    let tensor = &index.tensors[t];
+    let op = &index.ops[tensor.op];
+    (op.rank, op.step, name.to_string(), tensor.io, tensor.index)
+}
+
+/// Matches every tensor of `target` against `bench`.
+pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matching {
+    let mut bench_by_key: HashMap<Key, TensorId> = HashMap::with_capacity(bench.tensors.len());
+    let mut bench_by_fuzzy: HashMap<Key, Vec<TensorId>> = HashMap::new();
+    for t in 0..bench.tensors.len() {
+        let name = norm(&bench.ops[bench.tensors[t].op].name);
+        bench_by_key.entry(key_of(bench, t, &name)).or_insert(t);
+        if options.fuzzy {
+            bench_by_fuzzy.entry(key_of(bench, t, &fuzzy_name(&name))).or_default().push(t);
+        }
+    }
+    let mut bench_used = vec![false; bench.tensors.len()];
+    let mut pairs = Vec::new();
+    let mut leftover = Vec::new();
+
+    for t in 0..target.tensors.len() {
+        let tensor = &target.tensors[t];
+        let name = norm(&target.ops[tensor.op].name);
+        let mut take = |key: &Key, how: MatchKind, used: &mut Vec<bool>| -> bool {
+            match bench_by_key.get(key) {
+                Some(&b) if !used[b] => {
+                    used[b] = true;
+                    pairs.push(TensorPair { target: t, bench: b, how });
+                    true
+                }
+                _ => false,
+            }
+        };
+        if take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
+            continue;
+        }
+        if let Some(mapped) = options.mapping.get(&name) {
+            if take(&key_of(target, t, mapped), MatchKind::Mapping, &mut bench_used) {
+                continue;
+            }
+        }
+        if let (Io::Output, Some((original, out_index))) = (tensor.io, &tensor.original_op) {
+            let op = &target.ops[tensor.op];
+            let key = (op.rank, op.step, norm(original), Io::Output, *out_index);
+            if take(&key, MatchKind::Provenance, &mut bench_used) {
+                continue;
+            }
+        }
+        if options.fuzzy {
+            if let Some(candidates) = bench_by_fuzzy.get(&key_of(target, t, &fuzzy_name(&name))) {
+                if let Some(&b) = candidates.iter().find(|&&b| !bench_used[b]) {
+                    bench_used[b] = true;
+                    pairs.push(TensorPair { target: t, bench: b, how: MatchKind::Fuzzy });
+                    continue;
+                }
+            }
+        }
+        leftover.push(t);
+    }
+
+    let bench_left: Vec<TensorId> = (0..bench.tensors.len()).filter(|&b| !bench_used[b]).collect();
+    let (order_pairs, unmatched_target, unmatched_bench) = align_by_order(target, bench, &leftover, &bench_left);
+    pairs.extend(order_pairs);
+    pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
+    Matching { pairs, unmatched_target, unmatched_bench }
+}
+
+/// What makes two tensors plausibly the same when names say nothing: op type, io, index, dtype, shape.
+fn signature(index: &Index, t: TensorId) -> (String, Io, u32, Vec<u64>) {
+    let tensor = &index.tensors[t];
+    (index.ops[tensor.op].op_type.to_ascii_lowercase(), tensor.io, tensor.index, tensor.shape.clone())
+}
+
+/// Aligns leftover tensors of both runs, per (rank, step), as two sequences in execution order: a longest
+/// common subsequence over signatures, so an extra or missing op on one side does not shift the rest.
+fn align_by_order(
+    target: &Index,
+    bench: &Index,
+    target_left: &[TensorId],
+    bench_left: &[TensorId],
+) -> (Vec<TensorPair>, Vec<TensorId>, Vec<TensorId>) {
+    let group = |index: &Index, ids: &[TensorId]| {
+        let mut groups: HashMap<(u32, u64), Vec<TensorId>> = HashMap::new();
+        for &t in ids {
+            let op = &index.ops[index.tensors[t].op];
+            groups.entry((op.rank, op.step)).or_default().push(t);
+        }
+        for list in groups.values_mut() {
+            list.sort_by_key(|&t| (index.ops[index.tensors[t].op].order, t));
+        }
+        groups
+    };
+    let target_groups = group(target, target_left);
+    let mut bench_groups = group(bench, bench_left);
+    let mut pairs = Vec::new();
+    let mut unmatched_target = Vec::new();
+    let mut keys: Vec<&(u32, u64)> = target_groups.keys().collect();
+    keys.sort();
+    for key in keys {
+        let t_list = &target_groups[key];
+        let b_list = bench_groups.remove(key).unwrap_or_default();
+        // The quadratic table is bounded: only leftovers of one step and rank reach here, and a
+        // pathological size falls back to leaving them unmatched rather than using unbounded memory.
+        if t_list.len().saturating_mul(b_list.len()) > 50_000_000 {
+            unmatched_target.extend(t_list);
+            bench_groups.insert(*key, b_list);
+            continue;
+        }
+        let t_sig: Vec<_> = t_list.iter().map(|&t| signature(target, t)).collect();
+        let b_sig: Vec<_> = b_list.iter().map(|&b| signature(bench, b)).collect();
+        let (n, m) = (t_sig.len(), b_sig.len());
+        let mut lcs = vec![0u32; (n + 1) * (m + 1)];
+        for i in (0..n).rev() {
+            for j in (0..m).rev() {
+                lcs[i * (m + 1) + j] = if t_sig[i] == b_sig[j] {
+                    lcs[(i + 1) * (m + 1) + j + 1] + 1
+                } else {
+                    lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1])
+                };
+            }
+        }
+        let (mut i, mut j) = (0, 0);
+        let mut b_used = vec![false; m];
+        while i < n && j < m {
+            if t_sig[i] == b_sig[j] {
+                pairs.push(TensorPair { target: t_list[i], bench: b_list[j], how: MatchKind::Order });
+                b_used[j] = true;
+                i += 1;
+                j += 1;
+            } else if lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1] {
+                unmatched_target.push(t_list[i]);
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        unmatched_target.extend(&t_list[i..]);
+        let rest: Vec<TensorId> = b_list.iter().zip(&b_used).filter(|(_, u)| !**u).map(|(b, _)| *b).collect();
+        bench_groups.insert(*key, rest);
+    }
+    let mut unmatched_bench: Vec<TensorId> = bench_groups.into_values().flatten().collect();
+    unmatched_bench.sort_unstable();
+    unmatched_target.sort_unstable();
+    (pairs, unmatched_target, unmatched_bench)
+}
+
+/// For each op, the ops that produced its inputs, found by content hash (an input's bytes equal the
+/// producer's output bytes in a dump). Ops whose inputs have no hash get no producers.
+pub fn producers(index: &Index) -> Vec<Vec<OpId>> {
+    let mut by_hash: HashMap<u64, OpId> = HashMap::new();
+    let mut result = vec![Vec::new(); index.ops.len()];
+    let mut ops: Vec<OpId> = (0..index.ops.len()).collect();
+    ops.sort_by_key(|&o| index.ops[o].order);
+    for o in ops {
+        let op = &index.ops[o];
+        for &input in &op.inputs {
+            if let Some(hash) = index.tensors[input].hash {
+                if let Some(&producer) = by_hash.get(&hash) {
+                    if producer != o && !result[o].contains(&producer) {
+                        result[o].push(producer);
+                    }
+                }
+            }
+        }
+        for &output in &op.outputs {
+            if let Some(hash) = index.tensors[output].hash {
+                by_hash.insert(hash, o);
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuzzy_names_drop_the_call_index_only() {
+        assert_eq!(fuzzy_name("Functional.linear.3.forward"), "Functional.linear.forward");
+        assert_eq!(fuzzy_name("Functional_linear_3_backward"), "Functional_linear_backward");
+        assert_eq!(fuzzy_name("model/layer_0/MatMul"), "model/layer_0/MatMul");
+    }
+}

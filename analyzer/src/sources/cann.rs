@@ -1,0 +1,134 @@
+//! CANN dump trees (graph and single-op layouts, `mapping.csv`) and single dump files.
+//!
+//! Indexing reads only headers (the files are memory-mapped, so tensor pages are never touched); values and
+//! hashes are decoded on demand from a fresh map of the one file that holds them.
+
+use super::host::{host_shape, host_values, DeviceTensor};
+use super::Source;
+use crate::index::{Index, Io, TensorId, TensorInfo};
+use accutrace_formats::dump::{self, FileKind, MappedFile};
+use accutrace_formats::layout::Format;
+use accutrace_formats::stats::content_hash;
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+pub struct CannDumpSource {
+    root: PathBuf,
+    index: Index,
+    /// The file of each op (by op id).
+    files: Vec<PathBuf>,
+    /// Op-debug (overflow) files found in the tree, in execution order.
+    pub op_debug_files: Vec<dump::DumpEntry>,
+}
+
+/// What one header contributes to the index, parsed in parallel before the index is assembled in order.
+struct ParsedOp {
+    name: String,
+    op_type: String,
+    tensors: Vec<TensorInfo>,
+}
+
+impl CannDumpSource {
+    pub fn open(root: &Path) -> Result<Self> {
+        let tree = dump::walk_dump_tree(root).with_context(|| format!("cannot read dump tree {}", root.display()))?;
+        let mut index = Index::default();
+        index.warnings.extend(tree.warnings.iter().map(|w| w.to_string()));
+        let (tensor_entries, op_debug_files): (Vec<_>, Vec<_>) =
+            tree.entries.into_iter().partition(|e| e.name.kind == FileKind::Tensor);
+        let parsed: Vec<Result<ParsedOp>> = tensor_entries.par_iter().map(parse_header).collect();
+        let mut files = Vec::with_capacity(tensor_entries.len());
+        for (entry, parsed) in tensor_entries.iter().zip(parsed) {
+            let parsed = parsed?;
+            let step = entry.step.unwrap_or(0);
+            let rank = entry.device_id.unwrap_or(0);
+            let op = index.push_op(parsed.name, parsed.op_type, step, rank);
+            for mut tensor in parsed.tensors {
+                tensor.op = op;
+                index.push_tensor(tensor);
+            }
+            files.push(entry.path.clone());
+        }
+        let op_debug_files = op_debug_files.into_iter().filter(|e| e.name.kind == FileKind::OpDebug).collect();
+        Ok(CannDumpSource { root: root.to_path_buf(), index, files, op_debug_files })
+    }
+
+    fn with_tensor<R>(&self, tensor: TensorId, f: impl FnOnce(&dump::TensorRef<'_>) -> Result<R>) -> Result<R> {
+        let info = &self.index.tensors[tensor];
+        let path = &self.files[info.op];
+        let map = MappedFile::open(path)?;
+        let file = dump::parse_dump_file(&map)?;
+        let list = match info.io {
+            Io::Input => &file.inputs,
+            Io::Output => &file.outputs,
+        };
+        let t = list
+            .get(info.index as usize)
+            .with_context(|| format!("{}: tensor {} changed since it was indexed", path.display(), info.index))?;
+        f(t).with_context(|| format!("{}: {} {}", path.display(), info.io.as_str(), info.index))
+    }
+}
+
+fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
+    let map = MappedFile::open(&entry.path)?;
+    let file = dump::parse_dump_file(&map)?;
+    let name = if file.op_name().is_empty() { entry.op_name.clone() } else { file.op_name().to_string() };
+    let mut tensors = Vec::with_capacity(file.inputs.len() + file.outputs.len());
+    for (io, list) in [(Io::Input, &file.inputs), (Io::Output, &file.outputs)] {
+        for t in list {
+            let format = Format::from_code(t.format);
+            tensors.push(TensorInfo {
+                op: 0,
+                io,
+                index: t.index as u32,
+                dtype: t.dtype,
+                shape: host_shape(t.format, &t.device_shape, &t.original_shape),
+                device_format: (!format.is_identity()).then(|| format.name().into_owned()),
+                device_shape: Some(t.device_shape.clone()),
+                original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
+                stats: None,
+                hash: None,
+                has_data: true,
+                locator: 0,
+            });
+        }
+    }
+    Ok(ParsedOp { name, op_type: entry.name.op_type.clone(), tensors })
+}
+
+impl Source for CannDumpSource {
+    fn kind(&self) -> &'static str {
+        "cann-dump"
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn index(&self) -> &Index {
+        &self.index
+    }
+
+    fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
+        self.with_tensor(tensor, |t| {
+            let mut scratch = Vec::new();
+            host_values(&device_tensor(t), &mut scratch, out)?;
+            Ok(())
+        })
+    }
+
+    fn content_hash(&self, tensor: TensorId) -> Result<u64> {
+        self.with_tensor(tensor, |t| Ok(content_hash(t.bytes)))
+    }
+}
+
+fn device_tensor<'a>(t: &'a dump::TensorRef<'a>) -> DeviceTensor<'a> {
+    DeviceTensor {
+        dtype: t.dtype,
+        format: t.format,
+        device_shape: &t.device_shape,
+        original_shape: &t.original_shape,
+        sub_format: t.sub_format,
+        bytes: t.bytes,
+    }
+}

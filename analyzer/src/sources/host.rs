@@ -1,0 +1,79 @@
+//! From device bytes to host values: decode the dtype, undo the device format, crop the padding.
+//! Every source that holds device-format tensors (CANN dumps, captures) goes through here.
+
+use accutrace_formats::layout::{self, Format};
+use accutrace_formats::tensor::{decode_f32, lanes_per_element};
+use accutrace_formats::{DType, Result};
+
+/// Where a tensor's bytes came from and how they are laid out on the device.
+pub struct DeviceTensor<'a> {
+    pub dtype: DType,
+    pub format: i32,
+    pub device_shape: &'a [u64],
+    pub original_shape: &'a [u64],
+    pub sub_format: i32,
+    pub bytes: &'a [u8],
+}
+
+/// Decodes `tensor` into `out` (host layout, C order; complex as interleaved re, im) and returns the host
+/// shape. `scratch` is reused between calls to avoid an allocation per tensor.
+pub fn host_values(tensor: &DeviceTensor<'_>, scratch: &mut Vec<f32>, out: &mut Vec<f32>) -> Result<Vec<u64>> {
+    let format = Format::from_code(tensor.format);
+    let elements = element_count(tensor.device_shape)?;
+    if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
+        decode_f32(tensor.dtype, tensor.bytes, elements, out)?;
+        let shape =
+            if layout::host_shape_is_usable(tensor.original_shape) && product(tensor.original_shape) == Some(elements as u64) {
+                tensor.original_shape.to_vec()
+            } else {
+                tensor.device_shape.to_vec()
+            };
+        return Ok(shape);
+    }
+    decode_f32(tensor.dtype, tensor.bytes, elements, scratch)?;
+    let (host, shape) = if lanes_per_element(tensor.dtype) == 2 {
+        let pairs: Vec<[f32; 2]> = scratch.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
+        let (host, shape) = layout::to_host_with_shape(
+            format,
+            &pairs,
+            tensor.device_shape,
+            tensor.original_shape,
+            tensor.dtype,
+            tensor.sub_format,
+        )?;
+        (host.into_iter().flatten().collect(), shape)
+    } else {
+        layout::to_host_with_shape(
+            format,
+            scratch,
+            tensor.device_shape,
+            tensor.original_shape,
+            tensor.dtype,
+            tensor.sub_format,
+        )?
+    };
+    *out = host;
+    Ok(shape)
+}
+
+/// The host shape a tensor will have, without decoding it.
+pub fn host_shape(format: i32, device_shape: &[u64], original_shape: &[u64]) -> Vec<u64> {
+    let format = Format::from_code(format);
+    if layout::host_shape_is_usable(original_shape)
+        && (!format.is_identity() || product(original_shape) == product(device_shape))
+    {
+        original_shape.to_vec()
+    } else {
+        device_shape.to_vec()
+    }
+}
+
+fn product(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+fn element_count(shape: &[u64]) -> Result<usize> {
+    product(shape)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| accutrace_formats::FormatError::whole(format!("shape {shape:?} overflows the element count")))
+}

@@ -1,0 +1,100 @@
+/*
+ * accutrace_acl.h: the subset of CANN's AscendCL C ABI that accutrace touches.
+ *
+ * Written for accutrace from the public CANN documentation and headers (acl_base.h, acl_rt.h, acl_mdl.h,
+ * acl_dump.h); see shared/docs/cann-facts.md section 3. Only declarations are here: the definitions come from
+ * a real libascendcl.so / libascend_dump.so, or from the simulated runtime in tests/sim-runtime.
+ *
+ * Regenerate ascend-sys/src/bindings.rs after editing: scripts/regen-bindings (needs libclang).
+ */
+#ifndef ACCUTRACE_ACL_H_
+#define ACCUTRACE_ACL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- base types (acl_base.h) ---- */
+typedef int aclError;
+typedef void *aclrtStream;
+/* Model input/output sets. Opaque here: accutrace never builds one, and the simulated runtime accepts NULL. */
+typedef struct aclmdlDataset aclmdlDataset;
+
+/* ---- error codes (acl_base.h, public values) ---- */
+static const int ACL_SUCCESS = 0;
+static const int ACL_ERROR_NONE = 0;
+static const int ACL_ERROR_INVALID_PARAM = 100000;
+static const int ACL_ERROR_UNINITIALIZE = 100001;
+static const int ACL_ERROR_REPEAT_INITIALIZE = 100002;
+static const int ACL_ERROR_INVALID_FILE = 100003;
+static const int ACL_ERROR_WRITE_FILE = 100004;
+static const int ACL_ERROR_INVALID_FILE_SIZE = 100005;
+static const int ACL_ERROR_PARSE_FILE = 100006;
+static const int ACL_ERROR_INVALID_DUMP_CONFIG = 100009;
+static const int ACL_ERROR_INVALID_MODEL_ID = 100011;
+static const int ACL_ERROR_PARSE_MODEL = 100013;
+static const int ACL_ERROR_READ_MODEL_FAILURE = 100014;
+static const int ACL_ERROR_REPEAT_FINALIZE = 100037;
+static const int ACL_ERROR_DUMP_ALREADY_RUN = 100044;
+static const int ACL_ERROR_DUMP_NOT_RUN = 100045;
+static const int ACL_ERROR_BAD_ALLOC = 200000;
+static const int ACL_ERROR_API_NOT_SUPPORT = 200001;
+static const int ACL_ERROR_INVALID_DEVICE = 200002;
+static const int ACL_ERROR_INTERNAL_ERROR = 500000;
+static const int ACL_ERROR_FAILURE = 500001;
+
+/* ---- runtime: device, overflow (acl_rt.h) ---- */
+typedef enum aclrtFloatOverflowMode {
+    ACL_RT_OVERFLOW_MODE_SATURATION = 0, /* inf -> +-max, NaN -> 0 */
+    ACL_RT_OVERFLOW_MODE_INFNAN = 1,     /* IEEE 754 inf/NaN */
+    ACL_RT_OVERFLOW_MODE_UNDEF = 2,
+} aclrtFloatOverflowMode;
+
+aclError aclInit(const char *configPath);
+aclError aclFinalize(void);
+aclError aclrtSetDevice(int32_t deviceId);
+aclError aclrtResetDevice(int32_t deviceId);
+aclError aclrtSynchronizeDevice(void);
+aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode);
+aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode);
+/* outputAddr receives the device's overflow status (the real API documents a 64-byte buffer). */
+aclError aclrtGetOverflowStatus(void *outputAddr, size_t outputSize, aclrtStream stream);
+aclError aclrtResetOverflowStatus(aclrtStream stream);
+
+/* ---- models (acl_mdl.h) ---- */
+aclError aclmdlLoadFromFile(const char *modelPath, uint32_t *modelId);
+aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output);
+aclError aclmdlUnload(uint32_t modelId);
+
+/* ---- dump (acl_mdl.h, acl_dump.h) ---- */
+aclError aclmdlInitDump(void);
+aclError aclmdlSetDump(const char *dumpCfgPath);
+aclError aclmdlFinalizeDump(void);
+
+#define ACL_DUMP_MAX_FILE_PATH_LENGTH 4096
+
+/* One slice of a dump file handed to a registered callback. LP64 layout: fileName at 0, bufLen at 4096,
+ * isLastChunk at 4100, offset at 4104, flag at 4112, dataBuf at 4116, sizeof 4120 (4 bytes of tail padding
+ * from offset's 8-byte alignment). The callback's len argument is sizeof(acldumpChunk) + bufLen. */
+typedef struct acldumpChunk {
+    char fileName[ACL_DUMP_MAX_FILE_PATH_LENGTH]; /* path the file would have had on disk, NUL-terminated */
+    uint32_t bufLen;                              /* bytes in dataBuf */
+    uint32_t isLastChunk;                         /* 1 on the final chunk of this file */
+    int64_t offset;                               /* -1: append */
+    int32_t flag;                                 /* reserved */
+    uint8_t dataBuf[];                            /* bufLen bytes follow */
+} acldumpChunk;
+
+typedef int32_t (*acldumpCallback)(const acldumpChunk *chunk, int32_t len);
+
+aclError acldumpRegCallback(int32_t (*messageCallback)(const acldumpChunk *chunk, int32_t len), int32_t flag);
+void acldumpUnregCallback(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACCUTRACE_ACL_H_ */

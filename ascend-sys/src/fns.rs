@@ -1,0 +1,33 @@
+//! One function-pointer type per ACL entry point accutrace touches (signatures of `accutrace_acl.h`).
+//!
+//! `Option<AclFooFn>` has the same ABI as a nullable C function pointer, which is how the dump callback is
+//! passed to `acldumpRegCallback`.
+
+use crate::bindings::{aclError, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode, aclrtStream};
+use core::ffi::{c_char, c_void};
+
+pub type AclInitFn = unsafe extern "C" fn(config_path: *const c_char) -> aclError;
+pub type AclFinalizeFn = unsafe extern "C" fn() -> aclError;
+pub type AclrtSetDeviceFn = unsafe extern "C" fn(device_id: i32) -> aclError;
+pub type AclrtResetDeviceFn = unsafe extern "C" fn(device_id: i32) -> aclError;
+pub type AclrtSynchronizeDeviceFn = unsafe extern "C" fn() -> aclError;
+pub type AclrtSetDeviceSatModeFn = unsafe extern "C" fn(mode: aclrtFloatOverflowMode) -> aclError;
+pub type AclrtGetDeviceSatModeFn = unsafe extern "C" fn(mode: *mut aclrtFloatOverflowMode) -> aclError;
+pub type AclrtGetOverflowStatusFn =
+    unsafe extern "C" fn(output_addr: *mut c_void, output_size: usize, stream: aclrtStream) -> aclError;
+pub type AclrtResetOverflowStatusFn = unsafe extern "C" fn(stream: aclrtStream) -> aclError;
+
+pub type AclmdlLoadFromFileFn =
+    unsafe extern "C" fn(model_path: *const c_char, model_id: *mut u32) -> aclError;
+pub type AclmdlExecuteFn =
+    unsafe extern "C" fn(model_id: u32, input: *const aclmdlDataset, output: *mut aclmdlDataset) -> aclError;
+pub type AclmdlUnloadFn = unsafe extern "C" fn(model_id: u32) -> aclError;
+
+pub type AclmdlInitDumpFn = unsafe extern "C" fn() -> aclError;
+pub type AclmdlSetDumpFn = unsafe extern "C" fn(dump_cfg_path: *const c_char) -> aclError;
+pub type AclmdlFinalizeDumpFn = unsafe extern "C" fn() -> aclError;
+
+/// The dump callback itself: receives one chunk; `len` is `sizeof(acldumpChunk) + bufLen`.
+pub type AcldumpCallbackFn = unsafe extern "C" fn(chunk: *const acldumpChunk, len: i32) -> i32;
+pub type AcldumpRegCallbackFn = unsafe extern "C" fn(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError;
+pub type AcldumpUnregCallbackFn = unsafe extern "C" fn();

@@ -1,0 +1,158 @@
+//! Device formats (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ...) to and from the host layout.
+//!
+//! Conversions work on decoded values of any `Copy` type (f32 lanes, f64, or `[f32; 2]` for complex), so
+//! one implementation serves every dtype; the dtype only picks the cube block C0 (cann-facts §2: 16 for
+//! 16/32-bit types, 32 for 8-bit, 64 for 4-bit; NC1HWC0_C04 uses 4). Device buffers are padded and the
+//! padding is not guaranteed to be zero, so [`to_host`] always crops to the host shape.
+//!
+//! `host_shape` is the `original_shape` of the dump in the host layout the format converts to (see
+//! [`plans`] for the table: NCHW, NCDHW, ND, or HWCN for C1HWNCoC0).
+
+mod format;
+mod plan;
+pub mod plans;
+
+pub use format::Format;
+
+use crate::{DType, FormatError, Result};
+use plan::{checked_product, walk, Plan};
+
+/// A host dim at or above this is a dynamic-shape marker (CANN writes -1 / -2 as u64), not a size.
+const DYNAMIC_DIM: u64 = 1 << 48;
+
+/// Whether `host_shape` can drive a conversion: present and without dynamic-dimension markers.
+pub fn host_shape_is_usable(host_shape: &[u64]) -> bool {
+    !host_shape.is_empty() && host_shape.iter().all(|&d| d < DYNAMIC_DIM)
+}
+
+fn to_usize(n: u64, what: &str) -> Result<usize> {
+    usize::try_from(n).map_err(|_| FormatError::at(0, format!("{what} of {n} elements exceeds the address space")))
+}
+
+/// Drops size-1 dims: shapes that differ only by them describe the same bytes.
+fn squeezed(shape: &[u64]) -> Vec<u64> {
+    shape.iter().copied().filter(|&d| d != 1).collect()
+}
+
+/// Checks a dump's device shape against what the host shape implies. Leniency: size-1 dims are ignored and
+/// the folded (reported) or unfolded (logical) form of blocked formats both match. A host shape given in
+/// the wrong order (HWCN instead of NCHW) usually fails here rather than decoding to plausible garbage.
+fn check_device_shape(format: Format, plan: &Plan, device_shape: &[u64], host_shape: &[u64]) -> Result<()> {
+    let given = squeezed(device_shape);
+    if given == squeezed(&plan.device_shape) || given == squeezed(&plan.device_axes) {
+        return Ok(());
+    }
+    Err(FormatError::at(
+        0,
+        format!(
+            "{format} device shape {device_shape:?} does not fit host shape {host_shape:?} (expected {:?})",
+            plan.device_shape
+        ),
+    ))
+}
+
+/// The device shape `format` gives a host tensor of `host_shape` (as dumps report it).
+pub fn device_shape(format: Format, host_shape: &[u64], dtype: DType, groups: i32) -> Result<Vec<u64>> {
+    if format.is_identity() {
+        return Ok(host_shape.to_vec());
+    }
+    Ok(plans::plan(format, host_shape, dtype, groups)?.device_shape)
+}
+
+/// Device values to the host layout, cropped to `host_shape`. See [`to_host_with_shape`].
+pub fn to_host<T: Copy>(
+    format: Format,
+    device: &[T],
+    device_shape: &[u64],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+) -> Result<Vec<T>> {
+    Ok(to_host_with_shape(format, device, device_shape, host_shape, dtype, groups)?.0)
+}
+
+/// Device values to the host layout, and the shape they have there.
+///
+/// When the host shape is missing or dynamic ([`host_shape_is_usable`] is false), the device values come
+/// back unchanged with the device shape: nothing can be cropped, and guessing would be worse. `groups` is the
+/// dump's `sub_format` (grouped FRACTAL_Z when > 1).
+pub fn to_host_with_shape<T: Copy>(
+    format: Format,
+    device: &[T],
+    device_shape: &[u64],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+) -> Result<(Vec<T>, Vec<u64>)> {
+    let device_count = checked_product(device_shape, "device shape")?;
+    if device_count != device.len() as u64 {
+        return Err(FormatError::at(
+            0,
+            format!("device shape {device_shape:?} has {device_count} elements, the data has {}", device.len()),
+        ));
+    }
+    if !host_shape_is_usable(host_shape) {
+        return Ok((device.to_vec(), device_shape.to_vec()));
+    }
+    let host_count = checked_product(host_shape, "host shape")?;
+    if format.is_identity() {
+        if host_count != device_count {
+            return Err(FormatError::at(
+                0,
+                format!("{format}: host shape {host_shape:?} has {host_count} elements, device {device_count}"),
+            ));
+        }
+        return Ok((device.to_vec(), host_shape.to_vec()));
+    }
+    let plan = plans::plan(format, host_shape, dtype, groups)?;
+    check_device_shape(format, &plan, device_shape, host_shape)?;
+    if plan.device_len()? != device_count {
+        return Err(FormatError::at(
+            0,
+            format!("{format}: host shape {host_shape:?} needs {} device elements, got {device_count}", plan.device_len()?),
+        ));
+    }
+    if host_count == 0 {
+        return Ok((Vec::new(), host_shape.to_vec()));
+    }
+    // Table sizes and the output are bounded by host_count <= device_count == device.len().
+    let tables = plan.tables()?;
+    let mut out = Vec::with_capacity(to_usize(host_count, "host tensor")?);
+    walk(&tables, |offset| out.push(device[offset]));
+    Ok((out, host_shape.to_vec()))
+}
+
+/// Host values (row-major in `host_shape`) to `format`: the device values and the device shape. Padding is
+/// filled with `pad` (the simulated runtime passes garbage to prove that readers crop).
+pub fn to_device<T: Copy>(
+    format: Format,
+    host: &[T],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+    pad: T,
+) -> Result<(Vec<T>, Vec<u64>)> {
+    let host_count = checked_product(host_shape, "host shape")?;
+    if host_count != host.len() as u64 {
+        return Err(FormatError::at(
+            0,
+            format!("host shape {host_shape:?} has {host_count} elements, the data has {}", host.len()),
+        ));
+    }
+    if format.is_identity() {
+        return Ok((host.to_vec(), host_shape.to_vec()));
+    }
+    let plan = plans::plan(format, host_shape, dtype, groups)?;
+    let device_len = to_usize(plan.device_len()?, "device tensor")?;
+    let mut device = vec![pad; device_len];
+    if host_count > 0 {
+        let tables = plan.tables()?;
+        let mut next = host.iter();
+        walk(&tables, |offset| {
+            if let Some(&v) = next.next() {
+                device[offset] = v;
+            }
+        });
+    }
+    Ok((device, plan.device_shape))
+}

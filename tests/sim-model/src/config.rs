@@ -1,0 +1,260 @@
+//! The model file: a JSON `ModelConfig` (what the runtime's `aclmdlLoadFromFile` reads).
+//!
+//! Every field has a default, so `{}` is a valid model: a tiny transformer whose steps take milliseconds.
+//! `"preset": "small" | "medium" | "large"` starts from a benchmark size and the other keys override it.
+
+use crate::Precision;
+use serde::{Deserialize, Serialize};
+
+/// Update rule applied to the fp32 master weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    Sgd,
+    Adam,
+}
+
+/// Loss scaling (used in fp16 only; bf16 and fp32 train unscaled).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LossScale {
+    /// Scale of the first step.
+    pub initial: f32,
+    /// Halve on overflow (and skip the step), double after `growth_interval` good steps.
+    pub dynamic: bool,
+    pub growth_interval: u32,
+    /// Floor for the halving.
+    pub min: f32,
+}
+
+impl Default for LossScale {
+    fn default() -> Self {
+        // 1024 rather than the usual 65536: the tiny default model would overflow at step 0 with 65536, and
+        // an overflow that nobody injected would blur the overflow-fault tests.
+        LossScale { initial: 1024.0, dynamic: true, growth_interval: 100, min: 1.0 }
+    }
+}
+
+/// An op that overflows at one step.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverflowFault {
+    /// Full op name (`model/layer_0/mlp/fc1/MatMul`); matched against every emitted op, forward or backward.
+    pub op: String,
+    pub step: u64,
+}
+
+/// Injected faults, all off by default; each is reproducible from the config alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Faults {
+    /// This op's reduction order is drawn from `run_seed`: runs with different run seeds differ slightly in
+    /// this op and downstream of it, and nowhere else.
+    pub nondeterministic_op: Option<String>,
+    /// This op's output is scaled far past the fp16 (bf16: fp32) maximum at that step.
+    pub overflow: Option<OverflowFault>,
+    /// The fused MatMul+BiasAdd+Gelu kernel (needs `fusion = true`) accumulates in bf16 and evaluates GELU
+    /// with a truncated-series tanh in device precision.
+    pub imprecise_fused_kernel: bool,
+    /// Batches are drawn in a different order.
+    pub shuffle_data: bool,
+    /// Multiplies the learning rate (1.0 = off): a changed hyperparameter.
+    pub lr_scale: f32,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            nondeterministic_op: None,
+            overflow: None,
+            imprecise_fused_kernel: false,
+            shuffle_data: false,
+            lr_scale: 1.0,
+        }
+    }
+}
+
+/// The model file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Graph/model name (the dump tree's model_name).
+    pub model_name: String,
+    pub vocab: usize,
+    pub d_model: usize,
+    /// Must divide `d_model`.
+    pub n_heads: usize,
+    pub d_ff: usize,
+    pub n_layers: usize,
+    pub batch: usize,
+    pub seq: usize,
+    /// Weights and data.
+    pub seed: u64,
+    /// Per-run seed: only the `nondeterministic_op` fault reads it.
+    pub run_seed: u64,
+    pub lr: f32,
+    pub optimizer: Optimizer,
+    pub precision: Precision,
+    pub loss_scale: LossScale,
+    /// Run the MLP's MatMul+BiasAdd+Gelu as one `FusedMatMulBiasGelu` kernel.
+    pub fusion: bool,
+    /// Matmul weights in FRACTAL_NZ and one activation per layer in NC1HWC0 (device precisions only).
+    pub device_formats: bool,
+    pub faults: Faults,
+    /// Informational: the preset this config started from (`from_json` applies it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            model_name: "sim_transformer".into(),
+            vocab: 32,
+            d_model: 16,
+            n_heads: 2,
+            d_ff: 32,
+            n_layers: 2,
+            batch: 2,
+            seq: 8,
+            seed: 1,
+            run_seed: 0,
+            lr: 1e-2,
+            optimizer: Optimizer::Adam,
+            precision: Precision::Fp16,
+            loss_scale: LossScale::default(),
+            fusion: false,
+            device_formats: true,
+            faults: Faults::default(),
+            preset: None,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Benchmark sizes. Dumped bytes per step (inputs and outputs of every op, fp16) are roughly:
+    /// `small` ~10 MB, `medium` ~120 MB, `large` ~1.5 GB (attention scores dominate: B*H*S*S each).
+    pub fn preset(name: &str) -> Option<ModelConfig> {
+        let base = ModelConfig { preset: Some(name.to_string()), ..ModelConfig::default() };
+        let sized = |vocab, d_model, n_heads, d_ff, n_layers, batch, seq| ModelConfig {
+            vocab,
+            d_model,
+            n_heads,
+            d_ff,
+            n_layers,
+            batch,
+            seq,
+            lr: 3e-3,
+            ..base.clone()
+        };
+        match name {
+            "tiny" => Some(base.clone()),
+            "small" => Some(sized(256, 64, 4, 256, 2, 4, 64)),
+            "medium" => Some(sized(512, 128, 4, 512, 4, 8, 128)),
+            "large" => Some(sized(1024, 256, 8, 1024, 4, 16, 256)),
+            _ => None,
+        }
+    }
+
+    /// Parses a model file. A `"preset"` key starts from that preset; the other keys override it.
+    pub fn from_json(text: &str) -> Result<ModelConfig, String> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("model json: {e}"))?;
+        let mut base = serde_json::to_value(ModelConfig::default()).map_err(|e| e.to_string())?;
+        if let Some(name) = value.get("preset") {
+            let name = name.as_str().ok_or("model json: \"preset\" must be a string")?;
+            let preset = ModelConfig::preset(name).ok_or_else(|| format!("model json: unknown preset {name:?}"))?;
+            base = serde_json::to_value(preset).map_err(|e| e.to_string())?;
+        }
+        merge(&mut base, value);
+        let cfg: ModelConfig = serde_json::from_value(base).map_err(|e| format!("model json: {e}"))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a model file.
+    pub fn from_file(path: &std::path::Path) -> Result<ModelConfig, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        ModelConfig::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Checks sizes; every `Trainer` is built from a validated config.
+    pub fn validate(&self) -> Result<(), String> {
+        let dims = [self.vocab, self.d_model, self.n_heads, self.d_ff, self.batch, self.seq];
+        if dims.contains(&0) {
+            return Err("model json: vocab, d_model, n_heads, d_ff, batch and seq must be positive".into());
+        }
+        if self.d_model % self.n_heads != 0 {
+            return Err(format!("model json: n_heads {} does not divide d_model {}", self.n_heads, self.d_model));
+        }
+        if !(self.lr.is_finite() && self.faults.lr_scale.is_finite()) {
+            return Err("model json: lr and lr_scale must be finite".into());
+        }
+        if !(self.loss_scale.initial.is_finite() && self.loss_scale.initial > 0.0) {
+            return Err("model json: loss_scale.initial must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The benchmark of this run: the same model and data in fp32, unfused, without device formats and
+    /// without any fault (faults are what the device run got wrong).
+    pub fn benchmark(&self) -> ModelConfig {
+        ModelConfig {
+            precision: Precision::Fp32,
+            fusion: false,
+            device_formats: false,
+            faults: Faults::default(),
+            ..self.clone()
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_heads
+    }
+}
+
+/// Overlays `over` onto `base`, recursing into objects so `{"faults": {"shuffle_data": true}}` keeps the
+/// other fault defaults.
+fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_json_is_the_default_model() {
+        assert_eq!(ModelConfig::from_json("{}").unwrap(), ModelConfig::default());
+    }
+
+    #[test]
+    fn preset_keys_are_overridden_and_nested_defaults_kept() {
+        let cfg = ModelConfig::from_json(
+            r#"{"preset": "small", "precision": "bf16", "faults": {"shuffle_data": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.d_model, 64);
+        assert_eq!(cfg.precision, Precision::Bf16);
+        assert!(cfg.faults.shuffle_data);
+        assert_eq!(cfg.faults.lr_scale, 1.0);
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        assert!(ModelConfig::from_json(r#"{"d_model": 10, "n_heads": 3}"#).is_err());
+        assert!(ModelConfig::from_json(r#"{"preset": "huge"}"#).is_err());
+        assert!(ModelConfig::from_json(r#"{"no_such_key": 1}"#).is_err());
+    }
+}

@@ -1,0 +1,367 @@
+//! The exported ACL entry points (signatures checked against `ascend_sys::fns` in the tests).
+//!
+//! Every export runs its body under `catch_unwind`: a panic must never unwind into C (that is undefined
+//! behaviour) and must not take the training process down; it becomes `ACL_ERROR_INTERNAL_ERROR`.
+
+use crate::config::{parse_dump_json, ConfigError, DumpConfig};
+use crate::dumper::{self, Delivery};
+use crate::emit::{Emitter, StepTarget};
+use crate::state::{self, LoadedModel};
+use crate::{clock, model, overflow};
+use ascend_sys::*;
+use std::ffi::{c_char, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+fn guard(name: &str, body: impl FnOnce() -> aclError) -> aclError {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        eprintln!("sim-ascendcl: {name} panicked; returning ACL_ERROR_INTERNAL_ERROR");
+        ACL_ERROR_INTERNAL_ERROR
+    })
+}
+
+/// A C path argument, or `None` when null.
+///
+/// # Safety
+/// `p` is null or points at a NUL-terminated string that stays valid for the call (the ACL contract).
+unsafe fn c_path(p: *const c_char) -> Option<PathBuf> {
+    if p.is_null() {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: non-null and NUL-terminated per this function's contract.
+    let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+}
+
+/// Reads and parses a dump configuration file; the error is the ACL code to return.
+fn read_dump_config(path: &std::path::Path) -> Result<Option<DumpConfig>, aclError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("sim-ascendcl: cannot read {}: {e}", path.display());
+        ACL_ERROR_INVALID_FILE
+    })?;
+    parse_dump_json(&text).map_err(|e| {
+        eprintln!("sim-ascendcl: {}: {e:?}", path.display());
+        match e {
+            ConfigError::Parse(_) => ACL_ERROR_PARSE_FILE,
+            ConfigError::Invalid(_) => ACL_ERROR_INVALID_DUMP_CONFIG,
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    guard("aclInit", || {
+        if state::with(|rt| rt.initialized) {
+            return ACL_ERROR_REPEAT_INITIALIZE;
+        }
+        // SAFETY: the caller passes NULL or a NUL-terminated path (aclInit's contract).
+        let dump = match unsafe { c_path(config_path) } {
+            None => None,
+            Some(path) => match read_dump_config(&path) {
+                Ok(cfg) => cfg,
+                Err(code) => return code,
+            },
+        };
+        clock::reset();
+        overflow::reset_device();
+        state::with(|rt| {
+            *rt = state::Runtime {
+                initialized: true,
+                dump,
+                session_dir: clock::date_dir_name(clock::now_us()),
+                next_model_id: 1,
+                ..Default::default()
+            };
+        });
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclFinalize() -> aclError {
+    guard("aclFinalize", || {
+        if !state::with(|rt| rt.initialized) {
+            return ACL_ERROR_REPEAT_FINALIZE;
+        }
+        dumper::shutdown();
+        state::set_callback(None);
+        state::with(|rt| *rt = state::Runtime::default());
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
+    guard("aclrtSetDevice", || {
+        state::with(|rt| {
+            if !rt.initialized {
+                ACL_ERROR_UNINITIALIZE
+            } else if device_id < 0 {
+                ACL_ERROR_INVALID_PARAM
+            } else {
+                rt.device = Some(device_id);
+                ACL_SUCCESS
+            }
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
+    guard("aclrtResetDevice", || {
+        if device_id < 0 {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        dumper::drain();
+        state::with(|rt| {
+            if rt.device == Some(device_id) {
+                rt.device = None;
+            }
+        });
+        overflow::reset_device();
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
+    guard("aclrtSynchronizeDevice", || {
+        dumper::drain();
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtSetDeviceSatMode(mode: aclrtFloatOverflowMode) -> aclError {
+    guard("aclrtSetDeviceSatMode", || match mode {
+        ACL_RT_OVERFLOW_MODE_SATURATION | ACL_RT_OVERFLOW_MODE_INFNAN => {
+            overflow::set_mode(mode);
+            ACL_SUCCESS
+        }
+        _ => ACL_ERROR_INVALID_PARAM,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode) -> aclError {
+    guard("aclrtGetDeviceSatMode", || {
+        if mode.is_null() {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        // SAFETY: non-null, and the caller passes a writable aclrtFloatOverflowMode (the API's contract);
+        // write_unaligned tolerates a caller buffer of bytes.
+        unsafe { mode.write_unaligned(overflow::mode()) };
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtGetOverflowStatus(output: *mut c_void, size: usize, _stream: aclrtStream) -> aclError {
+    guard("aclrtGetOverflowStatus", || {
+        if output.is_null() || size < 8 {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        // The documented buffer is 64 bytes; we fill what we know (u64 status, LE) and zero the rest.
+        let mut record = [0u8; ACL_OVERFLOW_STATUS_SIZE];
+        record[..8].copy_from_slice(&overflow::status().to_le_bytes());
+        let n = size.min(record.len());
+        // SAFETY: `output` is non-null and the caller guarantees `size` writable bytes; n <= size. The
+        // simulator has no device memory, so the "device buffer" is the caller's host memory.
+        unsafe { std::ptr::copy_nonoverlapping(record.as_ptr(), output.cast::<u8>(), n) };
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtResetOverflowStatus(_stream: aclrtStream) -> aclError {
+    guard("aclrtResetOverflowStatus", || {
+        overflow::reset_status();
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlInitDump() -> aclError {
+    guard("aclmdlInitDump", || {
+        state::with(|rt| {
+            if !rt.initialized {
+                return ACL_ERROR_UNINITIALIZE;
+            }
+            // Repeat calls are accepted: callers (framework and collector) may both initialise dumping.
+            rt.dump_initialized = true;
+            ACL_SUCCESS
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError {
+    guard("aclmdlSetDump", || {
+        let (initialized, dump_initialized) = state::with(|rt| (rt.initialized, rt.dump_initialized));
+        if !initialized {
+            return ACL_ERROR_UNINITIALIZE;
+        }
+        if !dump_initialized {
+            return ACL_ERROR_DUMP_NOT_RUN;
+        }
+        // SAFETY: the caller passes a NUL-terminated path (aclmdlSetDump's contract) or NULL.
+        let Some(path) = (unsafe { c_path(dump_cfg_path) }) else { return ACL_ERROR_INVALID_PARAM };
+        let cfg = match read_dump_config(&path) {
+            Ok(Some(cfg)) => cfg,
+            Ok(None) => return ACL_ERROR_INVALID_DUMP_CONFIG,
+            Err(code) => return code,
+        };
+        state::with(|rt| {
+            rt.dump = Some(cfg);
+            rt.session_dir = clock::date_dir_name(clock::now_us());
+        });
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlFinalizeDump() -> aclError {
+    guard("aclmdlFinalizeDump", || {
+        if !state::with(|rt| rt.dump_initialized) {
+            return ACL_ERROR_DUMP_NOT_RUN;
+        }
+        dumper::drain();
+        let models: Vec<_> = state::with(|rt| {
+            rt.dump_initialized = false;
+            rt.dump = None;
+            rt.models.values().cloned().collect()
+        });
+        // Dumping stops for every model, including those loaded while it was on.
+        for m in models {
+            state::lock(&m).dump = None;
+        }
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
+    guard("acldumpRegCallback", || {
+        if flag != 0 || cb.is_none() {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        state::set_callback(cb);
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn acldumpUnregCallback() {
+    guard("acldumpUnregCallback", || {
+        // Deliver what is queued for the old callback before it goes: after this returns, it is never called.
+        dumper::drain();
+        state::set_callback(None);
+        ACL_SUCCESS
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlLoadFromFile(model_path: *const c_char, model_id: *mut u32) -> aclError {
+    guard("aclmdlLoadFromFile", || {
+        if !state::with(|rt| rt.initialized) {
+            return ACL_ERROR_UNINITIALIZE;
+        }
+        if model_id.is_null() {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        // SAFETY: the caller passes a NUL-terminated path or NULL (aclmdlLoadFromFile's contract).
+        let Some(path) = (unsafe { c_path(model_path) }) else { return ACL_ERROR_INVALID_PARAM };
+        let loaded = match model::load(&path) {
+            Ok(m) => m,
+            Err(model::LoadError::Read(e)) => {
+                eprintln!("sim-ascendcl: {e}");
+                return ACL_ERROR_READ_MODEL_FAILURE;
+            }
+            Err(model::LoadError::Parse(e)) => {
+                eprintln!("sim-ascendcl: {}: {e}", path.display());
+                return ACL_ERROR_PARSE_MODEL;
+            }
+        };
+        let id = register_model(loaded);
+        // SAFETY: non-null, and the caller passes a writable uint32_t.
+        unsafe { model_id.write_unaligned(id) };
+        ACL_SUCCESS
+    })
+}
+
+/// Adds a model to the table with the current dump configuration; returns its id.
+pub(crate) fn register_model(model: Box<dyn model::DeviceModel>) -> u32 {
+    state::with(|rt| {
+        let id = rt.next_model_id.max(1);
+        rt.next_model_id = id + 1;
+        let loaded =
+            LoadedModel { id, model, dump: rt.dump.clone(), session_dir: rt.session_dir.clone(), next_step: 0 };
+        rt.models.insert(id, Arc::new(Mutex::new(loaded)));
+        id
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlExecute(model_id: u32, _input: *const aclmdlDataset, _output: *mut aclmdlDataset) -> aclError {
+    guard("aclmdlExecute", || {
+        let Some((model, device_id)) = state::with(|rt| {
+            rt.models.get(&model_id).map(|m| (Arc::clone(m), rt.device.unwrap_or(0)))
+        }) else {
+            return ACL_ERROR_INVALID_MODEL_ID;
+        };
+        // The global lock is released: only this model's lock is held while the step runs.
+        let mut m = state::lock(&model);
+        let step = m.next_step;
+        m.next_step += 1;
+        let delivery = match state::callback() {
+            Some(cb) => Delivery::Callback(cb),
+            None => Delivery::Disk,
+        };
+        let target = m.dump.clone().map(|cfg| StepTarget {
+            cfg,
+            model_name: m.model.name().to_string(),
+            model_id: m.id,
+            device_id,
+            step,
+            session_dir: m.session_dir.clone(),
+            opdebug_layout: overflow::layout_from_env(),
+            delivery,
+        });
+        let mut emitter = Emitter::new(target);
+        m.model.step(step, overflow::model_mode(), &mut emitter);
+        emitter.finish();
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlUnload(model_id: u32) -> aclError {
+    guard("aclmdlUnload", || match state::with(|rt| rt.models.remove(&model_id)) {
+        Some(_) => ACL_SUCCESS,
+        None => ACL_ERROR_INVALID_MODEL_ID,
+    })
+}
+
+/// Compile-time check that every export has the exact signature of `accutrace_acl.h`.
+#[allow(dead_code)]
+const SIGNATURES: () = {
+    let _: AclInitFn = aclInit;
+    let _: AclFinalizeFn = aclFinalize;
+    let _: AclrtSetDeviceFn = aclrtSetDevice;
+    let _: AclrtResetDeviceFn = aclrtResetDevice;
+    let _: AclrtSynchronizeDeviceFn = aclrtSynchronizeDevice;
+    let _: AclrtSetDeviceSatModeFn = aclrtSetDeviceSatMode;
+    let _: AclrtGetDeviceSatModeFn = aclrtGetDeviceSatMode;
+    let _: AclrtGetOverflowStatusFn = aclrtGetOverflowStatus;
+    let _: AclrtResetOverflowStatusFn = aclrtResetOverflowStatus;
+    let _: AclmdlLoadFromFileFn = aclmdlLoadFromFile;
+    let _: AclmdlExecuteFn = aclmdlExecute;
+    let _: AclmdlUnloadFn = aclmdlUnload;
+    let _: AclmdlInitDumpFn = aclmdlInitDump;
+    let _: AclmdlSetDumpFn = aclmdlSetDump;
+    let _: AclmdlFinalizeDumpFn = aclmdlFinalizeDump;
+    let _: AcldumpRegCallbackFn = acldumpRegCallback;
+    let _: AcldumpUnregCallbackFn = acldumpUnregCallback;
+};
