@@ -82,11 +82,31 @@ impl OpInfo {
     }
 }
 
+/// A device overflow (op-debug) record, decoded, with the op it blames when that op was found.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverflowRecord {
+    pub step: u64,
+    pub rank: u32,
+    /// The op whose task and stream ids the record names (resolved through the dump files).
+    pub op: Option<OpId>,
+    /// `AIC`, `AIV`, `AICPU`, `SDMA`, `DHA atomic`, `L2 atomic`.
+    pub engine: String,
+    pub task_id: u64,
+    pub stream_id: u64,
+    pub status: Vec<u64>,
+    /// The status bits, named (`float compute overflow`, ...).
+    pub status_names: Vec<String>,
+    /// Where the record came from.
+    pub file: String,
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
     pub ops: Vec<OpInfo>,
     pub tensors: Vec<TensorInfo>,
+    /// Device overflow records (op-debug files, or captured overflow records), in the order found.
+    pub overflow_records: Vec<OverflowRecord>,
     /// Problems found while indexing that did not stop it (unparseable names, torn tails, ...).
     pub warnings: Vec<String>,
 }

@@ -10,5 +10,7 @@ pub mod commands;
 pub mod filter;
 pub mod index;
 pub mod matching;
+pub mod overflow_records;
+pub mod progress;
 pub mod report;
 pub mod sources;

@@ -6,8 +6,8 @@ use accutrace_formats::dump::{
 };
 use accutrace_formats::DType;
 use accutrace_proto::dumpdata::{DumpData, OpBuffer, OpInput, OpOutput, OriginalOp, Shape, Workspace};
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 
 fn shape(dims: &[u64]) -> Option<Shape> {
     Some(Shape { dim: dims.to_vec() })
@@ -20,14 +20,25 @@ fn sample_header() -> DumpData {
         op_name: "layer0/conv.1".into(),
         input: vec![
             OpInput { data_type: 2, format: 2, shape: shape(&[2, 2]), ..Default::default() },
-            OpInput { data_type: 1, format: 3, shape: shape(&[1, 1, 1, 1, 16]), original_shape: shape(&[1, 3, 1, 1]), ..Default::default() },
+            OpInput {
+                data_type: 1,
+                format: 3,
+                shape: shape(&[1, 1, 1, 1, 16]),
+                original_shape: shape(&[1, 3, 1, 1]),
+                ..Default::default()
+            },
         ],
         output: vec![OpOutput {
             data_type: 27,
             format: 29,
             shape: shape(&[1, 1, 16, 16]),
             original_shape: shape(&[3, 5]),
-            original_op: Some(OriginalOp { name: "mlp.fc1".into(), output_index: 0, data_type: 27, format: 2 }),
+            original_op: Some(OriginalOp {
+                name: "mlp.fc1".into(),
+                output_index: 0,
+                data_type: 27,
+                format: 2,
+            }),
             ..Default::default()
         }],
         buffer: vec![OpBuffer::default()],
@@ -137,7 +148,10 @@ fn header_len_beyond_the_file_is_refused() {
     bytes.extend_from_slice(&[0; 4]);
     let err = parse_dump(&bytes).unwrap_err();
     assert_eq!(err.offset, Some(0));
-    assert!(err.problem.starts_with("header length 1000 exceeds the 4 bytes that follow the length field"), "{err}");
+    assert!(
+        err.problem.starts_with("header length 1000 exceeds the 4 bytes that follow the length field"),
+        "{err}"
+    );
     let mut huge = u64::MAX.to_le_bytes().to_vec();
     huge.push(1);
     let err = parse_dump(&huge).unwrap_err();
@@ -195,7 +209,10 @@ fn inline_data_in_the_binary_layout_is_refused() {
     header.input[0].data = vec![1, 2];
     header.input[0].size = 2;
     let err = parse_dump(&raw_binary(&header, &[1, 2])).unwrap_err();
-    assert_eq!(err.problem, "input[0] carries 2 inline bytes, but the binary layout keeps every data field empty");
+    assert_eq!(
+        err.problem,
+        "input[0] carries 2 inline bytes, but the binary layout keeps every data field empty"
+    );
 }
 
 #[test]

@@ -3,7 +3,9 @@
 use crate::cli::Command;
 use anyhow::Result;
 
+pub mod diff;
 pub mod inspect;
+pub mod overflow;
 
 /// What a command found, mapped to the exit status by main (0, 1; errors are 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +29,9 @@ impl Outcome {
 pub fn run(command: Command) -> Result<Outcome> {
     match command {
         Command::Inspect(args) => inspect::run(args),
-        Command::Compare(_) | Command::Diff(_) | Command::Overflow(_)
+        Command::Diff(args) => diff::run(args),
+        Command::Overflow(args) => overflow::run(args),
+        Command::Compare(_)
         | Command::Convert(_) | Command::Record(_) => {
             anyhow::bail!("this command is not available yet")
         }

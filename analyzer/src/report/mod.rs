@@ -27,3 +27,37 @@ mod tests {
         assert_eq!(super::fmt_num(f64::NAN), "nan");
     }
 }
+
+/// Where a report goes: a file named by `-o`, or standard output.
+pub enum Output {
+    File(std::io::BufWriter<std::fs::File>),
+    Stdout(std::io::Stdout),
+}
+
+impl Output {
+    pub fn open(path: Option<&std::path::Path>) -> anyhow::Result<Output> {
+        use anyhow::Context;
+        Ok(match path {
+            Some(path) => Output::File(std::io::BufWriter::new(
+                std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            )),
+            None => Output::Stdout(std::io::stdout()),
+        })
+    }
+}
+
+impl std::io::Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::File(f) => f.write(buf),
+            Output::Stdout(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::File(f) => f.flush(),
+            Output::Stdout(s) => s.flush(),
+        }
+    }
+}

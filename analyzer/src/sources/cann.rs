@@ -6,6 +6,7 @@
 use super::host::{host_shape, host_values, DeviceTensor};
 use super::Source;
 use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::overflow_records;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
 use accutrace_formats::stats::content_hash;
@@ -49,7 +50,11 @@ impl CannDumpSource {
             }
             files.push(entry.path.clone());
         }
-        let op_debug_files = op_debug_files.into_iter().filter(|e| e.name.kind == FileKind::OpDebug).collect();
+        let op_debug_files: Vec<_> =
+            op_debug_files.into_iter().filter(|e| e.name.kind == FileKind::OpDebug).collect();
+        for entry in &op_debug_files {
+            read_op_debug(entry, &tensor_entries, &mut index)?;
+        }
         Ok(CannDumpSource { root: root.to_path_buf(), index, files, op_debug_files })
     }
 
@@ -67,6 +72,27 @@ impl CannDumpSource {
             .with_context(|| format!("{}: tensor {} changed since it was indexed", path.display(), info.index))?;
         f(t).with_context(|| format!("{}: {} {}", path.display(), info.io.as_str(), info.index))
     }
+}
+
+/// Decodes one op-debug file and blames the op its records name (tensor entries and ops share positions).
+fn read_op_debug(entry: &dump::DumpEntry, tensor_entries: &[dump::DumpEntry], index: &mut Index) -> Result<()> {
+    let map = MappedFile::open(&entry.path)?;
+    let file = dump::parse_dump_file(&map)?;
+    let records = dump::decode_opdebug_file(&file).map_err(|e| e.in_file(&entry.path))?;
+    let step = entry.step.unwrap_or(0);
+    let rank = entry.device_id.unwrap_or(0);
+    for record in &records {
+        for engine in &record.engines {
+            let Some(mut found) = overflow_records::from_engine(engine, step, rank, entry.path.display().to_string())
+            else {
+                continue;
+            };
+            found.op = dump::find_overflowing_op(entry, engine, tensor_entries)
+                .and_then(|op_entry| tensor_entries.iter().position(|e| std::ptr::eq(e, op_entry)));
+            index.overflow_records.push(found);
+        }
+    }
+    Ok(())
 }
 
 fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {

@@ -181,3 +181,11 @@ impl DataEncoding {
         }
     }
 }
+
+impl TensorMeta {
+    /// The framework shape: `original_shape`, or the device shape when they are the same (the reader
+    /// returns `original_shape: None` then: the format stores it only when it differs).
+    pub fn host_shape(&self) -> &[u64] {
+        self.original_shape.as_deref().unwrap_or(&self.device_shape)
+    }
+}

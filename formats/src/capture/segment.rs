@@ -151,6 +151,9 @@ pub fn frame_at(bytes: &[u8], offset: u64, limit: u64) -> Frame {
         return Frame::Bad("frame body has no valid head".into());
     };
     let head_len = 1 + varint_len as u64;
+    if meta_len > super::MAX_HEAD {
+        return Frame::Bad(format!("metadata length {meta_len} exceeds the limit {}", super::MAX_HEAD));
+    }
     let Some(head_len) = head_len.checked_add(meta_len).filter(|&h| h <= len) else {
         return Frame::Bad(format!("metadata length {meta_len} exceeds the frame length {len}"));
     };

@@ -131,7 +131,8 @@ impl MappedFile {
         let file = File::open(path).map_err(|e| FormatError::io(path, &e))?;
         let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
         // Mapping zero bytes fails on some platforms, and there is nothing to map anyway.
-        let map = if len == 0 { None } else { Some(map_read_only(&file).map_err(|e| FormatError::io(path, &e))?) };
+        let map =
+            if len == 0 { None } else { Some(map_read_only(&file).map_err(|e| FormatError::io(path, &e))?) };
         Ok(MappedFile { path: path.to_path_buf(), map })
     }
 
@@ -166,9 +167,8 @@ fn parse_binary(bytes: &[u8]) -> Result<DumpFile<'_>> {
     let header_len = u64::from_le_bytes(len_field);
     let after_len = file_len - 8;
     if header_len > after_len {
-        let mut problem = format!(
-            "header length {header_len} exceeds the {after_len} bytes that follow the length field"
-        );
+        let mut problem =
+            format!("header length {header_len} exceeds the {after_len} bytes that follow the length field");
         // The first 8 bytes are not a plausible length: tell why the old layout was not taken either.
         if let Err(e) = DumpData::decode(bytes) {
             problem.push_str(&format!(" (nor is the file an old-layout DumpData: {e})"));

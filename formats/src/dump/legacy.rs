@@ -44,11 +44,19 @@ fn locate<'a>(bytes: &'a [u8], header: &mut DumpData) -> Result<DumpFile<'a>> {
         return Err(unsupported());
     }
     let slice = |(s, e): (usize, usize)| &bytes[s..e];
-    let inputs =
-        header.input.iter().zip(&ins).enumerate().map(|(i, (t, &sp))| input_ref(i, t, slice(sp), sp.0 as u64));
+    let inputs = header
+        .input
+        .iter()
+        .zip(&ins)
+        .enumerate()
+        .map(|(i, (t, &sp))| input_ref(i, t, slice(sp), sp.0 as u64));
     let inputs = inputs.collect();
-    let outputs =
-        header.output.iter().zip(&outs).enumerate().map(|(i, (t, &sp))| output_ref(i, t, slice(sp), sp.0 as u64));
+    let outputs = header
+        .output
+        .iter()
+        .zip(&outs)
+        .enumerate()
+        .map(|(i, (t, &sp))| output_ref(i, t, slice(sp), sp.0 as u64));
     let outputs = outputs.collect();
     let buffers = bufs.iter().map(|&sp| slice(sp)).collect();
     let workspaces = spaces.iter().map(|&sp| slice(sp)).collect();
@@ -104,7 +112,12 @@ fn next_field(buf: &[u8], pos: &mut usize) -> Option<Field> {
         2 => {
             let len = usize::try_from(read_varint(buf, pos)?).ok()?;
             let payload = *pos;
-            return advance(buf, pos, payload.checked_add(len)?).map(|end| Field { number, wire, start: payload, end });
+            return advance(buf, pos, payload.checked_add(len)?).map(|end| Field {
+                number,
+                wire,
+                start: payload,
+                end,
+            });
         }
         5 => start.checked_add(4)?,
         _ => return None, // groups: prost only skips them; too rare to follow here

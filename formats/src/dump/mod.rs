@@ -9,6 +9,7 @@
 //! - [`stats_csv`]: the `dump_data: stats` CSV.
 
 pub mod file;
+pub mod fuzzing;
 mod legacy;
 pub mod mapping;
 pub mod names;
@@ -21,8 +22,8 @@ pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, I
 pub use mapping::NameMapping;
 pub use names::{format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsSuffix, FileKind};
 pub use opdebug::{
-    aicore_status_names, decode_opdebug, decode_opdebug_file, dha_atomic_status, encode_opdebug, find_overflowing_op,
-    l2_atomic_status, AtomicStatus, Engine, EngineRecord, OpDebugLayout, OpDebugRecord,
+    aicore_status_names, decode_opdebug, decode_opdebug_file, dha_atomic_status, encode_opdebug,
+    find_overflowing_op, l2_atomic_status, AtomicStatus, Engine, EngineRecord, OpDebugLayout, OpDebugRecord,
 };
 pub use stats_csv::{parse_stats_csv, write_stats_csv, StatsRow};
 pub use tree::{walk_dump_tree, DumpEntry, DumpTree};

@@ -62,7 +62,11 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
     }
     let all_numbers = |range: &[&str]| range.iter().all(|f| number(f).is_some());
     // The FFTS+ suffix needs a full five-field name in front of it.
-    let (core, ffts) = if n >= 9 && fields[n - 4] == "4" && all_numbers(&fields[n - 7..n - 4]) && all_numbers(&fields[n - 3..]) {
+    let (core, ffts) = if n >= 9
+        && fields[n - 4] == "4"
+        && all_numbers(&fields[n - 7..n - 4])
+        && all_numbers(&fields[n - 3..])
+    {
         let suffix = FftsSuffix {
             context_id: number(fields[n - 3]).unwrap_or(0),
             thread_id: number(fields[n - 2]).unwrap_or(0),
@@ -158,7 +162,9 @@ mod tests {
 
     #[test]
     fn format_inverts_parse() {
-        for name in ["Conv2D.conv1.12.3.17", "MatMul.mm.7.1.99.4.2.5.0", "Add.add_1.5.1234", "Relu.r.1.2.3.csv"] {
+        for name in
+            ["Conv2D.conv1.12.3.17", "MatMul.mm.7.1.99.4.2.5.0", "Add.add_1.5.1234", "Relu.r.1.2.3.csv"]
+        {
             assert_eq!(format_file_name(&parse_file_name(name).unwrap()), name);
         }
     }

@@ -100,11 +100,28 @@ enum F {
 
 const INFO: [F; 6] = [F::ModelId, F::StreamId, F::TaskId, F::TaskType, F::PcStart, F::ParaBase];
 const AICORE: [F; 10] = [
-    F::ModelId, F::StreamId, F::TaskId, F::TaskType, F::ContextId, F::ThreadId, F::PcStart, F::ParaBase, F::CoreId,
+    F::ModelId,
+    F::StreamId,
+    F::TaskId,
+    F::TaskType,
+    F::ContextId,
+    F::ThreadId,
+    F::PcStart,
+    F::ParaBase,
+    F::CoreId,
     F::BlockId,
 ];
-const SDMA: [F; 9] =
-    [F::ModelId, F::StreamId, F::TaskId, F::TaskType, F::ContextId, F::ThreadId, F::SrcAddr, F::DstAddr, F::ChannelId];
+const SDMA: [F; 9] = [
+    F::ModelId,
+    F::StreamId,
+    F::TaskId,
+    F::TaskType,
+    F::ContextId,
+    F::ThreadId,
+    F::SrcAddr,
+    F::DstAddr,
+    F::ChannelId,
+];
 const AICPU: [F; 7] = [F::ModelId, F::StreamId, F::TaskId, F::TaskType, F::ContextId, F::CpuId, F::ThreadId];
 
 fn tagged_fields(engine: Engine) -> &'static [F] {
@@ -204,7 +221,8 @@ fn decode_tagged(payload: &[u8]) -> Result<OpDebugRecord> {
     // Trailing zero bytes are padding, not records.
     while pos < payload.len() && payload[pos..].iter().any(|&b| b != 0) {
         let head = |k: usize| u32_at(payload, pos + 4 * k);
-        let (Some(valid), Some(acc), Some(_rsv), Some(data_len)) = (head(0), head(1), head(2), head(3)) else {
+        let (Some(valid), Some(acc), Some(_rsv), Some(data_len)) = (head(0), head(1), head(2), head(3))
+        else {
             return Err(FormatError::at(
                 pos as u64,
                 format!("engine record header needs 16 bytes, {} remain", payload.len() - pos),
@@ -215,11 +233,17 @@ fn decode_tagged(payload: &[u8]) -> Result<OpDebugRecord> {
         if data_len > payload.len() - data_start {
             return Err(FormatError::at(
                 (pos + 12) as u64,
-                format!("engine record declares {data_len} data bytes but {} remain", payload.len() - data_start),
+                format!(
+                    "engine record declares {data_len} data bytes but {} remain",
+                    payload.len() - data_start
+                ),
             ));
         }
         if data_len % 8 != 0 {
-            return Err(FormatError::at((pos + 12) as u64, format!("engine record data_len {data_len} is not a multiple of 8")));
+            return Err(FormatError::at(
+                (pos + 12) as u64,
+                format!("engine record data_len {data_len} is not a multiple of 8"),
+            ));
         }
         let engine = match acc {
             0 => Engine::Aic,
@@ -229,11 +253,16 @@ fn decode_tagged(payload: &[u8]) -> Result<OpDebugRecord> {
             n => Engine::Other(n),
         };
         let fields = tagged_fields(engine);
-        let words: Vec<u64> = (0..data_len / 8).map(|i| u64_at(payload, data_start + 8 * i).unwrap_or(0)).collect();
+        let words: Vec<u64> =
+            (0..data_len / 8).map(|i| u64_at(payload, data_start + 8 * i).unwrap_or(0)).collect();
         if words.len() < fields.len() + usize::from(!fields.is_empty()) {
             return Err(FormatError::at(
                 (pos + 12) as u64,
-                format!("{engine:?} record needs {} u64 fields and a status, data_len gives {}", fields.len(), words.len()),
+                format!(
+                    "{engine:?} record needs {} u64 fields and a status, data_len gives {}",
+                    fields.len(),
+                    words.len()
+                ),
             ));
         }
         let mut rec = EngineRecord { engine, valid: valid != 0, ..Default::default() };
@@ -265,10 +294,16 @@ fn encode_legacy(record: &OpDebugRecord) -> Result<Vec<u8>> {
             Engine::DhaAtomic => (0, 64),
             Engine::L2Atomic => (16, 96),
             Engine::Aic => (32, 130),
-            other => return Err(FormatError::whole(format!("the legacy op-debug layout has no slot for {other:?}"))),
+            other => {
+                return Err(FormatError::whole(format!(
+                    "the legacy op-debug layout has no slot for {other:?}"
+                )))
+            }
         };
         if seen.contains(&base) || rec.status.len() != 1 {
-            return Err(FormatError::whole("the legacy layout holds one record per slot with one status word"));
+            return Err(FormatError::whole(
+                "the legacy layout holds one record per slot with one status word",
+            ));
         }
         seen.push(base);
         for (i, &f) in INFO.iter().enumerate() {
@@ -294,7 +329,11 @@ fn encode_tagged(version: u32, record: &OpDebugRecord) -> Result<Vec<u8>> {
             Engine::AiCpu => 2,
             Engine::Sdma => 3,
             Engine::Other(n) => n,
-            other => return Err(FormatError::whole(format!("the tagged op-debug layout has no acc_type for {other:?}"))),
+            other => {
+                return Err(FormatError::whole(format!(
+                    "the tagged op-debug layout has no acc_type for {other:?}"
+                )))
+            }
         };
         let fields = tagged_fields(rec.engine);
         let words: Vec<u64> = fields.iter().map(|&f| rec.get(f)).chain(rec.status.iter().copied()).collect();
@@ -352,13 +391,21 @@ impl AtomicStatus {
 /// DHA atomic-add status: bits 8-15 hold 0x9..=0xD.
 pub fn dha_atomic_status(status: u64) -> Option<AtomicStatus> {
     let v = (status >> 8) & 0xff;
-    if (0x9..=0xD).contains(&v) { AtomicStatus::from_index(v - 0x9) } else { None }
+    if (0x9..=0xD).contains(&v) {
+        AtomicStatus::from_index(v - 0x9)
+    } else {
+        None
+    }
 }
 
 /// L2 atomic-add status: bits 16-18 hold 1..=5.
 pub fn l2_atomic_status(status: u64) -> Option<AtomicStatus> {
     let v = (status >> 16) & 0x7;
-    if (1..=5).contains(&v) { AtomicStatus::from_index(v - 1) } else { None }
+    if (1..=5).contains(&v) {
+        AtomicStatus::from_index(v - 1)
+    } else {
+        None
+    }
 }
 
 /// The dump of the op an engine record blames: same task and stream id (and device, when both are known),

@@ -143,7 +143,9 @@ fn parse_row(cols: &[Option<Col>], cells: &[&str]) -> std::result::Result<StatsR
         present(col).map(|v| v.parse::<u64>().map_err(|_| format!("{name} {v:?} is not a count"))).transpose()
     };
     let float = |col: Col, name: &str| -> std::result::Result<Option<f64>, String> {
-        present(col).map(|v| v.parse::<f64>().map_err(|_| format!("{name} {v:?} is not a number"))).transpose()
+        present(col)
+            .map(|v| v.parse::<f64>().map_err(|_| format!("{name} {v:?} is not a number")))
+            .transpose()
     };
     let index = int(Col::Index, "Index")?.ok_or("Index is empty")?;
     let dtype = present(Col::DType)
@@ -183,7 +185,9 @@ fn parse_format(v: &str) -> std::result::Result<i32, String> {
     }
     let upper = v.to_ascii_uppercase();
     let full = if upper.starts_with("FORMAT_") { upper } else { format!("FORMAT_{upper}") };
-    OutputFormat::from_str_name(&full).map(|f| f as i32).ok_or_else(|| format!("Format {v:?} is not a known format"))
+    OutputFormat::from_str_name(&full)
+        .map(|f| f as i32)
+        .ok_or_else(|| format!("Format {v:?} is not a known format"))
 }
 
 /// `2x3x4`, `[2,3,4]`, `(2, 3, 4)`; `[]` is a scalar.
@@ -194,7 +198,9 @@ fn parse_shape(v: &str) -> std::result::Result<Vec<u64>, String> {
     }
     inner
         .split(['x', 'X', ',', ';'])
-        .map(|d| d.trim().parse::<u64>().map_err(|_| format!("Shape {v:?} has a non-numeric dimension {d:?}")))
+        .map(|d| {
+            d.trim().parse::<u64>().map_err(|_| format!("Shape {v:?} has a non-numeric dimension {d:?}"))
+        })
         .collect()
 }
 
@@ -214,7 +220,8 @@ pub fn write_stats_csv(rows: &[StatsRow]) -> String {
             Ok(_) => format!("FORMAT_{}", format_name(f)),
             Err(_) => f.to_string(),
         });
-        let dtype = r.dtype.map(|d| if d.is_known() { format!("DT_{}", d.name()) } else { d.code().to_string() });
+        let dtype =
+            r.dtype.map(|d| if d.is_known() { format!("DT_{}", d.name()) } else { d.code().to_string() });
         let shape = r.shape.as_ref().map(|s| match s.is_empty() {
             true => "[]".to_string(),
             false => s.iter().map(u64::to_string).collect::<Vec<_>>().join("x"),

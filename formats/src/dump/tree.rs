@@ -75,9 +75,9 @@ fn walk(dir: &Path, depth: usize, tree: &mut DumpTree) -> Result<()> {
         } else if file_type.is_file() || (file_type.is_symlink() && path.is_file()) {
             match entry.file_name().into_string() {
                 Ok(name) => files.push((path, name)),
-                Err(name) => tree.warnings.push(FormatError::whole("file name is not UTF-8").in_file(
-                    &dir.join(name),
-                )),
+                Err(name) => {
+                    tree.warnings.push(FormatError::whole("file name is not UTF-8").in_file(&dir.join(name)))
+                }
             }
         }
     }
@@ -98,7 +98,9 @@ fn walk(dir: &Path, depth: usize, tree: &mut DumpTree) -> Result<()> {
     }
     for sub in subdirs {
         if depth + 1 > MAX_DEPTH {
-            tree.warnings.push(FormatError::whole(format!("deeper than {MAX_DEPTH} levels: not walked")).in_file(&sub));
+            tree.warnings.push(
+                FormatError::whole(format!("deeper than {MAX_DEPTH} levels: not walked")).in_file(&sub),
+            );
             continue;
         }
         walk(&sub, depth + 1, tree)?;

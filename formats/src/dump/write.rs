@@ -58,7 +58,9 @@ pub fn encode_legacy_dump(
     workspaces: &[&[u8]],
 ) -> io::Result<Vec<u8>> {
     if header.version == "2.0" {
-        return Err(invalid("an old-layout dump cannot have version \"2.0\" (readers take it for binary)".into()));
+        return Err(invalid(
+            "an old-layout dump cannot have version \"2.0\" (readers take it for binary)".into(),
+        ));
     }
     let payload = DumpPayload { inputs, outputs, buffers, workspaces };
     let mut header = binary_header(header, &payload)?;

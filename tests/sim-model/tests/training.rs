@@ -112,6 +112,11 @@ fn device_precisions_track_the_fp32_benchmark_op_by_op() {
             let d = dev.get(&op.name);
             assert_eq!(d.outputs.len(), op.outputs.len(), "{}", op.name);
             for (i, (x, y)) in d.outputs.iter().zip(&op.outputs).enumerate() {
+                // Adam's first update is lr * sign(g): a near-zero gradient component can flip sign under
+                // any rounding, so the new weight is compared through m and v (outputs 1, 2) instead.
+                if op.op_type == "ApplyAdamD" && i == 0 {
+                    continue;
+                }
                 let c = cosine(&x.values(), &y.values());
                 assert!(c > 0.999, "{precision:?} {}:{i} cosine {c}", op.name);
                 compared += 1;

@@ -1,0 +1,283 @@
+//! `analyzer overflow RUN`: the first op (per step and rank) that produced inf/NaN, or values at the
+//! dtype's saturation limit, from finite inputs; its device status bits; how far it spread; the steps it
+//! happened in (a loss-scale collapse shows as a run of them). Statistics are enough: where a source stored
+//! them no tensor byte is read.
+
+use super::Outcome;
+use crate::cli::{Format, OverflowArgs};
+use crate::index::{Index, OpId, TensorId};
+use crate::report::{fmt_num, Output};
+use crate::sources::{self, Source};
+use accutrace_formats::stats::TensorStats;
+use anyhow::Result;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// The anomaly a tensor shows, from its statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub nan: u64,
+    pub inf: u64,
+    /// Values at the dtype's saturation limit (what saturation mode leaves of an overflow).
+    pub saturated: u64,
+}
+
+impl Anomaly {
+    pub fn of(stats: &TensorStats, is_float: bool) -> Anomaly {
+        Anomaly {
+            nan: stats.nan,
+            inf: stats.pos_inf + stats.neg_inf,
+            saturated: if is_float { stats.at_saturation } else { 0 },
+        }
+    }
+
+    pub fn any(self) -> bool {
+        self.nan + self.inf + self.saturated > 0
+    }
+
+    fn describe(self) -> String {
+        let mut parts = Vec::new();
+        if self.nan > 0 {
+            parts.push(format!("{} NaN", self.nan));
+        }
+        if self.inf > 0 {
+            parts.push(format!("{} inf", self.inf));
+        }
+        if self.saturated > 0 {
+            parts.push(format!("{} saturated", self.saturated));
+        }
+        parts.join(", ")
+    }
+}
+
+#[derive(Serialize)]
+struct Origin {
+    step: u64,
+    rank: u32,
+    op: String,
+    op_type: String,
+    output: String,
+    anomaly: Anomaly,
+    /// `finite inputs` when every input was clean, `inputs not dumped` otherwise.
+    inputs: &'static str,
+    /// Ops of the same step after the origin whose outputs were anomalous too.
+    spread_to: usize,
+    device_status: Vec<DeviceStatus>,
+}
+
+#[derive(Serialize)]
+struct DeviceStatus {
+    engine: String,
+    status: Vec<String>,
+    status_names: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct LossScale {
+    step: u64,
+    rank: u32,
+    op: String,
+    value: f64,
+}
+
+#[derive(Serialize)]
+struct OverflowReport {
+    run: String,
+    origins: Vec<Origin>,
+    steps_with_overflow: Vec<u64>,
+    /// Maximal runs of consecutive steps with an overflow: a run means the loss scale kept collapsing.
+    consecutive_runs: Vec<(u64, u64)>,
+    loss_scale: Vec<LossScale>,
+    unattributed_device_records: usize,
+    tensors_without_statistics: usize,
+}
+
+pub fn run(args: OverflowArgs) -> Result<Outcome> {
+    let source = sources::open(&args.run)?;
+    let index = source.index();
+    let ops = args.filter.op_ids(index);
+    let stats = gather_stats(source.as_ref(), &ops);
+    let report = analyse(index, &ops, &stats, args.run.display().to_string());
+    let mut out = Output::open(args.output.as_deref())?;
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            w.write_record(["step", "rank", "op", "op_type", "output", "nan", "inf", "saturated", "spread_to", "status"])?;
+            for o in &report.origins {
+                let status: Vec<String> = o.device_status.iter().flat_map(|d| d.status_names.clone()).collect();
+                w.write_record([
+                    o.step.to_string(),
+                    o.rank.to_string(),
+                    o.op.clone(),
+                    o.op_type.clone(),
+                    o.output.clone(),
+                    o.anomaly.nan.to_string(),
+                    o.anomaly.inf.to_string(),
+                    o.anomaly.saturated.to_string(),
+                    o.spread_to.to_string(),
+                    status.join("; "),
+                ])?;
+            }
+            w.flush()?;
+        }
+        Format::Table => print_table(&mut out, &report)?,
+    }
+    Ok(if report.origins.is_empty() { Outcome::Pass } else { Outcome::Findings })
+}
+
+/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel).
+fn gather_stats(source: &dyn Source, ops: &[OpId]) -> BTreeMap<TensorId, TensorStats> {
+    let index = source.index();
+    let tensors: Vec<TensorId> =
+        ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
+    tensors
+        .par_iter()
+        .filter_map(|&t| {
+            let info = &index.tensors[t];
+            if let Some(stats) = &info.stats {
+                return Some((t, stats.clone()));
+            }
+            if !info.has_data {
+                return None;
+            }
+            let mut values = Vec::new();
+            source.read_values(t, &mut values).ok()?;
+            Some((t, TensorStats::of_f32(&values, info.dtype)))
+        })
+        .collect()
+}
+
+fn analyse(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats>, run: String) -> OverflowReport {
+    let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float()));
+    let mut by_step: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
+    for &o in ops {
+        by_step.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+    }
+    let mut origins = Vec::new();
+    let mut loss_scale = Vec::new();
+    for ((rank, step), mut list) in by_step {
+        list.sort_by_key(|&o| index.ops[o].order);
+        for &o in &list {
+            if let Some(value) = loss_scale_value(index, o, stats) {
+                loss_scale.push(LossScale { step, rank, op: index.ops[o].name.clone(), value });
+            }
+        }
+        let is_bad = |o: OpId| index.ops[o].outputs.iter().any(|&t| anomaly(t).is_some_and(|a| a.any()));
+        let Some(pos) = list.iter().position(|&o| {
+            let op = &index.ops[o];
+            is_bad(o) && op.inputs.iter().all(|&t| !anomaly(t).is_some_and(|a| a.any()))
+        }) else {
+            continue;
+        };
+        let o = list[pos];
+        let op = &index.ops[o];
+        let (output, found) = op
+            .outputs
+            .iter()
+            .filter_map(|&t| anomaly(t).filter(|a| a.any()).map(|a| (t, a)))
+            .next()
+            .expect("is_bad guarantees an anomalous output");
+        let inputs_known = !op.inputs.is_empty() && op.inputs.iter().all(|&t| anomaly(t).is_some());
+        let device_status = index
+            .overflow_records
+            .iter()
+            .filter(|r| r.op == Some(o) || (r.op.is_none() && r.step == step && r.rank == rank))
+            .map(|r| DeviceStatus {
+                engine: r.engine.clone(),
+                status: r.status.iter().map(|s| format!("{s:#x}")).collect(),
+                status_names: r.status_names.clone(),
+            })
+            .collect();
+        origins.push(Origin {
+            step,
+            rank,
+            op: op.name.clone(),
+            op_type: op.op_type.clone(),
+            output: index.tensor_label(output),
+            anomaly: found,
+            inputs: if inputs_known { "finite inputs" } else { "inputs not dumped" },
+            spread_to: list[pos + 1..].iter().filter(|&&later| is_bad(later)).count(),
+            device_status,
+        });
+    }
+    let mut steps: Vec<u64> = origins.iter().map(|o| o.step).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &s in &steps {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == s => *end = s,
+            _ => runs.push((s, s)),
+        }
+    }
+    let unattributed = index.overflow_records.iter().filter(|r| r.op.is_none()).count();
+    let without_stats = ops
+        .iter()
+        .flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs))
+        .filter(|t| !stats.contains_key(t))
+        .count();
+    OverflowReport {
+        run,
+        origins,
+        steps_with_overflow: steps,
+        consecutive_runs: runs.into_iter().filter(|(a, b)| b > a).collect(),
+        loss_scale,
+        unattributed_device_records: unattributed,
+        tensors_without_statistics: without_stats,
+    }
+}
+
+/// The loss scale, where the run dumps it: a single-value output of an op named like `loss_scale`.
+fn loss_scale_value(index: &Index, o: OpId, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+    let op = &index.ops[o];
+    let name = op.name.to_ascii_lowercase();
+    if !(name.contains("loss_scale") || name.contains("lossscale")) {
+        return None;
+    }
+    let &t = op.outputs.first()?;
+    let s = stats.get(&t)?;
+    (s.count == 1).then_some(s.max)
+}
+
+fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
+    writeln!(out, "overflow analysis of {}", r.run)?;
+    if r.origins.is_empty() {
+        writeln!(out, "\nNo op produced inf/NaN or saturated values from finite inputs.")?;
+    }
+    for (i, o) in r.origins.iter().enumerate() {
+        if i == 0 {
+            writeln!(out, "\nFIRST OVERFLOW: step {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
+        } else {
+            writeln!(out, "\nstep {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
+        }
+        writeln!(out, "  {}: {} ({})", o.output, o.anomaly.describe(), o.inputs)?;
+        for d in &o.device_status {
+            writeln!(out, "  device: {} status {}: {}", d.engine, d.status.join(" "), d.status_names.join(", "))?;
+        }
+        writeln!(out, "  spread to {} later op(s) of the same step", o.spread_to)?;
+    }
+    if !r.steps_with_overflow.is_empty() {
+        let steps: Vec<String> = r.steps_with_overflow.iter().map(|s| s.to_string()).collect();
+        writeln!(out, "\nsteps with an overflow: {}", steps.join(", "))?;
+        for (a, b) in &r.consecutive_runs {
+            writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
+        }
+    }
+    if !r.loss_scale.is_empty() {
+        let history: Vec<String> = r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
+        writeln!(out, "loss scale by step: {}", history.join(" "))?;
+    }
+    if r.unattributed_device_records > 0 {
+        writeln!(out, "{} device overflow record(s) could not be tied to a dumped op", r.unattributed_device_records)?;
+    }
+    if r.tensors_without_statistics > 0 {
+        writeln!(out, "warning: {} tensor(s) had neither statistics nor readable data", r.tensors_without_statistics)?;
+    }
+    Ok(())
+}

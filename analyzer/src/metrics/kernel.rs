@@ -1,0 +1,234 @@
+//! The fused accumulation behind both metric families.
+//!
+//! One pass over a pair of slices fills an accumulator of sums, maxima and counts. The inner loop works on
+//! blocks of [`LANES`] elements with one accumulator per lane (`[f64; LANES]` arrays, no cross-lane
+//! dependency), which LLVM turns into SIMD on x86_64 (SSE2/AVX) and aarch64 (NEON) without `unsafe`; a
+//! scalar loop takes the remainder. Large inputs are split into [`CHUNK`]-element chunks processed in
+//! parallel by rayon; chunk accumulators are collected in index order and merged sequentially, so the
+//! result is identical for any thread count and differs from a single pass only by float rounding.
+
+use rayon::prelude::*;
+
+/// Lanes per block: 8 f64 accumulators = two AVX registers or four NEON registers per quantity.
+pub const LANES: usize = 8;
+/// Elements per parallel work item (512 KiB of f32 per side): large enough to amortise scheduling.
+pub const CHUNK: usize = 1 << 16;
+/// Below this, one thread: spawning costs more than it saves.
+const PARALLEL_MIN: usize = 1 << 18;
+
+/// An input element: f32 or f64 lanes from the decoder.
+pub trait Element: Copy + Send + Sync + 'static {
+    fn f64(self) -> f64;
+}
+impl Element for f32 {
+    #[inline(always)]
+    fn f64(self) -> f64 {
+        self as f64
+    }
+}
+impl Element for f64 {
+    #[inline(always)]
+    fn f64(self) -> f64 {
+        self
+    }
+}
+
+/// The float type numpy computes msprobe's relative error in: msprobe computes `|N - B| / |B|` on the
+/// arrays as loaded (bf16 already widened to f32), before widening to f64, so an fp32 pair gets fp32
+/// arithmetic and fp32 thresholds (`0.001` becomes `0.0010000000475f32`). Counting in f64 instead would
+/// move elements across the 0.001 boundary and change the ratios by 1/N.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RePrecision {
+    F64,
+    F32,
+    F16,
+}
+
+impl RePrecision {
+    /// numpy's result type for `n - b` as msprobe loads them (`.pt` bf16 -> f32; non-float bench -> f64).
+    pub fn for_dtypes(n: accutrace_formats::DType, b: accutrace_formats::DType) -> RePrecision {
+        use accutrace_formats::DType as D;
+        #[derive(PartialEq, PartialOrd, Clone, Copy)]
+        enum C {
+            Small, // bool, int8, uint8: fit f16
+            Mid,   // int16, uint16: fit f32
+            Big,   // 32/64-bit ints: need f64
+            H,
+            S,
+            Dbl,
+        }
+        let class = |d: D| match d {
+            D::FLOAT16 => C::H,
+            D::FLOAT | D::BF16 => C::S,
+            D::DOUBLE => C::Dbl,
+            D::BOOL | D::INT8 | D::UINT8 => C::Small,
+            D::INT16 | D::UINT16 => C::Mid,
+            _ => C::Big,
+        };
+        let (cn, cb) = (class(n), class(b));
+        if !matches!(cb, C::H | C::S | C::Dbl) {
+            return RePrecision::F64; // msprobe casts both to float64 when the bench is not float
+        }
+        let need = |c: C| match c {
+            C::Small | C::H => 0,
+            C::Mid | C::S => 1,
+            C::Big | C::Dbl => 2,
+        };
+        match need(cn).max(need(cb)) {
+            0 => RePrecision::F16,
+            1 => RePrecision::F32,
+            _ => RePrecision::F64,
+        }
+    }
+
+    /// msprobe's thresholds as numpy compares them in this precision (python floats are cast down).
+    pub fn thresholds(self) -> (f64, f64) {
+        match self {
+            RePrecision::F64 => (0.001, 0.005),
+            RePrecision::F32 => (0.001f32 as f64, 0.005f32 as f64),
+            RePrecision::F16 => {
+                (half::f16::from_f64(0.001).to_f64(), half::f16::from_f64(0.005).to_f64())
+            }
+        }
+    }
+
+    /// `|n' - b'| / |b'|` with float64 epsilon added to both where `b == 0`, in this precision.
+    #[inline(always)]
+    pub fn rel_err(self, n: f64, b: f64) -> f64 {
+        match self {
+            RePrecision::F64 => {
+                let z = b == 0.0;
+                let bb = if z { b + f64::EPSILON } else { b };
+                let nn = if z { n + f64::EPSILON } else { n };
+                ((nn - bb) / bb).abs()
+            }
+            RePrecision::F32 => {
+                let (n, b) = (n as f32, b as f32);
+                let z = b == 0.0;
+                let eps = f64::EPSILON as f32;
+                let bb = if z { b + eps } else { b };
+                let nn = if z { n + eps } else { n };
+                ((nn - bb) / bb).abs() as f64
+            }
+            RePrecision::F16 => {
+                // numpy's half loops compute each op in f32 and round the result to f16.
+                use half::f16;
+                let r = |x: f32| f16::from_f32(x).to_f32();
+                let (n, b) = (r(n as f32), r(b as f32));
+                let z = b == 0.0;
+                let eps = r(f64::EPSILON as f32);
+                let bb = if z { r(b + eps) } else { b };
+                let nn = if z { r(n + eps) } else { n };
+                r(r(nn - bb) / bb).abs() as f64
+            }
+        }
+    }
+}
+
+/// Splits `n`/`b` into chunks, runs `chunk` on each (in parallel when large) and merges in order.
+pub fn reduce_chunks<N, B, A, F, M>(n: &[N], b: &[B], chunk: F, merge: M) -> A
+where
+    N: Element,
+    B: Element,
+    A: Send,
+    F: Fn(&[N], &[B]) -> A + Sync,
+    M: Fn(A, A) -> A,
+{
+    debug_assert_eq!(n.len(), b.len());
+    let len = n.len().min(b.len());
+    let (n, b) = (&n[..len], &b[..len]);
+    if len < PARALLEL_MIN {
+        return chunk(n, b);
+    }
+    let parts: Vec<A> = n.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)).map(|(x, y)| chunk(x, y)).collect();
+    let mut it = parts.into_iter();
+    let first = it.next().expect("len >= PARALLEL_MIN gives at least one chunk");
+    it.fold(first, merge)
+}
+
+/// Runs `body(lane, n, b)` over blocks of [`LANES`] and the remainder (remainder elements use lane
+/// `i % LANES`, so every element lands in exactly one lane accumulator).
+#[inline(always)]
+pub fn for_lanes<N: Element, B: Element>(n: &[N], b: &[B], mut body: impl FnMut(usize, f64, f64)) {
+    let blocks = n.len() / LANES;
+    let (nb, nr) = n.split_at(blocks * LANES);
+    let (bb, br) = b.split_at(blocks * LANES);
+    for (xs, ys) in nb.chunks_exact(LANES).zip(bb.chunks_exact(LANES)) {
+        for l in 0..LANES {
+            body(l, xs[l].f64(), ys[l].f64());
+        }
+    }
+    for (i, (x, y)) in nr.iter().zip(br).enumerate() {
+        body(i, x.f64(), y.f64());
+    }
+}
+
+/// Sum of lane accumulators in a fixed order.
+#[inline]
+pub fn hsum(v: &[f64; LANES]) -> f64 {
+    // Pairwise, like a SIMD horizontal add: a fixed tree keeps results reproducible.
+    let a = [v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]];
+    (a[0] + a[2]) + (a[1] + a[3])
+}
+
+/// Maximum of lane accumulators (NaN lanes never occur: callers track NaN separately).
+#[inline]
+pub fn hmax(v: &[f64; LANES]) -> f64 {
+    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Minimum of lane accumulators.
+#[inline]
+pub fn hmin(v: &[f64; LANES]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// A plain sum over the same bytes: the benchmark's memory-bandwidth reference.
+pub fn plain_sum<T: Element>(x: &[T]) -> f64 {
+    let chunk = |xs: &[T], _: &[T]| {
+        let mut acc = [0.0; LANES];
+        for_lanes(xs, xs, |l, v, _| acc[l] += v);
+        hsum(&acc)
+    };
+    reduce_chunks(x, x, chunk, |a, b| a + b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accutrace_formats::DType;
+
+    #[test]
+    fn precision_follows_numpy_promotion() {
+        use RePrecision::*;
+        assert_eq!(RePrecision::for_dtypes(DType::BF16, DType::FLOAT), F32);
+        assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::FLOAT), F32);
+        assert_eq!(RePrecision::for_dtypes(DType::FLOAT16, DType::FLOAT16), F16);
+        assert_eq!(RePrecision::for_dtypes(DType::FLOAT16, DType::FLOAT), F32);
+        assert_eq!(RePrecision::for_dtypes(DType::INT64, DType::INT64), F64);
+        assert_eq!(RePrecision::for_dtypes(DType::INT64, DType::FLOAT), F64);
+        assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::DOUBLE), F64);
+        assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::INT32), F64);
+    }
+
+    #[test]
+    fn relative_error_rounds_like_numpy() {
+        // 1.001f32 vs 1: the f32 quotient is 0.0009999275, below the f32 threshold; in f64 it is too.
+        let re = RePrecision::F32.rel_err(1.001f32 as f64, 1.0);
+        assert_eq!(re, ((1.001f32 - 1.0f32) / 1.0f32) as f64);
+        // Zero bench: epsilon is added to both sides, so equal zeros give 0, not NaN.
+        assert_eq!(RePrecision::F64.rel_err(0.0, 0.0), 0.0);
+        assert_eq!(RePrecision::F32.rel_err(0.0, 0.0), 0.0);
+        // In f16 the epsilon underflows to 0 and 0/0 is NaN, as numpy gives.
+        assert!(RePrecision::F16.rel_err(0.0, 0.0).is_nan());
+        let (t1, _) = RePrecision::F32.thresholds();
+        assert_eq!(t1, 0.0010000000474974513);
+    }
+
+    #[test]
+    fn chunked_sum_matches_serial() {
+        let x: Vec<f32> = (0..(PARALLEL_MIN + 12345)).map(|i| (i % 97) as f32 * 0.5).collect();
+        let serial: f64 = x.iter().map(|&v| v as f64).sum();
+        assert_eq!(plain_sum(&x), serial); // exact: all partial sums are integers/2 below 2^53
+    }
+}

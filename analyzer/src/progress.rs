@@ -1,0 +1,29 @@
+//! A progress bar on stderr for long work; silent when stderr is not a terminal or when asked.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
+pub struct Progress(ProgressBar);
+
+impl Progress {
+    pub fn new(what: &str, total: u64, disabled: bool) -> Progress {
+        let bar = ProgressBar::new(total);
+        if disabled || !std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        let style = ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} tensors, {eta} left")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(what.to_string());
+        Progress(bar)
+    }
+
+    pub fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+
+    pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}

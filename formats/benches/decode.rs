@@ -1,0 +1,90 @@
+//! fp16 -> f32 and bf16 -> f32 decoding beside a plain memcpy of the same input bytes, in the same run.
+//!
+//! `cargo bench -p accutrace-formats --bench decode`. Prints, per case, the median of several repetitions
+//! in G elements/s and GB/s of input, and the time relative to the memcpy (1.0 = memcpy speed; the decoder
+//! writes twice the bytes it reads, so ~1.5 is what memory bandwidth allows).
+
+use accutrace_formats::tensor::{decode_f32, decode_f32_into, fp16_to_f32_portable};
+use accutrace_formats::DType;
+use half::slice::HalfFloatSliceExt;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const INPUT_BYTES: usize = 64 << 20;
+const REPS: usize = 9;
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn time(mut f: impl FnMut()) -> Duration {
+    f(); // warm-up: page faults and caches, not measured
+    median(
+        (0..REPS)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+/// half's slice conversion (F16C on x86_64 / FP16 on aarch64 when the CPU has it), fed through a small
+/// stack buffer because dumped bytes are not guaranteed to be 2-byte aligned.
+fn fp16_via_half(bytes: &[u8], out: &mut [f32]) {
+    const CHUNK: usize = 1024;
+    let mut stage = [half::f16::ZERO; CHUNK];
+    for (src, dst) in bytes.chunks(2 * CHUNK).zip(out.chunks_mut(CHUNK)) {
+        let stage = &mut stage[..dst.len()];
+        for (s, b) in stage.iter_mut().zip(src.chunks_exact(2)) {
+            *s = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
+        }
+        stage.convert_to_f32_slice(dst);
+    }
+}
+
+fn main() {
+    let elements = INPUT_BYTES / 2;
+    // Varied, mostly finite fp16/bf16 patterns (a multiplicative hash), so no branch predicts them.
+    let input: Vec<u8> = (0..elements as u32)
+        .flat_map(|i| ((i.wrapping_mul(2_654_435_761) >> 16) as u16 & 0x7bff).to_le_bytes())
+        .collect();
+    let mut copy = vec![0u8; INPUT_BYTES];
+    let mut out = vec![0f32; elements];
+    let mut reused = Vec::with_capacity(elements);
+
+    let memcpy = time(|| copy.copy_from_slice(black_box(&input)));
+    let cases: Vec<(&str, Duration)> = vec![
+        ("memcpy (same input bytes)", memcpy),
+        (
+            "fp16->f32 decode_f32_into",
+            time(|| decode_f32_into(DType::FLOAT16, black_box(&input), &mut out).unwrap()),
+        ),
+        ("fp16->f32 portable branch-free", time(|| fp16_to_f32_portable(black_box(&input), &mut out))),
+        ("fp16->f32 half slice (F16C)", time(|| fp16_via_half(black_box(&input), &mut out))),
+        (
+            "fp16->f32 decode_f32 (Vec reused)",
+            time(|| decode_f32(DType::FLOAT16, black_box(&input), elements, &mut reused).unwrap()),
+        ),
+        ("bf16->f32 decode_f32_into", time(|| decode_f32_into(DType::BF16, black_box(&input), &mut out).unwrap())),
+        (
+            "bf16->f32 decode_f32 (Vec reused)",
+            time(|| decode_f32(DType::BF16, black_box(&input), elements, &mut reused).unwrap()),
+        ),
+    ];
+    black_box((&copy, &out, &reused));
+    println!("input {} MiB ({elements} 16-bit elements), median of {REPS} runs", INPUT_BYTES >> 20);
+    println!("{:<36} {:>9} {:>10} {:>9} {:>12}", "case", "ms", "G elem/s", "GB/s in", "x memcpy");
+    for (name, t) in cases {
+        let s = t.as_secs_f64();
+        println!(
+            "{name:<36} {:>9.2} {:>10.2} {:>9.2} {:>12.2}",
+            s * 1e3,
+            elements as f64 / s / 1e9,
+            INPUT_BYTES as f64 / s / 1e9,
+            s / memcpy.as_secs_f64()
+        );
+    }
+}

@@ -1,0 +1,451 @@
+//! The reader: maps a run's segments and walks their records in order, zero-copy. Metadata (op, tensor
+//! metadata, statistics, hash) is decoded from the frame head; tensor data is only touched by
+//! [`TensorRef::read_data`], so scanning a capture costs time proportional to its records, not its bytes.
+//!
+//! Integrity: the last segment of a stream may be unsealed (the writer was killed). Its records are read up
+//! to the first position that is not a valid frame; that position is the stream's [`TornTail`]. A bad frame
+//! anywhere else (a sealed segment, or an unsealed one with valid frames after the bad one) is corruption
+//! and is reported as a [`FormatError`] naming the file and offset.
+
+use super::manifest::{read_json, Manifest, StreamInfo, MANIFEST_FILE, STREAM_FILE};
+use super::record::*;
+use super::segment::{self, Frame, SegmentHeader, HEADER_LEN};
+use super::{parse_segment_file_name, shuffle};
+use crate::stats::{content_hash, TensorStats};
+use crate::{FormatError, Result};
+use accutrace_proto::capture as pb;
+use memmap2::Mmap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A capture run directory: its manifest (when there is one) and its streams.
+pub struct CaptureRun {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// `manifest.json`, absent when the collector died before writing it.
+    pub manifest: Option<Manifest>,
+    /// Streams, sorted by stream id.
+    pub streams: Vec<StreamReader>,
+}
+
+impl CaptureRun {
+    /// Opens every stream directory (a directory holding `stream.json`) of `dir`.
+    pub fn open(dir: &Path) -> Result<CaptureRun> {
+        let manifest = if dir.join(MANIFEST_FILE).exists() { Some(Manifest::read(dir)?) } else { None };
+        let mut streams = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| FormatError::io(dir, &e))? {
+            let path = entry.map_err(|e| FormatError::io(dir, &e))?.path();
+            if path.join(STREAM_FILE).is_file() {
+                streams.push(StreamReader::open(&path)?);
+            }
+        }
+        streams.sort_by_key(|s| s.info.stream_id);
+        Ok(CaptureRun { dir: dir.to_path_buf(), manifest, streams })
+    }
+}
+
+/// Where a stream's records end without a clean seal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment file (the stream directory when no segment exists).
+    pub segment: PathBuf,
+    /// Offset in it where the records end.
+    pub offset: u64,
+    /// What was found there.
+    pub reason: String,
+}
+
+struct Segment {
+    path: PathBuf,
+    index: u64,
+    map: Mmap,
+    /// Records lie in `HEADER_LEN..end`.
+    end: u64,
+    /// Sealed: every frame before `end` must be valid.
+    sealed: bool,
+}
+
+/// One stream: its segments, mapped, in order.
+pub struct StreamReader {
+    dir: PathBuf,
+    info: StreamInfo,
+    segments: Vec<Segment>,
+    torn_tail: Option<TornTail>,
+}
+
+impl StreamReader {
+    /// Maps the segments of a stream directory and checks their headers; finds the torn tail.
+    pub fn open(dir: &Path) -> Result<StreamReader> {
+        let info: StreamInfo = read_json(&dir.join(STREAM_FILE))?;
+        let mut files: Vec<(u64, PathBuf)> = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| FormatError::io(dir, &e))? {
+            let path = entry.map_err(|e| FormatError::io(dir, &e))?.path();
+            if let Some(index) = path.file_name().and_then(|n| n.to_str()).and_then(parse_segment_file_name) {
+                files.push((index, path));
+            }
+        }
+        files.sort();
+        if let Some(w) = files.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
+            return Err(FormatError::whole(format!("segment {} missing before this one", w[0].0 + 1)).in_file(&w[1].1));
+        }
+        let mut segments = Vec::new();
+        let mut torn_tail = None;
+        let last = files.len().saturating_sub(1);
+        for (i, (index, path)) in files.into_iter().enumerate() {
+            let file = std::fs::File::open(&path).map_err(|e| FormatError::io(&path, &e))?;
+            // SAFETY: the mapping is read-only. Segments are append-only files that no one truncates while
+            // they are read; a live writer (possibly in another process) only writes past the committed frames,
+            // and the words it races on (commit word, sealed end) are read atomically (segment.rs).
+            let map = unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(&path, &e))?;
+            match open_segment(&map, index, i == last) {
+                Ok((end, sealed, tail)) => {
+                    if let Some((offset, reason)) = tail {
+                        torn_tail = Some(TornTail { segment: path.clone(), offset, reason });
+                    }
+                    segments.push(Segment { path, index, map, end, sealed });
+                }
+                Err(e) => return Err(e.in_file(&path)),
+            }
+        }
+        if segments.is_empty() {
+            torn_tail = Some(TornTail { segment: dir.to_path_buf(), offset: 0, reason: "no segment".into() });
+        }
+        Ok(StreamReader { dir: dir.to_path_buf(), info, segments, torn_tail })
+    }
+
+    /// Who wrote the stream.
+    pub fn info(&self) -> &StreamInfo {
+        &self.info
+    }
+
+    /// The stream directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The segment files, in order.
+    pub fn segment_paths(&self) -> impl Iterator<Item = &Path> {
+        self.segments.iter().map(|s| s.path.as_path())
+    }
+
+    /// Where the records end when the stream was not sealed (the writer died): the last segment and offset.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn_tail.as_ref()
+    }
+
+    /// The records in the order they were written.
+    pub fn records(&self) -> Records<'_> {
+        Records { stream: self, seg: 0, pos: HEADER_LEN, strings: Vec::new(), op: None, done: false }
+    }
+}
+
+/// Checks a segment's header and finds where its records end: (end, sealed, torn tail).
+fn open_segment(map: &[u8], index: u64, last: bool) -> Result<(u64, bool, Option<(u64, String)>)> {
+    let header = match SegmentHeader::decode(map) {
+        Ok(Some(h)) => h,
+        // A header that was never completely written: only the creation of the last segment was torn.
+        Ok(None) | Err(_) if last && map.iter().skip(HEADER_LEN as usize).all(|&b| b == 0) => {
+            return Ok((HEADER_LEN, false, Some((0, "segment header never completed".into()))));
+        }
+        Ok(None) => return Err(FormatError::at(0, "segment header is zero but records follow")),
+        Err(e) => return Err(e),
+    };
+    if header.segment_index != index {
+        return Err(FormatError::at(24, format!("header says segment {} but the file name {index}", header.segment_index)));
+    }
+    let file_len = map.len() as u64;
+    let sealed_end = segment::sealed_end(map);
+    if sealed_end != 0 {
+        if sealed_end < HEADER_LEN || sealed_end > header.segment_size || sealed_end > file_len {
+            return Err(FormatError::at(56, format!("sealed end {sealed_end} outside the segment ({file_len} bytes)")));
+        }
+        return Ok((sealed_end, true, None));
+    }
+    if !last {
+        return Err(FormatError::at(56, "segment is not sealed but later segments exist"));
+    }
+    // The open segment of a killed writer: walk the frames to the first position that is not one.
+    let limit = header.segment_size.min(file_len);
+    let mut pos = HEADER_LEN;
+    loop {
+        match segment::frame_at(map, pos, limit) {
+            Frame::Valid { next, .. } => pos = next,
+            Frame::Empty => return tail(map, pos, limit, "no record committed here".into()),
+            Frame::Bad(why) => return tail(map, pos, limit, why),
+        }
+    }
+}
+
+/// The records of an open segment end at `pos`. That is a torn tail unless a valid frame follows, which
+/// means data was lost in the middle: corruption.
+fn tail(map: &[u8], pos: u64, limit: u64, why: String) -> Result<(u64, bool, Option<(u64, String)>)> {
+    let mut probe = pos + 8;
+    while probe + segment::FRAME_HEADER <= limit {
+        let word = &map[probe as usize..probe as usize + 4];
+        if word != [0, 0, 0, 0] && matches!(segment::frame_at(map, probe, limit), Frame::Valid { .. }) {
+            return Err(FormatError::at(pos, format!("corrupt record ({why}) before the committed record at {probe}")));
+        }
+        probe += 8;
+    }
+    Ok((pos, false, Some((pos, why))))
+}
+
+/// A record and where it is.
+#[derive(Debug)]
+pub struct RecordRef<'a> {
+    /// The segment file.
+    pub segment: &'a Path,
+    /// The segment's index in the stream.
+    pub segment_index: u64,
+    /// The frame's offset in the segment file.
+    pub offset: u64,
+    /// The record.
+    pub record: Record<'a>,
+}
+
+/// A record of a stream (string definitions are resolved by the iterator and not returned).
+#[derive(Debug)]
+pub enum Record<'a> {
+    /// An operator execution.
+    Op(Arc<OpInfo>),
+    /// A tensor of the preceding op.
+    Tensor(TensorRef<'a>),
+    /// An op-debug (overflow) record.
+    Overflow(OverflowInfo),
+    /// A statistics-mode CSV record.
+    StatsCsv(StatsCsv),
+    /// A kind this build does not know (skipped safely: its frame is valid).
+    Unknown {
+        /// The record kind.
+        kind: u8,
+    },
+}
+
+/// A tensor record: everything but the data is decoded; the data stays in the mapping until asked for.
+#[derive(Debug, Clone)]
+pub struct TensorRef<'a> {
+    /// The op it belongs to.
+    pub op: Arc<OpInfo>,
+    /// Metadata.
+    pub meta: TensorMeta,
+    /// Statistics.
+    pub stats: TensorStats,
+    /// XXH3-64 of the raw bytes ([`content_hash`]).
+    pub content_hash: u64,
+    /// Raw size of the data in bytes (when stored).
+    pub data_size: u64,
+    /// How the data is stored.
+    pub encoding: DataEncoding,
+    payload: &'a [u8],
+    payload_offset: u64,
+    path: &'a Path,
+}
+
+impl TensorRef<'_> {
+    /// Whether the record carries the tensor's data.
+    pub fn has_data(&self) -> bool {
+        self.encoding != DataEncoding::None
+    }
+
+    /// Bytes the data takes in the segment.
+    pub fn stored_size(&self) -> u64 {
+        self.payload.len() as u64
+    }
+
+    /// Decodes the data into `out` (resized to `data_size`) and checks it against the content hash.
+    pub fn read_data(&self, out: &mut Vec<u8>) -> Result<()> {
+        self.read_data_with(out, &mut Vec::new())
+    }
+
+    /// [`read_data`](Self::read_data) with a caller-owned scratch buffer (for the shuffled bytes).
+    pub fn read_data_with(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+        let at = |p: String| FormatError::at(self.payload_offset, p).in_file(self.path);
+        out.clear();
+        match self.encoding {
+            DataEncoding::None => return Err(at("the tensor was recorded without data".into())),
+            DataEncoding::Raw => {
+                if self.payload.len() as u64 != self.data_size {
+                    return Err(at(format!("{} data bytes stored, {} recorded", self.payload.len(), self.data_size)));
+                }
+                out.extend_from_slice(self.payload);
+            }
+            DataEncoding::Zstd { shuffle_width } => {
+                decompress(self.payload, self.data_size, scratch).map_err(at)?;
+                out.resize(scratch.len(), 0);
+                shuffle::unshuffle(scratch, shuffle_width as usize, out);
+            }
+        }
+        if content_hash(out) != self.content_hash {
+            return Err(at("tensor data does not match its content hash".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Largest expansion trusted for a direct allocation; beyond it, decoding grows the buffer as output comes.
+const TRUSTED_RATIO: u64 = 64;
+
+fn decompress(src: &[u8], size: u64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    out.clear();
+    if size <= (src.len() as u64).saturating_mul(TRUSTED_RATIO) {
+        out.reserve(size as usize);
+        zstd::bulk::Decompressor::new()
+            .and_then(|mut d| d.decompress_to_buffer(src, out))
+            .map_err(|e| format!("zstd: {e}"))?;
+    } else {
+        // Highly compressible data, or a lying size: let the buffer grow with the real output only.
+        let decoder = zstd::stream::read::Decoder::with_buffer(src).map_err(|e| format!("zstd: {e}"))?;
+        decoder.take(size.saturating_add(1)).read_to_end(out).map_err(|e| format!("zstd: {e}"))?;
+    }
+    if out.len() as u64 != size {
+        return Err(format!("data decompresses to {} bytes, {} recorded", out.len(), size));
+    }
+    Ok(())
+}
+
+/// Iterator over a stream's records (see [`StreamReader::records`]). Stops after the first error.
+pub struct Records<'a> {
+    stream: &'a StreamReader,
+    seg: usize,
+    pos: u64,
+    strings: Vec<Arc<str>>,
+    op: Option<Arc<OpInfo>>,
+    done: bool,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<RecordRef<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let Some(seg) = self.stream.segments.get(self.seg) else {
+                self.done = true;
+                break;
+            };
+            if self.pos >= seg.end {
+                self.seg += 1;
+                self.pos = HEADER_LEN;
+                self.strings.clear();
+                self.op = None;
+                continue;
+            }
+            let offset = self.pos;
+            let (meta, head_end, body_end, kind, next) = match segment::frame_at(&seg.map, offset, seg.end) {
+                Frame::Valid { body, len, meta, head_len, kind, next } => (meta, body + head_len, body + len, kind, next),
+                Frame::Empty if !seg.sealed => {
+                    self.pos = seg.end;
+                    continue;
+                }
+                Frame::Empty => return self.fail(seg, offset, "sealed segment has no record here".into()),
+                Frame::Bad(why) => return self.fail(seg, offset, why),
+            };
+            self.pos = next;
+            let m = &seg.map[meta as usize..head_end as usize];
+            let payload = &seg.map[head_end as usize..body_end as usize];
+            match self.decode(seg, kind, m, payload, head_end) {
+                Ok(Some(record)) => {
+                    return Some(Ok(RecordRef { segment: &seg.path, segment_index: seg.index, offset, record }))
+                }
+                Ok(None) => continue,
+                Err(e) => return self.fail(seg, offset, e.problem),
+            }
+        }
+        None
+    }
+}
+
+impl<'a> Records<'a> {
+    fn fail(&mut self, seg: &Segment, offset: u64, why: String) -> Option<Result<RecordRef<'a>>> {
+        self.done = true;
+        Some(Err(FormatError::at(offset, why).in_file(&seg.path)))
+    }
+
+    fn string(&self, id: u32) -> Result<Option<Arc<str>>> {
+        if id == 0 {
+            return Ok(None);
+        }
+        match self.strings.get(id as usize - 1) {
+            Some(s) => Ok(Some(s.clone())),
+            None => Err(FormatError::whole(format!("string id {id} is not defined in this segment"))),
+        }
+    }
+
+    fn decode(&mut self, seg: &'a Segment, kind: u8, m: &[u8], payload: &'a [u8], payload_offset: u64) -> Result<Option<Record<'a>>> {
+        Ok(Some(match kind {
+            KIND_STRING => {
+                let def: pb::StringDef = decode_message(m, "string")?;
+                if def.id as usize != self.strings.len() + 1 {
+                    return Err(FormatError::whole(format!("string id {} out of sequence", def.id)));
+                }
+                self.strings.push(Arc::from(def.value));
+                return Ok(None);
+            }
+            KIND_OP => {
+                let r: pb::OpRecord = decode_message(m, "op")?;
+                let s = |id| -> Result<String> { Ok(self.string(id)?.map(|s| s.to_string()).unwrap_or_default()) };
+                let op = Arc::new(OpInfo {
+                    name: s(r.name)?,
+                    op_type: s(r.op_type)?,
+                    step: r.step,
+                    task_id: r.task_id,
+                    stream_id: r.stream_id,
+                    timestamp_us: r.timestamp_us,
+                    dump_file: r.dump_file,
+                    original_names: r.original_names.iter().map(|&id| s(id)).collect::<Result<_>>()?,
+                });
+                self.op = Some(op.clone());
+                Record::Op(op)
+            }
+            KIND_TENSOR => {
+                let r: pb::TensorRecord = decode_message(m, "tensor")?;
+                let op = self.op.clone().ok_or_else(|| FormatError::whole("tensor record before any op record"))?;
+                let encoding = DataEncoding::from_record(&r)?;
+                if (encoding == DataEncoding::None) != payload.is_empty() {
+                    return Err(FormatError::whole("tensor data presence disagrees with its encoding"));
+                }
+                let original_op = match self.string(r.original_op)? {
+                    Some(name) => Some(OriginalOp { name, output_index: r.original_output_index }),
+                    None => None,
+                };
+                let io = if r.io == pb::Io::Output as i32 { Io::Output } else { Io::Input };
+                Record::Tensor(TensorRef {
+                    op,
+                    meta: TensorMeta {
+                        io,
+                        index: r.index,
+                        dtype: crate::DType::from_code(r.dtype),
+                        format: r.format,
+                        sub_format: r.sub_format,
+                        original_shape: r.original_shape.map(|s| s.dim),
+                        device_shape: r.device_shape,
+                        original_op,
+                    },
+                    stats: r.stats.as_ref().map(TensorStats::from).unwrap_or_default(),
+                    content_hash: r.content_hash,
+                    data_size: r.data_size,
+                    encoding,
+                    payload,
+                    payload_offset,
+                    path: &seg.path,
+                })
+            }
+            KIND_OVERFLOW => {
+                let r: pb::OverflowRecord = decode_message(m, "overflow")?;
+                Record::Overflow(OverflowInfo {
+                    step: r.step,
+                    task_id: r.task_id,
+                    stream_id: r.stream_id,
+                    timestamp_us: r.timestamp_us,
+                    dump_file: r.dump_file,
+                    payload: r.payload,
+                })
+            }
+            KIND_STATS_CSV => {
+                let r: pb::StatsCsvRecord = decode_message(m, "stats CSV")?;
+                Record::StatsCsv(StatsCsv { step: r.step, dump_file: r.dump_file, csv: r.csv })
+            }
+            kind => Record::Unknown { kind },
+        }))
+    }
+}

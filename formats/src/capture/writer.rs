@@ -1,0 +1,533 @@
+//! The stream writer: appends records to memory-mapped segment files, rolls to a new segment when one is
+//! full, and applies the retention policy. One writer per stream (one process, one device); the collector's
+//! writer threads own it. Nothing here allocates per record once the scratch buffers have grown.
+
+use super::manifest::{write_json_atomic, StreamCounts, StreamInfo, StreamSummary, STREAM_FILE};
+use super::policy::{Policy, PolicyState};
+use super::record::*;
+use super::segment::{self, align8, SegmentHeader, FRAME_HEADER, HEADER_LEN};
+use super::{now_us, segment_file_name, shuffle, FORMAT_VERSION, MAX_HEAD};
+use crate::stats::TensorStats;
+use crate::{FormatError, Result};
+use accutrace_proto::capture as pb;
+use memmap2::{MmapMut, MmapOptions};
+use std::collections::{HashMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Default segment size: 64 MiB.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
+/// Smallest segment size accepted (a header and a few records).
+pub const MIN_SEGMENT_SIZE: u64 = 4096;
+
+/// The outcome of an append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// Written: the segment index and the frame's offset in it, and the frame bytes used.
+    Written {
+        /// Segment index (`seg-{index:06}.acc`).
+        segment: u64,
+        /// Offset of the frame in that segment.
+        offset: u64,
+        /// Bytes the record took, framing, interned strings and padding included.
+        bytes: u64,
+    },
+    /// Not written: the policy stopped recording (trigger policy, after its kept steps).
+    Stopped,
+}
+
+/// Writer options beyond the segment size and policy.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterOptions {
+    /// Segment size in bytes (records larger than a segment get a segment of their own, sized to fit).
+    pub segment_size: u64,
+    /// Retention policy.
+    pub policy: Policy,
+    /// Write the zeros of a new segment through the file before mapping it, so the file system allocates
+    /// its blocks up front: a full disk is then an error from `create`/`append`, not a SIGBUS in the
+    /// training process when a mapped page is first written. Costs one extra pass over each segment.
+    pub preallocate: bool,
+}
+
+impl WriterOptions {
+    /// Default options with this segment size and policy (preallocation on).
+    pub fn new(segment_size: u64, policy: Policy) -> Self {
+        WriterOptions { segment_size, policy, preallocate: true }
+    }
+}
+
+struct OpenSegment {
+    map: MmapMut,
+    path: PathBuf,
+    index: u64,
+    /// Next frame offset.
+    pos: u64,
+}
+
+/// Appends the records of one stream. Call [`seal`](Self::seal) for a clean end; dropping the writer also
+/// seals (best effort). A writer that is killed leaves an unsealed last segment that readers recover.
+pub struct StreamWriter {
+    dir: PathBuf,
+    info: StreamInfo,
+    opts: WriterOptions,
+    policy: PolicyState,
+    seg: Option<OpenSegment>,
+    /// Segments on disk, oldest first: (index, size).
+    live: VecDeque<(u64, u64)>,
+    next_index: u64,
+    strings: HashMap<String, u32>,
+    op: Option<OpInfo>,
+    op_in_segment: bool,
+    head: Vec<u8>,
+    defs: Vec<(u32, String)>,
+    def_frames: Vec<u8>,
+    shuffled: Vec<u8>,
+    compressed: Vec<u8>,
+    compressor: Option<(i32, zstd::bulk::Compressor<'static>)>,
+    counts: StreamCounts,
+    sealed: bool,
+}
+
+/// What goes into a frame, before interning.
+enum Msg<'a> {
+    Op(&'a OpInfo),
+    Tensor { meta: &'a TensorMeta, stats: &'a TensorStats, hash: u64, size: u64, enc: DataEncoding },
+    Overflow(&'a OverflowInfo),
+    Csv(&'a StatsCsv),
+}
+
+impl StreamWriter {
+    /// Creates `run_dir/<info.dir_name()>/` with `stream.json` and the first segment.
+    pub fn create(run_dir: &Path, info: StreamInfo, segment_size: u64, policy: Policy) -> Result<StreamWriter> {
+        Self::create_with(run_dir, info, WriterOptions::new(segment_size, policy))
+    }
+
+    /// [`create`](Self::create) with all options.
+    pub fn create_with(run_dir: &Path, info: StreamInfo, opts: WriterOptions) -> Result<StreamWriter> {
+        if opts.segment_size < MIN_SEGMENT_SIZE || opts.segment_size % 8 != 0 {
+            return Err(FormatError::whole(format!(
+                "segment size {} must be a multiple of 8 and at least {MIN_SEGMENT_SIZE}",
+                opts.segment_size
+            )));
+        }
+        let dir = run_dir.join(info.dir_name());
+        std::fs::create_dir_all(&dir).map_err(|e| FormatError::io(&dir, &e))?;
+        let mut w = StreamWriter {
+            dir,
+            info,
+            opts,
+            policy: PolicyState::new(opts.policy),
+            seg: None,
+            live: VecDeque::new(),
+            next_index: 0,
+            strings: HashMap::new(),
+            op: None,
+            op_in_segment: false,
+            head: Vec::new(),
+            defs: Vec::new(),
+            def_frames: Vec::new(),
+            shuffled: Vec::new(),
+            compressed: Vec::new(),
+            compressor: None,
+            counts: StreamCounts::default(),
+            sealed: false,
+        };
+        w.open_segment(opts.segment_size)?;
+        write_json_atomic(&w.dir.join(STREAM_FILE), &w.info)?;
+        Ok(w)
+    }
+
+    /// The stream's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The policy state (trigger step, stopped).
+    pub fn policy(&self) -> &PolicyState {
+        &self.policy
+    }
+
+    /// Appends an op record; the tensors appended after it belong to it.
+    pub fn append_op(&mut self, op: &OpInfo) -> Result<Appended> {
+        if !self.policy.admit_op(op.step) {
+            self.op = None;
+            self.counts.refused_after_stop += 1;
+            return Ok(Appended::Stopped);
+        }
+        self.op = Some(op.clone());
+        let r = self.append(Msg::Op(op), &[])?;
+        self.op_in_segment = true;
+        self.counts.ops += 1;
+        Ok(r)
+    }
+
+    /// Appends a tensor of the current op: metadata, statistics, content hash, and optionally its raw bytes,
+    /// byte-shuffled and compressed with zstd at `zstd_level` (stored raw when that saves under 1/32).
+    pub fn append_tensor(
+        &mut self,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        hash: u64,
+        data: Option<&[u8]>,
+        zstd_level: i32,
+    ) -> Result<Appended> {
+        if self.policy.stopped() {
+            self.counts.refused_after_stop += 1;
+            return Ok(Appended::Stopped);
+        }
+        if self.op.is_none() {
+            return Err(FormatError::whole("tensor record without a preceding op record"));
+        }
+        let mut compressed = std::mem::take(&mut self.compressed);
+        let (enc, size, payload): (DataEncoding, u64, &[u8]) = match data {
+            None => (DataEncoding::None, 0, &[]),
+            Some(raw) => {
+                let width = shuffle_width(meta.dtype);
+                self.compress(raw, width, zstd_level, &mut compressed)?;
+                if compressed.len() < raw.len() - raw.len() / 32 {
+                    (DataEncoding::Zstd { shuffle_width: width }, raw.len() as u64, &compressed[..])
+                } else {
+                    (DataEncoding::Raw, raw.len() as u64, raw)
+                }
+            }
+        };
+        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc }, payload);
+        self.compressed = compressed;
+        let r = r?;
+        self.counts.tensors += 1;
+        if data.is_some() {
+            self.counts.tensors_with_data += 1;
+            self.counts.bytes_in += size;
+        }
+        self.policy.observe_tensor(stats.shows_overflow(meta.dtype));
+        Ok(r)
+    }
+
+    /// Appends an op-debug (overflow) record.
+    pub fn append_overflow(&mut self, rec: &OverflowInfo) -> Result<Appended> {
+        if self.policy.stopped() {
+            self.counts.refused_after_stop += 1;
+            return Ok(Appended::Stopped);
+        }
+        let r = self.append(Msg::Overflow(rec), &[])?;
+        self.counts.overflow_records += 1;
+        Ok(r)
+    }
+
+    /// Appends a statistics-mode CSV record.
+    pub fn append_stats_csv(&mut self, rec: &StatsCsv) -> Result<Appended> {
+        if self.policy.stopped() {
+            self.counts.refused_after_stop += 1;
+            return Ok(Appended::Stopped);
+        }
+        let r = self.append(Msg::Csv(rec), &[])?;
+        self.counts.stats_csv_records += 1;
+        Ok(r)
+    }
+
+    /// What was written so far, for the manifest.
+    pub fn summary(&self) -> StreamSummary {
+        StreamSummary {
+            info: self.info.clone(),
+            dir: self.info.dir_name(),
+            policy: self.opts.policy,
+            counts: self.counts.clone(),
+            triggered_at_step: self.policy.triggered_at(),
+            sealed: self.sealed,
+        }
+    }
+
+    /// Seals the last segment (publishes its end, flushes it to disk) and returns the summary.
+    pub fn seal(mut self) -> Result<StreamSummary> {
+        self.seal_current(true)?;
+        self.sealed = true;
+        Ok(self.summary())
+    }
+
+    /// Drops the writer WITHOUT sealing, as a killed process would: for crash tests.
+    #[doc(hidden)]
+    pub fn abandon(mut self) {
+        self.seg = None;
+        self.sealed = true;
+    }
+
+    fn compress(&mut self, raw: &[u8], width: u32, level: i32, out: &mut Vec<u8>) -> Result<()> {
+        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
+        match &mut self.compressor {
+            Some((l, c)) if *l != level => {
+                c.set_compression_level(level).map_err(err)?;
+                *l = level;
+            }
+            Some(_) => {}
+            None => self.compressor = Some((level, zstd::bulk::Compressor::new(level).map_err(err)?)),
+        }
+        shuffle::shuffle(raw, width as usize, &mut self.shuffled);
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        if let Some((_, c)) = &mut self.compressor {
+            c.compress_to_buffer(&self.shuffled[..], out).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Interns the strings of `msg` in the current segment's table (new ones go to `self.defs`) and
+    /// encodes its head into `self.head`.
+    fn encode(&mut self, msg: &Msg) {
+        self.defs.clear();
+        let id = |s: &str, strings: &mut HashMap<String, u32>, defs: &mut Vec<(u32, String)>| -> u32 {
+            if s.is_empty() {
+                return 0;
+            }
+            if let Some(&id) = strings.get(s) {
+                return id;
+            }
+            let id = strings.len() as u32 + 1;
+            strings.insert(s.to_string(), id);
+            defs.push((id, s.to_string()));
+            id
+        };
+        let (strings, defs) = (&mut self.strings, &mut self.defs);
+        match msg {
+            Msg::Op(op) => {
+                let rec = pb::OpRecord {
+                    name: id(&op.name, strings, defs),
+                    op_type: id(&op.op_type, strings, defs),
+                    step: op.step,
+                    task_id: op.task_id,
+                    stream_id: op.stream_id,
+                    timestamp_us: op.timestamp_us,
+                    dump_file: op.dump_file.clone(),
+                    original_names: op.original_names.iter().map(|n| id(n, strings, defs)).collect(),
+                };
+                encode_head(KIND_OP, &rec, &mut self.head);
+            }
+            Msg::Tensor { meta, stats, hash, size, enc } => {
+                let (encoding, shuffle_width) = match enc {
+                    DataEncoding::None => (pb::Encoding::None, 0),
+                    DataEncoding::Raw => (pb::Encoding::Raw, 0),
+                    DataEncoding::Zstd { shuffle_width } => (pb::Encoding::Zstd, *shuffle_width),
+                };
+                let rec = pb::TensorRecord {
+                    io: match meta.io {
+                        Io::Input => pb::Io::Input as i32,
+                        Io::Output => pb::Io::Output as i32,
+                    },
+                    index: meta.index,
+                    dtype: meta.dtype.code(),
+                    format: meta.format,
+                    sub_format: meta.sub_format,
+                    device_shape: meta.device_shape.clone(),
+                    original_shape: meta
+                        .original_shape
+                        .as_ref()
+                        .filter(|s| **s != meta.device_shape)
+                        .map(|s| pb::Shape { dim: s.clone() }),
+                    original_op: meta.original_op.as_ref().map_or(0, |o| id(&o.name, strings, defs)),
+                    original_output_index: meta.original_op.as_ref().map_or(0, |o| o.output_index),
+                    stats: Some(pb::Stats::from(*stats)),
+                    content_hash: *hash,
+                    data_size: *size,
+                    encoding: encoding as i32,
+                    shuffle_width,
+                };
+                encode_head(KIND_TENSOR, &rec, &mut self.head);
+            }
+            Msg::Overflow(o) => {
+                let rec = pb::OverflowRecord {
+                    step: o.step,
+                    task_id: o.task_id,
+                    stream_id: o.stream_id,
+                    timestamp_us: o.timestamp_us,
+                    dump_file: o.dump_file.clone(),
+                    payload: o.payload.clone(),
+                };
+                encode_head(KIND_OVERFLOW, &rec, &mut self.head);
+            }
+            Msg::Csv(c) => {
+                let rec = pb::StatsCsvRecord { step: c.step, dump_file: c.dump_file.clone(), csv: c.csv.clone() };
+                encode_head(KIND_STATS_CSV, &rec, &mut self.head);
+            }
+        }
+        // The string definitions this record needs, as frames' heads, concatenated with their lengths.
+        self.def_frames.clear();
+        let mut one = Vec::new();
+        for (id, value) in &self.defs {
+            encode_head(KIND_STRING, &pb::StringDef { id: *id, value: value.clone() }, &mut one);
+            self.def_frames.extend_from_slice(&(one.len() as u32).to_le_bytes());
+            self.def_frames.extend_from_slice(&one);
+        }
+    }
+
+    /// Bytes the encoded defs and record take in a segment.
+    fn needed(&self, payload: usize) -> u64 {
+        let mut total = 0;
+        let mut at = 0;
+        while at + 4 <= self.def_frames.len() {
+            let len = u32::from_le_bytes(self.def_frames[at..at + 4].try_into().unwrap_or([0; 4])) as u64;
+            total += align8(FRAME_HEADER + len);
+            at += 4 + len as usize;
+        }
+        total + align8(FRAME_HEADER + self.head.len() as u64 + payload as u64)
+    }
+
+    fn append(&mut self, msg: Msg, payload: &[u8]) -> Result<Appended> {
+        let is_tensor = matches!(msg, Msg::Tensor { .. });
+        for attempt in 0..3 {
+            if is_tensor && !self.op_in_segment {
+                // A segment is self-contained: the op of its first tensors is repeated at its start.
+                let op = self.op.clone().unwrap_or_default();
+                self.append(Msg::Op(&op), &[])?;
+                self.op_in_segment = true;
+            }
+            self.encode(&msg);
+            if self.head.len() as u64 > MAX_HEAD {
+                return Err(FormatError::whole(format!(
+                    "record metadata of {} bytes exceeds the limit of {MAX_HEAD}",
+                    self.head.len()
+                )));
+            }
+            let body = self.head.len() as u64 + payload.len() as u64;
+            if body > u64::from(u32::MAX) {
+                return Err(FormatError::whole(format!("record of {body} bytes exceeds the 4 GiB frame limit")));
+            }
+            let needed = self.needed(payload.len());
+            let (pos, room) = match &self.seg {
+                Some(s) => (s.pos, s.map.len() as u64 - s.pos),
+                None => (0, 0),
+            };
+            if needed <= room {
+                return Ok(self.write_encoded(pos, needed, payload));
+            }
+            // Does not fit: roll to a segment large enough for the record, its strings and (for a tensor) its
+            // op written again. The new segment starts a new string table, so this attempt's ids are void.
+            let op_room = if is_tensor { self.op.as_ref().map_or(0, op_upper_bound) } else { 0 };
+            let fresh = self.opts.segment_size.max(align8(HEADER_LEN + needed + op_room + 4096));
+            if attempt == 2 {
+                break;
+            }
+            self.roll(fresh)?;
+        }
+        Err(FormatError::whole("record does not fit a fresh segment"))
+    }
+
+    /// Writes `self.def_frames` and `self.head` + `payload` at `pos` (they fit).
+    fn write_encoded(&mut self, pos: u64, needed: u64, payload: &[u8]) -> Appended {
+        let Some(seg) = self.seg.as_mut() else { return Appended::Stopped };
+        let mut at = pos;
+        let mut i = 0;
+        while i + 4 <= self.def_frames.len() {
+            let len = u32::from_le_bytes(self.def_frames[i..i + 4].try_into().unwrap_or([0; 4])) as usize;
+            segment::write_frame(&mut seg.map, at, &self.def_frames[i + 4..i + 4 + len], &[]);
+            at = align8(at + FRAME_HEADER + len as u64);
+            i += 4 + len;
+        }
+        let frame = at;
+        segment::write_frame(&mut seg.map, at, &self.head, payload);
+        seg.pos = pos + needed;
+        self.counts.bytes_out += needed;
+        Appended::Written { segment: seg.index, offset: frame, bytes: needed }
+    }
+
+    /// Seals the current segment and opens the next one of `size` bytes.
+    fn roll(&mut self, size: u64) -> Result<()> {
+        self.seal_current(false)?;
+        self.open_segment(size)
+    }
+
+    fn seal_current(&mut self, sync: bool) -> Result<()> {
+        if let Some(mut seg) = self.seg.take() {
+            segment::store_sealed_end(&mut seg.map, seg.pos);
+            // At a roll, start the write-back without waiting; at the end, wait for it.
+            let flushed = if sync { seg.map.flush() } else { seg.map.flush_async() };
+            flushed.map_err(|e| FormatError::io(&seg.path, &e))?;
+        }
+        Ok(())
+    }
+
+    fn open_segment(&mut self, size: u64) -> Result<()> {
+        let sizes: Vec<u64> = self.live.iter().map(|&(_, s)| s).collect();
+        for _ in 0..self.policy.evictions(&sizes, size) {
+            if let Some((index, _)) = self.live.pop_front() {
+                let path = self.dir.join(segment_file_name(index));
+                std::fs::remove_file(&path).map_err(|e| FormatError::io(&path, &e))?;
+                self.counts.segments_deleted += 1;
+            }
+        }
+        let index = self.next_index;
+        let path = self.dir.join(segment_file_name(index));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| FormatError::io(&path, &e))?;
+        allocate(&file, size, self.opts.preallocate).map_err(|e| FormatError::io(&path, &e))?;
+        // SAFETY: the file was just created by this writer (create_new) and has `size` bytes; only this
+        // writer writes it and nobody truncates it while mapped (a reader in another process only reads).
+        // Memory safety of the mapping then holds for its lifetime, which `OpenSegment` owns.
+        let mut map = unsafe { MmapOptions::new().len(size as usize).populate().map_mut(&file) }
+            .map_err(|e| FormatError::io(&path, &e))?;
+        let header = SegmentHeader {
+            version: FORMAT_VERSION,
+            segment_size: size,
+            segment_index: index,
+            stream_id: self.info.stream_id,
+            created_unix_us: now_us(),
+        };
+        map[..HEADER_LEN as usize].copy_from_slice(&header.encode());
+        self.seg = Some(OpenSegment { map, path, index, pos: HEADER_LEN });
+        self.live.push_back((index, size));
+        self.next_index += 1;
+        self.counts.segments_created += 1;
+        self.strings.clear();
+        self.op_in_segment = false;
+        Ok(())
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        if !self.sealed {
+            let _ = self.seal_current(false);
+        }
+    }
+}
+
+/// Gives the new file its size: zeros written through the file (blocks allocated now), or a sparse extend.
+fn allocate(file: &File, size: u64, preallocate: bool) -> std::io::Result<()> {
+    if !preallocate {
+        return file.set_len(size);
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut left = size;
+    let mut w = file;
+    while left > 0 {
+        let n = left.min(zeros.len() as u64) as usize;
+        w.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// Shuffle width of a dtype: its element width in bytes (a complex number's part width), 1 for sub-byte
+/// and unknown types.
+fn shuffle_width(dtype: crate::DType) -> u32 {
+    match dtype.bits() {
+        Some(bits) if bits >= 16 && bits % 8 == 0 => {
+            if dtype.kind() == crate::dtype::Kind::Complex {
+                bits / 16
+            } else {
+                bits / 8
+            }
+        }
+        _ => 1,
+    }
+}
+
+/// Generous upper bound of the bytes an op record and its string definitions take in a fresh segment.
+fn op_upper_bound(op: &OpInfo) -> u64 {
+    let strings: u64 = [&op.name, &op.op_type].iter().map(|s| s.len() as u64 + 32).sum::<u64>()
+        + op.original_names.iter().map(|s| s.len() as u64 + 32).sum::<u64>();
+    strings + op.dump_file.len() as u64 + 128 + 16 * op.original_names.len() as u64
+}
