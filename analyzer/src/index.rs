@@ -46,6 +46,8 @@ pub struct TensorInfo {
     pub stats: Option<TensorStats>,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
     pub hash: Option<u64>,
+    /// Framework-level dumps (msprobe) record whether the tensor required a gradient.
+    pub requires_grad: Option<bool>,
     /// Whether the source can produce the values (statistics-only sources cannot).
     pub has_data: bool,
     /// Source-private locator of the bytes.

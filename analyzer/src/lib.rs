@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod compare_report;
 pub mod filter;
 pub mod index;
 pub mod matching;
@@ -14,3 +15,7 @@ pub mod overflow_records;
 pub mod progress;
 pub mod report;
 pub mod sources;
+pub mod metrics;
+// Temporary (metrics engineer): until sources/mod.rs declares `pub mod msprobe;`.
+#[path = "sources/msprobe/mod.rs"]
+pub mod msprobe_source;

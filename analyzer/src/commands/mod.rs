@@ -3,6 +3,7 @@
 use crate::cli::Command;
 use anyhow::Result;
 
+pub mod compare;
 pub mod diff;
 pub mod inspect;
 pub mod overflow;
@@ -31,8 +32,8 @@ pub fn run(command: Command) -> Result<Outcome> {
         Command::Inspect(args) => inspect::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Overflow(args) => overflow::run(args),
-        Command::Compare(_)
-        | Command::Convert(_) | Command::Record(_) => {
+        Command::Compare(args) => compare::run(args),
+        Command::Convert(_) | Command::Record(_) => {
             anyhow::bail!("this command is not available yet")
         }
     }

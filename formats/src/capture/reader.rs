@@ -136,7 +136,7 @@ impl StreamReader {
 
     /// The records in the order they were written.
     pub fn records(&self) -> Records<'_> {
-        Records { stream: self, seg: 0, pos: HEADER_LEN, strings: Vec::new(), op: None, done: false }
+        Records { stream: self, seg: 0, pos: HEADER_LEN, strings: Vec::new(), op: None, prev_op: None, done: false }
     }
 }
 
@@ -311,6 +311,8 @@ pub struct Records<'a> {
     pos: u64,
     strings: Vec<Arc<str>>,
     op: Option<Arc<OpInfo>>,
+    /// The last op of the previous segment: a `continued` op record that repeats it is not yielded again.
+    prev_op: Option<Arc<OpInfo>>,
     done: bool,
 }
 
@@ -327,7 +329,7 @@ impl<'a> Iterator for Records<'a> {
                 self.seg += 1;
                 self.pos = HEADER_LEN;
                 self.strings.clear();
-                self.op = None;
+                self.prev_op = self.op.take();
                 continue;
             }
             let offset = self.pos;
@@ -394,6 +396,10 @@ impl<'a> Records<'a> {
                     dump_file: r.dump_file,
                     original_names: r.original_names.iter().map(|&id| s(id)).collect::<Result<_>>()?,
                 });
+                if let Some(prev) = self.prev_op.take().filter(|p| r.continued && **p == *op) {
+                    self.op = Some(prev);
+                    return Ok(None);
+                }
                 self.op = Some(op.clone());
                 Record::Op(op)
             }

@@ -91,7 +91,8 @@ pub struct StreamWriter {
 
 /// What goes into a frame, before interning.
 enum Msg<'a> {
-    Op(&'a OpInfo),
+    /// The op, and whether it repeats the previous segment's op (`continued`).
+    Op(&'a OpInfo, bool),
     Tensor { meta: &'a TensorMeta, stats: &'a TensorStats, hash: u64, size: u64, enc: DataEncoding },
     Overflow(&'a OverflowInfo),
     Csv(&'a StatsCsv),
@@ -156,7 +157,7 @@ impl StreamWriter {
             return Ok(Appended::Stopped);
         }
         self.op = Some(op.clone());
-        let r = self.append(Msg::Op(op), &[])?;
+        let r = self.append(Msg::Op(op, false), &[])?;
         self.op_in_segment = true;
         self.counts.ops += 1;
         Ok(r)
@@ -289,7 +290,7 @@ impl StreamWriter {
         };
         let (strings, defs) = (&mut self.strings, &mut self.defs);
         match msg {
-            Msg::Op(op) => {
+            Msg::Op(op, continued) => {
                 let rec = pb::OpRecord {
                     name: id(&op.name, strings, defs),
                     op_type: id(&op.op_type, strings, defs),
@@ -299,6 +300,7 @@ impl StreamWriter {
                     timestamp_us: op.timestamp_us,
                     dump_file: op.dump_file.clone(),
                     original_names: op.original_names.iter().map(|n| id(n, strings, defs)).collect(),
+                    continued: *continued,
                 };
                 encode_head(KIND_OP, &rec, &mut self.head);
             }
@@ -377,7 +379,7 @@ impl StreamWriter {
             if is_tensor && !self.op_in_segment {
                 // A segment is self-contained: the op of its first tensors is repeated at its start.
                 let op = self.op.clone().unwrap_or_default();
-                self.append(Msg::Op(&op), &[])?;
+                self.append(Msg::Op(&op, true), &[])?;
                 self.op_in_segment = true;
             }
             self.encode(&msg);

@@ -1,1 +1,145 @@
-fn main() {}
+//! `sim-train`: trains the simulated model on libascendcl.so the way torch_npu would, or (`bench`) runs
+//! the fp32 benchmark on the CPU and writes one `.npy` per original op output.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use sim_framework::{acl, bench};
+use sim_model::{ModelConfig, StepReport};
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+#[command(name = "sim-train", about = "Train the simulated transformer on the (simulated) CANN runtime")]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    train: TrainArgs,
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// Model file (JSON ModelConfig), handed to aclmdlLoadFromFile.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    steps: u64,
+    /// ACL config JSON passed to aclInit (dump settings, ...); NULL when absent.
+    #[arg(long)]
+    acl_config: Option<PathBuf>,
+    /// libascendcl.so to load (else $SIM_ACL_LIB, else the one next to this executable, else the name).
+    #[arg(long)]
+    lib: Option<PathBuf>,
+    /// Set the device's overflow mode with aclrtSetDeviceSatMode before loading (default: the runtime's).
+    #[arg(long, value_enum)]
+    overflow_mode: Option<SatMode>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SatMode {
+    Saturation,
+    Infnan,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The fp32 benchmark on the CPU (no runtime): DIR/step{k}/{op}.{i}.{ts}.npy plus mapping.json.
+    Bench {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 1)]
+        steps: u64,
+        #[arg(short = 'o', long = "out")]
+        out: PathBuf,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Bench { model, steps, out }) => run_bench(&model, steps, &out),
+        None => train(&cli.train),
+    };
+    if let Err(e) = result {
+        eprintln!("sim-train: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run_bench(model: &Path, steps: u64, out: &Path) -> Result<()> {
+    let cfg = ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
+    for (k, loss) in bench::run(&cfg, steps, out)?.into_iter().enumerate() {
+        println!("step {k} loss {loss:.6} (fp32 benchmark)");
+    }
+    Ok(())
+}
+
+fn train(args: &TrainArgs) -> Result<()> {
+    let Some(model) = &args.model else { bail!("--model is required (or use `sim-train bench`)") };
+    // Validate here too, so a bad model file is reported in our words before the runtime sees it.
+    ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
+    let lib = acl::library_path(args.lib.as_deref());
+    let rt = acl::Acl::load(&lib)?;
+    let f = acl::Entry::resolve(&rt)?;
+    let device: i32 = match std::env::var("ASCEND_DEVICE_ID") {
+        Ok(v) => v.trim().parse().with_context(|| format!("ASCEND_DEVICE_ID={v:?}"))?,
+        Err(_) => 0,
+    };
+    let config = args.acl_config.as_ref().map(|p| path_cstring(p)).transpose()?;
+    let model_path = path_cstring(model)?;
+    // SAFETY (all calls below): the pointers were resolved with these exact signatures (ascend-sys fns),
+    // the strings are NUL-terminated CStrings that outlive the calls, and null datasets are what the
+    // simulated runtime takes (its model holds its own data).
+    unsafe {
+        let code = (f.init)(config.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()));
+        // A repeated aclInit (a collector or another library got there first) is harmless.
+        if code != ascend_sys::ACL_ERROR_REPEAT_INITIALIZE {
+            acl::check("aclInit", code)?;
+        }
+        acl::check("aclrtSetDevice", (f.set_device)(device))?;
+        if let (Some(mode), Some(set)) = (args.overflow_mode, f.set_sat_mode) {
+            let m = match mode {
+                SatMode::Saturation => ascend_sys::ACL_RT_OVERFLOW_MODE_SATURATION,
+                SatMode::Infnan => ascend_sys::ACL_RT_OVERFLOW_MODE_INFNAN,
+            };
+            acl::check("aclrtSetDeviceSatMode", set(m as _))?;
+        }
+        let mut model_id = 0u32;
+        acl::check("aclmdlLoadFromFile", (f.load)(model_path.as_ptr(), &mut model_id))?;
+        let mut report_file_lines = 0usize;
+        for step in 0..args.steps {
+            acl::check("aclmdlExecute", (f.execute)(model_id, std::ptr::null(), std::ptr::null_mut()))?;
+            print_step(step, &rt, &mut report_file_lines);
+        }
+        acl::check("aclmdlUnload", (f.unload)(model_id))?;
+        acl::check("aclrtResetDevice", (f.reset_device)(device))?;
+        acl::check("aclFinalize", (f.finalize)())?;
+    }
+    Ok(())
+}
+
+/// Prints a step's loss from the runtime's report channel (sim-model docs): the exported
+/// `simAclLastStepReport`, else the newest line of `$SIM_ACL_REPORT`.
+fn print_step(step: u64, rt: &acl::Acl, seen_lines: &mut usize) {
+    let line = acl::last_step_report(rt).or_else(|| {
+        let path = std::env::var_os("SIM_ACL_REPORT")?;
+        let text = std::fs::read_to_string(path).ok()?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let new = lines.len() > *seen_lines;
+        *seen_lines = lines.len();
+        new.then(|| lines.last().map(|l| l.to_string())).flatten()
+    });
+    match line.as_deref().map(StepReport::from_json_line) {
+        Some(Ok((_, r))) => {
+            let flags = if r.skipped { " overflow: step skipped" } else { "" };
+            println!("step {step} loss {:.6} loss_scale {}{flags}", r.loss, r.loss_scale);
+        }
+        Some(Err(e)) => println!("step {step} (bad step report: {e})"),
+        None => println!("step {step} (the runtime reports no loss)"),
+    }
+}
+
+fn path_cstring(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_encoded_bytes()).with_context(|| format!("{} contains NUL", p.display()))
+}

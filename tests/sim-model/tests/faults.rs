@@ -92,7 +92,7 @@ fn overflow_fault_appears_first_in_its_op_at_its_step() {
 
 #[test]
 fn imprecise_fused_kernel_fails_the_cosine_check_while_the_rest_passes() {
-    let mut cfg = ModelConfig { fusion: true, device_formats: false, ..ModelConfig::default() };
+    let mut cfg = ModelConfig { fusion: true, ..ModelConfig::default() };
     let (bench, _) = run(&cfg.benchmark(), 1, OverflowMode::InfNan);
     let (good, _) = run(&cfg, 1, OverflowMode::InfNan);
     cfg.faults.imprecise_fused_kernel = true;

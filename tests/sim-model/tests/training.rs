@@ -103,7 +103,7 @@ fn same_config_gives_bit_identical_ops() {
 #[test]
 fn device_precisions_track_the_fp32_benchmark_op_by_op() {
     for precision in [Precision::Fp16, Precision::Bf16] {
-        let cfg = ModelConfig { precision, device_formats: false, ..ModelConfig::default() };
+        let cfg = ModelConfig { precision, ..ModelConfig::default() };
         let (dev, r) = run(&cfg, 1, OverflowMode::InfNan);
         assert!(!r[0].overflowed);
         let (bench, _) = run(&cfg.benchmark(), 1, OverflowMode::InfNan);
@@ -142,6 +142,15 @@ fn ops_report_device_dtypes_and_original_ops() {
     assert!(rec.ops.iter().any(|o| o.name == "gradients/model/layer_1/attn/qkv/MatMul_grad/MatMul_1"));
     assert!(rec.ops.last().unwrap().name.starts_with("optimizer/"));
     assert!(rec.ops.iter().all(|o| o.status == 0));
+    // Device formats: matmul weights in FRACTAL_NZ, the attention residual in NC1HWC0; the benchmark is ND.
+    assert_eq!(mm.inputs[1].format, sim_model::emit::FORMAT_FRACTAL_NZ);
+    assert_eq!(mm.inputs[1].device_shape, [3, 1, 16, 16]);
+    let res = rec.get("model/layer_0/attn/residual/Add");
+    assert_eq!(res.outputs[0].format, sim_model::emit::FORMAT_NC1HWC0);
+    assert_eq!(res.outputs[0].values().len(), 2 * 8 * 16);
+    let (bench, _) = run(&ModelConfig::default().benchmark(), 1, OverflowMode::InfNan);
+    let all_nd = |r: &Recorder| r.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).all(|t| t.format == 2);
+    assert!(all_nd(&bench) && !all_nd(&rec));
 
     let fused = ModelConfig { fusion: true, ..ModelConfig::default() };
     let (rec, _) = run(&fused, 1, OverflowMode::InfNan);

@@ -296,19 +296,28 @@ pub(crate) fn register_model(model: Box<dyn model::DeviceModel>) -> u32 {
     state::with(|rt| {
         let id = rt.next_model_id.max(1);
         rt.next_model_id = id + 1;
-        let loaded =
-            LoadedModel { id, model, dump: rt.dump.clone(), session_dir: rt.session_dir.clone(), next_step: 0 };
+        let loaded = LoadedModel {
+            id,
+            model,
+            dump: rt.dump.clone(),
+            session_dir: rt.session_dir.clone(),
+            next_step: 0,
+        };
         rt.models.insert(id, Arc::new(Mutex::new(loaded)));
         id
     })
 }
 
 #[no_mangle]
-pub extern "C" fn aclmdlExecute(model_id: u32, _input: *const aclmdlDataset, _output: *mut aclmdlDataset) -> aclError {
+pub extern "C" fn aclmdlExecute(
+    model_id: u32,
+    _input: *const aclmdlDataset,
+    _output: *mut aclmdlDataset,
+) -> aclError {
     guard("aclmdlExecute", || {
-        let Some((model, device_id)) = state::with(|rt| {
-            rt.models.get(&model_id).map(|m| (Arc::clone(m), rt.device.unwrap_or(0)))
-        }) else {
+        let Some((model, device_id)) =
+            state::with(|rt| rt.models.get(&model_id).map(|m| (Arc::clone(m), rt.device.unwrap_or(0))))
+        else {
             return ACL_ERROR_INVALID_MODEL_ID;
         };
         // The global lock is released: only this model's lock is held while the step runs.
@@ -365,3 +374,14 @@ const SIGNATURES: () = {
     let _: AcldumpRegCallbackFn = acldumpRegCallback;
     let _: AcldumpUnregCallbackFn = acldumpUnregCallback;
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_body_becomes_an_internal_error() {
+        assert_eq!(guard("test", || panic!("boom")), ACL_ERROR_INTERNAL_ERROR);
+        assert_eq!(guard("test", || ACL_SUCCESS), ACL_SUCCESS);
+    }
+}

@@ -100,7 +100,8 @@ impl DumpConfig {
 
     /// Whether `model_name` has anything selected at all.
     pub fn selects_model(&self, model_name: &str) -> bool {
-        self.list.is_empty() || self.list.iter().any(|e| e.model_name.as_deref().is_none_or(|m| m == model_name))
+        self.list.is_empty()
+            || self.list.iter().any(|e| e.model_name.as_deref().is_none_or(|m| m == model_name))
     }
 
     pub fn selects_step(&self, step: u64) -> bool {

@@ -80,7 +80,15 @@ impl Emitter {
         }
     }
 
-    fn push(&mut self, op_type: &str, op_name: &str, task_id: u32, timestamp_us: u64, kind: FileKind, bytes: Vec<u8>) {
+    fn push(
+        &mut self,
+        op_type: &str,
+        op_name: &str,
+        task_id: u32,
+        timestamp_us: u64,
+        kind: FileKind,
+        bytes: Vec<u8>,
+    ) {
         let full = format_file_name(&DumpFileName {
             op_type: op_type.to_string(),
             op_name: sanitize_op_name(op_name),
@@ -116,7 +124,8 @@ impl OpSink for Emitter {
             if event.overflow_status == 0 {
                 return;
             }
-            let record = payload::opdebug_record(layout, model_id, MODEL_STREAM_ID, task_id, event.overflow_status);
+            let record =
+                payload::opdebug_record(layout, model_id, MODEL_STREAM_ID, task_id, event.overflow_status);
             let ts = crate::clock::tick();
             let bytes = opdebug_file(ts, &record);
             self.push("Opdebug", "Node_OpDebug", OPDEBUG_TASK_ID, ts, FileKind::Tensor, bytes);
@@ -209,4 +218,59 @@ pub fn opdebug_file(timestamp_us: u64, record: &[u8]) -> Vec<u8> {
     };
     accutrace_formats::dump::encode_dump(&header, &[], &[record], &[], &[])
         .expect("one output described, one given")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_dump_json;
+    use accutrace_formats::DType;
+
+    #[test]
+    fn long_names_are_shortened_and_listed_in_mapping_csv() {
+        let root = std::env::temp_dir().join(format!("sim-acl-emit-{}", std::process::id()));
+        let json = format!(r#"{{"dump": {{"dump_path": "{}"}}}}"#, root.display());
+        let cfg = parse_dump_json(&json).unwrap().unwrap();
+        let target = StepTarget {
+            cfg,
+            model_name: "m".into(),
+            model_id: 1,
+            device_id: 0,
+            step: 0,
+            session_dir: "20240101000000".into(),
+            opdebug_layout: OpDebugLayout::V2,
+            delivery: Delivery::Disk,
+        };
+        let dir = target.dir();
+        let long_name = format!("model/{}/Relu", "very_long_scope".repeat(20));
+        let bytes = [0u8, 0x3c, 0, 0x40];
+        let out = TensorView {
+            dtype: DType::FLOAT16,
+            format: 2,
+            device_shape: vec![2],
+            original_shape: vec![2],
+            bytes: &bytes,
+            original_op: None,
+        };
+        let event = OpEvent {
+            op_type: "Relu",
+            op_name: &long_name,
+            inputs: vec![],
+            outputs: vec![out],
+            overflow_status: 0,
+        };
+        let mut emitter = Emitter::new(Some(target));
+        emitter.op(&event);
+        emitter.finish();
+        dumper::drain();
+
+        let mapping = NameMapping::read_dir(&dir).unwrap();
+        assert_eq!(mapping.rows().len(), 1);
+        let (short, original) = &mapping.rows()[0];
+        assert!(original.starts_with("Relu.model_very_long_scope"), "{original}");
+        let file = std::fs::read(dir.join(short)).unwrap();
+        let parsed = accutrace_formats::dump::parse_dump(&file).unwrap();
+        assert_eq!(parsed.header.op_name, long_name);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

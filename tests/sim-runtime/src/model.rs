@@ -22,7 +22,8 @@ pub enum LoadError {
 
 /// Loads a model file (JSON `ModelConfig`).
 pub fn load(path: &std::path::Path) -> Result<Box<dyn DeviceModel>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read(format!("{}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| LoadError::Read(format!("{}: {e}", path.display())))?;
     let cfg = sim_model::ModelConfig::from_json(&text).map_err(LoadError::Parse)?;
     Ok(Box::new(SimTransformer::new(cfg)))
 }

@@ -4,7 +4,10 @@
 use crate::config::DumpMode;
 use crate::overflow::OpDebugLayout;
 use accutrace_formats::dump::opdebug::{self, Engine, EngineRecord, OpDebugRecord};
-use sim_model::OpEvent;
+use accutrace_formats::dump::stats_csv::{write_stats_csv, StatsRow};
+use accutrace_formats::dump::Io;
+use accutrace_formats::stats::TensorStats;
+use sim_model::{OpEvent, TensorView};
 
 /// Version of the tagged (0x5A5A5A5A) layout written: version 1, whose AIC/AIV status is 4 x u64.
 pub const TAGGED_VERSION: u32 = 1;
@@ -15,10 +18,18 @@ fn pc_start(task_id: u32) -> u64 {
 }
 
 /// The op-debug record naming the overflowing op (model, stream, task) and its AI Core status bits.
-pub fn opdebug_record(layout: OpDebugLayout, model_id: u32, stream_id: u32, task_id: u32, status: u64) -> Vec<u8> {
+pub fn opdebug_record(
+    layout: OpDebugLayout,
+    model_id: u32,
+    stream_id: u32,
+    task_id: u32,
+    status: u64,
+) -> Vec<u8> {
     let (layout, status_words) = match layout {
         OpDebugLayout::Legacy => (opdebug::OpDebugLayout::Legacy, vec![status]),
-        OpDebugLayout::V2 => (opdebug::OpDebugLayout::Tagged { version: TAGGED_VERSION }, vec![status, 0, 0, 0]),
+        OpDebugLayout::V2 => {
+            (opdebug::OpDebugLayout::Tagged { version: TAGGED_VERSION }, vec![status, 0, 0, 0])
+        }
     };
     let tagged = matches!(layout, opdebug::OpDebugLayout::Tagged { .. });
     let aic = EngineRecord {
@@ -43,7 +54,46 @@ pub fn opdebug_record(layout: OpDebugLayout, model_id: u32, stream_id: u32, task
     opdebug::encode_opdebug(&record).expect("one AIC record fits both layouts")
 }
 
-/// The `dump_data: stats` CSV of one op. (Interim: empty until the shared stats CSV writer lands.)
-pub fn stats_csv(_event: &OpEvent<'_>, _mode: DumpMode, _items: &[String]) -> Vec<u8> {
-    Vec::new()
+/// The `dump_data: stats` CSV of one op: one row per dumped tensor, with the columns `dump_stats` asks for
+/// (empty: the standard set without L2norm). Statistics cover the device buffer as held, padding included.
+pub fn stats_csv(event: &OpEvent<'_>, mode: DumpMode, items: &[String]) -> Vec<u8> {
+    let wants = |item: &str| {
+        if items.is_empty() {
+            return item != "L2norm";
+        }
+        items.iter().any(|i| i.trim().eq_ignore_ascii_case(item))
+    };
+    let mut rows = Vec::new();
+    let mut add = |io: Io, tensors: &[TensorView<'_>]| {
+        for (index, t) in tensors.iter().enumerate() {
+            // A dtype the statistics decoder refuses leaves the value cells empty, as an unsupported
+            // dtype does on hardware.
+            let s = TensorStats::of_bytes(t.dtype, t.bytes).ok();
+            let pick = |item: &str, v: Option<f64>| if wants(item) { v } else { None };
+            let pick_n = |item: &str, v: Option<u64>| if wants(item) { v } else { None };
+            rows.push(StatsRow {
+                io,
+                index,
+                data_size: Some(t.bytes.len() as u64),
+                dtype: Some(t.dtype),
+                format: Some(t.format),
+                shape: Some(t.device_shape.clone()),
+                max: pick("Max", s.map(|s| s.max)),
+                min: pick("Min", s.map(|s| s.min)),
+                avg: pick("Avg", s.map(|s| s.mean)),
+                count: s.map(|s| s.count),
+                nan_count: pick_n("Nan", s.map(|s| s.nan)),
+                neg_inf_count: pick_n("Negative Inf", s.map(|s| s.neg_inf)),
+                pos_inf_count: pick_n("Positive Inf", s.map(|s| s.pos_inf)),
+                l2norm: pick("L2norm", s.map(|s| s.l2_norm)),
+            });
+        }
+    };
+    if mode.inputs() {
+        add(Io::Input, &event.inputs);
+    }
+    if mode.outputs() {
+        add(Io::Output, &event.outputs);
+    }
+    write_stats_csv(&rows).into_bytes()
 }

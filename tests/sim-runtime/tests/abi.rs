@@ -4,8 +4,7 @@ mod common;
 use ascend_sys::*;
 use common::*;
 
-const OVERFLOW_MODEL: &str =
-    r#"{"model_name": "ovf", "n_layers": 1, "faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 1}}}"#;
+const OVERFLOW_MODEL: &str = r#"{"model_name": "ovf", "n_layers": 1, "faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 1}}}"#;
 
 #[test]
 fn init_and_finalize_codes() {
@@ -30,7 +29,10 @@ fn init_config_errors() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(init(Some(&dir.path().join("missing.json"))), ACL_ERROR_INVALID_FILE);
     assert_eq!(init(Some(&write(dir.path(), "bad.json", "{"))), ACL_ERROR_PARSE_FILE);
-    assert_eq!(init(Some(&write(dir.path(), "nodump.json", r#"{"dump": {}}"#))), ACL_ERROR_INVALID_DUMP_CONFIG);
+    assert_eq!(
+        init(Some(&write(dir.path(), "nodump.json", r#"{"dump": {}}"#))),
+        ACL_ERROR_INVALID_DUMP_CONFIG
+    );
     // A config without a dump section is fine.
     assert_eq!(init(Some(&write(dir.path(), "empty.json", "{}"))), ACL_SUCCESS);
     assert_eq!(finalize(), ACL_SUCCESS);
@@ -40,7 +42,8 @@ fn init_config_errors() {
 fn dump_api_codes() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write(dir.path(), "d.json", &format!(r#"{{"dump": {{"dump_path": "{}"}}}}"#, dir.path().display()));
+    let cfg =
+        write(dir.path(), "d.json", &format!(r#"{{"dump": {{"dump_path": "{}"}}}}"#, dir.path().display()));
     assert_eq!(init(None), ACL_SUCCESS);
     assert_eq!(reg_callback(1), ACL_ERROR_INVALID_PARAM);
     // SAFETY: the pointer comes from the loaded library; a null callback is a documented invalid argument.
@@ -71,7 +74,10 @@ fn sat_mode_round_trip() {
     assert_eq!(set_sat_mode(ACL_RT_OVERFLOW_MODE_INFNAN), ACL_SUCCESS);
     assert_eq!(get_sat_mode().1, ACL_RT_OVERFLOW_MODE_INFNAN);
     // SAFETY: a null output pointer is a documented invalid argument.
-    assert_eq!(unsafe { lib().aclrt_get_device_sat_mode().unwrap()(std::ptr::null_mut()) }, ACL_ERROR_INVALID_PARAM);
+    assert_eq!(
+        unsafe { lib().aclrt_get_device_sat_mode().unwrap()(std::ptr::null_mut()) },
+        ACL_ERROR_INVALID_PARAM
+    );
     assert_eq!(finalize(), ACL_SUCCESS);
 }
 
@@ -95,7 +101,9 @@ fn overflow_status_is_set_by_the_faulty_step_and_cleared_by_reset() {
     // A buffer too small for the status word is refused.
     let mut small = [0u8; 4];
     // SAFETY: `small` is writable for its length, which the call is told.
-    let rc = unsafe { lib().aclrt_get_overflow_status().unwrap()(small.as_mut_ptr().cast(), 4, std::ptr::null_mut()) };
+    let rc = unsafe {
+        lib().aclrt_get_overflow_status().unwrap()(small.as_mut_ptr().cast(), 4, std::ptr::null_mut())
+    };
     assert_eq!(rc, ACL_ERROR_INVALID_PARAM);
     assert_eq!(unload(id), ACL_SUCCESS);
     assert_eq!(unload(id), ACL_ERROR_INVALID_MODEL_ID);

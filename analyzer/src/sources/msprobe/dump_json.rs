@@ -445,7 +445,7 @@ mod tests {
     #[test]
     fn errors_carry_offsets() {
         let err = parse(b"{\"data\": {\n  \"x\": [1,}\n}").unwrap_err();
-        assert_eq!(err.offset, Some(20), "{err}");
+        assert_eq!(err.offset, Some(21), "{err}"); // the stray `}`
         assert!(parse(b"[1]").is_err());
         assert!(parse(b"{}").unwrap_err().problem.contains("no \"data\""));
         // Tokens inside strings are left alone.

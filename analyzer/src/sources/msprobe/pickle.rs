@@ -56,11 +56,12 @@ enum Global {
 #[derive(Clone, Debug)]
 enum Value {
     None,
-    Bool(bool),
+    // Booleans, floats and byte strings are only ever skipped (requires_grad, hooks), so no payload.
+    Bool,
     Int(i64),
-    Float(f64),
+    Float,
     Str(String),
-    Bytes(usize),
+    Bytes,
     Tuple(Box<Container>),
     List(Box<Container>),
     Dict(Box<Container>),
@@ -95,11 +96,11 @@ impl Value {
     fn kind(&self) -> &'static str {
         match self {
             Value::None => "None",
-            Value::Bool(_) => "bool",
+            Value::Bool => "bool",
             Value::Int(_) => "int",
-            Value::Float(_) => "float",
+            Value::Float => "float",
             Value::Str(_) => "str",
-            Value::Bytes(_) => "bytes",
+            Value::Bytes => "bytes",
             Value::Tuple(_) => "tuple",
             Value::List(_) => "list",
             Value::Dict(_) => "dict",
@@ -297,8 +298,8 @@ impl<'a> Machine<'a> {
                 b']' => self.push(Value::List(container(Vec::new(), at)?), at)?,
                 b'}' => self.push(Value::Dict(container(Vec::new(), at)?), at)?,
                 b'N' => self.push(Value::None, at)?,
-                0x88 => self.push(Value::Bool(true), at)?,
-                0x89 => self.push(Value::Bool(false), at)?,
+                0x88 => self.push(Value::Bool, at)?,
+                0x89 => self.push(Value::Bool, at)?,
                 b'K' => {
                     let v = self.u8(at)?;
                     self.push(Value::Int(v.into()), at)?
@@ -323,8 +324,8 @@ impl<'a> Machine<'a> {
                     self.push(Value::Int(i64::from_le_bytes(buf)), at)?
                 }
                 b'G' => {
-                    let v = f64::from_bits(u64::from_be_bytes(self.take(8, at)?.try_into().expect("8")));
-                    self.push(Value::Float(v), at)?
+                    self.take(8, at)?;
+                    self.push(Value::Float, at)?
                 }
                 b'X' => {
                     let n = self.u32(at)? as usize;
@@ -349,12 +350,12 @@ impl<'a> Machine<'a> {
                 b'C' => {
                     let n = self.u8(at)? as usize;
                     self.take(n, at)?;
-                    self.push(Value::Bytes(n), at)?
+                    self.push(Value::Bytes, at)?
                 }
                 b'B' => {
                     let n = self.u32(at)? as usize;
                     self.take(n, at)?;
-                    self.push(Value::Bytes(n), at)?
+                    self.push(Value::Bytes, at)?
                 }
                 b'q' => {
                     let k = self.u8(at)?;

@@ -194,7 +194,7 @@ fn is_contiguous(size: &[u64], stride: &[u64]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::msprobe::pickle::StorageRef;
+    use super::pickle::StorageRef;
 
     fn view(size: &[u64], stride: &[u64], offset: u64) -> TensorRef {
         TensorRef {

@@ -9,14 +9,22 @@ use sim_model::{OpEvent, OpSink, OverflowMode, Precision, StepReport, Trainer};
 pub struct Tensor {
     pub dtype: DType,
     pub format: i32,
+    /// Original (host) shape.
     pub shape: Vec<u64>,
+    pub device_shape: Vec<u64>,
     pub bytes: Vec<u8>,
     pub original_op: Option<(String, u32)>,
 }
 
 impl Tensor {
-    /// Values in host order (the tests run with ND tensors or check formats separately).
+    /// Values in host order (device formats undone with the shared layout code, padding cropped).
     pub fn values(&self) -> Vec<f32> {
+        let raw = self.raw_values();
+        let format = accutrace_formats::layout::Format::from_code(self.format);
+        accutrace_formats::layout::to_host(format, &raw, &self.device_shape, &self.shape, self.dtype, 0).unwrap()
+    }
+
+    fn raw_values(&self) -> Vec<f32> {
         let p = match self.dtype {
             DType::FLOAT16 => Precision::Fp16,
             DType::BF16 => Precision::Bf16,
@@ -49,6 +57,7 @@ impl OpSink for Recorder {
             dtype: t.dtype,
             format: t.format,
             shape: t.original_shape.clone(),
+            device_shape: t.device_shape.clone(),
             bytes: t.bytes.to_vec(),
             original_op: t.original_op.clone(),
         };

@@ -10,10 +10,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
 
-/// `target/<profile>/libascendcl.so`, next to this test's `deps/` directory.
+/// The cdylib cargo built for this test run: `target/<profile>/deps/libascendcl.so`, beside the test
+/// binary (`cargo test` does not always copy it up to `target/<profile>/`, which may hold a stale one).
 pub fn cdylib_path() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("libascendcl.so")
+    let deps = exe.parent().unwrap();
+    [deps.join("libascendcl.so"), deps.parent().unwrap().join("libascendcl.so")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .expect("libascendcl.so is built with the tests")
 }
 
 pub fn lib() -> &'static AclLibrary {

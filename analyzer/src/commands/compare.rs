@@ -1,0 +1,283 @@
+//! `analyzer compare TARGET BENCH`: op by op against a benchmark; the answer leads with the first op that
+//! fails while its inputs pass (the culprit), then lists the failures in execution order.
+//!
+//! Per tensor pair: msprobe's six metrics and "Accuracy Reached or Not", msaccucmp's metrics, the
+//! statistics of both sides, and msprobe's newer Result column. accutrace's own verdict (`Status`) is
+//! precision only: Accuracy Reached = No, inf/NaN positions that differ, a shape mismatch, or a user
+//! threshold. msprobe's Result also flags a dtype change, which every mixed-precision run has, so it is
+//! reported but does not make an op fail.
+
+use super::Outcome;
+use crate::cli::CompareArgs;
+use crate::compare_report;
+use crate::index::{Index, Io, TensorId};
+use crate::matching::{match_runs, producers, read_mapping_file, MatchKind, MatchOptions};
+use crate::metrics::kernel::RePrecision;
+use crate::metrics::msprobe::{accuracy_reached, Accuracy};
+use crate::metrics::verdict::{verdicts, Level, VerdictRow};
+use crate::metrics::{msaccucmp_metrics, msprobe_metrics, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions};
+use crate::progress::Progress;
+use crate::sources::{self, Source};
+use accutrace_formats::stats::TensorStats;
+use anyhow::Result;
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// One compared tensor pair (or an unmatched target tensor).
+#[derive(Clone, Debug)]
+pub struct CompareRow {
+    pub target: TensorId,
+    pub bench: Option<TensorId>,
+    pub how: Option<MatchKind>,
+    pub msprobe: MsprobeMetrics,
+    pub msaccucmp: Option<MsaccucmpMetrics>,
+    pub target_stats: Option<TensorStats>,
+    pub bench_stats: Option<TensorStats>,
+    pub accuracy: Accuracy,
+    /// msprobe's Result column and its messages.
+    pub result: Level,
+    pub messages: Vec<String>,
+    /// accutrace's verdict: this tensor fails on precision.
+    pub failed: bool,
+    /// Why it failed, in words.
+    pub reason: Option<String>,
+    pub error: Option<String>,
+}
+
+/// An op that fails, with the reason its inputs are or are not clean.
+#[derive(Clone, Debug)]
+pub struct FailingOp {
+    pub op: usize,
+    /// Rows of the op's outputs that fail.
+    pub failing_rows: Vec<usize>,
+    /// Whether every input that could be judged passes (the op is a culprit, not a propagator).
+    pub inputs_pass: bool,
+}
+
+/// Everything the reports need.
+pub struct Comparison<'a> {
+    pub target: &'a dyn Source,
+    pub bench: &'a dyn Source,
+    pub rows: Vec<CompareRow>,
+    pub failing_ops: Vec<FailingOp>,
+    /// Index into `failing_ops` of the first op that fails while its inputs pass.
+    pub culprit: Option<usize>,
+    pub unmatched_target: Vec<TensorId>,
+    pub unmatched_bench: Vec<TensorId>,
+}
+
+pub fn run(args: CompareArgs) -> Result<Outcome> {
+    let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
+    let (target, bench) = (target?, bench?);
+    let mut options = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
+    if let Some(path) = &args.mapping {
+        options.mapping = read_mapping_file(path)?;
+    }
+    let comparison = compare(target.as_ref(), bench.as_ref(), &args, &options);
+    compare_report::write(&comparison, &args)?;
+    Ok(if comparison.failing_ops.is_empty() { Outcome::Pass } else { Outcome::Findings })
+}
+
+/// Matches, measures every pair in parallel, and finds the culprit.
+pub fn compare<'a>(
+    target: &'a dyn Source,
+    bench: &'a dyn Source,
+    args: &CompareArgs,
+    options: &MatchOptions,
+) -> Comparison<'a> {
+    let (ti, bi) = (target.index(), bench.index());
+    let matching = match_runs(ti, bi, options);
+    let keep = |t: TensorId| args.filter.keeps(&ti.ops[ti.tensors[t].op]);
+    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
+    let progress = Progress::new("compare", pairs.len() as u64, args.no_progress);
+    let mut rows: Vec<CompareRow> = pairs
+        .par_iter()
+        .map(|p| {
+            let row = compare_pair(target, bench, p.target, p.bench, p.how, args);
+            progress.inc(1);
+            row
+        })
+        .collect();
+    progress.finish();
+    apply_msprobe_result(ti, bi, &mut rows);
+    let (failing_ops, culprit) = find_culprit(ti, &rows);
+    Comparison {
+        target,
+        bench,
+        rows,
+        failing_ops,
+        culprit,
+        unmatched_target: matching.unmatched_target.into_iter().filter(|&t| keep(t)).collect(),
+        unmatched_bench: matching.unmatched_bench,
+    }
+}
+
+fn compare_pair(
+    target: &dyn Source,
+    bench: &dyn Source,
+    t: TensorId,
+    b: TensorId,
+    how: MatchKind,
+    args: &CompareArgs,
+) -> CompareRow {
+    let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
+    let mut row = CompareRow {
+        target: t,
+        bench: Some(b),
+        how: Some(how),
+        msprobe: MsprobeMetrics::unsupported(),
+        msaccucmp: None,
+        target_stats: ti.stats.clone(),
+        bench_stats: bi.stats.clone(),
+        accuracy: Accuracy::NotComparable,
+        result: Level::Pass,
+        messages: Vec::new(),
+        failed: false,
+        reason: None,
+        error: None,
+    };
+    if ti.shape.iter().product::<u64>() != bi.shape.iter().product::<u64>() {
+        row.msprobe = MsprobeMetrics::shape_unmatched();
+    } else if ti.has_data && bi.has_data {
+        let (mut n, mut bv) = (Vec::new(), Vec::new());
+        let read = target.read_values(t, &mut n).and_then(|()| bench.read_values(b, &mut bv));
+        match read {
+            Ok(()) => {
+                let options = MsprobeOptions {
+                    zero_dim: ti.shape.is_empty(),
+                    re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
+                };
+                row.msprobe = msprobe_metrics(&n, &bv, &options);
+                row.msaccucmp = Some(msaccucmp_metrics(&n, &bv, ti.dtype == accutrace_formats::DType::FLOAT16));
+                if row.target_stats.is_none() {
+                    row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
+                }
+                if row.bench_stats.is_none() {
+                    row.bench_stats = Some(TensorStats::of_f32(&bv, bi.dtype));
+                }
+            }
+            Err(err) => row.error = Some(format!("{err:#}")),
+        }
+    }
+    row.accuracy = accuracy_reached(&row.msprobe);
+    judge(&mut row, args);
+    row
+}
+
+/// accutrace's precision verdict for one row.
+fn judge(row: &mut CompareRow, args: &CompareArgs) {
+    let m = &row.msprobe;
+    let reason = match (row.accuracy, m.cosine, m.max_abs_err) {
+        (Accuracy::Unmatched, _, _) => Some("shapes differ".to_string()),
+        (_, Cell::NotApplicable, _) => Some("inf/NaN positions differ".to_string()),
+        (Accuracy::No, Cell::Value(cos), Cell::Value(abs)) => {
+            Some(format!("cosine {cos} and max abs error {abs} miss msprobe's thresholds"))
+        }
+        (Accuracy::No, _, _) => Some("msprobe's accuracy rule fails".to_string()),
+        (_, Cell::Value(cos), _) if args.cosine_min.is_some_and(|min| cos < min) => {
+            Some(format!("cosine {cos} < --cosine-min {}", args.cosine_min.unwrap_or_default()))
+        }
+        (_, _, Cell::Value(abs)) if args.max_abs_err.is_some_and(|max| abs > max) => {
+            Some(format!("max abs error {abs} > --max-abs-err {}", args.max_abs_err.unwrap_or_default()))
+        }
+        _ => None,
+    };
+    row.failed = reason.is_some();
+    row.reason = reason;
+    if row.error.is_some() {
+        row.failed = true;
+        row.reason = Some("could not be decoded".into());
+    }
+}
+
+/// msprobe's Result column is decided per API call over the rows in msprobe's CSV order.
+fn apply_msprobe_result(ti: &Index, bi: &Index, rows: &mut [CompareRow]) {
+    let fmt_stat = |s: &Option<TensorStats>, f: fn(&TensorStats) -> f64| match s {
+        Some(s) => crate::metrics::py_float_repr(f(s)),
+        None => "None".to_string(),
+    };
+    let verdict_rows: Vec<VerdictRow> = rows
+        .iter()
+        .map(|r| {
+            let t = &ti.tensors[r.target];
+            let b = r.bench.map(|b| &bi.tensors[b]);
+            VerdictRow {
+                name: ti.tensor_label(r.target),
+                matched: b.is_some(),
+                npu_dtype: t.dtype.to_string(),
+                bench_dtype: b.map(|b| b.dtype.to_string()).unwrap_or_else(|| "N/A".into()),
+                npu_shape: Some(t.shape.clone()),
+                bench_shape: b.map(|b| b.shape.clone()),
+                npu_requires_grad: bool_text(t.requires_grad),
+                bench_requires_grad: b.map(|b| bool_text(b.requires_grad)).unwrap_or_else(|| "N/A".into()),
+                npu_max: fmt_stat(&r.target_stats, |s| s.max),
+                npu_min: fmt_stat(&r.target_stats, |s| s.min),
+                bench_max: fmt_stat(&r.bench_stats, |s| s.max),
+                bench_min: fmt_stat(&r.bench_stats, |s| s.min),
+                cosine: r.msprobe.cosine,
+                one_thousandth: r.msprobe.one_thousandth_err_ratio,
+            }
+        })
+        .collect();
+    for (row, verdict) in rows.iter_mut().zip(verdicts(&verdict_rows)) {
+        row.result = verdict.level;
+        row.messages = verdict.messages;
+    }
+}
+
+fn bool_text(value: Option<bool>) -> String {
+    match value {
+        Some(true) => "True".into(),
+        Some(false) => "False".into(),
+        None => "N/A".into(),
+    }
+}
+
+/// Ops whose outputs fail, in execution order, and the first of them whose inputs pass. An input passes
+/// when its own comparison passes, or, when it was not compared, when the op that produced it (found by
+/// content hash) does not fail.
+fn find_culprit(index: &Index, rows: &[CompareRow]) -> (Vec<FailingOp>, Option<usize>) {
+    let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
+    let mut ops: Vec<usize> = (0..index.ops.len()).collect();
+    ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
+    let failing_output_rows = |o: usize| -> Vec<usize> {
+        index.ops[o].outputs.iter().filter_map(|t| row_of.get(t)).copied().filter(|&r| rows[r].failed).collect()
+    };
+    let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| !failing_output_rows(o).is_empty()).collect();
+    let producers = producers(index);
+    let mut failing = Vec::new();
+    let mut culprit = None;
+    for o in ops {
+        let failing_rows = failing_output_rows(o);
+        if failing_rows.is_empty() {
+            continue;
+        }
+        let inputs_compared_pass = index.ops[o]
+            .inputs
+            .iter()
+            .filter_map(|t| row_of.get(t))
+            .all(|&r| !rows[r].failed);
+        let producers_pass = producers[o].iter().all(|&p| !op_fails[p]);
+        let inputs_pass = inputs_compared_pass && producers_pass;
+        if inputs_pass && culprit.is_none() {
+            culprit = Some(failing.len());
+        }
+        failing.push(FailingOp { op: o, failing_rows, inputs_pass });
+    }
+    (failing, culprit)
+}
+
+/// Rows of one op's tensors on one side (inputs first), for the report's neighbourhood view.
+pub fn rows_of_op(comparison: &Comparison<'_>, op: usize, io: Option<Io>) -> Vec<usize> {
+    let index = comparison.target.index();
+    comparison
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            let t = &index.tensors[r.target];
+            t.op == op && io.is_none_or(|io| t.io == io)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}

@@ -1,0 +1,364 @@
+//! The reports of `analyzer compare`: a terminal summary that leads with the culprit, CSV whose columns
+//! keep msprobe's names (then msaccucmp's, then accutrace's), and JSON.
+
+use crate::cli::{CompareArgs, Format};
+use crate::commands::compare::{rows_of_op, CompareRow, Comparison};
+use crate::index::Io;
+use crate::metrics::msprobe::StatDiff;
+use crate::metrics::{py_float_repr, Cell};
+use crate::report::{fmt_num, Output};
+use accutrace_formats::stats::TensorStats;
+use anyhow::Result;
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+
+pub fn write(c: &Comparison<'_>, args: &CompareArgs) -> Result<()> {
+    match (args.format, &args.output) {
+        (Format::Table, _) => {
+            let mut out = Output::open(args.output.as_deref())?;
+            let colour = args.output.is_none() && std::io::stdout().is_terminal();
+            summary(&mut out, c, args.all, colour)?;
+        }
+        (format, output) => {
+            let mut out = Output::open(output.as_deref())?;
+            match format {
+                Format::Csv => write_csv(&mut out, c)?,
+                _ => write_json(&mut out, c)?,
+            }
+            out.flush()?;
+            if output.is_some() {
+                // A file was written: the person at the terminal still gets the headline.
+                let mut err = std::io::stderr().lock();
+                headline(&mut err, c, std::io::stderr().is_terminal())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn paint(text: &str, code: &str, colour: bool) -> String {
+    if colour {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
+    let index = c.target.index();
+    let compared = c.rows.len();
+    let failed = c.rows.iter().filter(|r| r.failed).count();
+    writeln!(
+        out,
+        "compared {compared} tensor pairs: {} pass, {} fail; {} target and {} bench tensors unmatched",
+        compared - failed,
+        failed,
+        c.unmatched_target.len(),
+        c.unmatched_bench.len()
+    )?;
+    match c.culprit.map(|i| &c.failing_ops[i]) {
+        Some(f) => {
+            let op = &index.ops[f.op];
+            writeln!(
+                out,
+                "{} step {} rank {}: {} [{}] fails while its inputs pass",
+                paint("CULPRIT", "1;31", colour),
+                op.step,
+                op.rank,
+                op.name,
+                op.op_type
+            )?;
+            let originals = op.original_names(index);
+            if !originals.is_empty() && originals.iter().any(|n| *n != op.name) {
+                writeln!(out, "  fused kernel of original op(s): {}", originals.join(", "))?;
+            }
+            for &r in &f.failing_rows {
+                let row = &c.rows[r];
+                writeln!(out, "  {}: {}", index.tensor_label(row.target), row.reason.as_deref().unwrap_or(""))?;
+            }
+        }
+        None if !c.failing_ops.is_empty() => {
+            let op = &index.ops[c.failing_ops[0].op];
+            writeln!(
+                out,
+                "{}: the first failing op, {} (step {}), already has failing inputs: the difference comes from \
+                 data fed to the model or from ops that were not dumped",
+                paint("NO CLEAN CULPRIT", "1;33", colour),
+                op.name,
+                op.step
+            )?;
+        }
+        None => writeln!(out, "{}: every compared tensor passes", paint("PASS", "1;32", colour))?,
+    }
+    Ok(())
+}
+
+fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) -> Result<()> {
+    let index = c.target.index();
+    writeln!(
+        out,
+        "target {} ({}) vs bench {} ({})",
+        c.target.root().display(),
+        c.target.kind(),
+        c.bench.root().display(),
+        c.bench.kind()
+    )?;
+    headline(out, c, colour)?;
+    if let Some(f) = c.culprit.map(|i| &c.failing_ops[i]) {
+        writeln!(out, "\nThe culprit's tensors:")?;
+        table_header(out)?;
+        for r in rows_of_op(c, f.op, Some(Io::Input)).into_iter().chain(rows_of_op(c, f.op, Some(Io::Output))) {
+            table_row(out, c, &c.rows[r], colour)?;
+        }
+        let position = index.ops[f.op].order;
+        let around: Vec<usize> = (0..index.ops.len())
+            .filter(|&o| {
+                let op = &index.ops[o];
+                o != f.op && op.step == index.ops[f.op].step && op.rank == index.ops[f.op].rank
+                    && op.order + 2 >= position && op.order <= position + 2
+            })
+            .collect();
+        if !around.is_empty() {
+            writeln!(out, "\nOps around it (outputs):")?;
+            table_header(out)?;
+            for o in around {
+                for r in rows_of_op(c, o, Some(Io::Output)) {
+                    table_row(out, c, &c.rows[r], colour)?;
+                }
+            }
+        }
+    }
+    if !c.failing_ops.is_empty() {
+        writeln!(out, "\nFailing ops in execution order ({}):", c.failing_ops.len())?;
+        for (i, f) in c.failing_ops.iter().enumerate().take(if all { usize::MAX } else { 30 }) {
+            let op = &index.ops[f.op];
+            let tag = if Some(i) == c.culprit {
+                "culprit"
+            } else if f.inputs_pass {
+                "fails, inputs pass"
+            } else {
+                "propagates"
+            };
+            writeln!(out, "  step {:<4} {:<56} {:<18} {}", op.step, op.name, op.op_type, tag)?;
+        }
+        if !all && c.failing_ops.len() > 30 {
+            writeln!(out, "  ... {} more (--all, or --format csv)", c.failing_ops.len() - 30)?;
+        }
+    }
+    if all {
+        writeln!(out, "\nEvery compared tensor:")?;
+        table_header(out)?;
+        for row in &c.rows {
+            table_row(out, c, row, colour)?;
+        }
+    }
+    for (side, list, index) in
+        [("target", &c.unmatched_target, c.target.index()), ("bench", &c.unmatched_bench, c.bench.index())]
+    {
+        if !list.is_empty() {
+            writeln!(out, "\n{} {side} tensors have no counterpart:", list.len())?;
+            for &t in list.iter().take(10) {
+                writeln!(out, "  {}", index.tensor_label(t))?;
+            }
+            if list.len() > 10 {
+                writeln!(out, "  ... {} more (--format json lists all)", list.len() - 10)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn table_header(out: &mut impl Write) -> Result<()> {
+    writeln!(out, "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}", "tensor", "cosine", "max abs", "max rel", "1/1000", "status")?;
+    Ok(())
+}
+
+fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour: bool) -> Result<()> {
+    let m = &row.msprobe;
+    let status = if row.failed { paint("FAIL", "31", colour) } else { paint("ok", "32", colour) };
+    writeln!(
+        out,
+        "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
+        c.target.index().tensor_label(row.target),
+        cell(m.cosine),
+        cell(m.max_abs_err),
+        cell(m.max_relative_err),
+        cell(m.one_thousandth_err_ratio),
+        status
+    )?;
+    Ok(())
+}
+
+fn cell(c: Cell) -> String {
+    match c {
+        Cell::Value(v) => fmt_num(v),
+        other => other.to_string(),
+    }
+}
+
+fn stat_cells(stats: &Option<TensorStats>) -> [String; 4] {
+    match stats {
+        Some(s) => [py_float_repr(s.max), py_float_repr(s.min), py_float_repr(s.mean), py_float_repr(s.l2_norm)],
+        None => ["None".into(), "None".into(), "None".into(), "None".into()],
+    }
+}
+
+const CSV_HEADER: [&str; 36] = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Dtype",
+    "Bench Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "NPU max",
+    "NPU min",
+    "NPU mean",
+    "NPU l2norm",
+    "Bench max",
+    "Bench min",
+    "Bench mean",
+    "Bench l2norm",
+    "Accuracy Reached or Not",
+    "Result",
+    "Err_message",
+    "MeanAbsoluteError",
+    "RootMeanSquareError",
+    "RelativeEuclideanDistance",
+    "MeanRelativeError",
+    "AccumulatedRelativeError",
+    "KullbackLeiblerDivergence",
+    "OverFlow",
+    "Step",
+    "Rank",
+    "Op Type",
+    "Match",
+    "Status",
+    "Reason",
+];
+
+fn shape_text(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
+    let (ti, bi) = (c.target.index(), c.bench.index());
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(CSV_HEADER)?;
+    for row in &c.rows {
+        let t = &ti.tensors[row.target];
+        let b = row.bench.map(|b| &bi.tensors[b]);
+        let op = &ti.ops[t.op];
+        let m = &row.msprobe;
+        let ts = stat_cells(&row.target_stats);
+        let bs = stat_cells(&row.bench_stats);
+        let acc = row.msaccucmp.as_ref();
+        let num = |f: fn(&crate::metrics::MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
+        let mut record: Vec<String> = vec![
+            ti.tensor_label(row.target),
+            row.bench.map(|b| bi.tensor_label(b)).unwrap_or_else(|| "N/A".into()),
+            t.dtype.to_string(),
+            b.map(|b| b.dtype.to_string()).unwrap_or_else(|| "N/A".into()),
+            shape_text(&t.shape),
+            b.map(|b| shape_text(&b.shape)).unwrap_or_else(|| "N/A".into()),
+        ];
+        record.extend(m.cells().iter().map(|c| c.to_string()));
+        record.extend(ts);
+        record.extend(bs);
+        record.push(row.accuracy.to_string());
+        record.push(row.result.to_string());
+        record.push(serde_json::to_string(&row.messages)?);
+        record.push(num(|a| a.mean_absolute_error));
+        record.push(num(|a| a.root_mean_square_error));
+        record.push(num(|a| a.relative_euclidean_distance));
+        record.push(num(|a| a.mean_relative_error));
+        record.push(num(|a| a.accumulated_relative_error));
+        record.push(num(|a| a.kullback_leibler_divergence));
+        record.push(acc.map(|a| if a.overflow { "YES" } else { "NO" }.to_string()).unwrap_or_default());
+        record.push(op.step.to_string());
+        record.push(op.rank.to_string());
+        record.push(op.op_type.clone());
+        record.push(row.how.map(|h| format!("{h:?}").to_lowercase()).unwrap_or_default());
+        record.push(if row.failed { "fail" } else { "pass" }.into());
+        record.push(row.reason.clone().or_else(|| row.error.clone()).unwrap_or_default());
+        w.write_record(&record)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn json_cell(c: Cell) -> serde_json::Value {
+    match c {
+        Cell::Value(v) if v.is_finite() => json!(v),
+        other => json!(other.to_string()),
+    }
+}
+
+fn write_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
+    let (ti, bi) = (c.target.index(), c.bench.index());
+    let op_json = |o: usize| {
+        let op = &ti.ops[o];
+        json!({"name": op.name, "op_type": op.op_type, "step": op.step, "rank": op.rank,
+               "original_ops": op.original_names(ti)})
+    };
+    let rows: Vec<serde_json::Value> = c
+        .rows
+        .iter()
+        .map(|row| {
+            let m = &row.msprobe;
+            json!({
+                "target": ti.tensor_label(row.target),
+                "bench": row.bench.map(|b| bi.tensor_label(b)),
+                "match": row.how,
+                "cosine": json_cell(m.cosine), "euc_dist": json_cell(m.euc_dist),
+                "max_abs_err": json_cell(m.max_abs_err), "max_relative_err": json_cell(m.max_relative_err),
+                "one_thousandth_err_ratio": json_cell(m.one_thousandth_err_ratio),
+                "five_thousandths_err_ratio": json_cell(m.five_thousandths_err_ratio),
+                "msaccucmp": row.msaccucmp.as_ref().map(|a| json!({
+                    "cosine_similarity": a.cosine_similarity, "max_absolute_error": a.max_absolute_error,
+                    "mean_absolute_error": a.mean_absolute_error, "root_mean_square_error": a.root_mean_square_error,
+                    "relative_euclidean_distance": a.relative_euclidean_distance,
+                    "mean_relative_error": a.mean_relative_error, "kullback_leibler_divergence": a.kullback_leibler_divergence,
+                    "overflow": a.overflow,
+                })),
+                "target_stats": row.target_stats, "bench_stats": row.bench_stats,
+                "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
+                "messages": row.messages, "status": if row.failed { "fail" } else { "pass" },
+                "reason": row.reason, "error": row.error,
+            })
+        })
+        .collect();
+    let report = json!({
+        "target": {"path": c.target.root(), "kind": c.target.kind()},
+        "bench": {"path": c.bench.root(), "kind": c.bench.kind()},
+        "culprit": c.culprit.map(|i| op_json(c.failing_ops[i].op)),
+        "failing_ops": c.failing_ops.iter().map(|f| {
+            let mut v = op_json(f.op);
+            v["inputs_pass"] = json!(f.inputs_pass);
+            v
+        }).collect::<Vec<_>>(),
+        "rows": rows,
+        "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
+        "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
+    });
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// msprobe's statistics comparison for sources without tensors (kept for the JSON report's users).
+pub fn stat_diffs(target: &TensorStats, bench: &TensorStats) -> [StatDiff; 4] {
+    use crate::metrics::msprobe::stat_diff;
+    [
+        stat_diff(Some(target.max), Some(bench.max)),
+        stat_diff(Some(target.min), Some(bench.min)),
+        stat_diff(Some(target.mean), Some(bench.mean)),
+        stat_diff(Some(target.l2_norm), Some(bench.l2_norm)),
+    ]
+}
