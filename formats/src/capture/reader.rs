@@ -329,7 +329,10 @@ impl<'a> Iterator for Records<'a> {
                 self.seg += 1;
                 self.pos = HEADER_LEN;
                 self.strings.clear();
-                self.prev_op = self.op.take();
+                // Segments without ops (overflow records only) do not forget the last op.
+                if self.op.is_some() {
+                    self.prev_op = self.op.take();
+                }
                 continue;
             }
             let offset = self.pos;

@@ -239,7 +239,7 @@ fn decode_tagged(payload: &[u8]) -> Result<OpDebugRecord> {
                 ),
             ));
         }
-        if data_len % 8 != 0 {
+        if data_len & 7 != 0 {
             return Err(FormatError::at(
                 (pos + 12) as u64,
                 format!("engine record data_len {data_len} is not a multiple of 8"),

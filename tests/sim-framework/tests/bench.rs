@@ -11,7 +11,8 @@ fn npy_header(bytes: &[u8]) -> (String, Vec<u64>, usize) {
     let header = std::str::from_utf8(&bytes[10..10 + len]).unwrap();
     let descr = header.split("'descr': '").nth(1).unwrap().split('\'').next().unwrap().to_string();
     let shape = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
-    let shape = shape.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let shape =
+        shape.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
     (descr, shape, 10 + len)
 }
 
@@ -39,7 +40,9 @@ fn bench_writes_one_npy_per_original_op_output_with_a_name_mapping() {
         let mapping: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("mapping.json")).unwrap()).unwrap();
         let entries = mapping.as_array().unwrap();
-        let npys = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "npy"));
+        let npys = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "npy"));
         assert_eq!(npys.count(), entries.len());
         for e in entries {
             let bytes = std::fs::read(dir.join(e["file"].as_str().unwrap())).unwrap();
@@ -51,7 +54,8 @@ fn bench_writes_one_npy_per_original_op_output_with_a_name_mapping() {
             // The benchmark is never fused: every op stands for itself.
             assert!(!e["op_name"].as_str().unwrap().contains("fused"));
         }
-        let find = |name: &str| entries.iter().find(|e| e["op_name"] == name).unwrap_or_else(|| panic!("{name}"));
+        let find =
+            |name: &str| entries.iter().find(|e| e["op_name"] == name).unwrap_or_else(|| panic!("{name}"));
         let qkv = find("model/layer_0/attn/qkv/MatMul");
         assert_eq!(qkv["shape"], serde_json::json!([2, 8, 48]));
         let file = qkv["file"].as_str().unwrap();
@@ -69,11 +73,15 @@ fn bench_output_is_reproducible_and_refuses_bad_models() {
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     run_bench("{}", 1, &a);
     run_bench("{}", 1, &b);
-    let mut names: Vec<_> = std::fs::read_dir(a.join("step0")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(a.join("step0")).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     assert!(names.len() > 50);
     for n in names {
-        assert_eq!(std::fs::read(a.join("step0").join(&n)).unwrap(), std::fs::read(b.join("step0").join(&n)).unwrap());
+        assert_eq!(
+            std::fs::read(a.join("step0").join(&n)).unwrap(),
+            std::fs::read(b.join("step0").join(&n)).unwrap()
+        );
     }
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, r#"{"n_heads": 3}"#).unwrap();

@@ -162,7 +162,8 @@ impl ModelConfig {
         let mut base = serde_json::to_value(ModelConfig::default()).map_err(|e| e.to_string())?;
         if let Some(name) = value.get("preset") {
             let name = name.as_str().ok_or("model json: \"preset\" must be a string")?;
-            let preset = ModelConfig::preset(name).ok_or_else(|| format!("model json: unknown preset {name:?}"))?;
+            let preset =
+                ModelConfig::preset(name).ok_or_else(|| format!("model json: unknown preset {name:?}"))?;
             base = serde_json::to_value(preset).map_err(|e| e.to_string())?;
         }
         merge(&mut base, value);
@@ -184,7 +185,10 @@ impl ModelConfig {
             return Err("model json: vocab, d_model, n_heads, d_ff, batch and seq must be positive".into());
         }
         if self.d_model % self.n_heads != 0 {
-            return Err(format!("model json: n_heads {} does not divide d_model {}", self.n_heads, self.d_model));
+            return Err(format!(
+                "model json: n_heads {} does not divide d_model {}",
+                self.n_heads, self.d_model
+            ));
         }
         if !(self.lr.is_finite() && self.faults.lr_scale.is_finite()) {
             return Err("model json: lr and lr_scale must be finite".into());

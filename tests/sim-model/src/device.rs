@@ -129,7 +129,13 @@ impl<'s> Device<'s> {
 
     /// Finishes an op: rounds its outputs to device values, applies the injected faults, records the
     /// status bits, reports the op, and returns the device values of the outputs.
-    pub fn run(&mut self, op_type: &str, op_name: &str, inputs: &[Arg<'_>], mut outs: Vec<Out>) -> Vec<Vec<f32>> {
+    pub fn run(
+        &mut self,
+        op_type: &str,
+        op_name: &str,
+        inputs: &[Arg<'_>],
+        mut outs: Vec<Out>,
+    ) -> Vec<Vec<f32>> {
         let inputs_finite = inputs.iter().all(|a| match a.vals {
             Vals::Dev(v) | Vals::F32(v) => v.iter().all(|x| x.is_finite()),
             Vals::I32(_) => true,

@@ -59,7 +59,9 @@ pub fn encode(dtype: DType, host_shape: &[usize], bytes: Vec<u8>, fmt: Fmt) -> E
         _ => None,
     };
     match laid_out {
-        Some((bytes, device_shape)) => Encoded { dtype, format: format.code(), device_shape, original_shape, bytes },
+        Some((bytes, device_shape)) => {
+            Encoded { dtype, format: format.code(), device_shape, original_shape, bytes }
+        }
         // Shapes a format cannot hold (or other widths) stay ND with the host shape.
         None => {
             let original_shape: Vec<u64> = host_shape.iter().map(|&d| d as u64).collect();
@@ -69,7 +71,12 @@ pub fn encode(dtype: DType, host_shape: &[usize], bytes: Vec<u8>, fmt: Fmt) -> E
 }
 
 /// Moves whole `W`-byte elements into `format` with the shared layout code; `None` for ND or on error.
-fn relayout<const W: usize>(format: Format, bytes: &[u8], host: &[u64], dtype: DType) -> Option<(Vec<u8>, Vec<u64>)> {
+fn relayout<const W: usize>(
+    format: Format,
+    bytes: &[u8],
+    host: &[u64],
+    dtype: DType,
+) -> Option<(Vec<u8>, Vec<u64>)> {
     if format == Format::ND {
         return None;
     }
@@ -92,8 +99,15 @@ mod tests {
             assert!(e.bytes.len() > bytes.len(), "padded");
             assert!(e.bytes.windows(2).any(|w| w == [PAD_BYTE, PAD_BYTE]));
             let dev: Vec<u16> = e.bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
-            let back = layout::to_host(Format::from_code(code), &dev, &e.device_shape, &e.original_shape, e.dtype, 0)
-                .unwrap();
+            let back = layout::to_host(
+                Format::from_code(code),
+                &dev,
+                &e.device_shape,
+                &e.original_shape,
+                e.dtype,
+                0,
+            )
+            .unwrap();
             assert_eq!(back, host);
         }
         let nc = encode(DType::FLOAT16, &[4, 5, 3], bytes.clone(), Fmt::Nc1hwc0);

@@ -50,11 +50,11 @@ pub mod config;
 pub mod data;
 mod device;
 pub mod emit;
+mod model;
 pub mod ops;
 pub mod params;
 pub mod precision;
 pub mod rng;
-mod model;
 mod trainer;
 
 pub use config::{Faults, LossScale, ModelConfig, Optimizer, OverflowFault};

@@ -141,7 +141,14 @@ fn forward(cfg: &ModelConfig, dm: Dims, w: &[Vec<f32>], batch: &Batch, dev: &mut
 }
 
 /// `model/.../LayerNorm`: (y, mean, variance).
-fn layer_norm(dev: &mut Device<'_>, name: &str, x: &[f32], g: &[f32], beta: &[f32], dm: Dims) -> [Vec<f32>; 3] {
+fn layer_norm(
+    dev: &mut Device<'_>,
+    name: &str,
+    x: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    dm: Dims,
+) -> [Vec<f32>; 3] {
     let (y, mean, var) = ops::layer_norm(x, g, beta, dm.d);
     let stat = [dm.b, dm.s, 1];
     take(dev.run(
@@ -153,7 +160,15 @@ fn layer_norm(dev: &mut Device<'_>, name: &str, x: &[f32], g: &[f32], beta: &[f3
 }
 
 /// A `MatMulV2` of a (b, s, k) activation with a (k, n) weight held in FRACTAL_NZ.
-fn linear(dev: &mut Device<'_>, name: &str, x: &[f32], shape: &[usize], w: &[f32], k: usize, n: usize) -> Vec<f32> {
+fn linear(
+    dev: &mut Device<'_>,
+    name: &str,
+    x: &[f32],
+    shape: &[usize],
+    w: &[f32],
+    k: usize,
+    n: usize,
+) -> Vec<f32> {
     let rows = x.len() / k;
     let acc = dev.accum(name);
     let y = ops::matmul(x, false, w, false, rows, k, n, acc);
@@ -185,7 +200,11 @@ fn layer_forward(
         "SplitVD",
         &format!("{p}/attn/split_heads/Split"),
         &[Arg::dev(&qkv, &[b, s, 3 * d])],
-        vec![Out::dev(heads(0), &dm.bhsd()), Out::dev(heads(d), &dm.bhsd()), Out::dev(heads(2 * d), &dm.bhsd())],
+        vec![
+            Out::dev(heads(0), &dm.bhsd()),
+            Out::dev(heads(d), &dm.bhsd()),
+            Out::dev(heads(2 * d), &dm.bhsd()),
+        ],
     ));
     // The 1/sqrt(dh) scale is folded into the scores matmul (an alpha on the product), the causal mask
     // into the softmax.
@@ -346,7 +365,13 @@ fn layer_norm_grad(
     take(dev.run(
         "LayerNormGrad",
         &format!("gradients/{fwd}_grad/LayerNormGrad"),
-        &[Arg::dev(dy, &bsd), Arg::dev(x, &bsd), Arg::dev(var, &stat), Arg::dev(mean, &stat), Arg::dev(gamma, &d)],
+        &[
+            Arg::dev(dy, &bsd),
+            Arg::dev(x, &bsd),
+            Arg::dev(var, &stat),
+            Arg::dev(mean, &stat),
+            Arg::dev(gamma, &d),
+        ],
         vec![Out::dev(dx, &bsd), Out::dev(dg, &d), Out::dev(db, &d)],
     ))
 }
@@ -395,8 +420,16 @@ fn backward(
     let fb = final_base(cfg.n_layers);
     let (dhf, dwlm) = linear_grad(dev, "model/lm_head/MatMul", &fwd.hf, &bsd, &w[fb + WLM], d, v, &dlogits);
     grads[fb + WLM] = dwlm;
-    let [mut dx, dg, db] =
-        layer_norm_grad(dev, "model/ln_f/LayerNorm", dm, &dhf, &fwd.xf, &fwd.varf, &fwd.meanf, &w[fb + LNF_G]);
+    let [mut dx, dg, db] = layer_norm_grad(
+        dev,
+        "model/ln_f/LayerNorm",
+        dm,
+        &dhf,
+        &fwd.xf,
+        &fwd.varf,
+        &fwd.meanf,
+        &w[fb + LNF_G],
+    );
     grads[fb + LNF_G] = dg;
     grads[fb + LNF_B] = db;
     for l in (0..cfg.n_layers).rev() {
@@ -515,7 +548,8 @@ fn layer_backward(
         &[Arg::dev(&dq, &dm.bhsd()), Arg::dev(&dk, &dm.bhsd()), Arg::dev(&dv, &dm.bhsd())],
         vec![Out::dev(dqkv, &[b, s, 3 * d])],
     ));
-    let (dh1, dwqkv) = linear_grad(dev, &format!("{p}/attn/qkv/MatMul"), &c.h1, &bsd, &w[WQKV], d, 3 * d, &dqkv);
+    let (dh1, dwqkv) =
+        linear_grad(dev, &format!("{p}/attn/qkv/MatMul"), &c.h1, &bsd, &w[WQKV], d, 3 * d, &dqkv);
     grads[WQKV] = dwqkv;
     let [dxb, dg1, db1] =
         layer_norm_grad(dev, &format!("{p}/ln_1/LayerNorm"), dm, &dh1, &c.x, &c.var1, &c.mean1, &w[LN1_G]);

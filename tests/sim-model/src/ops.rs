@@ -22,7 +22,16 @@ pub enum Accum {
 /// `C (m x n) = op(A) op(B)` where op(A) is m x k (A stored k x m when `ta`), op(B) is k x n (B stored n x k
 /// when `tb`).
 #[allow(clippy::too_many_arguments)]
-pub fn matmul(a: &[f32], ta: bool, b: &[f32], tb: bool, m: usize, k: usize, n: usize, acc: Accum) -> Vec<f32> {
+pub fn matmul(
+    a: &[f32],
+    ta: bool,
+    b: &[f32],
+    tb: bool,
+    m: usize,
+    k: usize,
+    n: usize,
+    acc: Accum,
+) -> Vec<f32> {
     debug_assert_eq!(a.len(), m * k);
     debug_assert_eq!(b.len(), k * n);
     let a = if ta { transpose(a, k, m) } else { a.to_vec() };
@@ -93,7 +102,16 @@ pub fn batch_matmul(
             Accum::SplitK { seed, precision } => Accum::SplitK { seed: seed ^ ((i as u64) << 32), precision },
             other => other,
         };
-        out.extend(matmul(&a[i * m * k..(i + 1) * m * k], ta, &b[i * k * n..(i + 1) * k * n], tb, m, k, n, acc));
+        out.extend(matmul(
+            &a[i * m * k..(i + 1) * m * k],
+            ta,
+            &b[i * k * n..(i + 1) * k * n],
+            tb,
+            m,
+            k,
+            n,
+            acc,
+        ));
     }
     out
 }
@@ -280,7 +298,15 @@ pub fn softmax_xent(logits: &[f32], labels: &[i32], v: usize) -> (Vec<f32>, Vec<
 }
 
 /// (B, S, H*dh) -> (B, H, S, dh).
-pub fn split_heads(x: &[f32], b: usize, s: usize, h: usize, dh: usize, stride: usize, offset: usize) -> Vec<f32> {
+pub fn split_heads(
+    x: &[f32],
+    b: usize,
+    s: usize,
+    h: usize,
+    dh: usize,
+    stride: usize,
+    offset: usize,
+) -> Vec<f32> {
     // `stride`/`offset` pick one of Q, K, V out of the packed (B, S, 3D) projection.
     let mut out = vec![0f32; b * h * s * dh];
     for bi in 0..b {

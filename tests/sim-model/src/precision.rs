@@ -85,8 +85,12 @@ pub fn encode(p: Precision, xs: &[f32]) -> Vec<u8> {
 pub fn decode(p: Precision, bytes: &[u8]) -> Vec<f32> {
     match p {
         Precision::Fp16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        Precision::Bf16 => bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        Precision::Fp32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        Precision::Bf16 => {
+            bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+        }
+        Precision::Fp32 => {
+            bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+        }
     }
 }
 

@@ -29,7 +29,8 @@ impl StepReport {
     /// loss channel. Non-finite losses are written as strings ("inf", "-inf", "NaN"), JSON having no
     /// number for them.
     pub fn to_json_line(&self, step: u64) -> String {
-        let loss = if self.loss.is_finite() { format!("{}", self.loss) } else { format!("\"{}\"", self.loss) };
+        let loss =
+            if self.loss.is_finite() { format!("{}", self.loss) } else { format!("\"{}\"", self.loss) };
         format!(
             "{{\"step\":{step},\"loss\":{loss},\"loss_scale\":{},\"overflowed\":{},\"skipped\":{},\"overflow_status\":{}}}",
             self.loss_scale, self.overflowed, self.skipped, self.overflow_status
@@ -38,11 +39,14 @@ impl StepReport {
 
     /// Parses [`StepReport::to_json_line`]: (step, report).
     pub fn from_json_line(line: &str) -> Result<(u64, StepReport), String> {
-        let v: serde_json::Value = serde_json::from_str(line.trim()).map_err(|e| format!("step report: {e}"))?;
+        let v: serde_json::Value =
+            serde_json::from_str(line.trim()).map_err(|e| format!("step report: {e}"))?;
         let num = |k: &str| v.get(k).and_then(|x| x.as_f64()).ok_or(format!("step report: no number {k:?}"));
         let flag = |k: &str| v.get(k).and_then(|x| x.as_bool()).ok_or(format!("step report: no bool {k:?}"));
         let loss = match v.get("loss") {
-            Some(serde_json::Value::String(s)) => s.parse::<f32>().map_err(|e| format!("step report: loss: {e}"))?,
+            Some(serde_json::Value::String(s)) => {
+                s.parse::<f32>().map_err(|e| format!("step report: loss: {e}"))?
+            }
             _ => num("loss")? as f32,
         };
         let step = v.get("step").and_then(|x| x.as_u64()).ok_or("step report: no step")?;
@@ -112,7 +116,8 @@ impl Trainer {
                 v
             })
             .collect();
-        let mut dev = Device::new(cfg.precision, mode, step, cfg.device_formats, &cfg.faults, cfg.run_seed, sink);
+        let mut dev =
+            Device::new(cfg.precision, mode, step, cfg.device_formats, &cfg.faults, cfg.run_seed, sink);
         let scale = self.loss_scale;
         let (loss, grads) = model::forward_backward(cfg, &w, &batch, scale, &mut dev);
         let grads_finite = grads.iter().all(|g| g.iter().all(|x| x.is_finite()));
@@ -156,10 +161,16 @@ impl Trainer {
                     p.data = new;
                 }
                 Optimizer::Adam => {
-                    let m: Vec<f32> =
-                        self.adam_m[i].iter().zip(&g).map(|(m, g)| ADAM_B1 * m + (1.0 - ADAM_B1) * g).collect();
-                    let v: Vec<f32> =
-                        self.adam_v[i].iter().zip(&g).map(|(v, g)| ADAM_B2 * v + (1.0 - ADAM_B2) * g * g).collect();
+                    let m: Vec<f32> = self.adam_m[i]
+                        .iter()
+                        .zip(&g)
+                        .map(|(m, g)| ADAM_B1 * m + (1.0 - ADAM_B1) * g)
+                        .collect();
+                    let v: Vec<f32> = self.adam_v[i]
+                        .iter()
+                        .zip(&g)
+                        .map(|(v, g)| ADAM_B2 * v + (1.0 - ADAM_B2) * g * g)
+                        .collect();
                     let new: Vec<f32> = p
                         .data
                         .iter()
@@ -192,8 +203,15 @@ impl Trainer {
         let batch = data::batch(cfg, step);
         let w: Vec<Vec<f32>> = self.params.iter().map(|p| p.data.clone()).collect();
         let mut sink = crate::NullSink;
-        let mut dev =
-            Device::new(Precision::Fp32, OverflowMode::InfNan, step, false, &cfg.faults, cfg.run_seed, &mut sink);
+        let mut dev = Device::new(
+            Precision::Fp32,
+            OverflowMode::InfNan,
+            step,
+            false,
+            &cfg.faults,
+            cfg.run_seed,
+            &mut sink,
+        );
         model::forward_backward(cfg, &w, &batch, 1.0, &mut dev)
     }
 

@@ -11,7 +11,8 @@ fn first_difference(a: &Recorder, b: &Recorder) -> Option<usize> {
     assert_eq!(a.ops.len(), b.ops.len());
     a.ops.iter().zip(&b.ops).position(|(x, y)| {
         assert_eq!(x.name, y.name);
-        let bytes = |o: &common::Op| o.inputs.iter().chain(&o.outputs).map(|t| t.bytes.clone()).collect::<Vec<_>>();
+        let bytes =
+            |o: &common::Op| o.inputs.iter().chain(&o.outputs).map(|t| t.bytes.clone()).collect::<Vec<_>>();
         bytes(x) != bytes(y)
     })
 }
@@ -66,7 +67,8 @@ fn overflow_fault_appears_first_in_its_op_at_its_step() {
             let first = first.expect("status bits at the fault step");
             let o = &rec.ops[first];
             assert_eq!(o.name, op);
-            let expected = if precision == Precision::Fp16 { STATUS_CONVERSION_OVERFLOW } else { STATUS_FLOAT_OVERFLOW };
+            let expected =
+                if precision == Precision::Fp16 { STATUS_CONVERSION_OVERFLOW } else { STATUS_FLOAT_OVERFLOW };
             assert_eq!(o.status & expected, expected, "{:#x}", o.status);
             let max = sim_model::precision::max_finite(precision);
             let out = o.outputs[0].values();

@@ -45,7 +45,12 @@ fn backward_matches_finite_differences() {
             t.set_param(pi, i, w);
             let fd = (lp - lm) / (2.0 * eps);
             let err = (fd - g[i]).abs() / g[i].abs().max(1e-3);
-            assert!(err < 0.03, "{} [{i}]: analytic {} vs numeric {fd} (rel err {err})", t.params()[pi].name, g[i]);
+            assert!(
+                err < 0.03,
+                "{} [{i}]: analytic {} vs numeric {fd} (rel err {err})",
+                t.params()[pi].name,
+                g[i]
+            );
             checked += 1;
         }
     }
@@ -149,7 +154,8 @@ fn ops_report_device_dtypes_and_original_ops() {
     assert_eq!(res.outputs[0].format, sim_model::emit::FORMAT_NC1HWC0);
     assert_eq!(res.outputs[0].values().len(), 2 * 8 * 16);
     let (bench, _) = run(&ModelConfig::default().benchmark(), 1, OverflowMode::InfNan);
-    let all_nd = |r: &Recorder| r.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).all(|t| t.format == 2);
+    let all_nd =
+        |r: &Recorder| r.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).all(|t| t.format == 2);
     assert!(all_nd(&bench) && !all_nd(&rec));
 
     let fused = ModelConfig { fusion: true, ..ModelConfig::default() };
@@ -158,7 +164,10 @@ fn ops_report_device_dtypes_and_original_ops() {
     assert_eq!(f.op_type, "FusedMatMulBiasGelu");
     assert_eq!(f.outputs[0].original_op, Some(("model/layer_1/mlp/Gelu".into(), 0)));
     assert_eq!(f.outputs[1].original_op, Some(("model/layer_1/mlp/fc1/BiasAdd".into(), 0)));
-    assert!(rec.ops.iter().all(|o| o.name != "model/layer_1/mlp/Gelu" && o.name != "model/layer_1/mlp/fc1/MatMul"));
+    assert!(rec
+        .ops
+        .iter()
+        .all(|o| o.name != "model/layer_1/mlp/Gelu" && o.name != "model/layer_1/mlp/fc1/MatMul"));
 }
 
 #[test]

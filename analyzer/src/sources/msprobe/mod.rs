@@ -5,6 +5,7 @@
 //! are read only by [`MsprobeDump::load_values`]. Like msprobe, data files are resolved relative to the
 //! directory that holds `dump.json`, not the `dump_data_dir` recorded by the machine that made the dump.
 
+pub mod compare;
 pub mod dump_json;
 pub mod pickle;
 pub mod pt;

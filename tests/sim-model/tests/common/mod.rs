@@ -21,7 +21,8 @@ impl Tensor {
     pub fn values(&self) -> Vec<f32> {
         let raw = self.raw_values();
         let format = accutrace_formats::layout::Format::from_code(self.format);
-        accutrace_formats::layout::to_host(format, &raw, &self.device_shape, &self.shape, self.dtype, 0).unwrap()
+        accutrace_formats::layout::to_host(format, &raw, &self.device_shape, &self.shape, self.dtype, 0)
+            .unwrap()
     }
 
     fn raw_values(&self) -> Vec<f32> {
@@ -30,7 +31,11 @@ impl Tensor {
             DType::BF16 => Precision::Bf16,
             DType::FLOAT => Precision::Fp32,
             DType::INT32 => {
-                return self.bytes.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f32).collect()
+                return self
+                    .bytes
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f32)
+                    .collect()
             }
             other => panic!("unexpected dtype {other:?}"),
         };
