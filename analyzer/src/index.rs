@@ -46,6 +46,9 @@ pub struct TensorInfo {
     pub stats: Option<TensorStats>,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
     pub hash: Option<u64>,
+    /// The tensor's own name when the source has one that `op.io.index` cannot express (msprobe's nested
+    /// arguments: `Functional.linear.0.forward.input.0.1`).
+    pub label: Option<String>,
     /// Framework-level dumps (msprobe) record whether the tensor required a gradient.
     pub requires_grad: Option<bool>,
     /// Whether the source can produce the values (statistics-only sources cannot).
@@ -152,6 +155,9 @@ impl Index {
     /// `op.io.index` label used in reports (`model/attn/MatMul.output.0`).
     pub fn tensor_label(&self, id: TensorId) -> String {
         let t = &self.tensors[id];
+        if let Some(label) = &t.label {
+            return label.clone();
+        }
         format!("{}.{}.{}", self.ops[t.op].name, t.io.as_str(), t.index)
     }
 }

@@ -47,7 +47,11 @@ pub fn py_float_repr(v: f64) -> String {
     if v == 0.0 {
         return if v.is_sign_negative() { "-0.0" } else { "0.0" }.into();
     }
-    let sci = format!("{:e}", v.abs()); // shortest round-trip digits: "8.5353851e-5"
+    // Shortest round-trip digit count from `{:e}`, then the digits re-rendered in exact mode: at an exact
+    // tie (0.0127658843994140625 to 17 digits) Python rounds half to even, Rust's shortest mode rounds up.
+    let shortest = format!("{:e}", v.abs());
+    let k = shortest.split_once('e').map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let sci = format!("{:.*e}", k - 1, v.abs());
     let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
     let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
@@ -89,6 +93,7 @@ mod tests {
             (-2.140625, "-2.140625"),
             (9.313226188509272e-13, "9.313226188509272e-13"),
             (1234567890123456.0, "1234567890123456.0"),
+            (0.0127658843994140625, "0.012765884399414062"),
         ] {
             assert_eq!(py_float_repr(v), s);
         }

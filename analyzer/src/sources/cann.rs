@@ -114,6 +114,7 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
                 original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
                 stats: None,
                 hash: None,
+                label: None,
                 requires_grad: None,
                 has_data: true,
                 locator: 0,

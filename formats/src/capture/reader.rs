@@ -410,8 +410,8 @@ impl<'a> Records<'a> {
                 let r: pb::TensorRecord = decode_message(m, "tensor")?;
                 let op = self.op.clone().ok_or_else(|| FormatError::whole("tensor record before any op record"))?;
                 let encoding = DataEncoding::from_record(&r)?;
-                if (encoding == DataEncoding::None) != payload.is_empty() {
-                    return Err(FormatError::whole("tensor data presence disagrees with its encoding"));
+                if encoding == DataEncoding::None && !payload.is_empty() {
+                    return Err(FormatError::whole("tensor record without data encoding carries data bytes"));
                 }
                 let original_op = match self.string(r.original_op)? {
                     Some(name) => Some(OriginalOp { name, output_index: r.original_output_index }),

@@ -50,8 +50,10 @@ fn read_dump_config(path: &std::path::Path) -> Result<Option<DumpConfig>, aclErr
     })
 }
 
+/// # Safety
+/// `config_path` is NULL or a NUL-terminated string valid for the call.
 #[no_mangle]
-pub extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
     guard("aclInit", || {
         if state::with(|rt| rt.initialized) {
             return ACL_ERROR_REPEAT_INITIALIZE;
@@ -144,8 +146,10 @@ pub extern "C" fn aclrtSetDeviceSatMode(mode: aclrtFloatOverflowMode) -> aclErro
     })
 }
 
+/// # Safety
+/// `mode` is NULL or points at 4 writable bytes.
 #[no_mangle]
-pub extern "C" fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode) -> aclError {
+pub unsafe extern "C" fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode) -> aclError {
     guard("aclrtGetDeviceSatMode", || {
         if mode.is_null() {
             return ACL_ERROR_INVALID_PARAM;
@@ -157,8 +161,14 @@ pub extern "C" fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode) -> ac
     })
 }
 
+/// # Safety
+/// `output` is NULL or points at `size` writable bytes.
 #[no_mangle]
-pub extern "C" fn aclrtGetOverflowStatus(output: *mut c_void, size: usize, _stream: aclrtStream) -> aclError {
+pub unsafe extern "C" fn aclrtGetOverflowStatus(
+    output: *mut c_void,
+    size: usize,
+    _stream: aclrtStream,
+) -> aclError {
     guard("aclrtGetOverflowStatus", || {
         if output.is_null() || size < 8 {
             return ACL_ERROR_INVALID_PARAM;
@@ -196,8 +206,10 @@ pub extern "C" fn aclmdlInitDump() -> aclError {
     })
 }
 
+/// # Safety
+/// `dump_cfg_path` is NULL or a NUL-terminated string valid for the call.
 #[no_mangle]
-pub extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError {
+pub unsafe extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError {
     guard("aclmdlSetDump", || {
         let (initialized, dump_initialized) = state::with(|rt| (rt.initialized, rt.dump_initialized));
         if !initialized {
@@ -262,8 +274,10 @@ pub extern "C" fn acldumpUnregCallback() {
     });
 }
 
+/// # Safety
+/// `model_path` is NULL or a NUL-terminated string; `model_id` is NULL or points at 4 writable bytes.
 #[no_mangle]
-pub extern "C" fn aclmdlLoadFromFile(model_path: *const c_char, model_id: *mut u32) -> aclError {
+pub unsafe extern "C" fn aclmdlLoadFromFile(model_path: *const c_char, model_id: *mut u32) -> aclError {
     guard("aclmdlLoadFromFile", || {
         if !state::with(|rt| rt.initialized) {
             return ACL_ERROR_UNINITIALIZE;

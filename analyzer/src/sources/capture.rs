@@ -1,0 +1,170 @@
+//! accutrace captures: statistics and hashes come from the record heads, so building the index never
+//! touches tensor bytes; values are decompressed on demand from the mapped segment.
+
+use super::host::{host_shape, host_values, DeviceTensor};
+use super::Source;
+use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::overflow_records;
+use accutrace_formats::capture::reader::{CaptureRun, Record};
+use accutrace_formats::capture::record;
+use accutrace_formats::dump;
+use accutrace_formats::layout::Format;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+pub struct CaptureSource {
+    root: PathBuf,
+    run: CaptureRun,
+    index: Index,
+}
+
+/// A tensor's place in the run: stream, segment, frame offset (packed into the index's locator).
+fn pack(stream: usize, segment: u64, offset: u64) -> u64 {
+    ((stream as u64) << 56) | ((segment & 0xFF_FFFF) << 32) | (offset & 0xFFFF_FFFF)
+}
+
+fn unpack(locator: u64) -> (usize, u64, u64) {
+    ((locator >> 56) as usize, (locator >> 32) & 0xFF_FFFF, locator & 0xFFFF_FFFF)
+}
+
+impl CaptureSource {
+    pub fn open(root: &Path) -> Result<Self> {
+        let run = CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
+        let mut index = Index::default();
+        if run.manifest.is_none() {
+            index.warnings.push(format!(
+                "{}: no manifest.json (the collector did not finish); reading the segments alone",
+                root.display()
+            ));
+        }
+        for (s, stream) in run.streams.iter().enumerate() {
+            let rank = stream.info().rank.unwrap_or(0);
+            let mut current: Option<(usize, std::sync::Arc<record::OpInfo>)> = None;
+            // (task id, stream id, timestamp) -> op id, to tie overflow records to the op they name.
+            let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
+            for item in stream.records() {
+                let item = item?;
+                if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
+                    anyhow::bail!("{}: capture too large to index (segment {} offset {})", root.display(), item.segment_index, item.offset);
+                }
+                match item.record {
+                    Record::Op(op) => {
+                        let id = index.push_op(op.name.clone(), op.op_type.clone(), op.step, rank);
+                        op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
+                        current = Some((id, op));
+                    }
+                    Record::Tensor(t) => {
+                        let op_id = match &current {
+                            Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
+                            _ => {
+                                let id = index.push_op(t.op.name.clone(), t.op.op_type.clone(), t.op.step, rank);
+                                current = Some((id, t.op.clone()));
+                                id
+                            }
+                        };
+                        let m = &t.meta;
+                        let original = m.original_shape.clone().unwrap_or_default();
+                        let format = Format::from_code(m.format);
+                        index.push_tensor(TensorInfo {
+                            op: op_id,
+                            io: match m.io {
+                                record::Io::Input => Io::Input,
+                                record::Io::Output => Io::Output,
+                            },
+                            index: m.index,
+                            dtype: m.dtype,
+                            shape: host_shape(m.format, &m.device_shape, &original),
+                            device_format: (!format.is_identity()).then(|| format.name().into_owned()),
+                            device_shape: Some(m.device_shape.clone()),
+                            original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
+                            stats: Some(t.stats.clone()),
+                            hash: Some(t.content_hash),
+                            label: None,
+                            requires_grad: None,
+                            has_data: t.has_data(),
+                            locator: pack(s, item.segment_index, item.offset),
+                        });
+                    }
+                    Record::Overflow(info) => {
+                        let file = format!("{} ({})", item.segment.display(), info.dump_file);
+                        match dump::parse_dump(&info.payload).and_then(|f| dump::decode_opdebug_file(&f)) {
+                            Ok(records) => {
+                                for engine in records.iter().flat_map(|r| &r.engines) {
+                                    if let Some(mut found) =
+                                        overflow_records::from_engine(engine, info.step, rank, file.clone())
+                                    {
+                                        found.op = op_keys
+                                            .iter()
+                                            .filter(|(task, strm, ts, _)| {
+                                                u64::from(*task) == engine.task_id
+                                                    && u64::from(*strm) == engine.stream_id
+                                                    && *ts >= info.timestamp_us
+                                            })
+                                            .min_by_key(|(_, _, ts, _)| *ts)
+                                            .map(|(_, _, _, id)| *id);
+                                        index.overflow_records.push(found);
+                                    }
+                                }
+                            }
+                            Err(e) => index.warnings.push(format!("{file}: {e}")),
+                        }
+                    }
+                    Record::StatsCsv(_) | Record::Unknown { .. } => {}
+                }
+            }
+            if let Some(torn) = stream.torn_tail() {
+                index.warnings.push(format!(
+                    "{}: records end at byte {} ({}); everything before it was read",
+                    torn.segment.display(),
+                    torn.offset,
+                    torn.reason
+                ));
+            }
+        }
+        Ok(CaptureSource { root: root.to_path_buf(), run, index })
+    }
+
+    fn with_data<R>(&self, tensor: TensorId, f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>) -> Result<R> {
+        let info = &self.index.tensors[tensor];
+        let (s, segment, offset) = unpack(info.locator);
+        let stream = &self.run.streams[s];
+        let t = stream.tensor_at(segment, offset)?;
+        let mut bytes = Vec::new();
+        t.read_data(&mut bytes)?;
+        f(&t.meta, &bytes)
+    }
+}
+
+impl Source for CaptureSource {
+    fn kind(&self) -> &'static str {
+        "capture"
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn index(&self) -> &Index {
+        &self.index
+    }
+
+    fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
+        self.with_data(tensor, |m, bytes| {
+            let original = m.original_shape.clone().unwrap_or_default();
+            let device = DeviceTensor {
+                dtype: m.dtype,
+                format: m.format,
+                device_shape: &m.device_shape,
+                original_shape: &original,
+                sub_format: m.sub_format,
+                bytes,
+            };
+            host_values(&device, &mut Vec::new(), out)?;
+            Ok(())
+        })
+    }
+
+    fn content_hash(&self, tensor: TensorId) -> Result<u64> {
+        self.index.tensors[tensor].hash.context("capture tensors always carry a hash")
+    }
+}

@@ -1,0 +1,218 @@
+//! Capture format crash recovery: a writer that dies mid-record (simulated by truncating, zeroing or
+//! garbling the last record at every byte position, and for real with SIGKILL) leaves every earlier record
+//! intact and a torn tail that the reader reports instead of mistaking it for data.
+
+use accutrace_formats::capture::*;
+use accutrace_formats::stats::{content_hash, TensorStats};
+use accutrace_formats::DType;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn info() -> StreamInfo {
+    StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: String::new() }
+}
+
+fn op(step: u64) -> OpInfo {
+    OpInfo {
+        name: format!("net/layer{}/add", step % 4),
+        op_type: "Add".into(),
+        step,
+        task_id: step as u32,
+        dump_file: format!("Add.add.{step}.1.99"),
+        ..Default::default()
+    }
+}
+
+/// Deterministic tensor bytes of a step: the reader can check them without the writer.
+fn data(step: u64) -> Vec<u8> {
+    (0..200 + (step % 50) * 8).map(|i| ((i / 3) as u8).wrapping_add(step as u8)).collect()
+}
+
+fn meta() -> TensorMeta {
+    TensorMeta {
+        io: Io::Output,
+        index: 0,
+        dtype: DType::UINT8,
+        format: 2,
+        sub_format: 0,
+        device_shape: vec![1],
+        original_shape: None,
+        original_op: None,
+    }
+}
+
+fn write_step(w: &mut StreamWriter, step: u64) -> Appended {
+    w.append_op(&op(step)).unwrap();
+    let d = data(step);
+    let s = TensorStats::of_bytes(DType::UINT8, &d).unwrap();
+    w.append_tensor(&meta(), &s, content_hash(&d), Some(&d), 1).unwrap()
+}
+
+/// Reads a stream, checking every tensor against `data(step)`; returns the steps with their tensor.
+fn complete_steps(stream: &StreamReader) -> Vec<u64> {
+    let mut steps = Vec::new();
+    let mut buf = Vec::new();
+    for r in stream.records() {
+        if let Record::Tensor(t) = r.unwrap().record {
+            t.read_data(&mut buf).unwrap();
+            assert_eq!(buf, data(t.op.step), "tensor of step {} intact", t.op.step);
+            steps.push(t.op.step);
+        }
+    }
+    steps
+}
+
+fn segment(dir: &Path) -> PathBuf {
+    dir.join(info().dir_name()).join("seg-000000.acc")
+}
+
+#[test]
+fn torn_last_record_at_every_byte_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 16 * 1024, Policy::KeepAll).unwrap();
+    for step in 0..5 {
+        write_step(&mut w, step);
+    }
+    let Appended::Written { offset: last, bytes, .. } = write_step(&mut w, 5) else { panic!() };
+    // Killed before sealing: the segment stays open.
+    w.abandon();
+    let path = segment(dir.path());
+    let pristine = std::fs::read(&path).unwrap();
+    let stream_dir = path.parent().unwrap().to_path_buf();
+
+    let intact = StreamReader::open(&stream_dir).unwrap();
+    assert_eq!(complete_steps(&intact), vec![0, 1, 2, 3, 4, 5]);
+    let tail = intact.torn_tail().expect("an unsealed stream reports where it ends");
+    assert_eq!(tail.offset, last + bytes, "after the last complete record");
+
+    let end = (last + bytes) as usize;
+    let mut checked = 0;
+    for p in last as usize..end {
+        for variant in ["truncate", "zero", "garble"] {
+            let mut bytes = pristine.clone();
+            match variant {
+                "truncate" => bytes.truncate(p),
+                "zero" => bytes[p..end].fill(0),
+                _ => bytes[p..end].iter_mut().enumerate().for_each(|(i, b)| *b ^= 0xA5 ^ i as u8),
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let stream = StreamReader::open(&stream_dir).unwrap_or_else(|e| panic!("{variant} at {p}: {e}"));
+            let tail = stream.torn_tail().unwrap_or_else(|| panic!("{variant} at {p}: no torn tail"));
+            assert_eq!(tail.segment, path);
+            // Either the last tensor record is gone (torn at its frame), or only its data bytes (outside
+            // the frame CRC) were hit and decoding it fails its content hash.
+            let mut steps = Vec::new();
+            let mut data_error = false;
+            let mut buf = Vec::new();
+            for r in stream.records() {
+                if let Record::Tensor(t) = r.unwrap().record {
+                    match t.read_data(&mut buf) {
+                        Ok(()) => {
+                            assert_eq!(buf, data(t.op.step));
+                            steps.push(t.op.step);
+                        }
+                        Err(e) => {
+                            assert_eq!(t.op.step, 5, "{variant} at {p}: {e}");
+                            assert!(e.problem.contains("hash") || e.problem.contains("zstd"), "{e}");
+                            data_error = true;
+                        }
+                    }
+                }
+            }
+            assert_eq!(&steps[..5], &[0, 1, 2, 3, 4], "{variant} at {p}");
+            if steps.len() == 5 && !data_error {
+                assert_eq!(tail.offset, last, "{variant} at {p}: torn at the last frame");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 300);
+}
+
+#[test]
+fn corruption_before_committed_records_is_an_error_not_a_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 16 * 1024, Policy::KeepAll).unwrap();
+    let mut offsets = Vec::new();
+    for step in 0..6 {
+        w.append_op(&op(step)).unwrap();
+        if let Appended::Written { offset, .. } = write_step(&mut w, 100 + step) {
+            offsets.push(offset);
+        }
+    }
+    w.abandon();
+    let path = segment(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The head of the third tensor record (kind byte) of an unsealed segment: valid records follow it.
+    bytes[offsets[2] as usize + 8] ^= 0xFF;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = StreamReader::open(path.parent().unwrap()).err().expect("corruption must not pass for a tail");
+    assert_eq!(err.path.as_deref(), Some(path.as_path()));
+    assert_eq!(err.offset, Some(offsets[2]));
+}
+
+#[test]
+fn a_torn_segment_creation_is_an_empty_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 8192, Policy::KeepAll).unwrap();
+    for step in 0..40 {
+        write_step(&mut w, step);
+    }
+    w.abandon();
+    let stream_dir = dir.path().join(info().dir_name());
+    let mut segs: Vec<_> = std::fs::read_dir(&stream_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "acc"))
+        .collect();
+    segs.sort();
+    // The next segment's file existed but the writer died before its header was written (or while it
+    // was being zero-filled).
+    let next = stream_dir.join(format!("seg-{:06}.acc", segs.len()));
+    std::fs::write(&next, vec![0u8; 3000]).unwrap();
+    let stream = StreamReader::open(&stream_dir).unwrap();
+    let tail = stream.torn_tail().unwrap();
+    assert_eq!((tail.segment.as_path(), tail.offset), (next.as_path(), 0));
+    assert_eq!(complete_steps(&stream), (0..40).collect::<Vec<_>>());
+}
+
+const CHILD_ENV: &str = "ACCUTRACE_CAPTURE_SIGKILL_CHILD_DIR";
+
+/// The child half of `sigkill_mid_write_keeps_every_complete_record`: writes until killed. A no-op when
+/// run as an ordinary test.
+#[test]
+fn sigkill_child() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
+    let mut w = StreamWriter::create(Path::new(&dir), info(), 64 * 1024, Policy::KeepAll).unwrap();
+    for step in 0.. {
+        write_step(&mut w, step);
+    }
+}
+
+#[test]
+fn sigkill_mid_write_keeps_every_complete_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigkill_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, dir.path())
+        .spawn()
+        .unwrap();
+    let stream_dir = dir.path().join(info().dir_name());
+    // Let it fill a few segments, then kill it wherever it is (std's kill is SIGKILL on Unix).
+    let start = Instant::now();
+    while !stream_dir.join("seg-000004.acc").exists() {
+        assert!(start.elapsed() < Duration::from_secs(120), "child made no progress");
+        assert!(child.try_wait().unwrap().is_none(), "child exited on its own");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+
+    let stream = StreamReader::open(&stream_dir).unwrap();
+    assert!(stream.torn_tail().is_some(), "a killed writer leaves an unsealed tail");
+    let steps = complete_steps(&stream);
+    assert!(steps.len() > 100, "only {} steps", steps.len());
+    assert_eq!(steps, (0..steps.len() as u64).collect::<Vec<_>>(), "every complete record, in order");
+}
