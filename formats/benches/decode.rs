@@ -4,9 +4,8 @@
 //! in G elements/s and GB/s of input, and the time relative to the memcpy (1.0 = memcpy speed; the decoder
 //! writes twice the bytes it reads, so ~1.5 is what memory bandwidth allows).
 
-use accutrace_formats::tensor::{decode_f32, decode_f32_into, fp16_to_f32_portable};
+use accutrace_formats::tensor::{decode_f32, decode_f32_into, fp16_to_f32, fp16_to_f32_portable};
 use accutrace_formats::DType;
-use half::slice::HalfFloatSliceExt;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -31,20 +30,6 @@ fn time(mut f: impl FnMut()) -> Duration {
     )
 }
 
-/// half's slice conversion (F16C on x86_64 / FP16 on aarch64 when the CPU has it), fed through a small
-/// stack buffer because dumped bytes are not guaranteed to be 2-byte aligned.
-fn fp16_via_half(bytes: &[u8], out: &mut [f32]) {
-    const CHUNK: usize = 1024;
-    let mut stage = [half::f16::ZERO; CHUNK];
-    for (src, dst) in bytes.chunks(2 * CHUNK).zip(out.chunks_mut(CHUNK)) {
-        let stage = &mut stage[..dst.len()];
-        for (s, b) in stage.iter_mut().zip(src.chunks_exact(2)) {
-            *s = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
-        }
-        stage.convert_to_f32_slice(dst);
-    }
-}
-
 fn main() {
     let elements = INPUT_BYTES / 2;
     // Varied, mostly finite fp16/bf16 patterns (a multiplicative hash), so no branch predicts them.
@@ -63,12 +48,15 @@ fn main() {
             time(|| decode_f32_into(DType::FLOAT16, black_box(&input), &mut out).unwrap()),
         ),
         ("fp16->f32 portable branch-free", time(|| fp16_to_f32_portable(black_box(&input), &mut out))),
-        ("fp16->f32 half slice (F16C)", time(|| fp16_via_half(black_box(&input), &mut out))),
+        ("fp16->f32 fp16_to_f32 (half, F16C)", time(|| fp16_to_f32(black_box(&input), &mut out))),
         (
             "fp16->f32 decode_f32 (Vec reused)",
             time(|| decode_f32(DType::FLOAT16, black_box(&input), elements, &mut reused).unwrap()),
         ),
-        ("bf16->f32 decode_f32_into", time(|| decode_f32_into(DType::BF16, black_box(&input), &mut out).unwrap())),
+        (
+            "bf16->f32 decode_f32_into",
+            time(|| decode_f32_into(DType::BF16, black_box(&input), &mut out).unwrap()),
+        ),
         (
             "bf16->f32 decode_f32 (Vec reused)",
             time(|| decode_f32(DType::BF16, black_box(&input), elements, &mut reused).unwrap()),

@@ -96,28 +96,43 @@ impl<'a> NpyView<'a> {
         let (header_len, header_start) = match major {
             1 => (u64::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10u64),
             2 | 3 => {
-                let len = bytes.get(8..12).ok_or_else(|| FormatError::at(8, "npy: truncated header length"))?;
+                let len =
+                    bytes.get(8..12).ok_or_else(|| FormatError::at(8, "npy: truncated header length"))?;
                 (u64::from(u32::from_le_bytes([len[0], len[1], len[2], len[3]])), 12)
             }
-            _ => return Err(FormatError::at(6, format!("npy format version {major}.{minor} is not supported"))),
+            _ => {
+                return Err(FormatError::at(
+                    6,
+                    format!("npy format version {major}.{minor} is not supported"),
+                ))
+            }
         };
         let data_offset = header_start + header_len;
         if data_offset > bytes.len() as u64 {
             return Err(FormatError::at(
                 header_start - 4,
-                format!("npy header of {header_len} bytes runs past the end of the {}-byte file", bytes.len()),
+                format!(
+                    "npy header of {header_len} bytes runs past the end of the {}-byte file",
+                    bytes.len()
+                ),
             ));
         }
         let text = &bytes[header_start as usize..data_offset as usize];
         if major < 3 && !text.is_ascii() {
-            return Err(FormatError::at(header_start, "npy header is not ASCII (required before version 3.0)"));
+            return Err(FormatError::at(
+                header_start,
+                "npy header is not ASCII (required before version 3.0)",
+            ));
         }
         let (mut descr, mut fortran_order, mut shape) = (None, None, None);
         for (key, value, at) in Parser::new(text, header_start).dict()? {
             match (key.as_str(), value) {
                 ("descr", Value::Str(s)) => descr = Some((s, at)),
                 ("descr", Value::List) => {
-                    return Err(FormatError::at(at, "npy: structured dtypes (a list descr) are not supported"))
+                    return Err(FormatError::at(
+                        at,
+                        "npy: structured dtypes (a list descr) are not supported",
+                    ))
                 }
                 ("fortran_order", Value::Bool(b)) => fortran_order = Some(b),
                 ("shape", Value::Tuple(t)) => shape = Some(t),
@@ -131,8 +146,9 @@ impl<'a> NpyView<'a> {
         let (descr, descr_at) = descr.ok_or_else(|| missing("descr"))?;
         let fortran_order = fortran_order.ok_or_else(|| missing("fortran_order"))?;
         let shape = shape.ok_or_else(|| missing("shape"))?;
-        let (dtype, big_endian) = parse_descr(&descr)
-            .ok_or_else(|| FormatError::at(descr_at, format!("npy dtype '{descr}' is not a supported numeric type")))?;
+        let (dtype, big_endian) = parse_descr(&descr).ok_or_else(|| {
+            FormatError::at(descr_at, format!("npy dtype '{descr}' is not a supported numeric type"))
+        })?;
         let elements = shape
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
@@ -148,7 +164,14 @@ impl<'a> NpyView<'a> {
                 format!("npy data {what}: shape {shape:?} of {descr} needs {nbytes} bytes, the file has {available}"),
             ));
         }
-        Ok(NpyView { dtype, shape, fortran_order, big_endian, data: &bytes[data_offset as usize..], data_offset })
+        Ok(NpyView {
+            dtype,
+            shape,
+            fortran_order,
+            big_endian,
+            data: &bytes[data_offset as usize..],
+            data_offset,
+        })
     }
 
     /// Number of elements (1 for a 0-d array).
@@ -171,14 +194,16 @@ impl<'a> NpyView<'a> {
     /// Values as f32 lanes (complex: interleaved re, im) in C (row-major) order, whatever the file's order.
     pub fn to_f32_c_order(&self) -> Result<Vec<f32>> {
         let mut values = Vec::new();
-        decode_f32(self.dtype, &self.data_le(), self.element_count()?, &mut values).map_err(|e| e.shifted(self.data_offset))?;
+        decode_f32(self.dtype, &self.data_le(), self.element_count()?, &mut values)
+            .map_err(|e| e.shifted(self.data_offset))?;
         Ok(self.c_order(values))
     }
 
     /// Like [`to_f32_c_order`](Self::to_f32_c_order) with f64 lanes.
     pub fn to_f64_c_order(&self) -> Result<Vec<f64>> {
         let mut values = Vec::new();
-        decode_f64(self.dtype, &self.data_le(), self.element_count()?, &mut values).map_err(|e| e.shifted(self.data_offset))?;
+        decode_f64(self.dtype, &self.data_le(), self.element_count()?, &mut values)
+            .map_err(|e| e.shifted(self.data_offset))?;
         Ok(self.c_order(values))
     }
 
@@ -250,7 +275,8 @@ pub fn write_npy_ordered(
     }
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     // NumPy writes a 1-tuple as "(3,)".
-    let shape_text = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let shape_text =
+        if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
     let order = if fortran_order { "True" } else { "False" };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape_text}, }}");
     // Pad with spaces and a final newline so the data starts on a 64-byte boundary, as NumPy does.
@@ -282,7 +308,12 @@ pub fn write_f32(path: &Path, shape: &[u64], values: &[f32]) -> io::Result<()> {
 /// Writes any decodable dtype so that NumPy can load it: native dtypes as they are, the others widened
 /// (bf16 / fp8 to float32, complex32 to complex64, int4 to int8, uint1 to uint8, QINT/QUINT to their integer
 /// storage). Returns a note saying what was changed, for the user, or `None` if nothing was.
-pub fn write_for_numpy(w: &mut impl Write, dtype: DType, shape: &[u64], data_le: &[u8]) -> io::Result<Option<String>> {
+pub fn write_for_numpy(
+    w: &mut impl Write,
+    dtype: DType,
+    shape: &[u64],
+    data_le: &[u8],
+) -> io::Result<Option<String>> {
     if descr_of(dtype).is_some() {
         return write_npy(w, dtype, shape, data_le).map(|()| None);
     }
@@ -306,7 +337,8 @@ pub fn write_for_numpy(w: &mut impl Write, dtype: DType, shape: &[u64], data_le:
         DType::UINT1 => (DType::UINT8, "numpy has no 1-bit type; unpacked, one value per byte"),
         _ => return Err(invalid(format!("dtype {} cannot be written for numpy", dtype.name()))),
     };
-    let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| usize::try_from(n).ok());
+    let elements =
+        shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| usize::try_from(n).ok());
     let elements = elements.ok_or_else(|| invalid(format!("shape {shape:?} overflows")))?;
     let mut values = Vec::new();
     decode_f32(dtype, data_le, elements, &mut values).map_err(|e| invalid(e.to_string()))?;

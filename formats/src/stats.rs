@@ -16,6 +16,7 @@
 //!   Integer tensors count their limits too (127 for int8); whether that means anything is the reader's call.
 //! - Complex values are counted per part (re and im are two values).
 
+use crate::tensor;
 use crate::{DType, FormatError, Result};
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +71,7 @@ impl TensorStats {
         self.has_nonfinite() || (dtype.is_float() && self.at_saturation > 0)
     }
 
-    /// Statistics of f32 values (what `tensor::decode_f32` produces), with the dtype's saturation limit.
+    /// Statistics of f32 values (what [`tensor::decode_f32`] produces), with the dtype's saturation limit.
     pub fn of_f32(values: &[f32], dtype: DType) -> TensorStats {
         let mut acc = StatsAccumulator::new(dtype.saturation_limit());
         acc.push_f32(values);
@@ -84,63 +85,51 @@ impl TensorStats {
         acc.finish()
     }
 
-    /// Statistics of the raw little-endian bytes of `dtype` values, decoded chunk by chunk (no allocation
-    /// proportional to the tensor). fp16, bf16, fp32, fp64 and 8/16/32/64-bit integers and bool are decoded
-    /// here; every other decodable dtype goes through the shared tensor decoder. Trailing bytes that do not
-    /// make a whole element are an error, as are dtypes the decoder refuses.
+    /// Statistics of the raw little-endian bytes of `dtype` values, decoded by the shared tensor decoder
+    /// ([`tensor::decode_f32_into`]) chunk by chunk through stack buffers: no allocation, whatever the size.
+    /// 32/64-bit integers and fp64 go through f64 lanes (f32 would round `i32::MAX` off its limit). The element
+    /// count is `bytes * 8 / bits` (a packed int4 tensor of odd length counts its padding nibble); bytes that
+    /// do not make whole elements and dtypes the decoder refuses are errors.
     pub fn of_bytes(dtype: DType, bytes: &[u8]) -> Result<TensorStats> {
-        let mut acc = StatsAccumulator::new(dtype.saturation_limit());
-        let whole = |width: usize| -> Result<()> {
-            if bytes.len() % width != 0 {
-                return Err(FormatError::at(
-                    (bytes.len() - bytes.len() % width) as u64,
-                    format!("{} bytes are not a whole number of {dtype} elements", bytes.len()),
-                ));
-            }
-            Ok(())
-        };
-        // Decoding through a small stack buffer keeps the lanes in L1 and the loops branch-free.
-        let mut buf = [0f32; CHUNK];
-        let mut buf64 = [0f64; CHUNK];
-        macro_rules! ints {
-            ($t:ty, $as:ty, $buf:ident, $push:ident) => {{
-                const W: usize = std::mem::size_of::<$t>();
-                whole(W)?;
-                for chunk in bytes.chunks(CHUNK * W) {
-                    let n = chunk.len() / W;
-                    for (dst, src) in $buf[..n].iter_mut().zip(chunk.chunks_exact(W)) {
-                        *dst = <$t>::from_le_bytes(src.try_into().unwrap_or_default()) as $as;
-                    }
-                    acc.$push(&$buf[..n]);
-                }
-            }};
+        let bits = dtype
+            .bits()
+            .filter(|_| dtype.is_decodable())
+            .ok_or_else(|| FormatError::whole(format!("no statistics for dtype {dtype}")))?;
+        let elements = bytes.len() as u64 * 8 / u64::from(bits);
+        let whole = dtype.byte_size(elements).unwrap_or(0);
+        if whole != bytes.len() as u64 {
+            return Err(FormatError::at(
+                whole,
+                format!("{} bytes are not a whole number of {dtype} elements", bytes.len()),
+            ));
         }
-        match dtype {
-            DType::FLOAT16 | DType::BF16 => {
-                whole(2)?;
-                let bf16 = dtype == DType::BF16;
-                for chunk in bytes.chunks(CHUNK * 2) {
-                    let n = chunk.len() / 2;
-                    for (dst, src) in buf[..n].iter_mut().zip(chunk.chunks_exact(2)) {
-                        let bits = u16::from_le_bytes([src[0], src[1]]);
-                        *dst = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
-                    }
-                    acc.push_f32(&buf[..n]);
-                }
-            }
-            DType::FLOAT => ints!(f32, f32, buf, push_f32),
-            DType::DOUBLE => ints!(f64, f64, buf64, push_f64),
-            DType::INT8 | DType::QINT8 => ints!(i8, f32, buf, push_f32),
-            DType::UINT8 | DType::QUINT8 | DType::BOOL => ints!(u8, f32, buf, push_f32),
-            DType::INT16 | DType::QINT16 => ints!(i16, f32, buf, push_f32),
-            DType::UINT16 | DType::QUINT16 => ints!(u16, f32, buf, push_f32),
-            // 32/64-bit integers do not fit f32 exactly (i32::MAX would round away from its limit).
-            DType::INT32 | DType::QINT32 => ints!(i32, f64, buf64, push_f64),
-            DType::UINT32 => ints!(u32, f64, buf64, push_f64),
-            DType::INT64 => ints!(i64, f64, buf64, push_f64),
-            DType::UINT64 => ints!(u64, f64, buf64, push_f64),
-            _ => {
-                return Err(FormatError::whole(format!("no statistics for dtype {dtype}")));
+        let lanes = tensor::lanes_per_element(dtype);
+        // CHUNK is a multiple of 8, so chunks of sub-byte types start on byte boundaries.
+        let per_chunk = (CHUNK / lanes) as u64;
+        let chunk_bytes = dtype.byte_size(per_chunk).unwrap_or(1).max(1) as usize;
+        let mut acc = StatsAccumulator::new(dtype.saturation_limit());
+        let wide = matches!(
+            dtype,
+            DType::DOUBLE
+                | DType::COMPLEX128
+                | DType::INT32
+                | DType::QINT32
+                | DType::UINT32
+                | DType::INT64
+                | DType::UINT64
+        );
+        let mut left = elements;
+        for chunk in bytes.chunks(chunk_bytes) {
+            let n = (left.min(per_chunk) as usize) * lanes;
+            left -= left.min(per_chunk);
+            if wide {
+                let mut buf = [0f64; CHUNK];
+                tensor::decode_f64_into(dtype, chunk, &mut buf[..n])?;
+                acc.push_f64(&buf[..n]);
+            } else {
+                let mut buf = [0f32; CHUNK];
+                tensor::decode_f32_into(dtype, chunk, &mut buf[..n])?;
+                acc.push_f32(&buf[..n]);
             }
         }
         Ok(acc.finish())
@@ -346,7 +335,8 @@ mod tests {
 
     #[test]
     fn integer_limits_are_exact() {
-        let bytes: Vec<u8> = [i32::MAX, -i32::MAX, 5, i32::MIN].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bytes: Vec<u8> =
+            [i32::MAX, -i32::MAX, 5, i32::MIN].iter().flat_map(|v| v.to_le_bytes()).collect();
         let s = TensorStats::of_bytes(DType::INT32, &bytes).unwrap();
         assert_eq!(s.at_saturation, 2);
         assert_eq!(s.min, f64::from(i32::MIN));
@@ -389,6 +379,21 @@ mod tests {
         let err = TensorStats::of_bytes(DType::FLOAT, &[0; 7]).unwrap_err();
         assert_eq!(err.offset, Some(4));
         assert!(TensorStats::of_bytes(DType::STRING, &[0; 8]).is_err());
+        assert!(TensorStats::of_bytes(DType::COMPLEX64, &[0; 12]).is_err());
+    }
+
+    #[test]
+    fn other_dtypes_go_through_the_shared_decoder() {
+        // int4, two per byte, low nibble first: 0x7F -> (-1, 7); 0x80 -> (0, -8).
+        let s = TensorStats::of_bytes(DType::INT4, &[0x7F, 0x80]).unwrap();
+        assert_eq!((s.count, s.min, s.max, s.zero, s.at_saturation), (4, -8.0, 7.0, 1, 1));
+        // complex64: parts are values.
+        let bytes: Vec<u8> = [1.0f32, f32::NAN, -2.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let s = TensorStats::of_bytes(DType::COMPLEX64, &bytes).unwrap();
+        assert_eq!((s.count, s.nan, s.zero, s.min), (4, 1, 1, -2.0));
+        // Many chunks of uint1 bits.
+        let s = TensorStats::of_bytes(DType::UINT1, &[0xFF; 1000]).unwrap();
+        assert_eq!((s.count, s.mean), (8000, 1.0));
     }
 
     #[test]

@@ -167,8 +167,13 @@ fn a_torn_segment_creation_is_an_empty_tail() {
         .filter(|p| p.extension().is_some_and(|e| e == "acc"))
         .collect();
     segs.sort();
-    // The next segment's file existed but the writer died before its header was written (or while it
-    // was being zero-filled).
+    // A roll seals the full segment first (as the writer does), then creates the next one; the writer dies
+    // after creating the next segment's file but before its header was written (or while zero-filling it).
+    let end = StreamReader::open(&stream_dir).unwrap().torn_tail().unwrap().offset;
+    let last = segs.last().unwrap();
+    let mut bytes = std::fs::read(last).unwrap();
+    bytes[56..64].copy_from_slice(&end.to_le_bytes());
+    std::fs::write(last, &bytes).unwrap();
     let next = stream_dir.join(format!("seg-{:06}.acc", segs.len()));
     std::fs::write(&next, vec![0u8; 3000]).unwrap();
     let stream = StreamReader::open(&stream_dir).unwrap();

@@ -202,12 +202,26 @@ fn data_encodings_are_chosen_and_offsets_are_reported() {
     let act = fp16_activations(4096, 1);
     let rnd = noise(4096, 2);
     let s = TensorStats::of_bytes(DType::FLOAT16, &act).unwrap();
-    let Appended::Written { segment, offset, .. } =
-        w.append_tensor(&meta(Io::Output, 0, DType::FLOAT16, &[4096], None), &s, content_hash(&act), Some(&act), 1).unwrap()
+    let Appended::Written { segment, offset, .. } = w
+        .append_tensor(
+            &meta(Io::Output, 0, DType::FLOAT16, &[4096], None),
+            &s,
+            content_hash(&act),
+            Some(&act),
+            1,
+        )
+        .unwrap()
     else {
         panic!()
     };
-    w.append_tensor(&meta(Io::Output, 1, DType::FLOAT16, &[2048], None), &s, content_hash(&rnd), Some(&rnd), 1).unwrap();
+    w.append_tensor(
+        &meta(Io::Output, 1, DType::FLOAT16, &[2048], None),
+        &s,
+        content_hash(&rnd),
+        Some(&rnd),
+        1,
+    )
+    .unwrap();
     w.seal().unwrap();
     let stream = only_stream(dir.path());
     let tensors: Vec<_> = stream
@@ -238,7 +252,8 @@ fn statistics_mode_costs_under_128_bytes_per_tensor() {
     let mut tensors = 0;
     let mut ops_bytes = 0;
     for step in 0..50u64 {
-        let name = format!("Default/network/backbone/layer{}/conv2d-Conv2D/BatchNorm-op{}", step % 10, step % 10);
+        let name =
+            format!("Default/network/backbone/layer{}/conv2d-Conv2D/BatchNorm-op{}", step % 10, step % 10);
         let o = OpInfo {
             op_type: "Conv2D".into(),
             original_names: vec![name.clone(), format!("{name}/bias_add")],
@@ -262,7 +277,8 @@ fn statistics_mode_costs_under_128_bytes_per_tensor() {
                 l2_norm: 83_920.238_412_903_2,
                 at_saturation: 17,
             };
-            let Appended::Written { bytes, .. } = w.append_tensor(&m, &s, 0x1234_5678_9abc_def0 ^ step, None, 1).unwrap()
+            let Appended::Written { bytes, .. } =
+                w.append_tensor(&m, &s, 0x1234_5678_9abc_def0 ^ step, None, 1).unwrap()
             else {
                 panic!()
             };
@@ -294,8 +310,14 @@ fn ring_keeps_only_the_newest_segments() {
         w.append_op(&op(step, "ring")).unwrap();
         let data = noise(1000, step);
         let m = meta(Io::Output, 0, DType::UINT8, &[1000], None);
-        w.append_tensor(&m, &TensorStats::of_bytes(DType::UINT8, &data).unwrap(), content_hash(&data), Some(&data), 1)
-            .unwrap();
+        w.append_tensor(
+            &m,
+            &TensorStats::of_bytes(DType::UINT8, &data).unwrap(),
+            content_hash(&data),
+            Some(&data),
+            1,
+        )
+        .unwrap();
     }
     let summary = w.seal().unwrap();
     assert!(summary.counts.segments_deleted > 5);
@@ -305,7 +327,8 @@ fn ring_keeps_only_the_newest_segments() {
     let on_disk: u64 = paths.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
     assert!(on_disk <= 4 * seg);
     let got = read_back(&stream);
-    let steps: Vec<u64> = got.iter().filter_map(|e| if let Expect::Op(o) = e { Some(o.step) } else { None }).collect();
+    let steps: Vec<u64> =
+        got.iter().filter_map(|e| if let Expect::Op(o) = e { Some(o.step) } else { None }).collect();
     assert_eq!(*steps.last().unwrap(), 199, "the newest records are kept");
     assert!(steps[0] > 0, "the oldest were recycled");
     assert!(steps.windows(2).all(|w| w[1] == w[0] + 1), "no hole in the kept steps: {steps:?}");
@@ -345,9 +368,14 @@ fn trigger_freezes_evidence_and_stops_after_k_steps() {
 
     let stream = only_stream(dir.path());
     let got = read_back(&stream);
-    let steps: Vec<u64> = got.iter().filter_map(|e| if let Expect::Op(o) = e { Some(o.step) } else { None }).collect();
+    let steps: Vec<u64> =
+        got.iter().filter_map(|e| if let Expect::Op(o) = e { Some(o.step) } else { None }).collect();
     assert_eq!(*steps.last().unwrap(), 122, "K = 2 steps after the trigger, then nothing");
-    assert!(steps[0] > 0 && steps[0] < 120, "rang before the trigger, kept the steps before it: {}", steps[0]);
+    assert!(
+        steps[0] > 0 && steps[0] < 120,
+        "rang before the trigger, kept the steps before it: {}",
+        steps[0]
+    );
     let evidence = got.iter().any(|e| matches!(e, Expect::Tensor(_, s, _, _) if s.pos_inf == 1));
     assert!(evidence, "the overflowing tensor is kept");
 }
@@ -437,7 +465,13 @@ fn arb_meta() -> impl Strategy<Value = TensorMeta> {
     (
         any::<bool>(),
         0u32..8,
-        prop::sample::select(vec![DType::FLOAT16, DType::BF16, DType::FLOAT, DType::INT8, DType::from_code(999)]),
+        prop::sample::select(vec![
+            DType::FLOAT16,
+            DType::BF16,
+            DType::FLOAT,
+            DType::INT8,
+            DType::from_code(999),
+        ]),
         -1i32..50,
         prop::collection::vec(0u64..1 << 40, 0..6),
         prop::option::of(prop::collection::vec(0u64..100_000, 0..5)),
@@ -478,11 +512,19 @@ fn arb_record() -> impl Strategy<Value = Expect> {
                 Expect::Tensor(m, stats, content_hash(&data), keep.then_some(data))
             }
         ),
-        (any::<u64>(), prop::collection::vec(any::<u8>(), 0..3000)).prop_map(|(step, payload)| Expect::Overflow(
-            OverflowInfo { step, payload, dump_file: "Opdebug.Node_OpDebug.1.2.3".into(), ..Default::default() }
-        )),
-        (any::<u64>(), "[ -~\n]{0,200}")
-            .prop_map(|(step, csv)| Expect::Csv(StatsCsv { step, dump_file: "a.csv".into(), csv: csv.into_bytes() })),
+        (any::<u64>(), prop::collection::vec(any::<u8>(), 0..3000)).prop_map(|(step, payload)| {
+            Expect::Overflow(OverflowInfo {
+                step,
+                payload,
+                dump_file: "Opdebug.Node_OpDebug.1.2.3".into(),
+                ..Default::default()
+            })
+        }),
+        (any::<u64>(), "[ -~\n]{0,200}").prop_map(|(step, csv)| Expect::Csv(StatsCsv {
+            step,
+            dump_file: "a.csv".into(),
+            csv: csv.into_bytes()
+        })),
     ]
 }
 

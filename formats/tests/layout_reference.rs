@@ -24,7 +24,7 @@ impl Rng {
 }
 
 fn ceil(a: u64, b: u64) -> u64 {
-    (a + b - 1) / b
+    a.div_ceil(b)
 }
 
 /// Row-major unravel of `i` in `shape`.
@@ -49,10 +49,13 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / gcd(a, b) * b
 }
 
+/// Device offset of a host index.
+type OffsetFn = Box<dyn Fn(&[u64]) -> u64>;
+
 /// The reference: device shape for `host`, and the device offset of every host index.
 struct Reference {
     device_shape: Vec<u64>,
-    offset: Box<dyn Fn(&[u64]) -> u64>,
+    offset: OffsetFn,
 }
 
 fn reference(format: Format, host: &[u64], c0: u64, groups: u64) -> Reference {
@@ -64,7 +67,9 @@ fn reference(format: Format, host: &[u64], c0: u64, groups: u64) -> Reference {
             let c1 = ceil(cc, c0);
             Reference {
                 device_shape: vec![h[0], c1, hh, ww, c0],
-                offset: Box::new(move |i| (((i[0] * c1 + i[1] / c0) * hh + i[2]) * ww + i[3]) * c0 + i[1] % c0),
+                offset: Box::new(move |i| {
+                    (((i[0] * c1 + i[1] / c0) * hh + i[2]) * ww + i[3]) * c0 + i[1] % c0
+                }),
             }
         }
         Format::NDC1HWC0 => {
@@ -235,7 +240,8 @@ const DTYPES: [DType; 4] = [DType::FLOAT16, DType::FLOAT, DType::INT8, DType::IN
 
 #[test]
 fn blocked_formats_match_the_reference() {
-    for (k, format) in [Format::NC1HWC0, Format::NC1HWC0_C04, Format::NDC1HWC0, Format::C1HWNCOC0].into_iter().enumerate()
+    for (k, format) in
+        [Format::NC1HWC0, Format::NC1HWC0_C04, Format::NDC1HWC0, Format::C1HWNCOC0].into_iter().enumerate()
     {
         for (j, dtype) in DTYPES.into_iter().enumerate() {
             check(format, dtype, 1, 40, 1 + (k * 10 + j) as u64);
@@ -264,7 +270,9 @@ fn grouped_fractal_z_matches_the_reference() {
 
 #[test]
 fn transposes_and_identities_match_the_reference() {
-    for format in [Format::HWCN, Format::NHWC, Format::NDHWC, Format::DHWCN, Format::ND, Format::NCHW, Format::NCL] {
+    for format in
+        [Format::HWCN, Format::NHWC, Format::NDHWC, Format::DHWCN, Format::ND, Format::NCHW, Format::NCL]
+    {
         check(format, DType::FLOAT, 1, 40, 400 + format.code() as u64);
     }
 }
@@ -273,7 +281,8 @@ fn transposes_and_identities_match_the_reference() {
 fn depthwise_diagonal_is_what_cann_documents() {
     // One channel block, H = W = N = 1: the 16 values sit at (co, c0) = (k, k) of the 16x16 block.
     let host: Vec<u32> = (0..16).collect();
-    let (device, shape) = layout::to_device(Format::C1HWNCOC0, &host, &[1, 1, 16, 1], DType::FLOAT16, 1, 999).unwrap();
+    let (device, shape) =
+        layout::to_device(Format::C1HWNCOC0, &host, &[1, 1, 16, 1], DType::FLOAT16, 1, 999).unwrap();
     assert_eq!(shape, vec![1, 1, 1, 1, 16, 16]);
     for k in 0..16 {
         assert_eq!(device[k * 16 + k], k as u32);

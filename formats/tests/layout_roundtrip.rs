@@ -14,17 +14,35 @@ fn dtype() -> impl Strategy<Value = DType> {
 /// (format, host shape, groups) for every handled format.
 fn case() -> impl Strategy<Value = (Format, Vec<u64>, i32)> {
     let nchw = (1u64..4, 1u64..40, 1u64..5, 1u64..5).prop_map(|(n, c, h, w)| vec![n, c, h, w]);
-    let ncdhw = (1u64..3, 1u64..40, 1u64..3, 1u64..4, 1u64..4).prop_map(|(n, c, d, h, w)| vec![n, c, d, h, w]);
+    let ncdhw =
+        (1u64..3, 1u64..40, 1u64..3, 1u64..4, 1u64..4).prop_map(|(n, c, d, h, w)| vec![n, c, d, h, w]);
     let nd = prop::collection::vec(1u64..40, 1..5);
-    let grouped = (1i32..9, 1u64..20, 1u64..20, 1u64..3).prop_map(|(g, cout, cin, k)| {
-        (Format::FRACTAL_Z, vec![g as u64 * cout, cin, k, k], g)
-    });
+    let grouped = (1i32..9, 1u64..20, 1u64..20, 1u64..3)
+        .prop_map(|(g, cout, cin, k)| (Format::FRACTAL_Z, vec![g as u64 * cout, cin, k, k], g));
     prop_oneof![
-        (prop::sample::select(vec![Format::NC1HWC0, Format::NC1HWC0_C04, Format::FRACTAL_Z, Format::HWCN,
-            Format::NHWC, Format::C1HWNCOC0, Format::NCHW]), nchw)
+        (
+            prop::sample::select(vec![
+                Format::NC1HWC0,
+                Format::NC1HWC0_C04,
+                Format::FRACTAL_Z,
+                Format::HWCN,
+                Format::NHWC,
+                Format::C1HWNCOC0,
+                Format::NCHW
+            ]),
+            nchw
+        )
             .prop_map(|(f, s)| (f, s, 1)),
-        (prop::sample::select(vec![Format::NDC1HWC0, Format::FRACTAL_Z_3D, Format::NDHWC, Format::DHWCN,
-            Format::NCDHW]), ncdhw)
+        (
+            prop::sample::select(vec![
+                Format::NDC1HWC0,
+                Format::FRACTAL_Z_3D,
+                Format::NDHWC,
+                Format::DHWCN,
+                Format::NCDHW
+            ]),
+            ncdhw
+        )
             .prop_map(|(f, s)| (f, s, 1)),
         (prop::sample::select(vec![Format::FRACTAL_NZ, Format::ND]), nd).prop_map(|(f, s)| (f, s, 1)),
         grouped,
@@ -66,7 +84,8 @@ proptest! {
 #[test]
 fn padding_garbage_is_cropped() {
     let host: Vec<f32> = (0..2 * 3 * 2 * 2).map(|i| i as f32).collect();
-    let (device, shape) = layout::to_device(Format::NC1HWC0, &host, &[2, 3, 2, 2], DType::FLOAT16, 1, f32::NAN).unwrap();
+    let (device, shape) =
+        layout::to_device(Format::NC1HWC0, &host, &[2, 3, 2, 2], DType::FLOAT16, 1, f32::NAN).unwrap();
     assert_eq!(shape, vec![2, 1, 2, 2, 16]);
     assert_eq!(device.iter().filter(|v| v.is_nan()).count(), 2 * 13 * 4);
     let back = layout::to_host(Format::NC1HWC0, &device, &shape, &[2, 3, 2, 2], DType::FLOAT16, 1).unwrap();
@@ -77,12 +96,14 @@ fn padding_garbage_is_cropped() {
 fn nz_known_small_case() {
     // host (2, 3) fp16 -> device (1, 1, 16, 16): row n, column c at n*16 + c.
     let host = [1, 2, 3, 4, 5, 6];
-    let (device, shape) = layout::to_device(Format::FRACTAL_NZ, &host, &[2, 3], DType::FLOAT16, 1, 0).unwrap();
+    let (device, shape) =
+        layout::to_device(Format::FRACTAL_NZ, &host, &[2, 3], DType::FLOAT16, 1, 0).unwrap();
     assert_eq!(shape, vec![1, 1, 16, 16]);
     assert_eq!(&device[..3], &[1, 2, 3]);
     assert_eq!(&device[16..19], &[4, 5, 6]);
     // 1-D host (c) is (1, c); a dump may report the device shape with an extra leading 1.
-    let back = layout::to_host(Format::FRACTAL_NZ, &device, &[1, 1, 1, 16, 16], &[2, 3], DType::FLOAT16, 1).unwrap();
+    let back =
+        layout::to_host(Format::FRACTAL_NZ, &device, &[1, 1, 1, 16, 16], &[2, 3], DType::FLOAT16, 1).unwrap();
     assert_eq!(back, host);
 }
 
@@ -124,8 +145,8 @@ fn bad_input_is_an_error_naming_the_numbers() {
         .unwrap_err();
     assert!(err.problem.contains("2^64"), "{err}");
     // Groups that do not divide N.
-    let err = layout::to_device(Format::FRACTAL_Z, &vec![0f32; 10], &[5, 2, 1, 1], DType::FLOAT16, 2, 0.0)
-        .unwrap_err();
+    let err =
+        layout::to_device(Format::FRACTAL_Z, &[0f32; 10], &[5, 2, 1, 1], DType::FLOAT16, 2, 0.0).unwrap_err();
     assert!(err.problem.contains("divisible"), "{err}");
 }
 
@@ -133,7 +154,8 @@ fn bad_input_is_an_error_naming_the_numbers() {
 fn hwcn_host_shape_in_the_wrong_order_is_caught() {
     // A 3x3 kernel, C=16, N=32 in HWCN; passing the HWCN shape as if it were NCHW must not decode silently.
     let device = vec![0f32; 3 * 3 * 16 * 32];
-    let err = layout::to_host(Format::HWCN, &device, &[3, 3, 16, 32], &[3, 3, 16, 32], DType::FLOAT, 1).unwrap_err();
+    let err = layout::to_host(Format::HWCN, &device, &[3, 3, 16, 32], &[3, 3, 16, 32], DType::FLOAT, 1)
+        .unwrap_err();
     assert!(err.problem.contains("does not fit"), "{err}");
     assert!(layout::to_host(Format::HWCN, &device, &[3, 3, 16, 32], &[32, 16, 3, 3], DType::FLOAT, 1).is_ok());
 }

@@ -3,7 +3,8 @@
 
 use accutrace_formats::tensor::half_bits::f16_to_f32_scalar;
 use accutrace_formats::tensor::{
-    decode_f32, decode_f32_into, decode_f64, decode_f64_into, encode_f32, fp16_to_f32_portable, lanes_per_element,
+    decode_f32, decode_f32_into, decode_f64, decode_f64_into, encode_f32, fp16_to_f32, fp16_to_f32_portable,
+    lanes_per_element,
 };
 use accutrace_formats::DType;
 use proptest::prelude::*;
@@ -94,11 +95,14 @@ fn fp16_fast_path_matches_the_scalar_definition_on_all_patterns() {
     shifted.extend_from_slice(&bytes);
     let mut via_portable = vec![0f32; 65536];
     fp16_to_f32_portable(&shifted[1..], &mut via_portable);
+    let mut via_simd = vec![0f32; 65536];
+    fp16_to_f32(&shifted[1..], &mut via_simd);
     let mut via_f64 = Vec::new();
     decode_f64(DType::FLOAT16, &bytes, 65536, &mut via_f64).unwrap();
     for h in 0..=u16::MAX {
         let expected = f16_to_f32_scalar(h);
-        for got in [via_decoder[h as usize], via_portable[h as usize], via_f64[h as usize] as f32] {
+        let i = h as usize;
+        for got in [via_decoder[i], via_portable[i], via_simd[i], via_f64[i] as f32] {
             if expected.is_nan() {
                 assert!(got.is_nan() && got.is_sign_negative() == expected.is_sign_negative(), "{h:#06x}");
             } else {
@@ -136,7 +140,8 @@ fn encode_rounds_to_nearest_even_and_saturates_integers() {
 
 #[test]
 fn undecodable_dtypes_are_refused_by_name() {
-    for dtype in [DType::STRING, DType::HIFLOAT8, DType::FLOAT4_E2M1, DType::from_code(999), DType::UNDEFINED] {
+    for dtype in [DType::STRING, DType::HIFLOAT8, DType::FLOAT4_E2M1, DType::from_code(999), DType::UNDEFINED]
+    {
         let err = decode_f32(dtype, &[0; 4], 4, &mut Vec::new()).unwrap_err();
         assert!(err.problem.contains(&*dtype.name()), "{err}");
         assert!(encode_f32(dtype, &[0.0]).is_err());
@@ -147,7 +152,10 @@ fn undecodable_dtypes_are_refused_by_name() {
 fn byte_length_mismatch_names_the_numbers() {
     let err = decode_f32(DType::FLOAT, &[0; 10], 3, &mut Vec::new()).unwrap_err();
     assert_eq!(err.offset, Some(0));
-    assert!(err.problem.contains("3 elements") && err.problem.contains("12") && err.problem.contains("10"), "{err}");
+    assert!(
+        err.problem.contains("3 elements") && err.problem.contains("12") && err.problem.contains("10"),
+        "{err}"
+    );
     // An absurd element count from a corrupt header is rejected before anything is allocated.
     let err = decode_f32(DType::FLOAT, &[0; 8], usize::MAX, &mut Vec::new()).unwrap_err();
     assert!(err.problem.contains("bytes"), "{err}");
@@ -170,10 +178,31 @@ fn decode_reuses_capacity_and_clears() {
 
 fn decodable() -> impl Strategy<Value = DType> {
     prop::sample::select(vec![
-        DType::FLOAT, DType::FLOAT16, DType::BF16, DType::DOUBLE, DType::INT8, DType::UINT8, DType::INT16,
-        DType::UINT16, DType::INT32, DType::INT64, DType::UINT32, DType::UINT64, DType::BOOL, DType::COMPLEX32,
-        DType::COMPLEX64, DType::COMPLEX128, DType::QINT8, DType::QINT16, DType::QINT32, DType::QUINT8,
-        DType::QUINT16, DType::INT4, DType::UINT1, DType::FLOAT8_E5M2, DType::FLOAT8_E4M3FN,
+        DType::FLOAT,
+        DType::FLOAT16,
+        DType::BF16,
+        DType::DOUBLE,
+        DType::INT8,
+        DType::UINT8,
+        DType::INT16,
+        DType::UINT16,
+        DType::INT32,
+        DType::INT64,
+        DType::UINT32,
+        DType::UINT64,
+        DType::BOOL,
+        DType::COMPLEX32,
+        DType::COMPLEX64,
+        DType::COMPLEX128,
+        DType::QINT8,
+        DType::QINT16,
+        DType::QINT32,
+        DType::QUINT8,
+        DType::QUINT16,
+        DType::INT4,
+        DType::UINT1,
+        DType::FLOAT8_E5M2,
+        DType::FLOAT8_E4M3FN,
     ])
 }
 

@@ -268,10 +268,10 @@ mod tests {
     fn std_survives_a_large_mean() {
         let x: Vec<f64> = (0..1000).map(|i| 1e8 + (i % 2) as f64 * 1e-3).collect();
         let m = msaccucmp_metrics(&x[..], &x[..], false);
-        // Two-pass reference: mean first, then squared deviations.
-        let mean = x.iter().sum::<f64>() / 1000.0;
-        let std = (x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 1000.0).sqrt();
-        assert!((m.standard_deviation.0 .1 - std).abs() < 1e-12 * std.max(1.0), "{:?} vs {std}", m.standard_deviation);
-        assert!((m.standard_deviation.0 .0 - mean).abs() < 1e-6);
+        // Exactly: half the values sit δ above the other half, so std = δ/2 (a naive two-pass reference
+        // loses digits in the mean of values near 1e8; the shifted sums do not).
+        let delta = (1e8 + 1e-3) - 1e8;
+        assert_eq!(m.standard_deviation.0 .1, delta / 2.0, "{:?}", m.standard_deviation);
+        assert!((m.standard_deviation.0 .0 - (1e8 + delta / 2.0)).abs() < 1e-7);
     }
 }

@@ -4,7 +4,8 @@
 //! - inf/NaN at identical positions on both sides are set to 0; elsewhere every metric is "N/A" with the
 //!   message "The position of inf or nan in NPU and bench Tensor do not match.";
 //! - relative error `|N' - B'| / |B'|` (epsilon added to both where B == 0) is computed in the precision
-//!   numpy uses for the loaded arrays ([`RePrecision`]) and so are the thousandth thresholds;
+//!   numpy uses for the loaded arrays ([`RePrecision`]) and so are the thousandth thresholds; the epsilon
+//!   is that precision's (see [`RePrecision::rel_err`] for the fixture row that shows it);
 //! - Cosine = N.B / (|N| |B|) in f64: both norms <= eps -> 1.0, one -> "Nan" with a message; rounded to 12
 //!   decimals, then to 6 when above 0.9999; EucDist = |N - B|; MaxAbsErr, MaxRelativeErr and the ratios
 //!   rounded to 12 decimals (`format_value`);
@@ -385,7 +386,7 @@ mod tests {
     #[test]
     fn epsilon_goes_to_both_sides_where_bench_is_zero() {
         let r = m(&[0.0, 1.0, 1e-20], &[0.0, 1.0, 0.0]);
-        // 0 vs 0 -> 0; 1e-20 vs 0 -> |(1e-20 + eps) - eps| / eps ~ 4.5e-5.
+        // 0 vs 0 -> 0 (passes both ratios); 1e-20 vs 0 -> |(1e-20 + eps) - eps| / eps ~ 4.5e-5.
         let expected = ((1e-20 + f64::EPSILON) - f64::EPSILON) / f64::EPSILON;
         assert_eq!(r.max_relative_err, Cell::Value(format_value(expected)));
         assert_eq!(r.one_thousandth_err_ratio, Cell::Value(1.0));

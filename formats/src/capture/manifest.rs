@@ -148,8 +148,11 @@ impl Manifest {
         let path = run_dir.join(MANIFEST_FILE);
         let m: Manifest = read_json(&path)?;
         if m.format_version > super::FORMAT_VERSION {
-            return Err(FormatError::whole(format!("capture format version {} is newer than this build", m.format_version))
-                .in_file(&path));
+            return Err(FormatError::whole(format!(
+                "capture format version {} is newer than this build",
+                m.format_version
+            ))
+            .in_file(&path));
         }
         Ok(m)
     }
@@ -158,7 +161,8 @@ impl Manifest {
 /// Serializes `value` to `path` through a temporary file and a rename.
 pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_vec_pretty(value).map_err(|e| FormatError::whole(e.to_string()).in_file(path))?;
+    let text =
+        serde_json::to_vec_pretty(value).map_err(|e| FormatError::whole(e.to_string()).in_file(path))?;
     std::fs::write(&tmp, text).map_err(|e| FormatError::io(&tmp, &e))?;
     std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, &e))
 }

@@ -87,7 +87,8 @@ impl StreamReader {
         }
         files.sort();
         if let Some(w) = files.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-            return Err(FormatError::whole(format!("segment {} missing before this one", w[0].0 + 1)).in_file(&w[1].1));
+            return Err(FormatError::whole(format!("segment {} missing before this one", w[0].0 + 1))
+                .in_file(&w[1].1));
         }
         let mut segments = Vec::new();
         let mut torn_tail = None;
@@ -136,12 +137,23 @@ impl StreamReader {
 
     /// The records in the order they were written.
     pub fn records(&self) -> Records<'_> {
-        Records { stream: self, seg: 0, pos: HEADER_LEN, strings: Vec::new(), op: None, prev_op: None, done: false }
+        Records {
+            stream: self,
+            seg: 0,
+            pos: HEADER_LEN,
+            strings: Vec::new(),
+            op: None,
+            prev_op: None,
+            done: false,
+        }
     }
 }
 
 /// Checks a segment's header and finds where its records end: (end, sealed, torn tail).
-fn open_segment(map: &[u8], index: u64, last: bool) -> Result<(u64, bool, Option<(u64, String)>)> {
+/// A segment's extent: (end of its records, sealed, torn tail (offset, why)).
+type Extent = (u64, bool, Option<(u64, String)>);
+
+fn open_segment(map: &[u8], index: u64, last: bool) -> Result<Extent> {
     let header = match SegmentHeader::decode(map) {
         Ok(Some(h)) => h,
         // A header that was never completely written: only the creation of the last segment was torn.
@@ -152,13 +164,19 @@ fn open_segment(map: &[u8], index: u64, last: bool) -> Result<(u64, bool, Option
         Err(e) => return Err(e),
     };
     if header.segment_index != index {
-        return Err(FormatError::at(24, format!("header says segment {} but the file name {index}", header.segment_index)));
+        return Err(FormatError::at(
+            24,
+            format!("header says segment {} but the file name {index}", header.segment_index),
+        ));
     }
     let file_len = map.len() as u64;
     let sealed_end = segment::sealed_end(map);
     if sealed_end != 0 {
         if sealed_end < HEADER_LEN || sealed_end > header.segment_size || sealed_end > file_len {
-            return Err(FormatError::at(56, format!("sealed end {sealed_end} outside the segment ({file_len} bytes)")));
+            return Err(FormatError::at(
+                56,
+                format!("sealed end {sealed_end} outside the segment ({file_len} bytes)"),
+            ));
         }
         return Ok((sealed_end, true, None));
     }
@@ -179,12 +197,15 @@ fn open_segment(map: &[u8], index: u64, last: bool) -> Result<(u64, bool, Option
 
 /// The records of an open segment end at `pos`. That is a torn tail unless a valid frame follows, which
 /// means data was lost in the middle: corruption.
-fn tail(map: &[u8], pos: u64, limit: u64, why: String) -> Result<(u64, bool, Option<(u64, String)>)> {
+fn tail(map: &[u8], pos: u64, limit: u64, why: String) -> Result<Extent> {
     let mut probe = pos + 8;
     while probe + segment::FRAME_HEADER <= limit {
         let word = &map[probe as usize..probe as usize + 4];
         if word != [0, 0, 0, 0] && matches!(segment::frame_at(map, probe, limit), Frame::Valid { .. }) {
-            return Err(FormatError::at(pos, format!("corrupt record ({why}) before the committed record at {probe}")));
+            return Err(FormatError::at(
+                pos,
+                format!("corrupt record ({why}) before the committed record at {probe}"),
+            ));
         }
         probe += 8;
     }
@@ -266,7 +287,11 @@ impl TensorRef<'_> {
             DataEncoding::None => return Err(at("the tensor was recorded without data".into())),
             DataEncoding::Raw => {
                 if self.payload.len() as u64 != self.data_size {
-                    return Err(at(format!("{} data bytes stored, {} recorded", self.payload.len(), self.data_size)));
+                    return Err(at(format!(
+                        "{} data bytes stored, {} recorded",
+                        self.payload.len(),
+                        self.data_size
+                    )));
                 }
                 out.extend_from_slice(self.payload);
             }
@@ -337,7 +362,9 @@ impl<'a> Iterator for Records<'a> {
             }
             let offset = self.pos;
             let (meta, head_end, body_end, kind, next) = match segment::frame_at(&seg.map, offset, seg.end) {
-                Frame::Valid { body, len, meta, head_len, kind, next } => (meta, body + head_len, body + len, kind, next),
+                Frame::Valid { body, len, meta, head_len, kind, next } => {
+                    (meta, body + head_len, body + len, kind, next)
+                }
                 Frame::Empty if !seg.sealed => {
                     self.pos = seg.end;
                     continue;
@@ -350,7 +377,12 @@ impl<'a> Iterator for Records<'a> {
             let payload = &seg.map[head_end as usize..body_end as usize];
             match self.decode(seg, kind, m, payload, head_end) {
                 Ok(Some(record)) => {
-                    return Some(Ok(RecordRef { segment: &seg.path, segment_index: seg.index, offset, record }))
+                    return Some(Ok(RecordRef {
+                        segment: &seg.path,
+                        segment_index: seg.index,
+                        offset,
+                        record,
+                    }))
                 }
                 Ok(None) => continue,
                 Err(e) => return self.fail(seg, offset, e.problem),
@@ -376,7 +408,14 @@ impl<'a> Records<'a> {
         }
     }
 
-    fn decode(&mut self, seg: &'a Segment, kind: u8, m: &[u8], payload: &'a [u8], payload_offset: u64) -> Result<Option<Record<'a>>> {
+    fn decode(
+        &mut self,
+        seg: &'a Segment,
+        kind: u8,
+        m: &[u8],
+        payload: &'a [u8],
+        payload_offset: u64,
+    ) -> Result<Option<Record<'a>>> {
         Ok(Some(match kind {
             KIND_STRING => {
                 let def: pb::StringDef = decode_message(m, "string")?;
@@ -388,7 +427,9 @@ impl<'a> Records<'a> {
             }
             KIND_OP => {
                 let r: pb::OpRecord = decode_message(m, "op")?;
-                let s = |id| -> Result<String> { Ok(self.string(id)?.map(|s| s.to_string()).unwrap_or_default()) };
+                let s = |id| -> Result<String> {
+                    Ok(self.string(id)?.map(|s| s.to_string()).unwrap_or_default())
+                };
                 let op = Arc::new(OpInfo {
                     name: s(r.name)?,
                     op_type: s(r.op_type)?,
@@ -408,7 +449,10 @@ impl<'a> Records<'a> {
             }
             KIND_TENSOR => {
                 let r: pb::TensorRecord = decode_message(m, "tensor")?;
-                let op = self.op.clone().ok_or_else(|| FormatError::whole("tensor record before any op record"))?;
+                let op = self
+                    .op
+                    .clone()
+                    .ok_or_else(|| FormatError::whole("tensor record before any op record"))?;
                 let encoding = DataEncoding::from_record(&r)?;
                 if encoding == DataEncoding::None && !payload.is_empty() {
                     return Err(FormatError::whole("tensor record without data encoding carries data bytes"));

@@ -71,7 +71,10 @@ impl SegmentHeader {
             if bytes.iter().all(|&b| b == 0) {
                 return Ok(None);
             }
-            return Err(FormatError::at(0, format!("segment of {} bytes is shorter than its header", bytes.len())));
+            return Err(FormatError::at(
+                0,
+                format!("segment of {} bytes is shorter than its header", bytes.len()),
+            ));
         }
         let h = &bytes[..HEADER_LEN as usize];
         if h.iter().all(|&b| b == 0) {
@@ -92,7 +95,10 @@ impl SegmentHeader {
         }
         let segment_size = le64(h, 16);
         if segment_size < HEADER_LEN {
-            return Err(FormatError::at(16, format!("segment size {segment_size} is smaller than the header")));
+            return Err(FormatError::at(
+                16,
+                format!("segment size {segment_size} is smaller than the header"),
+            ));
         }
         Ok(Some(SegmentHeader {
             version,
@@ -163,7 +169,14 @@ pub fn frame_at(bytes: &[u8], offset: u64, limit: u64) -> Frame {
     if crc.finalize() != le32(bytes, offset as usize + 4) {
         return Frame::Bad("frame checksum mismatch".into());
     }
-    Frame::Valid { body, len, meta: body + 1 + varint_len as u64, head_len, kind: b[0], next: align8(body + len) }
+    Frame::Valid {
+        body,
+        len,
+        meta: body + 1 + varint_len as u64,
+        head_len,
+        kind: b[0],
+        next: align8(body + len),
+    }
 }
 
 /// Writes a frame at `offset`: `head` (kind + varint + protobuf) and `payload` into the body, then the CRC,
@@ -278,7 +291,13 @@ mod tests {
 
     #[test]
     fn header_round_trip_and_checks() {
-        let h = SegmentHeader { version: 1, segment_size: 4096, segment_index: 7, stream_id: 3, created_unix_us: 99 };
+        let h = SegmentHeader {
+            version: 1,
+            segment_size: 4096,
+            segment_index: 7,
+            stream_id: 3,
+            created_unix_us: 99,
+        };
         let enc = h.encode();
         assert_eq!(SegmentHeader::decode(&enc).unwrap(), Some(h));
         assert_eq!(SegmentHeader::decode(&[0; 64]).unwrap(), None);

@@ -93,20 +93,31 @@ pub struct StreamWriter {
 enum Msg<'a> {
     /// The op, and whether it repeats the previous segment's op (`continued`).
     Op(&'a OpInfo, bool),
-    Tensor { meta: &'a TensorMeta, stats: &'a TensorStats, hash: u64, size: u64, enc: DataEncoding },
+    Tensor {
+        meta: &'a TensorMeta,
+        stats: &'a TensorStats,
+        hash: u64,
+        size: u64,
+        enc: DataEncoding,
+    },
     Overflow(&'a OverflowInfo),
     Csv(&'a StatsCsv),
 }
 
 impl StreamWriter {
     /// Creates `run_dir/<info.dir_name()>/` with `stream.json` and the first segment.
-    pub fn create(run_dir: &Path, info: StreamInfo, segment_size: u64, policy: Policy) -> Result<StreamWriter> {
+    pub fn create(
+        run_dir: &Path,
+        info: StreamInfo,
+        segment_size: u64,
+        policy: Policy,
+    ) -> Result<StreamWriter> {
         Self::create_with(run_dir, info, WriterOptions::new(segment_size, policy))
     }
 
     /// [`create`](Self::create) with all options.
     pub fn create_with(run_dir: &Path, info: StreamInfo, opts: WriterOptions) -> Result<StreamWriter> {
-        if opts.segment_size < MIN_SEGMENT_SIZE || opts.segment_size % 8 != 0 {
+        if opts.segment_size < MIN_SEGMENT_SIZE || opts.segment_size & 7 != 0 {
             return Err(FormatError::whole(format!(
                 "segment size {} must be a multiple of 8 and at least {MIN_SEGMENT_SIZE}",
                 opts.segment_size
@@ -347,7 +358,8 @@ impl StreamWriter {
                 encode_head(KIND_OVERFLOW, &rec, &mut self.head);
             }
             Msg::Csv(c) => {
-                let rec = pb::StatsCsvRecord { step: c.step, dump_file: c.dump_file.clone(), csv: c.csv.clone() };
+                let rec =
+                    pb::StatsCsvRecord { step: c.step, dump_file: c.dump_file.clone(), csv: c.csv.clone() };
                 encode_head(KIND_STATS_CSV, &rec, &mut self.head);
             }
         }
@@ -391,7 +403,9 @@ impl StreamWriter {
             }
             let body = self.head.len() as u64 + payload.len() as u64;
             if body > u64::from(u32::MAX) {
-                return Err(FormatError::whole(format!("record of {body} bytes exceeds the 4 GiB frame limit")));
+                return Err(FormatError::whole(format!(
+                    "record of {body} bytes exceeds the 4 GiB frame limit"
+                )));
             }
             let needed = self.needed(payload.len());
             let (pos, room) = match &self.seg {

@@ -60,7 +60,10 @@ impl Format {
 
     /// Formats whose device bytes are the host tensor in row-major order, unchanged.
     pub fn is_identity(self) -> bool {
-        matches!(self, Format::ND | Format::NCHW | Format::NC | Format::NCL | Format::NCDHW | Format::CN | Format::MD)
+        matches!(
+            self,
+            Format::ND | Format::NCHW | Format::NC | Format::NCL | Format::NCDHW | Format::CN | Format::MD
+        )
     }
 }
 

@@ -26,7 +26,8 @@ pub fn host_shape_is_usable(host_shape: &[u64]) -> bool {
 }
 
 fn to_usize(n: u64, what: &str) -> Result<usize> {
-    usize::try_from(n).map_err(|_| FormatError::at(0, format!("{what} of {n} elements exceeds the address space")))
+    usize::try_from(n)
+        .map_err(|_| FormatError::at(0, format!("{what} of {n} elements exceeds the address space")))
 }
 
 /// Drops size-1 dims: shapes that differ only by them describe the same bytes.
@@ -88,7 +89,10 @@ pub fn to_host_with_shape<T: Copy>(
     if device_count != device.len() as u64 {
         return Err(FormatError::at(
             0,
-            format!("device shape {device_shape:?} has {device_count} elements, the data has {}", device.len()),
+            format!(
+                "device shape {device_shape:?} has {device_count} elements, the data has {}",
+                device.len()
+            ),
         ));
     }
     if !host_shape_is_usable(host_shape) {
@@ -99,7 +103,9 @@ pub fn to_host_with_shape<T: Copy>(
         if host_count != device_count {
             return Err(FormatError::at(
                 0,
-                format!("{format}: host shape {host_shape:?} has {host_count} elements, device {device_count}"),
+                format!(
+                    "{format}: host shape {host_shape:?} has {host_count} elements, device {device_count}"
+                ),
             ));
         }
         return Ok((device.to_vec(), host_shape.to_vec()));
@@ -109,7 +115,10 @@ pub fn to_host_with_shape<T: Copy>(
     if plan.device_len()? != device_count {
         return Err(FormatError::at(
             0,
-            format!("{format}: host shape {host_shape:?} needs {} device elements, got {device_count}", plan.device_len()?),
+            format!(
+                "{format}: host shape {host_shape:?} needs {} device elements, got {device_count}",
+                plan.device_len()?
+            ),
         ));
     }
     if host_count == 0 {

@@ -49,9 +49,9 @@ pub(crate) struct Plan {
 
 /// Product of `dims`, or an error naming what overflowed.
 pub(crate) fn checked_product(dims: &[u64], what: &str) -> Result<u64> {
-    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).ok_or_else(|| {
-        FormatError::at(0, format!("{what} {dims:?} has more than 2^64 elements"))
-    })
+    dims.iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| FormatError::at(0, format!("{what} {dims:?} has more than 2^64 elements")))
 }
 
 /// `ceil(a / b) * b`, checked.
@@ -98,7 +98,10 @@ impl Plan {
         }
         // Guards the walks' indexing: a layout bug becomes an error, never an out-of-bounds panic.
         if max_offset >= device_len.max(1) {
-            return Err(FormatError::at(0, format!("layout maps past the device buffer ({max_offset} >= {device_len})")));
+            return Err(FormatError::at(
+                0,
+                format!("layout maps past the device buffer ({max_offset} >= {device_len})"),
+            ));
         }
         let to_usize = |t: Vec<u64>| t.into_iter().map(|x| x as usize).collect();
         Ok(tables.into_iter().map(to_usize).collect())

@@ -35,7 +35,8 @@ pub(crate) fn plan(format: Format, host: &[u64], dtype: DType, groups: i32) -> R
             let c0 = if format == Format::NC1HWC0_C04 { 4 } else { c0 };
             let [n, c, h, w] = [host[0], host[1], host[2], host[3]];
             let dev = vec![n, c.div_ceil(c0), h, w, c0];
-            let axes = vec![Axis::plain(n, 0), Axis::split(c, 1, 4, c0), Axis::plain(h, 2), Axis::plain(w, 3)];
+            let axes =
+                vec![Axis::plain(n, 0), Axis::split(c, 1, 4, c0), Axis::plain(h, 2), Axis::plain(w, 3)];
             Ok(Plan { device_axes: dev.clone(), device_shape: dev, merged: None, axes })
         }
         Format::NDC1HWC0 => {
@@ -92,7 +93,10 @@ pub(crate) fn plan(format: Format, host: &[u64], dtype: DType, groups: i32) -> R
             let axes = vec![Axis::plain(h, 1), Axis::plain(w, 2), c_axis, Axis::plain(n, 3)];
             Ok(Plan { device_axes: dev.clone(), device_shape: dev, merged: None, axes })
         }
-        _ => Err(FormatError::at(0, format!("device format {format} is not supported (dtype {})", dtype.name()))),
+        _ => Err(FormatError::at(
+            0,
+            format!("device format {format} is not supported (dtype {})", dtype.name()),
+        )),
     }
 }
 
@@ -146,8 +150,11 @@ fn fractal_z(n: u64, c: u64, d: Option<u64>, h: u64, w: u64, c0: u64, groups: i3
         return Ok(Plan { device_shape: shape_of(&dev)?, device_axes: dev, merged: None, axes });
     }
     let groups = groups as u64;
-    if n % groups != 0 {
-        return Err(FormatError::at(0, format!("FRACTAL_Z: N = {n} output channels are not divisible by {groups} groups")));
+    if !n.is_multiple_of(groups) {
+        return Err(FormatError::at(
+            0,
+            format!("FRACTAL_Z: N = {n} output channels are not divisible by {groups} groups"),
+        ));
     }
     let (cin, cout) = (c, n / groups);
     // lcm(Cin, C0)/Cin and lcm(Cout, 16)/Cout are both powers of two <= 64: their lcm cannot overflow.

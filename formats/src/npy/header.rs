@@ -48,8 +48,14 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 Ok(())
             }
-            Some(b) => Err(self.err(format!("npy header: expected '{}', found '{}'", byte as char, b.escape_ascii()))),
-            None => Err(self.err(format!("npy header: expected '{}', found the end of the header", byte as char))),
+            Some(b) => Err(self.err(format!(
+                "npy header: expected '{}', found '{}'",
+                byte as char,
+                b.escape_ascii()
+            ))),
+            None => {
+                Err(self.err(format!("npy header: expected '{}', found the end of the header", byte as char)))
+            }
         }
     }
 
@@ -64,7 +70,8 @@ impl<'a> Parser<'a> {
             .position(|&b| b == quote)
             .ok_or_else(|| self.err("npy header: unterminated string"))?;
         self.pos = start + len + 1;
-        String::from_utf8(self.text[start..start + len].to_vec()).map_err(|_| self.err("npy header: string is not UTF-8"))
+        String::from_utf8(self.text[start..start + len].to_vec())
+            .map_err(|_| self.err("npy header: string is not UTF-8"))
     }
 
     fn integer(&mut self) -> Result<u64> {

@@ -89,10 +89,14 @@ pub fn fp16_to_f32_portable(bytes: &[u8], out: &mut [f32]) {
 fn decode_into<L: Lane>(dtype: DType, bytes: &[u8], out: &mut [L]) -> Result<()> {
     check_decodable(dtype)?;
     let lanes = lanes_per_element(dtype);
-    if out.len() % lanes != 0 {
+    if !out.len().is_multiple_of(lanes) {
         return Err(FormatError::at(
             0,
-            format!("{} output lanes are not whole {} elements ({lanes} lanes each)", out.len(), dtype.name()),
+            format!(
+                "{} output lanes are not whole {} elements ({lanes} lanes each)",
+                out.len(),
+                dtype.name()
+            ),
         ));
     }
     check_byte_len(dtype, bytes.len(), out.len() / lanes)?;

@@ -21,7 +21,7 @@ fn round_int(v: f32, lo: f64, hi: f64) -> f64 {
 pub fn encode_f32(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
     check_decodable(dtype)?;
     let lanes = lanes_per_element(dtype);
-    if values.len() % lanes != 0 {
+    if !values.len().is_multiple_of(lanes) {
         return Err(FormatError::at(
             0,
             format!("{} values are not whole {} elements ({lanes} lanes each)", values.len(), dtype.name()),
@@ -44,7 +44,9 @@ pub fn encode_f32(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
             values.iter().for_each(|&v| out.extend_from_slice(&f32_to_f16(v).to_le_bytes()))
         }
         DType::BF16 => values.iter().for_each(|&v| out.extend_from_slice(&f32_to_bf16(v).to_le_bytes())),
-        DType::FLOAT | DType::COMPLEX64 => values.iter().for_each(|&v| out.extend_from_slice(&v.to_le_bytes())),
+        DType::FLOAT | DType::COMPLEX64 => {
+            values.iter().for_each(|&v| out.extend_from_slice(&v.to_le_bytes()))
+        }
         DType::DOUBLE | DType::COMPLEX128 => {
             values.iter().for_each(|&v| out.extend_from_slice(&f64::from(v).to_le_bytes()))
         }
@@ -77,9 +79,10 @@ pub fn encode_f32(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
         }
         DType::UINT1 => {
             for bits in values.chunks(8) {
-                let byte = bits.iter().enumerate().fold(0u8, |acc, (i, &v)| {
-                    acc | (u8::from(round_int(v, 0.0, 1.0) != 0.0) << i)
-                });
+                let byte = bits
+                    .iter()
+                    .enumerate()
+                    .fold(0u8, |acc, (i, &v)| acc | (u8::from(round_int(v, 0.0, 1.0) != 0.0) << i));
                 out.push(byte);
             }
         }

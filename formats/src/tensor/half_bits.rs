@@ -92,7 +92,7 @@ impl Fp8 {
     /// The byte to f32 (exact: every fp8 value is an f32).
     pub fn to_f32(self, byte: u8) -> f32 {
         let m_bits = self.mantissa_bits();
-        let exp_mask = (0x7f >> m_bits) as i32;
+        let exp_mask: i32 = 0x7f >> m_bits;
         let negative = byte & 0x80 != 0;
         let exp = i32::from(byte & 0x7f) >> m_bits;
         let man = u32::from(byte) & ((1 << m_bits) - 1);

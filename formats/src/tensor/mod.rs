@@ -13,7 +13,9 @@ mod decode;
 mod encode;
 pub mod half_bits;
 
-pub use decode::{decode_f32, decode_f32_into, decode_f64, decode_f64_into, fp16_to_f32, fp16_to_f32_portable};
+pub use decode::{
+    decode_f32, decode_f32_into, decode_f64, decode_f64_into, fp16_to_f32, fp16_to_f32_portable,
+};
 pub use encode::encode_f32;
 
 use crate::dtype::Kind;

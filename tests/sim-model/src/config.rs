@@ -184,7 +184,7 @@ impl ModelConfig {
         if dims.contains(&0) {
             return Err("model json: vocab, d_model, n_heads, d_ff, batch and seq must be positive".into());
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return Err(format!(
                 "model json: n_heads {} does not divide d_model {}",
                 self.n_heads, self.d_model

@@ -1,0 +1,46 @@
+//! Metric throughput on ~256 MiB of fp32 per side (GB/s of input, both sides counted), beside a plain sum
+//! over the same bytes in the same run (the memory-bandwidth reference).
+//!
+//! `CARGO_TARGET_DIR=... cargo bench -p accutrace-analyzer --bench metrics` (ACCUTRACE_BENCH_MIB to resize).
+
+use analyzer::metrics::kernel::{plain_sum, RePrecision};
+use analyzer::metrics::msaccucmp::msaccucmp_metrics;
+use analyzer::metrics::msprobe::{msprobe_metrics, MsprobeOptions};
+use std::hint::black_box;
+use std::time::Instant;
+
+fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            black_box(f());
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let mib: usize = std::env::var("ACCUTRACE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
+    let len = mib * (1 << 20) / 4;
+    let n: Vec<f32> = (0..len).map(|i| ((i.wrapping_mul(2654435761) >> 8) % 20000) as f32 * 1e-4 - 1.0).collect();
+    let b: Vec<f32> = n.iter().enumerate().map(|(i, v)| v + (i % 17) as f32 * 1e-6).collect();
+    let bytes = 2.0 * (len * 4) as f64;
+    let gbps = |s: f64| bytes / s / 1e9;
+    println!("metrics bench: {mib} MiB fp32 per side, {} threads", rayon::current_num_threads());
+
+    let sum = best_of(5, || plain_sum(&n) + plain_sum(&b));
+    println!("plain sum (both sides)      {:8.2} GB/s", gbps(sum));
+    for (label, p) in [("msprobe (RE in f32)", RePrecision::F32), ("msprobe (RE in f64)", RePrecision::F64)] {
+        let opts = MsprobeOptions { zero_dim: false, re_precision: p };
+        let t = best_of(5, || msprobe_metrics(&n, &b, &opts));
+        println!("{label:<28}{:8.2} GB/s", gbps(t));
+    }
+    let t = best_of(3, || msaccucmp_metrics(&n[..], &b[..], false));
+    println!("msaccucmp (3 passes, KL)    {:8.2} GB/s", gbps(t));
+
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
+    let sum1 = one.install(|| best_of(3, || plain_sum(&n) + plain_sum(&b)));
+    let t1 = one.install(|| best_of(3, || msprobe_metrics(&n, &b, &opts)));
+    println!("1 thread: plain sum {:.2} GB/s, msprobe {:.2} GB/s", gbps(sum1), gbps(t1));
+}

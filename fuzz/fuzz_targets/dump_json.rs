@@ -1,0 +1,7 @@
+//! msprobe's dump.json reader on arbitrary bytes: errors are fine, panics are not.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = analyzer::msprobe_source::dump_json::parse(data);
+});

@@ -1,0 +1,9 @@
+//! The `.pt` reader (zip archive + safe pickle interpreter + strided gather) on arbitrary bytes:
+//! errors are fine, panics and unbounded allocations are not.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = analyzer::msprobe_source::pt::read_pt_bytes(data);
+    let _ = analyzer::msprobe_source::pickle::load_tensor(data);
+});
