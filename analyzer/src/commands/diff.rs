@@ -236,8 +236,10 @@ fn first_differences(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> V
     found
 }
 
+/// `times` counts op executions (an op with three differing outputs in one step counts once).
 fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRow> {
     let mut rows: BTreeMap<String, (u64, CensusRow)> = BTreeMap::new();
+    let mut counted: std::collections::HashSet<usize> = std::collections::HashSet::new();
     for (&t, d) in diffs {
         let tensor = &index.tensors[t];
         if d.identical || tensor.io != Io::Output {
@@ -249,7 +251,9 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
         });
         entry.0 = entry.0.min(op.order);
         let row = &mut entry.1;
-        row.times += 1;
+        if counted.insert(tensor.op) {
+            row.times += 1;
+        }
         row.max_abs_diff = row.max_abs_diff.max(d.max_abs_diff);
         row.max_ulp = row.max_ulp.max(d.max_ulp);
         row.max_share_differing = row.max_share_differing.max(d.share_differing());

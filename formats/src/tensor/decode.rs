@@ -62,9 +62,9 @@ fn map<const N: usize, L>(bytes: &[u8], out: &mut [L], f: impl Fn([u8; N]) -> L)
 }
 
 /// fp16 little-endian bytes to f32 through `half`'s slice conversion, which uses F16C (x86_64, detected at
-/// run time) or FP16 (aarch64) instructions and falls back to scalar code elsewhere. Measured at about the
-/// speed of bf16 (a shift), i.e. memory-bound, where [`fp16_to_f32_portable`] is ~1.5x slower on baseline
-/// x86_64 codegen (docs/BENCHMARKS.md). Dumped bytes need not be 2-byte aligned, so they are staged through
+/// run time) or FP16 (aarch64) instructions and falls back to scalar code elsewhere. Measured memory-bound,
+/// like bf16 (a shift); [`fp16_to_f32_portable`] was slower in most runs on baseline x86_64 codegen
+/// (docs/BENCHMARKS.md). Dumped bytes need not be 2-byte aligned, so they are staged through
 /// a small stack buffer of `f16` (stays in L1) instead of being reinterpreted in place.
 /// Converts `min(bytes.len() / 2, out.len())` values.
 pub fn fp16_to_f32(bytes: &[u8], out: &mut [f32]) {
@@ -173,21 +173,8 @@ fn decode_vec<L: Lane>(dtype: DType, bytes: &[u8], elements: usize, out: &mut Ve
     let total = elements.checked_mul(lanes).ok_or_else(|| {
         FormatError::at(0, format!("{elements} elements of {} overflow the address space", dtype.name()))
     })?;
-    out.reserve(total);
-    // Decode through an L1-sized stack buffer and append: filling the Vec with zeros first (resize) would
-    // cost a whole extra pass over the output. CHUNK is a multiple of 8, so chunks of packed int4 / uint1
-    // start on byte boundaries.
-    const CHUNK: usize = 2048;
-    let bits = dtype.bits().unwrap_or(8) as usize;
-    let mut stage = [L::default(); 2 * CHUNK];
-    let mut start = 0;
-    while start < elements {
-        let n = CHUNK.min(elements - start);
-        let chunk = &bytes[start * bits / 8..(start * bits + n * bits).div_ceil(8)];
-        let stage = &mut stage[..n * lanes];
-        decode_into(dtype, chunk, stage)?;
-        out.extend_from_slice(stage);
-        start += n;
-    }
-    Ok(())
+    // Zero-fill then decode in place: measured faster here than staging chunks through a stack buffer
+    // (docs/BENCHMARKS.md); avoiding the fill would need `unsafe` set_len.
+    out.resize(total, L::default());
+    decode_into(dtype, bytes, out)
 }

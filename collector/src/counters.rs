@@ -1,0 +1,119 @@
+//! The pipeline's counters: relaxed atomics bumped by the callback and the writer threads, snapshotted into
+//! the manifest. The invariant the tests check: once the writers have drained,
+//! `chunks == chunks_written + dropped (all reasons)`.
+
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Default, Debug)]
+pub struct Counters {
+    /// Callback invocations.
+    pub chunks: AtomicU64,
+    /// Payload bytes of the chunks accepted into slots.
+    pub bytes_in: AtomicU64,
+    /// Chunks larger than a slot, split over several slots.
+    pub chunks_split: AtomicU64,
+    /// Chunks whose bytes reached the reassembler.
+    pub chunks_written: AtomicU64,
+    pub dropped_bad_length: AtomicU64,
+    pub dropped_queue_full: AtomicU64,
+    /// Chunks that arrived while the collector was not running (before start, after stop, disabled).
+    pub dropped_inactive: AtomicU64,
+    /// Chunks whose handling panicked in the callback.
+    pub dropped_panic: AtomicU64,
+    /// Chunks a writer discarded because the collector had been disabled.
+    pub dropped_disabled: AtomicU64,
+    /// Drop notes that did not fit the writer's queue: their files cannot be marked incomplete by name.
+    pub drop_notes_lost: AtomicU64,
+    /// Times the callback waited for a free slot (queue-full policy `block`), and for how long in total.
+    pub block_waits: AtomicU64,
+    pub block_wait_ns: AtomicU64,
+    /// Files completed (last chunk seen) and files recorded.
+    pub files: AtomicU64,
+    pub files_recorded: AtomicU64,
+    /// Files that lost chunks (dropped, or still partial at the end); not recorded.
+    pub files_incomplete: AtomicU64,
+    /// Files that could not be parsed (not recorded; the reason is logged once).
+    pub files_unparsed: AtomicU64,
+    /// `mapping.csv` files (long-name maps) seen; they carry no tensors.
+    pub files_mapping: AtomicU64,
+    pub tensors: AtomicU64,
+    /// Tensors whose statistics the shared decoder refused (recorded with empty statistics).
+    pub tensors_without_stats: AtomicU64,
+    pub overflow_records: AtomicU64,
+    pub stats_csv_records: AtomicU64,
+    /// Records refused by the trigger policy after it stopped.
+    pub refused_after_stop: AtomicU64,
+}
+
+/// A plain copy of [`Counters`], for the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub chunks: u64,
+    pub bytes_in: u64,
+    pub chunks_split: u64,
+    pub chunks_written: u64,
+    pub dropped_bad_length: u64,
+    pub dropped_queue_full: u64,
+    pub dropped_inactive: u64,
+    pub dropped_panic: u64,
+    pub dropped_disabled: u64,
+    pub drop_notes_lost: u64,
+    pub block_waits: u64,
+    pub block_wait_ns: u64,
+    pub files: u64,
+    pub files_recorded: u64,
+    pub files_incomplete: u64,
+    pub files_unparsed: u64,
+    pub files_mapping: u64,
+    pub tensors: u64,
+    pub tensors_without_stats: u64,
+    pub overflow_records: u64,
+    pub stats_csv_records: u64,
+    pub refused_after_stop: u64,
+}
+
+impl Snapshot {
+    /// Chunks dropped for any reason.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_bad_length
+            + self.dropped_queue_full
+            + self.dropped_inactive
+            + self.dropped_panic
+            + self.dropped_disabled
+    }
+}
+
+pub fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Relaxed);
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> Snapshot {
+        let g = |c: &AtomicU64| c.load(Relaxed);
+        Snapshot {
+            chunks: g(&self.chunks),
+            bytes_in: g(&self.bytes_in),
+            chunks_split: g(&self.chunks_split),
+            chunks_written: g(&self.chunks_written),
+            dropped_bad_length: g(&self.dropped_bad_length),
+            dropped_queue_full: g(&self.dropped_queue_full),
+            dropped_inactive: g(&self.dropped_inactive),
+            dropped_panic: g(&self.dropped_panic),
+            dropped_disabled: g(&self.dropped_disabled),
+            drop_notes_lost: g(&self.drop_notes_lost),
+            block_waits: g(&self.block_waits),
+            block_wait_ns: g(&self.block_wait_ns),
+            files: g(&self.files),
+            files_recorded: g(&self.files_recorded),
+            files_incomplete: g(&self.files_incomplete),
+            files_unparsed: g(&self.files_unparsed),
+            files_mapping: g(&self.files_mapping),
+            tensors: g(&self.tensors),
+            tensors_without_stats: g(&self.tensors_without_stats),
+            overflow_records: g(&self.overflow_records),
+            stats_csv_records: g(&self.stats_csv_records),
+            refused_after_stop: g(&self.refused_after_stop),
+        }
+    }
+}

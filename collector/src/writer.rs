@@ -1,0 +1,282 @@
+//! The writer threads: take chunk parts off their queue, reassemble files, and turn each finished file into
+//! capture records with the shared codecs (`accutrace_formats::dump` to parse, `stats` for statistics and
+//! content hash, `capture::StreamWriter` to shuffle, compress and frame).
+//!
+//! A file always goes to the same thread (routing by name hash), so reassembly needs no locks. The one
+//! stream writer is shared: statistics and hashes are computed before taking its lock, and one file's op
+//! and tensor records are appended under one lock so they stay together.
+//!
+//! Steps: the callback's file name is the path the file would have had on disk; in the graph-dump layout
+//! `{dump_path}/{time}/{device}/{model}/{model_id}/{step}/{file}` the step is that path component. Files
+//! outside that layout (single-operator dumps) are step 0.
+
+use crate::config::{Mode, PanicPoint};
+use crate::counters::add;
+use crate::pipeline::{Msg, Pipeline};
+use crate::reassembly::{Done, Reassembler};
+use accutrace_formats::capture::{Appended, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta};
+use accutrace_formats::dump::{self, FileKind};
+use accutrace_formats::stats::{content_hash, TensorStats};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often writer 0 refreshes `manifest.json` while the job runs (so a killed job leaves counts).
+pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The body of writer thread `index`.
+pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
+    block_sigterm();
+    let mut r = Reassembler::new();
+    let mut last_manifest = Instant::now();
+    loop {
+        let msg = match rx.recv_timeout(MANIFEST_INTERVAL) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => {
+                if index == 0 {
+                    crate::manifest::publish(p, false);
+                    last_manifest = Instant::now();
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => Msg::Stop,
+        };
+        match msg {
+            Msg::Part { slot, name_len, len, hash, offset, last, chunk_end } => {
+                if p.is_disabled() {
+                    p.pool.give_back(slot);
+                    if chunk_end {
+                        add(&p.counters.dropped_disabled, 1);
+                    }
+                    continue;
+                }
+                if p.cfg.test_slow_writer_ms > 0 {
+                    std::thread::sleep(Duration::from_millis(p.cfg.test_slow_writer_ms));
+                }
+                let bytes = p.pool.bytes(&slot, name_len as usize + len as usize);
+                let (name, data) = bytes.split_at(name_len as usize);
+                let done = r.push(name, hash, offset, data, last);
+                p.pool.give_back(slot);
+                if chunk_end {
+                    add(&p.counters.chunks_written, 1);
+                }
+                if let Some(d) = done {
+                    handle(p, &mut r, d);
+                }
+            }
+            Msg::Dropped { hash, last } => {
+                if let Some(d) = r.dropped(hash, last) {
+                    handle(p, &mut r, d);
+                }
+            }
+            Msg::Stop => {
+                for d in r.finish() {
+                    handle(p, &mut r, d);
+                }
+                return;
+            }
+        }
+        if index == 0 && last_manifest.elapsed() >= MANIFEST_INTERVAL {
+            crate::manifest::publish(p, false);
+            last_manifest = Instant::now();
+        }
+    }
+}
+
+/// Writer threads leave SIGTERM to the other threads: the handler waits for the writers to drain, so it
+/// must never run on one of them.
+fn block_sigterm() {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it; pthread_sigmask only changes
+    // this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+fn handle(p: &Pipeline, r: &mut Reassembler, done: Done) {
+    add(&p.counters.files, 1);
+    match done {
+        Done::Incomplete { .. } => add(&p.counters.files_incomplete, 1),
+        Done::Complete { name, bytes } => {
+            if !p.is_disabled() {
+                let outcome = catch_unwind(AssertUnwindSafe(|| record_file(p, &name, &bytes)));
+                match outcome {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => p.disable(&format!("cannot write the capture: {e}")),
+                    Err(_) => p.disable("a writer thread panicked"),
+                }
+            }
+            r.recycle(bytes);
+        }
+    }
+}
+
+/// The training step of a file, from its would-be path (module docs).
+pub fn step_from_path(path: &str) -> u64 {
+    let c: Vec<&str> = path.rsplit('/').take(6).collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // c = [file, step, model_id, model_name, device, time]
+    if c.len() == 6 && digits(c[1]) && digits(c[2]) && digits(c[4]) && c[5].len() == 14 && digits(c[5]) {
+        c[1].parse().unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// One finished file to records. `Err` only for capture write failures (which disable the collector);
+/// files we cannot parse are counted and skipped.
+fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Result<()> {
+    if p.cfg.test_panic == Some(PanicPoint::Writer) {
+        panic!("ACCUTRACE_TEST_PANIC=writer");
+    }
+    let path = String::from_utf8_lossy(name);
+    let base = path.rsplit('/').next().unwrap_or(&path).to_string();
+    let step = step_from_path(&path);
+    if base == dump::mapping::MAPPING_FILE {
+        add(&p.counters.files_mapping, 1);
+        return Ok(());
+    }
+    let parsed = dump::parse_file_name(&base).ok();
+    let kind = match &parsed {
+        Some(n) => n.kind,
+        None if base.ends_with(".csv") => FileKind::StatsCsv,
+        // A long name replaced by a number (its mapping.csv comes later): judge by the content.
+        None => FileKind::Tensor,
+    };
+    let c = &p.counters;
+    match kind {
+        FileKind::StatsCsv => {
+            let rec = StatsCsv { step, dump_file: base, csv: bytes.to_vec() };
+            let r = with_stream(p, |w| w.append_stats_csv(&rec))?;
+            count(p, r, &c.stats_csv_records);
+        }
+        FileKind::OpDebug => {
+            let file = match dump::parse_dump(bytes) {
+                Ok(f) => f,
+                Err(e) => return Ok(unparsed(p, &path, &e.to_string())),
+            };
+            let payload = file.outputs.first().map(|t| t.bytes.to_vec()).unwrap_or_default();
+            let (task_id, stream_id, ts) = ids(parsed.as_ref(), file.header.dump_time);
+            let rec = OverflowInfo { step, task_id, stream_id, timestamp_us: ts, dump_file: base, payload };
+            let r = with_stream(p, |w| w.append_overflow(&rec))?;
+            count(p, r, &c.overflow_records);
+        }
+        FileKind::Tensor => {
+            let file = match dump::parse_dump(bytes) {
+                Ok(f) => f,
+                Err(e) => return Ok(unparsed(p, &path, &e.to_string())),
+            };
+            let (task_id, stream_id, timestamp_us) = ids(parsed.as_ref(), file.header.dump_time);
+            let mut original_names: Vec<String> = Vec::new();
+            for o in file.outputs.iter().filter_map(|t| t.original_op.as_ref()) {
+                if !o.name.is_empty() && !original_names.contains(&o.name) {
+                    original_names.push(o.name.clone());
+                }
+            }
+            let op = OpInfo {
+                name: file.header.op_name.clone(),
+                op_type: parsed.as_ref().map(|n| n.op_type.clone()).unwrap_or_default(),
+                step,
+                task_id,
+                stream_id,
+                timestamp_us,
+                dump_file: base,
+                original_names,
+            };
+            // Statistics and hashes outside the stream lock: they are most of the work in stats mode.
+            let tensors: Vec<(TensorMeta, TensorStats, u64, &[u8])> =
+                file.inputs.iter().chain(&file.outputs).map(|t| describe(p, t)).collect();
+            let with_data = p.cfg.mode == Mode::Tensor;
+            let level = p.cfg.zstd_level;
+            with_stream(p, |w| {
+                if let Appended::Stopped = w.append_op(&op)? {
+                    add(&c.refused_after_stop, 1);
+                    return Ok(Appended::Stopped);
+                }
+                for (meta, stats, hash, data) in &tensors {
+                    let r = w.append_tensor(meta, stats, *hash, with_data.then_some(*data), level)?;
+                    count(p, r, &c.tensors);
+                }
+                Ok(Appended::Stopped)
+            })?;
+        }
+    }
+    add(&c.files_recorded, 1);
+    Ok(())
+}
+
+fn describe<'a>(p: &Pipeline, t: &dump::TensorRef<'a>) -> (TensorMeta, TensorStats, u64, &'a [u8]) {
+    let stats = TensorStats::of_bytes(t.dtype, t.bytes).unwrap_or_else(|_| {
+        add(&p.counters.tensors_without_stats, 1);
+        TensorStats::default()
+    });
+    let meta = TensorMeta {
+        io: match t.io {
+            dump::Io::Input => Io::Input,
+            dump::Io::Output => Io::Output,
+        },
+        index: t.index as u32,
+        dtype: t.dtype,
+        format: t.format,
+        sub_format: t.sub_format,
+        device_shape: t.device_shape.clone(),
+        original_shape: (!t.original_shape.is_empty()).then(|| t.original_shape.clone()),
+        original_op: t
+            .original_op
+            .as_ref()
+            .map(|o| OriginalOp { name: Arc::from(o.name.as_str()), output_index: o.output_index }),
+    };
+    (meta, stats, content_hash(t.bytes), t.bytes)
+}
+
+/// Task id, stream id and timestamp from the file name, else from the header (timestamp only).
+fn ids(name: Option<&dump::DumpFileName>, dump_time: u64) -> (u32, u32, u64) {
+    match name {
+        Some(n) => (n.task_id as u32, n.stream_id.unwrap_or(0) as u32, n.timestamp_us),
+        None => (0, 0, dump_time),
+    }
+}
+
+fn unparsed(p: &Pipeline, path: &str, why: &str) {
+    if p.counters.files_unparsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+        crate::log(&format!("skipping dump file {path}: {why} (further ones are only counted)"));
+    }
+}
+
+fn count(p: &Pipeline, r: Appended, counter: &std::sync::atomic::AtomicU64) {
+    match r {
+        Appended::Written { .. } => add(counter, 1),
+        Appended::Stopped => add(&p.counters.refused_after_stop, 1),
+    }
+}
+
+fn with_stream(
+    p: &Pipeline,
+    f: impl FnOnce(&mut accutrace_formats::capture::StreamWriter) -> accutrace_formats::Result<Appended>,
+) -> accutrace_formats::Result<Appended> {
+    let mut guard = p.stream();
+    match guard.as_mut() {
+        Some(w) => f(w),
+        // Sealed already (a late file after finish): nothing to write to.
+        None => Ok(Appended::Stopped),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::step_from_path;
+
+    #[test]
+    fn steps_come_from_the_graph_dump_layout_only() {
+        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/1/17/Add.add.3.2.100"), 17);
+        assert_eq!(step_from_path("20240101000000/3/net/12/0/Add.add.3.2.100"), 0);
+        assert_eq!(step_from_path("/d/20240101000000/0/Add.add.3.2.100"), 0, "single-op layout");
+        assert_eq!(step_from_path("/d/2024/0/net/1/5/Add.add.3.2.100"), 0, "not a dump time directory");
+        assert_eq!(step_from_path("Add.add.3.2.100"), 0);
+        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/one/5/Add.add.3.2.100"), 0);
+    }
+}

@@ -1,0 +1,120 @@
+//! Helpers for the end-to-end tests: find the built binaries and libraries, run the simulated training
+//! and the analyzer as a user would, and read their JSON output.
+//!
+//! The binaries come from `cargo build --workspace` (scripts/test runs it before the tests); a missing
+//! one fails the test with that instruction rather than skipping it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>`: the directory holding this test executable's `deps/` directory.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
+}
+
+/// A built artifact of the workspace; panics with the fix when it is missing.
+pub fn artifact(name: &str) -> PathBuf {
+    let path = target_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace first (`cargo build --workspace`, or run scripts/test)",
+        path.display()
+    );
+    path
+}
+
+pub fn analyzer_bin() -> PathBuf {
+    artifact("analyzer")
+}
+
+pub fn sim_train_bin() -> PathBuf {
+    artifact("sim-train")
+}
+
+pub fn runtime_lib() -> PathBuf {
+    artifact("libascendcl.so")
+}
+
+pub fn collector_lib() -> PathBuf {
+    artifact("libcollector.so")
+}
+
+/// A scratch directory for one test.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("accutrace-e2e-").tempdir().expect("temp dir")
+}
+
+/// Writes `json` as a model file in `dir` and returns its path.
+pub fn model_file(dir: &Path, name: &str, json: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, json).expect("write model file");
+    path
+}
+
+/// An ACL config that dumps every op's inputs and outputs of the given steps to `dump_path` on disk.
+pub fn dump_config(dir: &Path, name: &str, dump_path: &Path, extra: &str) -> PathBuf {
+    let path = dir.join(name);
+    let json = format!(
+        r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all", "dump_list": []{extra}}}}}"#,
+        dump_path.display()
+    );
+    std::fs::write(&path, json).expect("write acl config");
+    path
+}
+
+/// Runs the simulated training; panics with its output when it fails.
+pub fn sim_train(model: &Path, steps: u64, acl_config: Option<&Path>, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(sim_train_bin());
+    cmd.arg("--model").arg(model).arg("--steps").arg(steps.to_string()).arg("--lib").arg(runtime_lib());
+    if let Some(config) = acl_config {
+        cmd.arg("--acl-config").arg(config);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run sim-train");
+    assert!(out.status.success(), "sim-train failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// Runs the fp32 benchmark into `out_dir`.
+pub fn sim_bench(model: &Path, steps: u64, out_dir: &Path) {
+    let out = Command::new(sim_train_bin())
+        .arg("bench")
+        .arg("--model")
+        .arg(model)
+        .arg("--steps")
+        .arg(steps.to_string())
+        .arg("-o")
+        .arg(out_dir)
+        .output()
+        .expect("run sim-train bench");
+    assert!(out.status.success(), "sim-train bench failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Runs the analyzer; returns (exit code, stdout, stderr).
+pub fn analyzer(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(analyzer_bin()).args(args).output().expect("run analyzer");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs the analyzer with `--format json` appended and parses stdout.
+pub fn analyzer_json(args: &[&str]) -> (i32, serde_json::Value) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--format", "json"]);
+    let (code, stdout, stderr) = analyzer(&all);
+    let value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("analyzer {args:?} did not print JSON ({e}): {stdout}\n{stderr}"));
+    (code, value)
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}
