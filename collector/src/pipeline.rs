@@ -59,8 +59,8 @@ pub struct Pipeline {
     /// Set by the first `finish`; later ones return at once.
     pub finishing: AtomicBool,
     pub threads: Mutex<Vec<JoinHandle<()>>>,
-    /// The attached runtime (keeps its functions loaded).
-    pub acl: AclLibrary,
+    /// The attached runtime (keeps its functions loaded); `None` for a standalone pipeline.
+    pub acl: Option<AclLibrary>,
     /// The manifest fields fixed at start (command, environment, configuration).
     pub manifest_base: Manifest,
     /// Device float overflow mode, once read.

@@ -82,6 +82,7 @@ fn main() {
         "w/zstd1"
     );
     let mut tot = (0usize, 0f64, 0f64);
+    let mut run = 0;
     for (name, values) in workloads(n) {
         for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT] {
             let raw = encode(dtype, &values);
@@ -98,35 +99,31 @@ fn main() {
             let t_stats = best(reps, || {
                 std::hint::black_box(TensorStats::of_bytes(dtype, &raw).unwrap());
             });
-            // The full write path: what a collector writer thread does per tensor.
-            let mut run = 0;
+            // The full write path, steady state: what a collector writer thread does per tensor (stats, hash,
+            // shuffle, zstd, framing into mmap'd segments, segment rolls and ring recycling included).
+            run += 1;
+            let info = StreamInfo { stream_id: run, rank: None, device: 0, pid: 0, host: String::new() };
+            let policy = Policy::Ring { max_bytes: 256 << 20 };
+            let mut w = StreamWriter::create(dir.path(), info, DEFAULT_SEGMENT_SIZE, policy).unwrap();
+            w.append_op(&OpInfo { name: name.into(), ..Default::default() }).unwrap();
+            let meta = TensorMeta {
+                io: Io::Output,
+                index: 0,
+                dtype,
+                format: 2,
+                sub_format: 0,
+                device_shape: vec![values.len() as u64],
+                original_shape: None,
+                original_op: None,
+            };
+            let per_rep = 8;
             let t_write = best(reps, || {
-                run += 1;
-                let info = StreamInfo { stream_id: run, rank: None, device: 0, pid: 0, host: String::new() };
-                let mut w = StreamWriter::create(
-                    dir.path(),
-                    info,
-                    DEFAULT_SEGMENT_SIZE,
-                    Policy::Ring { max_bytes: 256 << 20 },
-                )
-                .unwrap();
-                w.append_op(&OpInfo { name: name.into(), ..Default::default() }).unwrap();
-                let stats = TensorStats::of_bytes(dtype, &raw).unwrap();
-                let meta = TensorMeta {
-                    io: Io::Output,
-                    index: 0,
-                    dtype,
-                    format: 2,
-                    sub_format: 0,
-                    device_shape: vec![values.len() as u64],
-                    original_shape: None,
-                    original_op: None,
-                };
-                for _ in 0..4 {
+                for _ in 0..per_rep {
+                    let stats = TensorStats::of_bytes(dtype, &raw).unwrap();
                     w.append_tensor(&meta, &stats, content_hash(&raw), Some(&raw), 1).unwrap();
                 }
-                w.seal().unwrap();
-            }) / 4.0;
+            }) / per_rep as f64;
+            drop(w);
             let ratio = |c: &Vec<u8>| raw.len() as f64 / c.len() as f64;
             println!(
                 "{:<10} {:<6} {:>9.2} {:>9.2} {:>10.2} {:>10.2} {:>11.2} {:>11.2} {:>7.0}%",

@@ -224,15 +224,18 @@ impl StatsAccumulator {
         }
     }
 
-    /// Branch-free update of lane `i` (selects instead of ifs, so blocks vectorize).
+    /// Branch-free update of lane `i` (selects and comparisons instead of ifs and `f64::min`, whose NaN
+    /// handling defeats vectorization; non-finite values are replaced before they reach min/max).
     #[inline(always)]
     fn one(&mut self, i: usize, x: f64) {
         let finite = x.is_finite();
         let fx = if finite { x } else { 0.0 };
+        let lo = if finite { x } else { f64::INFINITY };
+        let hi = if finite { x } else { f64::NEG_INFINITY };
         self.sum[i] += fx;
         self.sumsq[i] += fx * fx;
-        self.min[i] = self.min[i].min(if finite { x } else { f64::INFINITY });
-        self.max[i] = self.max[i].max(if finite { x } else { f64::NEG_INFINITY });
+        self.min[i] = if lo < self.min[i] { lo } else { self.min[i] };
+        self.max[i] = if hi > self.max[i] { hi } else { self.max[i] };
         self.nan[i] += u64::from(x.is_nan());
         self.pos_inf[i] += u64::from(x == f64::INFINITY);
         self.neg_inf[i] += u64::from(x == f64::NEG_INFINITY);

@@ -109,11 +109,13 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
 
 pub mod cann;
 pub mod host;
+pub mod npy;
 
 /// Opens any supported source at `path`.
 pub fn open(path: &Path) -> Result<Box<dyn Source>> {
     match detect(path)? {
         Detected::CannDump(root) => Ok(Box::new(cann::CannDumpSource::open(&root)?)),
+        Detected::NpyDir(root) => Ok(Box::new(npy::NpyDirSource::open(&root)?)),
         other => bail!("{}: {other:?} sources are not supported yet", path.display()),
     }
 }

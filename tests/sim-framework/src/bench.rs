@@ -57,12 +57,7 @@ impl OpSink for NpySink {
         for (i, t) in e.outputs.iter().enumerate() {
             let (name, index) = t.original_op.clone().unwrap_or((e.op_name.to_string(), i as u32));
             let file = format!("{}.{index}.{ts}.npy", sanitize(&name));
-            let descr = match t.dtype {
-                accutrace_formats::DType::INT32 => "<i4",
-                accutrace_formats::DType::INT64 => "<i8",
-                _ => "<f4",
-            };
-            if let Err(err) = write_npy(&self.dir.join(&file), descr, &t.original_shape, t.bytes) {
+            if let Err(err) = write_npy(&self.dir.join(&file), t.dtype, &t.original_shape, t.bytes) {
                 self.error = Some(err);
                 return;
             }
@@ -78,23 +73,13 @@ impl OpSink for NpySink {
     }
 }
 
-/// A version 1.0 `.npy` file of little-endian raw `data` (the benchmark's tensors are ND, so the bytes are
-/// already in C order).
-pub fn write_npy(path: &Path, descr: &str, shape: &[u64], data: &[u8]) -> Result<()> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
+/// One `.npy` file of little-endian raw `data` through the shared writer (the benchmark's tensors are ND,
+/// so the bytes are already in C order).
+pub fn write_npy(path: &Path, dtype: accutrace_formats::DType, shape: &[u64], data: &[u8]) -> Result<()> {
+    let write = || -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        accutrace_formats::npy::write_npy(&mut out, dtype, shape, data)?;
+        std::io::Write::flush(&mut out)
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
+    write().with_context(|| format!("writing {}", path.display()))
 }

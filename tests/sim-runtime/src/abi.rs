@@ -353,10 +353,57 @@ pub extern "C" fn aclmdlExecute(
             delivery,
         });
         let mut emitter = Emitter::new(target);
-        m.model.step(step, overflow::model_mode(), &mut emitter);
+        let report = m.model.step(step, overflow::model_mode(), &mut emitter);
         emitter.finish();
+        if let Some(line) = report {
+            publish_step_report(line);
+        }
         ACL_SUCCESS
     })
+}
+
+/// The newest step report (sim-model's documented channel: the framework reads the loss through
+/// `simAclLastStepReport`, or from the file named by `SIM_ACL_REPORT`).
+static LAST_STEP_REPORT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn publish_step_report(line: String) {
+    if let Some(path) = std::env::var_os("SIM_ACL_REPORT") {
+        use std::io::Write;
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{line}"));
+        if let Err(e) = appended {
+            eprintln!("sim-acl: cannot append the step report to {}: {e}", std::path::Path::new(&path).display());
+        }
+    }
+    *LAST_STEP_REPORT.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
+}
+
+/// Copies the newest step report, NUL-terminated, into `buf` (truncated to `len - 1` bytes) and returns
+/// its full length; 0 before the first step or when `buf` is NULL.
+///
+/// # Safety
+/// `buf` must be NULL or point to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn simAclLastStepReport(buf: *mut std::ffi::c_char, len: usize) -> usize {
+    catch_unwind(AssertUnwindSafe(|| {
+        let guard = LAST_STEP_REPORT.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(line) = guard.as_deref() else { return 0 };
+        if buf.is_null() || len == 0 {
+            return 0;
+        }
+        let n = line.len().min(len - 1);
+        // SAFETY: the caller guarantees `buf` has `len` writable bytes; we write n + 1 <= len of them, from
+        // a source that cannot overlap it (our own String).
+        unsafe {
+            std::ptr::copy_nonoverlapping(line.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+        line.len()
+    }))
+    .unwrap_or(0)
 }
 
 #[no_mangle]

@@ -7,8 +7,9 @@ use sim_model::{OpSink, OverflowMode};
 pub trait DeviceModel: Send {
     /// The graph name: the dump tree's `{model_name}` and what `dump_list` entries match.
     fn name(&self) -> &str;
-    /// Runs training step `step`, reporting every op to `sink` in execution order.
-    fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink);
+    /// Runs training step `step`, reporting every op to `sink` in execution order. Returns the step's
+    /// report as one JSON line (loss, loss scale), the framework's view of the step.
+    fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink) -> Option<String>;
 }
 
 /// Why a model file was refused, mapped onto ACL error codes by the caller.
@@ -45,8 +46,7 @@ impl DeviceModel for SimTransformer {
         &self.name
     }
 
-    fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink) {
-        // The step report (loss, loss scale) is the framework's business; the device only runs the ops.
-        let _report = self.trainer.step(step, mode, sink);
+    fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink) -> Option<String> {
+        Some(self.trainer.step(step, mode, sink).to_json_line(step))
     }
 }
