@@ -22,7 +22,8 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
 fn main() {
     let mib: usize = std::env::var("ACCUTRACE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let len = mib * (1 << 20) / 4;
-    let n: Vec<f32> = (0..len).map(|i| ((i.wrapping_mul(2654435761) >> 8) % 20000) as f32 * 1e-4 - 1.0).collect();
+    let n: Vec<f32> =
+        (0..len).map(|i| ((i.wrapping_mul(2654435761) >> 8) % 20000) as f32 * 1e-4 - 1.0).collect();
     let b: Vec<f32> = n.iter().enumerate().map(|(i, v)| v + (i % 17) as f32 * 1e-6).collect();
     let bytes = 2.0 * (len * 4) as f64;
     let gbps = |s: f64| bytes / s / 1e9;

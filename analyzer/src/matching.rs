@@ -233,8 +233,9 @@ fn align_by_order(
 }
 
 /// For each op, the ops that produced its inputs, found by content hash (an input's bytes equal the
-/// producer's output bytes in a dump). Ops whose inputs have no hash get no producers.
-pub fn producers(index: &Index) -> Vec<Vec<OpId>> {
+/// producer's output bytes in a dump). `hash` gives a tensor's hash (stored, or computed by the caller);
+/// tensors without one link nothing.
+pub fn producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) -> Vec<Vec<OpId>> {
     let mut by_hash: HashMap<u64, OpId> = HashMap::new();
     let mut result = vec![Vec::new(); index.ops.len()];
     let mut ops: Vec<OpId> = (0..index.ops.len()).collect();
@@ -242,8 +243,8 @@ pub fn producers(index: &Index) -> Vec<Vec<OpId>> {
     for o in ops {
         let op = &index.ops[o];
         for &input in &op.inputs {
-            if let Some(hash) = index.tensors[input].hash {
-                if let Some(&producer) = by_hash.get(&hash) {
+            if let Some(h) = hash(input) {
+                if let Some(&producer) = by_hash.get(&h) {
                     if producer != o && !result[o].contains(&producer) {
                         result[o].push(producer);
                     }
@@ -251,8 +252,8 @@ pub fn producers(index: &Index) -> Vec<Vec<OpId>> {
             }
         }
         for &output in &op.outputs {
-            if let Some(hash) = index.tensors[output].hash {
-                by_hash.insert(hash, o);
+            if let Some(h) = hash(output) {
+                by_hash.insert(h, o);
             }
         }
     }

@@ -12,7 +12,10 @@ fn corpus(name: &str) -> Vec<(String, Vec<u8>)> {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "empty corpus {}", dir.display());
-    files.into_iter().map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())).collect()
+    files
+        .into_iter()
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect()
 }
 
 #[test]
@@ -65,7 +68,8 @@ fn dump_json_corpus_and_mutations() {
 
 #[test]
 fn fixture_pt_files_decode() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny/target/step0/rank0");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/msprobe-tiny/target/step0/rank0");
     let dump = analyzer::msprobe_source::MsprobeDump::open(&dir).unwrap();
     let mut tensors = 0;
     for e in &dump.entries {

@@ -34,7 +34,8 @@ fn reproduces_msprobe_compare_result_csv() {
 
     let mut csv = csv::Reader::from_path(dir.join("msprobe_compare_result.csv")).unwrap();
     let header: Vec<String> = csv.headers().unwrap().iter().map(str::to_owned).collect();
-    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let col =
+        |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
     let records: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
 
     // Row set: msprobe lists every target entry in dump order, None arguments included; so do we.
@@ -42,10 +43,24 @@ fn reproduces_msprobe_compare_result_csv() {
     let ours: Vec<&str> = rows.iter().map(|r| r.npu_name.as_str()).collect();
     assert_eq!(ours, theirs, "row sets differ");
 
-    let metric_cols =
-        ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio", "Five Thousandths Err Ratio"];
-    let stat_cols =
-        ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"];
+    let metric_cols = [
+        "Cosine",
+        "EucDist",
+        "MaxAbsErr",
+        "MaxRelativeErr",
+        "One Thousandth Err Ratio",
+        "Five Thousandths Err Ratio",
+    ];
+    let stat_cols = [
+        "NPU max",
+        "NPU min",
+        "NPU mean",
+        "NPU l2norm",
+        "Bench max",
+        "Bench min",
+        "Bench mean",
+        "Bench l2norm",
+    ];
     let mut worst = [0.0f64; 6];
     let mut numeric_cells = 0;
     for (row, rec) in rows.iter().zip(&records) {

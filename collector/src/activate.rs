@@ -404,7 +404,7 @@ fn install_sigterm() {
     // calls (write, poll, read, sigaction, raise) and keep the previous action to chain to.
     unsafe {
         let mut new: libc::sigaction = std::mem::zeroed();
-        new.sa_sigaction = on_sigterm as usize;
+        new.sa_sigaction = on_sigterm as *const () as usize;
         new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         libc::sigemptyset(&mut new.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();

@@ -30,7 +30,7 @@ pub const SELECTED_ENV: &[&str] = &[
 ];
 
 /// The run directory's lock, held until dropped.
-pub struct RunLock(std::fs::File);
+pub struct RunLock(#[allow(dead_code)] std::fs::File);
 
 impl RunLock {
     pub fn acquire(run_dir: &Path) -> std::io::Result<RunLock> {

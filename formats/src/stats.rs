@@ -219,6 +219,18 @@ impl StatsAccumulator {
 
     #[inline(always)]
     fn block(&mut self, lane: &[f64; LANES]) {
+        // Fast path for the common all-finite block: six accumulators instead of nine, no selects.
+        if lane.iter().all(|x| x.is_finite()) {
+            for (i, &x) in lane.iter().enumerate() {
+                self.sum[i] += x;
+                self.sumsq[i] += x * x;
+                self.min[i] = if x < self.min[i] { x } else { self.min[i] };
+                self.max[i] = if x > self.max[i] { x } else { self.max[i] };
+                self.zero[i] += u64::from(x == 0.0);
+                self.sat[i] += u64::from(x.abs() == self.limit);
+            }
+            return;
+        }
         for (i, &x) in lane.iter().enumerate() {
             self.one(i, x);
         }

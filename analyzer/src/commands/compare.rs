@@ -100,14 +100,32 @@ pub fn compare<'a>(
         .collect();
     progress.finish();
     apply_msprobe_result(ti, bi, &mut rows);
-    let (failing_ops, culprit) = find_culprit(ti, &rows);
+    // Content hashes tie each input to the op that produced it; sources that store none (dump trees,
+    // .npy) are hashed here, in parallel, for the selected ops only.
+    let hashes: Vec<Option<u64>> = (0..ti.tensors.len())
+        .into_par_iter()
+        .map(|t| match ti.tensors[t].hash {
+            Some(h) => Some(h),
+            None if keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
+            None => None,
+        })
+        .collect();
+    let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
+    // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
+    // expected, not a finding, so target inputs are not listed as unmatched then.
+    let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
+    let unmatched_target = matching
+        .unmatched_target
+        .into_iter()
+        .filter(|&t| keep(t) && (bench_has_inputs || ti.tensors[t].io == Io::Output))
+        .collect();
     Comparison {
         target,
         bench,
         rows,
         failing_ops,
         culprit,
-        unmatched_target: matching.unmatched_target.into_iter().filter(|&t| keep(t)).collect(),
+        unmatched_target,
         unmatched_bench: matching.unmatched_bench,
     }
 }
@@ -236,7 +254,7 @@ fn bool_text(value: Option<bool>) -> String {
 /// Ops whose outputs fail, in execution order, and the first of them whose inputs pass. An input passes
 /// when its own comparison passes, or, when it was not compared, when the op that produced it (found by
 /// content hash) does not fail.
-fn find_culprit(index: &Index, rows: &[CompareRow]) -> (Vec<FailingOp>, Option<usize>) {
+fn find_culprit(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (Vec<FailingOp>, Option<usize>) {
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
     let mut ops: Vec<usize> = (0..index.ops.len()).collect();
     ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
@@ -244,7 +262,7 @@ fn find_culprit(index: &Index, rows: &[CompareRow]) -> (Vec<FailingOp>, Option<u
         index.ops[o].outputs.iter().filter_map(|t| row_of.get(t)).copied().filter(|&r| rows[r].failed).collect()
     };
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| !failing_output_rows(o).is_empty()).collect();
-    let producers = producers(index);
+    let producers = producers(index, |t| hashes[t]);
     let mut failing = Vec::new();
     let mut culprit = None;
     for o in ops {

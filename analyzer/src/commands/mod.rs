@@ -4,9 +4,11 @@ use crate::cli::Command;
 use anyhow::Result;
 
 pub mod compare;
+pub mod convert;
 pub mod diff;
 pub mod inspect;
 pub mod overflow;
+pub mod record;
 
 /// What a command found, mapped to the exit status by main (0, 1; errors are 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,8 +35,7 @@ pub fn run(command: Command) -> Result<Outcome> {
         Command::Diff(args) => diff::run(args),
         Command::Overflow(args) => overflow::run(args),
         Command::Compare(args) => compare::run(args),
-        Command::Convert(_) | Command::Record(_) => {
-            anyhow::bail!("this command is not available yet")
-        }
+        Command::Convert(args) => convert::run(args),
+        Command::Record(args) => record::run(args),
     }
 }

@@ -233,16 +233,18 @@ fn analyse(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats>,
     }
 }
 
-/// The loss scale, where the run dumps it: a single-value output of an op named like `loss_scale`.
+/// The loss scale, where the run dumps it: an op named like `loss_scale` / `loss/scale` with a one-element
+/// tensor that is a power of two (the scale multiplying the loss), else its one-element output (an
+/// `AmpUpdateScale`-style op whose output is the new scale).
 fn loss_scale_value(index: &Index, o: OpId, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
     let op = &index.ops[o];
     let name = op.name.to_ascii_lowercase();
-    if !(name.contains("loss_scale") || name.contains("lossscale")) {
+    if !(name.contains("loss_scale") || name.contains("loss/scale") || name.contains("lossscale")) {
         return None;
     }
-    let &t = op.outputs.first()?;
-    let s = stats.get(&t)?;
-    (s.count == 1).then_some(s.max)
+    let scalar = |t: &TensorId| stats.get(t).filter(|s| s.count == 1).map(|s| s.max);
+    let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
+    op.inputs.iter().filter_map(scalar).find(power_of_two).or_else(|| op.outputs.first().and_then(scalar))
 }
 
 fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {

@@ -86,9 +86,7 @@ impl RePrecision {
         match self {
             RePrecision::F64 => (0.001, 0.005),
             RePrecision::F32 => (0.001f32 as f64, 0.005f32 as f64),
-            RePrecision::F16 => {
-                (half::f16::from_f64(0.001).to_f64(), half::f16::from_f64(0.005).to_f64())
-            }
+            RePrecision::F16 => (half::f16::from_f64(0.001).to_f64(), half::f16::from_f64(0.005).to_f64()),
         }
     }
 

@@ -190,7 +190,11 @@ fn kl<X: Element, Y: Element>(x: &[X], y: &[Y], s: &Sums) -> f64 {
 pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bool) -> MsaccucmpMetrics {
     let len = x.len().min(y.len());
     if len == 0 {
-        return MsaccucmpMetrics { cosine_similarity: f64::NAN, kullback_leibler_divergence: f64::NAN, ..Default::default() };
+        return MsaccucmpMetrics {
+            cosine_similarity: f64::NAN,
+            kullback_leibler_divergence: f64::NAN,
+            ..Default::default()
+        };
     }
     let (kx, ky) = (x[0].f64(), y[0].f64());
     let s = reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge);

@@ -243,7 +243,8 @@ pub fn msprobe_metrics<N: Element, B: Element>(n: &[N], b: &[B], opts: &MsprobeO
         m.message = "This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and \
                      'Five Thousandths Err Ratio'. "
             .into();
-        (m.max_abs_err, m.max_relative_err) = (nan_or(abs, &mut m.message, "MaxAbsError"), nan_or(re, &mut m.message, "MaxRelativeError"));
+        (m.max_abs_err, m.max_relative_err) =
+            (nan_or(abs, &mut m.message, "MaxAbsError"), nan_or(re, &mut m.message, "MaxRelativeError"));
         return m;
     }
     let s = match msprobe_sums(n, b, p) {
@@ -370,7 +371,8 @@ pub fn stat_diff(npu: Option<f64>, bench: Option<f64>) -> StatDiff {
     if diff.is_nan() {
         return StatDiff { diff: Some(f64::NAN), relative: "Nan".into(), warning: false };
     }
-    let relative = if b == 0.0 { "N/A".into() } else { format!("{}%", py_float_repr((diff / b * 100.0).abs())) };
+    let relative =
+        if b == 0.0 { "N/A".into() } else { format!("{}%", py_float_repr((diff / b * 100.0).abs())) };
     let warning = diff.abs() / (n.max(b).abs() + 1e-10) > 0.5;
     StatDiff { diff: Some(diff), relative, warning }
 }

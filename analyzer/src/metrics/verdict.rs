@@ -97,7 +97,8 @@ fn min_of<'a>(rows: impl Iterator<Item = &'a VerdictRow>, cell: fn(&VerdictRow) 
 
 /// Verdicts for `rows` (in CSV order), grouping consecutive rows of the same call.
 pub fn verdicts(rows: &[VerdictRow]) -> Vec<Verdict> {
-    let mut out: Vec<Verdict> = rows.iter().map(|_| Verdict { level: Level::Pass, messages: Vec::new() }).collect();
+    let mut out: Vec<Verdict> =
+        rows.iter().map(|_| Verdict { level: Level::Pass, messages: Vec::new() }).collect();
     let mut start = 0;
     while start < rows.len() {
         let call = call_of(&rows[start].name);
@@ -120,9 +121,13 @@ fn check_call(rows: &[VerdictRow], out: &mut [Verdict]) {
     let inputs = || rows.iter().filter(|r| !is_out(r));
     let outputs = || rows.iter().filter(|r| is_out(r));
     if let Some(o) = first_out {
-        let (min_in, min_out) = (min_of(inputs(), |r| r.one_thousandth), min_of(outputs(), |r| r.one_thousandth));
+        let (min_in, min_out) =
+            (min_of(inputs(), |r| r.one_thousandth), min_of(outputs(), |r| r.one_thousandth));
         if min_in > ONE_THOUSANDTH_IN && min_out < ONE_THOUSANDTH_OUT {
-            out[o].set(Level::Error, "The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.");
+            out[o].set(
+                Level::Error,
+                "The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.",
+            );
         }
     }
     for (r, v) in rows.iter().zip(out.iter_mut()) {
@@ -205,7 +210,8 @@ mod tests {
         assert_eq!(v[2].level, Level::Pass);
         assert_eq!(messages_cell(&v[2]), "[]");
         let mut s = row("D.0.forward.input.1", 1.0, 1.0);
-        (s.npu_dtype, s.bench_dtype, s.npu_shape) = ("<class 'int'>".into(), "<class 'int'>".into(), Some(vec![]));
+        (s.npu_dtype, s.bench_dtype, s.npu_shape) =
+            ("<class 'int'>".into(), "<class 'int'>".into(), Some(vec![]));
         s.bench_max = "3".into();
         assert_eq!(verdicts(&[s])[0].level, Level::Error);
     }

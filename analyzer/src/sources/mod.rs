@@ -48,22 +48,11 @@ pub fn detect(path: &Path) -> Result<Detected> {
     if !dump_jsons.is_empty() {
         return Ok(Detected::Msprobe(dump_jsons));
     }
-    let mut has_npy = false;
-    let mut has_other = false;
-    for entry in std::fs::read_dir(path).with_context(|| format!("cannot list {}", path.display()))? {
-        let entry = entry.with_context(|| format!("cannot list {}", path.display()))?;
-        let file_name = entry.file_name();
-        let name = file_name.to_string_lossy();
-        if name.ends_with(".npy") {
-            has_npy = true;
-        } else if entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-            has_other = true;
-        }
-    }
-    if has_npy && !has_other {
+    let (npy_files, other_files) = census_files(path, 7)?;
+    if npy_files > 0 && other_files == 0 {
         return Ok(Detected::NpyDir(path.to_path_buf()));
     }
-    if has_npy || has_other || dir_has_subdirs(path)? {
+    if npy_files + other_files > 0 {
         return Ok(Detected::CannDump(path.to_path_buf()));
     }
     bail!(
@@ -73,13 +62,33 @@ pub fn detect(path: &Path) -> Result<Detected> {
     )
 }
 
-fn dir_has_subdirs(path: &Path) -> Result<bool> {
-    for entry in std::fs::read_dir(path).with_context(|| format!("cannot list {}", path.display()))? {
-        if entry?.file_type()?.is_dir() {
-            return Ok(true);
+/// Counts `.npy` files and other data files under `dir` (name-mapping files do not count as data), at
+/// most `depth` levels down and at most a few thousand entries: enough to tell the kinds apart.
+fn census_files(dir: &Path, depth: u32) -> Result<(usize, usize)> {
+    let (mut npy, mut other) = (0, 0);
+    let mut pending = vec![(dir.to_path_buf(), depth)];
+    let mut seen = 0usize;
+    while let Some((d, left)) = pending.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("cannot list {}", d.display()))? {
+            let entry = entry.with_context(|| format!("cannot list {}", d.display()))?;
+            seen += 1;
+            if seen > 4096 {
+                return Ok((npy, other));
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let file_type = entry.file_type()?;
+            if file_type.is_dir() {
+                if left > 0 {
+                    pending.push((entry.path(), left - 1));
+                }
+            } else if name.ends_with(".npy") {
+                npy += 1;
+            } else if name != "mapping.csv" && name != "mapping.json" {
+                other += 1;
+            }
         }
     }
-    Ok(false)
+    Ok((npy, other))
 }
 
 /// Files called `name` under `dir`, at most `depth` levels down, sorted (msprobe: `step*/rank*/dump.json`).

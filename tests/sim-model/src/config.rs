@@ -25,13 +25,16 @@ pub struct LossScale {
     pub growth_interval: u32,
     /// Floor for the halving.
     pub min: f32,
+    /// Scale an fp32 run too. The benchmark of an fp16 run sets it, as a GPU AMP run with a grad scaler
+    /// would: its dumped gradients then carry the same scale as the device's and compare one to one.
+    pub in_fp32: bool,
 }
 
 impl Default for LossScale {
     fn default() -> Self {
         // 1024 rather than the usual 65536: the tiny default model would overflow at step 0 with 65536, and
         // an overflow that nobody injected would blur the overflow-fault tests.
-        LossScale { initial: 1024.0, dynamic: true, growth_interval: 100, min: 1.0 }
+        LossScale { initial: 1024.0, dynamic: true, growth_interval: 100, min: 1.0, in_fp32: false }
     }
 }
 
@@ -208,6 +211,7 @@ impl ModelConfig {
             fusion: false,
             device_formats: false,
             faults: Faults::default(),
+            loss_scale: LossScale { in_fp32: self.precision == Precision::Fp16, ..self.loss_scale.clone() },
             ..self.clone()
         }
     }

@@ -84,7 +84,7 @@ impl Trainer {
         }
         let params = params::init(&cfg);
         let zeros: Vec<Vec<f32>> = params.iter().map(|p| vec![0.0; p.data.len()]).collect();
-        let loss_scale = if cfg.precision == Precision::Fp16 { cfg.loss_scale.initial } else { 1.0 };
+        let loss_scale = if scaled(&cfg) { cfg.loss_scale.initial } else { 1.0 };
         Trainer { cfg, params, adam_m: zeros.clone(), adam_v: zeros, loss_scale, good_steps: 0, updates: 0 }
     }
 
@@ -123,7 +123,7 @@ impl Trainer {
         let grads_finite = grads.iter().all(|g| g.iter().all(|x| x.is_finite()));
         let overflowed = dev.status != 0 || !loss.is_finite() || !grads_finite;
         if overflowed {
-            if cfg.precision == Precision::Fp16 && cfg.loss_scale.dynamic {
+            if scaled(cfg) && cfg.loss_scale.dynamic {
                 self.loss_scale = (self.loss_scale / 2.0).max(cfg.loss_scale.min);
             }
             self.good_steps = 0;
@@ -131,7 +131,7 @@ impl Trainer {
             self.apply(&grads, scale, &mut dev);
             self.good_steps += 1;
             let ls = &self.cfg.loss_scale;
-            if self.cfg.precision == Precision::Fp16 && ls.dynamic && self.good_steps >= ls.growth_interval {
+            if scaled(&self.cfg) && ls.dynamic && self.good_steps >= ls.growth_interval {
                 self.loss_scale *= 2.0;
                 self.good_steps = 0;
             }
@@ -224,4 +224,9 @@ impl Trainer {
 
 fn take<const K: usize>(outs: Vec<Vec<f32>>) -> [Vec<f32>; K] {
     outs.try_into().unwrap_or_else(|_| unreachable!("op output count"))
+}
+
+/// Whether the run uses loss scaling: fp16, or an fp32 benchmark mirroring an fp16 run.
+fn scaled(cfg: &ModelConfig) -> bool {
+    cfg.precision == Precision::Fp16 || (cfg.precision == Precision::Fp32 && cfg.loss_scale.in_fp32)
 }

@@ -36,7 +36,9 @@ pub struct CompareRow {
 fn dtype_text(e: &MsprobeTensor) -> String {
     match &e.kind {
         EntryKind::Tensor(t) => t.dtype_name.clone(),
-        EntryKind::Scalar { type_name, .. } | EntryKind::Other { type_name, .. } => format!("<class '{type_name}'>"),
+        EntryKind::Scalar { type_name, .. } | EntryKind::Other { type_name, .. } => {
+            format!("<class '{type_name}'>")
+        }
         EntryKind::None => "N/A".into(),
     }
 }
@@ -77,7 +79,12 @@ fn data_name_of(e: &MsprobeTensor) -> String {
 }
 
 /// The metrics of a matched pair: loads both tensors when both sides have data files.
-pub fn pair_metrics(target: &MsprobeDump, n: &MsprobeTensor, bench: &MsprobeDump, b: &MsprobeTensor) -> Result<MsprobeMetrics> {
+pub fn pair_metrics(
+    target: &MsprobeDump,
+    n: &MsprobeTensor,
+    bench: &MsprobeDump,
+    b: &MsprobeTensor,
+) -> Result<MsprobeMetrics> {
     let (Some(nt), Some(bt)) = (n.tensor(), b.tensor()) else {
         return Ok(MsprobeMetrics::unsupported());
     };
@@ -89,7 +96,10 @@ pub fn pair_metrics(target: &MsprobeDump, n: &MsprobeTensor, bench: &MsprobeDump
     if nshape != bshape {
         return Ok(MsprobeMetrics::shape_unmatched());
     }
-    let opts = MsprobeOptions { zero_dim: nshape.is_empty(), re_precision: RePrecision::for_dtypes(loaded(nd), loaded(bd)) };
+    let opts = MsprobeOptions {
+        zero_dim: nshape.is_empty(),
+        re_precision: RePrecision::for_dtypes(loaded(nd), loaded(bd)),
+    };
     Ok(msprobe_metrics(&nv, &bv, &opts))
 }
 

@@ -185,9 +185,15 @@ pub struct TensorMeta {
 pub enum EntryKind {
     Tensor(TensorMeta),
     /// A Python scalar argument (`int`, `float`, `bool`, `str`, ...): type name and value.
-    Scalar { type_name: String, value: StatValue },
+    Scalar {
+        type_name: String,
+        value: StatValue,
+    },
     /// Any other recorded object (`slice`, `torch.dtype`, `torch.Size`, ...), kept as raw JSON.
-    Other { type_name: String, value: Value },
+    Other {
+        type_name: String,
+        value: Value,
+    },
     /// `null`: an absent optional argument or a gradient that does not exist.
     None,
 }
@@ -274,7 +280,8 @@ fn quote_nonfinite(bytes: &[u8]) -> Cow<'_, [u8]> {
 
 /// Byte offset of serde_json's (line, column) in `bytes`.
 fn byte_offset(bytes: &[u8], line: usize, column: usize) -> u64 {
-    let line_start: usize = bytes.split(|&c| c == b'\n').take(line.saturating_sub(1)).map(|l| l.len() + 1).sum();
+    let line_start: usize =
+        bytes.split(|&c| c == b'\n').take(line.saturating_sub(1)).map(|l| l.len() + 1).sum();
     (line_start + column.saturating_sub(1)) as u64
 }
 
@@ -381,11 +388,11 @@ fn leaf_kind(map: &Value, name: &str, op: &str) -> Result<EntryKind> {
     }
     let dtype_name = map.get("dtype").and_then(Value::as_str).unwrap_or_default().to_owned();
     let shape = match map.get("shape") {
-        Some(Value::Array(dims)) => dims
-            .iter()
-            .map(|d| d.as_u64())
-            .collect::<Option<Vec<u64>>>()
-            .ok_or_else(|| FormatError::whole(format!("{op}: {name} has a shape that is not a list of sizes")))?,
+        Some(Value::Array(dims)) => {
+            dims.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>().ok_or_else(|| {
+                FormatError::whole(format!("{op}: {name} has a shape that is not a list of sizes"))
+            })?
+        }
         Some(Value::Null) | None => Vec::new(),
         Some(_) => return Err(FormatError::whole(format!("{op}: {name} has a shape that is not a list"))),
     };

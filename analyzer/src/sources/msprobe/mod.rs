@@ -114,7 +114,9 @@ impl MsprobeDump {
                 let t = pt::read_pt_file(&path)?;
                 Ok((t.dtype, t.shape, t.bytes, path))
             }
-            Some("npy") => Err(FormatError::whole(".npy tensors in msprobe dumps are not read yet").in_file(&path)),
+            Some("npy") => {
+                Err(FormatError::whole(".npy tensors in msprobe dumps are not read yet").in_file(&path))
+            }
             _ => Err(FormatError::whole("unknown tensor file type (expected .pt or .npy)").in_file(&path)),
         }
     }

@@ -154,7 +154,8 @@ struct Machine<'a> {
 /// Runs `data` (the bytes of `data.pkl`) and returns the tensor it rebuilds. Offsets in errors are
 /// relative to the start of `data`.
 pub fn load_tensor(data: &[u8]) -> Result<TensorRef> {
-    let mut m = Machine { data, pos: 0, stack: Vec::new(), marks: Vec::new(), memo: HashMap::new(), budget: 0 };
+    let mut m =
+        Machine { data, pos: 0, stack: Vec::new(), marks: Vec::new(), memo: HashMap::new(), budget: 0 };
     match m.run()? {
         Value::Tensor(t) => Ok(t),
         other => Err(FormatError::at(0, format!("pickle holds a {}, not a single tensor", other.kind()))),
@@ -203,11 +204,10 @@ impl<'a> Machine<'a> {
     /// Reads a newline-terminated line (GLOBAL's module and name).
     fn line(&mut self, at: u64) -> Result<String> {
         let rest = &self.data[self.pos..];
-        let len = rest
-            .iter()
-            .take(256)
-            .position(|&c| c == b'\n')
-            .ok_or_else(|| FormatError::at(at, "GLOBAL name is not newline-terminated within 256 bytes"))?;
+        let len =
+            rest.iter().take(256).position(|&c| c == b'\n').ok_or_else(|| {
+                FormatError::at(at, "GLOBAL name is not newline-terminated within 256 bytes")
+            })?;
         let s = self.text(len, at)?;
         self.pos += 1;
         Ok(s)
@@ -239,7 +239,8 @@ impl<'a> Machine<'a> {
     }
 
     fn pop_mark(&mut self, at: u64) -> Result<Vec<Value>> {
-        let mark = self.marks.pop().ok_or_else(|| FormatError::at(at, "opcode needs a MARK but none is set"))?;
+        let mark =
+            self.marks.pop().ok_or_else(|| FormatError::at(at, "opcode needs a MARK but none is set"))?;
         Ok(self.stack.split_off(mark))
     }
 
@@ -253,7 +254,11 @@ impl<'a> Machine<'a> {
     }
 
     fn memo_get(&mut self, key: u32, at: u64) -> Result<()> {
-        let v = self.memo.get(&key).cloned().ok_or_else(|| FormatError::at(at, format!("memo {key} is unset")))?;
+        let v = self
+            .memo
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| FormatError::at(at, format!("memo {key} is unset")))?;
         self.push(v, at)
     }
 
@@ -319,7 +324,8 @@ impl<'a> Machine<'a> {
                     if n > 8 {
                         return Err(FormatError::at(at, format!("LONG1 of {n} bytes exceeds 64 bits")));
                     }
-                    let mut buf = if bytes.last().is_some_and(|&b| b & 0x80 != 0) { [0xff; 8] } else { [0; 8] };
+                    let mut buf =
+                        if bytes.last().is_some_and(|&b| b & 0x80 != 0) { [0xff; 8] } else { [0; 8] };
                     buf[..n].copy_from_slice(bytes);
                     self.push(Value::Int(i64::from_le_bytes(buf)), at)?
                 }
@@ -457,7 +463,9 @@ impl<'a> Machine<'a> {
     fn push_global(&mut self, module: &str, name: &str, at: u64) -> Result<()> {
         match resolve_global(module, name) {
             Some(g) => self.push(Value::Global(g), at),
-            None => Err(FormatError::at(at, format!("pickle references {module}.{name}, which is not allowed"))),
+            None => {
+                Err(FormatError::at(at, format!("pickle references {module}.{name}, which is not allowed")))
+            }
         }
     }
 
@@ -490,7 +498,9 @@ impl<'a> Machine<'a> {
 fn persistent_load(pid: Value, at: u64) -> Result<StorageRef> {
     let items = match pid {
         Value::Tuple(c) => c.items,
-        other => return Err(FormatError::at(at, format!("persistent id is a {}, not a tuple", other.kind()))),
+        other => {
+            return Err(FormatError::at(at, format!("persistent id is a {}, not a tuple", other.kind())))
+        }
     };
     match items.as_slice() {
         [Value::Str(tag), Value::Global(Global::Storage(dtype, class)), Value::Str(key), _location, numel]
@@ -499,7 +509,10 @@ fn persistent_load(pid: Value, at: u64) -> Result<StorageRef> {
             let numel = as_u64(numel, "storage size", at)?;
             Ok(StorageRef { dtype: *dtype, class: (*class).to_owned(), key: key.clone(), numel })
         }
-        _ => Err(FormatError::at(at, "persistent id is not ('storage', <torch storage class>, key, location, numel)")),
+        _ => Err(FormatError::at(
+            at,
+            "persistent id is not ('storage', <torch storage class>, key, location, numel)",
+        )),
     }
 }
 
@@ -521,7 +534,9 @@ fn int_tuple(v: &Value, what: &str, at: u64) -> Result<Vec<u64>> {
 fn reduce(func: Value, args: Value, at: u64) -> Result<Value> {
     let args = match args {
         Value::Tuple(c) => c.items,
-        other => return Err(FormatError::at(at, format!("REDUCE arguments are a {}, not a tuple", other.kind()))),
+        other => {
+            return Err(FormatError::at(at, format!("REDUCE arguments are a {}, not a tuple", other.kind())))
+        }
     };
     match func {
         Value::Global(Global::OrderedDict) => {

@@ -48,12 +48,19 @@ fn zip_err(e: zip::result::ZipError) -> FormatError {
 
 /// Reads one archive entry completely, checking that it holds exactly the size its header claims and
 /// never reserving more than `limit` bytes up front.
-fn read_entry<R: Read + Seek>(zip: &mut zip::ZipArchive<R>, name: &str, limit: u64) -> Result<(Vec<u8>, u64)> {
+fn read_entry<R: Read + Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    name: &str,
+    limit: u64,
+) -> Result<(Vec<u8>, u64)> {
     let entry = zip.by_name(name).map_err(|e| FormatError::whole(format!("archive entry {name}: {e}")))?;
     let start = entry.data_start();
     let declared = entry.size();
     if declared > limit {
-        return Err(FormatError::at(start, format!("archive entry {name} declares {declared} bytes, limit {limit}")));
+        return Err(FormatError::at(
+            start,
+            format!("archive entry {name} declares {declared} bytes, limit {limit}"),
+        ));
     }
     let mut buf = Vec::new();
     entry
@@ -84,7 +91,10 @@ fn read_pt<R: Read + Seek>(reader: R) -> Result<RawTensor> {
     let big_endian = match zip.by_name(&format!("{prefix}byteorder")) {
         Ok(mut f) => {
             let mut s = String::new();
-            f.by_ref().take(16).read_to_string(&mut s).map_err(|e| FormatError::whole(format!("byteorder: {e}")))?;
+            f.by_ref()
+                .take(16)
+                .read_to_string(&mut s)
+                .map_err(|e| FormatError::whole(format!("byteorder: {e}")))?;
             match s.trim() {
                 "little" => false,
                 "big" => true,
@@ -94,20 +104,18 @@ fn read_pt<R: Read + Seek>(reader: R) -> Result<RawTensor> {
         Err(_) => false,
     };
 
-    let elsize = tensor.storage.dtype.bits().map(|b| u64::from(b / 8)).filter(|&b| b > 0).ok_or_else(|| {
-        FormatError::whole(format!("storage {} has no byte width", tensor.storage.class))
-    })?;
+    let elsize =
+        tensor.storage.dtype.bits().map(|b| u64::from(b / 8)).filter(|&b| b > 0).ok_or_else(|| {
+            FormatError::whole(format!("storage {} has no byte width", tensor.storage.class))
+        })?;
     let storage_name = format!("{prefix}data/{}", tensor.storage.key);
     let storage_limit = {
-        let entry = zip.by_name(&storage_name).map_err(|e| FormatError::whole(format!("{storage_name}: {e}")))?;
+        let entry =
+            zip.by_name(&storage_name).map_err(|e| FormatError::whole(format!("{storage_name}: {e}")))?;
         entry.size()
     };
-    let storage_bytes = tensor
-        .storage
-        .numel
-        .checked_mul(elsize)
-        .filter(|&b| b <= storage_limit)
-        .ok_or_else(|| {
+    let storage_bytes =
+        tensor.storage.numel.checked_mul(elsize).filter(|&b| b <= storage_limit).ok_or_else(|| {
             FormatError::whole(format!(
                 "{} of {} elements does not fit in {storage_name} ({storage_limit} bytes)",
                 tensor.storage.class, tensor.storage.numel
@@ -149,9 +157,14 @@ fn gather(t: &TensorRef, storage: &[u8], elsize: usize) -> Result<Vec<u8>> {
             t.storage_offset, t.size, t.stride
         )));
     }
-    let out_bytes = numel.checked_mul(elsize as u64).filter(|&b| b <= (storage.len() as u64).saturating_mul(MAX_EXPANSION));
+    let out_bytes = numel
+        .checked_mul(elsize as u64)
+        .filter(|&b| b <= (storage.len() as u64).saturating_mul(MAX_EXPANSION));
     let out_bytes = out_bytes.ok_or_else(|| {
-        FormatError::whole(format!("tensor of {numel} elements expands its {}-byte storage too far", storage.len()))
+        FormatError::whole(format!(
+            "tensor of {numel} elements expands its {}-byte storage too far",
+            storage.len()
+        ))
     })? as usize;
 
     let offset = t.storage_offset as usize;
@@ -193,12 +206,17 @@ fn is_contiguous(size: &[u64], stride: &[u64]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::pickle::StorageRef;
+    use super::*;
 
     fn view(size: &[u64], stride: &[u64], offset: u64) -> TensorRef {
         TensorRef {
-            storage: StorageRef { dtype: DType::INT8, class: "CharStorage".into(), key: "0".into(), numel: 12 },
+            storage: StorageRef {
+                dtype: DType::INT8,
+                class: "CharStorage".into(),
+                key: "0".into(),
+                numel: 12,
+            },
             storage_offset: offset,
             size: size.to_vec(),
             stride: stride.to_vec(),

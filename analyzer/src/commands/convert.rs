@@ -1,0 +1,264 @@
+//! `analyzer convert SOURCE -o DIR`: every selected tensor as a `.npy` file in host layout, named
+//! `DIR/step{S}/rank{R}/{op_type}.{op}.{order}.{input|output}.{i}.npy` (docs/CLI.md), which the npy source
+//! reads back. Op names are sanitized for file names; `DIR/mapping.csv` keeps the real ones.
+//!
+//! Values come from `Source::read_values` as f32, so each dtype is re-encoded from f32: exact for fp16,
+//! fp32, bf16/fp8 (widened to float32) and integers below 2^24; fp64 and larger integers may have been
+//! rounded on the way, which the summary says.
+
+use super::Outcome;
+use crate::cli::ConvertArgs;
+use crate::index::{Io, TensorId};
+use crate::progress::Progress;
+use crate::sources::{self, Source};
+use accutrace_formats::dump::{sanitize_op_name, NameMapping};
+use accutrace_formats::npy::{descr_of, write_npy};
+use accutrace_formats::tensor::{encode_f32, lanes_per_element};
+use accutrace_formats::DType;
+use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Integers up to this magnitude survive the trip through f32 exactly.
+const F32_EXACT_INT: f32 = 16_777_216.0;
+
+/// What happened to one tensor.
+enum Converted {
+    Written { bytes: u64, note: Option<String> },
+    Skipped(String),
+    Failed(String),
+}
+
+pub fn run(args: ConvertArgs) -> Result<Outcome> {
+    let source = sources::open(&args.source)?;
+    let index = source.index();
+    let ops = args.filter.op_ids(index);
+    std::fs::create_dir_all(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
+    let progress = Progress::new("converting", total as u64, false);
+    let renamed = Mutex::new(Vec::new());
+    let results: Vec<Converted> = ops
+        .par_iter()
+        .flat_map_iter(|&o| {
+            let op = &index.ops[o];
+            let dir = args.output.join(format!("step{}", op.step)).join(format!("rank{}", op.rank));
+            let op_type = match sanitize_op_name(&op.op_type) {
+                t if t.is_empty() => "unknown".to_string(),
+                t => t,
+            };
+            let name = sanitize_op_name(&op.name);
+            let mut out = Vec::new();
+            for (io, list) in [(Io::Input, &op.inputs), (Io::Output, &op.outputs)] {
+                for (position, &t) in list.iter().enumerate() {
+                    let i = file_index(source.as_ref(), list, position);
+                    let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
+                    if name != op.name {
+                        renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.clone()));
+                    }
+                    out.push(convert_one(source.as_ref(), t, &dir, &stem));
+                    progress.inc(1);
+                }
+            }
+            out
+        })
+        .collect();
+    progress.finish();
+    let renamed = renamed.into_inner().unwrap_or_else(|e| e.into_inner());
+    write_mapping(&args.output, renamed)?;
+    summarize(&args.output, &results)
+}
+
+/// The `{i}` of a tensor's file: its index, or its position when indices repeat within the op (msprobe's
+/// nested arguments share one), so that no file overwrites another.
+fn file_index(source: &dyn Source, list: &[TensorId], position: usize) -> u32 {
+    let tensors = &source.index().tensors;
+    let index = tensors[list[position]].index;
+    let repeated = list.iter().filter(|&&t| tensors[t].index == index).count() > 1;
+    if repeated {
+        position as u32
+    } else {
+        index
+    }
+}
+
+/// The dtype a tensor is written as, and what the user should know about it.
+fn target_dtype(dtype: DType) -> Option<(DType, Option<&'static str>)> {
+    let target = match dtype {
+        DType::DOUBLE => return Some((dtype, Some("float64 values passed through float32 (precision lost)"))),
+        DType::COMPLEX128 => {
+            return Some((dtype, Some("complex128 values passed through float32 (precision lost)")))
+        }
+        _ if descr_of(dtype).is_some() => return Some((dtype, None)),
+        DType::BF16 => (DType::FLOAT, "bf16 written as float32 (numpy has no bfloat16)"),
+        DType::FLOAT8_E4M3FN | DType::FLOAT8_E5M2 => (DType::FLOAT, "fp8 written as float32 (numpy has no float8)"),
+        DType::COMPLEX32 => (DType::COMPLEX64, "complex32 written as complex64 (numpy has no complex32)"),
+        DType::INT4 => (DType::INT8, "int4 written as int8, one value per byte"),
+        DType::UINT1 => (DType::UINT8, "uint1 written as uint8, one value per byte"),
+        DType::QINT8 => (DType::INT8, "quantized types written as their integer storage"),
+        DType::QINT16 => (DType::INT16, "quantized types written as their integer storage"),
+        DType::QINT32 => (DType::INT32, "quantized types written as their integer storage"),
+        DType::QUINT8 => (DType::UINT8, "quantized types written as their integer storage"),
+        DType::QUINT16 => (DType::UINT16, "quantized types written as their integer storage"),
+        _ => return None,
+    };
+    Some((target.0, Some(target.1)))
+}
+
+fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Converted {
+    let info = &source.index().tensors[t];
+    let label = source.index().tensor_label(t);
+    if !info.has_data {
+        return Converted::Skipped(format!("no data in the {} source (statistics only)", source.kind()));
+    }
+    let Some((target, mut note)) = target_dtype(info.dtype) else {
+        return Converted::Skipped(format!("dtype {} cannot be decoded", info.dtype));
+    };
+    let mut values = Vec::new();
+    if let Err(e) = source.read_values(t, &mut values) {
+        return Converted::Failed(format!("{label}: {e:#}"));
+    }
+    let lanes = lanes_per_element(target) as u64;
+    let expected = info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(lanes));
+    // A source whose host shape does not fit its values still gets its numbers out, flat.
+    let shape = if expected == Some(values.len() as u64) {
+        info.shape.clone()
+    } else {
+        note = Some("written flat: the decoded values do not fill the recorded shape");
+        vec![values.len() as u64 / lanes]
+    };
+    let wide_int = matches!(target, DType::INT32 | DType::UINT32 | DType::INT64 | DType::UINT64);
+    if wide_int && values.iter().any(|v| v.abs() > F32_EXACT_INT) {
+        note = Some("integers beyond 2^24 passed through float32 (rounded)");
+    }
+    let bytes = match encode_f32(target, &values) {
+        Ok(bytes) => bytes,
+        Err(e) => return Converted::Failed(format!("{label}: cannot encode as {target}: {e}")),
+    };
+    let path = dir.join(format!("{stem}.npy"));
+    match write_file(&path, target, &shape, &bytes) {
+        Ok(written) => Converted::Written { bytes: written, note: note.map(str::to_string) },
+        Err(e) => Converted::Failed(format!("{label}: {e:#}")),
+    }
+}
+
+fn write_file(path: &Path, dtype: DType, shape: &[u64], data: &[u8]) -> Result<u64> {
+    let context = || format!("cannot write {}", path.display());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(context)?;
+    }
+    let file = std::fs::File::create(path).with_context(context)?;
+    let mut w = std::io::BufWriter::new(file);
+    write_npy(&mut w, dtype, shape, data).with_context(context)?;
+    w.flush().with_context(context)?;
+    let len = w.get_ref().metadata().with_context(context)?.len();
+    Ok(len)
+}
+
+/// Adds `{file stem},{real op name}` rows to `DIR/mapping.csv`, keeping the rows of earlier conversions.
+fn write_mapping(dir: &Path, mut rows: Vec<(String, String)>) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let existing = NameMapping::read_dir(dir)?;
+    let mut all: BTreeMap<String, String> = existing.rows().iter().cloned().collect();
+    rows.sort();
+    all.extend(rows);
+    let mut text = String::new();
+    for (stem, name) in all {
+        // The quoting NameMapping::parse undoes; a newline inside a name would split its row, so it is refused.
+        if name.contains(['\n', '\r']) {
+            bail!("op name {name:?} holds a line break; it cannot be listed in mapping.csv");
+        }
+        if name.contains([',', '"']) {
+            text.push_str(&format!("{stem},\"{}\"\n", name.replace('"', "\"\"")));
+        } else {
+            text.push_str(&format!("{stem},{name}\n"));
+        }
+    }
+    let path: PathBuf = dir.join("mapping.csv");
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn summarize(dir: &Path, results: &[Converted]) -> Result<Outcome> {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut notes: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut skipped: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut failed = Vec::new();
+    for r in results {
+        match r {
+            Converted::Written { bytes: b, note } => {
+                files += 1;
+                bytes += b;
+                if let Some(note) = note {
+                    *notes.entry(note).or_default() += 1;
+                }
+            }
+            Converted::Skipped(why) => *skipped.entry(why).or_default() += 1,
+            Converted::Failed(why) => failed.push(why.as_str()),
+        }
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "wrote {files} .npy files ({}) to {}", human_bytes(bytes), dir.display())?;
+    for (note, n) in &notes {
+        writeln!(out, "note: {note}: {n} tensor{}", plural(*n))?;
+    }
+    for (why, n) in &skipped {
+        writeln!(out, "skipped {n} tensor{}: {why}", plural(*n))?;
+    }
+    if let Some(first) = failed.first() {
+        for why in &failed {
+            writeln!(out, "failed: {why}")?;
+        }
+        bail!("{} tensor{} could not be converted; first: {first}", failed.len(), plural(failed.len() as u64));
+    }
+    Ok(Outcome::Pass)
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtypes_map_to_numpy_types() {
+        assert_eq!(target_dtype(DType::FLOAT16), Some((DType::FLOAT16, None)));
+        assert_eq!(target_dtype(DType::INT64), Some((DType::INT64, None)));
+        assert_eq!(target_dtype(DType::BF16).map(|t| t.0), Some(DType::FLOAT));
+        assert_eq!(target_dtype(DType::FLOAT8_E5M2).map(|t| t.0), Some(DType::FLOAT));
+        assert!(target_dtype(DType::DOUBLE).and_then(|t| t.1).is_some());
+        assert_eq!(target_dtype(DType::STRING), None);
+        assert_eq!(target_dtype(DType::HIFLOAT8), None);
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB");
+    }
+}

@@ -1,0 +1,378 @@
+//! `analyzer record -o DIR [options] -- COMMAND...`: runs COMMAND with `libcollector.so` preloaded and
+//! configured through its environment variables (docs/COLLECTOR.md), then says what was captured.
+//!
+//! Exit status: the command's own (128 + N when a signal N killed it), like `time` or `perf record`, so a
+//! wrapper script keeps working; 2 when the options are wrong or the command cannot be started. A command
+//! that succeeds but leaves no capture behind (the collector never activated) is an error (2).
+
+use super::Outcome;
+use crate::cli::{RecordArgs, RecordMode};
+use super::convert::human_bytes;
+use accutrace_formats::capture::manifest::Manifest;
+use accutrace_formats::capture::reader::CaptureRun;
+use anyhow::{bail, Context, Result};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const COLLECTOR_FILE: &str = "libcollector.so";
+
+/// One change to the child's environment: set a variable, or remove an inherited one so that a stale
+/// setting in the user's shell cannot override the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvChange {
+    Set(&'static str, OsString),
+    Remove(&'static str),
+}
+
+pub fn run(args: RecordArgs) -> Result<Outcome> {
+    let collector = find_collector(args.collector.as_deref(), std::env::current_exe().ok().as_deref())?;
+    let dir = prepare_output(&args.output)?;
+    let env = collector_env(&args, &dir, &collector, std::env::var_os("LD_PRELOAD"))?;
+    let (program, rest) = args.command.split_first().context("no command to run after `--`")?;
+    let mut child = std::process::Command::new(program);
+    child.args(rest);
+    for change in &env {
+        match change {
+            EnvChange::Set(k, v) => child.env(k, v),
+            EnvChange::Remove(k) => child.env_remove(k),
+        };
+    }
+    eprintln!("recording into {} with {}", dir.display(), collector.display());
+    let status = child.status().with_context(|| format!("cannot run {program:?}"))?;
+    let code = exit_code(&status);
+    if code != 0 {
+        eprintln!("{program}: {}", describe(&status));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let captured = print_capture(&mut out, &dir);
+    out.flush()?;
+    match (code, captured) {
+        (0, Ok(())) => Ok(Outcome::Pass),
+        (0, Err(e)) => Err(e),
+        (code, captured) => {
+            if let Err(e) = captured {
+                eprintln!("error: {e:#}");
+            }
+            // The child's status is the answer: main only knows 0, 1 and 2.
+            std::process::exit(code)
+        }
+    }
+}
+
+/// `--collector`, else `libcollector.so` beside the analyzer executable (where `cargo build` puts both).
+pub fn find_collector(given: Option<&Path>, exe: Option<&Path>) -> Result<PathBuf> {
+    if let Some(path) = given {
+        if !path.is_file() {
+            bail!("--collector {}: no such file", path.display());
+        }
+        return std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()));
+    }
+    let beside = exe.and_then(Path::parent).map(|d| d.join(COLLECTOR_FILE));
+    match beside {
+        Some(path) if path.is_file() => Ok(path),
+        _ => bail!(
+            "{COLLECTOR_FILE} not found next to the analyzer ({}); build it with \
+             `cargo build --release -p accutrace-collector` (it lands beside target/release/analyzer) \
+             or pass --collector PATH",
+            beside.as_deref().and_then(Path::parent).map_or_else(|| "unknown".into(), |d| d.display().to_string())
+        ),
+    }
+}
+
+/// Creates the run directory; refuses one that already holds files, so two runs never mix.
+fn prepare_output(dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut entries = std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    if entries.next().is_some() {
+        bail!("{}: not empty; record into a new directory (a capture run owns its directory)", dir.display());
+    }
+    // Absolute, because the command may change its working directory before the collector starts.
+    std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))
+}
+
+/// The environment the collector reads (names from docs/COLLECTOR.md), validated.
+pub fn collector_env(
+    args: &RecordArgs,
+    dir: &Path,
+    collector: &Path,
+    inherited_preload: Option<OsString>,
+) -> Result<Vec<EnvChange>> {
+    let mode = match args.mode {
+        RecordMode::Stats => "stats",
+        RecordMode::Tensor => "tensor",
+    };
+    if !(1..=22).contains(&args.zstd_level) {
+        bail!("--zstd-level {}: zstd levels run from 1 (fastest) to 22 (smallest)", args.zstd_level);
+    }
+    let mut env = vec![
+        EnvChange::Set("LD_PRELOAD", ld_preload(collector, inherited_preload)?),
+        EnvChange::Set("ACCUTRACE_DIR", dir.as_os_str().to_owned()),
+        EnvChange::Set("ACCUTRACE_MODE", mode.into()),
+        EnvChange::Set("ACCUTRACE_POLICY", parse_policy(&args.policy)?.into()),
+        EnvChange::Set("ACCUTRACE_ZSTD_LEVEL", args.zstd_level.to_string().into()),
+    ];
+    env.push(match &args.steps {
+        Some(steps) => EnvChange::Set("ACCUTRACE_STEPS", parse_steps(steps)?.into()),
+        None => EnvChange::Remove("ACCUTRACE_STEPS"),
+    });
+    env.push(match args.overflow {
+        true => EnvChange::Set("ACCUTRACE_OVERFLOW", "1".into()),
+        false => EnvChange::Remove("ACCUTRACE_OVERFLOW"),
+    });
+    Ok(env)
+}
+
+/// The collector first, then whatever the user already preloads. ld.so splits the list at spaces and
+/// colons with no escaping, so a collector path holding either cannot be preloaded.
+fn ld_preload(collector: &Path, inherited: Option<OsString>) -> Result<OsString> {
+    let text = collector.to_string_lossy();
+    if text.contains([' ', ':']) || collector.to_str().is_none() {
+        bail!(
+            "{}: LD_PRELOAD cannot hold a path with spaces, colons or non-UTF-8 bytes; copy {COLLECTOR_FILE} elsewhere",
+            collector.display()
+        );
+    }
+    let mut value = OsString::from(collector.as_os_str());
+    if let Some(rest) = inherited.filter(|v| !v.is_empty()) {
+        value.push(":");
+        value.push(rest);
+    }
+    Ok(value)
+}
+
+/// `keep`, `ring:SIZE` or `trigger:SIZE:K`, with SIZE in bytes or with a K/M/G/T suffix (powers of 1024).
+/// Returned with sizes in plain bytes, which the collector reads whatever suffixes it knows.
+pub fn parse_policy(policy: &str) -> Result<String> {
+    let parts: Vec<&str> = policy.trim().split(':').collect();
+    let usage = "expected keep, ring:SIZE (ring:4G) or trigger:SIZE:K (trigger:4G:2)";
+    match parts.as_slice() {
+        ["keep"] => Ok("keep".into()),
+        ["ring", size] => Ok(format!("ring:{}", parse_size(size).with_context(|| format!("--policy {policy}"))?)),
+        ["trigger", size, k] => {
+            let size = parse_size(size).with_context(|| format!("--policy {policy}"))?;
+            let k: u64 = k.trim().parse().with_context(|| format!("--policy {policy}: K {k:?} is not a step count"))?;
+            Ok(format!("trigger:{size}:{k}"))
+        }
+        _ => bail!("--policy {policy}: {usage}"),
+    }
+}
+
+fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim().to_ascii_uppercase();
+    let t = t.strip_suffix("IB").or_else(|| t.strip_suffix('B')).unwrap_or(&t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K')) => (&t[..i], 10),
+        Some((i, 'M')) => (&t[..i], 20),
+        Some((i, 'G')) => (&t[..i], 30),
+        Some((i, 'T')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| anyhow::anyhow!("size {text:?} is not a number of bytes (4G, 512M)"))?;
+    let bytes = n.checked_mul(1u64 << shift).ok_or_else(|| anyhow::anyhow!("size {text:?} is too large"))?;
+    if bytes == 0 {
+        bail!("size {text:?} must be more than zero");
+    }
+    Ok(bytes)
+}
+
+/// CANN's step list: `0|5|10-20`. Returned without spaces.
+pub fn parse_steps(steps: &str) -> Result<String> {
+    let compact: String = steps.chars().filter(|c| !c.is_whitespace()).collect();
+    for part in compact.split('|') {
+        let bad = || anyhow::anyhow!("--steps {steps:?}: {part:?} is not a step (5) or a range (10-20)");
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let (lo, hi): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
+        if lo > hi {
+            bail!("--steps {steps:?}: range {part} runs backwards");
+        }
+    }
+    Ok(compact)
+}
+
+/// The exit code to pass on: the child's, or 128 + signal as shells report it.
+fn exit_code(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
+fn describe(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}; the capture below may be partial"),
+        (None, Some(signal)) => format!("killed by signal {signal}; the capture below may be partial"),
+        _ => "ended abnormally".into(),
+    }
+}
+
+/// What the capture in `dir` holds: from the manifest and the stream files, then from the index.
+fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
+    let manifest = match Manifest::read(dir) {
+        Ok(m) => Some(m),
+        Err(_) if !dir.join(accutrace_formats::capture::manifest::MANIFEST_FILE).exists() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let run = CaptureRun::open(dir).with_context(|| format!("cannot read the capture in {}", dir.display()))?;
+    if manifest.is_none() && run.streams.is_empty() {
+        bail!(
+            "{}: nothing was captured (no manifest.json, no streams): the collector did not activate; check \
+             that the command loads libascendcl.so and enables dumping, and see the collector's log line on stderr",
+            dir.display()
+        );
+    }
+    writeln!(out, "capture {} ({} on disk)", dir.display(), human_bytes(disk_usage(dir)))?;
+    if let Some(m) = &manifest {
+        let c = &m.counts;
+        writeln!(out, "  {} files from {} chunks, {} tensors, {} in, {} written", c.files, c.chunks, c.tensors,
+            human_bytes(c.bytes_in), human_bytes(c.bytes_out))?;
+        if c.drops > 0 {
+            writeln!(out, "  warning: {} chunks or files dropped (queue full)", c.drops)?;
+        }
+        if m.finished_unix_us.is_none() {
+            writeln!(out, "  warning: the manifest has no end time: the collector did not finish cleanly")?;
+        }
+        for s in &m.streams {
+            let rank = s.info.rank.map_or_else(|| "?".into(), |r| r.to_string());
+            write!(out, "  stream {}: rank {rank} device {} pid {}: {} ops, {} tensors ({} with data)",
+                s.info.stream_id, s.info.device, s.info.pid, s.counts.ops, s.counts.tensors,
+                s.counts.tensors_with_data)?;
+            if let Some(step) = s.triggered_at_step {
+                write!(out, ", trigger fired at step {step}")?;
+            }
+            writeln!(out, "{}", if s.sealed { "" } else { " (not sealed)" })?;
+        }
+    } else {
+        writeln!(out, "  warning: no manifest.json: the command ended before the collector finished")?;
+    }
+    for stream in &run.streams {
+        if let Some(tail) = stream.torn_tail() {
+            writeln!(out, "  torn tail: {} at byte {}: {}", tail.segment.display(), tail.offset, tail.reason)?;
+        }
+    }
+    match crate::sources::open(dir) {
+        Ok(source) => {
+            let index = source.index();
+            let steps = index.steps();
+            let span = match (steps.first(), steps.last()) {
+                (Some(a), Some(b)) if a != b => format!("steps {a}-{b} ({} distinct)", steps.len()),
+                (Some(a), _) => format!("step {a}"),
+                _ => "no steps".into(),
+            };
+            writeln!(out, "  indexed: {} ops, {} tensors, {span}, ranks {:?}, {} overflow records",
+                index.ops.len(), index.tensors.len(), index.ranks(), index.overflow_records.len())?;
+            for w in &index.warnings {
+                writeln!(out, "  warning: {w}")?;
+            }
+        }
+        // The capture reader may lag behind the collector during development; the manifest still speaks.
+        Err(e) => writeln!(out, "  note: the capture could not be indexed ({e:#}); counts above are the manifest's")?,
+    }
+    Ok(())
+}
+
+fn disk_usage(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_usage(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> RecordArgs {
+        use clap::Parser;
+        let mut argv = vec!["analyzer", "record", "-o", "/tmp/run"];
+        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&["--", "python", "train.py"]);
+        match crate::cli::Cli::try_parse_from(argv).expect("parses").command {
+            crate::cli::Command::Record(a) => a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn get<'a>(env: &'a [EnvChange], key: &str) -> Option<&'a EnvChange> {
+        env.iter().find(|c| matches!(c, EnvChange::Set(k, _) | EnvChange::Remove(k) if *k == key))
+    }
+
+    #[test]
+    fn policies_validate_and_normalize() {
+        assert_eq!(parse_policy("keep").unwrap(), "keep");
+        assert_eq!(parse_policy("ring:4G").unwrap(), "ring:4294967296");
+        assert_eq!(parse_policy("ring:512MiB").unwrap(), "ring:536870912");
+        assert_eq!(parse_policy("trigger:1k:2").unwrap(), "trigger:1024:2");
+        assert_eq!(parse_policy("ring:1000").unwrap(), "ring:1000");
+        for bad in ["", "ring", "ring:", "ring:0", "ring:4X", "trigger:4G", "trigger:4G:-1", "keep:1", "ring:99999999999T"] {
+            let err = parse_policy(bad).unwrap_err();
+            assert!(format!("{err:#}").contains("--policy"), "{bad}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn steps_follow_cann_syntax() {
+        assert_eq!(parse_steps("0|5|10-20").unwrap(), "0|5|10-20");
+        assert_eq!(parse_steps(" 3 | 7-9 ").unwrap(), "3|7-9");
+        for bad in ["", "a", "5-", "9-3", "1||2", "-1"] {
+            assert!(parse_steps(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_sets_every_option_and_removes_stale_ones() {
+        let a = args(&["--mode", "tensor", "--policy", "trigger:2G:3", "--steps", "1-4", "--zstd-level", "3", "--overflow"]);
+        let env = collector_env(&a, Path::new("/abs/run"), Path::new("/lib/libcollector.so"), None).unwrap();
+        let set = |k: &'static str, v: &str| EnvChange::Set(k, v.into());
+        assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/lib/libcollector.so")));
+        assert_eq!(get(&env, "ACCUTRACE_DIR"), Some(&set("ACCUTRACE_DIR", "/abs/run")));
+        assert_eq!(get(&env, "ACCUTRACE_MODE"), Some(&set("ACCUTRACE_MODE", "tensor")));
+        assert_eq!(get(&env, "ACCUTRACE_POLICY"), Some(&set("ACCUTRACE_POLICY", "trigger:2147483648:3")));
+        assert_eq!(get(&env, "ACCUTRACE_STEPS"), Some(&set("ACCUTRACE_STEPS", "1-4")));
+        assert_eq!(get(&env, "ACCUTRACE_ZSTD_LEVEL"), Some(&set("ACCUTRACE_ZSTD_LEVEL", "3")));
+        assert_eq!(get(&env, "ACCUTRACE_OVERFLOW"), Some(&set("ACCUTRACE_OVERFLOW", "1")));
+
+        let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), Some("/x/asan.so".into())).unwrap();
+        assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/c.so:/x/asan.so")));
+        assert_eq!(get(&env, "ACCUTRACE_MODE"), Some(&set("ACCUTRACE_MODE", "stats")));
+        assert_eq!(get(&env, "ACCUTRACE_POLICY"), Some(&set("ACCUTRACE_POLICY", "keep")));
+        assert_eq!(get(&env, "ACCUTRACE_STEPS"), Some(&EnvChange::Remove("ACCUTRACE_STEPS")));
+        assert_eq!(get(&env, "ACCUTRACE_OVERFLOW"), Some(&EnvChange::Remove("ACCUTRACE_OVERFLOW")));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let err = collector_env(&args(&["--zstd-level", "0"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
+        assert!(err.to_string().contains("--zstd-level 0"), "{err}");
+        let err = collector_env(&args(&[]), Path::new("/r"), Path::new("/my libs/c.so"), None).unwrap_err();
+        assert!(err.to_string().contains("LD_PRELOAD"), "{err}");
+        let err = collector_env(&args(&["--steps", "x"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
+        assert!(err.to_string().contains("--steps"), "{err}");
+    }
+
+    #[test]
+    fn collector_is_found_beside_the_executable_or_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("analyzer");
+        let err = find_collector(None, Some(&exe)).unwrap_err().to_string();
+        assert!(err.contains("--collector") && err.contains("cargo build"), "{err}");
+        std::fs::write(dir.path().join(COLLECTOR_FILE), b"").unwrap();
+        assert_eq!(find_collector(None, Some(&exe)).unwrap(), dir.path().join(COLLECTOR_FILE));
+        let err = find_collector(Some(&dir.path().join("nope.so")), Some(&exe)).unwrap_err().to_string();
+        assert!(err.contains("nope.so"), "{err}");
+    }
+
+    #[test]
+    fn output_directory_must_be_new_or_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        assert!(prepare_output(&run).unwrap().is_absolute());
+        std::fs::write(run.join("manifest.json"), b"{}").unwrap();
+        assert!(prepare_output(&run).unwrap_err().to_string().contains("not empty"));
+    }
+}
