@@ -93,6 +93,46 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
     Ok(())
 }
 
+/// Fused kernels (target ops matched to the bench through `original_op` names) and whether each fails:
+/// against an unfused run this answers "does the problem go away without fusion?".
+pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
+    use crate::matching::MatchKind;
+    let index = c.target.index();
+    let mut kernels: Vec<(usize, bool)> = Vec::new();
+    for row in &c.rows {
+        if row.how != Some(MatchKind::Provenance) {
+            continue;
+        }
+        let op = index.tensors[row.target].op;
+        match kernels.iter_mut().find(|(o, _)| *o == op) {
+            Some((_, failed)) => *failed |= row.failed,
+            None => kernels.push((op, row.failed)),
+        }
+    }
+    kernels
+}
+
+fn fusion_summary(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
+    let kernels = fused_kernels(c);
+    if kernels.is_empty() {
+        return Ok(());
+    }
+    let index = c.target.index();
+    let failing: Vec<&(usize, bool)> = kernels.iter().filter(|(_, f)| *f).collect();
+    write!(out, "fused kernels matched through their original ops: {}", kernels.len())?;
+    match failing.first() {
+        None => writeln!(out, ", all pass: the fused kernels agree with the unfused ops")?,
+        Some((op, _)) => writeln!(
+            out,
+            ", {} fail (first: {} = {}): fusion changes the result",
+            failing.len(),
+            index.ops[*op].name,
+            index.ops[*op].original_names(index).join(" + ")
+        )?,
+    }
+    Ok(())
+}
+
 fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) -> Result<()> {
     let index = c.target.index();
     writeln!(
@@ -104,6 +144,7 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
         c.bench.kind()
     )?;
     headline(out, c, colour)?;
+    fusion_summary(out, c)?;
     if let Some(f) = c.culprit.map(|i| &c.failing_ops[i]) {
         writeln!(out, "\nThe culprit's tensors:")?;
         table_header(out)?;
@@ -334,8 +375,17 @@ fn write_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             })
         })
         .collect();
+    let fused: Vec<serde_json::Value> = fused_kernels(c)
+        .into_iter()
+        .map(|(o, failed)| {
+            let mut v = op_json(o);
+            v["fails"] = json!(failed);
+            v
+        })
+        .collect();
     let report = json!({
         "target": {"path": c.target.root(), "kind": c.target.kind()},
+        "fused_kernels": fused,
         "bench": {"path": c.bench.root(), "kind": c.bench.kind()},
         "culprit": c.culprit.map(|i| op_json(c.failing_ops[i].op)),
         "failing_ops": c.failing_ops.iter().map(|f| {

@@ -114,3 +114,24 @@ fn overflow_names_the_op_and_step_in_both_device_modes() {
         }
     }
 }
+
+#[test]
+fn fusion_on_off_says_whether_fusion_is_to_blame() {
+    let dir = scratch();
+    let unfused = dumped_run(dir.path(), "unfused", r#"{"fusion": false}"#, &[]);
+    let good = dumped_run(dir.path(), "good", r#"{"fusion": true}"#, &[]);
+    let bad = dumped_run(dir.path(), "bad", r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#, &[]);
+
+    // A correct fused kernel agrees with its unfused original ops: fusion is not to blame.
+    let (code, report) = analyzer_json(&["compare", path_str(&good), path_str(&unfused), "--step", "0"]);
+    let fused = report["fused_kernels"].as_array().expect("fused kernels");
+    assert!(!fused.is_empty(), "fused kernels are matched through original_op");
+    assert!(fused.iter().all(|k| k["fails"] == false), "{report}");
+    assert_eq!(code, 0, "{}", report["failing_ops"]);
+
+    // The imprecise one does not, and is the culprit, named with its original ops.
+    let (code, report) = analyzer_json(&["compare", path_str(&bad), path_str(&unfused), "--step", "0"]);
+    assert_eq!(code, 1);
+    assert_eq!(report["culprit"]["op_type"], "FusedMatMulBiasGelu", "{}", report["culprit"]);
+    assert!(report["fused_kernels"].as_array().expect("fused").iter().any(|k| k["fails"] == true));
+}
