@@ -7,22 +7,8 @@ use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 use serde::Serialize;
 
-/// Whether a tensor was an op's input or output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Io {
-    Input,
-    Output,
-}
-
-impl Io {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Io::Input => "input",
-            Io::Output => "output",
-        }
-    }
-}
+/// Whether a tensor was an op's input or output (the dump format's own type).
+pub use accutrace_formats::dump::Io;
 
 /// Position of a tensor in [`Index::tensors`].
 pub type TensorId = usize;

@@ -163,6 +163,7 @@ pub fn activate(cfg: Config) -> Result<(), String> {
 pub fn standalone(cfg: Config) -> Result<&'static Pipeline, String> {
     let p = start(cfg, None)?;
     CURRENT.store(p as *const Pipeline as *mut Pipeline, Ordering::Release);
+    install_process_hooks();
     Ok(p)
 }
 

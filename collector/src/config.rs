@@ -91,6 +91,8 @@ impl Default for Config {
 }
 
 pub const DEFAULT_SLOTS: usize = 64;
+/// Default segment size when no tensor data is stored (tensor mode: the format's 64 MiB default).
+pub const STATS_SEGMENT_SIZE: u64 = 8 << 20;
 pub const DEFAULT_SLOT_SIZE: usize = 1 << 20;
 /// A slot must hold the longest file name (4095 bytes) and some payload.
 pub const MIN_SLOT_SIZE: usize = 8 << 10;
@@ -253,6 +255,10 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
             _ => unreachable!("every key in KEYS is handled"),
         }
     }
+    if !values.contains_key("segment_size") && c.mode != Mode::Tensor {
+        // Statistics records are ~100 bytes per tensor: a 64 MiB pre-allocated segment would be mostly zeros.
+        c.segment_size = STATS_SEGMENT_SIZE;
+    }
     if c.dir.as_os_str().is_empty() {
         return Err("ACCUTRACE_DIR (or \"dir\" in ACCUTRACE_CONFIG) is required".into());
     }
@@ -390,7 +396,9 @@ mod tests {
     #[test]
     fn defaults_and_every_key() {
         let c = active(&[("ACCUTRACE_DIR", "runs/x")]);
-        assert_eq!(c, Config { dir: "runs/x".into(), ..Config::default() });
+        assert_eq!(c, Config { dir: "runs/x".into(), segment_size: STATS_SEGMENT_SIZE, ..Config::default() });
+        let c = active(&[("ACCUTRACE_DIR", "runs/x"), ("ACCUTRACE_MODE", "tensor")]);
+        assert_eq!(c.segment_size, accutrace_formats::capture::DEFAULT_SEGMENT_SIZE);
         let c = active(&[
             ("ACCUTRACE_DIR", "d"),
             ("ACCUTRACE_MODE", "tensor"),

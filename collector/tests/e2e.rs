@@ -130,7 +130,8 @@ fn forced_panics_leave_training_running_and_unchanged() {
         let out = s.run(3, None, true, &collector_env(&run, &[("ACCUTRACE_TEST_PANIC", point)]));
         assert_ok(&out);
         assert_eq!(stdout(&out), stdout(&plain), "{point}: training output changed");
-        let ours: Vec<&str> = stderr(&out).lines().filter(|l| l.starts_with("accutrace:")).map(|l| l).collect();
+        let err = stderr(&out);
+        let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("accutrace:")).collect();
         assert_eq!(ours.len(), 1, "{point}: {}", stderr(&out));
         assert!(ours[0].contains("panicked"), "{point}: {}", ours[0]);
         if point != "init" {

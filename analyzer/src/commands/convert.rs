@@ -36,7 +36,8 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
     let source = sources::open(&args.source)?;
     let index = source.index();
     let ops = args.filter.op_ids(index);
-    std::fs::create_dir_all(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
     let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
     let progress = Progress::new("converting", total as u64, false);
     let renamed = Mutex::new(Vec::new());
@@ -56,7 +57,10 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
                     let i = file_index(source.as_ref(), list, position);
                     let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
                     if name != op.name {
-                        renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.clone()));
+                        renamed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push((stem.clone(), op.name.clone()));
                     }
                     out.push(convert_one(source.as_ref(), t, &dir, &stem));
                     progress.inc(1);
@@ -87,13 +91,17 @@ fn file_index(source: &dyn Source, list: &[TensorId], position: usize) -> u32 {
 /// The dtype a tensor is written as, and what the user should know about it.
 fn target_dtype(dtype: DType) -> Option<(DType, Option<&'static str>)> {
     let target = match dtype {
-        DType::DOUBLE => return Some((dtype, Some("float64 values passed through float32 (precision lost)"))),
+        DType::DOUBLE => {
+            return Some((dtype, Some("float64 values passed through float32 (precision lost)")))
+        }
         DType::COMPLEX128 => {
             return Some((dtype, Some("complex128 values passed through float32 (precision lost)")))
         }
         _ if descr_of(dtype).is_some() => return Some((dtype, None)),
         DType::BF16 => (DType::FLOAT, "bf16 written as float32 (numpy has no bfloat16)"),
-        DType::FLOAT8_E4M3FN | DType::FLOAT8_E5M2 => (DType::FLOAT, "fp8 written as float32 (numpy has no float8)"),
+        DType::FLOAT8_E4M3FN | DType::FLOAT8_E5M2 => {
+            (DType::FLOAT, "fp8 written as float32 (numpy has no float8)")
+        }
         DType::COMPLEX32 => (DType::COMPLEX64, "complex32 written as complex64 (numpy has no complex32)"),
         DType::INT4 => (DType::INT8, "int4 written as int8, one value per byte"),
         DType::UINT1 => (DType::UINT8, "uint1 written as uint8, one value per byte"),
@@ -121,7 +129,8 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
         return Converted::Failed(format!("{label}: {e:#}"));
     }
     let lanes = lanes_per_element(target) as u64;
-    let expected = info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(lanes));
+    let expected =
+        info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(lanes));
     // A source whose host shape does not fit its values still gets its numbers out, flat.
     let shape = if expected == Some(values.len() as u64) {
         info.shape.clone()
@@ -213,7 +222,11 @@ fn summarize(dir: &Path, results: &[Converted]) -> Result<Outcome> {
         for why in &failed {
             writeln!(out, "failed: {why}")?;
         }
-        bail!("{} tensor{} could not be converted; first: {first}", failed.len(), plural(failed.len() as u64));
+        bail!(
+            "{} tensor{} could not be converted; first: {first}",
+            failed.len(),
+            plural(failed.len() as u64)
+        );
     }
     Ok(Outcome::Pass)
 }

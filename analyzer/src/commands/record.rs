@@ -5,9 +5,9 @@
 //! wrapper script keeps working; 2 when the options are wrong or the command cannot be started. A command
 //! that succeeds but leaves no capture behind (the collector never activated) is an error (2).
 
+use super::convert::human_bytes;
 use super::Outcome;
 use crate::cli::{RecordArgs, RecordMode};
-use super::convert::human_bytes;
 use accutrace_formats::capture::manifest::Manifest;
 use accutrace_formats::capture::reader::CaptureRun;
 use anyhow::{bail, Context, Result};
@@ -76,7 +76,10 @@ pub fn find_collector(given: Option<&Path>, exe: Option<&Path>) -> Result<PathBu
             "{COLLECTOR_FILE} not found next to the analyzer ({}); build it with \
              `cargo build --release -p accutrace-collector` (it lands beside target/release/analyzer) \
              or pass --collector PATH",
-            beside.as_deref().and_then(Path::parent).map_or_else(|| "unknown".into(), |d| d.display().to_string())
+            beside
+                .as_deref()
+                .and_then(Path::parent)
+                .map_or_else(|| "unknown".into(), |d| d.display().to_string())
         ),
     }
 }
@@ -103,8 +106,9 @@ pub fn collector_env(
         RecordMode::Stats => "stats",
         RecordMode::Tensor => "tensor",
     };
-    if !(1..=22).contains(&args.zstd_level) {
-        bail!("--zstd-level {}: zstd levels run from 1 (fastest) to 22 (smallest)", args.zstd_level);
+    // The collector's range: negative levels are zstd's faster-than-1 modes.
+    if !(-7..=22).contains(&args.zstd_level) {
+        bail!("--zstd-level {}: zstd levels run from -7 (fastest) to 22 (smallest)", args.zstd_level);
     }
     let mut env = vec![
         EnvChange::Set("LD_PRELOAD", ld_preload(collector, inherited_preload)?),
@@ -149,10 +153,15 @@ pub fn parse_policy(policy: &str) -> Result<String> {
     let usage = "expected keep, ring:SIZE (ring:4G) or trigger:SIZE:K (trigger:4G:2)";
     match parts.as_slice() {
         ["keep"] => Ok("keep".into()),
-        ["ring", size] => Ok(format!("ring:{}", parse_size(size).with_context(|| format!("--policy {policy}"))?)),
+        ["ring", size] => {
+            Ok(format!("ring:{}", parse_size(size).with_context(|| format!("--policy {policy}"))?))
+        }
         ["trigger", size, k] => {
             let size = parse_size(size).with_context(|| format!("--policy {policy}"))?;
-            let k: u64 = k.trim().parse().with_context(|| format!("--policy {policy}: K {k:?} is not a step count"))?;
+            let k: u64 = k
+                .trim()
+                .parse()
+                .with_context(|| format!("--policy {policy}: K {k:?} is not a step count"))?;
             Ok(format!("trigger:{size}:{k}"))
         }
         _ => bail!("--policy {policy}: {usage}"),
@@ -169,7 +178,8 @@ fn parse_size(text: &str) -> Result<u64> {
         Some((i, 'T')) => (&t[..i], 40),
         _ => (t, 0),
     };
-    let n: u64 = digits.parse().map_err(|_| anyhow::anyhow!("size {text:?} is not a number of bytes (4G, 512M)"))?;
+    let n: u64 =
+        digits.parse().map_err(|_| anyhow::anyhow!("size {text:?} is not a number of bytes (4G, 512M)"))?;
     let bytes = n.checked_mul(1u64 << shift).ok_or_else(|| anyhow::anyhow!("size {text:?} is too large"))?;
     if bytes == 0 {
         bail!("size {text:?} must be more than zero");
@@ -213,7 +223,8 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
         Err(_) if !dir.join(accutrace_formats::capture::manifest::MANIFEST_FILE).exists() => None,
         Err(e) => return Err(e.into()),
     };
-    let run = CaptureRun::open(dir).with_context(|| format!("cannot read the capture in {}", dir.display()))?;
+    let run =
+        CaptureRun::open(dir).with_context(|| format!("cannot read the capture in {}", dir.display()))?;
     if manifest.is_none() && run.streams.is_empty() {
         bail!(
             "{}: nothing was captured (no manifest.json, no streams): the collector did not activate; check \
@@ -224,8 +235,15 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
     writeln!(out, "capture {} ({} on disk)", dir.display(), human_bytes(disk_usage(dir)))?;
     if let Some(m) = &manifest {
         let c = &m.counts;
-        writeln!(out, "  {} files from {} chunks, {} tensors, {} in, {} written", c.files, c.chunks, c.tensors,
-            human_bytes(c.bytes_in), human_bytes(c.bytes_out))?;
+        writeln!(
+            out,
+            "  {} files from {} chunks, {} tensors, {} in, {} written",
+            c.files,
+            c.chunks,
+            c.tensors,
+            human_bytes(c.bytes_in),
+            human_bytes(c.bytes_out)
+        )?;
         if c.drops > 0 {
             writeln!(out, "  warning: {} chunks or files dropped (queue full)", c.drops)?;
         }
@@ -234,9 +252,16 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
         }
         for s in &m.streams {
             let rank = s.info.rank.map_or_else(|| "?".into(), |r| r.to_string());
-            write!(out, "  stream {}: rank {rank} device {} pid {}: {} ops, {} tensors ({} with data)",
-                s.info.stream_id, s.info.device, s.info.pid, s.counts.ops, s.counts.tensors,
-                s.counts.tensors_with_data)?;
+            write!(
+                out,
+                "  stream {}: rank {rank} device {} pid {}: {} ops, {} tensors ({} with data)",
+                s.info.stream_id,
+                s.info.device,
+                s.info.pid,
+                s.counts.ops,
+                s.counts.tensors,
+                s.counts.tensors_with_data
+            )?;
             if let Some(step) = s.triggered_at_step {
                 write!(out, ", trigger fired at step {step}")?;
             }
@@ -247,7 +272,13 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
     }
     for stream in &run.streams {
         if let Some(tail) = stream.torn_tail() {
-            writeln!(out, "  torn tail: {} at byte {}: {}", tail.segment.display(), tail.offset, tail.reason)?;
+            writeln!(
+                out,
+                "  torn tail: {} at byte {}: {}",
+                tail.segment.display(),
+                tail.offset,
+                tail.reason
+            )?;
         }
     }
     match crate::sources::open(dir) {
@@ -259,14 +290,23 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
                 (Some(a), _) => format!("step {a}"),
                 _ => "no steps".into(),
             };
-            writeln!(out, "  indexed: {} ops, {} tensors, {span}, ranks {:?}, {} overflow records",
-                index.ops.len(), index.tensors.len(), index.ranks(), index.overflow_records.len())?;
+            writeln!(
+                out,
+                "  indexed: {} ops, {} tensors, {span}, ranks {:?}, {} overflow records",
+                index.ops.len(),
+                index.tensors.len(),
+                index.ranks(),
+                index.overflow_records.len()
+            )?;
             for w in &index.warnings {
                 writeln!(out, "  warning: {w}")?;
             }
         }
         // The capture reader may lag behind the collector during development; the manifest still speaks.
-        Err(e) => writeln!(out, "  note: the capture could not be indexed ({e:#}); counts above are the manifest's")?,
+        Err(e) => writeln!(
+            out,
+            "  note: the capture could not be indexed ({e:#}); counts above are the manifest's"
+        )?,
     }
     Ok(())
 }
@@ -309,7 +349,17 @@ mod tests {
         assert_eq!(parse_policy("ring:512MiB").unwrap(), "ring:536870912");
         assert_eq!(parse_policy("trigger:1k:2").unwrap(), "trigger:1024:2");
         assert_eq!(parse_policy("ring:1000").unwrap(), "ring:1000");
-        for bad in ["", "ring", "ring:", "ring:0", "ring:4X", "trigger:4G", "trigger:4G:-1", "keep:1", "ring:99999999999T"] {
+        for bad in [
+            "",
+            "ring",
+            "ring:",
+            "ring:0",
+            "ring:4X",
+            "trigger:4G",
+            "trigger:4G:-1",
+            "keep:1",
+            "ring:99999999999T",
+        ] {
             let err = parse_policy(bad).unwrap_err();
             assert!(format!("{err:#}").contains("--policy"), "{bad}: {err:#}");
         }
@@ -326,7 +376,17 @@ mod tests {
 
     #[test]
     fn env_sets_every_option_and_removes_stale_ones() {
-        let a = args(&["--mode", "tensor", "--policy", "trigger:2G:3", "--steps", "1-4", "--zstd-level", "3", "--overflow"]);
+        let a = args(&[
+            "--mode",
+            "tensor",
+            "--policy",
+            "trigger:2G:3",
+            "--steps",
+            "1-4",
+            "--zstd-level",
+            "3",
+            "--overflow",
+        ]);
         let env = collector_env(&a, Path::new("/abs/run"), Path::new("/lib/libcollector.so"), None).unwrap();
         let set = |k: &'static str, v: &str| EnvChange::Set(k, v.into());
         assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/lib/libcollector.so")));
@@ -337,7 +397,8 @@ mod tests {
         assert_eq!(get(&env, "ACCUTRACE_ZSTD_LEVEL"), Some(&set("ACCUTRACE_ZSTD_LEVEL", "3")));
         assert_eq!(get(&env, "ACCUTRACE_OVERFLOW"), Some(&set("ACCUTRACE_OVERFLOW", "1")));
 
-        let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), Some("/x/asan.so".into())).unwrap();
+        let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), Some("/x/asan.so".into()))
+            .unwrap();
         assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/c.so:/x/asan.so")));
         assert_eq!(get(&env, "ACCUTRACE_MODE"), Some(&set("ACCUTRACE_MODE", "stats")));
         assert_eq!(get(&env, "ACCUTRACE_POLICY"), Some(&set("ACCUTRACE_POLICY", "keep")));
@@ -347,11 +408,13 @@ mod tests {
 
     #[test]
     fn bad_options_are_refused() {
-        let err = collector_env(&args(&["--zstd-level", "0"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
-        assert!(err.to_string().contains("--zstd-level 0"), "{err}");
+        let err = collector_env(&args(&["--zstd-level", "23"]), Path::new("/r"), Path::new("/c.so"), None)
+            .unwrap_err();
+        assert!(err.to_string().contains("--zstd-level 23"), "{err}");
         let err = collector_env(&args(&[]), Path::new("/r"), Path::new("/my libs/c.so"), None).unwrap_err();
         assert!(err.to_string().contains("LD_PRELOAD"), "{err}");
-        let err = collector_env(&args(&["--steps", "x"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
+        let err =
+            collector_env(&args(&["--steps", "x"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
         assert!(err.to_string().contains("--steps"), "{err}");
     }
 

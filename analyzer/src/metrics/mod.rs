@@ -79,6 +79,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::excessive_precision)] // exact binary values, written out to show the tie
     fn python_float_text() {
         for (v, s) in [
             (8.5353851e-05, "8.5353851e-05"),
@@ -100,6 +101,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)]
     fn rounding_like_msprobe() {
         assert_eq!(format_value(0.0054435729980468750), 0.005443572998);
         assert_eq!(format_value(8.535385131835938e-05), 8.5353851e-05);

@@ -3,7 +3,7 @@
 
 use super::host::{host_shape, host_values, DeviceTensor};
 use super::Source;
-use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
@@ -16,6 +16,8 @@ pub struct CaptureSource {
     root: PathBuf,
     run: CaptureRun,
     index: Index,
+    /// Device layout of each tensor (by tensor id), to undo it when values are read.
+    metas: Vec<record::TensorMeta>,
 }
 
 /// A tensor's place in the run: stream, segment, frame offset (packed into the index's locator).
@@ -31,6 +33,7 @@ impl CaptureSource {
     pub fn open(root: &Path) -> Result<Self> {
         let run = CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         let mut index = Index::default();
+        let mut metas = Vec::new();
         if run.manifest.is_none() {
             index.warnings.push(format!(
                 "{}: no manifest.json (the collector did not finish); reading the segments alone",
@@ -45,7 +48,12 @@ impl CaptureSource {
             for item in stream.records() {
                 let item = item?;
                 if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
-                    anyhow::bail!("{}: capture too large to index (segment {} offset {})", root.display(), item.segment_index, item.offset);
+                    anyhow::bail!(
+                        "{}: capture too large to index (segment {} offset {})",
+                        root.display(),
+                        item.segment_index,
+                        item.offset
+                    );
                 }
                 match item.record {
                     Record::Op(op) => {
@@ -67,10 +75,7 @@ impl CaptureSource {
                         let format = Format::from_code(m.format);
                         index.push_tensor(TensorInfo {
                             op: op_id,
-                            io: match m.io {
-                                record::Io::Input => Io::Input,
-                                record::Io::Output => Io::Output,
-                            },
+                            io: m.io,
                             index: m.index,
                             dtype: m.dtype,
                             shape: host_shape(m.format, &m.device_shape, &original),
@@ -84,6 +89,7 @@ impl CaptureSource {
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
                         });
+                        metas.push(t.meta.clone());
                     }
                     Record::Overflow(info) => {
                         let file = format!("{} ({})", item.segment.display(), info.dump_file);
@@ -121,17 +127,15 @@ impl CaptureSource {
                 ));
             }
         }
-        Ok(CaptureSource { root: root.to_path_buf(), run, index })
+        Ok(CaptureSource { root: root.to_path_buf(), run, index, metas })
     }
 
     fn with_data<R>(&self, tensor: TensorId, f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>) -> Result<R> {
         let info = &self.index.tensors[tensor];
         let (s, segment, offset) = unpack(info.locator);
-        let stream = &self.run.streams[s];
-        let t = stream.tensor_at(segment, offset)?;
         let mut bytes = Vec::new();
-        t.read_data(&mut bytes)?;
-        f(&t.meta, &bytes)
+        self.run.streams[s].read_tensor_data_at(segment, offset, &mut bytes)?;
+        f(&self.metas[tensor], &bytes)
     }
 }
 

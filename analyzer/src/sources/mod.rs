@@ -117,6 +117,7 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
 }
 
 pub mod cann;
+pub mod capture;
 pub mod host;
 pub mod npy;
 
@@ -124,6 +125,7 @@ pub mod npy;
 pub fn open(path: &Path) -> Result<Box<dyn Source>> {
     match detect(path)? {
         Detected::CannDump(root) => Ok(Box::new(cann::CannDumpSource::open(&root)?)),
+        Detected::Capture(root) => Ok(Box::new(capture::CaptureSource::open(&root)?)),
         Detected::NpyDir(root) => Ok(Box::new(npy::NpyDirSource::open(&root)?)),
         other => bail!("{}: {other:?} sources are not supported yet", path.display()),
     }

@@ -241,7 +241,9 @@ impl Location {
     fn enter(mut self, dir_name: &str) -> Location {
         if let Some(n) = dir_name.strip_prefix("step").and_then(number) {
             self.step = n;
-        } else if let Some(n) = dir_name.strip_prefix("rank").and_then(number).and_then(|n| u32::try_from(n).ok()) {
+        } else if let Some(n) =
+            dir_name.strip_prefix("rank").and_then(number).and_then(|n| u32::try_from(n).ok())
+        {
             self.rank = n;
         }
         self
@@ -346,8 +348,11 @@ fn read_mapping_json(path: &Path) -> Result<HashMap<String, JsonEntry>> {
                 };
                 let output_index =
                     row.get("output_index").and_then(|v| v.as_u64()).and_then(|n| u32::try_from(n).ok());
-                let entry =
-                    JsonEntry { op_name: op_name.to_string(), op_type: field("op_type").map(str::to_string), output_index };
+                let entry = JsonEntry {
+                    op_name: op_name.to_string(),
+                    op_type: field("op_type").map(str::to_string),
+                    output_index,
+                };
                 out.insert(file.to_string(), entry);
             }
         }
@@ -384,7 +389,9 @@ fn name_of(stem: &str, file_name: &str, mappings: &Mappings) -> NpyName {
     }
     match csv_original(mappings, file_name).or_else(|| csv_original(mappings, stem)) {
         // CANN style: the file was renamed, the original file name is listed.
-        Some(original) if original.ends_with(".npy") => parse_stem(original.trim_end_matches(".npy"), mappings),
+        Some(original) if original.ends_with(".npy") => {
+            parse_stem(original.trim_end_matches(".npy"), mappings)
+        }
         // convert style: the real op name of a sanitized one.
         Some(original) => NpyName { op_name: original.to_string(), ..parse_stem(stem, mappings) },
         None => parse_stem(stem, mappings),
@@ -414,7 +421,13 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
             // A dump file name, possibly renamed through mapping.csv.
             let dump_name = csv_original(mappings, &prefix).unwrap_or(&prefix);
             if let Ok(d) = parse_file_name(dump_name) {
-                return NpyName { op_name: d.op_name, op_type: d.op_type, io, index, time: Some(d.timestamp_us) };
+                return NpyName {
+                    op_name: d.op_name,
+                    op_type: d.op_type,
+                    io,
+                    index,
+                    time: Some(d.timestamp_us),
+                };
             }
             return NpyName { op_name: prefix, op_type: String::new(), io, index, time: None };
         }
@@ -428,29 +441,6 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
     NpyName { op_name: stem.to_string(), op_type: String::new(), io: Io::Output, index: 0, time: None }
 }
 
-/// Whether `path` is a tree of `.npy` files: at least one, and no other files besides mapping files.
-/// (Detection helper: a CANN dump tree never holds `.npy` files.)
-pub fn is_npy_tree(path: &Path) -> Result<bool> {
-    fn visit(dir: &Path, depth: usize, npy: &mut bool) -> Result<bool> {
-        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-            let path = entry.with_context(|| format!("cannot list {}", dir.display()))?.path();
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if path.is_dir() {
-                if depth < MAX_DEPTH && !visit(&path, depth + 1, npy)? {
-                    return Ok(false);
-                }
-            } else if name.ends_with(".npy") {
-                *npy = true;
-            } else if name != MAPPING_CSV && name != MAPPING_JSON {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-    let mut npy = false;
-    Ok(visit(path, 0, &mut npy)? && npy)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,17 +452,26 @@ mod tests {
     #[test]
     fn parses_every_naming() {
         let n = parse("MatMul.layer_0_attn_mm.7.3.1700000000000123.output.1");
-        assert_eq!((n.op_type.as_str(), n.op_name.as_str(), n.io, n.index), ("MatMul", "layer_0_attn_mm", Io::Output, 1));
+        assert_eq!(
+            (n.op_type.as_str(), n.op_name.as_str(), n.io, n.index),
+            ("MatMul", "layer_0_attn_mm", Io::Output, 1)
+        );
         assert_eq!(n.time, Some(1700000000000123));
 
         let n = parse("Add.add_1.5.42.input.0");
-        assert_eq!((n.op_type.as_str(), n.op_name.as_str(), n.io, n.time), ("Add", "add_1", Io::Input, Some(42)));
+        assert_eq!(
+            (n.op_type.as_str(), n.op_name.as_str(), n.io, n.time),
+            ("Add", "add_1", Io::Input, Some(42))
+        );
 
         let n = parse("Conv2D.conv1.12.output.0");
         assert_eq!((n.op_type.as_str(), n.op_name.as_str(), n.time), ("Conv2D", "conv1", Some(12)));
 
         let n = parse("model_layer_0_attn_MatMul.2.1700000000000005");
-        assert_eq!((n.op_name.as_str(), n.io, n.index, n.time), ("model_layer_0_attn_MatMul", Io::Output, 2, Some(1700000000000005)));
+        assert_eq!(
+            (n.op_name.as_str(), n.io, n.index, n.time),
+            ("model_layer_0_attn_MatMul", Io::Output, 2, Some(1700000000000005))
+        );
 
         let n = parse("weights");
         assert_eq!((n.op_name.as_str(), n.io, n.index, n.time), ("weights", Io::Output, 0, None));

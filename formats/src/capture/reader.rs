@@ -281,17 +281,35 @@ impl TensorRef<'_> {
 
     /// [`read_data`](Self::read_data) with a caller-owned scratch buffer (for the shuffled bytes).
     pub fn read_data_with(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
-        let at = |p: String| FormatError::at(self.payload_offset, p).in_file(self.path);
+        let stored = StoredData {
+            encoding: self.encoding,
+            payload: self.payload,
+            payload_offset: self.payload_offset,
+            data_size: self.data_size,
+            content_hash: self.content_hash,
+        };
+        stored.decode(self.path, out, scratch)
+    }
+}
+
+/// A tensor record's data as stored: enough to decode and verify it without the rest of the record.
+struct StoredData<'a> {
+    encoding: DataEncoding,
+    payload: &'a [u8],
+    payload_offset: u64,
+    data_size: u64,
+    content_hash: u64,
+}
+
+impl StoredData<'_> {
+    fn decode(&self, path: &Path, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
+        let at = |p: String| FormatError::at(self.payload_offset, p).in_file(path);
         out.clear();
         match self.encoding {
             DataEncoding::None => return Err(at("the tensor was recorded without data".into())),
             DataEncoding::Raw => {
                 if self.payload.len() as u64 != self.data_size {
-                    return Err(at(format!(
-                        "{} data bytes stored, {} recorded",
-                        self.payload.len(),
-                        self.data_size
-                    )));
+                    return Err(at(format!("{} data bytes stored, {} recorded", self.payload.len(), self.data_size)));
                 }
                 out.extend_from_slice(self.payload);
             }
@@ -305,6 +323,33 @@ impl TensorRef<'_> {
             return Err(at("tensor data does not match its content hash".into()));
         }
         Ok(())
+    }
+}
+
+impl StreamReader {
+    /// Decodes the data of the tensor record at `offset` of segment `segment_index` (a place a
+    /// [`RecordRef`] reported), without walking the stream: random access for analyses that pair tensors.
+    pub fn read_tensor_data_at(&self, segment_index: u64, offset: u64, out: &mut Vec<u8>) -> Result<()> {
+        let seg = self.segments.iter().find(|s| s.index == segment_index).ok_or_else(|| {
+            FormatError::whole(format!("stream has no segment {segment_index}")).in_file(&self.dir)
+        })?;
+        let (meta, head_end, body_end, kind) = match segment::frame_at(&seg.map, offset, seg.end) {
+            Frame::Valid { body, len, meta, head_len, kind, .. } => (meta, body + head_len, body + len, kind),
+            _ => return Err(FormatError::at(offset, "no record starts here").in_file(&seg.path)),
+        };
+        if kind != KIND_TENSOR {
+            return Err(FormatError::at(offset, format!("record kind {kind} is not a tensor")).in_file(&seg.path));
+        }
+        let m = &seg.map[meta as usize..head_end as usize];
+        let r: pb::TensorRecord = decode_message(m, "tensor").map_err(|e| e.shifted(offset).in_file(&seg.path))?;
+        let stored = StoredData {
+            encoding: DataEncoding::from_record(&r).map_err(|e| e.shifted(offset).in_file(&seg.path))?,
+            payload: &seg.map[head_end as usize..body_end as usize],
+            payload_offset: head_end,
+            data_size: r.data_size,
+            content_hash: r.content_hash,
+        };
+        stored.decode(&seg.path, out, &mut Vec::new())
     }
 }
 

@@ -41,14 +41,8 @@ pub struct OpInfo {
     pub original_names: Vec<String>,
 }
 
-/// Whether a tensor is an input or an output of its op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Io {
-    /// An op input.
-    Input,
-    /// An op output.
-    Output,
-}
+/// Whether a tensor is an input or an output of its op (the dump format's notion, shared).
+pub use crate::dump::Io;
 
 /// The framework op (and its output index) a device tensor came from, after fusion.
 #[derive(Clone, Debug, PartialEq, Eq)]

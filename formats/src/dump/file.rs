@@ -26,7 +26,8 @@ pub enum DumpLayout {
 }
 
 /// Whether a tensor is an input or an output of its op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Io {
     Input,
     Output,

@@ -479,7 +479,7 @@ impl<'a> Machine<'a> {
                 return Err(FormatError::at(at, format!("opcode 0x{op:02x} cannot extend a {kind}")));
             }
         };
-        if pairs && items.len() % 2 != 0 {
+        if pairs && items.len() & 1 == 1 {
             return Err(FormatError::at(at, "SETITEMS with an odd number of values"));
         }
         for item in &items {

@@ -1,0 +1,186 @@
+//! `analyzer convert`: a CANN dump tree (device formats included) to .npy files and back through the npy
+//! source: same op names, types, shapes and values.
+
+use accutrace_formats::dump::encode_dump;
+use accutrace_formats::layout::{to_device, Format};
+use accutrace_formats::tensor::encode_f32;
+use accutrace_formats::DType;
+use accutrace_proto::dumpdata::{DumpData, OpInput, OpOutput, Shape};
+use analyzer::index::Io;
+use analyzer::sources::cann::CannDumpSource;
+use analyzer::sources::npy::NpyDirSource;
+use analyzer::sources::Source;
+use std::path::Path;
+use std::process::Command;
+
+/// One tensor: host values and shape, stored on the "device" in `format` as `dtype`.
+struct T {
+    dtype: DType,
+    format: Format,
+    shape: Vec<u64>,
+    values: Vec<f32>,
+}
+
+impl T {
+    fn new(dtype: DType, format: Format, shape: &[u64]) -> T {
+        let n: u64 = shape.iter().product();
+        // Quarter steps: exact in fp16, bf16 and fp32; negative values exercise the sign.
+        let values = (0..n).map(|i| (i as f32 - 5.0) * 0.25).collect();
+        T { dtype, format, shape: shape.to_vec(), values }
+    }
+
+    /// (device shape, device bytes); padding filled with garbage that readers must crop.
+    fn device(&self) -> (Vec<u64>, Vec<u8>) {
+        let (values, device_shape) =
+            to_device(self.format, &self.values, &self.shape, self.dtype, 0, 7.0).unwrap();
+        (device_shape, encode_f32(self.dtype, &values).unwrap())
+    }
+}
+
+fn shape(dims: &[u64]) -> Option<Shape> {
+    Some(Shape { dim: dims.to_vec() })
+}
+
+/// Writes one dump file `{op_type}.{sanitized}.{task}.2.{ts}` under `dir`.
+fn write_op(dir: &Path, op_type: &str, name: &str, ts: u64, inputs: &[T], outputs: &[T]) {
+    let (ins, outs): (Vec<_>, Vec<_>) =
+        (inputs.iter().map(T::device).collect(), outputs.iter().map(T::device).collect());
+    let header = DumpData {
+        version: "2.0".into(),
+        op_name: name.into(),
+        dump_time: ts,
+        input: inputs
+            .iter()
+            .zip(&ins)
+            .map(|(t, (ds, _))| OpInput {
+                data_type: t.dtype.code(),
+                format: t.format.code(),
+                shape: shape(ds),
+                original_shape: shape(&t.shape),
+                ..Default::default()
+            })
+            .collect(),
+        output: outputs
+            .iter()
+            .zip(&outs)
+            .map(|(t, (ds, _))| OpOutput {
+                data_type: t.dtype.code(),
+                format: t.format.code(),
+                shape: shape(ds),
+                original_shape: shape(&t.shape),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let in_bytes: Vec<&[u8]> = ins.iter().map(|(_, b)| b.as_slice()).collect();
+    let out_bytes: Vec<&[u8]> = outs.iter().map(|(_, b)| b.as_slice()).collect();
+    let file = encode_dump(&header, &in_bytes, &out_bytes, &[], &[]).unwrap();
+    let sanitized = accutrace_formats::dump::sanitize_op_name(name);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(format!("{op_type}.{sanitized}.{ts}.2.{ts}")), file).unwrap();
+}
+
+/// A graph-mode dump tree with two steps.
+fn dump_tree(root: &Path) {
+    for step in 0..2u64 {
+        let dir = root.join("20240101120000/0/model/1").join(step.to_string());
+        let base = 1000 + step * 100;
+        write_op(
+            &dir,
+            "Conv2D",
+            "layer0/conv.1",
+            base + 1,
+            &[T::new(DType::FLOAT16, Format::ND, &[2, 3]), T::new(DType::INT32, Format::ND, &[4])],
+            &[T::new(DType::FLOAT16, Format::NC1HWC0, &[1, 3, 2, 2])],
+        );
+        write_op(
+            &dir,
+            "MatMul",
+            "layer0/mm",
+            base + 2,
+            &[],
+            &[T::new(DType::FLOAT, Format::FRACTAL_NZ, &[3, 5])],
+        );
+        write_op(&dir, "Cast", "cast_out", base + 3, &[], &[T::new(DType::BF16, Format::ND, &[5])]);
+    }
+}
+
+fn analyzer(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().unwrap()
+}
+
+#[test]
+fn cann_tree_round_trips_through_npy_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dump, out) = (dir.path().join("dump"), dir.path().join("npy"));
+    dump_tree(&dump);
+    let result = analyzer(&["convert", dump.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&result.stderr));
+    assert!(stdout.contains("wrote 10 .npy files"), "{stdout}");
+    assert!(stdout.contains("bf16 written as float32"), "{stdout}");
+    assert!(out.join("step1/rank0/Conv2D.layer0_conv_1.3.output.0.npy").is_file());
+    let mapping = std::fs::read_to_string(out.join("mapping.csv")).unwrap();
+    assert!(mapping.contains("Conv2D.layer0_conv_1.0.input.0,layer0/conv.1\n"), "{mapping}");
+
+    let cann = CannDumpSource::open(&dump).unwrap();
+    // Detected as a .npy directory despite mapping.csv, as `compare` and `inspect` will see it.
+    let npy = analyzer::sources::open(&out).unwrap();
+    assert_eq!(npy.kind(), "npy");
+    let (a, b) = (cann.index(), npy.index());
+    assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+    assert_eq!(a.ops.len(), b.ops.len());
+    for (oa, ob) in a.ops.iter().zip(&b.ops) {
+        assert_eq!((&oa.name, &oa.op_type, oa.step, oa.rank), (&ob.name, &ob.op_type, ob.step, ob.rank));
+        assert_eq!((oa.inputs.len(), oa.outputs.len()), (ob.inputs.len(), ob.outputs.len()), "{}", oa.name);
+        for (&ta, &tb) in oa.inputs.iter().chain(&oa.outputs).zip(ob.inputs.iter().chain(&ob.outputs)) {
+            let (ia, ib) = (&a.tensors[ta], &b.tensors[tb]);
+            assert_eq!((ia.io, ia.index, &ia.shape), (ib.io, ib.index, &ib.shape), "{}", a.tensor_label(ta));
+            let expected = if ia.dtype == DType::BF16 { DType::FLOAT } else { ia.dtype };
+            assert_eq!(ib.dtype, expected, "{}", a.tensor_label(ta));
+            let (mut va, mut vb) = (Vec::new(), Vec::new());
+            cann.read_values(ta, &mut va).unwrap();
+            npy.read_values(tb, &mut vb).unwrap();
+            assert_eq!(va, vb, "{}", a.tensor_label(ta));
+        }
+    }
+    // The NC1HWC0 output came back in host layout: its host values, not the padded device buffer.
+    let conv = b.ops.iter().find(|o| o.name == "layer0/conv.1").unwrap();
+    let t = conv.outputs[0];
+    let mut values = Vec::new();
+    npy.read_values(t, &mut values).unwrap();
+    assert_eq!(values, T::new(DType::FLOAT16, Format::NC1HWC0, &[1, 3, 2, 2]).values);
+    assert_eq!(b.tensors[conv.inputs[1]].io, Io::Input);
+}
+
+#[test]
+fn filters_select_what_is_written_and_mapping_rows_accumulate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dump, out) = (dir.path().join("dump"), dir.path().join("npy"));
+    dump_tree(&dump);
+    let (dump, out_s) = (dump.to_str().unwrap(), out.to_str().unwrap());
+    let result = analyzer(&["convert", dump, "-o", out_s, "--step", "1", "--op", "*mm*"]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let npy = NpyDirSource::open(&out).unwrap();
+    let names: Vec<(u64, &str)> = npy.index().ops.iter().map(|o| (o.step, o.name.as_str())).collect();
+    assert_eq!(names, [(1, "layer0/mm")]);
+    // A second conversion into the same directory keeps the first one's mapping rows.
+    let result = analyzer(&["convert", dump, "-o", out_s, "--step", "0", "--op", "conv"]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let npy = NpyDirSource::open(&out).unwrap();
+    let mut names: Vec<&str> = npy.index().ops.iter().map(|o| o.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["layer0/conv.1", "layer0/mm"]);
+}
+
+#[test]
+fn unreadable_source_is_exit_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("Add.add.1.2.3");
+    std::fs::write(&bad, b"\x05\0\0\0\0\0\0\0xx").unwrap();
+    let result = analyzer(&["convert", bad.to_str().unwrap(), "-o", dir.path().join("o").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Add.add.1.2.3"), "{stderr}");
+}

@@ -1,0 +1,266 @@
+//! Collector benchmarks (`cargo bench -p accutrace-collector`), each comparison made in the same run:
+//! 1. callback cost per chunk vs a plain memcpy of the same chunk (median, p99);
+//! 2. pipeline throughput (callback -> writer -> sealed segments, tensor mode) vs raw zstd level 1 on the
+//!    same files with the same number of compressing threads (one: the stream writer compresses);
+//! 3. bytes on disk per tensor in stats mode.
+//!
+//! Input: dump files from `ACCUTRACE_BENCH_DUMP_DIR` (a CANN / sim-train dump tree), else synthetic fp16
+//! dump files (`ACCUTRACE_BENCH_MIB`, default 128 MiB). Output directory: `ACCUTRACE_BENCH_OUT` (default:
+//! a temporary directory under the system's).
+
+use accutrace_formats::capture::Manifest;
+use accutrace_formats::DType;
+use accutrace_proto::dumpdata::{DumpData, OpOutput, Shape};
+use ascend_sys::bindings::__IncompleteArrayField;
+use ascend_sys::{acldumpChunk, ACLDUMP_CHUNK_DATA_OFFSET, ACLDUMP_CHUNK_HEADER_LEN};
+use collector::activate::{finish, standalone, End};
+use collector::callback::dump_callback;
+use collector::config::{Config, Mode};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// An aligned buffer holding one `acldumpChunk` with its payload.
+struct ChunkBuf {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl ChunkBuf {
+    fn new(name: &str, data: &[u8], last: bool) -> ChunkBuf {
+        let mut words = vec![0u64; (ACLDUMP_CHUNK_HEADER_LEN + data.len()).div_ceil(8)];
+        let mut header = acldumpChunk {
+            fileName: [0; 4096],
+            bufLen: data.len() as u32,
+            isLastChunk: u32::from(last),
+            offset: -1,
+            flag: 0,
+            dataBuf: __IncompleteArrayField::new(),
+        };
+        for (d, s) in header.fileName.iter_mut().zip(name.bytes()) {
+            *d = s as core::ffi::c_char;
+        }
+        let base = words.as_mut_ptr().cast::<u8>();
+        // SAFETY: `words` is 8-byte aligned and holds HEADER_LEN + data.len() bytes >= DATA_OFFSET + data.len().
+        unsafe {
+            base.cast::<acldumpChunk>().write(header);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), base.add(ACLDUMP_CHUNK_DATA_OFFSET), data.len());
+        }
+        ChunkBuf { words, len: ACLDUMP_CHUNK_HEADER_LEN + data.len() }
+    }
+
+    fn call(&self) {
+        // SAFETY: a well-formed chunk of `len` bytes, alive for the call.
+        unsafe { dump_callback(self.words.as_ptr().cast(), self.len as i32) };
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn out_dir() -> (Option<tempfile::TempDir>, PathBuf) {
+    match std::env::var_os("ACCUTRACE_BENCH_OUT") {
+        Some(d) => (None, PathBuf::from(d)),
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    }
+}
+
+fn callback_cost(root: &Path) {
+    println!("## callback cost per chunk vs memcpy of the same chunk (same run, interleaved)");
+    println!("| chunk | callback median | callback p99 | memcpy median | memcpy p99 | median ratio |");
+    println!("|---|---|---|---|---|---|");
+    for (i, size) in [4usize << 10, 64 << 10, 1 << 20].into_iter().enumerate() {
+        let cfg = Config {
+            dir: root.join(format!("cb-{i}")),
+            mode: Mode::Stats,
+            slots: 256,
+            slot_size: size + (8 << 10),
+            segment_size: 8 << 20,
+            ..Config::default()
+        };
+        let p = standalone(cfg).unwrap();
+        let payload: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+        // A complete one-chunk "file" each time: the writer finds it is no dump file and only counts it.
+        let chunk = ChunkBuf::new("/bench/20240101000000/0/net/1/0/Op.op.1.2.3", &payload, true);
+        let mut dst = vec![0u8; size];
+        let n = if size >= 1 << 20 { 2_000 } else { 20_000 };
+        let (mut cb, mut cp) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let t = Instant::now();
+            chunk.call();
+            cb.push(t.elapsed().as_nanos() as u64);
+            let t = Instant::now();
+            dst.copy_from_slice(black_box(&payload));
+            black_box(&mut dst);
+            cp.push(t.elapsed().as_nanos() as u64);
+        }
+        finish(p, End::Finalize);
+        cb.sort_unstable();
+        cp.sort_unstable();
+        let s = p.counters.snapshot();
+        println!(
+            "| {} KiB | {} ns | {} ns | {} ns | {} ns | {:.2} |  (block waits {}, drops {})",
+            size >> 10,
+            percentile(&cb, 0.5),
+            percentile(&cb, 0.99),
+            percentile(&cp, 0.5),
+            percentile(&cp, 0.99),
+            percentile(&cb, 0.5) as f64 / percentile(&cp, 0.5).max(1) as f64,
+            s.block_waits,
+            s.dropped()
+        );
+    }
+}
+
+/// Synthetic dump files: one fp16 output each, values like activations (smooth plus noise).
+fn synthetic_files(total: usize) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut bytes = 0;
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut k = 0u64;
+    while bytes < total {
+        let elems = [16 << 10, 64 << 10, 256 << 10, 512 << 10][k as usize % 4];
+        let values: Vec<f32> = (0..elems)
+            .map(|i| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let noise = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                (i as f32 * 0.001 + k as f32).sin() * 2.0 + noise * 0.5
+            })
+            .collect();
+        let data = accutrace_formats::tensor::encode_f32(DType::FLOAT16, &values).unwrap();
+        let header = DumpData {
+            version: "2.0".into(),
+            op_name: format!("model/layer_{}/mlp/fc1/MatMul", k % 8),
+            output: vec![OpOutput {
+                data_type: DType::FLOAT16.code(),
+                format: 2,
+                shape: Some(Shape { dim: vec![elems as u64] }),
+                original_shape: Some(Shape { dim: vec![elems as u64] }),
+                ..OpOutput::default()
+            }],
+            ..DumpData::default()
+        };
+        let file = accutrace_formats::dump::encode_dump(&header, &[], &[&data], &[], &[]).unwrap();
+        let name = format!(
+            "/bench/20240101000000/0/net/1/{}/MatMulV2.model_layer_{}_mlp_fc1_MatMul.{}.2.{}",
+            k / 64,
+            k % 8,
+            10 + k % 64,
+            1_704_067_200_000_000 + k
+        );
+        bytes += file.len();
+        files.push((name, file));
+        k += 1;
+    }
+    files
+}
+
+fn dump_tree_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs `files` through a standalone pipeline in 64 KiB chunks; returns (seconds, manifest).
+fn run_pipeline(root: &Path, tag: &str, mode: Mode, chunks: &[ChunkBuf]) -> (f64, Manifest) {
+    let dir = root.join(tag);
+    let cfg = Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers: 1, ..Config::default() };
+    let cfg = Config { segment_size: if mode == Mode::Tensor { 64 << 20 } else { 8 << 20 }, ..cfg };
+    let p = standalone(cfg).unwrap();
+    let t = Instant::now();
+    for c in chunks {
+        c.call();
+    }
+    finish(p, End::Finalize);
+    let secs = t.elapsed().as_secs_f64();
+    (secs, Manifest::read(&dir).unwrap())
+}
+
+fn pipeline(root: &Path) {
+    let files = match std::env::var_os("ACCUTRACE_BENCH_DUMP_DIR") {
+        Some(d) => dump_tree_files(Path::new(&d)),
+        None => {
+            let mib: usize = std::env::var("ACCUTRACE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
+            synthetic_files(mib << 20)
+        }
+    };
+    let total: usize = files.iter().map(|(_, b)| b.len()).sum();
+    let mut chunks = Vec::new();
+    for (name, bytes) in &files {
+        let n = bytes.len().div_ceil(64 << 10).max(1);
+        for i in 0..n {
+            let piece = &bytes[(i * (64 << 10)).min(bytes.len())..((i + 1) * (64 << 10)).min(bytes.len())];
+            chunks.push(ChunkBuf::new(name, piece, i + 1 == n));
+        }
+    }
+    let mib = total as f64 / (1 << 20) as f64;
+    println!("\n## pipeline throughput: {} files, {mib:.1} MiB, {} chunks of <= 64 KiB", files.len(), chunks.len());
+
+    // Raw zstd level 1, one thread, the same file bytes (no shuffle, no statistics, no I/O).
+    let mut c = zstd::bulk::Compressor::new(1).unwrap();
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap()));
+    let mut zbytes = 0;
+    let t = Instant::now();
+    for (_, b) in &files {
+        out.clear();
+        zbytes += c.compress_to_buffer(b.as_slice(), &mut out).unwrap();
+    }
+    let zsecs = t.elapsed().as_secs_f64();
+
+    let (tsecs, tm) = run_pipeline(root, "tensor", Mode::Tensor, &chunks);
+    let (ssecs, sm) = run_pipeline(root, "stats", Mode::Stats, &chunks);
+    let st = &tm.streams[0].counts;
+    println!("| path | MiB/s | output bytes |");
+    println!("|---|---|---|");
+    println!("| raw zstd -1, 1 thread | {:.0} | {zbytes} |", mib / zsecs);
+    println!(
+        "| collector tensor mode, 1 writer (callback+reassembly+parse+stats+hash+shuffle+zstd+mmap+seal) | {:.0} | {} |",
+        mib / tsecs,
+        st.bytes_out
+    );
+    println!("| collector stats mode, 1 writer | {:.0} | {} |", mib / ssecs, sm.streams[0].counts.bytes_out);
+    println!("pipeline / raw zstd: {:.2}", zsecs / tsecs);
+    let s = &sm.streams[0].counts;
+    println!(
+        "\n## stats mode: {} tensors, {} ops, {} frame bytes -> {:.1} bytes per tensor (op records included)",
+        s.tensors,
+        s.ops,
+        s.bytes_out,
+        s.bytes_out as f64 / s.tensors.max(1) as f64
+    );
+    for (tag, m) in [("tensor", &tm), ("stats", &sm)] {
+        let p: collector::counters::Snapshot =
+            serde_json::from_value(m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone())
+                .unwrap();
+        println!("{tag}: chunks {} written {} dropped {} block waits {}", p.chunks, p.chunks_written, p.dropped(), p.block_waits);
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` runs this too: keep that quick.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    if quick {
+        std::env::set_var("ACCUTRACE_BENCH_MIB", std::env::var("ACCUTRACE_BENCH_MIB").unwrap_or("4".into()));
+    }
+    let (_keep, root) = out_dir();
+    callback_cost(&root);
+    pipeline(&root);
+}
