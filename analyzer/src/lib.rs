@@ -16,6 +16,3 @@ pub mod progress;
 pub mod report;
 pub mod sources;
 pub mod metrics;
-// Temporary (metrics engineer): until sources/mod.rs declares `pub mod msprobe;`.
-#[path = "sources/msprobe/mod.rs"]
-pub mod msprobe_source;

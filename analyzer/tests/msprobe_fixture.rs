@@ -3,8 +3,8 @@
 //! The fixture is required: a missing fixture fails the test rather than skipping it.
 
 use analyzer::metrics::msprobe::Cell;
-use analyzer::msprobe_source::compare::compare_dumps;
-use analyzer::msprobe_source::MsprobeDump;
+use analyzer::sources::msprobe::compare::compare_dumps;
+use analyzer::sources::msprobe::MsprobeDump;
 use std::path::PathBuf;
 
 fn fixture() -> PathBuf {

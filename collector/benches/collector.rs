@@ -182,7 +182,8 @@ fn dump_tree_files(root: &Path) -> Vec<(String, Vec<u8>)> {
 /// Runs `files` through a standalone pipeline in 64 KiB chunks; returns (seconds, manifest).
 fn run_pipeline(root: &Path, tag: &str, mode: Mode, chunks: &[ChunkBuf]) -> (f64, Manifest) {
     let dir = root.join(tag);
-    let cfg = Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers: 1, ..Config::default() };
+    let cfg =
+        Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers: 1, ..Config::default() };
     let cfg = Config { segment_size: if mode == Mode::Tensor { 64 << 20 } else { 8 << 20 }, ..cfg };
     let p = standalone(cfg).unwrap();
     let t = Instant::now();
@@ -198,7 +199,8 @@ fn pipeline(root: &Path) {
     let files = match std::env::var_os("ACCUTRACE_BENCH_DUMP_DIR") {
         Some(d) => dump_tree_files(Path::new(&d)),
         None => {
-            let mib: usize = std::env::var("ACCUTRACE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
+            let mib: usize =
+                std::env::var("ACCUTRACE_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(128);
             synthetic_files(mib << 20)
         }
     };
@@ -212,11 +214,16 @@ fn pipeline(root: &Path) {
         }
     }
     let mib = total as f64 / (1 << 20) as f64;
-    println!("\n## pipeline throughput: {} files, {mib:.1} MiB, {} chunks of <= 64 KiB", files.len(), chunks.len());
+    println!(
+        "\n## pipeline throughput: {} files, {mib:.1} MiB, {} chunks of <= 64 KiB",
+        files.len(),
+        chunks.len()
+    );
 
     // Raw zstd level 1, one thread, the same file bytes (no shuffle, no statistics, no I/O).
     let mut c = zstd::bulk::Compressor::new(1).unwrap();
-    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap()));
+    let mut out =
+        Vec::with_capacity(zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap()));
     let mut zbytes = 0;
     let t = Instant::now();
     for (_, b) in &files {
@@ -247,10 +254,17 @@ fn pipeline(root: &Path) {
         s.bytes_out as f64 / s.tensors.max(1) as f64
     );
     for (tag, m) in [("tensor", &tm), ("stats", &sm)] {
-        let p: collector::counters::Snapshot =
-            serde_json::from_value(m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone())
-                .unwrap();
-        println!("{tag}: chunks {} written {} dropped {} block waits {}", p.chunks, p.chunks_written, p.dropped(), p.block_waits);
+        let p: collector::counters::Snapshot = serde_json::from_value(
+            m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone(),
+        )
+        .unwrap();
+        println!(
+            "{tag}: chunks {} written {} dropped {} block waits {}",
+            p.chunks,
+            p.chunks_written,
+            p.dropped(),
+            p.block_waits
+        );
     }
 }
 

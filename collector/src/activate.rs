@@ -86,7 +86,9 @@ fn real_finalize() -> Option<AclFinalizeFn> {
 /// The interposed `aclInit`: forward, then activate on success (or on a harmless repeat init).
 pub fn acl_init_hook(config_path: *const c_char) -> aclError {
     let Some(real) = real_init() else {
-        crate::log("the real aclInit cannot be found (is libascendcl.so loaded?); returning ACL_ERROR_UNINITIALIZE");
+        crate::log(
+            "the real aclInit cannot be found (is libascendcl.so loaded?); returning ACL_ERROR_UNINITIALIZE",
+        );
         return ACL_ERROR_UNINITIALIZE;
     };
     // SAFETY: forwarding the caller's argument unchanged to the function it meant to call.
@@ -421,7 +423,8 @@ fn start_term_watcher() {
     let mut ack = [0 as c_int; 2];
     // SAFETY: pipe2 writes two descriptors into each array.
     let ok = unsafe {
-        libc::pipe2(term.as_mut_ptr(), libc::O_CLOEXEC) == 0 && libc::pipe2(ack.as_mut_ptr(), libc::O_CLOEXEC) == 0
+        libc::pipe2(term.as_mut_ptr(), libc::O_CLOEXEC) == 0
+            && libc::pipe2(ack.as_mut_ptr(), libc::O_CLOEXEC) == 0
     };
     if !ok {
         return;
@@ -467,7 +470,12 @@ extern "C" fn on_sigterm(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_voi
     // buffers are locals; the previous action is a plain copy made at installation.
     unsafe {
         let ours = HOOKS_PID.load(Ordering::Acquire) == libc::getpid() as u32;
-        if ours && w >= 0 && r >= 0 && !CURRENT.load(Ordering::Acquire).is_null() && !HANDLING.swap(true, Ordering::AcqRel) {
+        if ours
+            && w >= 0
+            && r >= 0
+            && !CURRENT.load(Ordering::Acquire).is_null()
+            && !HANDLING.swap(true, Ordering::AcqRel)
+        {
             let byte = 1u8;
             if libc::write(w, (&byte as *const u8).cast(), 1) == 1 {
                 let mut fd = libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 };
@@ -481,7 +489,8 @@ extern "C" fn on_sigterm(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_voi
             Some(prev) if prev.sa_sigaction == libc::SIG_IGN => {}
             Some(prev) if prev.sa_sigaction != libc::SIG_DFL => {
                 if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = std::mem::transmute(prev.sa_sigaction);
+                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                        std::mem::transmute(prev.sa_sigaction);
                     f(sig, info, ctx);
                 } else {
                     let f: extern "C" fn(c_int) = std::mem::transmute(prev.sa_sigaction);

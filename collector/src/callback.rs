@@ -6,7 +6,9 @@ use crate::config::{PanicPoint, QueueFull};
 use crate::counters::add;
 use crate::pipeline::{Msg, Pipeline};
 use crate::pool::Slot;
-use ascend_sys::{acldumpChunk, ACLDUMP_CHUNK_DATA_OFFSET, ACLDUMP_CHUNK_HEADER_LEN, ACL_DUMP_MAX_FILE_PATH_LENGTH};
+use ascend_sys::{
+    acldumpChunk, ACLDUMP_CHUNK_DATA_OFFSET, ACLDUMP_CHUNK_HEADER_LEN, ACL_DUMP_MAX_FILE_PATH_LENGTH,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -64,7 +66,10 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
     }
     // SAFETY: fileName is a 4096-byte array inside the header we may read; c_char and u8 have one layout.
     let name_field: &[u8] = unsafe {
-        std::slice::from_raw_parts(header.fileName.as_ptr().cast::<u8>(), ACL_DUMP_MAX_FILE_PATH_LENGTH as usize)
+        std::slice::from_raw_parts(
+            header.fileName.as_ptr().cast::<u8>(),
+            ACL_DUMP_MAX_FILE_PATH_LENGTH as usize,
+        )
     };
     let name_len = name_field.iter().position(|&b| b == 0).unwrap_or(0);
     if name_len == 0 {
@@ -75,7 +80,8 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
     let name = &name_field[..name_len];
     // SAFETY: `len == sizeof + bufLen` was checked, so dataBuf (at DATA_OFFSET < sizeof) has bufLen readable
     // bytes: DATA_OFFSET + bufLen < len.
-    let data = unsafe { std::slice::from_raw_parts(chunk.cast::<u8>().add(ACLDUMP_CHUNK_DATA_OFFSET), buf_len) };
+    let data =
+        unsafe { std::slice::from_raw_parts(chunk.cast::<u8>().add(ACLDUMP_CHUNK_DATA_OFFSET), buf_len) };
     let last = header.isLastChunk != 0;
     let hash = accutrace_formats::stats::content_hash(name);
     let tx = &p.senders[(hash % p.senders.len() as u64) as usize];
@@ -126,7 +132,8 @@ fn refuse(p: &Pipeline, tx: &crossbeam_channel::Sender<Msg>, why: Refused, hash:
         Refused::Inactive => add(&c.dropped_inactive, 1),
     }
     // Keep the slots' share of the queue for parts: a note only goes in while there is room beyond it.
-    if tx.len() + p.pool.capacity() >= tx.capacity().unwrap_or(usize::MAX) || tx.try_send(Msg::Dropped { hash, last }).is_err()
+    if tx.len() + p.pool.capacity() >= tx.capacity().unwrap_or(usize::MAX)
+        || tx.try_send(Msg::Dropped { hash, last }).is_err()
     {
         add(&c.drop_notes_lost, 1);
     }

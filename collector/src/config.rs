@@ -129,8 +129,9 @@ pub enum Activation {
 
 /// Reads the process environment (and the config file it names).
 pub fn from_env() -> Result<Activation, String> {
-    let vars: Vec<(String, String)> =
-        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+    let vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
     let file = match vars.iter().find(|(k, _)| k == "ACCUTRACE_CONFIG") {
         Some((_, path)) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("ACCUTRACE_CONFIG={path}: {e}"))?;
@@ -147,7 +148,8 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
     if let Some((path, text)) = file {
         let json: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("ACCUTRACE_CONFIG={path}: invalid JSON: {e}"))?;
-        let obj = json.as_object().ok_or_else(|| format!("ACCUTRACE_CONFIG={path}: expected a JSON object"))?;
+        let obj =
+            json.as_object().ok_or_else(|| format!("ACCUTRACE_CONFIG={path}: expected a JSON object"))?;
         for (k, v) in obj {
             let short = k.strip_prefix("ACCUTRACE_").unwrap_or(k).to_ascii_lowercase();
             let key = KEYS
@@ -160,7 +162,9 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
                 serde_json::Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
                 serde_json::Value::Array(items) if *key == "ops" => {
                     let names: Option<Vec<&str>> = items.iter().map(|i| i.as_str()).collect();
-                    names.ok_or_else(|| format!("ACCUTRACE_CONFIG={path}: \"ops\" must hold strings"))?.join(",")
+                    names
+                        .ok_or_else(|| format!("ACCUTRACE_CONFIG={path}: \"ops\" must hold strings"))?
+                        .join(",")
                 }
                 other => return Err(format!("ACCUTRACE_CONFIG={path}: {k}: unsupported value {other}")),
             };
@@ -230,8 +234,9 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
             }
             "slots" => c.slots = parse_int(t, 2, 1 << 20).map_err(bad)? as usize,
             "slot_size" => {
-                c.slot_size = parse_size(t).and_then(|s| in_range(s, MIN_SLOT_SIZE as u64, 1 << 30)).map_err(bad)?
-                    as usize
+                c.slot_size = parse_size(t)
+                    .and_then(|s| in_range(s, MIN_SLOT_SIZE as u64, 1 << 30))
+                    .map_err(bad)? as usize
             }
             "segment_size" => {
                 let s = parse_size(t).and_then(|s| in_range(s, 64 << 10, 1 << 40)).map_err(bad)?;
@@ -356,11 +361,8 @@ impl Config {
         let mut dump = serde_json::Map::new();
         dump.insert("dump_path".into(), self.dir.display().to_string().into());
         dump.insert("dump_mode".into(), self.io.clone().into());
-        let list: Vec<serde_json::Value> = if self.ops.is_empty() {
-            Vec::new()
-        } else {
-            vec![serde_json::json!({ "layer": self.ops })]
-        };
+        let list: Vec<serde_json::Value> =
+            if self.ops.is_empty() { Vec::new() } else { vec![serde_json::json!({ "layer": self.ops })] };
         dump.insert("dump_list".into(), list.into());
         if let Some(steps) = &self.steps {
             dump.insert("dump_step".into(), steps.clone().into());
@@ -452,7 +454,8 @@ mod tests {
             assert!(err.starts_with(k), "{k}={v}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
         }
-        let err = from_sources(&env(&[("ACCUTRACE_DIR", "d"), ("ACCUTRACE_SLOTS", "1048576")]), None).unwrap_err();
+        let err =
+            from_sources(&env(&[("ACCUTRACE_DIR", "d"), ("ACCUTRACE_SLOTS", "1048576")]), None).unwrap_err();
         assert!(err.contains("exceeds"), "{err}");
         assert!(from_sources(&env(&[("ACCUTRACE_DIR", " ")]), None).is_err());
     }
@@ -470,7 +473,9 @@ mod tests {
         let err = from_sources(&[], Some(("c.json", r#"{"dir": "d", "mdoe": "x"}"#))).unwrap_err();
         assert!(err.contains("unknown key \"mdoe\""), "{err}");
         assert!(from_sources(&[], Some(("c.json", "{"))).unwrap_err().contains("invalid JSON"));
-        assert!(from_sources(&[], Some(("c.json", r#"{"mode": "stats"}"#))).unwrap_err().contains("required"));
+        assert!(from_sources(&[], Some(("c.json", r#"{"mode": "stats"}"#)))
+            .unwrap_err()
+            .contains("required"));
     }
 
     #[test]
@@ -480,7 +485,12 @@ mod tests {
         assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
         assert!(parse_size("2mb").is_err());
         assert!(parse_size("99999999999T").is_err());
-        let mut c = Config { dir: "/r".into(), steps: Some("1-2".into()), ops: vec!["a".into()], ..Config::default() };
+        let mut c = Config {
+            dir: "/r".into(),
+            steps: Some("1-2".into()),
+            ops: vec!["a".into()],
+            ..Config::default()
+        };
         let j = c.dump_json();
         assert_eq!(j["dump"]["dump_path"], "/r");
         assert_eq!(j["dump"]["dump_mode"], "all");

@@ -15,7 +15,10 @@ use std::time::Duration;
 /// many chunks that interleave, and chunks span several slots.
 const SMALL_CHUNKS: &[(&str, &str)] = &[("SIM_ACL_CHUNK_SIZE", "20000"), ("ACCUTRACE_SLOT_SIZE", "8K")];
 
-fn collector_env<'a>(run: &'a std::path::Path, extra: &[(&'static str, &'a str)]) -> Vec<(&'static str, String)> {
+fn collector_env<'a>(
+    run: &'a std::path::Path,
+    extra: &[(&'static str, &'a str)],
+) -> Vec<(&'static str, String)> {
     let mut v = env(&[("ACCUTRACE_DIR", run.to_str().unwrap())]);
     v.extend(env(extra));
     v
@@ -72,7 +75,9 @@ fn tensor_capture_equals_the_disk_dump_bit_for_bit() {
     let names: BTreeSet<String> =
         std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(names.len(), 3, "{names:?}");
-    assert!(names.contains("manifest.json") && names.iter().any(|n| n.starts_with("stream-000-rankx-dev0-pid")));
+    assert!(
+        names.contains("manifest.json") && names.iter().any(|n| n.starts_with("stream-000-rankx-dev0-pid"))
+    );
 }
 
 #[test]
@@ -199,7 +204,8 @@ fn segment_bytes(stream_dir: &std::path::Path) -> u64 {
 fn ring_policy_keeps_the_newest_bytes_within_its_size() {
     let s = Scratch::new("{}");
     let run = s.path("run");
-    let extra = [("ACCUTRACE_MODE", "tensor"), ("ACCUTRACE_POLICY", "ring:512K"), ("ACCUTRACE_SEGMENT_SIZE", "128K")];
+    let extra =
+        [("ACCUTRACE_MODE", "tensor"), ("ACCUTRACE_POLICY", "ring:512K"), ("ACCUTRACE_SEGMENT_SIZE", "128K")];
     let out = s.run(6, None, true, &collector_env(&run, &extra));
     assert_ok(&out);
     let m = manifest(&run);
@@ -306,7 +312,8 @@ fn two_ranks_share_one_run_directory() {
 
 /// Starts a long capture and waits until records are being committed.
 fn long_running(s: &Scratch, run: &std::path::Path) -> std::process::Child {
-    let extra = [("ACCUTRACE_MODE", "tensor"), ("ACCUTRACE_TEST_SLOW_WRITER_MS", "3"), ("ACCUTRACE_SLOTS", "4")];
+    let extra =
+        [("ACCUTRACE_MODE", "tensor"), ("ACCUTRACE_TEST_SLOW_WRITER_MS", "3"), ("ACCUTRACE_SLOTS", "4")];
     let child = s
         .command(100_000, None, true, &collector_env(run, &extra))
         .stdout(std::process::Stdio::null())

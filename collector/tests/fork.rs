@@ -22,7 +22,10 @@ fn a_forked_child_starts_inactive_and_the_parent_keeps_its_capture() {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child saw the parent's collector");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child saw the parent's collector"
+    );
     assert!(current().is_some(), "the parent is unaffected");
     finish(p, End::Finalize);
     assert!(current().is_none());

@@ -119,6 +119,8 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
 pub mod cann;
 pub mod capture;
 pub mod host;
+pub mod msprobe;
+pub mod msprobe_run;
 pub mod npy;
 
 /// Opens any supported source at `path`.
@@ -127,6 +129,6 @@ pub fn open(path: &Path) -> Result<Box<dyn Source>> {
         Detected::CannDump(root) => Ok(Box::new(cann::CannDumpSource::open(&root)?)),
         Detected::Capture(root) => Ok(Box::new(capture::CaptureSource::open(&root)?)),
         Detected::NpyDir(root) => Ok(Box::new(npy::NpyDirSource::open(&root)?)),
-        other => bail!("{}: {other:?} sources are not supported yet", path.display()),
+        Detected::Msprobe(dumps) => Ok(Box::new(msprobe_run::MsprobeSource::open(path, &dumps)?)),
     }
 }

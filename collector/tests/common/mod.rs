@@ -74,7 +74,13 @@ impl Scratch {
     }
 
     /// sim-train for `steps` steps; `preload`: with libcollector.so; `env`: extra variables.
-    pub fn command(&self, steps: u64, acl_config: Option<&Path>, preload: bool, env: &[(&str, String)]) -> Command {
+    pub fn command(
+        &self,
+        steps: u64,
+        acl_config: Option<&Path>,
+        preload: bool,
+        env: &[(&str, String)],
+    ) -> Command {
         let a = artifacts();
         let mut cmd = Command::new(&a.sim_train);
         cmd.arg("--model").arg(self.path("model.json")).arg("--steps").arg(steps.to_string());
@@ -94,7 +100,13 @@ impl Scratch {
         cmd
     }
 
-    pub fn run(&self, steps: u64, acl_config: Option<&Path>, preload: bool, env: &[(&str, String)]) -> Output {
+    pub fn run(
+        &self,
+        steps: u64,
+        acl_config: Option<&Path>,
+        preload: bool,
+        env: &[(&str, String)],
+    ) -> Output {
         self.command(steps, acl_config, preload, env).output().unwrap()
     }
 }
@@ -108,7 +120,13 @@ pub fn stderr(o: &Output) -> String {
 }
 
 pub fn assert_ok(o: &Output) {
-    assert!(o.status.success(), "sim-train failed: {:?}\nstdout:\n{}\nstderr:\n{}", o.status, stdout(o), stderr(o));
+    assert!(
+        o.status.success(),
+        "sim-train failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
 }
 
 /// Every file of an on-disk dump tree: (step, file name) -> bytes.
@@ -123,7 +141,10 @@ pub fn disk_dump(root: &Path) -> BTreeMap<(u64, String), Vec<u8>> {
             } else {
                 let rel = p.to_str().unwrap().to_string();
                 let step = collector::writer::step_from_path(&rel);
-                out.insert((step, p.file_name().unwrap().to_str().unwrap().to_string()), std::fs::read(&p).unwrap());
+                out.insert(
+                    (step, p.file_name().unwrap().to_str().unwrap().to_string()),
+                    std::fs::read(&p).unwrap(),
+                );
             }
         }
     }

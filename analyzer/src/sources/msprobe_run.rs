@@ -1,0 +1,137 @@
+//! msprobe dumps as a [`Source`]: every `dump.json` found (`step{N}/rank{N}/dump.json`), its API calls as
+//! ops and its tensor arguments as tensors, named exactly as msprobe names them.
+//!
+//! Non-tensor arguments (Python scalars, `None`, slices) are not tensors and are left out of the index;
+//! msprobe's own CSV lists them as "unsupported" rows. Statistics come from `dump.json` (what msprobe
+//! computed on the device, in the tensor's dtype), so statistics-only dumps compare too.
+
+use super::msprobe::{self, EntryKind, MsprobeDump, StatValue};
+use super::Source;
+use crate::index::{Index, Io, TensorId, TensorInfo};
+use accutrace_formats::stats::{content_hash, TensorStats};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+pub struct MsprobeSource {
+    root: PathBuf,
+    dumps: Vec<MsprobeDump>,
+    index: Index,
+    /// (dump, entry) of each tensor, by tensor id.
+    entries: Vec<(usize, usize)>,
+}
+
+/// `step3` -> 3 and `rank1` -> 1 from the directories above a dump.json.
+fn numbered_component(path: &Path, prefix: &str) -> Option<u64> {
+    path.components().rev().find_map(|c| c.as_os_str().to_str()?.strip_prefix(prefix)?.parse().ok())
+}
+
+impl MsprobeSource {
+    pub fn open(root: &Path, dump_jsons: &[PathBuf]) -> Result<Self> {
+        let mut dumps = Vec::new();
+        let mut index = Index::default();
+        let mut entries = Vec::new();
+        for path in dump_jsons {
+            let dump =
+                MsprobeDump::open(path).with_context(|| format!("cannot read msprobe dump {}", path.display()))?;
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let step = numbered_component(dir, "step").unwrap_or(0);
+            let rank = numbered_component(dir, "rank").unwrap_or(0) as u32;
+            let d = dumps.len();
+            let mut current: Option<(String, usize)> = None;
+            let mut counts = (0u32, 0u32);
+            for (e, entry) in dump.entries.iter().enumerate() {
+                let EntryKind::Tensor(meta) = &entry.kind else { continue };
+                let op = match &current {
+                    Some((name, id)) if *name == entry.op_name => *id,
+                    _ => {
+                        let api = entry.op_name.split('.').nth(1).unwrap_or(&entry.op_name).to_string();
+                        let id = index.push_op(entry.op_name.clone(), api, step, rank);
+                        current = Some((entry.op_name.clone(), id));
+                        counts = (0, 0);
+                        id
+                    }
+                };
+                let io = match entry.io {
+                    msprobe::Io::Input | msprobe::Io::Parameters => Io::Input,
+                    msprobe::Io::Output | msprobe::Io::ParametersGrad => Io::Output,
+                };
+                let slot = if io == Io::Input { &mut counts.0 } else { &mut counts.1 };
+                let position = *slot;
+                *slot += 1;
+                let Some(dtype) = meta.dtype else {
+                    let warning = format!("{}: {}: dtype {} is not decodable", path.display(), entry.name, meta.dtype_name);
+                    index.warnings.push(warning);
+                    continue;
+                };
+                index.push_tensor(TensorInfo {
+                    op,
+                    io,
+                    index: position,
+                    dtype,
+                    shape: meta.shape.clone(),
+                    device_format: None,
+                    device_shape: None,
+                    original_op: None,
+                    stats: stats_of(meta),
+                    hash: None,
+                    label: Some(entry.name.clone()),
+                    requires_grad: meta.requires_grad,
+                    has_data: meta.data_name.is_some(),
+                    locator: 0,
+                });
+                entries.push((d, e));
+            }
+            dumps.push(dump);
+        }
+        Ok(MsprobeSource { root: root.to_path_buf(), dumps, index, entries })
+    }
+}
+
+/// msprobe's Max/Min/Mean/Norm as [`TensorStats`]; counts msprobe does not record stay 0, except that
+/// an inf/NaN extreme is counted once so overflow analysis sees it.
+fn stats_of(meta: &msprobe::TensorMeta) -> Option<TensorStats> {
+    let (max, min) = (meta.max.as_f64()?, meta.min.as_f64()?);
+    let num = |v: &StatValue| v.as_f64().unwrap_or(f64::NAN);
+    let count = meta.shape.iter().product::<u64>();
+    Some(TensorStats {
+        count,
+        nan: u64::from(max.is_nan() || min.is_nan()),
+        pos_inf: u64::from(max == f64::INFINITY),
+        neg_inf: u64::from(min == f64::NEG_INFINITY),
+        zero: 0,
+        min: if min.is_finite() { min } else { f64::NAN },
+        max: if max.is_finite() { max } else { f64::NAN },
+        mean: num(&meta.mean),
+        l2_norm: num(&meta.norm),
+        at_saturation: 0,
+    })
+}
+
+impl Source for MsprobeSource {
+    fn kind(&self) -> &'static str {
+        "msprobe"
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn index(&self) -> &Index {
+        &self.index
+    }
+
+    fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
+        let (d, e) = self.entries[tensor];
+        let (_, _, values) = self.dumps[d].load_values(&self.dumps[d].entries[e])?;
+        *out = values;
+        Ok(())
+    }
+
+    /// msprobe's files are pickles with varying framing, so the hash is taken over the decoded values.
+    fn content_hash(&self, tensor: TensorId) -> Result<u64> {
+        let mut values = Vec::new();
+        self.read_values(tensor, &mut values)?;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok(content_hash(&bytes))
+    }
+}
