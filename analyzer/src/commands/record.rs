@@ -46,7 +46,7 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let captured = print_capture(&mut out, &dir);
+    let captured = print_capture(&mut out, &dir, args.overflow);
     out.flush()?;
     match (code, captured) {
         (0, Ok(())) => Ok(Outcome::Pass),
@@ -217,7 +217,7 @@ fn describe(status: &std::process::ExitStatus) -> String {
 }
 
 /// What the capture in `dir` holds: from the manifest and the stream files, then from the index.
-fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
+fn print_capture(out: &mut impl Write, dir: &Path, overflow: bool) -> Result<()> {
     let manifest = match Manifest::read(dir) {
         Ok(m) => Some(m),
         Err(_) if !dir.join(accutrace_formats::capture::manifest::MANIFEST_FILE).exists() => None,
@@ -246,6 +246,10 @@ fn print_capture(out: &mut impl Write, dir: &Path) -> Result<()> {
         )?;
         if c.drops > 0 {
             writeln!(out, "  warning: {} chunks or files dropped (queue full)", c.drops)?;
+        }
+        if overflow && c.tensors == 0 {
+            // CANN's overflow dump (dump_debug) excludes the data dump: only overflowing ops leave records.
+            writeln!(out, "  note: with --overflow only ops that overflow are recorded; none did")?;
         }
         if m.finished_unix_us.is_none() {
             writeln!(out, "  warning: the manifest has no end time: the collector did not finish cleanly")?;
