@@ -115,7 +115,14 @@ impl MsprobeDump {
                 Ok((t.dtype, t.shape, t.bytes, path))
             }
             Some("npy") => {
-                Err(FormatError::whole(".npy tensors in msprobe dumps are not read yet").in_file(&path))
+                let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, &e))?;
+                let view = accutrace_formats::npy::NpyView::parse(&bytes).map_err(|e| e.in_file(&path))?;
+                if view.fortran_order && view.shape.len() > 1 {
+                    // msprobe (MindSpore) writes C order; a Fortran-order file is refused rather than misread.
+                    return Err(FormatError::whole("Fortran-order .npy is not expected in an msprobe dump")
+                        .in_file(&path));
+                }
+                Ok((view.dtype, view.shape.clone(), view.data_le().into_owned(), path))
             }
             _ => Err(FormatError::whole("unknown tensor file type (expected .pt or .npy)").in_file(&path)),
         }
