@@ -1,13 +1,12 @@
-//! The pre-allocated chunk slots: one buffer cut into fixed-size slots, and a lock-free queue of the free
-//! slot indices. The dump callback takes a slot, copies a chunk into it and sends the slot to a writer
+//! The pre-allocated chunk slots: one buffer cut into fixed-size slots, and a lock-free stack of the free
+//! slot indices (last freed, first reused: that slot's lines are most likely still in cache). The dump callback takes a slot, copies a chunk into it and sends the slot to a writer
 //! thread, which gives it back once it has copied the bytes out. No allocation after construction.
 //!
 //! Ownership is carried by a [`Slot`] token: [`SlotPool::take`] is the only way to make one and
 //! [`SlotPool::give_back`] consumes it, so at any time each slot index has at most one token, and only the
 //! token's holder touches that slot's bytes. That is the invariant behind the `unsafe` below.
 
-use crossbeam_queue::ArrayQueue;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Exclusive right to one slot of one pool. Not `Clone`: moving it moves the right.
 #[derive(Debug)]
@@ -22,7 +21,7 @@ pub struct SlotPool {
     base: *mut u8,
     len: usize,
     slot_size: usize,
-    free: ArrayQueue<u32>,
+    free: FreeStack,
     /// Distinguishes pools so a token cannot be used on a pool it did not come from.
     id: u32,
 }
@@ -44,10 +43,9 @@ impl SlotPool {
         let len = slots.checked_mul(slot_size).expect("pool size fits usize");
         let buf: Box<[u8]> = vec![0u8; len].into_boxed_slice();
         let base = Box::into_raw(buf).cast::<u8>();
-        let free = ArrayQueue::new(slots);
-        for i in 0..slots as u32 {
-            // Cannot fail: the queue has room for every index.
-            let _ = free.push(i);
+        let free = FreeStack::new(slots);
+        for i in (0..slots as u32).rev() {
+            free.push(i);
         }
         SlotPool { base, len, slot_size, free, id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed) }
     }
@@ -63,7 +61,7 @@ impl SlotPool {
 
     /// Total slots.
     pub fn capacity(&self) -> usize {
-        self.free.capacity()
+        self.free.next.len()
     }
 
     /// A free slot, if any. Lock-free, no allocation.
@@ -74,8 +72,7 @@ impl SlotPool {
     /// Returns a slot to the free list.
     pub fn give_back(&self, slot: Slot) {
         assert_eq!(slot.pool, self.id, "slot returned to a pool it was not taken from");
-        // Cannot fail: at most `capacity` indices exist and this one is not in the queue (its token was out).
-        let _ = self.free.push(slot.index);
+        self.free.push(slot.index);
     }
 
     /// Copies `parts` one after another into the slot; returns the bytes written. Panics if they do not
@@ -109,6 +106,63 @@ impl SlotPool {
     }
 }
 
+/// A lock-free stack of slot indices (Treiber stack). `head` packs a tag (high 32 bits, bumped by every
+/// change, so a pop that raced with pop+push of the same index fails its compare-exchange: no ABA) and the
+/// top index + 1 (0 = empty); `next[i]` is the index + 1 below slot `i`.
+struct FreeStack {
+    head: AtomicU64,
+    next: Box<[AtomicU32]>,
+    len: AtomicU32,
+}
+
+impl FreeStack {
+    fn new(capacity: usize) -> FreeStack {
+        FreeStack {
+            head: AtomicU64::new(0),
+            next: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
+            len: 0.into(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed) as usize
+    }
+
+    fn push(&self, index: u32) {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            self.next[index as usize].store(head as u32, Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(index + 1);
+            // Release: the slot's bytes (written by its holder) are visible to whoever pops it.
+            match self.head.compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn pop(&self) -> Option<u32> {
+        let mut head = self.head.load(Ordering::Acquire);
+        loop {
+            let top = head as u32;
+            if top == 0 {
+                return None;
+            }
+            // May read a stale link if `top` was popped meanwhile; the tag then makes the exchange fail.
+            let below = self.next[top as usize - 1].load(Ordering::Relaxed);
+            let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(below);
+            match self.head.compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    return Some(top - 1);
+                }
+                Err(h) => head = h,
+            }
+        }
+    }
+}
+
 impl Drop for SlotPool {
     fn drop(&mut self) {
         // SAFETY: `base`/`len` came from Box::into_raw of a boxed slice of exactly `len` bytes, freed once.
@@ -127,6 +181,7 @@ mod tests {
         let mut b = pool.take().unwrap();
         let c = pool.take().unwrap();
         assert!(pool.take().is_none(), "three slots only");
+        assert_eq!((a.index, b.index, c.index), (0, 1, 2));
         assert_eq!(pool.fill(&mut a, &[b"name", b"1234"]), 8);
         assert_eq!(pool.fill(&mut b, &[b"other"]), 5);
         assert_eq!(pool.bytes(&a, 8), b"name1234");
@@ -134,6 +189,7 @@ mod tests {
         pool.give_back(a);
         assert_eq!(pool.free(), 1);
         let again = pool.take().unwrap();
+        assert_eq!(again.index, 0, "the slot freed last is reused first");
         assert!(pool.take().is_none());
         for s in [again, b, c] {
             pool.give_back(s);

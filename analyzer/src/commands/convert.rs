@@ -120,7 +120,10 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     let label = source.index().tensor_label(t);
     if !info.has_data {
         let hint = if source.kind() == "capture" { "; record with --mode tensor to keep data" } else { "" };
-        return Converted::Skipped(format!("no data in the {} source (statistics only{hint})", source.kind()));
+        return Converted::Skipped(format!(
+            "no data in the {} source (statistics only{hint})",
+            source.kind()
+        ));
     }
     let Some((target, mut note)) = target_dtype(info.dtype) else {
         return Converted::Skipped(format!("dtype {} cannot be decoded", info.dtype));

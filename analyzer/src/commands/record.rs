@@ -138,12 +138,15 @@ fn ld_preload(collector: &Path, inherited: Option<OsString>) -> Result<OsString>
             collector.display()
         );
     }
-    let mut value = OsString::from(collector.as_os_str());
-    if let Some(rest) = inherited.filter(|v| !v.is_empty()) {
-        value.push(":");
-        value.push(rest);
+    let mut value = collector.to_string_lossy().into_owned();
+    let inherited = inherited.map(|v| v.to_string_lossy().into_owned()).unwrap_or_default();
+    // A collector the user already preloads would register twice: keep only ours.
+    let is_collector = |entry: &str| Path::new(entry).file_name() == Some(COLLECTOR_FILE.as_ref());
+    for entry in inherited.split([' ', ':']).filter(|e| !e.is_empty() && !is_collector(e)) {
+        value.push(':');
+        value.push_str(entry);
     }
-    Ok(value)
+    Ok(value.into())
 }
 
 /// `keep`, `ring:SIZE` or `trigger:SIZE:K`, with SIZE in bytes or with a K/M/G/T suffix (powers of 1024).
@@ -404,6 +407,9 @@ mod tests {
         let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), Some("/x/asan.so".into()))
             .unwrap();
         assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/c.so:/x/asan.so")));
+        let stale = Some("/old/libcollector.so /x/a.so:/x/b.so".into());
+        let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), stale).unwrap();
+        assert_eq!(get(&env, "LD_PRELOAD"), Some(&set("LD_PRELOAD", "/c.so:/x/a.so:/x/b.so")));
         assert_eq!(get(&env, "ACCUTRACE_MODE"), Some(&set("ACCUTRACE_MODE", "stats")));
         assert_eq!(get(&env, "ACCUTRACE_POLICY"), Some(&set("ACCUTRACE_POLICY", "keep")));
         assert_eq!(get(&env, "ACCUTRACE_STEPS"), Some(&EnvChange::Remove("ACCUTRACE_STEPS")));

@@ -181,9 +181,9 @@ fn parse_binary(bytes: &[u8]) -> Result<DumpFile<'_>> {
         .map_err(|e| FormatError::at(8, format!("malformed DumpData header ({header_len} bytes): {e}")))?;
 
     let sizes = declared_sizes(&header)?;
-    let total = sizes.iter().try_fold(0u64, |sum, (what, size)| {
-        sum.checked_add(*size).ok_or_else(|| {
-            FormatError::at(8, format!("tensor sizes overflow a 64-bit sum at {what} (size {size})"))
+    let total = sizes.iter().try_fold(0u64, |sum, &(kind, i, size)| {
+        sum.checked_add(size).ok_or_else(|| {
+            FormatError::at(8, format!("tensor sizes overflow a 64-bit sum at {kind}[{i}] (size {size})"))
         })
     })?;
     let follow = after_len - header_len;
@@ -228,30 +228,21 @@ fn parse_binary(bytes: &[u8]) -> Result<DumpFile<'_>> {
     Ok(DumpFile { layout: DumpLayout::Binary, header, inputs, outputs, buffers, workspaces })
 }
 
-/// Every (name, size) in file order; refuses inline data, which the binary layout never carries.
-fn declared_sizes(header: &DumpData) -> Result<Vec<(String, u64)>> {
+/// Every (kind, index, size) in file order; refuses inline data, which the binary layout never carries.
+fn declared_sizes(header: &DumpData) -> Result<Vec<(&'static str, usize, u64)>> {
+    let inputs = header.input.iter().enumerate().map(|(i, t)| ("input", i, t.size, t.data.len()));
+    let outputs = header.output.iter().enumerate().map(|(i, t)| ("output", i, t.size, t.data.len()));
+    let buffers = header.buffer.iter().enumerate().map(|(i, t)| ("buffer", i, t.size, t.data.len()));
+    let spaces = header.space.iter().enumerate().map(|(i, t)| ("workspace", i, t.size, t.data.len()));
     let mut sizes = Vec::new();
-    let mut add = |what: String, size: u64, inline: usize| {
+    for (kind, i, size, inline) in inputs.chain(outputs).chain(buffers).chain(spaces) {
         if inline != 0 {
             return Err(FormatError::at(
                 8,
-                format!("{what} carries {inline} inline bytes, but the binary layout keeps every data field empty"),
+                format!("{kind}[{i}] carries {inline} inline bytes, but the binary layout keeps every data field empty"),
             ));
         }
-        sizes.push((what, size));
-        Ok(())
-    };
-    for (i, t) in header.input.iter().enumerate() {
-        add(format!("input[{i}]"), t.size, t.data.len())?;
-    }
-    for (i, t) in header.output.iter().enumerate() {
-        add(format!("output[{i}]"), t.size, t.data.len())?;
-    }
-    for (i, t) in header.buffer.iter().enumerate() {
-        add(format!("buffer[{i}]"), t.size, t.data.len())?;
-    }
-    for (i, t) in header.space.iter().enumerate() {
-        add(format!("workspace[{i}]"), t.size, t.data.len())?;
+        sizes.push((kind, i, size));
     }
     Ok(sizes)
 }

@@ -134,10 +134,11 @@ pub fn parse_stats_csv(bytes: &[u8]) -> Result<Vec<StatsRow>> {
 fn parse_row(cols: &[Option<Col>], cells: &[&str]) -> std::result::Result<StatsRow, String> {
     let cell = |want: Col| cols.iter().position(|c| *c == Some(want)).and_then(|i| cells.get(i)).copied();
     let present = |want: Col| cell(want).filter(|v| !is_missing(v));
-    let io = match cell(Col::Io).map(str::to_ascii_lowercase).as_deref() {
-        Some("input") => Io::Input,
-        Some("output") => Io::Output,
-        other => return Err(format!("Input/Output is {:?}, not Input or Output", other.unwrap_or(""))),
+    let io_cell = cell(Col::Io).unwrap_or("");
+    let io = match io_cell.to_ascii_lowercase().as_str() {
+        "input" => Io::Input,
+        "output" => Io::Output,
+        _ => return Err(format!("Input/Output is {io_cell:?}, not Input or Output")),
     };
     let int = |col: Col, name: &str| -> std::result::Result<Option<u64>, String> {
         present(col).map(|v| v.parse::<u64>().map_err(|_| format!("{name} {v:?} is not a count"))).transpose()
