@@ -169,9 +169,16 @@ pub struct RecordArgs {
     /// zstd level for tensor data (1 is fast; higher is smaller).
     #[arg(long, default_value_t = 1)]
     pub zstd_level: i32,
-    /// Also capture the device's overflow (op-debug) records.
+    /// Capture the device's overflow (op-debug) records instead of data: CANN makes overflow detection
+    /// exclusive with the data dump, so only the ops that overflowed are dumped, with their status bits.
     #[arg(long)]
     pub overflow: bool,
+    /// Only these ops (CANN `dump_list` layer names; repeatable).
+    #[arg(long = "op", value_name = "NAME")]
+    pub ops: Vec<String>,
+    /// Which tensors of each op the runtime dumps.
+    #[arg(long, value_enum, default_value_t = RecordIo::All)]
+    pub io: RecordIo,
     /// The collector library (default: libcollector.so next to this binary).
     #[arg(long, value_name = "PATH")]
     pub collector: Option<PathBuf>,
@@ -182,6 +189,28 @@ pub struct RecordArgs {
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordMode {
+    /// Statistics and a content hash per tensor (under 128 bytes each); enough for diff and overflow.
     Stats,
+    /// Statistics, hash and the full tensor, byte-shuffled and zstd-compressed; needed for compare.
     Tensor,
+    /// The device computes statistics itself (CANN `dump_data: stats`); cheapest, no hashes.
+    DeviceStats,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordIo {
+    Input,
+    Output,
+    All,
+}
+
+impl RecordIo {
+    /// CANN's `dump_mode` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordIo::Input => "input",
+            RecordIo::Output => "output",
+            RecordIo::All => "all",
+        }
+    }
 }

@@ -84,7 +84,10 @@ fn real_finalize() -> Option<AclFinalizeFn> {
 }
 
 /// The interposed `aclInit`: forward, then activate on success (or on a harmless repeat init).
-pub fn acl_init_hook(config_path: *const c_char) -> aclError {
+///
+/// # Safety
+/// `config_path` is what the caller passed to `aclInit`: NULL or a NUL-terminated path (aclInit's contract).
+pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
     let Some(real) = real_init() else {
         crate::log(
             "the real aclInit cannot be found (is libascendcl.so loaded?); returning ACL_ERROR_UNINITIALIZE",
@@ -94,12 +97,12 @@ pub fn acl_init_hook(config_path: *const c_char) -> aclError {
     // SAFETY: forwarding the caller's argument unchanged to the function it meant to call.
     let code = unsafe { real(config_path) };
     let Some(_guard) = Reentry::enter() else { return code };
-    if code == ACL_SUCCESS || code == ACL_ERROR_REPEAT_INITIALIZE {
-        if catch_unwind(activate_from_env).is_err() {
-            crate::log("activation panicked; the collector is inactive, the job continues without it");
-            if let Some(p) = current() {
-                p.disable("activation panicked");
-            }
+    if (code == ACL_SUCCESS || code == ACL_ERROR_REPEAT_INITIALIZE)
+        && catch_unwind(activate_from_env).is_err()
+    {
+        crate::log("activation panicked; the collector is inactive, the job continues without it");
+        if let Some(p) = current() {
+            p.disable("activation panicked");
         }
     }
     code

@@ -32,9 +32,13 @@ pub fn log(msg: &str) {
 }
 
 /// Interposes the runtime's `aclInit`: forwards to it, then starts the collector when configured.
+///
+/// # Safety
+/// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
 #[no_mangle]
-pub extern "C" fn aclInit(config_path: *const c_char) -> aclError {
-    match catch_unwind(|| activate::acl_init_hook(config_path)) {
+pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
+    match catch_unwind(|| unsafe { activate::acl_init_hook(config_path) }) {
         Ok(code) => code,
         Err(_) => {
             // The hook forwards before doing anything else, so a panic here means the runtime's result is

@@ -157,7 +157,10 @@ fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Re
         FileKind::OpDebug => {
             let file = match dump::parse_dump(bytes) {
                 Ok(f) => f,
-                Err(e) => return Ok(unparsed(p, &path, &e.to_string())),
+                Err(e) => {
+                    unparsed(p, &path, &e.to_string());
+                    return Ok(());
+                }
             };
             let payload = file.outputs.first().map(|t| t.bytes.to_vec()).unwrap_or_default();
             let (task_id, stream_id, ts) = ids(parsed.as_ref(), file.header.dump_time);
@@ -168,7 +171,10 @@ fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Re
         FileKind::Tensor => {
             let file = match dump::parse_dump(bytes) {
                 Ok(f) => f,
-                Err(e) => return Ok(unparsed(p, &path, &e.to_string())),
+                Err(e) => {
+                    unparsed(p, &path, &e.to_string());
+                    return Ok(());
+                }
             };
             let (task_id, stream_id, timestamp_us) = ids(parsed.as_ref(), file.header.dump_time);
             let mut original_names: Vec<String> = Vec::new();

@@ -105,6 +105,7 @@ pub fn collector_env(
     let mode = match args.mode {
         RecordMode::Stats => "stats",
         RecordMode::Tensor => "tensor",
+        RecordMode::DeviceStats => "device-stats",
     };
     // The collector's range: negative levels are zstd's faster-than-1 modes.
     if !(-7..=22).contains(&args.zstd_level) {
@@ -121,6 +122,11 @@ pub fn collector_env(
         Some(steps) => EnvChange::Set("ACCUTRACE_STEPS", parse_steps(steps)?.into()),
         None => EnvChange::Remove("ACCUTRACE_STEPS"),
     });
+    env.push(match args.ops.is_empty() {
+        false => EnvChange::Set("ACCUTRACE_OPS", args.ops.join(",").into()),
+        true => EnvChange::Remove("ACCUTRACE_OPS"),
+    });
+    env.push(EnvChange::Set("ACCUTRACE_IO", args.io.as_str().into()));
     env.push(match args.overflow {
         true => EnvChange::Set("ACCUTRACE_OVERFLOW", "1".into()),
         false => EnvChange::Remove("ACCUTRACE_OVERFLOW"),
