@@ -93,9 +93,10 @@ impl CaptureSource {
                     }
                     Record::Overflow(info) => {
                         let file = format!("{} ({})", item.segment.display(), info.dump_file);
-                        match dump::parse_dump(&info.payload).and_then(|f| dump::decode_opdebug_file(&f)) {
-                            Ok(records) => {
-                                for engine in records.iter().flat_map(|r| &r.engines) {
+                        // The payload is the op-debug record itself (the dump file's output[0] bytes).
+                        match dump::decode_opdebug(&info.payload) {
+                            Ok(record) => {
+                                for engine in &record.engines {
                                     if let Some(mut found) =
                                         overflow_records::from_engine(engine, info.step, rank, file.clone())
                                     {
