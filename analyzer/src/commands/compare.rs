@@ -126,7 +126,11 @@ pub fn compare<'a>(
         failing_ops,
         culprit,
         unmatched_target,
-        unmatched_bench: matching.unmatched_bench,
+        unmatched_bench: matching
+            .unmatched_bench
+            .into_iter()
+            .filter(|&t| args.filter.keeps(&bi.ops[bi.tensors[t].op]))
+            .collect(),
     }
 }
 

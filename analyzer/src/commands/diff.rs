@@ -25,6 +25,11 @@ pub struct TensorDiff {
     pub max_abs_diff: f64,
     /// Largest distance in units in the last place of the tensor's own dtype.
     pub max_ulp: u64,
+    /// Whether the element-wise figures were measured (both sides had data). Without data (a
+    /// statistics-mode capture) only the hashes and the statistics are known.
+    pub measured: bool,
+    /// Largest change of min, max, mean or L2 norm, when statistics are known on both sides.
+    pub stats_delta: Option<f64>,
     pub error: Option<String>,
 }
 
@@ -61,6 +66,10 @@ pub struct CensusRow {
     pub max_abs_diff: f64,
     pub max_ulp: u64,
     pub max_share_differing: f64,
+    /// Largest change of a statistic (min, max, mean, L2 norm) when only statistics were known.
+    pub max_stats_delta: f64,
+    /// Whether element-wise figures were measured for this op (false for statistics-only captures).
+    pub measured: bool,
 }
 
 #[derive(Serialize)]
@@ -97,7 +106,7 @@ pub fn run(args: DiffArgs) -> Result<Outcome> {
     let mut decoded = 0;
     for (p, d) in pairs.iter().zip(diffs) {
         let d = d.unwrap_or_else(|e| TensorDiff { error: Some(format!("{e:#}")), ..Default::default() });
-        if !d.identical {
+        if d.measured {
             decoded += 1;
         }
         by_target.insert(p.target, d);
@@ -148,16 +157,30 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
     if ha == hb && ia.dtype == ib.dtype {
         return Ok(TensorDiff { identical: true, elements, ..Default::default() });
     }
+    let stats_delta = match (&ia.stats, &ib.stats) {
+        (Some(x), Some(y)) => Some(
+            [(x.min, y.min), (x.max, y.max), (x.mean, y.mean), (x.l2_norm, y.l2_norm)]
+                .iter()
+                .map(|(p, q)| (p - q).abs())
+                .filter(|d| !d.is_nan())
+                .fold(0.0, f64::max),
+        ),
+        _ => None,
+    };
+    if !(ia.has_data && ib.has_data) {
+        // The hashes prove a difference; without data its size is only seen through the statistics.
+        return Ok(TensorDiff { elements, stats_delta, ..Default::default() });
+    }
     let (mut va, mut vb) = (Vec::new(), Vec::new());
     a.read_values(ta, &mut va)?;
     b.read_values(tb, &mut vb)?;
-    Ok(compare_values(ia.dtype, &va, &vb))
+    Ok(TensorDiff { stats_delta, ..compare_values(ia.dtype, &va, &vb) })
 }
 
 /// Element-wise difference of two decodings. NaN equals NaN here: reproducibility is about bits, and a
 /// NaN in both runs at one position is the same result.
 pub fn compare_values(dtype: DType, a: &[f32], b: &[f32]) -> TensorDiff {
-    let mut d = TensorDiff { elements: a.len().max(b.len()) as u64, ..Default::default() };
+    let mut d = TensorDiff { elements: a.len().max(b.len()) as u64, measured: true, ..Default::default() };
     if a.len() != b.len() {
         d.differing = d.elements;
         d.max_abs_diff = f64::INFINITY;
@@ -257,6 +280,8 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
         row.max_abs_diff = row.max_abs_diff.max(d.max_abs_diff);
         row.max_ulp = row.max_ulp.max(d.max_ulp);
         row.max_share_differing = row.max_share_differing.max(d.share_differing());
+        row.max_stats_delta = row.max_stats_delta.max(d.stats_delta.unwrap_or(0.0));
+        row.measured |= d.measured;
     }
     let mut rows: Vec<(u64, CensusRow)> = rows.into_values().collect();
     rows.sort_by_key(|(order, _)| *order);
@@ -267,7 +292,7 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     writeln!(out, "diff {} vs {}", r.run1, r.run2)?;
     writeln!(
         out,
-        "{} tensors compared by hash, {} differ ({} decoded)",
+        "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",
         r.compared_tensors, r.differing_tensors, r.decoded_tensors
     )?;
     if r.first_differences.is_empty() {
@@ -277,7 +302,7 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
         for f in &r.first_differences {
             writeln!(
                 out,
-                "  step {} rank {}: {} [{}] is {} (max |diff| {}, {} ulp, {:.2}% of elements)",
+                "  step {} rank {}: {} [{}] is {} ({})",
                 f.step,
                 f.rank,
                 f.op,
@@ -287,26 +312,35 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
                     "propagating" => "propagating a difference from its inputs",
                     _ => "different (its inputs were not dumped)",
                 },
-                fmt_num(f.output.max_abs_diff),
-                f.output.max_ulp,
-                100.0 * f.output.share_differing()
+                size_of_difference(&f.output)
             )?;
             for input in &f.differing_inputs {
                 writeln!(out, "      differing input: {input}")?;
             }
         }
         writeln!(out, "\nEvery op whose output differed ({}):", r.census.len())?;
-        writeln!(out, "  {:<48} {:>6} {:>12} {:>10} {:>9}", "op", "times", "max |diff|", "max ulp", "share")?;
-        for c in &r.census {
-            writeln!(
-                out,
-                "  {:<48} {:>6} {:>12} {:>10} {:>8.2}%",
-                c.op,
-                c.times,
-                fmt_num(c.max_abs_diff),
-                c.max_ulp,
-                100.0 * c.max_share_differing
-            )?;
+        writeln!(out, "  {:<56} {:>6} {:>12} {:>10} {:>9}", "op", "times", "max |diff|", "max ulp", "share")?;
+        const SHOWN: usize = 25;
+        for c in r.census.iter().take(SHOWN) {
+            if c.measured {
+                writeln!(
+                    out,
+                    "  {:<56} {:>6} {:>12} {:>10} {:>8.2}%",
+                    c.op,
+                    c.times,
+                    fmt_num(c.max_abs_diff),
+                    c.max_ulp,
+                    100.0 * c.max_share_differing
+                )?;
+            } else {
+                writeln!(out, "  {:<56} {:>6}   hash differs, statistics moved by up to {}", c.op, c.times, fmt_num(c.max_stats_delta))?;
+            }
+        }
+        if r.census.len() > SHOWN {
+            writeln!(out, "  ... {} more ops (--format csv or json lists every one)", r.census.len() - SHOWN)?;
+        }
+        if r.census.iter().any(|c| !c.measured) {
+            writeln!(out, "  (statistics-only capture: record with --mode tensor for element-wise figures)")?;
         }
     }
     for (side, list) in [("run1", &r.unmatched_run1), ("run2", &r.unmatched_run2)] {
@@ -323,9 +357,26 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     Ok(())
 }
 
+/// "max |diff| 0.5, 3 ulp, 1.2% of elements", or what the statistics say when there was no data.
+fn size_of_difference(d: &TensorDiff) -> String {
+    if d.measured {
+        format!(
+            "max |diff| {}, {} ulp, {:.2}% of elements",
+            fmt_num(d.max_abs_diff),
+            d.max_ulp,
+            100.0 * d.share_differing()
+        )
+    } else {
+        match d.stats_delta {
+            Some(delta) => format!("hash differs; statistics moved by up to {}", fmt_num(delta)),
+            None => "hash differs".to_string(),
+        }
+    }
+}
+
 fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(["op", "op_type", "times", "max_abs_diff", "max_ulp", "max_share_differing"])?;
+    w.write_record(["op", "op_type", "times", "max_abs_diff", "max_ulp", "max_share_differing", "max_stats_delta", "measured"])?;
     for c in &r.census {
         w.write_record([
             c.op.clone(),
@@ -334,6 +385,8 @@ fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
             c.max_abs_diff.to_string(),
             c.max_ulp.to_string(),
             c.max_share_differing.to_string(),
+            c.max_stats_delta.to_string(),
+            c.measured.to_string(),
         ])?;
     }
     w.flush()?;

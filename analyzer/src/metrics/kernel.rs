@@ -16,14 +16,23 @@ pub const CHUNK: usize = 1 << 16;
 /// Below this, one thread: spawning costs more than it saves.
 const PARALLEL_MIN: usize = 1 << 18;
 
+// The f32 fast kernels count in u32 lanes: a chunk never holds more than PARALLEL_MIN elements.
+const _: () = assert!(CHUNK <= PARALLEL_MIN && PARALLEL_MIN < u32::MAX as usize);
+
 /// An input element: f32 or f64 lanes from the decoder.
 pub trait Element: Copy + Send + Sync + 'static {
     fn f64(self) -> f64;
+    /// The slice as f32 when it is one (selects the f32 fast kernels without `Any` or `unsafe`).
+    fn as_f32(s: &[Self]) -> Option<&[f32]>;
 }
 impl Element for f32 {
     #[inline(always)]
     fn f64(self) -> f64 {
         self as f64
+    }
+    #[inline(always)]
+    fn as_f32(s: &[f32]) -> Option<&[f32]> {
+        Some(s)
     }
 }
 impl Element for f64 {
@@ -31,7 +40,57 @@ impl Element for f64 {
     fn f64(self) -> f64 {
         self
     }
+    #[inline(always)]
+    fn as_f32(_: &[f64]) -> Option<&[f32]> {
+        None
+    }
 }
+
+static BASELINE_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Forces the baseline (SSE2 on x86_64) build of the kernels even where AVX2 is available: for tests that
+/// check both builds agree, and for benchmarks. Results are identical either way (same IEEE operations in
+/// the same order; Rust never contracts `a * b + c` into an FMA).
+pub fn force_baseline(on: bool) {
+    BASELINE_ONLY.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the kernels run their AVX2 build (x86_64 with AVX2 detected at run time, not forced off).
+/// aarch64 needs no switch: NEON is part of its baseline, so the plain build is already vectorised.
+#[inline]
+pub fn use_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !BASELINE_ONLY.load(std::sync::atomic::Ordering::Relaxed) && std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `multiversion!(use_avx2(), kernel(args...))`: calls `kernel` (an `#[inline(always)]` function) through an
+/// AVX2-compiled copy when the CPU has AVX2, else through the baseline build. The copy is the same Rust
+/// code: LLVM vectorises it with 256-bit registers (4 f64 / 8 f32 per op), twice the baseline's width.
+macro_rules! multiversion {
+    (fn $name:ident $(<$(const $c:ident: $ct:ty),*>)? ($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:path) => {
+        fn $name $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2 $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
+                    $kernel $(::<$($c),*>)? ($($arg),*)
+                }
+                if $crate::metrics::kernel::use_avx2() {
+                    // SAFETY: AVX2 was detected on this CPU at run time, so the AVX2 build may run.
+                    return unsafe { avx2 $(::<$($c),*>)? ($($arg),*) };
+                }
+            }
+            $kernel $(::<$($c),*>)? ($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
 
 /// The float type numpy computes msprobe's relative error in: msprobe computes `|N - B| / |B|` on the
 /// arrays as loaded (bf16 already widened to f32), before widening to f64, so an fp32 pair gets fp32

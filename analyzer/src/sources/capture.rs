@@ -45,6 +45,8 @@ impl CaptureSource {
             let mut current: Option<(usize, std::sync::Arc<record::OpInfo>)> = None;
             // (task id, stream id, timestamp) -> op id, to tie overflow records to the op they name.
             let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
+            // Overflow records arrive before the dump of the op they blame: resolved once the stream is read.
+            let mut pending: Vec<(crate::index::OverflowRecord, u64)> = Vec::new();
             for item in stream.records() {
                 let item = item?;
                 if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
@@ -97,19 +99,10 @@ impl CaptureSource {
                         match dump::decode_opdebug(&info.payload) {
                             Ok(record) => {
                                 for engine in &record.engines {
-                                    if let Some(mut found) =
+                                    if let Some(found) =
                                         overflow_records::from_engine(engine, info.step, rank, file.clone())
                                     {
-                                        found.op = op_keys
-                                            .iter()
-                                            .filter(|(task, strm, ts, _)| {
-                                                u64::from(*task) == engine.task_id
-                                                    && u64::from(*strm) == engine.stream_id
-                                                    && *ts >= info.timestamp_us
-                                            })
-                                            .min_by_key(|(_, _, ts, _)| *ts)
-                                            .map(|(_, _, _, id)| *id);
-                                        index.overflow_records.push(found);
+                                        pending.push((found, info.timestamp_us));
                                     }
                                 }
                             }
@@ -118,6 +111,17 @@ impl CaptureSource {
                     }
                     Record::StatsCsv(_) | Record::Unknown { .. } => {}
                 }
+            }
+            for (mut found, timestamp) in pending {
+                // The blamed op: same task and stream id, the first dump at or after the record.
+                found.op = op_keys
+                    .iter()
+                    .filter(|(task, strm, ts, _)| {
+                        u64::from(*task) == found.task_id && u64::from(*strm) == found.stream_id && *ts >= timestamp
+                    })
+                    .min_by_key(|(_, _, ts, _)| *ts)
+                    .map(|(_, _, _, id)| *id);
+                index.overflow_records.push(found);
             }
             if let Some(torn) = stream.torn_tail() {
                 index.warnings.push(format!(
