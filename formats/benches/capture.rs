@@ -1,11 +1,12 @@
 //! Capture format benchmark (std::time, no harness): compression of activation-like tensors with and without
-//! the byte shuffle, and the write path (stats + hash + shuffle + zstd + framed records into mmap'd segments)
-//! against raw zstd level 1 on the same data, one thread each, in the same run.
+//! the byte shuffle, the statistics pass, and the write path (stats + hash + shuffle + zstd + framed records
+//! into mmap'd segments) against raw zstd level 1 on the same data with the SAME number of threads, side by
+//! side in the same run (1 and 2 threads; `BENCH_THREADS=1,2,4` to change).
 //!
 //! Run: `cargo bench -p accutrace-formats --bench capture` (results in docs/BENCHMARKS.md).
 
 use accutrace_formats::capture::*;
-use accutrace_formats::stats::{content_hash, TensorStats};
+use accutrace_formats::stats::{content_hash, stats_and_hash, TensorStats};
 use accutrace_formats::DType;
 use half::{bf16, f16};
 use std::time::Instant;
@@ -64,25 +65,73 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Tensors each thread handles per timed repetition.
+const PER_REP: usize = 8;
+
+/// One writer thread of the collector: its own stream (ring of 256 MiB of 64 MiB segments, so segment
+/// creation, rolls and deletions are in the steady state), statistics + hash + append with data, zstd-1.
+struct WriterThread {
+    w: StreamWriter,
+    meta: TensorMeta,
+}
+
+impl WriterThread {
+    fn new(dir: &std::path::Path, id: u32, dtype: DType, len: usize) -> WriterThread {
+        let info = StreamInfo { stream_id: id, rank: None, device: 0, pid: 0, host: String::new() };
+        let policy = Policy::Ring { max_bytes: 256 << 20 };
+        let mut w = StreamWriter::create(dir, info, DEFAULT_SEGMENT_SIZE, policy).unwrap();
+        w.append_op(&OpInfo { name: "op".into(), ..Default::default() }).unwrap();
+        let meta = TensorMeta {
+            io: Io::Output,
+            index: 0,
+            dtype,
+            format: 2,
+            sub_format: 0,
+            device_shape: vec![len as u64],
+            original_shape: None,
+            original_op: None,
+        };
+        WriterThread { w, meta }
+    }
+
+    /// What a collector writer thread does per tensor.
+    fn write(&mut self, raw: &[u8]) {
+        let (stats, hash) = stats_and_hash(self.meta.dtype, raw);
+        self.w.append_tensor(&self.meta, &stats.unwrap(), hash, Some(raw), 1).unwrap();
+    }
+}
+
+/// Runs `work(thread index)` on `threads` scoped threads at once; wall time in seconds.
+fn parallel<S: Send>(states: &mut [S], work: impl Fn(&mut S) + Sync) -> f64 {
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for s in states.iter_mut() {
+            let work = &work;
+            scope.spawn(move || work(s));
+        }
+    });
+    t.elapsed().as_secs_f64()
+}
+
 fn main() {
     let n = 4 << 20; // 4 Mi values per tensor
     let reps = 3;
-    let dir = tempfile::tempdir_in(std::env::var_os("BENCH_DIR").unwrap_or_else(|| "/tmp".into())).unwrap();
-    println!("capture benchmark: {n} values per tensor, best of {reps}, single thread");
+    let threads: Vec<usize> = std::env::var("BENCH_THREADS")
+        .unwrap_or_else(|_| "1,2".into())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    let base = std::env::var_os("BENCH_DIR").unwrap_or_else(|| "/tmp".into());
+    let dir = tempfile::tempdir_in(base).unwrap();
     println!(
-        "{:<10} {:<6} {:>9} {:>9} {:>10} {:>10} {:>11} {:>11} {:>8}",
-        "data",
-        "dtype",
-        "ratio z1",
-        "ratio sz1",
-        "zstd1 GB/s",
-        "shuf+z1",
-        "write GB/s",
-        "stats GB/s",
-        "w/zstd1"
+        "capture benchmark: {n} values per tensor, {} cores; single-thread columns best of {reps}",
+        std::thread::available_parallelism().map_or(0, |p| p.get())
     );
-    let mut tot = (0usize, 0f64, 0f64);
-    let mut run = 0;
+    println!(
+        "{:<10} {:<7} {:>8} {:>9} {:>10} {:>8} {:>9} {:>10} {:>10}",
+        "data", "dtype", "ratio z1", "ratio sz1", "zstd1 GB/s", "shuf+z1", "shuffle", "stats+hash", "stats,hash"
+    );
+    let mut data = Vec::new();
     for (name, values) in workloads(n) {
         for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT] {
             let raw = encode(dtype, &values);
@@ -92,58 +141,93 @@ fn main() {
             let mut z = zstd::bulk::Compressor::new(1).unwrap();
             let t_plain = best(reps, || plain = z.compress(&raw).unwrap());
             let mut sh = Vec::new();
+            let t_shuffle = best(reps, || shuffle::shuffle(&raw, width, &mut sh));
             let t_shuf = best(reps, || {
                 shuffle::shuffle(&raw, width, &mut sh);
                 shuffled = z.compress(&sh).unwrap();
             });
-            let t_stats = best(reps, || {
-                std::hint::black_box(TensorStats::of_bytes(dtype, &raw).unwrap());
+            let t_fused = best(reps, || {
+                std::hint::black_box(stats_and_hash(dtype, &raw).0.unwrap());
             });
-            // The full write path, steady state: what a collector writer thread does per tensor (stats, hash,
-            // shuffle, zstd, framing into mmap'd segments, segment rolls and ring recycling included).
-            run += 1;
-            let info = StreamInfo { stream_id: run, rank: None, device: 0, pid: 0, host: String::new() };
-            let policy = Policy::Ring { max_bytes: 256 << 20 };
-            let mut w = StreamWriter::create(dir.path(), info, DEFAULT_SEGMENT_SIZE, policy).unwrap();
-            w.append_op(&OpInfo { name: name.into(), ..Default::default() }).unwrap();
-            let meta = TensorMeta {
-                io: Io::Output,
-                index: 0,
-                dtype,
-                format: 2,
-                sub_format: 0,
-                device_shape: vec![values.len() as u64],
-                original_shape: None,
-                original_op: None,
-            };
-            let per_rep = 8;
-            let t_write = best(reps, || {
-                for _ in 0..per_rep {
-                    let stats = TensorStats::of_bytes(dtype, &raw).unwrap();
-                    w.append_tensor(&meta, &stats, content_hash(&raw), Some(&raw), 1).unwrap();
-                }
-            }) / per_rep as f64;
-            drop(w);
+            let t_separate = best(reps, || {
+                std::hint::black_box(TensorStats::of_bytes(dtype, &raw).unwrap());
+                std::hint::black_box(content_hash(&raw));
+            });
             let ratio = |c: &Vec<u8>| raw.len() as f64 / c.len() as f64;
             println!(
-                "{:<10} {:<6} {:>9.2} {:>9.2} {:>10.2} {:>10.2} {:>11.2} {:>11.2} {:>7.0}%",
+                "{:<10} {:<7} {:>8.2} {:>9.2} {:>10.2} {:>8.2} {:>9.2} {:>10.2} {:>10.2}",
                 name,
                 dtype.name(),
                 ratio(&plain),
                 ratio(&shuffled),
                 gbps(raw.len(), t_plain),
                 gbps(raw.len(), t_shuf),
-                gbps(raw.len(), t_write),
-                gbps(raw.len(), t_stats),
-                100.0 * t_plain / t_write
+                gbps(raw.len(), t_shuffle),
+                gbps(raw.len(), t_fused),
+                gbps(raw.len(), t_separate),
             );
-            tot = (tot.0 + raw.len(), tot.1 + t_plain, tot.2 + t_write);
+            data.push((name, dtype, raw));
         }
     }
+
+    // Write path vs raw zstd-1, same data, same thread count, measured alternately in the same run. Each of
+    // the T threads handles PER_REP tensors per repetition; wall time of the slowest; best of `reps`.
+    println!();
     println!(
-        "overall: raw zstd-1 {:.2} GB/s, capture write path {:.2} GB/s = {:.0}% of raw zstd-1",
-        gbps(tot.0, tot.1),
-        gbps(tot.0, tot.2),
-        100.0 * tot.1 / tot.2
+        "{:<10} {:<7} {:>7} {:>10} {:>10} {:>8}",
+        "data", "dtype", "threads", "zstd1 GB/s", "write GB/s", "w/zstd1"
     );
+    let mut stream_id = 0;
+    let mut overall = Vec::new();
+    for &t in &threads {
+        let mut tot = (0usize, 0f64, 0f64);
+        for (name, dtype, raw) in &data {
+            let mut zs: Vec<zstd::bulk::Compressor> =
+                (0..t).map(|_| zstd::bulk::Compressor::new(1).unwrap()).collect();
+            let bound = zstd::zstd_safe::compress_bound(raw.len());
+            let mut outs: Vec<Vec<u8>> = (0..t).map(|_| Vec::with_capacity(bound)).collect();
+            let mut zstate: Vec<_> = zs.iter_mut().zip(outs.iter_mut()).collect();
+            let mut writers: Vec<WriterThread> = (0..t)
+                .map(|_| {
+                    stream_id += 1;
+                    WriterThread::new(dir.path(), stream_id, *dtype, raw.len())
+                })
+                .collect();
+            let (mut t_z, mut t_w) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..reps {
+                t_z = t_z.min(parallel(&mut zstate, |(z, out)| {
+                    for _ in 0..PER_REP {
+                        out.clear();
+                        z.compress_to_buffer(raw, *out).unwrap();
+                    }
+                }));
+                t_w = t_w.min(parallel(&mut writers, |w| {
+                    for _ in 0..PER_REP {
+                        w.write(raw);
+                    }
+                }));
+            }
+            drop(writers);
+            let bytes = t * PER_REP * raw.len();
+            println!(
+                "{:<10} {:<7} {:>7} {:>10.2} {:>10.2} {:>7.0}%",
+                name,
+                dtype.name(),
+                t,
+                gbps(bytes, t_z),
+                gbps(bytes, t_w),
+                100.0 * t_z / t_w
+            );
+            tot = (tot.0 + bytes, tot.1 + t_z, tot.2 + t_w);
+        }
+        overall.push((t, tot));
+    }
+    for (t, tot) in overall {
+        println!(
+            "overall, {t} thread(s): raw zstd-1 {:.2} GB/s, capture write path {:.2} GB/s = {:.0}% of raw zstd-1",
+            gbps(tot.0, tot.1),
+            gbps(tot.0, tot.2),
+            100.0 * tot.1 / tot.2
+        );
+    }
 }

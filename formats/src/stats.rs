@@ -91,6 +91,12 @@ impl TensorStats {
     /// count is `bytes * 8 / bits` (a packed int4 tensor of odd length counts its padding nibble); bytes that
     /// do not make whole elements and dtypes the decoder refuses are errors.
     pub fn of_bytes(dtype: DType, bytes: &[u8]) -> Result<TensorStats> {
+        Self::of_bytes_visiting(dtype, bytes, |_| {})
+    }
+
+    /// [`of_bytes`](Self::of_bytes) that also hands every raw chunk, in order, to `visit` right before the
+    /// chunk is decoded (while it is in cache): the chunks concatenate to `bytes` when the result is `Ok`.
+    fn of_bytes_visiting(dtype: DType, bytes: &[u8], mut visit: impl FnMut(&[u8])) -> Result<TensorStats> {
         let bits = dtype
             .bits()
             .filter(|_| dtype.is_decodable())
@@ -119,20 +125,34 @@ impl TensorStats {
                 | DType::UINT64
         );
         let mut left = elements;
+        // One reused stack buffer per lane type (8 KiB / 16 KiB: stays in L1 next to the chunk's bytes).
+        let mut buf32 = [0f32; CHUNK];
+        let mut buf64 = [0f64; CHUNK];
         for chunk in bytes.chunks(chunk_bytes) {
             let n = (left.min(per_chunk) as usize) * lanes;
             left -= left.min(per_chunk);
+            visit(chunk);
             if wide {
-                let mut buf = [0f64; CHUNK];
-                tensor::decode_f64_into(dtype, chunk, &mut buf[..n])?;
-                acc.push_f64(&buf[..n]);
+                tensor::decode_f64_into(dtype, chunk, &mut buf64[..n])?;
+                acc.push_f64(&buf64[..n]);
             } else {
-                let mut buf = [0f32; CHUNK];
-                tensor::decode_f32_into(dtype, chunk, &mut buf[..n])?;
-                acc.push_f32(&buf[..n]);
+                tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
+                acc.push_f32(&buf32[..n]);
             }
         }
         Ok(acc.finish())
+    }
+}
+
+/// The statistics ([`TensorStats::of_bytes`]) and the content hash ([`content_hash`]) of a tensor in ONE
+/// pass over its bytes: each chunk is hashed and decoded while it is in cache, so the tensor is read from
+/// memory once instead of twice. The hash is computed whether or not the statistics succeed, and both
+/// results are exactly those of the two separate functions.
+pub fn stats_and_hash(dtype: DType, bytes: &[u8]) -> (Result<TensorStats>, u64) {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    match TensorStats::of_bytes_visiting(dtype, bytes, |chunk| hasher.update(chunk)) {
+        Ok(stats) => (Ok(stats), hasher.digest()),
+        Err(e) => (Err(e), content_hash(bytes)),
     }
 }
 
@@ -145,18 +165,31 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
-/// Values per inner block of the accumulator: independent lanes that the compiler keeps in vector registers.
+/// Independent lanes per accumulator: with f32 min/max/counts and f64 sums they fit the 16 vector registers
+/// of baseline x86_64 (SSE2) and aarch64 (NEON) without spilling.
 const LANES: usize = 8;
-/// Values decoded per chunk by [`TensorStats::of_bytes`].
+/// Values per block of [`StatsAccumulator::push_f32`]: the block's partials live in registers and are
+/// merged into the totals once per block (and its u32 counters cannot overflow).
+const BLOCK: usize = 256;
+/// Values decoded per chunk by [`TensorStats::of_bytes`] (a multiple of [`BLOCK`], so that pushing a tensor
+/// chunk by chunk and pushing it whole give bit-identical results).
 const CHUNK: usize = 2048;
+const _: () = assert!(CHUNK % BLOCK == 0 && BLOCK % LANES == 0);
 
 /// One-pass, chunked statistics: feed decoded values in any number of slices, then [`finish`](Self::finish).
 ///
-/// Each block of [`LANES`] values is processed branch-free into per-lane accumulators (f64 sums, min/max,
-/// u64 counters), which the compiler vectorizes; the lanes are combined once at the end.
+/// f32 values go block by block ([`BLOCK`] values) through a branch-free kernel that the compiler
+/// vectorizes: min/max and the zero/saturation counts in f32/u32 lanes (exact: they only compare), sums and
+/// sums of squares in f64 lanes (each f32 and its square are exact in f64, so only the f64 additions round,
+/// as before). The kernel does not test for NaN/inf per value: a non-finite value makes the block's f64 sum of
+/// squares NaN or inf, and such a (rare) block is redone by the classifying per-value path. f64 values go
+/// through the classifying path in blocks of [`LANES`]. Lanes and blocks are combined in a fixed order,
+/// so the result depends on the values and on the slice boundaries of the pushes only.
 #[derive(Clone, Debug)]
 pub struct StatsAccumulator {
     limit: f64,
+    /// `limit` as f32 when it is exactly an f32 (else NaN: then no f32 value can equal it in f64 either).
+    limit32: f32,
     count: u64,
     sum: [f64; LANES],
     sumsq: [f64; LANES],
@@ -169,12 +202,79 @@ pub struct StatsAccumulator {
     sat: [u64; LANES],
 }
 
+/// The register-resident partials of one block of f32 values (see [`StatsAccumulator`]).
+struct BlockF32 {
+    sum: [f64; LANES],
+    sumsq: [f64; LANES],
+    min: [f32; LANES],
+    max: [f32; LANES],
+    zero: [u32; LANES],
+    sat: [u32; LANES],
+}
+
+impl BlockF32 {
+    /// The partials of `values` (whole groups of [`LANES`]), assuming they are all finite.
+    #[inline(always)]
+    fn of(values: &[f32], limit: f32) -> BlockF32 {
+        // Two loops over the (L1-resident) block, in two functions: in one loop (or one function) the
+        // compiler vectorizes the f32 lanes 2-wide to match the f64 ones, and the accumulators spill.
+        let (min, max, zero, sat) = Self::extremes(values, limit);
+        let (sum, sumsq) = Self::sums(values);
+        BlockF32 { sum, sumsq, min, max, zero, sat }
+    }
+
+    /// Min, max, zero and saturation counts: f32/u32 lanes (4-wide SSE2/NEON vectors, two of each).
+    #[inline(never)]
+    #[allow(clippy::type_complexity)]
+    fn extremes(values: &[f32], limit: f32) -> ([f32; LANES], [f32; LANES], [u32; LANES], [u32; LANES]) {
+        let mut min = [f32::INFINITY; LANES];
+        let mut max = [f32::NEG_INFINITY; LANES];
+        let mut zero = [0u32; LANES];
+        let mut sat = [0u32; LANES];
+        for group in values.chunks_exact(LANES) {
+            for (i, &x) in group.iter().enumerate() {
+                // Comparisons and selects (not f32::min, whose NaN rule defeats vectorization): minps/maxps.
+                min[i] = if x < min[i] { x } else { min[i] };
+                max[i] = if x > max[i] { x } else { max[i] };
+                zero[i] += u32::from(x == 0.0);
+                sat[i] += u32::from(x.abs() == limit);
+            }
+        }
+        (min, max, zero, sat)
+    }
+
+    /// Sums and sums of squares in f64 lanes (each f32 and its square are exact in f64).
+    #[inline(never)]
+    fn sums(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
+        let mut sum = [0f64; LANES];
+        let mut sumsq = [0f64; LANES];
+        for group in values.chunks_exact(LANES) {
+            for (i, &x) in group.iter().enumerate() {
+                let w = f64::from(x);
+                sum[i] += w;
+                sumsq[i] += w * w;
+            }
+        }
+        (sum, sumsq)
+    }
+
+    /// Whether every value of the block was finite: NaN and ±inf make a square NaN or +inf, and the squares
+    /// of finite f32 values (< 2^256) cannot overflow an f64 sum of [`BLOCK`] of them.
+    #[inline(always)]
+    fn all_finite(&self) -> bool {
+        self.sumsq.iter().fold(0.0, |a, &s| a + s).is_finite()
+    }
+}
+
 impl StatsAccumulator {
     /// An empty accumulator; `saturation_limit` is the magnitude counted by `at_saturation` (None: never).
     pub fn new(saturation_limit: Option<f64>) -> Self {
+        // NaN never compares equal, so "no limit" counts nothing.
+        let limit = saturation_limit.unwrap_or(f64::NAN);
+        let limit32 = if f64::from(limit as f32) == limit { limit as f32 } else { f32::NAN };
         StatsAccumulator {
-            // NaN never compares equal, so "no limit" counts nothing.
-            limit: saturation_limit.unwrap_or(f64::NAN),
+            limit,
+            limit32,
             count: 0,
             sum: [0.0; LANES],
             sumsq: [0.0; LANES],
@@ -190,16 +290,31 @@ impl StatsAccumulator {
 
     /// Adds f32 values.
     pub fn push_f32(&mut self, values: &[f32]) {
-        let mut blocks = values.chunks_exact(LANES);
-        for block in &mut blocks {
-            let mut lane = [0f64; LANES];
-            for (l, &v) in lane.iter_mut().zip(block) {
-                *l = f64::from(v);
+        for block in values.chunks(BLOCK) {
+            let whole = block.len() / LANES * LANES;
+            let (main, rest) = block.split_at(whole);
+            let b = BlockF32::of(main, self.limit32);
+            if b.all_finite() {
+                for i in 0..LANES {
+                    self.sum[i] += b.sum[i];
+                    self.sumsq[i] += b.sumsq[i];
+                    let (lo, hi) = (f64::from(b.min[i]), f64::from(b.max[i]));
+                    self.min[i] = if lo < self.min[i] { lo } else { self.min[i] };
+                    self.max[i] = if hi > self.max[i] { hi } else { self.max[i] };
+                    self.zero[i] += u64::from(b.zero[i]);
+                    self.sat[i] += u64::from(b.sat[i]);
+                }
+            } else {
+                // Rare: NaN or inf in this block. Classify value by value.
+                for group in main.chunks_exact(LANES) {
+                    for (i, &v) in group.iter().enumerate() {
+                        self.one(i, f64::from(v));
+                    }
+                }
             }
-            self.block(&lane);
-        }
-        for &v in blocks.remainder() {
-            self.one(0, f64::from(v));
+            for &v in rest {
+                self.one(0, f64::from(v));
+            }
         }
         self.count += values.len() as u64;
     }
@@ -418,6 +533,99 @@ mod tests {
         assert!(json.contains("\"min\":null"));
         let back: TensorStats = serde_json::from_str(&json).unwrap();
         assert!(back.min.is_nan() && back.nan == 1);
+    }
+
+    /// The plain definition, value by value in f64, that the blocked kernel must reproduce.
+    fn reference(values: &[f32], limit: f64) -> TensorStats {
+        let finite: Vec<f64> = values.iter().filter(|v| v.is_finite()).map(|&v| f64::from(v)).collect();
+        let n = finite.len();
+        TensorStats {
+            count: values.len() as u64,
+            nan: values.iter().filter(|v| v.is_nan()).count() as u64,
+            pos_inf: values.iter().filter(|&&v| v == f32::INFINITY).count() as u64,
+            neg_inf: values.iter().filter(|&&v| v == f32::NEG_INFINITY).count() as u64,
+            zero: values.iter().filter(|&&v| v == 0.0).count() as u64,
+            min: if n == 0 { f64::NAN } else { finite.iter().copied().fold(f64::INFINITY, f64::min) },
+            max: if n == 0 { f64::NAN } else { finite.iter().copied().fold(f64::NEG_INFINITY, f64::max) },
+            mean: if n == 0 { f64::NAN } else { finite.iter().sum::<f64>() / n as f64 },
+            l2_norm: finite.iter().map(|x| x * x).sum::<f64>().sqrt(),
+            at_saturation: finite.iter().filter(|x| x.abs() == limit).count() as u64,
+        }
+    }
+
+    fn assert_close(got: TensorStats, want: TensorStats) {
+        let exact = (got.count, got.nan, got.pos_inf, got.neg_inf, got.zero, got.at_saturation);
+        let want_exact = (want.count, want.nan, want.pos_inf, want.neg_inf, want.zero, want.at_saturation);
+        assert_eq!(exact, want_exact);
+        for (g, w) in [(got.min, want.min), (got.max, want.max)] {
+            assert!(g == w || (g.is_nan() && w.is_nan()), "{g} vs {w}");
+        }
+        for (g, w) in [(got.mean, want.mean), (got.l2_norm, want.l2_norm)] {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0) || (g.is_nan() && w.is_nan()), "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn blocked_kernel_matches_the_definition_with_specials_in_some_blocks() {
+        // Several BLOCKs and CHUNKs, a ragged tail; specials only in some blocks (the others take the fast
+        // path), saturated values and zeros in fast blocks, a -inf in a block of its own.
+        let n = 3 * CHUNK + 5 * BLOCK + 13;
+        let values: Vec<f32> = (0..n)
+            .map(|i| match i {
+                _ if i == 3 * BLOCK + 7 => f32::NAN,
+                _ if i == 3 * BLOCK + 8 => f32::INFINITY,
+                _ if i == 9 * BLOCK + 1 => f32::NEG_INFINITY,
+                _ if i % 1009 == 0 => 65504.0,
+                _ if i % 1013 == 0 => -65504.0,
+                _ if i % 7 == 0 => 0.0,
+                _ => half::f16::from_f32(((i as f32) * 0.731).sin() * 300.0).to_f32(),
+            })
+            .collect();
+        let want = reference(&values, 65504.0);
+        assert!(want.nan == 1 && want.pos_inf == 1 && want.neg_inf == 1 && want.at_saturation > 4);
+        let bytes = fp16_bytes(&values);
+        assert_close(TensorStats::of_bytes(DType::FLOAT16, &bytes).unwrap(), want);
+        assert_close(TensorStats::of_f32(&values, DType::FLOAT16), want);
+        // Any slicing of the pushes gives the same counts and extremes (sums may round differently).
+        let mut acc = StatsAccumulator::new(Some(65504.0));
+        for piece in values.chunks(37) {
+            acc.push_f32(piece);
+        }
+        assert_close(acc.finish(), want);
+        // The same through bf16 and fp32 bytes (no saturation there for these values).
+        let bf: Vec<f32> = values.iter().map(|&v| half::bf16::from_f32(v).to_f32()).collect();
+        let bf_bytes: Vec<u8> = bf.iter().flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes()).collect();
+        assert_close(TensorStats::of_bytes(DType::BF16, &bf_bytes).unwrap(), reference(&bf, 3.3895313892515355e38));
+        let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_close(TensorStats::of_bytes(DType::FLOAT, &f32_bytes).unwrap(), reference(&values, f32::MAX as f64));
+    }
+
+    #[test]
+    fn saturation_limit_that_is_not_an_f32_counts_nothing_in_f32_lanes() {
+        // u32::MAX is not an f32; its f32 rounding (2^32) must not count as saturated.
+        let s = TensorStats::of_f32(&[4294967296.0; 40], DType::UINT32);
+        assert_eq!(s.at_saturation, 0);
+        let s = TensorStats::of_f32(&[f32::MAX, -f32::MAX, 1.0, f32::MAX], DType::FLOAT);
+        assert_eq!(s.at_saturation, 3);
+    }
+
+    #[test]
+    fn stats_and_hash_equal_the_separate_functions() {
+        for len in [0usize, 1, 2, 6, 4094, 4096, 4098, 3 * 4 * CHUNK + 10] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+            for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT8, DType::INT4] {
+                let (stats, hash) = stats_and_hash(dtype, &bytes);
+                assert_eq!(hash, content_hash(&bytes), "{dtype} {len}");
+                match (stats, TensorStats::of_bytes(dtype, &bytes)) {
+                    (Ok(a), Ok(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{dtype} {len}"),
+                    (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                    (a, b) => panic!("{dtype} {len}: {a:?} vs {b:?}"),
+                }
+            }
+        }
+        let (stats, hash) = stats_and_hash(DType::STRING, b"abc");
+        assert!(stats.is_err());
+        assert_eq!(hash, content_hash(b"abc"));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::matching::{match_runs, producers, read_mapping_file, MatchKind, Match
 use crate::metrics::kernel::RePrecision;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::{verdicts, Level, VerdictRow};
-use crate::metrics::{msaccucmp_metrics, msprobe_metrics, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions};
+use crate::metrics::{both_metrics, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions};
 use crate::progress::Progress;
 use crate::sources::{self, Source};
 use accutrace_formats::stats::TensorStats;
@@ -134,6 +134,11 @@ pub fn compare<'a>(
     }
 }
 
+thread_local! {
+    /// Per-thread decode buffers for [`compare_pair`]: one allocation per thread and size class, not per pair.
+    static BUFFERS: std::cell::Cell<(Vec<f32>, Vec<f32>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
 fn compare_pair(
     target: &dyn Source,
     bench: &dyn Source,
@@ -161,7 +166,9 @@ fn compare_pair(
     if ti.shape.iter().product::<u64>() != bi.shape.iter().product::<u64>() {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
-        let (mut n, mut bv) = (Vec::new(), Vec::new());
+        // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this thread
+        // while this one waits inside a parallel kernel gets buffers of its own).
+        let (mut n, mut bv) = BUFFERS.with(|c| c.take());
         let read = target.read_values(t, &mut n).and_then(|()| bench.read_values(b, &mut bv));
         match read {
             Ok(()) => {
@@ -169,8 +176,10 @@ fn compare_pair(
                     zero_dim: ti.shape.is_empty(),
                     re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
                 };
-                row.msprobe = msprobe_metrics(&n, &bv, &options);
-                row.msaccucmp = Some(msaccucmp_metrics(&n, &bv, ti.dtype == accutrace_formats::DType::FLOAT16));
+                let fp16 = ti.dtype == accutrace_formats::DType::FLOAT16;
+                let (probe, acc) = both_metrics(&n, &bv, &options, fp16);
+                row.msprobe = probe;
+                row.msaccucmp = Some(acc);
                 if row.target_stats.is_none() {
                     row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
                 }
@@ -180,6 +189,7 @@ fn compare_pair(
             }
             Err(err) => row.error = Some(format!("{err:#}")),
         }
+        BUFFERS.with(|c| c.replace((n, bv)));
     }
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, args);

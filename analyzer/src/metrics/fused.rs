@@ -15,7 +15,7 @@
 //! Each chunk runs through [`multiversion!`]: an AVX2 build where the CPU has it, the baseline build
 //! otherwise (SSE2 on x86_64, NEON on aarch64).
 
-use super::kernel::{hmax, hsum, multiversion, reduce_chunks, LANES};
+use super::kernel::{hmax, hmin, hsum, multiversion, reduce_chunks, LANES};
 use super::msaccucmp::Sums as AccSums;
 use super::msprobe::MsprobeSums;
 
@@ -113,7 +113,7 @@ fn chunk<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f
         nonfinite: !(nn.is_finite() && bb.is_finite()),
     };
     let acc = if ACC {
-        let (x_min, x_max) = (-hmax(&widen(&xmin).map(|v| -v)), hmax(&widen(&xmax)));
+        let (x_min, x_max) = (hmin(&widen(&xmin)), hmax(&widen(&xmax)));
         AccSums {
             len: len as u64,
             dot: probe.dot,
@@ -126,7 +126,7 @@ fn chunk<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f
             max_rel: hmax(&mrel),
             x_min,
             x_max,
-            y_min: -hmax(&widen(&ymin).map(|v| -v)),
+            y_min: hmin(&widen(&ymin)),
             y_max: hmax(&widen(&ymax)),
             x_sh: hsum(&xs),
             x_sh2: hsum(&xs2),

@@ -73,7 +73,7 @@ pub fn use_avx2() -> bool {
 /// AVX2-compiled copy when the CPU has AVX2, else through the baseline build. The copy is the same Rust
 /// code: LLVM vectorises it with 256-bit registers (4 f64 / 8 f32 per op), twice the baseline's width.
 macro_rules! multiversion {
-    (fn $name:ident $(<$(const $c:ident: $ct:ty),*>)? ($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:path) => {
+    (fn $name:ident $(<$(const $c:ident: $ct:ty),*>)? ($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident) => {
         fn $name $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {

@@ -9,6 +9,7 @@
 //! Everything is computed in f64 over f32 or f64 slices in one streaming pass (KL divergence needs two
 //! more, see [`msaccucmp`]); chunks are reduced in index order so results do not depend on thread count.
 
+pub(crate) mod fused;
 pub mod kernel;
 pub mod msaccucmp;
 pub mod msprobe;
@@ -17,6 +18,23 @@ pub mod verdict;
 pub use kernel::{Element, RePrecision};
 pub use msaccucmp::{msaccucmp_metrics, MsaccucmpMetrics};
 pub use msprobe::{msprobe_metrics, Cell, MsprobeMetrics, MsprobeOptions};
+
+/// Both families' metrics of one pair, as [`msprobe_metrics`] and [`msaccucmp_metrics`] give them (bit for
+/// bit), sharing one pass over the data where they can: f32 pairs whose relative error is f32 (fp16, bf16
+/// and fp32 against fp32 or bf16), not 0-d. Other pairs take the two calls.
+pub fn both_metrics(
+    n: &[f32],
+    b: &[f32],
+    opts: &MsprobeOptions,
+    x_is_fp16: bool,
+) -> (MsprobeMetrics, MsaccucmpMetrics) {
+    if n.len() != b.len() || n.is_empty() || opts.zero_dim || opts.re_precision != RePrecision::F32 {
+        return (msprobe_metrics(n, b, opts), msaccucmp_metrics(n, b, x_is_fp16));
+    }
+    let f = fused::both_f32(n, b);
+    let probe = msprobe::msprobe_metrics_after(n, b, opts, Some(f.probe));
+    (probe, msaccucmp::msaccucmp_from_sums(n, b, &f.acc, x_is_fp16))
+}
 
 /// msprobe's `format_value`: `float('{:.12f}'.format(v))`, i.e. rounded to 12 decimals.
 pub fn format_value(v: f64) -> f64 {

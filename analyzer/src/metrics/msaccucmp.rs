@@ -7,7 +7,7 @@
 //! passes: one for the normalised sums, one for Σ p ln(p/q) (computed directly rather than expanded, so
 //! tiny divergences keep their digits).
 
-use super::kernel::{for_lanes, hmax, hmin, hsum, reduce_chunks, Element, LANES};
+use super::kernel::{for_lanes, hmax, hmin, hsum, multiversion, reduce_chunks, Element, LANES};
 
 /// msaccucmp's metrics of one pair.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -39,30 +39,31 @@ impl MsaccucmpMetrics {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Sums {
-    len: u64,
-    dot: f64,
-    xx: f64,
-    yy: f64,
-    sum_abs: f64,
-    sum_sq: f64,
-    max_abs: f64,
-    acc_rel: f64,
-    max_rel: f64,
-    x_min: f64,
-    x_max: f64,
-    y_min: f64,
-    y_max: f64,
-    x_sh: f64,
-    x_sh2: f64,
-    y_sh: f64,
-    y_sh2: f64,
-    x_absmax: f64,
+/// The first pass's sums (mergeable across chunks); [`super::fused`] fills them for f32 pairs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Sums {
+    pub len: u64,
+    pub dot: f64,
+    pub xx: f64,
+    pub yy: f64,
+    pub sum_abs: f64,
+    pub sum_sq: f64,
+    pub max_abs: f64,
+    pub acc_rel: f64,
+    pub max_rel: f64,
+    pub x_min: f64,
+    pub x_max: f64,
+    pub y_min: f64,
+    pub y_max: f64,
+    pub x_sh: f64,
+    pub x_sh2: f64,
+    pub y_sh: f64,
+    pub y_sh2: f64,
+    pub x_absmax: f64,
 }
 
 impl Sums {
-    fn merge(self, o: Sums) -> Sums {
+    pub(crate) fn merge(self, o: Sums) -> Sums {
         Sums {
             len: self.len + o.len,
             dot: self.dot + o.dot,
@@ -155,36 +156,91 @@ fn norm01(v: f64, min: f64, range: f64) -> f64 {
 
 /// KL(p || q) with p from x and q from y, each min-max normalised, clamped, and scaled to sum 1.
 fn kl<X: Element, Y: Element>(x: &[X], y: &[Y], s: &Sums) -> f64 {
-    let (xr, yr) = (s.x_max - s.x_min, s.y_max - s.y_min);
-    let sums = reduce_chunks(
-        x,
-        y,
-        |a, b| {
-            let (mut p, mut q) = ([0.0; LANES], [0.0; LANES]);
-            for_lanes(a, b, |l, u, v| {
-                p[l] += norm01(u, s.x_min, xr);
-                q[l] += norm01(v, s.y_min, yr);
-            });
-            (hsum(&p), hsum(&q))
-        },
-        |a, b| (a.0 + b.0, a.1 + b.1),
-    );
-    let (sp, sq) = sums;
-    reduce_chunks(
-        x,
-        y,
-        |a, b| {
-            let mut k = [0.0; LANES];
-            for_lanes(a, b, |l, u, v| {
-                let p = norm01(u, s.x_min, xr) / sp;
-                let q = norm01(v, s.y_min, yr) / sq;
-                k[l] += p * (p / q).ln();
-            });
-            hsum(&k)
-        },
-        |a, b| a + b,
-    )
+    if let (Some(x), Some(y)) = (X::as_f32(x), Y::as_f32(y)) {
+        let (sp, sq) = reduce_chunks(x, y, |a, b| kl_norm_sums_mv(a, b, s), |a, b| (a.0 + b.0, a.1 + b.1));
+        let chunk = |a: &[f32], b: &[f32]| {
+            kl_terms_mv(a, b, s, sp, sq).unwrap_or_else(|| kl_terms::<f32, f32, false>(a, b, s, sp, sq).unwrap_or(0.0))
+        };
+        return reduce_chunks(x, y, chunk, |a, b| a + b);
+    }
+    let (sp, sq) = reduce_chunks(x, y, |a, b| kl_norm_sums(a, b, s), |a, b| (a.0 + b.0, a.1 + b.1));
+    let chunk = |a: &[X], b: &[Y]| kl_terms::<X, Y, false>(a, b, s, sp, sq).unwrap_or(0.0);
+    reduce_chunks(x, y, chunk, |a, b| a + b)
 }
+
+/// KL's first pass: the sums of the normalised sides.
+#[inline(always)]
+fn kl_norm_sums<X: Element, Y: Element>(a: &[X], b: &[Y], s: &Sums) -> (f64, f64) {
+    let (xr, yr) = (s.x_max - s.x_min, s.y_max - s.y_min);
+    let (mut p, mut q) = ([0.0; LANES], [0.0; LANES]);
+    for_lanes(a, b, |l, u, v| {
+        p[l] += norm01(u, s.x_min, xr);
+        q[l] += norm01(v, s.y_min, yr);
+    });
+    (hsum(&p), hsum(&q))
+}
+
+/// KL's second pass: Σ p ln(p / q). `FAST` takes [`ln_fast`] (vectorisable) and reports `None` when a
+/// ratio falls outside its domain (then the chunk is redone with `f64::ln`).
+#[inline(always)]
+fn kl_terms<X: Element, Y: Element, const FAST: bool>(a: &[X], b: &[Y], s: &Sums, sp: f64, sq: f64) -> Option<f64> {
+    let (xr, yr) = (s.x_max - s.x_min, s.y_max - s.y_min);
+    let mut k = [0.0; LANES];
+    let mut outside = [0u32; LANES];
+    for_lanes(a, b, |l, u, v| {
+        let p = norm01(u, s.x_min, xr) / sp;
+        let q = norm01(v, s.y_min, yr) / sq;
+        let r = p / q;
+        let ln = if FAST {
+            outside[l] |= u32::from(!(r >= f64::MIN_POSITIVE && r <= f64::MAX));
+            ln_fast(r)
+        } else {
+            r.ln()
+        };
+        k[l] += p * ln;
+    });
+    (outside.iter().all(|&o| o == 0)).then(|| hsum(&k))
+}
+
+#[inline(always)]
+fn kl_terms_fast(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> {
+    kl_terms::<f32, f32, true>(a, b, s, sp, sq)
+}
+
+/// Natural logarithm of a positive, normal, finite `x`, branch-free so that LLVM vectorises the loop around
+/// it (`f64::ln` is a libm call per element). musl's `log` (fdlibm's algorithm and coefficients): error
+/// below 1 ulp, as glibc's; results may differ from glibc's in the last bit (tests check <= 1 ulp).
+#[inline(always)]
+pub(crate) fn ln_fast(x: f64) -> f64 {
+    const LN2_HI: f64 = 6.93147180369123816490e-01;
+    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const LG1: f64 = 6.666666666666735130e-01;
+    const LG2: f64 = 3.999999999940941908e-01;
+    const LG3: f64 = 2.857142874366239149e-01;
+    const LG4: f64 = 2.222219843214978396e-01;
+    const LG5: f64 = 1.818357216161805012e-01;
+    const LG6: f64 = 1.531383769920937332e-01;
+    const LG7: f64 = 1.479819860511658591e-01;
+    let bits = x.to_bits();
+    // Reduce x to 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)).
+    let hx = ((bits >> 32) as u32).wrapping_add(0x3ff00000 - 0x3fe6a09e);
+    let k = (hx >> 20) as i32 - 0x3ff;
+    let hx = (hx & 0x000fffff) + 0x3fe6a09e;
+    let m = f64::from_bits((u64::from(hx) << 32) | (bits & 0xffffffff));
+    let f = m - 1.0;
+    let hfsq = 0.5 * f * f;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (LG2 + w * (LG4 + w * LG6));
+    let t2 = z * (LG1 + w * (LG3 + w * (LG5 + w * LG7)));
+    let r = t2 + t1;
+    let dk = f64::from(k);
+    s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
+}
+
+multiversion!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums);
+multiversion!(fn kl_terms_mv(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> = kl_terms_fast);
 
 /// All msaccucmp metrics. `x_is_fp16` enables the OverFlow flag (max |x| >= 65504).
 pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bool) -> MsaccucmpMetrics {
@@ -196,8 +252,25 @@ pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bo
             ..Default::default()
         };
     }
+    let s = match (X::as_f32(&x[..len]), Y::as_f32(&y[..len])) {
+        (Some(a), Some(b)) => super::fused::both_f32(a, b).acc,
+        _ => {
+            let (kx, ky) = (x[0].f64(), y[0].f64());
+            reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge)
+        }
+    };
+    msaccucmp_from_sums(&x[..len], &y[..len], &s, x_is_fp16)
+}
+
+/// The metrics from the first pass's sums (`x`, `y` of equal, nonzero length: KL reads them again).
+pub(crate) fn msaccucmp_from_sums<X: Element, Y: Element>(
+    x: &[X],
+    y: &[Y],
+    s: &Sums,
+    x_is_fp16: bool,
+) -> MsaccucmpMetrics {
+    let len = x.len();
     let (kx, ky) = (x[0].f64(), y[0].f64());
-    let s = reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge);
     let n = s.len as f64;
     let (nx, ny) = (s.xx.sqrt(), s.yy.sqrt());
     let eps = f64::EPSILON;
@@ -222,7 +295,7 @@ pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bo
         relative_euclidean_distance: red,
         max_relative_error: s.max_rel,
         mean_relative_error: s.acc_rel / n,
-        kullback_leibler_divergence: kl(&x[..len], &y[..len], &s),
+        kullback_leibler_divergence: kl(&x[..len], &y[..len], s),
         standard_deviation: (mean_std(s.x_sh, s.x_sh2, kx), mean_std(s.y_sh, s.y_sh2, ky)),
         overflow: x_is_fp16 && s.x_absmax >= 65504.0,
     }
@@ -266,6 +339,27 @@ mod tests {
         assert_eq!(msaccucmp_metrics(&one[..], &z[..], false).max_relative_error, 0.0);
         assert!(msaccucmp_metrics(&[65504.0f32][..], &[1.0f32][..], true).overflow);
         assert!(!msaccucmp_metrics(&[65504.0f32][..], &[1.0f32][..], false).overflow);
+    }
+
+    #[test]
+    fn fast_ln_is_within_one_ulp() {
+        let ulps = |a: f64, b: f64| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        let mut worst = 0;
+        let mut v = f64::MIN_POSITIVE;
+        while v < f64::MAX / 1.37 {
+            for x in [v, v * 1.0000001, v * 0.7071067811865476, v * 1.4142135623730951] {
+                worst = worst.max(ulps(ln_fast(x), x.ln()));
+            }
+            v *= 1.37;
+        }
+        let mut state = 0x9e3779b97f4a7c15u64;
+        for _ in 0..1_000_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let x = 0.5 + (state >> 11) as f64 / (1u64 << 53) as f64 * 1.5; // [0.5, 2): near 1 is hardest
+            worst = worst.max(ulps(ln_fast(x), x.ln()));
+        }
+        assert!(worst <= 1, "{worst} ulps");
+        assert_eq!(ln_fast(1.0), 0.0);
     }
 
     #[test]

@@ -206,7 +206,25 @@ fn sums<N: Element, B: Element, const ZERO: bool>(n: &[N], b: &[B], p: RePrecisi
 
 /// The fused pass with msprobe's inf/NaN rule: `None` when inf/NaN positions differ between the sides.
 pub fn msprobe_sums<N: Element, B: Element>(n: &[N], b: &[B], p: RePrecision) -> Option<MsprobeSums> {
-    let fast = sums::<N, B, false>(n, b, p);
+    msprobe_sums_after(n, b, p, None)
+}
+
+/// [`msprobe_sums`], reusing `first` (the inf/NaN-unaware pass, from [`super::fused`]) when given.
+fn msprobe_sums_after<N: Element, B: Element>(
+    n: &[N],
+    b: &[B],
+    p: RePrecision,
+    first: Option<MsprobeSums>,
+) -> Option<MsprobeSums> {
+    let f32_pair = match (p, N::as_f32(n), B::as_f32(b)) {
+        (RePrecision::F32, Some(x), Some(y)) => Some((x, y)),
+        _ => None,
+    };
+    let fast = match (first, f32_pair) {
+        (Some(s), _) => s,
+        (None, Some((x, y))) => super::fused::msprobe_f32::<false>(x, y),
+        (None, None) => sums::<N, B, false>(n, b, p),
+    };
     if !fast.nonfinite {
         return Some(fast);
     }
@@ -215,11 +233,24 @@ pub fn msprobe_sums<N: Element, B: Element>(n: &[N], b: &[B], p: RePrecision) ->
     if n.iter().zip(b).any(|(x, y)| kind(x.f64()) != kind(y.f64())) {
         return None;
     }
-    Some(sums::<N, B, true>(n, b, p))
+    Some(match f32_pair {
+        Some((x, y)) => super::fused::msprobe_f32::<true>(x, y),
+        None => sums::<N, B, true>(n, b, p),
+    })
 }
 
 /// All six msprobe metrics of a pair of equally shaped tensors (flattened, C order).
 pub fn msprobe_metrics<N: Element, B: Element>(n: &[N], b: &[B], opts: &MsprobeOptions) -> MsprobeMetrics {
+    msprobe_metrics_after(n, b, opts, None)
+}
+
+/// [`msprobe_metrics`], reusing a first pass already made over the same pair with the same precision.
+pub(crate) fn msprobe_metrics_after<N: Element, B: Element>(
+    n: &[N],
+    b: &[B],
+    opts: &MsprobeOptions,
+    first: Option<MsprobeSums>,
+) -> MsprobeMetrics {
     if n.len() != b.len() {
         return MsprobeMetrics::shape_unmatched();
     }
@@ -247,7 +278,7 @@ pub fn msprobe_metrics<N: Element, B: Element>(n: &[N], b: &[B], opts: &MsprobeO
             (nan_or(abs, &mut m.message, "MaxAbsError"), nan_or(re, &mut m.message, "MaxRelativeError"));
         return m;
     }
-    let s = match msprobe_sums(n, b, p) {
+    let s = match msprobe_sums_after(n, b, p, first) {
         Some(s) => s,
         None => {
             return MsprobeMetrics::all(

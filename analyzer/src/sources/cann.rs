@@ -4,7 +4,7 @@
 //! hashes are decoded on demand from a fresh map of the one file that holds them.
 
 use super::host::{host_shape, host_values, DeviceTensor};
-use super::Source;
+use super::{device_stats, Source};
 use crate::index::{Index, Io, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
@@ -50,8 +50,14 @@ impl CannDumpSource {
             }
             files.push(entry.path.clone());
         }
-        let op_debug_files: Vec<_> =
-            op_debug_files.into_iter().filter(|e| e.name.kind == FileKind::OpDebug).collect();
+        let (stats_files, op_debug_files): (Vec<_>, Vec<_>) =
+            op_debug_files.into_iter().partition(|e| e.name.kind == FileKind::StatsCsv);
+        for entry in &stats_files {
+            let bytes = std::fs::read(&entry.path).with_context(|| format!("cannot read {}", entry.path.display()))?;
+            let file_name = entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
+            device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank).map_err(|e| e.in_file(&entry.path))?;
+        }
         for entry in &op_debug_files {
             read_op_debug(entry, &tensor_entries, &mut index)?;
         }
@@ -60,7 +66,7 @@ impl CannDumpSource {
 
     fn with_tensor<R>(&self, tensor: TensorId, f: impl FnOnce(&dump::TensorRef<'_>) -> Result<R>) -> Result<R> {
         let info = &self.index.tensors[tensor];
-        let path = &self.files[info.op];
+        let path = self.files.get(info.op).context("a device statistics op has no tensor data")?;
         let map = MappedFile::open(path)?;
         let file = dump::parse_dump_file(&map)?;
         let list = match info.io {

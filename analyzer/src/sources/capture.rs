@@ -2,7 +2,7 @@
 //! touches tensor bytes; values are decompressed on demand from the mapped segment.
 
 use super::host::{host_shape, host_values, DeviceTensor};
-use super::Source;
+use super::{device_stats, Source};
 use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::capture::reader::{CaptureRun, Record};
@@ -17,7 +17,7 @@ pub struct CaptureSource {
     run: CaptureRun,
     index: Index,
     /// Device layout of each tensor (by tensor id), to undo it when values are read.
-    metas: Vec<record::TensorMeta>,
+    metas: Vec<Option<record::TensorMeta>>,
 }
 
 /// A tensor's place in the run: stream, segment, frame offset (packed into the index's locator).
@@ -91,7 +91,7 @@ impl CaptureSource {
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
                         });
-                        metas.push(t.meta.clone());
+                        metas.push(Some(t.meta.clone()));
                     }
                     Record::Overflow(info) => {
                         let file = format!("{} ({})", item.segment.display(), info.dump_file);
@@ -109,7 +109,14 @@ impl CaptureSource {
                             Err(e) => index.warnings.push(format!("{file}: {e}")),
                         }
                     }
-                    Record::StatsCsv(_) | Record::Unknown { .. } => {}
+                    Record::StatsCsv(csv) => {
+                        if let Err(e) = device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank) {
+                            index.warnings.push(format!("{} ({}): {e}", item.segment.display(), csv.dump_file));
+                        }
+                        // Stats ops have no tensor records: keep the positional maps aligned.
+                        metas.resize(index.tensors.len(), None);
+                    }
+                    Record::Unknown { .. } => {}
                 }
             }
             for (mut found, timestamp) in pending {
@@ -136,11 +143,11 @@ impl CaptureSource {
     }
 
     fn with_data<R>(&self, tensor: TensorId, f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>) -> Result<R> {
-        let info = &self.index.tensors[tensor];
-        let (s, segment, offset) = unpack(info.locator);
+        let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
+        let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let mut bytes = Vec::new();
         self.run.streams[s].read_tensor_data_at(segment, offset, &mut bytes)?;
-        f(&self.metas[tensor], &bytes)
+        f(meta, &bytes)
     }
 }
 
@@ -174,6 +181,6 @@ impl Source for CaptureSource {
     }
 
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
-        self.index.tensors[tensor].hash.context("capture tensors always carry a hash")
+        self.index.tensors[tensor].hash.context("device statistics carry no content hash")
     }
 }

@@ -118,6 +118,7 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
 
 pub mod cann;
 pub mod capture;
+pub mod device_stats;
 pub mod host;
 pub mod msprobe;
 pub mod msprobe_run;

@@ -187,7 +187,15 @@ impl Source for NpyDirSource {
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
         self.with_view(tensor, |view| {
-            *out = view.to_f32_c_order()?;
+            let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
+            if c_order && !view.big_endian {
+                // The common case: decode straight into the caller's buffer (no allocation, no zero-fill).
+                let elements = usize::try_from(view.elements()).context("npy array does not fit the address space")?;
+                super::host::decode_reusing(view.dtype, view.data, elements, out)
+                    .map_err(|e| e.shifted(view.data_offset))?;
+            } else {
+                *out = view.to_f32_c_order()?;
+            }
             Ok(())
         })
     }

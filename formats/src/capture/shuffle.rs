@@ -8,38 +8,85 @@
 pub fn shuffle(src: &[u8], width: usize, dst: &mut Vec<u8>) {
     dst.clear();
     dst.resize(src.len(), 0);
+    shuffle_into(src, width, dst);
+}
+
+/// [`shuffle`] into a slice of the same length as `src` (every byte of `dst` is written).
+pub fn shuffle_into(src: &[u8], width: usize, dst: &mut [u8]) {
+    assert_eq!(src.len(), dst.len(), "shuffle: source and destination lengths differ");
     if width <= 1 {
         dst.copy_from_slice(src);
         return;
     }
     let n = src.len() / width;
-    // Plane by plane: each pass reads with a fixed stride and writes sequentially, which the compiler
-    // unrolls; for the common widths the per-width instantiation lets it use constant strides.
+    let (planes, tail) = dst.split_at_mut(n * width);
     match width {
-        2 => planes::<2>(src, n, dst),
-        4 => planes::<4>(src, n, dst),
-        8 => planes::<8>(src, n, dst),
+        2 => transpose2(&src[..2 * n], planes, n),
+        4 => transpose4(&src[..4 * n], planes, n),
+        8 => planes8(&src[..8 * n], planes, n),
         _ => {
             for b in 0..width {
-                for (i, out) in dst[b * n..(b + 1) * n].iter_mut().enumerate() {
+                for (i, out) in planes[b * n..(b + 1) * n].iter_mut().enumerate() {
                     *out = src[i * width + b];
                 }
             }
         }
     }
-    dst[n * width..].copy_from_slice(&src[n * width..]);
+    tail.copy_from_slice(&src[n * width..]);
 }
 
-fn planes<const W: usize>(src: &[u8], n: usize, dst: &mut [u8]) {
-    let (planes, _) = dst.split_at_mut(n * W);
-    let elements = src[..n * W].chunks_exact(W);
-    let mut outs: Vec<&mut [u8]> = planes.chunks_exact_mut(n.max(1)).take(W).collect();
-    if n == 0 {
-        return;
+/// Elements per group of the transposes: a group's planes are one 16-byte vector each.
+const GROUP: usize = 16;
+
+/// Width 2: byte 0 of every element to the first plane, byte 1 to the second. The loop body over fixed-size
+/// groups has no bounds checks, so the compiler turns it into vector deinterleaves (SSE2: mask, shift and
+/// pack; NEON: uzp); the ragged end goes element by element.
+fn transpose2(src: &[u8], planes: &mut [u8], n: usize) {
+    let (p0, p1) = planes.split_at_mut(n);
+    let groups = src.chunks_exact(2 * GROUP).zip(p0.chunks_exact_mut(GROUP)).zip(p1.chunks_exact_mut(GROUP));
+    for ((s, a), b) in groups {
+        for k in 0..GROUP {
+            a[k] = s[2 * k];
+            b[k] = s[2 * k + 1];
+        }
     }
-    for (i, e) in elements.enumerate() {
-        for b in 0..W {
-            outs[b][i] = e[b];
+    for i in n / GROUP * GROUP..n {
+        p0[i] = src[2 * i];
+        p1[i] = src[2 * i + 1];
+    }
+}
+
+/// Width 4, as [`transpose2`] with four planes.
+fn transpose4(src: &[u8], planes: &mut [u8], n: usize) {
+    let (p0, rest) = planes.split_at_mut(n);
+    let (p1, rest) = rest.split_at_mut(n);
+    let (p2, p3) = rest.split_at_mut(n);
+    let groups = src
+        .chunks_exact(4 * GROUP)
+        .zip(p0.chunks_exact_mut(GROUP))
+        .zip(p1.chunks_exact_mut(GROUP))
+        .zip(p2.chunks_exact_mut(GROUP).zip(p3.chunks_exact_mut(GROUP)));
+    for (((s, a), b), (c, d)) in groups {
+        for k in 0..GROUP {
+            a[k] = s[4 * k];
+            b[k] = s[4 * k + 1];
+            c[k] = s[4 * k + 2];
+            d[k] = s[4 * k + 3];
+        }
+    }
+    for i in n / GROUP * GROUP..n {
+        p0[i] = src[4 * i];
+        p1[i] = src[4 * i + 1];
+        p2[i] = src[4 * i + 2];
+        p3[i] = src[4 * i + 3];
+    }
+}
+
+/// Width 8 (fp64, complex128 parts): one strided pass per element, unrolled by the constant width.
+fn planes8(src: &[u8], planes: &mut [u8], n: usize) {
+    for (i, e) in src.chunks_exact(8).enumerate() {
+        for (b, &byte) in e.iter().enumerate() {
+            planes[b * n + i] = byte;
         }
     }
 }
@@ -76,6 +123,26 @@ mod tests {
         let mut back = [0; 7];
         unshuffle(&out, 2, &mut back);
         assert_eq!(back, src);
+    }
+
+    #[test]
+    fn vector_transposes_match_the_definition() {
+        for width in [2usize, 3, 4, 8] {
+            for len in [0usize, 31, 32, 33, 64 * width + 5, 1000 * width + 3] {
+                let src: Vec<u8> = (0..len).map(|i| (i * 97 % 256) as u8).collect();
+                let n = len / width;
+                let mut want = vec![0u8; len];
+                for i in 0..n {
+                    for b in 0..width {
+                        want[b * n + i] = src[i * width + b];
+                    }
+                }
+                want[n * width..].copy_from_slice(&src[n * width..]);
+                let mut out = Vec::new();
+                shuffle(&src, width, &mut out);
+                assert_eq!(out, want, "width {width} len {len}");
+            }
+        }
     }
 
     proptest! {

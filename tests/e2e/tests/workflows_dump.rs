@@ -135,3 +135,27 @@ fn fusion_on_off_says_whether_fusion_is_to_blame() {
     assert_eq!(report["culprit"]["op_type"], "FusedMatMulBiasGelu", "{}", report["culprit"]);
     assert!(report["fused_kernels"].as_array().expect("fused").iter().any(|k| k["fails"] == true));
 }
+
+#[test]
+fn overflow_from_device_statistics_alone_with_loss_scale_history() {
+    let dir = scratch();
+    let op = "model/layer_0/mlp/fc1/MatMul";
+    let model = model_file(dir.path(), "m.json", &format!(r#"{{"faults": {{"overflow": {{"op": "{op}", "step": 1}}}}}}"#));
+    let dump = dir.path().join("stats");
+    let config = dump_config(dir.path(), "acl.json", &dump, r#", "dump_data": "stats""#);
+    sim_train(&model, 3, Some(&config), &[]);
+    let (code, report) = analyzer_json(&["overflow", path_str(&dump)]);
+    assert_eq!(code, 1);
+    // A statistics CSV names its op only through the (sanitized) file name.
+    assert_eq!(report["origins"][0]["op"], "model_layer_0_mlp_fc1_MatMul");
+    assert_eq!(report["origins"][0]["step"], 1);
+    assert_eq!(report["tensors_without_statistics"], 0);
+    // The fp16 loss scale halves after the overflowing step.
+    let scales: Vec<(u64, f64)> = report["loss_scale"]
+        .as_array()
+        .expect("loss scale history")
+        .iter()
+        .map(|l| (l["step"].as_u64().unwrap_or(99), l["value"].as_f64().unwrap_or(0.0)))
+        .collect();
+    assert_eq!(scales, vec![(0, 1024.0), (1, 1024.0), (2, 512.0)]);
+}
