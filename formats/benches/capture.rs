@@ -170,6 +170,9 @@ fn main() {
         }
     }
 
+    if std::env::var_os("BENCH_ZSTD_SWEEP").is_some() {
+        zstd_sweep(&data, reps);
+    }
     // Write path vs raw zstd-1, same data, same thread count, measured alternately in the same run. Each of
     // the T threads handles PER_REP tensors per repetition; wall time of the slowest; best of `reps`.
     println!();
@@ -229,5 +232,37 @@ fn main() {
             gbps(tot.0, tot.2),
             100.0 * tot.1 / tot.2
         );
+    }
+}
+
+/// `BENCH_ZSTD_SWEEP=1`: zstd parameters on the shuffled planes (ratio and single-thread speed).
+fn zstd_sweep(data: &[(&str, DType, Vec<u8>)], reps: usize) {
+    use zstd::zstd_safe::CParameter;
+    println!("\nzstd sweep on shuffled data: variant ratio GB/s");
+    for (name, dtype, raw) in data {
+        let width = (dtype.bits().unwrap() / 8) as usize;
+        let mut sh = Vec::new();
+        shuffle::shuffle(raw, width, &mut sh);
+        let variants: Vec<(String, Vec<CParameter>, i32)> = vec![
+            ("l1".into(), vec![], 1),
+            ("l1 mm7".into(), vec![CParameter::MinMatch(7)], 1),
+            ("l1 acc2".into(), vec![CParameter::TargetLength(2)], 1),
+            ("l1 acc4".into(), vec![CParameter::TargetLength(4)], 1),
+            ("l1 acc8".into(), vec![CParameter::TargetLength(8)], 1),
+            ("l1 mm7 acc4".into(), vec![CParameter::MinMatch(7), CParameter::TargetLength(4)], 1),
+            ("l1 hl10".into(), vec![CParameter::HashLog(10)], 1),
+            ("l-5".into(), vec![], -5),
+        ];
+        let mut line = format!("{name:<10} {:<7}", dtype.name());
+        for (label, params, level) in variants {
+            let mut z = zstd::bulk::Compressor::new(level).unwrap();
+            for p in params {
+                z.set_parameter(p).unwrap();
+            }
+            let mut out = Vec::new();
+            let t = best(reps, || out = z.compress(&sh).unwrap());
+            line += &format!(" | {label} {:.3} {:.2}", raw.len() as f64 / out.len() as f64, gbps(raw.len(), t));
+        }
+        println!("{line}");
     }
 }

@@ -9,7 +9,7 @@
 use super::legacy;
 use crate::dtype::DType;
 use crate::error::{FormatError, Result, ResultExt};
-use accutrace_proto::dumpdata::{DumpData, OpInput, OpOutput, OriginalOp, OutputFormat, Shape};
+use accutrace_proto::dumpdata::{DumpData, OpInput, OpOutput, OriginalOp, Shape};
 use memmap2::Mmap;
 use prost::Message;
 use std::borrow::Cow;
@@ -92,10 +92,7 @@ impl<'a> DumpFile<'a> {
 
 /// Short name of an `OutputFormat` code without the `FORMAT_` prefix (`ND`, `FRACTAL_NZ`), or `UNKNOWN(n)`.
 pub fn format_name(code: i32) -> Cow<'static, str> {
-    match OutputFormat::try_from(code) {
-        Ok(f) => Cow::Borrowed(f.as_str_name().trim_start_matches("FORMAT_")),
-        Err(_) => Cow::Owned(format!("UNKNOWN({code})")),
-    }
+    crate::layout::Format::from_code(code).name()
 }
 
 /// Parses a dump file of either layout. Tensor bytes borrow `bytes`.
