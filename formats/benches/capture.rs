@@ -245,13 +245,13 @@ fn zstd_sweep(data: &[(&str, DType, Vec<u8>)], reps: usize) {
         shuffle::shuffle(raw, width, &mut sh);
         let variants: Vec<(String, Vec<CParameter>, i32)> = vec![
             ("l1".into(), vec![], 1),
-            ("l1 mm7".into(), vec![CParameter::MinMatch(7)], 1),
-            ("l1 acc2".into(), vec![CParameter::TargetLength(2)], 1),
-            ("l1 acc4".into(), vec![CParameter::TargetLength(4)], 1),
-            ("l1 acc8".into(), vec![CParameter::TargetLength(8)], 1),
-            ("l1 mm7 acc4".into(), vec![CParameter::MinMatch(7), CParameter::TargetLength(4)], 1),
-            ("l1 hl10".into(), vec![CParameter::HashLog(10)], 1),
-            ("l-5".into(), vec![], -5),
+            ("hl8".into(), vec![CParameter::HashLog(8)], 1),
+            ("hl9".into(), vec![CParameter::HashLog(9)], 1),
+            ("hl10".into(), vec![CParameter::HashLog(10)], 1),
+            ("hl11".into(), vec![CParameter::HashLog(11)], 1),
+            ("hl12".into(), vec![CParameter::HashLog(12)], 1),
+            ("hl10 mm7".into(), vec![CParameter::HashLog(10), CParameter::MinMatch(7)], 1),
+            ("hl10 mm5".into(), vec![CParameter::HashLog(10), CParameter::MinMatch(5)], 1),
         ];
         let mut line = format!("{name:<10} {:<7}", dtype.name());
         for (label, params, level) in variants {
