@@ -167,9 +167,10 @@ fn fractal_z(n: u64, c: u64, d: Option<u64>, h: u64, w: u64, c0: u64, groups: i3
     let cout_opt = round_up(mul(e_mult, cout)?, N0)?;
     let dev = vec![groups.div_ceil(e_mult), d, cin_opt / c0, h, w, cout_opt / N0, N0, c0];
     checked_product(&dev, "device shape")?;
-    // Row-major strides of the device axes (the product was just checked, so none overflows).
-    let s_c1 = h * w * cout_opt * c0;
-    let s_g = d * (cin_opt / c0) * s_c1;
+    // Row-major strides of the device axes. A checked product can still be 0 with a huge other dim (an
+    // empty tensor), so the strides saturate: nothing is indexed then, and otherwise they fit.
+    let s_c1 = h.saturating_mul(w).saturating_mul(cout_opt).saturating_mul(c0);
+    let s_g = d.saturating_mul(cin_opt / c0).saturating_mul(s_c1);
     let offset = move |i: u64| {
         let (nn, cc) = (i / cin.max(1), i % cin.max(1));
         let (g, j) = (nn / cout.max(1), nn % cout.max(1));
