@@ -100,3 +100,66 @@ fn parallel_split_does_not_change_results() {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     assert_eq!(pool.install(|| msprobe_sums(&n, &b, RePrecision::F32).unwrap()), par);
 }
+
+fn widen(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The f32 fast path (fused pass, f32 relative error, AVX2 where detected) gives exactly what the generic
+    /// f64 kernels give on the widened values; KL may differ by the fast logarithm's last bit per element.
+    #[test]
+    fn fused_f32_path_equals_generic_path((n, b, cut) in pair()) {
+        use analyzer::metrics::{both_metrics, msaccucmp_metrics, msprobe_metrics, MsprobeOptions};
+        let mut n = n;
+        if cut < n.len() && cut % 3 == 0 {
+            n[cut] = [f32::INFINITY, f32::NAN, 65504.0][cut % 9 / 3]; // inf/NaN positions that do not match
+        }
+        let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
+        let (wn, wb) = (widen(&n), widen(&b));
+        let reference_probe = msprobe_metrics(&wn, &wb, &opts);
+        let reference_acc = msaccucmp_metrics(&wn[..], &wb[..], true);
+        for baseline in [false, true] {
+            analyzer::metrics::kernel::force_baseline(baseline);
+            let (probe, acc) = both_metrics(&n, &b, &opts, true);
+            prop_assert_eq!(&probe, &reference_probe);
+            prop_assert_eq!(msprobe_metrics(&n, &b, &opts), reference_probe.clone());
+            let alone = msaccucmp_metrics(&n[..], &b[..], true);
+            for m in [acc, alone] {
+                let kl = (m.kullback_leibler_divergence, reference_acc.kullback_leibler_divergence);
+                prop_assert!(kl.0 == kl.1 || (kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs().max(1e-12), "{:?}", kl);
+                let strip = |mut m: analyzer::metrics::MsaccucmpMetrics| {
+                    m.kullback_leibler_divergence = 0.0;
+                    format!("{m:?}") // NaN-aware equality
+                };
+                prop_assert_eq!(strip(m), strip(reference_acc));
+            }
+            prop_assert_eq!(msprobe_sums(&n, &b, RePrecision::F32), msprobe_sums(&wn, &wb, RePrecision::F32));
+        }
+        analyzer::metrics::kernel::force_baseline(false);
+    }
+}
+
+#[test]
+fn fused_path_matches_generic_on_large_parallel_input() {
+    use analyzer::metrics::{both_metrics, msaccucmp_metrics, msprobe_metrics, MsprobeOptions};
+    let len: usize = (1 << 19) + 77;
+    let n: Vec<f32> = (0..len).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
+    let b: Vec<f32> = n
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if i % 101 == 0 { 0.0 } else { v + (i % 13) as f32 * 1e-5 })
+        .collect();
+    let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
+    let (probe, acc) = both_metrics(&n, &b, &opts, false);
+    assert_eq!(probe, msprobe_metrics(&widen(&n), &widen(&b), &opts));
+    let reference = msaccucmp_metrics(&widen(&n)[..], &widen(&b)[..], false);
+    assert_eq!(acc.cosine_similarity, reference.cosine_similarity);
+    assert_eq!(acc.standard_deviation, reference.standard_deviation);
+    assert_eq!(acc.max_relative_error, reference.max_relative_error);
+    assert_eq!(acc.accumulated_relative_error, reference.accumulated_relative_error);
+    let kl = (acc.kullback_leibler_divergence, reference.kullback_leibler_divergence);
+    assert!((kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs(), "{kl:?}");
+}

@@ -174,7 +174,7 @@ const BLOCK: usize = 256;
 /// Values decoded per chunk by [`TensorStats::of_bytes`] (a multiple of [`BLOCK`], so that pushing a tensor
 /// chunk by chunk and pushing it whole give bit-identical results).
 const CHUNK: usize = 2048;
-const _: () = assert!(CHUNK % BLOCK == 0 && BLOCK % LANES == 0);
+const _: () = assert!(CHUNK.is_multiple_of(BLOCK) && BLOCK.is_multiple_of(LANES));
 
 /// One-pass, chunked statistics: feed decoded values in any number of slices, then [`finish`](Self::finish).
 ///
@@ -594,10 +594,17 @@ mod tests {
         assert_close(acc.finish(), want);
         // The same through bf16 and fp32 bytes (no saturation there for these values).
         let bf: Vec<f32> = values.iter().map(|&v| half::bf16::from_f32(v).to_f32()).collect();
-        let bf_bytes: Vec<u8> = bf.iter().flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes()).collect();
-        assert_close(TensorStats::of_bytes(DType::BF16, &bf_bytes).unwrap(), reference(&bf, 3.3895313892515355e38));
+        let bf_bytes: Vec<u8> =
+            bf.iter().flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes()).collect();
+        assert_close(
+            TensorStats::of_bytes(DType::BF16, &bf_bytes).unwrap(),
+            reference(&bf, 3.3895313892515355e38),
+        );
         let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_close(TensorStats::of_bytes(DType::FLOAT, &f32_bytes).unwrap(), reference(&values, f32::MAX as f64));
+        assert_close(
+            TensorStats::of_bytes(DType::FLOAT, &f32_bytes).unwrap(),
+            reference(&values, f32::MAX as f64),
+        );
     }
 
     #[test]
@@ -613,7 +620,8 @@ mod tests {
     fn stats_and_hash_equal_the_separate_functions() {
         for len in [0usize, 1, 2, 6, 4094, 4096, 4098, 3 * 4 * CHUNK + 10] {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
-            for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT8, DType::INT4] {
+            for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT8, DType::INT4]
+            {
                 let (stats, hash) = stats_and_hash(dtype, &bytes);
                 assert_eq!(hash, content_hash(&bytes), "{dtype} {len}");
                 match (stats, TensorStats::of_bytes(dtype, &bytes)) {

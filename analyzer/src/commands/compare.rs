@@ -154,8 +154,8 @@ fn compare_pair(
         how: Some(how),
         msprobe: MsprobeMetrics::unsupported(),
         msaccucmp: None,
-        target_stats: ti.stats.clone(),
-        bench_stats: bi.stats.clone(),
+        target_stats: ti.stats,
+        bench_stats: bi.stats,
         accuracy: Accuracy::NotComparable,
         result: Level::Pass,
         messages: Vec::new(),
@@ -268,12 +268,22 @@ fn bool_text(value: Option<bool>) -> String {
 /// Ops whose outputs fail, in execution order, and the first of them whose inputs pass. An input passes
 /// when its own comparison passes, or, when it was not compared, when the op that produced it (found by
 /// content hash) does not fail.
-fn find_culprit(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (Vec<FailingOp>, Option<usize>) {
+fn find_culprit(
+    index: &Index,
+    rows: &[CompareRow],
+    hashes: &[Option<u64>],
+) -> (Vec<FailingOp>, Option<usize>) {
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
     let mut ops: Vec<usize> = (0..index.ops.len()).collect();
     ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
     let failing_output_rows = |o: usize| -> Vec<usize> {
-        index.ops[o].outputs.iter().filter_map(|t| row_of.get(t)).copied().filter(|&r| rows[r].failed).collect()
+        index.ops[o]
+            .outputs
+            .iter()
+            .filter_map(|t| row_of.get(t))
+            .copied()
+            .filter(|&r| rows[r].failed)
+            .collect()
     };
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| !failing_output_rows(o).is_empty()).collect();
     let producers = producers(index, |t| hashes[t]);
@@ -284,11 +294,8 @@ fn find_culprit(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (
         if failing_rows.is_empty() {
             continue;
         }
-        let inputs_compared_pass = index.ops[o]
-            .inputs
-            .iter()
-            .filter_map(|t| row_of.get(t))
-            .all(|&r| !rows[r].failed);
+        let inputs_compared_pass =
+            index.ops[o].inputs.iter().filter_map(|t| row_of.get(t)).all(|&r| !rows[r].failed);
         let producers_pass = producers[o].iter().all(|&p| !op_fails[p]);
         let inputs_pass = inputs_compared_pass && producers_pass;
         if inputs_pass && culprit.is_none() {

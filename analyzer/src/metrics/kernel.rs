@@ -61,7 +61,8 @@ pub fn force_baseline(on: bool) {
 pub fn use_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        !BASELINE_ONLY.load(std::sync::atomic::Ordering::Relaxed) && std::arch::is_x86_feature_detected!("avx2")
+        !BASELINE_ONLY.load(std::sync::atomic::Ordering::Relaxed)
+            && std::arch::is_x86_feature_detected!("avx2")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

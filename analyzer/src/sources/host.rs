@@ -17,17 +17,22 @@ pub struct DeviceTensor<'a> {
 
 /// Decodes `tensor` into `out` (host layout, C order; complex as interleaved re, im) and returns the host
 /// shape. `scratch` is reused between calls to avoid an allocation per tensor.
-pub fn host_values(tensor: &DeviceTensor<'_>, scratch: &mut Vec<f32>, out: &mut Vec<f32>) -> Result<Vec<u64>> {
+pub fn host_values(
+    tensor: &DeviceTensor<'_>,
+    scratch: &mut Vec<f32>,
+    out: &mut Vec<f32>,
+) -> Result<Vec<u64>> {
     let format = Format::from_code(tensor.format);
     let elements = element_count(tensor.device_shape)?;
     if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
         decode_reusing(tensor.dtype, tensor.bytes, elements, out)?;
-        let shape =
-            if layout::host_shape_is_usable(tensor.original_shape) && product(tensor.original_shape) == Some(elements as u64) {
-                tensor.original_shape.to_vec()
-            } else {
-                tensor.device_shape.to_vec()
-            };
+        let shape = if layout::host_shape_is_usable(tensor.original_shape)
+            && product(tensor.original_shape) == Some(elements as u64)
+        {
+            tensor.original_shape.to_vec()
+        } else {
+            tensor.device_shape.to_vec()
+        };
         return Ok(shape);
     }
     decode_reusing(tensor.dtype, tensor.bytes, elements, scratch)?;
@@ -104,7 +109,7 @@ fn product(shape: &[u64]) -> Option<u64> {
 }
 
 fn element_count(shape: &[u64]) -> Result<usize> {
-    product(shape)
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| accutrace_formats::FormatError::whole(format!("shape {shape:?} overflows the element count")))
+    product(shape).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+        accutrace_formats::FormatError::whole(format!("shape {shape:?} overflows the element count"))
+    })
 }

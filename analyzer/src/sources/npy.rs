@@ -190,7 +190,8 @@ impl Source for NpyDirSource {
             let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
             if c_order && !view.big_endian {
                 // The common case: decode straight into the caller's buffer (no allocation, no zero-fill).
-                let elements = usize::try_from(view.elements()).context("npy array does not fit the address space")?;
+                let elements =
+                    usize::try_from(view.elements()).context("npy array does not fit the address space")?;
                 super::host::decode_reusing(view.dtype, view.data, elements, out)
                     .map_err(|e| e.shifted(view.data_offset))?;
             } else {

@@ -194,6 +194,20 @@ pub fn write_frame(map: &mut [u8], offset: u64, head: &[u8], payload: &[u8]) {
     store_u32(map, o, len as u32);
 }
 
+/// [`write_frame`] for a payload of `payload_len` bytes that is already in place, right after where the head
+/// goes (the writer compresses into the segment): writes the head, the CRC, then publishes the commit word.
+pub fn write_frame_in_place(map: &mut [u8], offset: u64, head: &[u8], payload_len: usize) {
+    let o = offset as usize;
+    let len = head.len() + payload_len;
+    let body = o + FRAME_HEADER as usize;
+    map[body..body + head.len()].copy_from_slice(head);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&(len as u32).to_le_bytes());
+    crc.update(head);
+    map[o + 4..o + 8].copy_from_slice(&crc.finalize().to_le_bytes());
+    store_u32(map, o, len as u32);
+}
+
 /// Appends a protobuf varint.
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -328,5 +342,12 @@ mod tests {
         assert!(matches!(frame_at(map, 64, 76), Frame::Bad(_)));
         store_sealed_end(map, 88);
         assert_eq!(sealed_end(map), 88);
+        // A payload already in place gives the same frame as one passed in.
+        let mut other = buf(256);
+        let other = bytes(&mut other);
+        other[64 + 8 + head.len()..64 + 8 + head.len() + 5].copy_from_slice(b"data!");
+        write_frame_in_place(other, 64, &head, 5);
+        map[80] ^= 0xFF;
+        assert_eq!(&other[64..96], &map[64..96]);
     }
 }

@@ -38,19 +38,12 @@ pub fn shuffle_into(src: &[u8], width: usize, dst: &mut [u8]) {
 /// Elements per group of the transposes: a group's planes are one 16-byte vector each.
 const GROUP: usize = 16;
 
-/// Width 2: byte 0 of every element to the first plane, byte 1 to the second. The loop body over fixed-size
-/// groups has no bounds checks, so the compiler turns it into vector deinterleaves (SSE2: mask, shift and
-/// pack; NEON: uzp); the ragged end goes element by element.
+/// Width 2: byte 0 of every element to the first plane, byte 1 to the second. Whole groups go through the
+/// vector transpose, the ragged end element by element.
 fn transpose2(src: &[u8], planes: &mut [u8], n: usize) {
     let (p0, p1) = planes.split_at_mut(n);
-    let groups = src.chunks_exact(2 * GROUP).zip(p0.chunks_exact_mut(GROUP)).zip(p1.chunks_exact_mut(GROUP));
-    for ((s, a), b) in groups {
-        for k in 0..GROUP {
-            a[k] = s[2 * k];
-            b[k] = s[2 * k + 1];
-        }
-    }
-    for i in n / GROUP * GROUP..n {
+    let done = groups2(src, p0, p1);
+    for i in done..n {
         p0[i] = src[2 * i];
         p1[i] = src[2 * i + 1];
     }
@@ -61,6 +54,51 @@ fn transpose4(src: &[u8], planes: &mut [u8], n: usize) {
     let (p0, rest) = planes.split_at_mut(n);
     let (p1, rest) = rest.split_at_mut(n);
     let (p2, p3) = rest.split_at_mut(n);
+    let done = groups4(src, [&mut *p0, &mut *p1, &mut *p2, &mut *p3]);
+    for i in done..n {
+        p0[i] = src[4 * i];
+        p1[i] = src[4 * i + 1];
+        p2[i] = src[4 * i + 2];
+        p3[i] = src[4 * i + 3];
+    }
+}
+
+/// The whole groups of [`transpose2`]; returns the elements done.
+#[cfg(target_arch = "x86_64")]
+fn groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
+    // SAFETY: the callee's only requirement is the SSE2 target feature, which is part of the x86_64
+    // baseline (every x86_64 CPU has it; rustc enables it for every x86_64 target). The callee itself is
+    // safe code: slices in, slices out.
+    unsafe { sse2::transpose2(src, p0, p1) }
+}
+
+/// The whole groups of [`transpose4`]; returns the elements done.
+#[cfg(target_arch = "x86_64")]
+fn groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
+    // SAFETY: as in `groups2`: SSE2 is part of the x86_64 baseline.
+    unsafe { sse2::transpose4(src, planes) }
+}
+
+/// Other targets: fixed-size groups that the compiler can vectorize (NEON has interleaved loads).
+#[cfg(not(target_arch = "x86_64"))]
+fn groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
+    let mut done = 0;
+    for ((s, a), b) in
+        src.chunks_exact(2 * GROUP).zip(p0.chunks_exact_mut(GROUP)).zip(p1.chunks_exact_mut(GROUP))
+    {
+        for k in 0..GROUP {
+            a[k] = s[2 * k];
+            b[k] = s[2 * k + 1];
+        }
+        done += GROUP;
+    }
+    done
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
+    let [p0, p1, p2, p3] = planes;
+    let mut done = 0;
     let groups = src
         .chunks_exact(4 * GROUP)
         .zip(p0.chunks_exact_mut(GROUP))
@@ -73,12 +111,102 @@ fn transpose4(src: &[u8], planes: &mut [u8], n: usize) {
             c[k] = s[4 * k + 2];
             d[k] = s[4 * k + 3];
         }
+        done += GROUP;
     }
-    for i in n / GROUP * GROUP..n {
-        p0[i] = src[4 * i];
-        p1[i] = src[4 * i + 1];
-        p2[i] = src[4 * i + 2];
-        p3[i] = src[4 * i + 3];
+    done
+}
+
+/// SSE2 transposes (the x86_64 baseline; the compiler does not vectorize byte deinterleaves without SSSE3).
+/// Safe code throughout: vectors are built from and stored to slices through 64-bit integers, which the
+/// compiler turns into unaligned 16-byte loads and stores.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use super::GROUP;
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn load(b: &[u8; 16]) -> __m128i {
+        let (lo, hi) = b.split_at(8);
+        let le = |h: &[u8]| i64::from_le_bytes(h.try_into().unwrap_or([0; 8]));
+        _mm_set_epi64x(le(hi), le(lo))
+    }
+
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn store(v: __m128i, out: &mut [u8; 16]) {
+        let (lo, hi) = out.split_at_mut(8);
+        lo.copy_from_slice(&_mm_cvtsi128_si64(v).to_le_bytes());
+        hi.copy_from_slice(&_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)).to_le_bytes());
+    }
+
+    /// Low and high bytes of the 16-bit lanes of `x` then `y`: (16 low bytes, 16 high bytes).
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn split16(x: __m128i, y: __m128i) -> (__m128i, __m128i) {
+        let mask = _mm_set1_epi16(0xff);
+        let lo = _mm_packus_epi16(_mm_and_si128(x, mask), _mm_and_si128(y, mask));
+        let hi = _mm_packus_epi16(_mm_srli_epi16::<8>(x), _mm_srli_epi16::<8>(y));
+        (lo, hi)
+    }
+
+    /// Low and high 16-bit halves of the 32-bit lanes of `x` then `y` (sign-extended first, so the signed
+    /// saturating pack of SSE2 keeps every bit pattern).
+    #[inline]
+    #[target_feature(enable = "sse2")]
+    fn split32(x: __m128i, y: __m128i) -> (__m128i, __m128i) {
+        let low = |v| _mm_srai_epi32::<16>(_mm_slli_epi32::<16>(v));
+        let lo = _mm_packs_epi32(low(x), low(y));
+        let hi = _mm_packs_epi32(_mm_srai_epi32::<16>(x), _mm_srai_epi32::<16>(y));
+        (lo, hi)
+    }
+
+    fn arrays<const N: usize>(s: &[u8]) -> impl Iterator<Item = &[u8; N]> {
+        s.chunks_exact(N).filter_map(|c| c.try_into().ok())
+    }
+
+    fn arrays_mut<const N: usize>(s: &mut [u8]) -> impl Iterator<Item = &mut [u8; N]> {
+        s.chunks_exact_mut(N).filter_map(|c| c.try_into().ok())
+    }
+
+    #[target_feature(enable = "sse2")]
+    pub(super) fn transpose2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
+        let mut done = 0;
+        for ((s, a), b) in arrays::<32>(src).zip(arrays_mut::<16>(p0)).zip(arrays_mut::<16>(p1)) {
+            let (x, y) = s.split_at(16);
+            let (Ok(x), Ok(y)) = (<&[u8; 16]>::try_from(x), <&[u8; 16]>::try_from(y)) else { break };
+            let (lo, hi) = split16(load(x), load(y));
+            store(lo, a);
+            store(hi, b);
+            done += GROUP;
+        }
+        done
+    }
+
+    #[target_feature(enable = "sse2")]
+    pub(super) fn transpose4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
+        let [p0, p1, p2, p3] = planes;
+        let mut done = 0;
+        let outs = arrays_mut::<16>(p0)
+            .zip(arrays_mut::<16>(p1))
+            .zip(arrays_mut::<16>(p2).zip(arrays_mut::<16>(p3)));
+        for (s, ((a, b), (c, d))) in arrays::<64>(src).zip(outs) {
+            let mut v = [_mm_setzero_si128(); 4];
+            for (v, q) in v.iter_mut().zip(arrays::<16>(s)) {
+                *v = load(q);
+            }
+            // 16-bit halves of elements 0..8 and 8..16, then their bytes.
+            let (l0, h0) = split32(v[0], v[1]);
+            let (l1, h1) = split32(v[2], v[3]);
+            let (b0, b1) = split16(l0, l1);
+            let (b2, b3) = split16(h0, h1);
+            store(b0, a);
+            store(b1, b);
+            store(b2, c);
+            store(b3, d);
+            done += GROUP;
+        }
+        done
     }
 }
 

@@ -85,9 +85,36 @@ pub struct StreamWriter {
     def_frames: Vec<u8>,
     shuffled: Vec<u8>,
     compressed: Vec<u8>,
-    compressor: Option<(i32, zstd::bulk::Compressor<'static>)>,
+    compressor: Option<Zstd>,
     counts: StreamCounts,
     sealed: bool,
+}
+
+/// The stream's zstd context and the parameters it is set to.
+struct Zstd {
+    c: zstd::bulk::Compressor<'static>,
+    level: i32,
+    hash_log: u32,
+}
+
+/// Whether zstd output of `compressed` bytes is kept for `raw` bytes: it must save at least 1/32.
+fn pays(compressed: usize, raw: usize) -> bool {
+    compressed < raw - raw / 32
+}
+
+/// zstd's hash table size (log2 entries) for byte-shuffled planes at `level`; 0 = the level's default.
+///
+/// At the fast levels (<= 2: zstd's "fast" strategy, one hash table) a 256-entry table instead of the
+/// level's 2^13..2^16 is both faster and smaller on shuffled activations: the table stays in L1, and the
+/// sign/exponent plane, whose gain comes from the entropy coder rather than from matches, is no longer cut
+/// into many short matches (e.g. bf16 gaussian: 1.46 -> 1.50 and about 2x the speed; BENCH_ZSTD_SWEEP in
+/// `formats/benches/capture.rs`, docs/BENCHMARKS.md). Width-1 data (int8, fp8) keeps the level's defaults.
+fn planes_hash_log(level: i32, width: u32) -> u32 {
+    if level <= 2 && width >= 2 {
+        8
+    } else {
+        0
+    }
 }
 
 /// What goes into a frame, before interning.
@@ -192,13 +219,21 @@ impl StreamWriter {
         if self.op.is_none() {
             return Err(FormatError::whole("tensor record without a preceding op record"));
         }
+        if let Some(raw) = data {
+            let width = shuffle_width(meta.dtype);
+            self.shuffle_for_zstd(raw, width, zstd_level)?;
+            // Common case: compress straight into the segment (no copy of the compressed bytes).
+            if let Some(r) = self.append_zstd_in_place(meta, stats, hash, raw, width)? {
+                return Ok(self.tensor_appended(r, meta, stats, raw.len() as u64));
+            }
+        }
         let mut compressed = std::mem::take(&mut self.compressed);
         let (enc, size, payload): (DataEncoding, u64, &[u8]) = match data {
             None => (DataEncoding::None, 0, &[]),
             Some(raw) => {
                 let width = shuffle_width(meta.dtype);
-                self.compress(raw, width, zstd_level, &mut compressed)?;
-                if compressed.len() < raw.len() - raw.len() / 32 {
+                self.compress_shuffled(raw.len(), &mut compressed)?;
+                if pays(compressed.len(), raw.len()) {
                     (DataEncoding::Zstd { shuffle_width: width }, raw.len() as u64, &compressed[..])
                 } else {
                     (DataEncoding::Raw, raw.len() as u64, raw)
@@ -208,13 +243,97 @@ impl StreamWriter {
         let r = self.append(Msg::Tensor { meta, stats, hash, size, enc }, payload);
         self.compressed = compressed;
         let r = r?;
-        self.counts.tensors += 1;
-        if data.is_some() {
-            self.counts.tensors_with_data += 1;
-            self.counts.bytes_in += size;
+        if data.is_none() {
+            self.counts.tensors += 1;
+            self.policy.observe_tensor(stats.shows_overflow(meta.dtype));
+            return Ok(r);
         }
+        Ok(self.tensor_appended(r, meta, stats, size))
+    }
+
+    /// Counts a tensor appended with data of `size` raw bytes; feeds the policy.
+    fn tensor_appended(
+        &mut self,
+        r: Appended,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        size: u64,
+    ) -> Appended {
+        self.counts.tensors += 1;
+        self.counts.tensors_with_data += 1;
+        self.counts.bytes_in += size;
         self.policy.observe_tensor(stats.shows_overflow(meta.dtype));
-        Ok(r)
+        r
+    }
+
+    /// The zstd path without the intermediate buffer: when the current segment holds the op, and the record
+    /// with its worst-case compressed size fits the rest of the segment, the string definitions are written,
+    /// zstd compresses `self.shuffled` directly into the frame's payload, then the head, CRC and commit word
+    /// follow as in [`segment::write_frame`]. If compression does not pay, the record is stored raw in the same
+    /// place (the compressed bytes are cleared first: space past the last frame stays zero).
+    /// Ok(None): nothing was written or interned; the caller takes the buffered path.
+    fn append_zstd_in_place(
+        &mut self,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        hash: u64,
+        raw: &[u8],
+        width: u32,
+    ) -> Result<Option<Appended>> {
+        if !self.op_in_segment || self.seg.is_none() || self.compressor.is_none() {
+            return Ok(None);
+        }
+        let size = raw.len() as u64;
+        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        let enc = DataEncoding::Zstd { shuffle_width: width };
+        self.encode(&Msg::Tensor { meta, stats, hash, size, enc });
+        let (pos, room) = match &self.seg {
+            Some(s) => (s.pos, s.map.len() as u64 - s.pos),
+            None => (0, 0),
+        };
+        let body = self.head.len() as u64 + bound as u64;
+        if self.head.len() as u64 > MAX_HEAD || body > u64::from(u32::MAX) || self.needed(bound) > room {
+            // Undo this attempt's interning: its definitions were not written.
+            for (_, value) in &self.defs {
+                self.strings.remove(value);
+            }
+            return Ok(None);
+        }
+        let frame = self.write_defs(pos);
+        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
+        let (Some(seg), Some(z)) = (self.seg.as_mut(), self.compressor.as_mut()) else {
+            // Unreachable: both were checked at the top and nothing in between takes them.
+            return Err(FormatError::whole("writer state lost its segment or zstd context"));
+        };
+        let data_at = (frame + FRAME_HEADER) as usize + self.head.len();
+        let out = &mut seg.map[data_at..data_at + bound];
+        let compressed = match z.c.compress_to_buffer(&self.shuffled[..], out) {
+            Ok(n) => n,
+            Err(e) => {
+                out.fill(0);
+                seg.pos = frame;
+                self.counts.bytes_out += frame - pos;
+                return Err(err(e));
+            }
+        };
+        if pays(compressed, raw.len()) {
+            segment::write_frame_in_place(&mut seg.map, frame, &self.head, compressed);
+            let needed = frame - pos + align8(FRAME_HEADER + self.head.len() as u64 + compressed as u64);
+            seg.pos = pos + needed;
+            self.counts.bytes_out += needed;
+            return Ok(Some(Appended::Written { segment: seg.index, offset: frame, bytes: needed }));
+        }
+        seg.map[data_at..data_at + compressed].fill(0);
+        // Stored raw: same strings (already defined just before `frame`), so no new definitions.
+        seg.pos = frame;
+        self.counts.bytes_out += frame - pos;
+        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc: DataEncoding::Raw }, raw)?;
+        Ok(Some(match r {
+            Appended::Written { segment, offset, bytes } => {
+                Appended::Written { segment, offset, bytes: bytes + (frame - pos) }
+            }
+            stopped => stopped,
+        }))
     }
 
     /// Appends an op-debug (overflow) record.
@@ -265,15 +384,22 @@ impl StreamWriter {
         self.sealed = true;
     }
 
-    fn compress(&mut self, raw: &[u8], width: u32, level: i32, out: &mut Vec<u8>) -> Result<()> {
+    /// Sets the zstd context up for `level` and `width`, and shuffles `raw` into `self.shuffled`.
+    fn shuffle_for_zstd(&mut self, raw: &[u8], width: u32, level: i32) -> Result<()> {
         let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
+        let hash_log = planes_hash_log(level, width);
         match &mut self.compressor {
-            Some((l, c)) if *l != level => {
-                c.set_compression_level(level).map_err(err)?;
-                *l = level;
+            Some(z) if (z.level, z.hash_log) != (level, hash_log) => {
+                z.c.set_compression_level(level).map_err(err)?;
+                z.c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
+                (z.level, z.hash_log) = (level, hash_log);
             }
             Some(_) => {}
-            None => self.compressor = Some((level, zstd::bulk::Compressor::new(level).map_err(err)?)),
+            None => {
+                let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
+                c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
+                self.compressor = Some(Zstd { c, level, hash_log });
+            }
         }
         // Resized only when the size changes (growing zero-fills just the new part): every byte is written
         // by the shuffle, so no pass of zeros over the whole buffer per tensor.
@@ -281,10 +407,16 @@ impl StreamWriter {
             self.shuffled.resize(raw.len(), 0);
         }
         shuffle::shuffle_into(raw, width as usize, &mut self.shuffled);
+        Ok(())
+    }
+
+    /// Compresses `self.shuffled` (prepared by [`shuffle_for_zstd`](Self::shuffle_for_zstd)) into `out`.
+    fn compress_shuffled(&mut self, raw_len: usize, out: &mut Vec<u8>) -> Result<()> {
+        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
         out.clear();
-        out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
-        if let Some((_, c)) = &mut self.compressor {
-            c.compress_to_buffer(&self.shuffled[..], out).map_err(err)?;
+        out.reserve(zstd::zstd_safe::compress_bound(raw_len));
+        if let Some(z) = &mut self.compressor {
+            z.c.compress_to_buffer(&self.shuffled[..], out).map_err(err)?;
         }
         Ok(())
     }
@@ -435,7 +567,17 @@ impl StreamWriter {
 
     /// Writes `self.def_frames` and `self.head` + `payload` at `pos` (they fit).
     fn write_encoded(&mut self, pos: u64, needed: u64, payload: &[u8]) -> Appended {
+        let frame = self.write_defs(pos);
         let Some(seg) = self.seg.as_mut() else { return Appended::Stopped };
+        segment::write_frame(&mut seg.map, frame, &self.head, payload);
+        seg.pos = pos + needed;
+        self.counts.bytes_out += needed;
+        Appended::Written { segment: seg.index, offset: frame, bytes: needed }
+    }
+
+    /// Writes the frames of `self.def_frames` at `pos` (they fit); returns the offset after them.
+    fn write_defs(&mut self, pos: u64) -> u64 {
+        let Some(seg) = self.seg.as_mut() else { return pos };
         let mut at = pos;
         let mut i = 0;
         while i + 4 <= self.def_frames.len() {
@@ -444,11 +586,7 @@ impl StreamWriter {
             at = align8(at + FRAME_HEADER + len as u64);
             i += 4 + len;
         }
-        let frame = at;
-        segment::write_frame(&mut seg.map, at, &self.head, payload);
-        seg.pos = pos + needed;
-        self.counts.bytes_out += needed;
-        Appended::Written { segment: seg.index, offset: frame, bytes: needed }
+        at
     }
 
     /// Seals the current segment and opens the next one of `size` bytes.
@@ -619,7 +757,7 @@ mod tests {
     }
 
     #[test]
-    fn shuffle_buffer_reuse_across_sizes_round_trips() {
+    fn shuffle_buffer_and_zstd_context_reuse_across_sizes_and_levels_round_trips() {
         use super::super::reader::{CaptureRun, Record};
         let dir = tempfile::tempdir().unwrap();
         let info = StreamInfo { stream_id: 1, rank: None, device: 0, pid: 1, host: String::new() };
@@ -642,7 +780,9 @@ mod tests {
                 original_op: None,
             };
             let stats = TensorStats::default();
-            w.append_tensor(&meta, &stats, crate::stats::content_hash(d), Some(d), 1).unwrap();
+            // The level (and with it the zstd parameters) changes between tensors too.
+            let level = [1, 3, 1, -1][i];
+            w.append_tensor(&meta, &stats, crate::stats::content_hash(d), Some(d), level).unwrap();
         }
         w.seal().unwrap();
         let run = CaptureRun::open(dir.path()).unwrap();
@@ -655,5 +795,94 @@ mod tests {
             }
         }
         assert_eq!(got, datas);
+    }
+
+    fn noise(n: usize, mut x: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn fp16_meta(index: u32, len: usize, original: Option<&str>) -> TensorMeta {
+        TensorMeta {
+            io: Io::Output,
+            index,
+            dtype: crate::DType::FLOAT16,
+            format: 2,
+            sub_format: 0,
+            device_shape: vec![len as u64 / 2],
+            original_shape: None,
+            original_op: original.map(|n| OriginalOp { name: n.into(), output_index: 0 }),
+        }
+    }
+
+    #[test]
+    fn in_place_and_buffered_paths_keep_strings_data_and_zero_tail() {
+        use super::super::reader::{CaptureRun, Record};
+        let dir = tempfile::tempdir().unwrap();
+        let info = StreamInfo { stream_id: 1, rank: None, device: 0, pid: 1, host: String::new() };
+        let seg = 64 << 10;
+        let mut w = StreamWriter::create(dir.path(), info, seg, Policy::KeepAll).unwrap();
+        w.append_op(&OpInfo { name: "op".into(), ..Default::default() }).unwrap();
+        // 1: incompressible, in place -> stored raw where zstd wrote (its bytes cleared past the frame).
+        // 2: compressible, its worst case does not fit the rest of the segment but its real size does: the
+        //    buffered path, in the same segment, with a NEW string (interned once, defined once).
+        // 3: compressible, in place, another new string.
+        let names = [None, Some("fused_a"), Some("fused_b")];
+        let mut datas = vec![noise(20_000, 7)];
+        let mut where_ = Vec::new();
+        for i in 0..3 {
+            if i == 1 {
+                // Just too large for the worst case (compress_bound > len) in the room left.
+                let Some(&Appended::Written { offset, bytes, .. }) = where_.last() else { panic!() };
+                let room = (seg - (offset + bytes)) as usize;
+                datas.push(vec![0u8; (room - 100) & !1]);
+                assert!(zstd::zstd_safe::compress_bound(room - 100) > room);
+            }
+            if i == 2 {
+                datas.push(vec![1u8; 8_000]);
+            }
+            let d = &datas[i];
+            let meta = fp16_meta(i as u32, d.len(), names[i]);
+            let hash = crate::stats::content_hash(d);
+            where_.push(w.append_tensor(&meta, &TensorStats::default(), hash, Some(d), 1).unwrap());
+        }
+        let segs: Vec<u64> = where_
+            .iter()
+            .map(|a| match a {
+                Appended::Written { segment, .. } => *segment,
+                Appended::Stopped => panic!("stopped"),
+            })
+            .collect();
+        assert_eq!(segs, [0, 0, 0], "all in the first segment");
+        let summary = w.seal().unwrap();
+        assert_eq!(summary.counts.tensors_with_data, 3);
+        let run = CaptureRun::open(dir.path()).unwrap();
+        let mut got = Vec::new();
+        for rec in run.streams[0].records() {
+            if let Record::Tensor(t) = rec.unwrap().record {
+                let mut buf = Vec::new();
+                t.read_data(&mut buf).unwrap();
+                got.push((t.meta.original_op.map(|o| o.name.to_string()), t.encoding, buf));
+            }
+        }
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].1, DataEncoding::Raw);
+        assert_eq!(got[1].1, DataEncoding::Zstd { shuffle_width: 2 });
+        assert_eq!(got[2].1, DataEncoding::Zstd { shuffle_width: 2 });
+        for ((name, _, data), (want_name, want)) in got.iter().zip(names.iter().zip(&datas)) {
+            assert_eq!(name.as_deref(), *want_name);
+            assert_eq!(data, want);
+        }
+        // Everything past the sealed end is zero.
+        let file =
+            std::fs::read(dir.path().join(run.streams[0].info().dir_name()).join("seg-000000.acc")).unwrap();
+        let end = segment::sealed_end(&file) as usize;
+        assert!(end > 64 && file[end..].iter().all(|&b| b == 0));
     }
 }
