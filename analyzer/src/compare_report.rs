@@ -74,7 +74,12 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
             }
             for &r in &f.failing_rows {
                 let row = &c.rows[r];
-                writeln!(out, "  {}: {}", index.tensor_label(row.target), row.reason.as_deref().unwrap_or(""))?;
+                writeln!(
+                    out,
+                    "  {}: {}",
+                    index.tensor_label(row.target),
+                    row.reason.as_deref().unwrap_or("")
+                )?;
             }
         }
         None if !c.failing_ops.is_empty() => {
@@ -148,15 +153,19 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
     if let Some(f) = c.culprit.map(|i| &c.failing_ops[i]) {
         writeln!(out, "\nThe culprit's tensors:")?;
         table_header(out)?;
-        for r in rows_of_op(c, f.op, Some(Io::Input)).into_iter().chain(rows_of_op(c, f.op, Some(Io::Output))) {
+        for r in rows_of_op(c, f.op, Some(Io::Input)).into_iter().chain(rows_of_op(c, f.op, Some(Io::Output)))
+        {
             table_row(out, c, &c.rows[r], colour)?;
         }
         let position = index.ops[f.op].order;
         let around: Vec<usize> = (0..index.ops.len())
             .filter(|&o| {
                 let op = &index.ops[o];
-                o != f.op && op.step == index.ops[f.op].step && op.rank == index.ops[f.op].rank
-                    && op.order + 2 >= position && op.order <= position + 2
+                o != f.op
+                    && op.step == index.ops[f.op].step
+                    && op.rank == index.ops[f.op].rank
+                    && op.order + 2 >= position
+                    && op.order <= position + 2
             })
             .collect();
         if !around.is_empty() {
@@ -210,7 +219,11 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
 }
 
 fn table_header(out: &mut impl Write) -> Result<()> {
-    writeln!(out, "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}", "tensor", "cosine", "max abs", "max rel", "1/1000", "status")?;
+    writeln!(
+        out,
+        "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
+        "tensor", "cosine", "max abs", "max rel", "1/1000", "status"
+    )?;
     Ok(())
 }
 
@@ -239,7 +252,9 @@ fn cell(c: Cell) -> String {
 
 fn stat_cells(stats: &Option<TensorStats>) -> [String; 4] {
     match stats {
-        Some(s) => [py_float_repr(s.max), py_float_repr(s.min), py_float_repr(s.mean), py_float_repr(s.l2_norm)],
+        Some(s) => {
+            [py_float_repr(s.max), py_float_repr(s.min), py_float_repr(s.mean), py_float_repr(s.l2_norm)]
+        }
         None => ["None".into(), "None".into(), "None".into(), "None".into()],
     }
 }
@@ -300,7 +315,9 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let ts = stat_cells(&row.target_stats);
         let bs = stat_cells(&row.bench_stats);
         let acc = row.msaccucmp.as_ref();
-        let num = |f: fn(&crate::metrics::MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
+        let num = |f: fn(&crate::metrics::MsaccucmpMetrics) -> f64| {
+            acc.map(|a| py_float_repr(f(a))).unwrap_or_default()
+        };
         let mut record: Vec<String> = vec![
             ti.tensor_label(row.target),
             row.bench.map(|b| bi.tensor_label(b)).unwrap_or_else(|| "N/A".into()),

@@ -55,7 +55,11 @@ pub fn read_mapping_file(path: &Path) -> Result<HashMap<String, String>> {
             continue;
         }
         let (target, bench) = line.split_once(',').with_context(|| {
-            format!("{}: line {}: expected `target_name,bench_name`, found {line:?}", path.display(), line_no + 1)
+            format!(
+                "{}: line {}: expected `target_name,bench_name`, found {line:?}",
+                path.display(),
+                line_no + 1
+            )
         })?;
         mapping.insert(norm(target.trim()), norm(bench.trim()));
     }
@@ -147,7 +151,8 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     }
 
     let bench_left: Vec<TensorId> = (0..bench.tensors.len()).filter(|&b| !bench_used[b]).collect();
-    let (order_pairs, unmatched_target, unmatched_bench) = align_by_order(target, bench, &leftover, &bench_left);
+    let (order_pairs, unmatched_target, unmatched_bench) =
+        align_by_order(target, bench, &leftover, &bench_left);
     pairs.extend(order_pairs);
     pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
     Matching { pairs, unmatched_target, unmatched_bench }

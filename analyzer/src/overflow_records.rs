@@ -1,7 +1,9 @@
 //! Turning decoded op-debug payloads into [`OverflowRecord`]s: engine names and named status bits.
 
 use crate::index::OverflowRecord;
-use accutrace_formats::dump::{aicore_status_names, dha_atomic_status, l2_atomic_status, Engine, EngineRecord};
+use accutrace_formats::dump::{
+    aicore_status_names, dha_atomic_status, l2_atomic_status, Engine, EngineRecord,
+};
 
 /// The engine's name as reports show it.
 pub fn engine_name(engine: Engine) -> String {
@@ -21,8 +23,12 @@ pub fn status_names(record: &EngineRecord) -> Vec<String> {
     let mut names = Vec::new();
     for &status in &record.status {
         match record.engine {
-            Engine::DhaAtomic => names.extend(dha_atomic_status(status).map(|s| format!("DHA atomic {}", s.name()))),
-            Engine::L2Atomic => names.extend(l2_atomic_status(status).map(|s| format!("L2 atomic {}", s.name()))),
+            Engine::DhaAtomic => {
+                names.extend(dha_atomic_status(status).map(|s| format!("DHA atomic {}", s.name())))
+            }
+            Engine::L2Atomic => {
+                names.extend(l2_atomic_status(status).map(|s| format!("L2 atomic {}", s.name())))
+            }
             _ => names.extend(aicore_status_names(status).into_iter().map(String::from)),
         }
     }

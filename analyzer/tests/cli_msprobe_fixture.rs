@@ -47,9 +47,14 @@ fn compare_reproduces_msprobe_compare_result_csv() {
         .output()
         .expect("run analyzer");
     let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(out.status.code() == Some(0) || out.status.code() == Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.code() == Some(0) || out.status.code() == Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ours = read_csv(&stdout);
-    let theirs = read_csv(&std::fs::read_to_string(dir.join("msprobe_compare_result.csv")).expect("fixture csv"));
+    let theirs =
+        read_csv(&std::fs::read_to_string(dir.join("msprobe_compare_result.csv")).expect("fixture csv"));
     let ours_by_name: HashMap<&str, &HashMap<String, String>> =
         ours.iter().map(|r| (r["NPU Name"].as_str(), r)).collect();
 
@@ -77,17 +82,15 @@ fn compare_reproduces_msprobe_compare_result_csv() {
         let name = row["NPU Name"].as_str();
         let Some(our) = ours_by_name.get(name) else {
             // Only non-tensor arguments may be missing: msprobe gives them no dtype of a tensor.
-            assert!(
-                !row["NPU Dtype"].starts_with("torch."),
-                "tensor row {name} is missing from our CSV"
-            );
+            assert!(!row["NPU Dtype"].starts_with("torch."), "tensor row {name} is missing from our CSV");
             assert_eq!(row["Cosine"], "unsupported", "{name}");
             continue;
         };
         compared += 1;
         for column in columns {
             if !same_cell(&our[column], &row[column]) {
-                mismatches.push(format!("{name} {column}: ours {:?}, msprobe {:?}", our[column], row[column]));
+                mismatches
+                    .push(format!("{name} {column}: ours {:?}, msprobe {:?}", our[column], row[column]));
             }
         }
     }

@@ -79,7 +79,9 @@ impl DType {
         let bits = match self {
             DType::BOOL | DType::INT8 | DType::UINT8 | DType::QINT8 | DType::QUINT8 => 8,
             DType::HIFLOAT8 | DType::FLOAT8_E5M2 | DType::FLOAT8_E4M3FN | DType::FLOAT8_E8M0 => 8,
-            DType::FLOAT16 | DType::BF16 | DType::INT16 | DType::UINT16 | DType::QINT16 | DType::QUINT16 => 16,
+            DType::FLOAT16 | DType::BF16 | DType::INT16 | DType::UINT16 | DType::QINT16 | DType::QUINT16 => {
+                16
+            }
             DType::FLOAT | DType::INT32 | DType::UINT32 | DType::QINT32 | DType::COMPLEX32 => 32,
             DType::DOUBLE | DType::INT64 | DType::UINT64 | DType::COMPLEX64 => 64,
             DType::COMPLEX128 => 128,
@@ -181,7 +183,10 @@ impl DType {
             "complex128" | "cdouble" => DType::COMPLEX128,
             "float8_e4m3fn" => DType::FLOAT8_E4M3FN,
             "float8_e5m2" => DType::FLOAT8_E5M2,
-            _ => return Dt::from_str_name(&format!("DT_{}", bare.to_ascii_uppercase())).map(|d| DType(d as i32)),
+            _ => {
+                return Dt::from_str_name(&format!("DT_{}", bare.to_ascii_uppercase()))
+                    .map(|d| DType(d as i32))
+            }
         };
         Some(dtype)
     }

@@ -90,7 +90,8 @@ pub fn run(args: DiffArgs) -> Result<Outcome> {
     let run2 = sources::open(&args.run2)?;
     let (i1, i2) = (run1.index(), run2.index());
     let matching = match_runs(i1, i2, &MatchOptions::default());
-    let pairs: Vec<_> = matching.pairs.iter().filter(|p| args.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
+    let pairs: Vec<_> =
+        matching.pairs.iter().filter(|p| args.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
 
     let progress = Progress::new("diff", pairs.len() as u64, args.no_progress);
     let diffs: Vec<Result<TensorDiff>> = pairs
@@ -212,8 +213,12 @@ pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
         }
     }
     let (bx, by, sign) = match dtype {
-        DType::FLOAT16 => (half::f16::from_f32(x).to_bits() as u64, half::f16::from_f32(y).to_bits() as u64, 0x8000),
-        DType::BF16 => (half::bf16::from_f32(x).to_bits() as u64, half::bf16::from_f32(y).to_bits() as u64, 0x8000),
+        DType::FLOAT16 => {
+            (half::f16::from_f32(x).to_bits() as u64, half::f16::from_f32(y).to_bits() as u64, 0x8000)
+        }
+        DType::BF16 => {
+            (half::bf16::from_f32(x).to_bits() as u64, half::bf16::from_f32(y).to_bits() as u64, 0x8000)
+        }
         d if d.is_float() => (x.to_bits() as u64, y.to_bits() as u64, 0x8000_0000),
         _ => return (f64::from(x) - f64::from(y)).abs().min(u64::MAX as f64) as u64,
     };
@@ -333,11 +338,21 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
                     100.0 * c.max_share_differing
                 )?;
             } else {
-                writeln!(out, "  {:<56} {:>6}   hash differs, statistics moved by up to {}", c.op, c.times, fmt_num(c.max_stats_delta))?;
+                writeln!(
+                    out,
+                    "  {:<56} {:>6}   hash differs, statistics moved by up to {}",
+                    c.op,
+                    c.times,
+                    fmt_num(c.max_stats_delta)
+                )?;
             }
         }
         if r.census.len() > SHOWN {
-            writeln!(out, "  ... {} more ops (--format csv or json lists every one)", r.census.len() - SHOWN)?;
+            writeln!(
+                out,
+                "  ... {} more ops (--format csv or json lists every one)",
+                r.census.len() - SHOWN
+            )?;
         }
         if r.census.iter().any(|c| !c.measured) {
             writeln!(out, "  (statistics-only capture: record with --mode tensor for element-wise figures)")?;
@@ -376,7 +391,16 @@ fn size_of_difference(d: &TensorDiff) -> String {
 
 fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(["op", "op_type", "times", "max_abs_diff", "max_ulp", "max_share_differing", "max_stats_delta", "measured"])?;
+    w.write_record([
+        "op",
+        "op_type",
+        "times",
+        "max_abs_diff",
+        "max_ulp",
+        "max_share_differing",
+        "max_stats_delta",
+        "measured",
+    ])?;
     for c in &r.census {
         w.write_record([
             c.op.clone(),

@@ -41,8 +41,15 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
         .par_iter()
         .map(|&o| {
             let op = &index.ops[o];
-            let tensors = op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source.as_ref(), t)).collect();
-            OpRow { name: op.name.clone(), op_type: op.op_type.clone(), step: op.step, rank: op.rank, tensors }
+            let tensors =
+                op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source.as_ref(), t)).collect();
+            OpRow {
+                name: op.name.clone(),
+                op_type: op.op_type.clone(),
+                step: op.step,
+                rank: op.rank,
+                tensors,
+            }
         })
         .collect();
     let stdout = std::io::stdout();
@@ -89,7 +96,14 @@ fn tensor_row(source: &dyn Source, t: TensorId) -> TensorRow {
 
 fn print_table(out: &mut impl Write, source: &dyn Source, rows: &[OpRow]) -> Result<()> {
     let index = source.index();
-    writeln!(out, "{} ({}): {} ops, {} tensors", source.root().display(), source.kind(), index.ops.len(), index.tensors.len())?;
+    writeln!(
+        out,
+        "{} ({}): {} ops, {} tensors",
+        source.root().display(),
+        source.kind(),
+        index.ops.len(),
+        index.tensors.len()
+    )?;
     for warning in &index.warnings {
         writeln!(out, "warning: {warning}")?;
     }
@@ -122,7 +136,9 @@ fn print_table(out: &mut impl Write, source: &dyn Source, rows: &[OpRow]) -> Res
                     s.nan,
                     s.pos_inf + s.neg_inf
                 )?,
-                (None, Some(err)) => writeln!(out, "  {label:<9} {dtype:<22} {shape:<16} cannot decode: {err}")?,
+                (None, Some(err)) => {
+                    writeln!(out, "  {label:<9} {dtype:<22} {shape:<16} cannot decode: {err}")?
+                }
                 (None, None) => writeln!(out, "  {label:<9} {dtype:<22} {shape:<16} (no data)")?,
             }
             if let Some(original) = &t.original_op {

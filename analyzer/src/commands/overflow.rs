@@ -108,9 +108,21 @@ pub fn run(args: OverflowArgs) -> Result<Outcome> {
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record(["step", "rank", "op", "op_type", "output", "nan", "inf", "saturated", "spread_to", "status"])?;
+            w.write_record([
+                "step",
+                "rank",
+                "op",
+                "op_type",
+                "output",
+                "nan",
+                "inf",
+                "saturated",
+                "spread_to",
+                "status",
+            ])?;
             for o in &report.origins {
-                let status: Vec<String> = o.device_status.iter().flat_map(|d| d.status_names.clone()).collect();
+                let status: Vec<String> =
+                    o.device_status.iter().flat_map(|d| d.status_names.clone()).collect();
                 w.write_record([
                     o.step.to_string(),
                     o.rank.to_string(),
@@ -153,7 +165,12 @@ fn gather_stats(source: &dyn Source, ops: &[OpId]) -> BTreeMap<TensorId, TensorS
         .collect()
 }
 
-fn analyse(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats>, run: String) -> OverflowReport {
+fn analyse(
+    index: &Index,
+    ops: &[OpId],
+    stats: &BTreeMap<TensorId, TensorStats>,
+    run: String,
+) -> OverflowReport {
     let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float()));
     let mut by_step: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in ops {
@@ -260,7 +277,13 @@ fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
         }
         writeln!(out, "  {}: {} ({})", o.output, o.anomaly.describe(), o.inputs)?;
         for d in &o.device_status {
-            writeln!(out, "  device: {} status {}: {}", d.engine, d.status.join(" "), d.status_names.join(", "))?;
+            writeln!(
+                out,
+                "  device: {} status {}: {}",
+                d.engine,
+                d.status.join(" "),
+                d.status_names.join(", ")
+            )?;
         }
         writeln!(out, "  spread to {} later op(s) of the same step", o.spread_to)?;
     }
@@ -272,14 +295,23 @@ fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
         }
     }
     if !r.loss_scale.is_empty() {
-        let history: Vec<String> = r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
+        let history: Vec<String> =
+            r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
         writeln!(out, "loss scale by step: {}", history.join(" "))?;
     }
     if r.unattributed_device_records > 0 {
-        writeln!(out, "{} device overflow record(s) could not be tied to a dumped op", r.unattributed_device_records)?;
+        writeln!(
+            out,
+            "{} device overflow record(s) could not be tied to a dumped op",
+            r.unattributed_device_records
+        )?;
     }
     if r.tensors_without_statistics > 0 {
-        writeln!(out, "warning: {} tensor(s) had neither statistics nor readable data", r.tensors_without_statistics)?;
+        writeln!(
+            out,
+            "warning: {} tensor(s) had neither statistics nor readable data",
+            r.tensors_without_statistics
+        )?;
     }
     Ok(())
 }

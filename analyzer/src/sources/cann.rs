@@ -32,7 +32,8 @@ struct ParsedOp {
 
 impl CannDumpSource {
     pub fn open(root: &Path) -> Result<Self> {
-        let tree = dump::walk_dump_tree(root).with_context(|| format!("cannot read dump tree {}", root.display()))?;
+        let tree = dump::walk_dump_tree(root)
+            .with_context(|| format!("cannot read dump tree {}", root.display()))?;
         let mut index = Index::default();
         index.warnings.extend(tree.warnings.iter().map(|w| w.to_string()));
         let (tensor_entries, op_debug_files): (Vec<_>, Vec<_>) =
@@ -53,10 +54,13 @@ impl CannDumpSource {
         let (stats_files, op_debug_files): (Vec<_>, Vec<_>) =
             op_debug_files.into_iter().partition(|e| e.name.kind == FileKind::StatsCsv);
         for entry in &stats_files {
-            let bytes = std::fs::read(&entry.path).with_context(|| format!("cannot read {}", entry.path.display()))?;
-            let file_name = entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let bytes = std::fs::read(&entry.path)
+                .with_context(|| format!("cannot read {}", entry.path.display()))?;
+            let file_name =
+                entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
-            device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank).map_err(|e| e.in_file(&entry.path))?;
+            device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
+                .map_err(|e| e.in_file(&entry.path))?;
         }
         for entry in &op_debug_files {
             read_op_debug(entry, &tensor_entries, &mut index)?;
@@ -64,7 +68,11 @@ impl CannDumpSource {
         Ok(CannDumpSource { root: root.to_path_buf(), index, files, op_debug_files })
     }
 
-    fn with_tensor<R>(&self, tensor: TensorId, f: impl FnOnce(&dump::TensorRef<'_>) -> Result<R>) -> Result<R> {
+    fn with_tensor<R>(
+        &self,
+        tensor: TensorId,
+        f: impl FnOnce(&dump::TensorRef<'_>) -> Result<R>,
+    ) -> Result<R> {
         let info = &self.index.tensors[tensor];
         let path = self.files.get(info.op).context("a device statistics op has no tensor data")?;
         let map = MappedFile::open(path)?;
@@ -73,15 +81,19 @@ impl CannDumpSource {
             Io::Input => &file.inputs,
             Io::Output => &file.outputs,
         };
-        let t = list
-            .get(info.index as usize)
-            .with_context(|| format!("{}: tensor {} changed since it was indexed", path.display(), info.index))?;
+        let t = list.get(info.index as usize).with_context(|| {
+            format!("{}: tensor {} changed since it was indexed", path.display(), info.index)
+        })?;
         f(t).with_context(|| format!("{}: {} {}", path.display(), info.io.as_str(), info.index))
     }
 }
 
 /// Decodes one op-debug file and blames the op its records name (tensor entries and ops share positions).
-fn read_op_debug(entry: &dump::DumpEntry, tensor_entries: &[dump::DumpEntry], index: &mut Index) -> Result<()> {
+fn read_op_debug(
+    entry: &dump::DumpEntry,
+    tensor_entries: &[dump::DumpEntry],
+    index: &mut Index,
+) -> Result<()> {
     let map = MappedFile::open(&entry.path)?;
     let file = dump::parse_dump_file(&map)?;
     let records = dump::decode_opdebug_file(&file).map_err(|e| e.in_file(&entry.path))?;
@@ -89,7 +101,8 @@ fn read_op_debug(entry: &dump::DumpEntry, tensor_entries: &[dump::DumpEntry], in
     let rank = entry.device_id.unwrap_or(0);
     for record in &records {
         for engine in &record.engines {
-            let Some(mut found) = overflow_records::from_engine(engine, step, rank, entry.path.display().to_string())
+            let Some(mut found) =
+                overflow_records::from_engine(engine, step, rank, entry.path.display().to_string())
             else {
                 continue;
             };

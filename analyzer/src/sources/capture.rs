@@ -31,7 +31,8 @@ fn unpack(locator: u64) -> (usize, u64, u64) {
 
 impl CaptureSource {
     pub fn open(root: &Path) -> Result<Self> {
-        let run = CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
+        let run =
+            CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         let mut index = Index::default();
         let mut metas = Vec::new();
         if run.manifest.is_none() {
@@ -67,7 +68,8 @@ impl CaptureSource {
                         let op_id = match &current {
                             Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
                             _ => {
-                                let id = index.push_op(t.op.name.clone(), t.op.op_type.clone(), t.op.step, rank);
+                                let id =
+                                    index.push_op(t.op.name.clone(), t.op.op_type.clone(), t.op.step, rank);
                                 current = Some((id, t.op.clone()));
                                 id
                             }
@@ -110,8 +112,14 @@ impl CaptureSource {
                         }
                     }
                     Record::StatsCsv(csv) => {
-                        if let Err(e) = device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank) {
-                            index.warnings.push(format!("{} ({}): {e}", item.segment.display(), csv.dump_file));
+                        if let Err(e) =
+                            device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank)
+                        {
+                            index.warnings.push(format!(
+                                "{} ({}): {e}",
+                                item.segment.display(),
+                                csv.dump_file
+                            ));
                         }
                         // Stats ops have no tensor records: keep the positional maps aligned.
                         metas.resize(index.tensors.len(), None);
@@ -124,7 +132,9 @@ impl CaptureSource {
                 found.op = op_keys
                     .iter()
                     .filter(|(task, strm, ts, _)| {
-                        u64::from(*task) == found.task_id && u64::from(*strm) == found.stream_id && *ts >= timestamp
+                        u64::from(*task) == found.task_id
+                            && u64::from(*strm) == found.stream_id
+                            && *ts >= timestamp
                     })
                     .min_by_key(|(_, _, ts, _)| *ts)
                     .map(|(_, _, _, id)| *id);
@@ -142,7 +152,11 @@ impl CaptureSource {
         Ok(CaptureSource { root: root.to_path_buf(), run, index, metas })
     }
 
-    fn with_data<R>(&self, tensor: TensorId, f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>) -> Result<R> {
+    fn with_data<R>(
+        &self,
+        tensor: TensorId,
+        f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>,
+    ) -> Result<R> {
         let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let mut bytes = Vec::new();

@@ -35,7 +35,9 @@ pub fn add_stats_csv(
             l2_norm: row.l2norm.unwrap_or(f64::NAN),
             // Saturation mode leaves an overflow at the dtype's limit: the device's max/min show it.
             at_saturation: u64::from(dtype.saturation_limit().is_some_and(|limit| {
-                dtype.is_float() && (row.max.is_some_and(|m| m.abs() >= limit) || row.min.is_some_and(|m| m.abs() >= limit))
+                dtype.is_float()
+                    && (row.max.is_some_and(|m| m.abs() >= limit)
+                        || row.min.is_some_and(|m| m.abs() >= limit))
             })),
         };
         index.push_tensor(TensorInfo {

@@ -31,8 +31,8 @@ impl MsprobeSource {
         let mut index = Index::default();
         let mut entries = Vec::new();
         for path in dump_jsons {
-            let dump =
-                MsprobeDump::open(path).with_context(|| format!("cannot read msprobe dump {}", path.display()))?;
+            let dump = MsprobeDump::open(path)
+                .with_context(|| format!("cannot read msprobe dump {}", path.display()))?;
             let dir = path.parent().unwrap_or(Path::new("."));
             let step = numbered_component(dir, "step").unwrap_or(0);
             let rank = numbered_component(dir, "rank").unwrap_or(0) as u32;
@@ -59,7 +59,12 @@ impl MsprobeSource {
                 let position = *slot;
                 *slot += 1;
                 let Some(dtype) = meta.dtype else {
-                    let warning = format!("{}: {}: dtype {} is not decodable", path.display(), entry.name, meta.dtype_name);
+                    let warning = format!(
+                        "{}: {}: dtype {} is not decodable",
+                        path.display(),
+                        entry.name,
+                        meta.dtype_name
+                    );
                     index.warnings.push(warning);
                     continue;
                 };

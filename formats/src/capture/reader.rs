@@ -309,7 +309,11 @@ impl StoredData<'_> {
             DataEncoding::None => return Err(at("the tensor was recorded without data".into())),
             DataEncoding::Raw => {
                 if self.payload.len() as u64 != self.data_size {
-                    return Err(at(format!("{} data bytes stored, {} recorded", self.payload.len(), self.data_size)));
+                    return Err(at(format!(
+                        "{} data bytes stored, {} recorded",
+                        self.payload.len(),
+                        self.data_size
+                    )));
                 }
                 out.extend_from_slice(self.payload);
             }
@@ -338,10 +342,13 @@ impl StreamReader {
             _ => return Err(FormatError::at(offset, "no record starts here").in_file(&seg.path)),
         };
         if kind != KIND_TENSOR {
-            return Err(FormatError::at(offset, format!("record kind {kind} is not a tensor")).in_file(&seg.path));
+            return Err(
+                FormatError::at(offset, format!("record kind {kind} is not a tensor")).in_file(&seg.path)
+            );
         }
         let m = &seg.map[meta as usize..head_end as usize];
-        let r: pb::TensorRecord = decode_message(m, "tensor").map_err(|e| e.shifted(offset).in_file(&seg.path))?;
+        let r: pb::TensorRecord =
+            decode_message(m, "tensor").map_err(|e| e.shifted(offset).in_file(&seg.path))?;
         let stored = StoredData {
             encoding: DataEncoding::from_record(&r).map_err(|e| e.shifted(offset).in_file(&seg.path))?,
             payload: &seg.map[head_end as usize..body_end as usize],

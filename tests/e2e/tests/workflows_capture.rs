@@ -32,7 +32,11 @@ fn captured_run_names_the_fused_kernel_as_culprit() {
     let (code, report) = analyzer_json(&["compare", path_str(&run), path_str(&bench)]);
     assert_eq!(code, 1);
     assert_eq!(report["target"]["kind"], "capture");
-    assert_eq!(report["culprit"]["name"], "model/layer_0/mlp/fused_matmul_biasadd_gelu", "{}", report["culprit"]);
+    assert_eq!(
+        report["culprit"]["name"], "model/layer_0/mlp/fused_matmul_biasadd_gelu",
+        "{}",
+        report["culprit"]
+    );
     assert_eq!(report["culprit"]["step"], 0);
 }
 

@@ -8,7 +8,12 @@ use common::*;
 const STEPS: u64 = 2;
 
 /// Trains with `model_json` and dumps every op of every step to `<dir>/dump`.
-fn dumped_run(dir: &std::path::Path, tag: &str, model_json: &str, env: &[(&str, &str)]) -> std::path::PathBuf {
+fn dumped_run(
+    dir: &std::path::Path,
+    tag: &str,
+    model_json: &str,
+    env: &[(&str, &str)],
+) -> std::path::PathBuf {
     let model = model_file(dir, &format!("{tag}.json"), model_json);
     let dump = dir.join(format!("{tag}-dump"));
     let config = dump_config(dir, &format!("{tag}-acl.json"), &dump, "");
@@ -53,8 +58,18 @@ fn imprecise_fused_kernel_is_the_culprit_through_its_original_ops() {
 fn diff_names_the_nondeterministic_op_and_its_propagation() {
     let dir = scratch();
     let op = "model/layer_1/attn/Softmax";
-    let a = dumped_run(dir.path(), "a", &format!(r#"{{"run_seed": 1, "faults": {{"nondeterministic_op": "{op}"}}}}"#), &[]);
-    let b = dumped_run(dir.path(), "b", &format!(r#"{{"run_seed": 2, "faults": {{"nondeterministic_op": "{op}"}}}}"#), &[]);
+    let a = dumped_run(
+        dir.path(),
+        "a",
+        &format!(r#"{{"run_seed": 1, "faults": {{"nondeterministic_op": "{op}"}}}}"#),
+        &[],
+    );
+    let b = dumped_run(
+        dir.path(),
+        "b",
+        &format!(r#"{{"run_seed": 2, "faults": {{"nondeterministic_op": "{op}"}}}}"#),
+        &[],
+    );
     let (code, report) = analyzer_json(&["diff", path_str(&a), path_str(&b)]);
     assert_eq!(code, 1);
     let firsts = report["first_differences"].as_array().expect("first differences");
@@ -75,7 +90,10 @@ fn diff_names_the_nondeterministic_op_and_its_propagation() {
     let (_, step0) = analyzer_json(&["diff", path_str(&a), path_str(&b), "--step", "0"]);
     let census0 = step0["census"].as_array().expect("census");
     assert_eq!(census0[0]["op"], op);
-    assert!(census0.iter().all(|c| !c["op"].as_str().unwrap_or_default().starts_with("model/layer_0")), "{step0}");
+    assert!(
+        census0.iter().all(|c| !c["op"].as_str().unwrap_or_default().starts_with("model/layer_0")),
+        "{step0}"
+    );
 }
 
 #[test]
@@ -120,7 +138,8 @@ fn fusion_on_off_says_whether_fusion_is_to_blame() {
     let dir = scratch();
     let unfused = dumped_run(dir.path(), "unfused", r#"{"fusion": false}"#, &[]);
     let good = dumped_run(dir.path(), "good", r#"{"fusion": true}"#, &[]);
-    let bad = dumped_run(dir.path(), "bad", r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#, &[]);
+    let bad =
+        dumped_run(dir.path(), "bad", r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#, &[]);
 
     // A correct fused kernel agrees with its unfused original ops: fusion is not to blame.
     let (code, report) = analyzer_json(&["compare", path_str(&good), path_str(&unfused), "--step", "0"]);
@@ -140,7 +159,11 @@ fn fusion_on_off_says_whether_fusion_is_to_blame() {
 fn overflow_from_device_statistics_alone_with_loss_scale_history() {
     let dir = scratch();
     let op = "model/layer_0/mlp/fc1/MatMul";
-    let model = model_file(dir.path(), "m.json", &format!(r#"{{"faults": {{"overflow": {{"op": "{op}", "step": 1}}}}}}"#));
+    let model = model_file(
+        dir.path(),
+        "m.json",
+        &format!(r#"{{"faults": {{"overflow": {{"op": "{op}", "step": 1}}}}}}"#),
+    );
     let dump = dir.path().join("stats");
     let config = dump_config(dir.path(), "acl.json", &dump, r#", "dump_data": "stats""#);
     sim_train(&model, 3, Some(&config), &[]);

@@ -375,7 +375,10 @@ fn publish_step_report(line: String) {
             .open(&path)
             .and_then(|mut f| writeln!(f, "{line}"));
         if let Err(e) = appended {
-            eprintln!("sim-acl: cannot append the step report to {}: {e}", std::path::Path::new(&path).display());
+            eprintln!(
+                "sim-acl: cannot append the step report to {}: {e}",
+                std::path::Path::new(&path).display()
+            );
         }
     }
     *LAST_STEP_REPORT.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
