@@ -71,7 +71,7 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
 fn tensor_row(source: &dyn Source, t: TensorId) -> TensorRow {
     let info = &source.index().tensors[t];
     let (stats, error) = match &info.stats {
-        Some(stats) => (Some(stats.clone()), None),
+        Some(stats) => (Some(*stats), None),
         None if info.has_data => {
             let mut values = Vec::new();
             match source.read_values(t, &mut values) {

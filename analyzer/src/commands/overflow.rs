@@ -153,7 +153,7 @@ fn gather_stats(source: &dyn Source, ops: &[OpId]) -> BTreeMap<TensorId, TensorS
         .filter_map(|&t| {
             let info = &index.tensors[t];
             if let Some(stats) = &info.stats {
-                return Some((t, stats.clone()));
+                return Some((t, *stats));
             }
             if !info.has_data {
                 return None;

@@ -16,18 +16,6 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn numbers_stay_short() {
-        assert_eq!(super::fmt_num(1.5), "1.5");
-        assert_eq!(super::fmt_num(65504.0), "65504");
-        assert_eq!(super::fmt_num(1e-7), "1.0000e-7");
-        assert_eq!(super::fmt_num(0.0), "0");
-        assert_eq!(super::fmt_num(f64::NAN), "nan");
-    }
-}
-
 /// Where a report goes: a file named by `-o`, or standard output.
 pub enum Output {
     File(std::io::BufWriter<std::fs::File>),
@@ -59,5 +47,17 @@ impl std::io::Write for Output {
             Output::File(f) => f.flush(),
             Output::Stdout(s) => s.flush(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_stay_short() {
+        assert_eq!(super::fmt_num(1.5), "1.5");
+        assert_eq!(super::fmt_num(65504.0), "65504");
+        assert_eq!(super::fmt_num(1e-7), "1.0000e-7");
+        assert_eq!(super::fmt_num(0.0), "0");
+        assert_eq!(super::fmt_num(f64::NAN), "nan");
     }
 }

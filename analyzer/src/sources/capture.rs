@@ -86,7 +86,7 @@ impl CaptureSource {
                             device_format: (!format.is_identity()).then(|| format.name().into_owned()),
                             device_shape: Some(m.device_shape.clone()),
                             original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
-                            stats: Some(t.stats.clone()),
+                            stats: Some(t.stats),
                             hash: Some(t.content_hash),
                             label: None,
                             requires_grad: None,
