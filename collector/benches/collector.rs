@@ -1,7 +1,8 @@
 //! Collector benchmarks (`cargo bench -p accutrace-collector`), each comparison made in the same run:
 //! 1. callback cost per chunk vs a plain memcpy of the same chunk (median, p99);
 //! 2. pipeline throughput (callback -> writer -> sealed segments, tensor mode) vs raw zstd level 1 on the
-//!    same files with the same number of compressing threads (one: the stream writer compresses);
+//!    same files with the same number of compressing threads: 1 and 2 (writer threads encode in parallel;
+//!    `ACCUTRACE_BENCH_THREADS=1,2` picks the counts);
 //! 3. bytes on disk per tensor in stats mode.
 //!
 //! Input: dump files from `ACCUTRACE_BENCH_DUMP_DIR` (a CANN / sim-train dump tree), else synthetic fp16
@@ -190,10 +191,9 @@ fn dump_tree_files(root: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Runs `files` through a standalone pipeline in 64 KiB chunks; returns (seconds, manifest).
-fn run_pipeline(root: &Path, tag: &str, mode: Mode, chunks: &[ChunkBuf]) -> (f64, Manifest) {
+fn run_pipeline(root: &Path, tag: &str, mode: Mode, writers: usize, chunks: &[ChunkBuf]) -> (f64, Manifest) {
     let dir = root.join(tag);
-    let cfg =
-        Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers: 1, ..Config::default() };
+    let cfg = Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers, ..Config::default() };
     let cfg = Config { segment_size: if mode == Mode::Tensor { 64 << 20 } else { 8 << 20 }, ..cfg };
     let p = standalone(cfg).unwrap();
     let t = Instant::now();
@@ -230,31 +230,31 @@ fn pipeline(root: &Path) {
         chunks.len()
     );
 
-    // Raw zstd level 1, one thread, the same file bytes (no shuffle, no statistics, no I/O).
-    let mut c = zstd::bulk::Compressor::new(1).unwrap();
-    let mut out =
-        Vec::with_capacity(zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap()));
-    let mut zbytes = 0;
-    let t = Instant::now();
-    for (_, b) in &files {
-        out.clear();
-        zbytes += c.compress_to_buffer(b.as_slice(), &mut out).unwrap();
+    let threads: Vec<usize> = std::env::var("ACCUTRACE_BENCH_THREADS")
+        .unwrap_or("1,2".into())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    println!("| threads | raw zstd -1 MiB/s | tensor mode MiB/s | tensor / zstd | stats mode MiB/s | zstd bytes | tensor-mode bytes |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut stats_manifest = None;
+    let mut tensor_manifests = Vec::new();
+    for &n in &threads {
+        let (zsecs, zbytes) = raw_zstd(&files, n);
+        let (tsecs, tm) = run_pipeline(root, &format!("tensor-{n}"), Mode::Tensor, n, &chunks);
+        let (ssecs, sm) = run_pipeline(root, &format!("stats-{n}"), Mode::Stats, n, &chunks);
+        println!(
+            "| {n} | {:.0} | {:.0} | {:.2} | {:.0} | {zbytes} | {} |",
+            mib / zsecs,
+            mib / tsecs,
+            zsecs / tsecs,
+            mib / ssecs,
+            tm.streams[0].counts.bytes_out
+        );
+        tensor_manifests.push((n, tm));
+        stats_manifest = Some(sm);
     }
-    let zsecs = t.elapsed().as_secs_f64();
-
-    let (tsecs, tm) = run_pipeline(root, "tensor", Mode::Tensor, &chunks);
-    let (ssecs, sm) = run_pipeline(root, "stats", Mode::Stats, &chunks);
-    let st = &tm.streams[0].counts;
-    println!("| path | MiB/s | output bytes |");
-    println!("|---|---|---|");
-    println!("| raw zstd -1, 1 thread | {:.0} | {zbytes} |", mib / zsecs);
-    println!(
-        "| collector tensor mode, 1 writer (callback+reassembly+parse+stats+hash+shuffle+zstd+mmap+seal) | {:.0} | {} |",
-        mib / tsecs,
-        st.bytes_out
-    );
-    println!("| collector stats mode, 1 writer | {:.0} | {} |", mib / ssecs, sm.streams[0].counts.bytes_out);
-    println!("pipeline / raw zstd: {:.2}", zsecs / tsecs);
+    let Some(sm) = stats_manifest else { return };
     let s = &sm.streams[0].counts;
     println!(
         "\n## stats mode: {} tensors, {} ops, {} frame bytes -> {:.1} bytes per tensor (op records included)",
@@ -263,7 +263,8 @@ fn pipeline(root: &Path) {
         s.bytes_out,
         s.bytes_out as f64 / s.tensors.max(1) as f64
     );
-    for (tag, m) in [("tensor", &tm), ("stats", &sm)] {
+    let tagged = tensor_manifests.iter().map(|(n, m)| (format!("tensor, {n} writers"), m));
+    for (tag, m) in tagged.chain([("stats".to_string(), &sm)]) {
         let p: collector::counters::Snapshot = serde_json::from_value(
             m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone(),
         )
@@ -276,6 +277,31 @@ fn pipeline(root: &Path) {
             p.block_waits
         );
     }
+}
+
+/// Raw zstd level 1 on the files' bytes (no shuffle, statistics or I/O), files dealt round-robin to
+/// `threads` threads with a context each; returns (seconds, compressed bytes).
+fn raw_zstd(files: &[(String, Vec<u8>)], threads: usize) -> (f64, usize) {
+    let bound = zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap_or(0));
+    let t = Instant::now();
+    let total = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|k| {
+                s.spawn(move || {
+                    let mut c = zstd::bulk::Compressor::new(1).unwrap();
+                    let mut out = Vec::with_capacity(bound);
+                    let mut bytes = 0;
+                    for (_, b) in files.iter().skip(k).step_by(threads) {
+                        out.clear();
+                        bytes += c.compress_to_buffer(b.as_slice(), &mut out).unwrap();
+                    }
+                    bytes
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    (t.elapsed().as_secs_f64(), total)
 }
 
 fn main() {

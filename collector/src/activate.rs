@@ -7,7 +7,7 @@
 //! inactive, inherits no writer threads, and gets its own stream if it calls `aclInit` itself.
 
 use crate::config::{self, Activation, Config, PanicPoint};
-use crate::pipeline::{Msg, Pipeline, RUNNING, STARTING, STOPPED};
+use crate::pipeline::{Msg, Pipeline, Waker, RUNNING, STARTING, STOPPED};
 use crate::pool::SlotPool;
 use accutrace_formats::capture::{Manifest, StreamInfo, StreamWriter, WriterOptions};
 use ascend_sys::*;
@@ -213,11 +213,15 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
         receivers.push(rx);
     }
     let pool = SlotPool::new(cfg.slots, cfg.slot_size);
+    let wakers = (0..cfg.writers).map(|_| Waker::default()).collect();
+    let wake_batch = crate::pipeline::wake_batch(cfg.slots, cfg.writers);
     let p: &'static Pipeline = Box::leak(Box::new(Pipeline {
         cfg,
         run_dir,
         pool,
         senders,
+        wakers,
+        wake_batch,
         counters: Default::default(),
         stream: Mutex::new(Some(stream)),
         stream_dir,
@@ -330,8 +334,10 @@ pub fn finish(p: &'static Pipeline, end: End) {
         }
     }
     p.phase.store(STOPPED, Ordering::Release);
-    for tx in &p.senders {
+    for (tx, waker) in p.senders.iter().zip(&p.wakers) {
+        waker.wake();
         let _ = tx.send(Msg::Stop);
+        waker.wake();
     }
     let threads = std::mem::take(&mut *p.threads.lock().unwrap_or_else(|e| e.into_inner()));
     for t in threads {

@@ -1,6 +1,8 @@
 //! The dump callback: the hot path. It runs on the runtime's dump thread; everything it does is a few
 //! checks, one copy of the chunk into pre-allocated slots and a queue push. No parsing, no allocation, no
-//! lock held across I/O. Whatever happens, it returns 0 (the runtime must never see us fail).
+//! lock held across I/O, and normally no system call: a sleeping writer is woken only once a batch of
+//! chunks waits for it (`pipeline::Waker`). Whatever happens, it returns 0 (the runtime must never see us
+//! fail).
 
 use crate::config::{PanicPoint, QueueFull};
 use crate::counters::add;
@@ -84,7 +86,8 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
         unsafe { std::slice::from_raw_parts(chunk.cast::<u8>().add(ACLDUMP_CHUNK_DATA_OFFSET), buf_len) };
     let last = header.isLastChunk != 0;
     let hash = accutrace_formats::stats::content_hash(name);
-    let tx = &p.senders[(hash % p.senders.len() as u64) as usize];
+    let writer = (hash % p.senders.len() as u64) as usize;
+    let (tx, waker) = (&p.senders[writer], &p.wakers[writer]);
 
     let room = p.pool.slot_size() - name_len;
     let parts = buf_len.div_ceil(room).max(1);
@@ -96,7 +99,7 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
         let piece = &data[(i * room).min(buf_len)..((i + 1) * room).min(buf_len)];
         let slot = match acquire(p) {
             Ok(s) => s,
-            Err(why) => return refuse(p, tx, why, hash, last),
+            Err(why) => return refuse(p, writer, why, hash, last),
         };
         let mut slot = slot;
         p.pool.fill(&mut slot, &[name, piece]);
@@ -115,8 +118,10 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
             if let Msg::Part { slot, .. } = e.into_inner() {
                 p.pool.give_back(slot);
             }
-            return refuse(p, tx, Refused::Full, hash, last);
+            return refuse(p, writer, Refused::Full, hash, last);
         }
+        // No wake-up (a system call) per chunk: only when the writer sleeps on a batch (pipeline::Waker).
+        waker.after_push(p.wake_batch, || tx.len());
         add(&c.bytes_in, piece.len() as u64);
         if offset >= 0 {
             offset += piece.len() as i64;
@@ -125,8 +130,9 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
 }
 
 /// Counts a refused chunk and tells the file's writer, so the file is reported incomplete, not parsed.
-fn refuse(p: &Pipeline, tx: &crossbeam_channel::Sender<Msg>, why: Refused, hash: u64, last: bool) {
+fn refuse(p: &Pipeline, writer: usize, why: Refused, hash: u64, last: bool) {
     let c = &p.counters;
+    let tx = &p.senders[writer];
     match why {
         Refused::Full => add(&c.dropped_queue_full, 1),
         Refused::Inactive => add(&c.dropped_inactive, 1),
@@ -136,6 +142,8 @@ fn refuse(p: &Pipeline, tx: &crossbeam_channel::Sender<Msg>, why: Refused, hash:
         || tx.try_send(Msg::Dropped { hash, last }).is_err()
     {
         add(&c.drop_notes_lost, 1);
+    } else {
+        p.wakers[writer].after_push(p.wake_batch, || tx.len());
     }
 }
 
@@ -151,6 +159,10 @@ fn acquire(p: &Pipeline) -> Result<Slot, Refused> {
     // collector stops (disabled or finishing), so a dead writer can never hang the runtime.
     let started = Instant::now();
     add(&p.counters.block_waits, 1);
+    // Slots come back only from writers: make sure none sleeps on a queue below its wake batch.
+    for w in &p.wakers {
+        w.wake();
+    }
     let backoff = crossbeam_utils_backoff::Backoff::new();
     let result = loop {
         if let Some(s) = p.pool.take() {

@@ -9,9 +9,10 @@ use accutrace_formats::capture::{Manifest, StreamWriter};
 use ascend_sys::AclLibrary;
 use crossbeam_channel::Sender;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 /// One message to a writer thread.
 pub enum Msg {
@@ -48,6 +49,10 @@ pub struct Pipeline {
     pub pool: SlotPool,
     /// One queue per writer thread; a file always goes to the same one (by name hash).
     pub senders: Vec<Sender<Msg>>,
+    /// How each writer thread sleeps and is woken (same index as `senders`).
+    pub wakers: Vec<Waker>,
+    /// The callback wakes a sleeping writer once its queue holds this many messages (see [`Waker`]).
+    pub wake_batch: usize,
     pub counters: Counters,
     /// `None` once sealed.
     pub stream: Mutex<Option<StreamWriter>>,
@@ -88,5 +93,78 @@ impl Pipeline {
         // A panic while holding the lock leaves the writer usable or not; either way the collector is
         // disabled by then, and sealing what exists is still the best we can do.
         self.stream.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The callback wakes a sleeping writer once its queue holds this many messages, at most.
+pub const MAX_WAKE_BATCH: usize = 8;
+/// How long a writer keeps polling its empty queue before it sleeps (spinning, then yielding the CPU).
+pub const SPIN: Duration = Duration::from_micros(50);
+/// While chunks came recently, a sleeping writer also wakes on its own this often (so a queue below the
+/// wake batch is drained without a wake-up from the callback).
+pub const BUSY_NAP: Duration = Duration::from_millis(1);
+/// "Recently": the last message is at most this old; after that a writer sleeps until woken or until its
+/// manifest refresh is due.
+pub const BUSY_WINDOW: Duration = Duration::from_millis(20);
+
+/// Wake batch for a pool of `slots` slots: small enough that the slots cannot all sit in queues of sleeping
+/// writers (the callback also wakes every writer before it waits for a slot), at most [`MAX_WAKE_BATCH`].
+pub fn wake_batch(slots: usize, writers: usize) -> usize {
+    (slots / (4 * writers.max(1))).clamp(1, MAX_WAKE_BATCH)
+}
+
+/// A writer's sleep, and the callback's way to end it without a system call per chunk.
+///
+/// Writer: finds its queue empty, polls it for [`SPIN`], then sets `sleeping`, checks the queue once more
+/// and parks (with a timeout). Callback: after queueing, reads `sleeping` and unparks the writer only if it
+/// sleeps and its queue has reached [`Pipeline::wake_batch`]. Both sides put a SeqCst fence between their
+/// write (the flag; the message) and their read (the queue; the flag), so at least one of them sees the
+/// other's: a writer never sleeps past a full batch. Below the batch, messages wait for the writer's
+/// timeout ([`BUSY_NAP`] while busy): capture latency does not matter, only that chunks keep flowing
+/// and slots come back, and a streaming writer then takes many chunks per wake-up.
+#[derive(Default)]
+pub struct Waker {
+    sleeping: AtomicBool,
+    /// The writer thread, set by itself when it starts.
+    thread: OnceLock<Thread>,
+}
+
+impl Waker {
+    /// Called by the writer thread at its start.
+    pub fn register(&self) {
+        let _ = self.thread.set(std::thread::current());
+    }
+
+    /// Callback side, after queueing: wakes the writer if it sleeps and `queued()` reaches `batch`. No
+    /// system call unless it wakes a parked thread; no allocation.
+    pub fn after_push(&self, batch: usize, queued: impl FnOnce() -> usize) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) && queued() >= batch {
+            self.wake();
+        }
+    }
+
+    /// Wakes the writer now if it sleeps (Stop, a callback about to wait for a slot).
+    pub fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Writer side: sleeps until woken or `until`, unless `has_work()` (checked after announcing the
+    /// sleep). A spurious or early return is harmless: the caller polls again.
+    pub fn sleep(&self, until: Instant, has_work: impl FnOnce() -> bool) {
+        self.sleeping.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if !has_work() {
+            let now = Instant::now();
+            if until > now {
+                std::thread::park_timeout(until - now);
+            }
+        }
+        self.sleeping.store(false, Ordering::Relaxed);
     }
 }

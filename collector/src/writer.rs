@@ -3,8 +3,12 @@
 //! content hash, `capture::StreamWriter` to shuffle, compress and frame).
 //!
 //! A file always goes to the same thread (routing by name hash), so reassembly needs no locks. The one
-//! stream writer is shared: statistics and hashes are computed before taking its lock, and one file's op
-//! and tensor records are appended under one lock so they stay together.
+//! stream writer is shared: statistics, hashes, shuffling and zstd (`capture::DataEncoder`) run before
+//! taking its lock, so writer threads encode in parallel; under the lock one file's op and tensor records
+//! are only framed and copied, together.
+//!
+//! An idle writer polls its queue for a moment, then sleeps until the callback wakes it for a batch of
+//! chunks or a short timeout passes (`pipeline::Waker`): no wake-up system call per chunk.
 //!
 //! Steps: the callback's file name is the path the file would have had on disk; in the graph-dump layout
 //! `{dump_path}/{time}/{device}/{model}/{model_id}/{step}/{file}` the step is that path component. Files
@@ -12,12 +16,14 @@
 
 use crate::config::{Mode, PanicPoint};
 use crate::counters::add;
-use crate::pipeline::{Msg, Pipeline};
+use crate::pipeline::{Msg, Pipeline, BUSY_NAP, BUSY_WINDOW, SPIN};
 use crate::reassembly::{Done, Reassembler};
-use accutrace_formats::capture::{Appended, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta};
+use accutrace_formats::capture::{
+    Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta,
+};
 use accutrace_formats::dump::{self, FileKind};
-use accutrace_formats::stats::{content_hash, TensorStats};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use accutrace_formats::stats::{stats_and_hash, TensorStats};
+use crossbeam_channel::{Receiver, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,23 +31,47 @@ use std::time::{Duration, Instant};
 /// How often writer 0 refreshes `manifest.json` while the job runs (so a killed job leaves counts).
 pub const MANIFEST_INTERVAL: Duration = Duration::from_secs(2);
 
+/// A writer thread's reusable state besides reassembly: the zstd context and shuffle buffer, and the
+/// compression buffers of one file's tensors (kept for their capacity).
+#[derive(Default)]
+pub struct Scratch {
+    encoder: DataEncoder,
+    buffers: Vec<Vec<u8>>,
+}
+
 /// The body of writer thread `index`.
 pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
     block_sigterm();
+    let waker = &p.wakers[index];
+    waker.register();
     let mut r = Reassembler::new();
+    let mut scratch = Scratch::default();
     let mut last_manifest = Instant::now();
+    let mut last_msg = Instant::now();
     loop {
-        let msg = match rx.recv_timeout(MANIFEST_INTERVAL) {
+        let msg = match rx.try_recv() {
             Ok(m) => m,
-            Err(RecvTimeoutError::Timeout) => {
-                if index == 0 {
+            Err(TryRecvError::Disconnected) => Msg::Stop,
+            Err(TryRecvError::Empty) => {
+                if index == 0 && last_manifest.elapsed() >= MANIFEST_INTERVAL {
                     crate::manifest::publish(p, false);
                     last_manifest = Instant::now();
                 }
+                if !spin_until_work(&rx) {
+                    let now = Instant::now();
+                    let until = if now.duration_since(last_msg) < BUSY_WINDOW {
+                        now + BUSY_NAP
+                    } else if index == 0 {
+                        last_manifest + MANIFEST_INTERVAL
+                    } else {
+                        now + MANIFEST_INTERVAL
+                    };
+                    waker.sleep(until, || !rx.is_empty());
+                }
                 continue;
             }
-            Err(RecvTimeoutError::Disconnected) => Msg::Stop,
         };
+        last_msg = Instant::now();
         match msg {
             Msg::Part { slot, name_len, len, hash, offset, last, chunk_end } => {
                 if p.is_disabled() {
@@ -62,17 +92,17 @@ pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
                     add(&p.counters.chunks_written, 1);
                 }
                 if let Some(d) = done {
-                    handle(p, &mut r, d);
+                    handle(p, &mut r, &mut scratch, d);
                 }
             }
             Msg::Dropped { hash, last } => {
                 if let Some(d) = r.dropped(hash, last) {
-                    handle(p, &mut r, d);
+                    handle(p, &mut r, &mut scratch, d);
                 }
             }
             Msg::Stop => {
                 for d in r.finish() {
-                    handle(p, &mut r, d);
+                    handle(p, &mut r, &mut scratch, d);
                 }
                 return;
             }
@@ -80,6 +110,28 @@ pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
         if index == 0 && last_manifest.elapsed() >= MANIFEST_INTERVAL {
             crate::manifest::publish(p, false);
             last_manifest = Instant::now();
+        }
+    }
+}
+
+/// Polls an empty queue for up to [`SPIN`]: spinning first, then yielding the CPU. True once it has work.
+fn spin_until_work(rx: &Receiver<Msg>) -> bool {
+    let started = Instant::now();
+    let mut step = 0u32;
+    loop {
+        if !rx.is_empty() {
+            return true;
+        }
+        if step < 7 {
+            for _ in 0..1u32 << step {
+                std::hint::spin_loop();
+            }
+            step += 1;
+        } else {
+            if started.elapsed() >= SPIN {
+                return false;
+            }
+            std::thread::yield_now();
         }
     }
 }
@@ -97,13 +149,13 @@ fn block_sigterm() {
     }
 }
 
-fn handle(p: &Pipeline, r: &mut Reassembler, done: Done) {
+fn handle(p: &Pipeline, r: &mut Reassembler, scratch: &mut Scratch, done: Done) {
     add(&p.counters.files, 1);
     match done {
         Done::Incomplete { .. } => add(&p.counters.files_incomplete, 1),
         Done::Complete { name, bytes } => {
             if !p.is_disabled() {
-                let outcome = catch_unwind(AssertUnwindSafe(|| record_file(p, &name, &bytes)));
+                let outcome = catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, &name, &bytes)));
                 match outcome {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => p.disable(&format!("cannot write the capture: {e}")),
@@ -129,7 +181,12 @@ pub fn step_from_path(path: &str) -> u64 {
 
 /// One finished file to records. `Err` only for capture write failures (which disable the collector);
 /// files we cannot parse are counted and skipped.
-fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Result<()> {
+fn record_file(
+    p: &Pipeline,
+    scratch: &mut Scratch,
+    name: &[u8],
+    bytes: &[u8],
+) -> accutrace_formats::Result<()> {
     if p.cfg.test_panic == Some(PanicPoint::Writer) {
         panic!("ACCUTRACE_TEST_PANIC=writer");
     }
@@ -158,7 +215,7 @@ fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Re
             let file = match dump::parse_dump(bytes) {
                 Ok(f) => f,
                 Err(e) => {
-                    unparsed(p, &path, &e.to_string());
+                    unparsed(p, &path, &e);
                     return Ok(());
                 }
             };
@@ -172,7 +229,7 @@ fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Re
             let file = match dump::parse_dump(bytes) {
                 Ok(f) => f,
                 Err(e) => {
-                    unparsed(p, &path, &e.to_string());
+                    unparsed(p, &path, &e);
                     return Ok(());
                 }
             };
@@ -193,30 +250,42 @@ fn record_file(p: &Pipeline, name: &[u8], bytes: &[u8]) -> accutrace_formats::Re
                 dump_file: base,
                 original_names,
             };
-            // Statistics and hashes outside the stream lock: they are most of the work in stats mode.
-            let tensors: Vec<(TensorMeta, TensorStats, u64, &[u8])> =
-                file.inputs.iter().chain(&file.outputs).map(|t| describe(p, t)).collect();
+            // Statistics, hashes and (tensor mode) shuffle + zstd outside the stream lock: they are the work.
             let with_data = p.cfg.mode == Mode::Tensor;
-            let level = p.cfg.zstd_level;
-            with_stream(p, |w| {
+            let mut tensors: Vec<(TensorMeta, TensorStats, u64, Option<EncodedData>)> = Vec::new();
+            for t in file.inputs.iter().chain(&file.outputs) {
+                let (meta, stats, hash) = describe(p, t);
+                let data = if with_data {
+                    let buf = scratch.buffers.pop().unwrap_or_default();
+                    Some(scratch.encoder.encode(t.bytes, t.dtype, p.cfg.zstd_level, buf)?)
+                } else {
+                    None
+                };
+                tensors.push((meta, stats, hash, data));
+            }
+            let written = with_stream(p, |w| {
                 if let Appended::Stopped = w.append_op(&op)? {
                     add(&c.refused_after_stop, 1);
                     return Ok(Appended::Stopped);
                 }
                 for (meta, stats, hash, data) in &tensors {
-                    let r = w.append_tensor(meta, stats, *hash, with_data.then_some(*data), level)?;
+                    let r = w.append_tensor_encoded(meta, stats, *hash, data.as_ref())?;
                     count(p, r, &c.tensors);
                 }
                 Ok(Appended::Stopped)
-            })?;
+            });
+            scratch.buffers.extend(tensors.into_iter().filter_map(|t| t.3).map(EncodedData::into_buffer));
+            written?;
         }
     }
     add(&c.files_recorded, 1);
     Ok(())
 }
 
-fn describe<'a>(p: &Pipeline, t: &dump::TensorRef<'a>) -> (TensorMeta, TensorStats, u64, &'a [u8]) {
-    let stats = TensorStats::of_bytes(t.dtype, t.bytes).unwrap_or_else(|_| {
+/// A tensor's metadata, statistics and content hash (one pass over its bytes).
+fn describe(p: &Pipeline, t: &dump::TensorRef<'_>) -> (TensorMeta, TensorStats, u64) {
+    let (stats, hash) = stats_and_hash(t.dtype, t.bytes);
+    let stats = stats.unwrap_or_else(|_| {
         add(&p.counters.tensors_without_stats, 1);
         TensorStats::default()
     });
@@ -236,7 +305,7 @@ fn describe<'a>(p: &Pipeline, t: &dump::TensorRef<'a>) -> (TensorMeta, TensorSta
             .as_ref()
             .map(|o| OriginalOp { name: Arc::from(o.name.as_str()), output_index: o.output_index }),
     };
-    (meta, stats, content_hash(t.bytes), t.bytes)
+    (meta, stats, hash)
 }
 
 /// Task id, stream id and timestamp from the file name, else from the header (timestamp only).
@@ -247,7 +316,8 @@ fn ids(name: Option<&dump::DumpFileName>, dump_time: u64) -> (u32, u32, u64) {
     }
 }
 
-fn unparsed(p: &Pipeline, path: &str, why: &str) {
+/// Counts an unparsed file; logs the first (the reason is formatted only then).
+fn unparsed(p: &Pipeline, path: &str, why: &dyn std::fmt::Display) {
     if p.counters.files_unparsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
         crate::log(&format!("skipping dump file {path}: {why} (further ones are only counted)"));
     }

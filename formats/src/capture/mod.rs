@@ -26,7 +26,9 @@ pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary}
 pub use policy::{Policy, PolicyState};
 pub use reader::{CaptureRun, Record, RecordRef, Records, StreamReader, TensorRef, TornTail};
 pub use record::{DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta};
-pub use writer::{Appended, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE};
+pub use writer::{
+    encode_data, Appended, DataEncoder, EncodedData, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE,
+};
 
 /// Version of the capture format written by this build (segment headers and the manifest).
 pub const FORMAT_VERSION: u32 = 1;

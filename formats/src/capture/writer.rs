@@ -83,9 +83,10 @@ pub struct StreamWriter {
     head: Vec<u8>,
     defs: Vec<(u32, String)>,
     def_frames: Vec<u8>,
-    shuffled: Vec<u8>,
+    /// Shuffle buffer and zstd context for [`append_tensor`](Self::append_tensor).
+    encoder: DataEncoder,
+    /// Compressed bytes of the buffered path (kept for its capacity).
     compressed: Vec<u8>,
-    compressor: Option<Zstd>,
     counts: StreamCounts,
     sealed: bool,
 }
@@ -114,6 +115,133 @@ fn planes_hash_log(level: i32, width: u32) -> u32 {
         8
     } else {
         0
+    }
+}
+
+/// A tensor's data as a record stores it: zstd-compressed byte planes, or its raw bytes where zstd saves
+/// under 1/32. Made by [`DataEncoder::encode`] / [`encode_data`], appended by
+/// [`StreamWriter::append_tensor_encoded`].
+#[derive(Debug)]
+pub struct EncodedData<'a> {
+    encoding: DataEncoding,
+    raw: &'a [u8],
+    /// zstd's output (the payload when `encoding` is zstd; else only kept for its capacity).
+    compressed: Vec<u8>,
+}
+
+impl EncodedData<'_> {
+    /// How the payload is encoded (`Zstd` or `Raw`).
+    pub fn encoding(&self) -> DataEncoding {
+        self.encoding
+    }
+
+    /// The raw data's length in bytes (the record's `data_size`).
+    pub fn raw_len(&self) -> u64 {
+        self.raw.len() as u64
+    }
+
+    /// The bytes the record carries.
+    pub fn payload(&self) -> &[u8] {
+        match self.encoding {
+            DataEncoding::Zstd { .. } => &self.compressed,
+            _ => self.raw,
+        }
+    }
+
+    /// The compression buffer, to be passed to the next [`DataEncoder::encode`] (no allocation once grown).
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.compressed
+    }
+}
+
+/// Shuffles and compresses tensor data exactly as [`StreamWriter::append_tensor`] does (it uses one
+/// internally), keeping its zstd context and shuffle buffer between tensors. One per thread: encoding
+/// needs no access to the stream, so threads sharing a writer encode in parallel and lock it only to
+/// append.
+#[derive(Default)]
+pub struct DataEncoder {
+    compressor: Option<Zstd>,
+    /// The byte planes of the tensor last [`prepare`](Self::prepare)d.
+    shuffled: Vec<u8>,
+}
+
+/// [`DataEncoder::encode`] with a fresh encoder and buffer (simple, but sets up a zstd context per call:
+/// keep a [`DataEncoder`] for more than a few tensors).
+pub fn encode_data(raw: &[u8], dtype: crate::DType, zstd_level: i32) -> Result<EncodedData<'_>> {
+    DataEncoder::new().encode(raw, dtype, zstd_level, Vec::new())
+}
+
+impl DataEncoder {
+    pub fn new() -> Self {
+        DataEncoder::default()
+    }
+
+    /// Shuffles `raw` by its dtype's width and compresses it with zstd at `zstd_level`, into `buf` (cleared
+    /// first; pass [`EncodedData::into_buffer`] of an earlier call to reuse its memory). Stored raw instead
+    /// when zstd saves under 1/32.
+    pub fn encode<'a>(
+        &mut self,
+        raw: &'a [u8],
+        dtype: crate::DType,
+        zstd_level: i32,
+        buf: Vec<u8>,
+    ) -> Result<EncodedData<'a>> {
+        let width = shuffle_width(dtype);
+        self.prepare(raw, width, zstd_level)?;
+        self.finish(raw, width, buf)
+    }
+
+    /// Sets the zstd context up for `level` and `width`, and shuffles `raw` into `self.shuffled`.
+    fn prepare(&mut self, raw: &[u8], width: u32, level: i32) -> Result<()> {
+        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
+        let hash_log = planes_hash_log(level, width);
+        match &mut self.compressor {
+            Some(z) if (z.level, z.hash_log) != (level, hash_log) => {
+                z.c.set_compression_level(level).map_err(err)?;
+                z.c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
+                (z.level, z.hash_log) = (level, hash_log);
+            }
+            Some(_) => {}
+            None => {
+                let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
+                c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
+                self.compressor = Some(Zstd { c, level, hash_log });
+            }
+        }
+        // Resized only when the size changes (growing zero-fills just the new part): every byte is written
+        // by the shuffle, so no pass of zeros over the whole buffer per tensor.
+        if self.shuffled.len() != raw.len() {
+            self.shuffled.resize(raw.len(), 0);
+        }
+        shuffle::shuffle_into(raw, width as usize, &mut self.shuffled);
+        Ok(())
+    }
+
+    /// Whether a zstd context is set up (by [`prepare`](Self::prepare)).
+    fn is_prepared(&self) -> bool {
+        self.compressor.is_some()
+    }
+
+    /// Compresses the prepared planes into `out` (a slice at least `compress_bound` long, or a Vec with that
+    /// much spare capacity); returns the compressed length.
+    fn compress_prepared<C: zstd::zstd_safe::WriteBuf + ?Sized>(&mut self, out: &mut C) -> Result<usize> {
+        let Some(z) = &mut self.compressor else {
+            return Err(FormatError::whole("zstd: no context (nothing prepared)"));
+        };
+        z.c.compress_to_buffer(&self.shuffled[..], out).map_err(|e| FormatError::whole(format!("zstd: {e}")))
+    }
+
+    /// Compresses the planes [`prepare`](Self::prepare)d from `raw` into `buf` and picks the encoding.
+    fn finish<'a>(&mut self, raw: &'a [u8], width: u32, mut buf: Vec<u8>) -> Result<EncodedData<'a>> {
+        buf.clear();
+        buf.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        self.compress_prepared(&mut buf)?;
+        let encoding = if pays(buf.len(), raw.len()) {
+            DataEncoding::Zstd { shuffle_width: width }
+        } else {
+            DataEncoding::Raw
+        };
+        Ok(EncodedData { encoding, raw, compressed: buf })
     }
 }
 
@@ -167,9 +295,8 @@ impl StreamWriter {
             head: Vec::new(),
             defs: Vec::new(),
             def_frames: Vec::new(),
-            shuffled: Vec::new(),
+            encoder: DataEncoder::new(),
             compressed: Vec::new(),
-            compressor: None,
             counts: StreamCounts::default(),
             sealed: false,
         };
@@ -204,6 +331,10 @@ impl StreamWriter {
 
     /// Appends a tensor of the current op: metadata, statistics, content hash, and optionally its raw bytes,
     /// byte-shuffled and compressed with zstd at `zstd_level` (stored raw when that saves under 1/32).
+    ///
+    /// Compresses here, inside the caller's hold on the writer. Writers shared between threads can encode
+    /// first with [`DataEncoder::encode`] and append with [`append_tensor_encoded`](Self::append_tensor_encoded):
+    /// the record is byte-identical.
     pub fn append_tensor(
         &mut self,
         meta: &TensorMeta,
@@ -212,43 +343,58 @@ impl StreamWriter {
         data: Option<&[u8]>,
         zstd_level: i32,
     ) -> Result<Appended> {
-        if self.policy.stopped() {
-            self.counts.refused_after_stop += 1;
-            return Ok(Appended::Stopped);
+        let Some(raw) = data else { return self.append_tensor_encoded(meta, stats, hash, None) };
+        if let Some(refused) = self.refuse_tensor()? {
+            return Ok(refused);
         }
-        if self.op.is_none() {
-            return Err(FormatError::whole("tensor record without a preceding op record"));
+        let width = shuffle_width(meta.dtype);
+        self.encoder.prepare(raw, width, zstd_level)?;
+        // Common case: compress straight into the segment (no copy of the compressed bytes).
+        if let Some(r) = self.append_zstd_in_place(meta, stats, hash, raw, width)? {
+            return Ok(self.tensor_appended(r, meta, stats, raw.len() as u64));
         }
-        if let Some(raw) = data {
-            let width = shuffle_width(meta.dtype);
-            self.shuffle_for_zstd(raw, width, zstd_level)?;
-            // Common case: compress straight into the segment (no copy of the compressed bytes).
-            if let Some(r) = self.append_zstd_in_place(meta, stats, hash, raw, width)? {
-                return Ok(self.tensor_appended(r, meta, stats, raw.len() as u64));
-            }
+        let encoded = self.encoder.finish(raw, width, std::mem::take(&mut self.compressed))?;
+        let r = self.append_tensor_encoded(meta, stats, hash, Some(&encoded));
+        self.compressed = encoded.into_buffer();
+        r
+    }
+
+    /// Appends a tensor of the current op whose data (if any) was encoded already, by [`DataEncoder::encode`]
+    /// or [`encode_data`]: only frames and copies. Gives the same record as
+    /// [`append_tensor`](Self::append_tensor) with the same raw bytes and zstd level.
+    pub fn append_tensor_encoded(
+        &mut self,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        hash: u64,
+        data: Option<&EncodedData<'_>>,
+    ) -> Result<Appended> {
+        if let Some(refused) = self.refuse_tensor()? {
+            return Ok(refused);
         }
-        let mut compressed = std::mem::take(&mut self.compressed);
         let (enc, size, payload): (DataEncoding, u64, &[u8]) = match data {
             None => (DataEncoding::None, 0, &[]),
-            Some(raw) => {
-                let width = shuffle_width(meta.dtype);
-                self.compress_shuffled(raw.len(), &mut compressed)?;
-                if pays(compressed.len(), raw.len()) {
-                    (DataEncoding::Zstd { shuffle_width: width }, raw.len() as u64, &compressed[..])
-                } else {
-                    (DataEncoding::Raw, raw.len() as u64, raw)
-                }
-            }
+            Some(d) => (d.encoding, d.raw.len() as u64, d.payload()),
         };
-        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc }, payload);
-        self.compressed = compressed;
-        let r = r?;
+        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc }, payload)?;
         if data.is_none() {
             self.counts.tensors += 1;
             self.policy.observe_tensor(stats.shows_overflow(meta.dtype));
             return Ok(r);
         }
         Ok(self.tensor_appended(r, meta, stats, size))
+    }
+
+    /// Some(Stopped) when the policy refuses tensors now (counted); an error without a preceding op.
+    fn refuse_tensor(&mut self) -> Result<Option<Appended>> {
+        if self.policy.stopped() {
+            self.counts.refused_after_stop += 1;
+            return Ok(Some(Appended::Stopped));
+        }
+        if self.op.is_none() {
+            return Err(FormatError::whole("tensor record without a preceding op record"));
+        }
+        Ok(None)
     }
 
     /// Counts a tensor appended with data of `size` raw bytes; feeds the policy.
@@ -268,7 +414,7 @@ impl StreamWriter {
 
     /// The zstd path without the intermediate buffer: when the current segment holds the op, and the record
     /// with its worst-case compressed size fits the rest of the segment, the string definitions are written,
-    /// zstd compresses `self.shuffled` directly into the frame's payload, then the head, CRC and commit word
+    /// zstd compresses the encoder's prepared planes directly into the frame's payload, then the head, CRC and commit word
     /// follow as in [`segment::write_frame`]. If compression does not pay, the record is stored raw in the same
     /// place (the compressed bytes are cleared first: space past the last frame stays zero).
     /// Ok(None): nothing was written or interned; the caller takes the buffered path.
@@ -280,7 +426,7 @@ impl StreamWriter {
         raw: &[u8],
         width: u32,
     ) -> Result<Option<Appended>> {
-        if !self.op_in_segment || self.seg.is_none() || self.compressor.is_none() {
+        if !self.op_in_segment || self.seg.is_none() || !self.encoder.is_prepared() {
             return Ok(None);
         }
         let size = raw.len() as u64;
@@ -300,30 +446,32 @@ impl StreamWriter {
             return Ok(None);
         }
         let frame = self.write_defs(pos);
-        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
-        let (Some(seg), Some(z)) = (self.seg.as_mut(), self.compressor.as_mut()) else {
-            // Unreachable: both were checked at the top and nothing in between takes them.
-            return Err(FormatError::whole("writer state lost its segment or zstd context"));
+        let Some(seg) = self.seg.as_mut() else {
+            // Unreachable: checked at the top and nothing in between takes it.
+            return Err(FormatError::whole("writer state lost its segment"));
         };
         let data_at = (frame + FRAME_HEADER) as usize + self.head.len();
         let out = &mut seg.map[data_at..data_at + bound];
-        let compressed = match z.c.compress_to_buffer(&self.shuffled[..], out) {
+        let compressed = match self.encoder.compress_prepared(out) {
             Ok(n) => n,
             Err(e) => {
                 out.fill(0);
                 seg.pos = frame;
                 self.counts.bytes_out += frame - pos;
-                return Err(err(e));
+                return Err(e);
             }
         };
         if pays(compressed, raw.len()) {
+            // zstd may leave bytes past its output (a block tried compressed, then stored raw): clear them, so
+            // the frame's padding and the space past the last frame stay zero, as with a copied payload.
+            seg.map[data_at + compressed..data_at + bound].fill(0);
             segment::write_frame_in_place(&mut seg.map, frame, &self.head, compressed);
             let needed = frame - pos + align8(FRAME_HEADER + self.head.len() as u64 + compressed as u64);
             seg.pos = pos + needed;
             self.counts.bytes_out += needed;
             return Ok(Some(Appended::Written { segment: seg.index, offset: frame, bytes: needed }));
         }
-        seg.map[data_at..data_at + compressed].fill(0);
+        seg.map[data_at..data_at + bound].fill(0);
         // Stored raw: same strings (already defined just before `frame`), so no new definitions.
         seg.pos = frame;
         self.counts.bytes_out += frame - pos;
@@ -382,43 +530,6 @@ impl StreamWriter {
     pub fn abandon(mut self) {
         self.seg = None;
         self.sealed = true;
-    }
-
-    /// Sets the zstd context up for `level` and `width`, and shuffles `raw` into `self.shuffled`.
-    fn shuffle_for_zstd(&mut self, raw: &[u8], width: u32, level: i32) -> Result<()> {
-        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
-        let hash_log = planes_hash_log(level, width);
-        match &mut self.compressor {
-            Some(z) if (z.level, z.hash_log) != (level, hash_log) => {
-                z.c.set_compression_level(level).map_err(err)?;
-                z.c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
-                (z.level, z.hash_log) = (level, hash_log);
-            }
-            Some(_) => {}
-            None => {
-                let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
-                c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
-                self.compressor = Some(Zstd { c, level, hash_log });
-            }
-        }
-        // Resized only when the size changes (growing zero-fills just the new part): every byte is written
-        // by the shuffle, so no pass of zeros over the whole buffer per tensor.
-        if self.shuffled.len() != raw.len() {
-            self.shuffled.resize(raw.len(), 0);
-        }
-        shuffle::shuffle_into(raw, width as usize, &mut self.shuffled);
-        Ok(())
-    }
-
-    /// Compresses `self.shuffled` (prepared by [`shuffle_for_zstd`](Self::shuffle_for_zstd)) into `out`.
-    fn compress_shuffled(&mut self, raw_len: usize, out: &mut Vec<u8>) -> Result<()> {
-        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
-        out.clear();
-        out.reserve(zstd::zstd_safe::compress_bound(raw_len));
-        if let Some(z) = &mut self.compressor {
-            z.c.compress_to_buffer(&self.shuffled[..], out).map_err(err)?;
-        }
-        Ok(())
     }
 
     /// Interns the strings of `msg` in the current segment's table (new ones go to `self.defs`) and
