@@ -4,6 +4,17 @@
 //! slice loops over it into SIMD on any target (x86_64 SSE2, aarch64 NEON), and [`f16_to_f32_scalar`] is the
 //! obviously-correct definition the fast one is tested against on all 65536 patterns.
 
+/// 2^e, exactly, for every exponent an f32 can hold (normal and subnormal); 0 or inf beyond. Built from the
+/// bits because `f32::powi` has unspecified precision, and the decoders must be exact everywhere.
+pub fn pow2(e: i32) -> f32 {
+    match e {
+        -126..=127 => f32::from_bits(((e + 127) as u32) << 23),
+        -149..=-127 => f32::from_bits(1u32 << (e + 149)),
+        i32::MIN..=-150 => 0.0,
+        _ => f32::INFINITY,
+    }
+}
+
 /// fp16 bits to f32, branch-free (selects instead of branches) so that slice loops vectorise.
 ///
 /// Signalling NaNs keep their payload bits; every NaN stays a NaN with its sign.
@@ -37,10 +48,10 @@ pub fn f16_to_f32_scalar(h: u16) -> f32 {
     let exp = i32::from((h >> 10) & 0x1f);
     let man = u32::from(h & 0x3ff);
     let magnitude = match exp {
-        0 => man as f32 * 2f32.powi(-24),
+        0 => man as f32 * pow2(-24),
         31 if man == 0 => f32::INFINITY,
         31 => f32::from_bits(0x7fc0_0000 | (man << 13)),
-        _ => (1.0 + man as f32 / 1024.0) * 2f32.powi(exp - 15),
+        _ => (1.0 + man as f32 / 1024.0) * pow2(exp - 15),
     };
     if negative {
         -magnitude
@@ -101,8 +112,8 @@ impl Fp8 {
             Fp8::E4M3FN if exp == exp_mask && man == (1 << m_bits) - 1 => f32::NAN,
             Fp8::E5M2 if exp == exp_mask && man == 0 => f32::INFINITY,
             Fp8::E5M2 if exp == exp_mask => f32::NAN,
-            _ if exp == 0 => man as f32 / scale * 2f32.powi(1 - self.bias()),
-            _ => (1.0 + man as f32 / scale) * 2f32.powi(exp - self.bias()),
+            _ if exp == 0 => man as f32 / scale * pow2(1 - self.bias()),
+            _ => (1.0 + man as f32 / scale) * pow2(exp - self.bias()),
         };
         if negative {
             -magnitude
@@ -127,10 +138,10 @@ impl Fp8 {
         }
         let abs = v.abs();
         let min_normal_exp = 1 - self.bias();
-        let code: u32 = if abs < 2f32.powi(min_normal_exp) {
+        let code: u32 = if abs < pow2(min_normal_exp) {
             // Subnormal range: count units of the smallest subnormal (exact scaling by a power of two).
             // A result of 2^m_bits is the smallest normal, whose encoding is that same integer.
-            (abs * 2f32.powi(m_bits as i32 - min_normal_exp)).round_ties_even() as u32
+            (abs * pow2(m_bits as i32 - min_normal_exp)).round_ties_even() as u32
         } else if abs.is_infinite() {
             return sign | inf;
         } else {
@@ -183,19 +194,35 @@ mod tests {
     }
 
     #[test]
+    fn pow2_is_exact_across_the_range() {
+        let mut expected = 1.0f64;
+        for e in 0..=127 {
+            assert_eq!(f64::from(pow2(e)), expected, "2^{e}");
+            expected *= 2.0;
+        }
+        let mut expected = 1.0f64;
+        for e in 0..=149 {
+            assert_eq!(f64::from(pow2(-e)), expected, "2^-{e}");
+            expected /= 2.0;
+        }
+        assert_eq!(pow2(-150), 0.0);
+        assert_eq!(pow2(128), f32::INFINITY);
+    }
+
+    #[test]
     fn fp8_known_values() {
         assert_eq!(Fp8::E4M3FN.to_f32(0x7e), 448.0);
         assert!(Fp8::E4M3FN.to_f32(0x7f).is_nan());
         assert!(Fp8::E4M3FN.to_f32(0xff).is_nan());
         assert_eq!(Fp8::E4M3FN.to_f32(0x78), 256.0); // exponent all ones is still finite in E4M3FN
-        assert_eq!(Fp8::E4M3FN.to_f32(0x01), 2f32.powi(-9));
+        assert_eq!(Fp8::E4M3FN.to_f32(0x01), pow2(-9));
         assert_eq!(Fp8::E4M3FN.to_f32(0x38), 1.0);
         assert_eq!(Fp8::E4M3FN.to_f32(0xb8), -1.0);
         assert_eq!(Fp8::E5M2.to_f32(0x7b), 57344.0);
         assert_eq!(Fp8::E5M2.to_f32(0x7c), f32::INFINITY);
         assert_eq!(Fp8::E5M2.to_f32(0xfc), f32::NEG_INFINITY);
         assert!(Fp8::E5M2.to_f32(0x7d).is_nan());
-        assert_eq!(Fp8::E5M2.to_f32(0x01), 2f32.powi(-16));
+        assert_eq!(Fp8::E5M2.to_f32(0x01), pow2(-16));
         assert_eq!(Fp8::E5M2.to_f32(0x3c), 1.0);
     }
 
@@ -221,7 +248,7 @@ mod tests {
         assert_eq!(Fp8::E5M2.from_f32(1e6), 0x7c);
         assert_eq!(Fp8::E5M2.from_f32(-1e6), 0xfc);
         // Halfway between 0 and the smallest subnormal rounds to zero (even).
-        assert_eq!(Fp8::E4M3FN.from_f32(2f32.powi(-10)), 0x00);
-        assert_eq!(Fp8::E4M3FN.from_f32(3.0 * 2f32.powi(-10)), 0x02);
+        assert_eq!(Fp8::E4M3FN.from_f32(pow2(-10)), 0x00);
+        assert_eq!(Fp8::E4M3FN.from_f32(3.0 * pow2(-10)), 0x02);
     }
 }
