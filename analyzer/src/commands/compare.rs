@@ -90,24 +90,32 @@ pub fn compare<'a>(
     let keep = |t: TensorId| args.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, args.no_progress);
-    let mut rows: Vec<CompareRow> = pairs
+    let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) = pairs
         .par_iter()
         .map(|p| {
             let row = compare_pair(target, bench, p.target, p.bench, p.how, args);
             progress.inc(1);
             row
         })
-        .collect();
+        .unzip();
     progress.finish();
     apply_msprobe_result(ti, bi, &mut rows);
-    // Content hashes tie each input to the op that produced it; sources that store none (dump trees,
-    // .npy) are hashed here, in parallel, for the selected ops only.
-    let hashes: Vec<Option<u64>> = (0..ti.tensors.len())
+    // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
+    // hashed the compared target tensors while reading their values; the rest of the selected ops' tensors
+    // are hashed here, in parallel.
+    let mut known: Vec<Option<u64>> = vec![None; ti.tensors.len()];
+    for (row, hash) in rows.iter().zip(pair_hashes) {
+        if hash.is_some() {
+            known[row.target] = hash;
+        }
+    }
+    let hashes: Vec<Option<u64>> = known
         .into_par_iter()
-        .map(|t| match ti.tensors[t].hash {
-            Some(h) => Some(h),
-            None if keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
-            None => None,
+        .enumerate()
+        .map(|(t, known)| match (ti.tensors[t].hash, known) {
+            (Some(h), _) | (None, Some(h)) => Some(h),
+            (None, None) if keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
+            (None, None) => None,
         })
         .collect();
     let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
@@ -146,7 +154,7 @@ fn compare_pair(
     b: TensorId,
     how: MatchKind,
     args: &CompareArgs,
-) -> CompareRow {
+) -> (CompareRow, Option<u64>) {
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow {
         target: t,
@@ -163,15 +171,23 @@ fn compare_pair(
         reason: None,
         error: None,
     };
+    let mut hash = None;
     if ti.shape.iter().product::<u64>() != bi.shape.iter().product::<u64>() {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
         // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this thread
         // while this one waits inside a parallel kernel gets buffers of its own).
         let (mut n, mut bv) = BUFFERS.with(|c| c.take());
-        let read = target.read_values(t, &mut n).and_then(|()| bench.read_values(b, &mut bv));
+        // The target's content hash (for producer links) comes from the same read when the index has none.
+        let read = if ti.hash.is_none() {
+            target.read_values_and_hash(t, &mut n).map(Some)
+        } else {
+            target.read_values(t, &mut n).map(|()| None)
+        };
+        let read = read.and_then(|hash| bench.read_values(b, &mut bv).map(|()| hash));
         match read {
-            Ok(()) => {
+            Ok(h) => {
+                hash = h;
                 let options = MsprobeOptions {
                     zero_dim: ti.shape.is_empty(),
                     re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
@@ -193,7 +209,7 @@ fn compare_pair(
     }
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, args);
-    row
+    (row, hash)
 }
 
 /// accutrace's precision verdict for one row.

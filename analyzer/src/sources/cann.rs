@@ -167,6 +167,14 @@ impl Source for CannDumpSource {
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
         self.with_tensor(tensor, |t| Ok(content_hash(t.bytes)))
     }
+
+    fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
+        self.with_tensor(tensor, |t| {
+            let mut scratch = Vec::new();
+            host_values(&device_tensor(t), &mut scratch, out)?;
+            Ok(content_hash(t.bytes))
+        })
+    }
 }
 
 fn device_tensor<'a>(t: &'a dump::TensorRef<'a>) -> DeviceTensor<'a> {

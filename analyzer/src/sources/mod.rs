@@ -19,6 +19,12 @@ pub trait Source: Send + Sync {
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()>;
     /// The 64-bit content hash of the tensor's raw bytes: stored when the source has one, else computed.
     fn content_hash(&self, tensor: TensorId) -> Result<u64>;
+    /// [`Source::read_values`] and [`Source::content_hash`] together; sources override it to hash the bytes
+    /// they read for the values instead of reading the tensor a second time.
+    fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
+        self.read_values(tensor, out)?;
+        self.content_hash(tensor)
+    }
 }
 
 /// Which reader a path needs, decided from what is on disk.

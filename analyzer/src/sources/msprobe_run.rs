@@ -8,7 +8,7 @@
 use super::msprobe::{self, EntryKind, MsprobeDump, StatValue};
 use super::Source;
 use crate::index::{Index, Io, TensorId, TensorInfo};
-use accutrace_formats::stats::{content_hash, TensorStats};
+use accutrace_formats::stats::TensorStats;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -127,16 +127,47 @@ impl Source for MsprobeSource {
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
         let (d, e) = self.entries[tensor];
-        let (_, _, values) = self.dumps[d].load_values(&self.dumps[d].entries[e])?;
-        *out = values;
+        self.dumps[d].load_values_into(&self.dumps[d].entries[e], out)?;
         Ok(())
     }
 
     /// msprobe's files are pickles with varying framing, so the hash is taken over the decoded values.
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
         let mut values = Vec::new();
-        self.read_values(tensor, &mut values)?;
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Ok(content_hash(&bytes))
+        self.read_values_and_hash(tensor, &mut values)
+    }
+
+    fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
+        self.read_values(tensor, out)?;
+        Ok(hash_f32_le(out))
+    }
+}
+
+/// `content_hash` of the values' little-endian bytes, streamed through a small buffer (no copy of the
+/// whole tensor): xxh3's streaming and one-shot forms give the same hash.
+fn hash_f32_le(values: &[f32]) -> u64 {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = [0u8; 16384];
+    for chunk in values.chunks(buf.len() / 4) {
+        for (b, v) in buf.chunks_exact_mut(4).zip(chunk) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+        hasher.update(&buf[..chunk.len() * 4]);
+    }
+    hasher.digest()
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+    use accutrace_formats::stats::content_hash;
+
+    #[test]
+    fn streamed_hash_is_the_one_shot_hash() {
+        for n in [0usize, 1, 3, 4095, 4096, 4097, 100_000] {
+            let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 5.0).collect();
+            let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            assert_eq!(hash_f32_le(&values), content_hash(&bytes), "{n} values");
+        }
     }
 }

@@ -186,33 +186,46 @@ impl Source for NpyDirSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
-        self.with_view(tensor, |view| {
-            let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
-            if c_order && !view.big_endian {
-                // The common case: decode straight into the caller's buffer (no allocation, no zero-fill).
-                let elements =
-                    usize::try_from(view.elements()).context("npy array does not fit the address space")?;
-                super::host::decode_reusing(view.dtype, view.data, elements, out)
-                    .map_err(|e| e.shifted(view.data_offset))?;
-            } else {
-                *out = view.to_f32_c_order()?;
-            }
-            Ok(())
-        })
+        self.with_view(tensor, |view| view_values(view, out))
     }
 
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
-        // Hash the bytes as a little-endian C-order array would hold them, so that a big-endian or Fortran
-        // file hashes like the same tensor from any other source (and two different layouts never collide).
+        self.with_view(tensor, |view| Ok(view_hash(view)))
+    }
+
+    fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
+        // One map and one parse for both; the hash reads pages the decode has just brought in.
         self.with_view(tensor, |view| {
-            let data = view.data_le();
-            let width = (view.dtype.bits().unwrap_or(8) / 8) as usize;
-            if view.fortran_order && view.shape.iter().filter(|&&d| d > 1).count() > 1 && width > 0 {
-                Ok(content_hash(&fortran_bytes_to_c(&data, &view.shape, width)))
-            } else {
-                Ok(content_hash(&data))
-            }
+            view_values(view, out)?;
+            Ok(view_hash(view))
         })
+    }
+}
+
+/// Decodes the array's values in C order into `out`.
+fn view_values(view: &NpyView<'_>, out: &mut Vec<f32>) -> Result<()> {
+    let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
+    if c_order && !view.big_endian {
+        // The common case: decode straight into the caller's buffer (no allocation, no zero-fill).
+        let elements =
+            usize::try_from(view.elements()).context("npy array does not fit the address space")?;
+        super::host::decode_reusing(view.dtype, view.data, elements, out)
+            .map_err(|e| e.shifted(view.data_offset))?;
+    } else {
+        *out = view.to_f32_c_order()?;
+    }
+    Ok(())
+}
+
+/// Hashes the bytes as a little-endian C-order array would hold them, so that a big-endian or Fortran file
+/// hashes like the same tensor from any other source (and two different layouts never collide).
+fn view_hash(view: &NpyView<'_>) -> u64 {
+    let data = view.data_le();
+    let width = (view.dtype.bits().unwrap_or(8) / 8) as usize;
+    if view.fortran_order && view.shape.iter().filter(|&&d| d > 1).count() > 1 && width > 0 {
+        content_hash(&fortran_bytes_to_c(&data, &view.shape, width))
+    } else {
+        content_hash(&data)
     }
 }
 

@@ -98,6 +98,22 @@ impl MsprobeDump {
         Ok((dtype, shape, out))
     }
 
+    /// Reads a tensor's values as f32 into `out` (like [`MsprobeDump::load_values`], same values), reusing
+    /// its memory; a `.pt` file's storage is decoded straight from the mapped file. Returns the dtype.
+    pub fn load_values_into(&self, entry: &MsprobeTensor, out: &mut Vec<f32>) -> Result<DType> {
+        let path = self.data_path(entry)?;
+        if path.extension().and_then(|e| e.to_str()) == Some("pt") {
+            return pt::with_pt_file(&path, |t| {
+                crate::sources::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
+                Ok(t.dtype)
+            });
+        }
+        let (dtype, shape, bytes, path) = self.load_raw(entry)?;
+        crate::sources::host::decode_reusing(dtype, &bytes, element_count(&shape), out)
+            .map_err(|e| e.in_file(&path))?;
+        Ok(dtype)
+    }
+
     /// Reads a tensor's values as f64 (exact for every dtype but 64-bit integers beyond 2^53).
     pub fn load_values_f64(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<f64>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;

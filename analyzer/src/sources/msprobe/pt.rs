@@ -7,8 +7,10 @@
 //! and decoded by the shared `accutrace_formats::tensor` decoders.
 
 use super::pickle::{self, TensorRef};
+use accutrace_formats::dump::MappedFile;
 use accutrace_formats::{DType, FormatError, Result};
-use std::io::{Read, Seek};
+use std::borrow::Cow;
+use std::io::{Cursor, Read, Seek};
 use std::path::Path;
 
 /// Largest `data.pkl` accepted: tensor pickles are a few hundred bytes.
@@ -31,23 +33,50 @@ impl RawTensor {
     }
 }
 
+/// A tensor of a `.pt` archive held in memory: its bytes (C order, little-endian) are borrowed from the
+/// archive where they can be (a stored, contiguous, little-endian storage: what `torch.save` writes).
+#[derive(Debug)]
+pub struct PtTensor<'a> {
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub bytes: Cow<'a, [u8]>,
+}
+
+impl PtTensor<'_> {
+    pub fn elements(&self) -> usize {
+        self.shape.iter().product::<u64>() as usize
+    }
+
+    fn into_raw(self) -> RawTensor {
+        RawTensor { dtype: self.dtype, shape: self.shape, bytes: self.bytes.into_owned() }
+    }
+}
+
 /// Reads the `.pt` file at `path`; every error names the file and, where known, the byte offset.
 pub fn read_pt_file(path: &Path) -> Result<RawTensor> {
-    let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
-    read_pt(file).map_err(|e| e.in_file(path))
+    let map = MappedFile::open(path)?;
+    parse_pt(map.bytes()).map(PtTensor::into_raw).map_err(|e| e.in_file(path))
+}
+
+/// Maps the `.pt` file at `path` and hands its tensor to `f` without copying the storage out of the map
+/// (see [`PtTensor`]); errors name the file.
+pub fn with_pt_file<R>(path: &Path, f: impl FnOnce(&PtTensor<'_>) -> Result<R>) -> Result<R> {
+    let map = MappedFile::open(path)?;
+    let tensor = parse_pt(map.bytes()).map_err(|e| e.in_file(path))?;
+    f(&tensor).map_err(|e| e.in_file(path))
 }
 
 /// Reads a `.pt` archive from memory (the fuzz target's entry point).
 pub fn read_pt_bytes(bytes: &[u8]) -> Result<RawTensor> {
-    read_pt(std::io::Cursor::new(bytes))
+    parse_pt(bytes).map(PtTensor::into_raw)
 }
 
 fn zip_err(e: zip::result::ZipError) -> FormatError {
     FormatError::whole(format!("not a readable torch.save zip archive: {e}"))
 }
 
-/// Reads one archive entry completely, checking that it holds exactly the size its header claims and
-/// never reserving more than `limit` bytes up front.
+/// Reads one archive entry completely through the zip reader (decompressing, checking the CRC), checking
+/// that it holds exactly the size its header claims and never reserving more than `limit` bytes up front.
 fn read_entry<R: Read + Seek>(
     zip: &mut zip::ZipArchive<R>,
     name: &str,
@@ -76,8 +105,54 @@ fn read_entry<R: Read + Seek>(
     Ok((buf, start))
 }
 
-fn read_pt<R: Read + Seek>(reader: R) -> Result<RawTensor> {
-    let mut zip = zip::ZipArchive::new(reader).map_err(zip_err)?;
+/// One archive entry's bytes: a stored (uncompressed) member, which is what `torch.save` writes, is a
+/// slice of `archive` itself, bounds- and CRC-checked like the zip reader would; anything else is read
+/// through [`read_entry`].
+fn entry_bytes<'a>(
+    zip: &mut zip::ZipArchive<Cursor<&'a [u8]>>,
+    archive: &'a [u8],
+    name: &str,
+    limit: u64,
+) -> Result<(Cow<'a, [u8]>, u64)> {
+    let stored = {
+        let entry =
+            zip.by_name(name).map_err(|e| FormatError::whole(format!("archive entry {name}: {e}")))?;
+        let (start, declared) = (entry.data_start(), entry.size());
+        let plain = entry.compression() == zip::CompressionMethod::Stored
+            && entry.compressed_size() == declared
+            && !entry.encrypted();
+        plain.then_some((start, declared, entry.crc32()))
+    };
+    let Some((start, declared, crc)) = stored else {
+        return read_entry(zip, name, limit).map(|(b, start)| (Cow::Owned(b), start));
+    };
+    if declared > limit {
+        return Err(FormatError::at(
+            start,
+            format!("archive entry {name} declares {declared} bytes, limit {limit}"),
+        ));
+    }
+    let range = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(declared).ok())
+        .and_then(|(s, n)| Some(s..s.checked_add(n)?))
+        .filter(|r| r.end <= archive.len());
+    let Some(range) = range else {
+        return Err(FormatError::at(
+            start,
+            format!("archive entry {name} declares {declared} bytes past the end of the archive"),
+        ));
+    };
+    let bytes = &archive[range];
+    if crc32fast::hash(bytes) != crc {
+        return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
+    }
+    Ok((Cow::Borrowed(bytes), start))
+}
+
+/// Parses a `.pt` archive held in memory.
+pub fn parse_pt(archive: &[u8]) -> Result<PtTensor<'_>> {
+    let mut zip = zip::ZipArchive::new(Cursor::new(archive)).map_err(zip_err)?;
     let pkl_name = zip
         .file_names()
         .filter(|n| n.ends_with("data.pkl") && n.matches('/').count() <= 1)
@@ -85,7 +160,7 @@ fn read_pt<R: Read + Seek>(reader: R) -> Result<RawTensor> {
         .map(str::to_owned)
         .ok_or_else(|| FormatError::whole("archive has no data.pkl: not a torch.save file"))?;
     let prefix = pkl_name.strip_suffix("data.pkl").unwrap_or_default().to_owned();
-    let (pkl, pkl_start) = read_entry(&mut zip, &pkl_name, MAX_PICKLE_BYTES)?;
+    let (pkl, pkl_start) = entry_bytes(&mut zip, archive, &pkl_name, MAX_PICKLE_BYTES)?;
     let tensor = pickle::load_tensor(&pkl).map_err(|e| e.shifted(pkl_start))?;
 
     let big_endian = match zip.by_name(&format!("{prefix}byteorder")) {
@@ -120,21 +195,23 @@ fn read_pt<R: Read + Seek>(reader: R) -> Result<RawTensor> {
                 "{} of {} elements does not fit in {storage_name} ({storage_limit} bytes)",
                 tensor.storage.class, tensor.storage.numel
             ))
-        })?;
-    let (storage, _) = read_entry(&mut zip, &storage_name, storage_limit)?;
-    let storage = &storage[..storage_bytes as usize];
-    let mut bytes = gather(&tensor, storage, elsize as usize)?;
+        })? as usize;
+    let (storage, _) = entry_bytes(&mut zip, archive, &storage_name, storage_limit)?;
+    let mut bytes = match storage {
+        Cow::Borrowed(s) => gather(&tensor, &s[..storage_bytes], elsize as usize)?,
+        Cow::Owned(s) => Cow::Owned(gather(&tensor, &s[..storage_bytes], elsize as usize)?.into_owned()),
+    };
     if big_endian && elsize > 1 {
-        for el in bytes.chunks_exact_mut(elsize as usize) {
+        for el in bytes.to_mut().chunks_exact_mut(elsize as usize) {
             el.reverse();
         }
     }
-    Ok(RawTensor { dtype: tensor.storage.dtype, shape: tensor.size, bytes })
+    Ok(PtTensor { dtype: tensor.storage.dtype, shape: tensor.size, bytes })
 }
 
 /// Copies the view's elements in C order. Every index the view can reach is checked to lie inside the
 /// storage first, so the loop below cannot go out of bounds and the output size is bounded by the input.
-fn gather(t: &TensorRef, storage: &[u8], elsize: usize) -> Result<Vec<u8>> {
+fn gather<'a>(t: &TensorRef, storage: &'a [u8], elsize: usize) -> Result<Cow<'a, [u8]>> {
     let storage_elems = (storage.len() / elsize) as u64;
     let numel = t
         .size
@@ -142,7 +219,7 @@ fn gather(t: &TensorRef, storage: &[u8], elsize: usize) -> Result<Vec<u8>> {
         .try_fold(1u64, |acc, &s| acc.checked_mul(s))
         .ok_or_else(|| FormatError::whole(format!("tensor size {:?} overflows", t.size)))?;
     if numel == 0 {
-        return Ok(Vec::new());
+        return Ok(Cow::Borrowed(&[]));
     }
     let mut last = t.storage_offset;
     for (&size, &stride) in t.size.iter().zip(&t.stride) {
@@ -169,7 +246,7 @@ fn gather(t: &TensorRef, storage: &[u8], elsize: usize) -> Result<Vec<u8>> {
 
     let offset = t.storage_offset as usize;
     if is_contiguous(&t.size, &t.stride) {
-        return Ok(storage[offset * elsize..offset * elsize + out_bytes].to_vec());
+        return Ok(Cow::Borrowed(&storage[offset * elsize..offset * elsize + out_bytes]));
     }
     // Odometer over the C-order index: the innermost dimension runs fastest.
     let mut out = Vec::with_capacity(out_bytes);
@@ -189,7 +266,7 @@ fn gather(t: &TensorRef, storage: &[u8], elsize: usize) -> Result<Vec<u8>> {
             idx[d] = 0;
         }
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 /// C-contiguous: strides are the running products of the sizes (dimensions of size 1 may have any stride).
