@@ -74,6 +74,16 @@ pub fn run(args: CompareArgs) -> Result<Outcome> {
         options.mapping = read_mapping_file(path)?;
     }
     let comparison = compare(target.as_ref(), bench.as_ref(), &args, &options);
+    if comparison.rows.is_empty() {
+        anyhow::bail!(
+            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
+             with `target_name,bench_name` lines",
+            args.target.display(),
+            args.bench.display(),
+            target.index().tensors.len(),
+            bench.index().tensors.len()
+        );
+    }
     compare_report::write(&comparison, &args)?;
     Ok(if comparison.failing_ops.is_empty() { Outcome::Pass } else { Outcome::Findings })
 }

@@ -93,6 +93,13 @@ pub fn run(args: DiffArgs) -> Result<Outcome> {
     let pairs: Vec<_> =
         matching.pairs.iter().filter(|p| args.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
 
+    if pairs.is_empty() {
+        anyhow::bail!(
+            "no tensor of {} matched one of {}: the runs share no op names (check --step/--rank/--op)",
+            args.run1.display(),
+            args.run2.display()
+        );
+    }
     let progress = Progress::new("diff", pairs.len() as u64, args.no_progress);
     let diffs: Vec<Result<TensorDiff>> = pairs
         .par_iter()

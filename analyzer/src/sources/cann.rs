@@ -34,6 +34,11 @@ impl CannDumpSource {
     pub fn open(root: &Path) -> Result<Self> {
         let tree = dump::walk_dump_tree(root)
             .with_context(|| format!("cannot read dump tree {}", root.display()))?;
+        if tree.entries.is_empty() {
+            // Nothing parsed as a dump file: say why rather than report an empty run.
+            let why = tree.warnings.first().map(|w| format!(": {w}")).unwrap_or_default();
+            anyhow::bail!("{}: no CANN dump files found{why}", root.display());
+        }
         let mut index = Index::default();
         index.warnings.extend(tree.warnings.iter().map(|w| w.to_string()));
         let (tensor_entries, op_debug_files): (Vec<_>, Vec<_>) =

@@ -1,0 +1,47 @@
+//! Bad input through the command line: exit status 2 and a message that names the file and the problem.
+
+use std::process::Command;
+
+fn analyzer(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn missing_path_is_a_usage_error_naming_it() {
+    let (code, err) = analyzer(&["inspect", "/nonexistent/accutrace-run"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/accutrace-run"), "{err}");
+}
+
+#[test]
+fn a_file_that_is_no_dump_says_so() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, "hello").expect("write");
+    let (code, err) = analyzer(&["inspect", path.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no CANN dump files found") && err.contains("notes.txt"), "{err}");
+}
+
+#[test]
+fn a_truncated_dump_file_names_the_file_and_offset() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("MatMulV2.model_layer_0_MatMul.12.2.1700000000000000");
+    // A header length far beyond the file.
+    let mut bytes = 1_000_000u64.to_le_bytes().to_vec();
+    bytes.extend_from_slice(b"short");
+    std::fs::write(&path, bytes).expect("write");
+    let (code, err) = analyzer(&["inspect", path.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("MatMulV2.model_layer_0_MatMul") && err.contains("at byte"), "{err}");
+}
+
+#[test]
+fn compare_with_nothing_in_common_is_an_error_not_a_pass() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/msprobe-tiny");
+    let (target, bench) = (format!("{fixture}/target"), format!("{fixture}/bench"));
+    let (code, err) = analyzer(&["compare", &target, &bench, "--op", "no_such_op"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no tensor of"), "{err}");
+}
