@@ -4,7 +4,6 @@
 use crate::cli::{CompareArgs, Format};
 use crate::commands::compare::{rows_of_op, CompareRow, Comparison};
 use crate::index::Io;
-use crate::metrics::msprobe::StatDiff;
 use crate::metrics::{py_float_repr, Cell};
 use crate::report::{fmt_num, Output};
 use accutrace_formats::stats::TensorStats;
@@ -417,15 +416,4 @@ fn write_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     serde_json::to_writer_pretty(&mut *out, &report)?;
     writeln!(out)?;
     Ok(())
-}
-
-/// msprobe's statistics comparison for sources without tensors (kept for the JSON report's users).
-pub fn stat_diffs(target: &TensorStats, bench: &TensorStats) -> [StatDiff; 4] {
-    use crate::metrics::msprobe::stat_diff;
-    [
-        stat_diff(Some(target.max), Some(bench.max)),
-        stat_diff(Some(target.min), Some(bench.min)),
-        stat_diff(Some(target.mean), Some(bench.mean)),
-        stat_diff(Some(target.l2_norm), Some(bench.l2_norm)),
-    ]
 }

@@ -19,8 +19,6 @@ pub struct CannDumpSource {
     index: Index,
     /// The file of each op (by op id).
     files: Vec<PathBuf>,
-    /// Op-debug (overflow) files found in the tree, in execution order.
-    pub op_debug_files: Vec<dump::DumpEntry>,
 }
 
 /// What one header contributes to the index, parsed in parallel before the index is assembled in order.
@@ -70,7 +68,7 @@ impl CannDumpSource {
         for entry in &op_debug_files {
             read_op_debug(entry, &tensor_entries, &mut index)?;
         }
-        Ok(CannDumpSource { root: root.to_path_buf(), index, files, op_debug_files })
+        Ok(CannDumpSource { root: root.to_path_buf(), index, files })
     }
 
     fn with_tensor<R>(
