@@ -302,6 +302,50 @@ fn statistics_mode_costs_under_128_bytes_per_tensor() {
 }
 
 #[test]
+fn canonical_dump_file_names_are_elided_and_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(4), 1 << 20, Policy::KeepAll).unwrap();
+    let name = "Default/network/layer3/MatMul-op12";
+    // A one-tensor op in statistics mode, as the collector sees most element-wise ops.
+    let canonical = OpInfo {
+        dump_file: format!("MatMulV2.Default_network_layer3_MatMul-op12.9.2.{}", 1_700_000_000_000_002u64),
+        original_names: vec![],
+        ..op(2, name)
+    };
+    assert_eq!(canonical.dump_file, canonical.canonical_dump_file());
+    let ffts = OpInfo { dump_file: format!("{}.4.1.0.0", canonical.dump_file), ..canonical.clone() };
+    let unnamed = OpInfo { dump_file: String::new(), ..canonical.clone() };
+    let s = TensorStats {
+        count: 4096,
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+        zero: 3,
+        min: -3.25,
+        max: 7.5,
+        mean: 0.012_345_678_901_234_5,
+        l2_norm: 93.718_281_828_459_05,
+        at_saturation: 0,
+    };
+    let m = meta(Io::Output, 0, DType::FLOAT16, &[64, 64], None);
+    let mut sizes = Vec::new();
+    for o in [&canonical, &ffts, &unnamed, &canonical] {
+        let Appended::Written { bytes: op_bytes, .. } = w.append_op(o).unwrap() else { panic!() };
+        let Appended::Written { bytes, .. } = w.append_tensor(&m, &s, 42, None, 1).unwrap() else { panic!() };
+        sizes.push(op_bytes + bytes);
+    }
+    w.seal().unwrap();
+    // The last op reuses the interned strings of the first: op and tensor together stay under 128 bytes.
+    assert!(sizes[3] < 128, "a one-tensor op took {} bytes in statistics mode", sizes[3]);
+    assert!(sizes[1] > sizes[3] + canonical.dump_file.len() as u64, "FFTS+ name stored: {sizes:?}");
+    let ops: Vec<OpInfo> = read_back(&only_stream(dir.path()))
+        .into_iter()
+        .filter_map(|r| if let Expect::Op(o) = r { Some(o) } else { None })
+        .collect();
+    assert_eq!(ops, vec![canonical.clone(), ffts, unnamed, canonical]);
+}
+
+#[test]
 fn ring_keeps_only_the_newest_segments() {
     let dir = tempfile::tempdir().unwrap();
     let seg = 16 * 1024;

@@ -482,16 +482,19 @@ impl<'a> Records<'a> {
                 let s = |id| -> Result<String> {
                     Ok(self.string(id)?.map(|s| s.to_string()).unwrap_or_default())
                 };
-                let op = Arc::new(OpInfo {
+                let op = OpInfo {
                     name: s(r.name)?,
                     op_type: s(r.op_type)?,
                     step: r.step,
                     task_id: r.task_id,
                     stream_id: r.stream_id,
                     timestamp_us: r.timestamp_us,
-                    dump_file: r.dump_file,
+                    dump_file: String::new(),
                     original_names: r.original_names.iter().map(|&id| s(id)).collect::<Result<_>>()?,
-                });
+                };
+                // Absent: the writer elided it because it is the canonical name of these fields.
+                let dump_file = r.dump_file.unwrap_or_else(|| op.canonical_dump_file());
+                let op = Arc::new(OpInfo { dump_file, ..op });
                 if let Some(prev) = self.prev_op.take().filter(|p| r.continued && **p == *op) {
                     self.op = Some(prev);
                     return Ok(None);

@@ -41,6 +41,23 @@ pub struct OpInfo {
     pub original_names: Vec<String>,
 }
 
+impl OpInfo {
+    /// The dump file name CANN gives an op with these fields (`{op_type}.{op_name}.{task_id}.{stream_id}
+    /// .{timestamp_us}`, op name sanitized). The writer stores `dump_file` only when it differs from this
+    /// (e.g. FFTS+ suffixes), which keeps statistics-mode records small; the reader fills it back in.
+    pub fn canonical_dump_file(&self) -> String {
+        crate::dump::names::format_file_name(&crate::dump::names::DumpFileName {
+            op_type: self.op_type.clone(),
+            op_name: crate::dump::names::sanitize_op_name(&self.name),
+            task_id: u64::from(self.task_id),
+            stream_id: Some(u64::from(self.stream_id)),
+            timestamp_us: self.timestamp_us,
+            ffts: None,
+            kind: crate::dump::names::FileKind::Tensor,
+        })
+    }
+}
+
 /// Whether a tensor is an input or an output of its op (the dump format's notion, shared).
 pub use crate::dump::Io;
 

@@ -558,7 +558,7 @@ impl StreamWriter {
                     task_id: op.task_id,
                     stream_id: op.stream_id,
                     timestamp_us: op.timestamp_us,
-                    dump_file: op.dump_file.clone(),
+                    dump_file: (op.dump_file != op.canonical_dump_file()).then(|| op.dump_file.clone()),
                     original_names: op.original_names.iter().map(|n| id(n, strings, defs)).collect(),
                     continued: *continued,
                 };
