@@ -184,3 +184,64 @@ fn unreadable_source_is_exit_2_naming_the_file() {
     assert_eq!(result.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("Add.add.1.2.3"), "{stderr}");
 }
+
+#[test]
+fn fp64_and_int64_are_written_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dump, out) = (dir.path().join("dump"), dir.path().join("npy"));
+    // Values that float32 cannot hold: 2^40 + tiny steps, and integers beyond 2^53.
+    let doubles: Vec<f64> = (0..24).map(|i| 2f64.powi(40) + 1.0 + i as f64 * 1e-9).collect();
+    let host_shape = [1u64, 4, 2, 3];
+    let (device, device_shape) =
+        to_device(Format::NC1HWC0, &doubles, &host_shape, DType::DOUBLE, 0, -7.0).unwrap();
+    let device_bytes: Vec<u8> = device.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let ints: Vec<i64> = (0..5).map(|i| (1i64 << 60) + 3 * i - 2).collect();
+    let int_bytes: Vec<u8> = ints.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let header = DumpData {
+        version: "2.0".into(),
+        op_name: "wide".into(),
+        dump_time: 5,
+        input: vec![OpInput {
+            data_type: DType::INT64.code(),
+            format: Format::ND.code(),
+            shape: shape(&[5]),
+            original_shape: shape(&[5]),
+            ..Default::default()
+        }],
+        output: vec![OpOutput {
+            data_type: DType::DOUBLE.code(),
+            format: Format::NC1HWC0.code(),
+            shape: shape(&device_shape),
+            original_shape: shape(&host_shape),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let file = encode_dump(&header, &[&int_bytes], &[&device_bytes], &[], &[]).unwrap();
+    std::fs::create_dir_all(&dump).unwrap();
+    std::fs::write(dump.join("Cast.wide.5.2.5"), file).unwrap();
+
+    let result = analyzer(&["convert", dump.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&result.stderr));
+    assert!(!stdout.contains("precision lost") && !stdout.contains("rounded"), "{stdout}");
+    let read = |name: &str| {
+        let bytes = std::fs::read(out.join("step0/rank0").join(name)).unwrap();
+        let view = accutrace_formats::npy::NpyView::parse(&bytes).unwrap();
+        (view.dtype, view.shape.clone(), view.data.to_vec())
+    };
+    let (dtype, dims, data) = read("Cast.wide.0.output.0.npy");
+    assert_eq!((dtype, dims.as_slice()), (DType::DOUBLE, &host_shape[..]));
+    assert_eq!(data, doubles.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    let (dtype, dims, data) = read("Cast.wide.0.input.0.npy");
+    assert_eq!((dtype, dims.as_slice()), (DType::INT64, &[5u64][..]));
+    assert_eq!(data, int_bytes);
+
+    // And again from the .npy directory: the npy source hands its bytes through unchanged.
+    let again = dir.path().join("again");
+    let result = analyzer(&["convert", out.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let first = std::fs::read(out.join("step0/rank0/Cast.wide.0.output.0.npy")).unwrap();
+    let second = std::fs::read(again.join("step0/rank0/Cast.wide.0.output.0.npy")).unwrap();
+    assert_eq!(first, second);
+}

@@ -2,14 +2,17 @@
 //! `DIR/step{S}/rank{R}/{op_type}.{op}.{order}.{input|output}.{i}.npy` (docs/CLI.md), which the npy source
 //! reads back. Op names are sanitized for file names; `DIR/mapping.csv` keeps the real ones.
 //!
-//! Values come from `Source::read_values` as f32, so each dtype is re-encoded from f32: exact for fp16,
-//! fp32, bf16/fp8 (widened to float32) and integers below 2^24; fp64 and larger integers may have been
-//! rounded on the way, which the summary says.
+//! A tensor whose dtype NumPy has is written from its own bytes (`Source::read_host_bytes`): bit for bit,
+//! fp64 and 64-bit integers included. The others (bf16, fp8, int4, ...), and sources that cannot hand out
+//! raw bytes (msprobe), go through `Source::read_values` as f32 and are re-encoded: exact for fp16, fp32,
+//! bf16/fp8 (widened to float32) and integers below 2^24; when fp64 or larger integers had to take that
+//! path, the summary says they were rounded.
 
 use super::Outcome;
 use crate::cli::ConvertArgs;
 use crate::index::{Io, TensorId};
 use crate::progress::Progress;
+use crate::sources::raw::HostBytes;
 use crate::sources::{self, Source};
 use accutrace_formats::dump::{sanitize_op_name, NameMapping};
 use accutrace_formats::npy::{descr_of, write_npy};
@@ -128,6 +131,13 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     let Some((target, mut note)) = target_dtype(info.dtype) else {
         return Converted::Skipped(format!("dtype {} cannot be decoded", info.dtype));
     };
+    if target == info.dtype {
+        match source.read_host_bytes(t) {
+            Ok(Some(host)) => return write_converted(&dir.join(format!("{stem}.npy")), target, &host, label),
+            Ok(None) => {}
+            Err(e) => return Converted::Failed(format!("{label}: {e:#}")),
+        }
+    }
     let mut values = Vec::new();
     if let Err(e) = source.read_values(t, &mut values) {
         return Converted::Failed(format!("{label}: {e:#}"));
@@ -152,6 +162,25 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     };
     let path = dir.join(format!("{stem}.npy"));
     match write_file(&path, target, &shape, &bytes) {
+        Ok(written) => Converted::Written { bytes: written, note: note.map(str::to_string) },
+        Err(e) => Converted::Failed(format!("{label}: {e:#}")),
+    }
+}
+
+/// Writes host bytes as they are; a shape they do not fill is written flat, as on the f32 path.
+fn write_converted(path: &Path, dtype: DType, host: &HostBytes, label: String) -> Converted {
+    let width = dtype.byte_size(1).unwrap_or(1).max(1);
+    let fits = host.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(width))
+        == Some(host.bytes.len() as u64);
+    let (shape, note) = if fits {
+        (host.shape.clone(), None)
+    } else {
+        (
+            vec![host.bytes.len() as u64 / width],
+            Some("written flat: the data does not fill the recorded shape"),
+        )
+    };
+    match write_file(path, dtype, &shape, &host.bytes) {
         Ok(written) => Converted::Written { bytes: written, note: note.map(str::to_string) },
         Err(e) => Converted::Failed(format!("{label}: {e:#}")),
     }

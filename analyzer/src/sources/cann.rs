@@ -178,6 +178,10 @@ impl Source for CannDumpSource {
             Ok(content_hash(t.bytes))
         })
     }
+
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
+        self.with_tensor(tensor, |t| Ok(super::raw::host_bytes(&device_tensor(t))?))
+    }
 }
 
 fn device_tensor<'a>(t: &'a dump::TensorRef<'a>) -> DeviceTensor<'a> {

@@ -204,4 +204,19 @@ impl Source for CaptureSource {
         self.read_values(tensor, out)?;
         Ok(hash)
     }
+
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
+        self.with_data(tensor, |m, bytes| {
+            let original = m.original_shape.clone().unwrap_or_default();
+            let device = DeviceTensor {
+                dtype: m.dtype,
+                format: m.format,
+                device_shape: &m.device_shape,
+                original_shape: &original,
+                sub_format: m.sub_format,
+                bytes,
+            };
+            Ok(super::raw::host_bytes(&device)?)
+        })
+    }
 }

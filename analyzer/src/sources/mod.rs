@@ -25,6 +25,11 @@ pub trait Source: Send + Sync {
         self.read_values(tensor, out)?;
         self.content_hash(tensor)
     }
+    /// The tensor's own bytes in host layout (no trip through f32), when the source can give them:
+    /// `convert` writes fp64 and 64-bit integers exactly this way. `None`: use [`Source::read_values`].
+    fn read_host_bytes(&self, _tensor: TensorId) -> Result<Option<raw::HostBytes>> {
+        Ok(None)
+    }
 }
 
 /// Which reader a path needs, decided from what is on disk.
@@ -129,6 +134,7 @@ pub mod host;
 pub mod msprobe;
 pub mod msprobe_run;
 pub mod npy;
+pub mod raw;
 
 /// Opens any supported source at `path`.
 pub fn open(path: &Path) -> Result<Box<dyn Source>> {

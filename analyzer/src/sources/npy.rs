@@ -200,6 +200,15 @@ impl Source for NpyDirSource {
             Ok(view_hash(view))
         })
     }
+
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
+        self.with_view(tensor, |view| {
+            // Already host bytes when stored in C order, little-endian; anything else takes the f32 path.
+            let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
+            Ok((c_order && !view.big_endian)
+                .then(|| super::raw::HostBytes { bytes: view.data.to_vec(), shape: view.shape.clone() }))
+        })
+    }
 }
 
 /// Decodes the array's values in C order into `out`.

@@ -1,0 +1,120 @@
+//! A tensor's own bytes in host layout, for exports that must not pass values through f32 (`convert` of
+//! fp64, int64 and large int32 tensors). The device format is undone on whole elements, so every dtype of
+//! a byte-multiple width comes out bit for bit.
+
+use super::host::{host_shape, DeviceTensor};
+use accutrace_formats::layout::{self, Format};
+use accutrace_formats::{FormatError, Result};
+
+/// Host-layout bytes (C order, the tensor's dtype, little-endian as on the device) and the host shape.
+pub struct HostBytes {
+    pub bytes: Vec<u8>,
+    pub shape: Vec<u64>,
+}
+
+/// The host bytes of `tensor`, or `None` for sub-byte dtypes (int4, uint1), which only the f32 path
+/// unpacks.
+pub fn host_bytes(tensor: &DeviceTensor<'_>) -> Result<Option<HostBytes>> {
+    let width = match tensor.dtype.bits() {
+        Some(bits) if bits >= 8 && bits % 8 == 0 => (bits / 8) as usize,
+        _ => return Ok(None),
+    };
+    let elements = tensor
+        .device_shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .and_then(|n| n.checked_mul(width as u64))
+        .filter(|&n| n == tensor.bytes.len() as u64)
+        .map(|n| n as usize / width);
+    let Some(elements) = elements else {
+        return Err(FormatError::at(
+            0,
+            format!(
+                "device shape {:?} of {} needs other than the {} bytes the tensor has",
+                tensor.device_shape,
+                tensor.dtype,
+                tensor.bytes.len()
+            ),
+        ));
+    };
+    let format = Format::from_code(tensor.format);
+    let shape = host_shape(tensor.format, tensor.device_shape, tensor.original_shape);
+    if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
+        return Ok(Some(HostBytes { bytes: tensor.bytes.to_vec(), shape }));
+    }
+    let bytes = match width {
+        1 => permute::<1>(tensor, elements)?,
+        2 => permute::<2>(tensor, elements)?,
+        4 => permute::<4>(tensor, elements)?,
+        8 => permute::<8>(tensor, elements)?,
+        16 => permute::<16>(tensor, elements)?,
+        other => {
+            return Err(FormatError::at(0, format!("{}: no layout for {other}-byte elements", tensor.dtype)))
+        }
+    };
+    Ok(Some(HostBytes { bytes, shape }))
+}
+
+/// Undoes the device format on `W`-byte elements.
+fn permute<const W: usize>(tensor: &DeviceTensor<'_>, elements: usize) -> Result<Vec<u8>> {
+    let mut device: Vec<[u8; W]> = Vec::with_capacity(elements);
+    device.extend(tensor.bytes.chunks_exact(W).map(|c| {
+        let mut e = [0u8; W];
+        e.copy_from_slice(c);
+        e
+    }));
+    let (host, _) = layout::to_host_with_shape(
+        Format::from_code(tensor.format),
+        &device,
+        tensor.device_shape,
+        tensor.original_shape,
+        tensor.dtype,
+        tensor.sub_format,
+    )?;
+    Ok(host.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accutrace_formats::layout::to_device;
+    use accutrace_formats::DType;
+
+    #[test]
+    fn fp64_in_a_device_format_comes_back_bit_for_bit() {
+        // Values that f32 cannot hold; padding filled with a marker that must be cropped.
+        let host: Vec<f64> = (0..24).map(|i| 1.0 + (i as f64) * 1e-12 + 2f64.powi(40)).collect();
+        let shape = [1, 4, 2, 3];
+        let (device, device_shape) =
+            to_device(Format::NC1HWC0, &host, &shape, DType::DOUBLE, 0, -1.0).unwrap();
+        let bytes: Vec<u8> = device.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = DeviceTensor {
+            dtype: DType::DOUBLE,
+            format: Format::NC1HWC0.code(),
+            device_shape: &device_shape,
+            original_shape: &shape,
+            sub_format: 0,
+            bytes: &bytes,
+        };
+        let got = host_bytes(&t).unwrap().unwrap();
+        assert_eq!(got.shape, shape);
+        let expected: Vec<u8> = host.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(got.bytes, expected);
+    }
+
+    #[test]
+    fn sub_byte_types_are_left_to_the_f32_path_and_bad_sizes_are_errors() {
+        let t = DeviceTensor {
+            dtype: DType::INT4,
+            format: 2,
+            device_shape: &[4],
+            original_shape: &[4],
+            sub_format: 0,
+            bytes: &[0x12, 0x34],
+        };
+        assert!(host_bytes(&t).unwrap().is_none());
+        let t = DeviceTensor { dtype: DType::INT64, bytes: &[0; 12], ..t };
+        let e = host_bytes(&t).err().unwrap().to_string();
+        assert!(e.contains("12 bytes"), "{e}");
+    }
+}
