@@ -241,7 +241,13 @@ fn print_capture(out: &mut impl Write, dir: &Path, overflow: bool) -> Result<()>
             dir.display()
         );
     }
-    writeln!(out, "capture {} ({} on disk)", dir.display(), human_bytes(disk_usage(dir)))?;
+    // Segments are pre-allocated at their full size, so the files' size is not what the records take.
+    writeln!(
+        out,
+        "capture {} ({} of files, segments pre-allocated)",
+        dir.display(),
+        human_bytes(disk_usage(dir))
+    )?;
     if let Some(m) = &manifest {
         let c = &m.counts;
         writeln!(
