@@ -1,6 +1,9 @@
 //! The pre-allocated chunk slots: one buffer cut into fixed-size slots, and a lock-free stack of the free
-//! slot indices (last freed, first reused: that slot's lines are most likely still in cache). The dump callback takes a slot, copies a chunk into it and sends the slot to a writer
-//! thread, which gives it back once it has copied the bytes out. No allocation after construction.
+//! slot indices (last freed, first reused: its pages and TLB entries are warm, and a small pool stays in
+//! cache). The dump callback takes a slot, copies a chunk into it and sends the slot to a writer thread, which
+//! gives it back once it has copied the bytes out. No allocation after construction. Large pieces are
+//! copied with streaming stores ([`STREAM_MIN`]): the freed slot's lines sit in the writer's cache, on
+//! another core.
 //!
 //! Ownership is carried by a [`Slot`] token: [`SlotPool::take`] is the only way to make one and
 //! [`SlotPool::give_back`] consumes it, so at any time each slot index has at most one token, and only the
@@ -76,12 +79,18 @@ impl SlotPool {
     }
 
     /// Copies `parts` one after another into the slot; returns the bytes written. Panics if they do not
-    /// fit (callers size parts by [`slot_size`](Self::slot_size)).
+    /// fit (callers size parts by [`slot_size`](Self::slot_size)). Parts of at least [`STREAM_MIN`] bytes
+    /// are written with streaming stores (see there); all stores are complete when this returns.
     pub fn fill(&self, slot: &mut Slot, parts: &[&[u8]]) -> usize {
         let dst = self.slot_mut(slot);
         let mut at = 0;
         for p in parts {
-            dst[at..at + p.len()].copy_from_slice(p);
+            let d = &mut dst[at..at + p.len()];
+            if p.len() >= STREAM_MIN {
+                copy_streaming(d, p);
+            } else {
+                d.copy_from_slice(p);
+            }
             at += p.len();
         }
         at
@@ -104,6 +113,94 @@ impl SlotPool {
         // SAFETY: inside the buffer (asserted); exclusive because the token is unique and mutably borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(start), self.slot_size) }
     }
+}
+
+/// Parts at least this long are copied into a slot with non-temporal (streaming) stores on x86_64.
+///
+/// Why: a slot is reused soon after a writer thread on another core has read it (the free list is LIFO), so
+/// its lines sit in that core's cache, and every ordinary store to them first has to invalidate that copy.
+/// Measured on the development machine (docs/BENCHMARKS.md), that made a 64 KiB copy into a just-read slot
+/// 5x a copy into a hot buffer; streaming stores write whole lines around the caches (invalidating other
+/// copies without waiting for each) and cost 2x. Below about 16 KiB they were slower than ordinary stores,
+/// and the writer pays for them: it then reads the slot from memory, not from the other core's cache.
+pub const STREAM_MIN: usize = 16 << 10;
+
+/// `dst.copy_from_slice(src)`, the 64-byte-aligned lines of `dst` with streaming stores, then a store fence:
+/// when it returns, the streamed bytes are ordered like ordinary stores (so the release of the queue push
+/// that hands the slot to a writer covers them, and the slot's next reader sees them).
+#[cfg(target_arch = "x86_64")]
+fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+    assert_eq!(dst.len(), src.len());
+    // Ordinary stores up to the first 64-byte boundary of `dst` and after its last one.
+    let head = ((64 - dst.as_ptr().addr() % 64) % 64).min(dst.len());
+    let lines = (dst.len() - head) / 64;
+    let (dst_head, rest) = dst.split_at_mut(head);
+    let (dst_body, dst_tail) = rest.split_at_mut(lines * 64);
+    let (src_head, rest) = src.split_at(head);
+    let (src_body, src_tail) = rest.split_at(lines * 64);
+    dst_head.copy_from_slice(src_head);
+    for (d, s) in dst_body.chunks_exact_mut(64).zip(src_body.chunks_exact(64)) {
+        let (d, s) = (d.as_mut_ptr().cast::<__m128i>(), s.as_ptr().cast::<__m128i>());
+        // SAFETY: `s` is 64 readable bytes (loaded unaligned); `d` is 64 writable bytes of this slot,
+        // exclusively ours (the slot's token is borrowed mutably), starting at a 64-byte boundary (the head
+        // was copied separately), so each `d.add(k)` is 16-byte aligned as `stream16` requires. SSE2 is part
+        // of the x86_64 baseline.
+        unsafe {
+            let (a, b, c, e) = (
+                _mm_loadu_si128(s),
+                _mm_loadu_si128(s.add(1)),
+                _mm_loadu_si128(s.add(2)),
+                _mm_loadu_si128(s.add(3)),
+            );
+            stream16(d, a);
+            stream16(d.add(1), b);
+            stream16(d.add(2), c);
+            stream16(d.add(3), e);
+        }
+    }
+    dst_tail.copy_from_slice(src_tail);
+    // What the streaming stores require before any other access to the bytes they wrote.
+    store_fence();
+}
+
+/// A 16-byte streaming store (MOVNTDQ). Under Miri, which cannot run it, an ordinary aligned store: Miri then
+/// checks the bounds, alignment and exclusivity this function's callers promise.
+///
+/// # Safety
+/// `d` is valid for a 16-byte write, 16-byte aligned, and not accessed by another thread meanwhile; the
+/// caller calls [`store_fence`] before anything else accesses those bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream16(d: *mut std::arch::x86_64::__m128i, v: std::arch::x86_64::__m128i) {
+    #[cfg(not(miri))]
+    // SAFETY: as this function's contract; SSE2 is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_stream_si128(d, v)
+    };
+    #[cfg(miri)]
+    // SAFETY: as this function's contract.
+    unsafe {
+        d.write(v)
+    };
+}
+
+/// SFENCE: orders this thread's earlier streaming stores before its later memory accesses.
+#[cfg(target_arch = "x86_64")]
+fn store_fence() {
+    #[cfg(not(miri))]
+    // SAFETY: SFENCE has no preconditions; SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+    #[cfg(miri)]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Elsewhere (aarch64 has no streaming-store intrinsic in `std::arch`): an ordinary copy.
+#[cfg(not(target_arch = "x86_64"))]
+fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    dst.copy_from_slice(src);
 }
 
 /// A lock-free stack of slot indices (Treiber stack). `head` packs a tag (high 32 bits, bumped by every
@@ -195,6 +292,63 @@ mod tests {
             pool.give_back(s);
         }
         assert_eq!(pool.free(), pool.capacity());
+    }
+
+    #[test]
+    fn streamed_parts_arrive_intact_at_every_alignment() {
+        // Parts of STREAM_MIN bytes and more take the streaming copy: check every head/tail split (the
+        // name before the payload shifts the destination's alignment) and the bytes around the copy.
+        let len = STREAM_MIN + 100;
+        let slot_size = len + 200;
+        let pool = SlotPool::new(2, slot_size);
+        let src: Vec<u8> = (0..len + 64).map(|i| (i * 7 % 251) as u8 + 1).collect();
+        let zeros = vec![0u8; slot_size];
+        let mut s = pool.take().unwrap();
+        let name_lens: &[usize] =
+            if cfg!(miri) { &[0, 45, 64] } else { &[0, 1, 15, 16, 45, 63, 64, 65, 130] };
+        for &name_len in name_lens {
+            for src_shift in [0usize, 3, 20] {
+                pool.fill(&mut s, &[&zeros]);
+                let name = &[b'n'; 200][..name_len];
+                let piece = &src[src_shift..src_shift + len - (name_len % 7)];
+                let n = pool.fill(&mut s, &[name, piece]);
+                assert_eq!(n, name_len + piece.len());
+                let got = pool.bytes(&s, slot_size);
+                assert_eq!(&got[..name_len], name);
+                assert_eq!(&got[name_len..n], piece, "name_len {name_len}, src_shift {src_shift}");
+                assert!(got[n..].iter().all(|&b| b == 0), "bytes past the copy");
+            }
+        }
+        pool.give_back(s);
+    }
+
+    #[test]
+    fn a_streamed_slot_handed_to_another_thread_is_read_whole() {
+        use std::sync::Arc;
+        let pool = Arc::new(SlotPool::new(4, STREAM_MIN + 64));
+        let (tx, rx) = crossbeam_channel::bounded::<(Slot, u8)>(4);
+        let reader = {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                for (s, v) in rx {
+                    assert!(pool.bytes(&s, STREAM_MIN + 1).iter().skip(1).all(|&b| b == v));
+                    pool.give_back(s);
+                }
+            })
+        };
+        for round in 0..if cfg!(miri) { 6u8 } else { 40 } {
+            let mut s = loop {
+                if let Some(s) = pool.take() {
+                    break s;
+                }
+                std::thread::yield_now();
+            };
+            pool.fill(&mut s, &[b"x", &[round; STREAM_MIN]]);
+            tx.send((s, round)).unwrap();
+        }
+        drop(tx);
+        reader.join().unwrap();
+        assert_eq!(pool.free(), 4);
     }
 
     #[test]

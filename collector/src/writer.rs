@@ -5,7 +5,8 @@
 //! A file always goes to the same thread (routing by name hash), so reassembly needs no locks. The one
 //! stream writer is shared: statistics, hashes, shuffling and zstd (`capture::DataEncoder`) run before
 //! taking its lock, so writer threads encode in parallel; under the lock one file's op and tensor records
-//! are only framed and copied, together.
+//! are only framed and copied, together. A single writer thread shares the lock with nobody: it shuffles and
+//! compresses under it, straight into the segment (`StreamWriter::append_tensor`: same bytes, no copy).
 //!
 //! An idle writer polls its queue for a moment, then sleeps until the callback wakes it for a batch of
 //! chunks or a short timeout passes (`pipeline::Waker`): no wake-up system call per chunk.
@@ -251,11 +252,14 @@ fn record_file(
                 original_names,
             };
             // Statistics, hashes and (tensor mode) shuffle + zstd outside the stream lock: they are the work.
+            // A single writer thread has nobody to share the lock with: it compresses under it, straight
+            // into the segment (`append_tensor`, same bytes), which saves a copy of the compressed data.
             let with_data = p.cfg.mode == Mode::Tensor;
+            let in_place = with_data && p.cfg.writers == 1;
             let mut tensors: Vec<(TensorMeta, TensorStats, u64, Option<EncodedData>)> = Vec::new();
             for t in file.inputs.iter().chain(&file.outputs) {
                 let (meta, stats, hash) = describe(p, t);
-                let data = if with_data {
+                let data = if with_data && !in_place {
                     let buf = scratch.buffers.pop().unwrap_or_default();
                     Some(scratch.encoder.encode(t.bytes, t.dtype, p.cfg.zstd_level, buf)?)
                 } else {
@@ -263,13 +267,20 @@ fn record_file(
                 };
                 tensors.push((meta, stats, hash, data));
             }
+            let level = p.cfg.zstd_level;
             let written = with_stream(p, |w| {
                 if let Appended::Stopped = w.append_op(&op)? {
                     add(&c.refused_after_stop, 1);
                     return Ok(Appended::Stopped);
                 }
-                for (meta, stats, hash, data) in &tensors {
-                    let r = w.append_tensor_encoded(meta, stats, *hash, data.as_ref())?;
+                for ((meta, stats, hash, data), t) in
+                    tensors.iter().zip(file.inputs.iter().chain(&file.outputs))
+                {
+                    let r = if in_place {
+                        w.append_tensor(meta, stats, *hash, Some(t.bytes), level)?
+                    } else {
+                        w.append_tensor_encoded(meta, stats, *hash, data.as_ref())?
+                    };
                     count(p, r, &c.tensors);
                 }
                 Ok(Appended::Stopped)

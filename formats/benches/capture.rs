@@ -156,13 +156,15 @@ fn main() {
                 shuffle::shuffle(&raw, width, &mut sh);
                 shuffled = z.compress(&sh).unwrap();
             });
-            // What the writer does: zstd-1 with the hash table it uses for shuffled planes.
-            let mut zw = zstd::bulk::Compressor::new(1).unwrap();
-            zw.set_parameter(zstd::zstd_safe::CParameter::HashLog(8)).unwrap();
-            let mut tuned = Vec::new();
+            // What the writer does: shuffle + zstd-1 with the parameters it uses for shuffled planes
+            // (`DataEncoder`, the writer's own encoder; its context and buffers reused).
+            let mut enc = DataEncoder::new();
+            let mut buf = Vec::new();
+            let mut tuned_len = 0;
             let t_tuned = best(reps, || {
-                shuffle::shuffle(&raw, width, &mut sh);
-                tuned = zw.compress(&sh).unwrap();
+                let e = enc.encode(&raw, dtype, 1, std::mem::take(&mut buf)).unwrap();
+                tuned_len = e.payload().len();
+                buf = e.into_buffer();
             });
             let t_fused = best(reps, || {
                 std::hint::black_box(stats_and_hash(dtype, &raw).0.unwrap());
@@ -178,7 +180,7 @@ fn main() {
                 dtype.name(),
                 ratio(&plain),
                 ratio(&shuffled),
-                ratio(&tuned),
+                raw.len() as f64 / tuned_len as f64,
                 gbps(raw.len(), t_plain),
                 gbps(raw.len(), t_shuf),
                 gbps(raw.len(), t_tuned),
@@ -262,6 +264,17 @@ fn main() {
     }
 }
 
+/// Hash log, min match and target length, with literal compression forced on.
+fn skip_params(hash_log: u32, min_match: u32, target_length: u32) -> Vec<zstd::zstd_safe::CParameter> {
+    use zstd::zstd_safe::{CParameter, ParamSwitch};
+    vec![
+        CParameter::HashLog(hash_log),
+        CParameter::MinMatch(min_match),
+        CParameter::TargetLength(target_length),
+        CParameter::LiteralCompressionMode(ParamSwitch::Enable),
+    ]
+}
+
 /// `BENCH_ZSTD_SWEEP=1`: zstd parameters on the shuffled planes (ratio and single-thread speed).
 fn zstd_sweep(data: &[(&str, DType, Vec<u8>)], reps: usize) {
     use zstd::zstd_safe::CParameter;
@@ -279,6 +292,11 @@ fn zstd_sweep(data: &[(&str, DType, Vec<u8>)], reps: usize) {
             ("hl12".into(), vec![CParameter::HashLog(12)], 1),
             ("hl10 mm7".into(), vec![CParameter::HashLog(10), CParameter::MinMatch(7)], 1),
             ("hl10 mm5".into(), vec![CParameter::HashLog(10), CParameter::MinMatch(5)], 1),
+            // Probing every `1 + TargetLength` positions; literals Huffman-coded regardless (zstd turns
+            // them off for the fast strategy with a target length). The last is the writer's choice.
+            ("hl8 mm7 tl4 lit".into(), skip_params(8, 7, 4), 1),
+            ("hl14 mm7 tl64 lit".into(), skip_params(14, 7, 64), 1),
+            ("hl8 mm7 tl16 lit".into(), skip_params(8, 7, 16), 1),
         ];
         let mut line = format!("{name:<10} {:<7}", dtype.name());
         for (label, params, level) in variants {

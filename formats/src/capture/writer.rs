@@ -95,7 +95,7 @@ pub struct StreamWriter {
 struct Zstd {
     c: zstd::bulk::Compressor<'static>,
     level: i32,
-    hash_log: u32,
+    planes: PlanesParams,
 }
 
 /// Whether zstd output of `compressed` bytes is kept for `raw` bytes: it must save at least 1/32.
@@ -103,19 +103,54 @@ fn pays(compressed: usize, raw: usize) -> bool {
     compressed < raw - raw / 32
 }
 
-/// zstd's hash table size (log2 entries) for byte-shuffled planes at `level`; 0 = the level's default.
+/// zstd parameters for byte-shuffled planes at the fast levels; all zero (the level's defaults) elsewhere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PlanesParams {
+    /// Hash table size, log2 entries (0: the level's).
+    hash_log: u32,
+    /// Shortest match, bytes (0: the level's).
+    min_match: u32,
+    /// zstd's "fast" strategy skips ahead `target_length + 1` positions per probe (0: the level's).
+    target_length: u32,
+}
+
+/// The zstd parameters for byte-shuffled planes of `width`-byte elements at `level`.
 ///
-/// At the fast levels (<= 2: zstd's "fast" strategy, one hash table) a 256-entry table instead of the
-/// level's 2^13..2^16 is both faster and smaller on shuffled activations: the table stays in L1, and the
-/// sign/exponent plane, whose gain comes from the entropy coder rather than from matches, is no longer cut
-/// into many short matches (e.g. bf16 gaussian: 1.46 -> 1.50 and about 2x the speed; BENCH_ZSTD_SWEEP in
-/// `formats/benches/capture.rs`, docs/BENCHMARKS.md). Width-1 data (int8, fp8) keeps the level's defaults.
-fn planes_hash_log(level: i32, width: u32) -> u32 {
+/// At the fast levels (<= 2: zstd's "fast" strategy, one hash table), and for planes of 2+ byte elements:
+/// - a 256-entry hash table instead of the level's 2^13..2^16: it stays in L1, and the sign/exponent plane,
+///   whose gain comes from the entropy coder rather than from matches, is no longer cut into many short
+///   matches (e.g. bf16 gaussian: 1.46 -> 1.50 and about 2x the speed);
+/// - matches of 7+ bytes only, and a probe every 17 positions (`target_length` 16) instead of every one:
+///   the exponent plane of smooth activations otherwise yields a short match every few bytes, and finding
+///   and coding those cost more than raw zstd-1 on the whole tensor (collector benchmark: 1.7x the speed on
+///   its smooth fp16, 1.31 -> 1.24 of ratio; bf16 gaussian 1.45x, ratio unchanged; fp16 gaussian as before);
+/// - literals Huffman-coded regardless ([`literals_forced`]): zstd turns literal compression off whenever
+///   the fast strategy has a `target_length`, and the exponent plane gains mostly from them.
+///
+/// `BENCH_ZSTD_SWEEP` in `formats/benches/capture.rs`, docs/BENCHMARKS.md. Width-1 data (int8, fp8) keeps
+/// the level's defaults.
+fn planes_params(level: i32, width: u32) -> PlanesParams {
     if level <= 2 && width >= 2 {
-        8
+        PlanesParams { hash_log: 8, min_match: 7, target_length: 16 }
     } else {
-        0
+        PlanesParams::default()
     }
+}
+
+/// Whether literal compression is forced on (else zstd's default for the parameters: see
+/// [`planes_params`]).
+fn literals_forced(p: PlanesParams) -> bool {
+    p.target_length > 0
+}
+
+/// Sets `p` on a zstd context (zero fields restore the level's defaults).
+fn apply_planes_params(c: &mut zstd::bulk::Compressor<'static>, p: PlanesParams) -> std::io::Result<()> {
+    use zstd::zstd_safe::{CParameter, ParamSwitch};
+    c.set_parameter(CParameter::HashLog(p.hash_log))?;
+    c.set_parameter(CParameter::MinMatch(p.min_match))?;
+    c.set_parameter(CParameter::TargetLength(p.target_length))?;
+    let literals = if literals_forced(p) { ParamSwitch::Enable } else { ParamSwitch::Auto };
+    c.set_parameter(CParameter::LiteralCompressionMode(literals))
 }
 
 /// A tensor's data as a record stores it: zstd-compressed byte planes, or its raw bytes where zstd saves
@@ -194,18 +229,18 @@ impl DataEncoder {
     /// Sets the zstd context up for `level` and `width`, and shuffles `raw` into `self.shuffled`.
     fn prepare(&mut self, raw: &[u8], width: u32, level: i32) -> Result<()> {
         let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
-        let hash_log = planes_hash_log(level, width);
+        let planes = planes_params(level, width);
         match &mut self.compressor {
-            Some(z) if (z.level, z.hash_log) != (level, hash_log) => {
+            Some(z) if (z.level, z.planes) != (level, planes) => {
                 z.c.set_compression_level(level).map_err(err)?;
-                z.c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
-                (z.level, z.hash_log) = (level, hash_log);
+                apply_planes_params(&mut z.c, planes).map_err(err)?;
+                (z.level, z.planes) = (level, planes);
             }
             Some(_) => {}
             None => {
                 let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
-                c.set_parameter(zstd::zstd_safe::CParameter::HashLog(hash_log)).map_err(err)?;
-                self.compressor = Some(Zstd { c, level, hash_log });
+                apply_planes_params(&mut c, planes).map_err(err)?;
+                self.compressor = Some(Zstd { c, level, planes });
             }
         }
         // Resized only when the size changes (growing zero-fills just the new part): every byte is written
