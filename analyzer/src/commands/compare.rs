@@ -15,7 +15,9 @@ use crate::matching::{match_runs, producers, read_mapping_file, MatchKind, Match
 use crate::metrics::kernel::RePrecision;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::{verdicts, Level, VerdictRow};
-use crate::metrics::{both_metrics, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions};
+use crate::metrics::{
+    both_metrics, both_metrics_and_stats, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions,
+};
 use crate::progress::Progress;
 use crate::sources::{self, Source};
 use accutrace_formats::stats::TensorStats;
@@ -111,20 +113,23 @@ pub fn compare<'a>(
     progress.finish();
     apply_msprobe_result(ti, bi, &mut rows);
     // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
-    // hashed the compared target tensors while reading their values; the rest of the selected ops' tensors
-    // are hashed here, in parallel.
+    // hashed the compared target tensors while reading their values. The culprit search looks up the
+    // producers of failing ops only, so besides every output (a possible producer) only the inputs of
+    // failing ops need a hash: those still missing are hashed here, in parallel. The inputs of passing ops
+    // are never read (a benchmark of outputs pairs none of them).
     let mut known: Vec<Option<u64>> = vec![None; ti.tensors.len()];
     for (row, hash) in rows.iter().zip(pair_hashes) {
         if hash.is_some() {
             known[row.target] = hash;
         }
     }
+    let needed = hash_needed(ti, &rows);
     let hashes: Vec<Option<u64>> = known
         .into_par_iter()
         .enumerate()
         .map(|(t, known)| match (ti.tensors[t].hash, known) {
             (Some(h), _) | (None, Some(h)) => Some(h),
-            (None, None) if keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
+            (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
             (None, None) => None,
         })
         .collect();
@@ -194,25 +199,33 @@ fn compare_pair(
         } else {
             target.read_values(t, &mut n).map(|()| None)
         };
-        let read = read.and_then(|hash| bench.read_values(b, &mut bv).map(|()| hash));
-        match read {
-            Ok(h) => {
-                hash = h;
-                let options = MsprobeOptions {
-                    zero_dim: ti.shape.is_empty(),
-                    re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
-                };
-                let fp16 = ti.dtype == accutrace_formats::DType::FLOAT16;
-                let (probe, acc) = both_metrics(&n, &bv, &options, fp16);
+        let options = MsprobeOptions {
+            zero_dim: ti.shape.is_empty(),
+            re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
+        };
+        let fp16 = ti.dtype == accutrace_formats::DType::FLOAT16;
+        // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
+        let mut measure = |bv: &[f32]| {
+            if row.target_stats.is_none() && row.bench_stats.is_none() {
+                // Both sides' statistics from the metrics' own pass (bit for bit `of_f32`'s).
+                let dtypes = (ti.dtype, bi.dtype);
+                let (probe, acc, ts, bs) = both_metrics_and_stats(&n, bv, &options, fp16, dtypes);
+                (row.msprobe, row.msaccucmp) = (probe, Some(acc));
+                (row.target_stats, row.bench_stats) = (Some(ts), Some(bs));
+            } else {
+                let (probe, acc) = both_metrics(&n, bv, &options, fp16);
                 row.msprobe = probe;
                 row.msaccucmp = Some(acc);
                 if row.target_stats.is_none() {
                     row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
                 }
                 if row.bench_stats.is_none() {
-                    row.bench_stats = Some(TensorStats::of_f32(&bv, bi.dtype));
+                    row.bench_stats = Some(TensorStats::of_f32(bv, bi.dtype));
                 }
             }
+        };
+        match read.and_then(|h| bench.with_values(b, &mut bv, &mut measure).map(|()| h)) {
+            Ok(h) => hash = h,
             Err(err) => row.error = Some(format!("{err:#}")),
         }
         BUFFERS.with(|c| c.replace((n, bv)));
@@ -289,6 +302,23 @@ fn bool_text(value: Option<bool>) -> String {
         Some(false) => "False".into(),
         None => "N/A".into(),
     }
+}
+
+/// The target tensors whose content hash [`find_culprit`] can look at: every op's outputs (candidate
+/// producers) and the inputs of ops with a failing output (the only ops whose producers it asks for).
+fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
+    let mut failed = vec![false; index.tensors.len()];
+    for row in rows.iter().filter(|r| r.failed) {
+        failed[row.target] = true;
+    }
+    let mut needed = vec![false; index.tensors.len()];
+    for op in &index.ops {
+        let fails = op.outputs.iter().any(|&t| failed[t]);
+        for &t in op.outputs.iter().chain(op.inputs.iter().filter(|_| fails)) {
+            needed[t] = true;
+        }
+    }
+    needed
 }
 
 /// Ops whose outputs fail, in execution order, and the first of them whose inputs pass. An input passes

@@ -10,14 +10,61 @@
 //! - no separate inf/NaN detector: Σ N² and Σ B² of f32 values are finite exactly when every input is
 //!   (a square of an f32 is below 2^256, far from f64's limit); with finite inputs an f32 relative error is
 //!   never NaN (its divisor is nonzero and finite), so msprobe's NaN count is always zero here;
-//! - max |x| for msaccucmp's overflow flag comes from x's minimum and maximum.
+//! - max |x| for msaccucmp's overflow flag comes from x's minimum and maximum;
+//! - for `analyzer compare`, [`both_f32_stats`] also forms both sides' statistics in the same pass: the block
+//!   partials of formats' `StatsAccumulator::push_f32` (same lanes, same blocks, same f64 additions in the
+//!   same order, extremes kept with the same selects), so the statistics are bit for bit `push_f32`'s.
 //!
 //! Each chunk runs through [`multiversion!`]: an AVX2 build where the CPU has it, the baseline build
 //! otherwise (SSE2 on x86_64, NEON on aarch64).
 
-use super::kernel::{hmax, hmin, hsum, multiversion, reduce_chunks, LANES};
+use super::kernel::{hmax, hmin, hsum, multiversion, reduce_chunks, LANES, PARALLEL_MIN};
 use super::msaccucmp::Sums as AccSums;
 use super::msprobe::MsprobeSums;
+use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
+
+// The statistics' lanes are the kernel's: value `j` goes to lane `j % LANES` in both.
+const _: () = assert!(
+    F32_LANES == LANES && F32_BLOCK.is_multiple_of(LANES) && super::kernel::CHUNK.is_multiple_of(F32_BLOCK)
+);
+
+/// Where one chunk's statistics partials go, as [`StatsAccumulator::push_f32`] forms them: per block of
+/// [`F32_BLOCK`] values the two sides' sums, and the chunk's per-lane extremes and counts. A pair of one
+/// chunk folds them straight into the accumulators (`acc`); parallel chunks keep their block sums (`sums`:
+/// x sum, x sum of squares, y sum, y sum of squares; 256 bytes per 256 pairs) to be folded in chunk order.
+/// The values past the last whole group of [`LANES`] of the pair (its last `len % LANES`) are not in it:
+/// `push_f32` gives them to lane 0 one by one.
+#[derive(Default)]
+pub(crate) struct StatsSink {
+    acc: Option<(StatsAccumulator, StatsAccumulator)>,
+    sums: Vec<[[f64; LANES]; 4]>,
+    extremes: Option<(BlockF32, BlockF32)>,
+    count: u64,
+}
+
+impl StatsSink {
+    /// Folds everything held (block sums in order, then extremes and counts) into `x` and `y`.
+    fn fold_into(self, x: &mut StatsAccumulator, y: &mut StatsAccumulator) {
+        for [sx, sx2, sy, sy2] in &self.sums {
+            x.push_f32_block(&BlockF32 { sum: *sx, sumsq: *sx2, ..EMPTY_BLOCK }, 0);
+            y.push_f32_block(&BlockF32 { sum: *sy, sumsq: *sy2, ..EMPTY_BLOCK }, 0);
+        }
+        if let Some((xb, yb)) = &self.extremes {
+            x.push_f32_block(xb, self.count);
+            y.push_f32_block(yb, self.count);
+        }
+    }
+}
+
+/// A block that adds nothing: zero sums, infinite extremes, zero counts.
+const EMPTY_BLOCK: BlockF32 = BlockF32 {
+    sum: [0.0; LANES],
+    sumsq: [0.0; LANES],
+    min: [f32::INFINITY; LANES],
+    max: [f32::NEG_INFINITY; LANES],
+    zero: [0; LANES],
+    sat: [0; LANES],
+};
 
 /// The sums of one fused pass; `acc` is all zero unless the pass was asked for it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,9 +85,17 @@ const T5: f32 = 0.005;
 
 /// One chunk (at most `PARALLEL_MIN` elements, so u32 counts cannot overflow). `ZERO` maps inf/NaN to 0
 /// on both sides (msprobe's rule once positions are known to match); `ACC` adds msaccucmp's sums, shifted
-/// by `kx`/`ky`.
+/// by `kx`/`ky`; `STATS` (with `ACC`) also forms both sides' statistics partials into `parts` (saturation
+/// limits `lim`), valid for a side whose values are all finite.
 #[inline(always)]
-fn chunk<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64) -> Fused {
+fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
+    n: &[f32],
+    b: &[f32],
+    kx: f64,
+    ky: f64,
+    lim: (f32, f32),
+    sink: &mut StatsSink,
+) -> Fused {
     let len = n.len().min(b.len());
     let (n, b) = (&n[..len], &b[..len]);
     let z = [0.0f64; LANES];
@@ -88,9 +143,54 @@ fn chunk<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f
     let blocks = len / LANES;
     let (nb, nr) = n.split_at(blocks * LANES);
     let (bb_, br) = b.split_at(blocks * LANES);
-    for (xs_, ys_) in nb.chunks_exact(LANES).zip(bb_.chunks_exact(LANES)) {
-        for l in 0..LANES {
-            body(l, xs_[l], ys_[l]);
+    let (mut sxmin, mut sxmax) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
+    let (mut symin, mut symax) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
+    let (mut xzero, mut xsat, mut yzero, mut ysat) =
+        ([0u32; LANES], [0u32; LANES], [0u32; LANES], [0u32; LANES]);
+    for (xblock, yblock) in nb.chunks(F32_BLOCK).zip(bb_.chunks(F32_BLOCK)) {
+        let (mut sx, mut sx2, mut sy, mut sy2) = (z, z, z, z);
+        for (xs_, ys_) in xblock.chunks_exact(LANES).zip(yblock.chunks_exact(LANES)) {
+            for l in 0..LANES {
+                let (x, y) = (xs_[l], ys_[l]);
+                body(l, x, y);
+                if STATS {
+                    // StatsAccumulator::push_f32's block partials, lane for lane.
+                    let (xd, yd) = (f64::from(x), f64::from(y));
+                    sx[l] += xd;
+                    sx2[l] += xd * xd;
+                    sy[l] += yd;
+                    sy2[l] += yd * yd;
+                    sxmin[l] = if x < sxmin[l] { x } else { sxmin[l] };
+                    sxmax[l] = if x > sxmax[l] { x } else { sxmax[l] };
+                    symin[l] = if y < symin[l] { y } else { symin[l] };
+                    symax[l] = if y > symax[l] { y } else { symax[l] };
+                    xzero[l] += u32::from(x == 0.0);
+                    yzero[l] += u32::from(y == 0.0);
+                    xsat[l] += u32::from(x.abs() == lim.0);
+                    ysat[l] += u32::from(y.abs() == lim.1);
+                }
+            }
+        }
+        if STATS {
+            match &mut sink.acc {
+                Some((ax, ay)) => {
+                    ax.push_f32_block(&BlockF32 { sum: sx, sumsq: sx2, ..EMPTY_BLOCK }, 0);
+                    ay.push_f32_block(&BlockF32 { sum: sy, sumsq: sy2, ..EMPTY_BLOCK }, 0);
+                }
+                None => sink.sums.push([sx, sx2, sy, sy2]),
+            }
+            sink.count += xblock.len() as u64;
+        }
+    }
+    if STATS {
+        let xb = BlockF32 { min: sxmin, max: sxmax, zero: xzero, sat: xsat, ..EMPTY_BLOCK };
+        let yb = BlockF32 { min: symin, max: symax, zero: yzero, sat: ysat, ..EMPTY_BLOCK };
+        match &mut sink.acc {
+            Some((ax, ay)) => {
+                ax.push_f32_block(&xb, sink.count);
+                ay.push_f32_block(&yb, sink.count);
+            }
+            None => sink.extremes = Some((xb, yb)),
         }
     }
     for (i, (&x, &y)) in nr.iter().zip(br).enumerate() {
@@ -140,11 +240,14 @@ fn chunk<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f
     Fused { probe, acc }
 }
 
-multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64) -> Fused = chunk);
+multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
 
 /// msprobe's sums of an f32 pair with relative error in f32 (`ZERO`: inf/NaN mapped to 0).
 pub(crate) fn msprobe_f32<const ZERO: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
-    reduce_chunks(n, b, |x, y| chunk_mv::<ZERO, false>(x, y, 0.0, 0.0), Fused::merge).probe
+    let chunk = |x: &[f32], y: &[f32]| {
+        chunk_mv::<ZERO, false, false>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
+    };
+    reduce_chunks(n, b, chunk, Fused::merge).probe
 }
 
 /// msprobe's sums (valid when `probe.nonfinite` is false) and msaccucmp's first pass, in one pass.
@@ -154,5 +257,136 @@ pub(crate) fn both_f32(n: &[f32], b: &[f32]) -> Fused {
         return Fused::default();
     }
     let (kx, ky) = (f64::from(n[0]), f64::from(b[0]));
-    reduce_chunks(&n[..len], &b[..len], |x, y| chunk_mv::<false, true>(x, y, kx, ky), Fused::merge)
+    let chunk = |x: &[f32], y: &[f32]| {
+        chunk_mv::<false, true, false>(x, y, kx, ky, (0.0, 0.0), &mut StatsSink::default())
+    };
+    reduce_chunks(&n[..len], &b[..len], chunk, Fused::merge)
+}
+
+/// [`both_f32`] that also completes `stats` (fresh accumulators, one per side, `push_f32` of the whole
+/// side) in the same pass. A side with a NaN or an infinity gets `None` back: its statistics need
+/// `push_f32`'s classifying path.
+pub(crate) fn both_f32_stats(
+    n: &[f32],
+    b: &[f32],
+    stats: (StatsAccumulator, StatsAccumulator),
+) -> (Fused, Option<StatsAccumulator>, Option<StatsAccumulator>) {
+    let len = n.len().min(b.len());
+    if len == 0 {
+        return (Fused::default(), None, None);
+    }
+    let (n, b) = (&n[..len], &b[..len]);
+    let (kx, ky) = (f64::from(n[0]), f64::from(b[0]));
+    let (mut sx, mut sy) = stats;
+    let lim = (sx.saturation_limit_f32(), sy.saturation_limit_f32());
+    let f = if len < PARALLEL_MIN {
+        // One chunk (what `reduce_chunks` does below PARALLEL_MIN): fold as the blocks come.
+        let mut sink = StatsSink { acc: Some((sx, sy)), ..StatsSink::default() };
+        let f = chunk_mv::<false, true, true>(n, b, kx, ky, lim, &mut sink);
+        (sx, sy) = sink.acc.take().expect("the sink keeps its accumulators");
+        f
+    } else {
+        let chunk = |x: &[f32], y: &[f32]| {
+            let mut sink =
+                StatsSink { sums: Vec::with_capacity(x.len() / F32_BLOCK), ..StatsSink::default() };
+            (chunk_mv::<false, true, true>(x, y, kx, ky, lim, &mut sink), vec![sink])
+        };
+        let merge = |(f, mut p): (Fused, Vec<StatsSink>), (g, q): (Fused, Vec<StatsSink>)| {
+            p.extend(q);
+            (f.merge(g), p)
+        };
+        let (f, sinks) = reduce_chunks(n, b, chunk, merge);
+        for sink in sinks {
+            sink.fold_into(&mut sx, &mut sy);
+        }
+        f
+    };
+    let tail = len / LANES * LANES;
+    sx.push_f32(&n[tail..]);
+    sy.push_f32(&b[tail..]);
+    let finite = |s: f64| s.is_finite();
+    (f, finite(f.acc.xx).then_some(sx), finite(f.acc.yy).then_some(sy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::kernel::{force_avx2_at_most, force_baseline};
+    use accutrace_formats::stats::TensorStats;
+    use accutrace_formats::DType;
+
+    fn bits(s: &TensorStats) -> [u64; 10] {
+        let f = |v: f64| v.to_bits();
+        [
+            s.count,
+            s.nan,
+            s.pos_inf,
+            s.neg_inf,
+            s.zero,
+            f(s.min),
+            f(s.max),
+            f(s.mean),
+            f(s.l2_norm),
+            s.at_saturation,
+        ]
+    }
+
+    /// Values with ±0 (min/max ties), saturation magnitudes and a wide spread; `relu` keeps them >= 0 so
+    /// that the minimum is a zero whose sign depends on which one the lanes keep.
+    fn values(len: usize, seed: u64, relu: bool) -> Vec<f32> {
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let r = (state >> 33) as u32;
+                let v = match r % 16 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => 65504.0,
+                    3 => -65504.0,
+                    4 => f32::MAX,
+                    _ => (r as f32 / u32::MAX as f32 - 0.5) * 1e3 * (1 + r % 7) as f32,
+                };
+                if relu && v < 0.0 {
+                    if r.is_multiple_of(2) {
+                        0.0
+                    } else {
+                        -0.0
+                    }
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn statistics_of_the_fused_pass_are_push_f32s_bit_for_bit() {
+        let (dx, dy) = (DType::FLOAT16, DType::FLOAT);
+        let new = |d: DType| StatsAccumulator::new(d.saturation_limit());
+        for build in 0..3 {
+            force_baseline(build == 2);
+            force_avx2_at_most(build == 1);
+            for len in [1, 7, 8, 9, 255, 256, 257, 263, 4099, (1 << 18) + 13, 3 << 17] {
+                for relu in [false, true] {
+                    let (x, y) = (values(len, len as u64, relu), values(len, 7 * len as u64 + 1, !relu));
+                    let (f, sx, sy) = both_f32_stats(&x, &y, (new(dx), new(dy)));
+                    let (sx, sy) = (sx.expect("finite").finish(), sy.expect("finite").finish());
+                    assert_eq!(bits(&sx), bits(&TensorStats::of_f32(&x, dx)), "x, len {len}, build {build}");
+                    assert_eq!(bits(&sy), bits(&TensorStats::of_f32(&y, dy)), "y, len {len}, build {build}");
+                    let plain = both_f32(&x, &y);
+                    assert_eq!(f.acc, plain.acc);
+                    assert_eq!(f.probe, plain.probe);
+                }
+            }
+            // A side with NaN or inf is left to push_f32's classifying path; the other side still comes back.
+            let (mut x, y) = (values(1000, 3, false), values(1000, 4, false));
+            x[517] = f32::NAN;
+            let (_, sx, sy) = both_f32_stats(&x, &y, (new(dx), new(dy)));
+            assert!(sx.is_none());
+            assert_eq!(bits(&sy.expect("finite").finish()), bits(&TensorStats::of_f32(&y, dy)));
+        }
+        force_baseline(false);
+        force_avx2_at_most(false);
+    }
 }

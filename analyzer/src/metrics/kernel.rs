@@ -14,7 +14,7 @@ pub const LANES: usize = 8;
 /// Elements per parallel work item (512 KiB of f32 per side): large enough to amortise scheduling.
 pub const CHUNK: usize = 1 << 16;
 /// Below this, one thread: spawning costs more than it saves.
-const PARALLEL_MIN: usize = 1 << 18;
+pub(crate) const PARALLEL_MIN: usize = 1 << 18;
 
 // The f32 fast kernels count in u32 lanes: a chunk never holds more than PARALLEL_MIN elements.
 const _: () = assert!(CHUNK <= PARALLEL_MIN && PARALLEL_MIN < u32::MAX as usize);
@@ -70,9 +70,37 @@ pub fn use_avx2() -> bool {
     }
 }
 
+/// Whether the kernels run their AVX-512 build (x86_64 with AVX-512 F/VL/DQ/BW detected, not forced off).
+#[inline]
+pub fn use_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        !BASELINE_ONLY.load(std::sync::atomic::Ordering::Relaxed)
+            && !AVX2_AT_MOST.load(std::sync::atomic::Ordering::Relaxed)
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+static AVX2_AT_MOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Keeps the kernels at their AVX2 build even where AVX-512 is available (tests and benchmarks).
+pub fn force_avx2_at_most(on: bool) {
+    AVX2_AT_MOST.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// `multiversion!(use_avx2(), kernel(args...))`: calls `kernel` (an `#[inline(always)]` function) through an
-/// AVX2-compiled copy when the CPU has AVX2, else through the baseline build. The copy is the same Rust
-/// code: LLVM vectorises it with 256-bit registers (4 f64 / 8 f32 per op), twice the baseline's width.
+/// AVX-512-compiled copy when the CPU has AVX-512, else an AVX2-compiled copy when it has AVX2, else
+/// through the baseline build. The copies are the same Rust code: LLVM vectorises it with 256-bit
+/// registers (4 f64 / 8 f32 per op), twice the baseline's width, or with AVX-512's 32 registers of 512 bits,
+/// where a kernel's [`LANES`] f64 accumulators of one quantity are one register (no spills in the fused
+/// pass). All builds perform the same IEEE operations in the same order, so they agree bit for bit.
 macro_rules! multiversion {
     (fn $name:ident $(<$(const $c:ident: $ct:ty),*>)? ($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident) => {
         fn $name $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
@@ -81,6 +109,14 @@ macro_rules! multiversion {
                 #[target_feature(enable = "avx2")]
                 fn avx2 $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
                     $kernel $(::<$($c),*>)? ($($arg),*)
+                }
+                #[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw")]
+                fn avx512 $(<$(const $c: $ct),*>)? ($($arg: $ty),*) -> $ret {
+                    $kernel $(::<$($c),*>)? ($($arg),*)
+                }
+                if $crate::metrics::kernel::use_avx512() {
+                    // SAFETY: AVX-512 F/VL/DQ/BW (and so AVX2) were detected on this CPU at run time.
+                    return unsafe { avx512 $(::<$($c),*>)? ($($arg),*) };
                 }
                 if $crate::metrics::kernel::use_avx2() {
                     // SAFETY: AVX2 was detected on this CPU at run time, so the AVX2 build may run.
@@ -91,7 +127,28 @@ macro_rules! multiversion {
         }
     };
 }
+/// [`multiversion!`] without the AVX-512 build: for kernels that run slower with it (measured: KL's
+/// first pass, two divisions and two sums per element).
+macro_rules! multiversion_avx2 {
+    (fn $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty = $kernel:ident) => {
+        fn $name ($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2 ($($arg: $ty),*) -> $ret {
+                    $kernel ($($arg),*)
+                }
+                if $crate::metrics::kernel::use_avx2() {
+                    // SAFETY: AVX2 was detected on this CPU at run time, so the AVX2 build may run.
+                    return unsafe { avx2 ($($arg),*) };
+                }
+            }
+            $kernel ($($arg),*)
+        }
+    };
+}
 pub(crate) use multiversion;
+pub(crate) use multiversion_avx2;
 
 /// The float type numpy computes msprobe's relative error in: msprobe computes `|N - B| / |B|` on the
 /// arrays as loaded (bf16 already widened to f32), before widening to f64, so an fp32 pair gets fp32

@@ -15,6 +15,7 @@ pub mod msaccucmp;
 pub mod msprobe;
 pub mod verdict;
 
+use accutrace_formats::stats::{StatsAccumulator, TensorStats};
 pub use kernel::{Element, RePrecision};
 pub use msaccucmp::{msaccucmp_metrics, MsaccucmpMetrics};
 pub use msprobe::{msprobe_metrics, Cell, MsprobeMetrics, MsprobeOptions};
@@ -34,6 +35,30 @@ pub fn both_metrics(
     let f = fused::both_f32(n, b);
     let probe = msprobe::msprobe_metrics_after(n, b, opts, Some(f.probe));
     (probe, msaccucmp::msaccucmp_from_sums(n, b, &f.acc, x_is_fp16))
+}
+
+/// [`both_metrics`] and the statistics of both sides (`TensorStats::of_f32` of `n` as `n_dtype` and of `b`
+/// as `b_dtype`, bit for bit), formed in the same pass where the pair takes the fused f32 path.
+pub fn both_metrics_and_stats(
+    n: &[f32],
+    b: &[f32],
+    opts: &MsprobeOptions,
+    x_is_fp16: bool,
+    dtypes: (accutrace_formats::DType, accutrace_formats::DType),
+) -> (MsprobeMetrics, MsaccucmpMetrics, TensorStats, TensorStats) {
+    let fused =
+        n.len() == b.len() && !n.is_empty() && !opts.zero_dim && opts.re_precision == RePrecision::F32;
+    if !fused {
+        let (probe, acc) = both_metrics(n, b, opts, x_is_fp16);
+        return (probe, acc, TensorStats::of_f32(n, dtypes.0), TensorStats::of_f32(b, dtypes.1));
+    }
+    let new = |d: accutrace_formats::DType| StatsAccumulator::new(d.saturation_limit());
+    let (f, sn, sb) = fused::both_f32_stats(n, b, (new(dtypes.0), new(dtypes.1)));
+    let probe = msprobe::msprobe_metrics_after(n, b, opts, Some(f.probe));
+    let acc = msaccucmp::msaccucmp_from_sums(n, b, &f.acc, x_is_fp16);
+    let sn = sn.map_or_else(|| TensorStats::of_f32(n, dtypes.0), |s| s.finish());
+    let sb = sb.map_or_else(|| TensorStats::of_f32(b, dtypes.1), |s| s.finish());
+    (probe, acc, sn, sb)
 }
 
 /// msprobe's `format_value`: `float('{:.12f}'.format(v))`, i.e. rounded to 12 decimals.

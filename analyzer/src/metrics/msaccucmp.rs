@@ -7,7 +7,9 @@
 //! passes: one for the normalised sums, one for Σ p ln(p/q) (computed directly rather than expanded, so
 //! tiny divergences keep their digits).
 
-use super::kernel::{for_lanes, hmax, hmin, hsum, multiversion, reduce_chunks, Element, LANES};
+use super::kernel::{
+    for_lanes, hmax, hmin, hsum, multiversion, multiversion_avx2, reduce_chunks, Element, LANES,
+};
 
 /// msaccucmp's metrics of one pair.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -247,7 +249,7 @@ pub(crate) fn ln_fast(x: f64) -> f64 {
     s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
 }
 
-multiversion!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums);
+multiversion_avx2!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums);
 multiversion!(fn kl_terms_mv(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> = kl_terms_fast);
 
 /// All msaccucmp metrics. `x_is_fp16` enables the OverFlow flag (max |x| >= 65504).

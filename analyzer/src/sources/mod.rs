@@ -25,6 +25,14 @@ pub trait Source: Send + Sync {
         self.read_values(tensor, out)?;
         self.content_hash(tensor)
     }
+    /// Calls `f` once with the tensor's values, exactly [`Source::read_values`]'s: decoded into `buf`, or,
+    /// where the source already holds them as host-order f32 (a little-endian, C-order f32 `.npy` file),
+    /// borrowed from its memory map without a copy.
+    fn with_values(&self, tensor: TensorId, buf: &mut Vec<f32>, f: &mut dyn FnMut(&[f32])) -> Result<()> {
+        self.read_values(tensor, buf)?;
+        f(buf);
+        Ok(())
+    }
     /// The tensor's own bytes in host layout (no trip through f32), when the source can give them:
     /// `convert` writes fp64 and 64-bit integers exactly this way. `None`: use [`Source::read_values`].
     fn read_host_bytes(&self, _tensor: TensorId) -> Result<Option<raw::HostBytes>> {

@@ -138,23 +138,10 @@ impl Source for MsprobeSource {
     }
 
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
-        self.read_values(tensor, out)?;
-        Ok(hash_f32_le(out))
+        let (d, e) = self.entries[tensor];
+        let (_, hash) = self.dumps[d].load_values_and_hash_into(&self.dumps[d].entries[e], out)?;
+        Ok(hash)
     }
-}
-
-/// `content_hash` of the values' little-endian bytes, streamed through a small buffer (no copy of the
-/// whole tensor): xxh3's streaming and one-shot forms give the same hash.
-fn hash_f32_le(values: &[f32]) -> u64 {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = [0u8; 16384];
-    for chunk in values.chunks(buf.len() / 4) {
-        for (b, v) in buf.chunks_exact_mut(4).zip(chunk) {
-            b.copy_from_slice(&v.to_le_bytes());
-        }
-        hasher.update(&buf[..chunk.len() * 4]);
-    }
-    hasher.digest()
 }
 
 #[cfg(test)]
@@ -167,7 +154,9 @@ mod hash_tests {
         for n in [0usize, 1, 3, 4095, 4096, 4097, 100_000] {
             let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.37 - 5.0).collect();
             let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            assert_eq!(hash_f32_le(&values), content_hash(&bytes), "{n} values");
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            msprobe::hash_f32_le(&mut hasher, &values);
+            assert_eq!(hasher.digest(), content_hash(&bytes), "{n} values");
         }
     }
 }

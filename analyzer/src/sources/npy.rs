@@ -193,6 +193,19 @@ impl Source for NpyDirSource {
         self.with_view(tensor, |view| Ok(view_hash(view)))
     }
 
+    fn with_values(&self, tensor: TensorId, buf: &mut Vec<f32>, f: &mut dyn FnMut(&[f32])) -> Result<()> {
+        self.with_view(tensor, |view| {
+            match borrowed_f32(view) {
+                Some(values) => f(values),
+                None => {
+                    view_values(view, buf)?;
+                    f(buf);
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
         // One map and one parse for both; the hash reads pages the decode has just brought in.
         self.with_view(tensor, |view| {
@@ -209,6 +222,24 @@ impl Source for NpyDirSource {
                 .then(|| super::raw::HostBytes { bytes: view.data.to_vec(), shape: view.shape.clone() }))
         })
     }
+}
+
+/// The array's values as f32 without a copy, when its data already is host f32 in C order (little-endian
+/// f32 on a little-endian machine, 4-byte aligned, every element there): what [`view_values`] would
+/// decode, bit for bit.
+fn borrowed_f32<'a>(view: &NpyView<'a>) -> Option<&'a [f32]> {
+    let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
+    if !(cfg!(target_endian = "little") && c_order && !view.big_endian && view.dtype == DType::FLOAT) {
+        return None;
+    }
+    let elements = usize::try_from(view.elements()).ok()?;
+    if elements.checked_mul(4) != Some(view.data.len()) {
+        return None;
+    }
+    // SAFETY: every bit pattern is a valid f32, and `align_to` only puts correctly aligned, whole f32s in
+    // the middle slice; it borrows `view.data` for the same lifetime.
+    let (head, values, tail) = unsafe { view.data.align_to::<f32>() };
+    (head.is_empty() && tail.is_empty()).then_some(values)
 }
 
 /// Decodes the array's values in C order into `out`.
@@ -475,6 +506,40 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn borrowed_values_are_the_decoded_ones() {
+        let values: Vec<f32> = (0..1031).map(|i| (i as f32 - 500.0) * 0.37).collect();
+        let le: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut bytes = Vec::new();
+        accutrace_formats::npy::write_npy(&mut bytes, DType::FLOAT, &[1031], &le).unwrap();
+        // Copy into f32-aligned memory, as a page-aligned map of the file is.
+        let mut aligned = vec![0f32; bytes.len().div_ceil(4)];
+        // SAFETY: `aligned` holds at least `bytes.len()` bytes and any byte pattern is a valid f32.
+        let raw = unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        raw.copy_from_slice(&bytes);
+        let view = NpyView::parse(raw).unwrap();
+        let borrowed = borrowed_f32(&view).expect("little-endian f32 in C order is borrowed");
+        let mut decoded = Vec::new();
+        view_values(&view, &mut decoded).unwrap();
+        assert_eq!(
+            borrowed.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            values.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            decoded.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            borrowed.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        // Misaligned data (or any other dtype) is not borrowed: it goes through the decoder.
+        let mut shifted = vec![0u8; bytes.len() + 1];
+        shifted[1..].copy_from_slice(&bytes);
+        let view = NpyView::parse(&shifted[1..]).unwrap();
+        assert!(borrowed_f32(&view).is_none() || (view.data.as_ptr() as usize).is_multiple_of(4));
+        let halves: Vec<u8> = values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+        let mut bytes16 = Vec::new();
+        accutrace_formats::npy::write_npy(&mut bytes16, DType::FLOAT16, &[1031], &halves).unwrap();
+        assert!(borrowed_f32(&NpyView::parse(&bytes16).unwrap()).is_none());
+    }
 
     fn parse(stem: &str) -> NpyName {
         parse_stem(stem, &Vec::new())

@@ -99,18 +99,40 @@ impl MsprobeDump {
     }
 
     /// Reads a tensor's values as f32 into `out` (like [`MsprobeDump::load_values`], same values), reusing
-    /// its memory; a `.pt` file's storage is decoded straight from the mapped file. Returns the dtype.
+    /// its memory; a `.pt` file's storage is streamed and decoded chunk by chunk ([`pt::stream_pt_file`]).
+    /// Returns the dtype.
     pub fn load_values_into(&self, entry: &MsprobeTensor, out: &mut Vec<f32>) -> Result<DType> {
+        self.load_into(entry, out, None)
+    }
+
+    /// [`MsprobeDump::load_values_into`] plus the xxh3 hash of the values' little-endian f32 bytes, taken
+    /// from the same read.
+    pub fn load_values_and_hash_into(
+        &self,
+        entry: &MsprobeTensor,
+        out: &mut Vec<f32>,
+    ) -> Result<(DType, u64)> {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let dtype = self.load_into(entry, out, Some(&mut hasher))?;
+        Ok((dtype, hasher.digest()))
+    }
+
+    fn load_into(
+        &self,
+        entry: &MsprobeTensor,
+        out: &mut Vec<f32>,
+        hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
+    ) -> Result<DType> {
         let path = self.data_path(entry)?;
         if path.extension().and_then(|e| e.to_str()) == Some("pt") {
-            return pt::with_pt_file(&path, |t| {
-                crate::sources::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
-                Ok(t.dtype)
-            });
+            return pt::stream_pt_file(&path, out, hasher);
         }
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         crate::sources::host::decode_reusing(dtype, &bytes, element_count(&shape), out)
             .map_err(|e| e.in_file(&path))?;
+        if let Some(h) = hasher {
+            hash_f32_le(h, out);
+        }
         Ok(dtype)
     }
 
@@ -146,6 +168,18 @@ impl MsprobeDump {
 
     fn err(&self, problem: String) -> FormatError {
         FormatError::whole(problem).in_file(&self.json_path)
+    }
+}
+
+/// Feeds the little-endian bytes of `values` to `hasher` through a small buffer (no copy of the whole
+/// tensor): xxh3's streaming and one-shot forms give the same hash.
+pub(crate) fn hash_f32_le(hasher: &mut xxhash_rust::xxh3::Xxh3, values: &[f32]) {
+    let mut buf = [0u8; 16384];
+    for chunk in values.chunks(buf.len() / 4) {
+        for (b, v) in buf.chunks_exact_mut(4).zip(chunk) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+        hasher.update(&buf[..chunk.len() * 4]);
     }
 }
 

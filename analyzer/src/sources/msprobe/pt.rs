@@ -5,6 +5,10 @@
 //! files. The pickle runs in [`super::pickle`]'s safe interpreter; the view it describes (offset, size,
 //! stride) is checked against the storage's real size before anything is allocated, gathered into C order
 //! and decoded by the shared `accutrace_formats::tensor` decoders.
+//!
+//! Two ways in: [`read_pt_file`] / [`parse_pt`] hold the whole archive in memory (a map or the fuzz
+//! target's bytes); [`stream_pt_file`], what `compare` uses, streams a stored storage member through a
+//! small per-thread buffer, checking its CRC-32 and decoding it chunk by chunk into the caller's buffer.
 
 use super::pickle::{self, TensorRef};
 use accutrace_formats::dump::MappedFile;
@@ -56,14 +60,6 @@ impl PtTensor<'_> {
 pub fn read_pt_file(path: &Path) -> Result<RawTensor> {
     let map = MappedFile::open(path)?;
     parse_pt(map.bytes()).map(PtTensor::into_raw).map_err(|e| e.in_file(path))
-}
-
-/// Maps the `.pt` file at `path` and hands its tensor to `f` without copying the storage out of the map
-/// (see [`PtTensor`]); errors name the file.
-pub fn with_pt_file<R>(path: &Path, f: impl FnOnce(&PtTensor<'_>) -> Result<R>) -> Result<R> {
-    let map = MappedFile::open(path)?;
-    let tensor = parse_pt(map.bytes()).map_err(|e| e.in_file(path))?;
-    f(&tensor).map_err(|e| e.in_file(path))
 }
 
 /// Reads a `.pt` archive from memory (the fuzz target's entry point).
@@ -150,9 +146,25 @@ fn entry_bytes<'a>(
     Ok((Cow::Borrowed(bytes), start))
 }
 
-/// Parses a `.pt` archive held in memory.
-pub fn parse_pt(archive: &[u8]) -> Result<PtTensor<'_>> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(archive)).map_err(zip_err)?;
+/// What `data.pkl` and the archive's directory say about the tensor, before its storage is read.
+struct Header {
+    tensor: TensorRef,
+    big_endian: bool,
+    /// Bytes per storage element.
+    elsize: usize,
+    storage_name: String,
+    /// The storage member's declared size.
+    storage_limit: u64,
+    /// The bytes the storage's elements take (at most `storage_limit`).
+    storage_bytes: usize,
+}
+
+/// Reads the archive's directory, its `data.pkl` (through `load_pkl`, given the entry's name) and
+/// `byteorder`, and checks that the storage the pickle names exists and is large enough.
+fn read_header<R: Read + Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    load_pkl: impl FnOnce(&mut zip::ZipArchive<R>, &str) -> Result<TensorRef>,
+) -> Result<Header> {
     let pkl_name = zip
         .file_names()
         .filter(|n| n.ends_with("data.pkl") && n.matches('/').count() <= 1)
@@ -160,8 +172,7 @@ pub fn parse_pt(archive: &[u8]) -> Result<PtTensor<'_>> {
         .map(str::to_owned)
         .ok_or_else(|| FormatError::whole("archive has no data.pkl: not a torch.save file"))?;
     let prefix = pkl_name.strip_suffix("data.pkl").unwrap_or_default().to_owned();
-    let (pkl, pkl_start) = entry_bytes(&mut zip, archive, &pkl_name, MAX_PICKLE_BYTES)?;
-    let tensor = pickle::load_tensor(&pkl).map_err(|e| e.shifted(pkl_start))?;
+    let tensor = load_pkl(zip, &pkl_name)?;
 
     let big_endian = match zip.by_name(&format!("{prefix}byteorder")) {
         Ok(mut f) => {
@@ -196,30 +207,284 @@ pub fn parse_pt(archive: &[u8]) -> Result<PtTensor<'_>> {
                 tensor.storage.class, tensor.storage.numel
             ))
         })? as usize;
-    let (storage, _) = entry_bytes(&mut zip, archive, &storage_name, storage_limit)?;
+    Ok(Header { tensor, big_endian, elsize: elsize as usize, storage_name, storage_limit, storage_bytes })
+}
+
+/// Parses a `.pt` archive held in memory.
+pub fn parse_pt(archive: &[u8]) -> Result<PtTensor<'_>> {
+    let mut zip = zip::ZipArchive::new(Cursor::new(archive)).map_err(zip_err)?;
+    let h = read_header(&mut zip, |zip, name| {
+        let (pkl, pkl_start) = entry_bytes(zip, archive, name, MAX_PICKLE_BYTES)?;
+        pickle::load_tensor(&pkl).map_err(|e| e.shifted(pkl_start))
+    })?;
+    let (storage, _) = entry_bytes(&mut zip, archive, &h.storage_name, h.storage_limit)?;
+    let (tensor, elsize) = (&h.tensor, h.elsize);
     let mut bytes = match storage {
-        Cow::Borrowed(s) => gather(&tensor, &s[..storage_bytes], elsize as usize)?,
-        Cow::Owned(s) => Cow::Owned(gather(&tensor, &s[..storage_bytes], elsize as usize)?.into_owned()),
+        Cow::Borrowed(s) => gather(tensor, &s[..h.storage_bytes], elsize)?,
+        Cow::Owned(s) => Cow::Owned(gather(tensor, &s[..h.storage_bytes], elsize)?.into_owned()),
     };
-    if big_endian && elsize > 1 {
-        for el in bytes.to_mut().chunks_exact_mut(elsize as usize) {
+    if h.big_endian && elsize > 1 {
+        for el in bytes.to_mut().chunks_exact_mut(elsize) {
             el.reverse();
         }
     }
-    Ok(PtTensor { dtype: tensor.storage.dtype, shape: tensor.size, bytes })
+    Ok(PtTensor { dtype: h.tensor.storage.dtype, shape: h.tensor.size, bytes })
 }
 
-/// Copies the view's elements in C order. Every index the view can reach is checked to lie inside the
-/// storage first, so the loop below cannot go out of bounds and the output size is bounded by the input.
-fn gather<'a>(t: &TensorRef, storage: &'a [u8], elsize: usize) -> Result<Cow<'a, [u8]>> {
-    let storage_elems = (storage.len() / elsize) as u64;
+/// Bytes of the file kept from its start and from its end when a `.pt` file is streamed: the zip
+/// directory, `data.pkl`, `byteorder` and the local headers lie there in what `torch.save` writes.
+const WINDOW: usize = 8 << 10;
+/// Storage bytes read per system call when streaming, and bytes checked, decoded and hashed per step in
+/// between (so that each step's bytes are still in L1 for the next pass).
+const READ_CHUNK: usize = 256 << 10;
+const STEP: usize = 16 << 10;
+
+/// A file read through `Read + Seek` for the zip reader: the first and last [`WINDOW`] bytes are read once
+/// up front, anything else with a positioned read. Never maps the file.
+#[cfg(unix)]
+struct WindowedFile<'f> {
+    file: &'f std::fs::File,
+    len: u64,
+    pos: u64,
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    tail_start: u64,
+}
+
+#[cfg(unix)]
+impl<'f> WindowedFile<'f> {
+    fn new(file: &'f std::fs::File, len: u64) -> std::io::Result<Self> {
+        use std::os::unix::fs::FileExt;
+        let head_len = len.min(WINDOW as u64);
+        let mut head = vec![0u8; head_len as usize];
+        file.read_exact_at(&mut head, 0)?;
+        let tail_start = len.saturating_sub(WINDOW as u64).max(head_len);
+        let mut tail = vec![0u8; (len - tail_start) as usize];
+        file.read_exact_at(&mut tail, tail_start)?;
+        Ok(WindowedFile { file, len, pos: 0, head, tail, tail_start })
+    }
+}
+
+#[cfg(unix)]
+impl Read for WindowedFile<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        if self.pos >= self.len || buf.is_empty() {
+            return Ok(0);
+        }
+        let (window, start) = if self.pos < self.head.len() as u64 {
+            (Some(&self.head), 0)
+        } else if self.pos >= self.tail_start {
+            (Some(&self.tail), self.tail_start)
+        } else {
+            (None, 0)
+        };
+        let n = match window {
+            Some(w) => {
+                let from = &w[(self.pos - start) as usize..];
+                let n = from.len().min(buf.len());
+                buf[..n].copy_from_slice(&from[..n]);
+                n
+            }
+            None => {
+                // Up to the tail window at most, so that a read never runs past what the file held when
+                // opened.
+                let n = buf.len().min((self.tail_start - self.pos) as usize);
+                self.file.read_at(&mut buf[..n], self.pos)?
+            }
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(unix)]
+impl Seek for WindowedFile<'_> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let target = match to {
+            std::io::SeekFrom::Start(n) => Some(n),
+            std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+            std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start of the file")
+        })?;
+        Ok(self.pos)
+    }
+}
+
+thread_local! {
+    /// Per-thread read buffer of [`stream_pt_file`] ([`READ_CHUNK`] bytes once used).
+    static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Decodes the tensor of the `.pt` file at `path` into `out` as f32 (like [`read_pt_file`] then
+/// `decode_f32`: same values, same checks), reusing `out`'s memory, and feeds the values' little-endian
+/// bytes to `hasher` when given. Returns the dtype; errors name the file.
+///
+/// A stored, contiguous, little-endian storage (what `torch.save` writes) is streamed: read in chunks with
+/// positioned reads (no memory map, so no page faults and no unmapping), and each chunk is CRC-checked,
+/// decoded and hashed while it is in cache. The CRC covers the whole member, as the zip reader's does, and
+/// a mismatch is an error (`out` is then cleared). Anything else is read whole and goes through
+/// [`parse_pt`].
+pub fn stream_pt_file(
+    path: &Path,
+    out: &mut Vec<f32>,
+    hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
+) -> Result<DType> {
+    let result = stream_pt(path, out, hasher).map_err(|e| e.in_file(path));
+    if result.is_err() {
+        out.clear();
+    }
+    result
+}
+
+#[cfg(not(unix))]
+fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::xxh3::Xxh3>) -> Result<DType> {
+    read_whole(path, out, hasher)
+}
+
+/// [`stream_pt_file`] for archives it cannot stream: the file read into memory and parsed by [`parse_pt`].
+fn read_whole(
+    path: &Path,
+    out: &mut Vec<f32>,
+    hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
+) -> Result<DType> {
+    let bytes = std::fs::read(path).map_err(|e| FormatError::io(path, &e))?;
+    let t = parse_pt(&bytes)?;
+    crate::sources::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
+    if let Some(h) = hasher {
+        super::hash_f32_le(h, out);
+    }
+    Ok(t.dtype)
+}
+
+#[cfg(unix)]
+fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::xxh3::Xxh3>) -> Result<DType> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
+    let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
+    let reader = WindowedFile::new(&file, len).map_err(|e| FormatError::io(path, &e))?;
+    let mut zip = zip::ZipArchive::new(reader).map_err(zip_err)?;
+    let h = read_header(&mut zip, |zip, name| {
+        let (pkl, pkl_start) = read_entry(zip, name, MAX_PICKLE_BYTES)?;
+        pickle::load_tensor(&pkl).map_err(|e| e.shifted(pkl_start))
+    })?;
+    let dtype = h.tensor.storage.dtype;
+    let stored = {
+        let entry = zip
+            .by_name(&h.storage_name)
+            .map_err(|e| FormatError::whole(format!("archive entry {}: {e}", h.storage_name)))?;
+        let plain = entry.compression() == zip::CompressionMethod::Stored
+            && entry.compressed_size() == entry.size()
+            && !entry.encrypted();
+        plain.then(|| (entry.data_start(), entry.size(), entry.crc32()))
+    };
+    let span = check_view(&h.tensor, h.storage_bytes, h.elsize)?;
+    let decodes_alone = dtype.is_decodable()
+        && accutrace_formats::tensor::lanes_per_element(dtype) == 1
+        && dtype.bits() == Some(8 * h.elsize as u32);
+    let Some((start, declared, crc)) = stored else { return read_whole(path, out, hasher) };
+    if !span.contiguous || (h.big_endian && h.elsize > 1) || !decodes_alone {
+        return read_whole(path, out, hasher);
+    }
+    let name = &h.storage_name;
+    let end = start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
+        FormatError::at(
+            start,
+            format!("archive entry {name} declares {declared} bytes past the end of the archive"),
+        )
+    })?;
+    // The view's bytes, relative to the member's start; inside the member (check_view, storage_bytes).
+    let (view_start, view_end) = (span.offset as u64, (span.offset + span.bytes) as u64);
+    out.clear();
+    out.reserve(span.bytes / h.elsize);
+    let mut hasher = hasher;
+    let mut crc_state = crc32fast::Hasher::new();
+    let mut buf = READ_BUF.with(std::cell::Cell::take);
+    buf.resize(READ_CHUNK, 0);
+    let mut lanes = [0u8; STEP * 4 / 2];
+    let mut at = start;
+    let mut result = Ok(());
+    while at < end && result.is_ok() {
+        let n = (end - at).min(READ_CHUNK as u64) as usize;
+        if let Err(e) = file.read_exact_at(&mut buf[..n], at) {
+            result = Err(FormatError::io(path, &e));
+            break;
+        }
+        let chunk = &buf[..n];
+        // STEP is a multiple of every element size, and so are READ_CHUNK and the view's offsets, so steps
+        // never split an element.
+        for (i, step) in chunk.chunks(STEP).enumerate() {
+            crc_state.update(step);
+            let step_start = at - start + (i * STEP) as u64;
+            let from = view_start.max(step_start);
+            let to = view_end.min(step_start + step.len() as u64);
+            if from >= to {
+                continue;
+            }
+            let bytes = &step[(from - step_start) as usize..(to - step_start) as usize];
+            let old = out.len();
+            if let Err(e) = decode_step(dtype, bytes, h.elsize, out) {
+                result = Err(e);
+                break;
+            }
+            if let Some(hasher) = hasher.as_deref_mut() {
+                if dtype == DType::FLOAT {
+                    // The f32 values' little-endian bytes are the storage's bytes.
+                    hasher.update(bytes);
+                } else {
+                    for values in out[old..].chunks(lanes.len() / 4) {
+                        for (b, v) in lanes.chunks_exact_mut(4).zip(values) {
+                            b.copy_from_slice(&v.to_le_bytes());
+                        }
+                        hasher.update(&lanes[..values.len() * 4]);
+                    }
+                }
+            }
+        }
+        at += n as u64;
+    }
+    READ_BUF.with(|c| c.set(buf));
+    result?;
+    if crc_state.finalize() != crc {
+        return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
+    }
+    if out.len() * h.elsize != span.bytes {
+        return Err(FormatError::at(start, format!("archive entry {name} ended before the tensor's bytes")));
+    }
+    Ok(dtype)
+}
+
+/// Appends the values of `bytes` (whole elements of `dtype`, little-endian) to `out`. The zero-fill of the
+/// new part touches only what the decoder writes next (one step, in cache).
+fn decode_step(dtype: DType, bytes: &[u8], elsize: usize, out: &mut Vec<f32>) -> Result<()> {
+    let old = out.len();
+    out.resize(old + bytes.len() / elsize, 0.0);
+    accutrace_formats::tensor::decode_f32_into(dtype, bytes, &mut out[old..])
+}
+
+/// Where a view's elements lie in its storage, after [`check_view`].
+struct ViewSpan {
+    /// Byte offset of the first element.
+    offset: usize,
+    /// Bytes of the view in C order (elements times element size).
+    bytes: usize,
+    /// The elements are one run of storage (no gather needed).
+    contiguous: bool,
+}
+
+/// Checks that every index the view can reach lies inside a storage of `storage_len` bytes and that the
+/// view's size is bounded by the storage's (at most [`MAX_EXPANSION`] times).
+fn check_view(t: &TensorRef, storage_len: usize, elsize: usize) -> Result<ViewSpan> {
+    let storage_elems = (storage_len / elsize) as u64;
     let numel = t
         .size
         .iter()
         .try_fold(1u64, |acc, &s| acc.checked_mul(s))
         .ok_or_else(|| FormatError::whole(format!("tensor size {:?} overflows", t.size)))?;
     if numel == 0 {
-        return Ok(Cow::Borrowed(&[]));
+        return Ok(ViewSpan { offset: 0, bytes: 0, contiguous: true });
     }
     let mut last = t.storage_offset;
     for (&size, &stride) in t.size.iter().zip(&t.stride) {
@@ -234,22 +499,33 @@ fn gather<'a>(t: &TensorRef, storage: &'a [u8], elsize: usize) -> Result<Cow<'a,
             t.storage_offset, t.size, t.stride
         )));
     }
-    let out_bytes = numel
-        .checked_mul(elsize as u64)
-        .filter(|&b| b <= (storage.len() as u64).saturating_mul(MAX_EXPANSION));
+    let out_bytes =
+        numel.checked_mul(elsize as u64).filter(|&b| b <= (storage_len as u64).saturating_mul(MAX_EXPANSION));
     let out_bytes = out_bytes.ok_or_else(|| {
         FormatError::whole(format!(
-            "tensor of {numel} elements expands its {}-byte storage too far",
-            storage.len()
+            "tensor of {numel} elements expands its {storage_len}-byte storage too far"
         ))
     })? as usize;
+    Ok(ViewSpan {
+        offset: t.storage_offset as usize * elsize,
+        bytes: out_bytes,
+        contiguous: is_contiguous(&t.size, &t.stride),
+    })
+}
 
-    let offset = t.storage_offset as usize;
-    if is_contiguous(&t.size, &t.stride) {
-        return Ok(Cow::Borrowed(&storage[offset * elsize..offset * elsize + out_bytes]));
+/// Copies the view's elements in C order. Every index the view can reach is checked to lie inside the
+/// storage first, so the loop below cannot go out of bounds and the output size is bounded by the input.
+fn gather<'a>(t: &TensorRef, storage: &'a [u8], elsize: usize) -> Result<Cow<'a, [u8]>> {
+    let span = check_view(t, storage.len(), elsize)?;
+    if span.bytes == 0 {
+        return Ok(Cow::Borrowed(&[]));
     }
+    if span.contiguous {
+        return Ok(Cow::Borrowed(&storage[span.offset..span.offset + span.bytes]));
+    }
+    let numel = span.bytes / elsize;
     // Odometer over the C-order index: the innermost dimension runs fastest.
-    let mut out = Vec::with_capacity(out_bytes);
+    let mut out = Vec::with_capacity(span.bytes);
     let dims = t.size.len();
     let mut idx = vec![0u64; dims];
     let mut pos = t.storage_offset;
@@ -311,6 +587,130 @@ mod tests {
         let got = gather(&view(&[3], &[0], 2), &storage, 1).unwrap();
         assert_eq!(got, vec![2, 2, 2]);
         assert_eq!(gather(&view(&[0, 5], &[5, 1], 0), &storage, 1).unwrap(), Vec::<u8>::new());
+    }
+
+    /// A `torch.save`-like archive: `data.pkl` describing a 1-d view (offset, length) of a storage of
+    /// `numel` elements of `class`, `byteorder`, and the storage, all stored (uncompressed).
+    fn archive(class: &str, numel: u32, offset: u32, len: u32, storage: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let int = |v: u32| [&[b'J'][..], &v.to_le_bytes()].concat();
+        let mut p = vec![0x80, 2];
+        p.extend(b"ctorch._utils\n_rebuild_tensor_v2\nq\x00((X\x07\x00\x00\x00storage");
+        p.extend(format!("ctorch\n{class}\n").as_bytes());
+        p.extend(b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpu");
+        p.extend(int(numel));
+        p.extend(b"tQ");
+        p.extend(int(offset));
+        p.push(b'(');
+        p.extend(int(len));
+        p.extend(b"t(");
+        p.extend(int(1));
+        p.extend(b"t\x89ccollections\nOrderedDict\n)Rtq\x01R.");
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let stored =
+            zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        for (name, bytes) in [("t/data.pkl", &p[..]), ("t/byteorder", b"little"), ("t/data/0", storage)] {
+            zip.start_file(name, stored).unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    /// `stream_pt_file` on `bytes` written to a file: the values and their hash, or the error.
+    fn stream(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, bytes).unwrap();
+        let (mut values, mut hasher) = (vec![1.0; 3], xxhash_rust::xxh3::Xxh3::new());
+        let dtype = stream_pt_file(file.path(), &mut values, Some(&mut hasher))?;
+        Ok((dtype, values, hasher.digest()))
+    }
+
+    /// The in-memory reader and the shared decoder: what `stream_pt_file` must agree with.
+    fn in_memory(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
+        let t = read_pt_bytes(bytes)?;
+        let mut values = Vec::new();
+        accutrace_formats::tensor::decode_f32(t.dtype, &t.bytes, t.elements(), &mut values)?;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok((t.dtype, values, accutrace_formats::stats::content_hash(&bytes)))
+    }
+
+    fn assert_same(got: &Result<(DType, Vec<f32>, u64)>, want: &Result<(DType, Vec<f32>, u64)>, what: &str) {
+        match (got, want) {
+            (Ok((gd, gv, gh)), Ok((wd, wv, wh))) => {
+                assert_eq!(gd, wd, "{what}");
+                assert!(gv.iter().map(|v| v.to_bits()).eq(wv.iter().map(|v| v.to_bits())), "{what}");
+                assert_eq!(gh, wh, "{what}");
+            }
+            (Err(_), Err(_)) => {}
+            _ => panic!("{what}: streamed {:?}, in memory {:?}", got.as_ref().err(), want.as_ref().err()),
+        }
+    }
+
+    #[test]
+    fn streams_storage_across_read_chunks() {
+        // 3.5 read chunks of f32 and of bf16, viewed from element 5 to 10 before the end.
+        let numel = (READ_CHUNK * 7 / 8) as u32;
+        let values: Vec<f32> = (0..numel).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bf16_bytes: Vec<u8> =
+            values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect();
+        for (class, storage, dtype) in
+            [("FloatStorage", &f32_bytes, DType::FLOAT), ("BFloat16Storage", &bf16_bytes, DType::BF16)]
+        {
+            let pt = archive(class, numel, 5, numel - 15, storage);
+            let got = stream(&pt);
+            assert_same(&got, &in_memory(&pt), class);
+            let (d, v, _) = got.unwrap();
+            assert_eq!((d, v.len()), (dtype, numel as usize - 15), "{class}");
+            let want = |i: usize| {
+                if dtype == DType::BF16 {
+                    f32::from_bits(values[i].to_bits() & 0xffff_0000)
+                } else {
+                    values[i]
+                }
+            };
+            assert!(v.iter().enumerate().all(|(i, x)| x.to_bits() == want(i + 5).to_bits()), "{class}");
+
+            // A flipped bit outside the view still fails the member's CRC.
+            let last = pt.windows(storage.len()).position(|w| w == &storage[..]).unwrap() + storage.len() - 1;
+            let mut bad = pt.clone();
+            bad[last] ^= 1;
+            let err = stream(&bad).unwrap_err();
+            assert!(err.problem.contains("checksum mismatch"), "{err}");
+            assert!(in_memory(&bad).is_err());
+        }
+        // A view past the storage's end is refused before anything is read.
+        let err = stream(&archive("FloatStorage", numel, 20, numel - 15, &f32_bytes)).unwrap_err();
+        assert!(err.problem.contains("reaches element"), "{err}");
+        // A storage shorter than the pickle's element count.
+        assert!(stream(&archive("FloatStorage", numel, 0, 4, &f32_bytes[..64])).is_err());
+    }
+
+    #[test]
+    fn streaming_agrees_with_the_in_memory_reader_on_the_corpus_and_mutations() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/pt_reader");
+        let mut seeds: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+        seeds.sort();
+        assert!(!seeds.is_empty());
+        for path in seeds {
+            let bytes = std::fs::read(&path).unwrap();
+            let name = path.display().to_string();
+            assert_same(&stream(&bytes), &in_memory(&bytes), &name);
+            if !name.contains("valid") {
+                continue;
+            }
+            for cut in (0..bytes.len()).step_by(13) {
+                assert_same(&stream(&bytes[..cut]), &in_memory(&bytes[..cut]), &format!("{name} cut {cut}"));
+            }
+            let mut m = bytes.clone();
+            for i in (0..bytes.len()).step_by(5) {
+                for v in [0x00, 0xff] {
+                    m[i] = v;
+                    assert_same(&stream(&m), &in_memory(&m), &format!("{name} byte {i} = {v}"));
+                }
+                m[i] = bytes[i];
+            }
+        }
     }
 
     #[test]
