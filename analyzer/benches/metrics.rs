@@ -52,7 +52,7 @@ fn main() {
         // What `analyzer compare` runs per pair: both families and both sides' statistics.
         let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
         let dtypes = (DType::FLOAT, DType::FLOAT);
-        let t = best_of(3, || both_metrics_and_stats(&n, &b, &opts, false, dtypes));
+        let t = best_of(3, || both_metrics_and_stats(&n, &b, &opts, false, dtypes, true));
         println!("compare's pair (+ stats)    {:8.2} GB/s", gbps(t));
     }
     force_avx2_at_most(false);

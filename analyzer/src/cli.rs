@@ -102,6 +102,11 @@ pub struct CompareArgs {
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).
     #[arg(long)]
     pub fuzzy: bool,
+    /// Metric families to compute. Default: msprobe's alone when either side is an msprobe dump (what
+    /// `msprobe compare` reports), both families otherwise. msaccucmp's KL divergence costs about as much as
+    /// all of msprobe's metrics together.
+    #[arg(long, value_enum, value_name = "FAMILIES")]
+    pub metrics: Option<MetricFamilies>,
     /// Fail a tensor whose cosine similarity is below this (in addition to the vendor rules).
     #[arg(long, value_name = "X")]
     pub cosine_min: Option<f64>,
@@ -185,6 +190,16 @@ pub struct RecordArgs {
     /// The training command and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricFamilies {
+    /// msprobe's: cosine, Euclidean distance, max absolute/relative error, the two error ratios; these
+    /// decide "Accuracy Reached or Not" and the culprit.
+    Msprobe,
+    /// msprobe's and msaccucmp's (mean absolute, RMS, relative Euclidean, mean and accumulated relative
+    /// error, KL divergence, overflow).
+    All,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -98,3 +98,35 @@ fn compare_reproduces_msprobe_compare_result_csv() {
     assert_eq!(compared, ours.len(), "we list rows msprobe does not");
     assert!(compared >= 140, "only {compared} rows compared");
 }
+
+#[test]
+fn msaccucmp_metrics_are_opt_in_for_msprobe_dumps() {
+    let dir = fixture();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
+            .args(["compare", "target", "bench", "--format", "csv"])
+            .args(extra)
+            .current_dir(&dir)
+            .output()
+            .expect("run analyzer");
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+        read_csv(&String::from_utf8(out.stdout).expect("utf-8"))
+    };
+    let filled = |rows: &[HashMap<String, String>]| {
+        rows.iter().filter(|r| r["KullbackLeiblerDivergence"].parse::<f64>().is_ok()).count()
+    };
+    // By default an msprobe pair gets msprobe's metrics, as `msprobe compare` does.
+    let default = run(&[]);
+    assert_eq!(filled(&default), 0, "msaccucmp columns filled without --metrics all");
+    let all = run(&["--metrics", "all"]);
+    assert!(filled(&all) >= 100, "only {} rows with a KL divergence", filled(&all));
+    // msprobe's own columns do not depend on it.
+    assert_eq!(default.len(), all.len());
+    for (d, a) in default.iter().zip(&all) {
+        for column in
+            ["NPU Name", "Cosine", "MaxAbsErr", "MaxRelativeErr", "NPU mean", "Bench l2norm", "Result"]
+        {
+            assert_eq!(d[column], a[column], "{} {column}", d["NPU Name"]);
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! reported but does not make an op fail.
 
 use super::Outcome;
-use crate::cli::CompareArgs;
+use crate::cli::{CompareArgs, MetricFamilies};
 use crate::compare_report;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, producers, read_mapping_file, MatchKind, MatchOptions};
@@ -16,7 +16,8 @@ use crate::metrics::kernel::RePrecision;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::{verdicts, Level, VerdictRow};
 use crate::metrics::{
-    both_metrics, both_metrics_and_stats, Cell, MsaccucmpMetrics, MsprobeMetrics, MsprobeOptions,
+    both_metrics, both_metrics_and_stats, msprobe_metrics_f32, Cell, MsaccucmpMetrics, MsprobeMetrics,
+    MsprobeOptions,
 };
 use crate::progress::Progress;
 use crate::sources::{self, Source};
@@ -102,10 +103,11 @@ pub fn compare<'a>(
     let keep = |t: TensorId| args.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, args.no_progress);
+    let with_msaccucmp = families(target, bench, args) == MetricFamilies::All;
     let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) = pairs
         .par_iter()
         .map(|p| {
-            let row = compare_pair(target, bench, p.target, p.bench, p.how, args);
+            let row = compare_pair(target, bench, p.target, p.bench, p.how, args, with_msaccucmp);
             progress.inc(1);
             row
         })
@@ -162,6 +164,16 @@ thread_local! {
     static BUFFERS: std::cell::Cell<(Vec<f32>, Vec<f32>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
+/// The metric families to compute: as asked, else msprobe's alone when an msprobe dump is involved (what
+/// its users know from `msprobe compare`), both otherwise.
+pub fn families(target: &dyn Source, bench: &dyn Source, args: &CompareArgs) -> MetricFamilies {
+    args.metrics.unwrap_or(if target.kind() == "msprobe" || bench.kind() == "msprobe" {
+        MetricFamilies::Msprobe
+    } else {
+        MetricFamilies::All
+    })
+}
+
 fn compare_pair(
     target: &dyn Source,
     bench: &dyn Source,
@@ -169,6 +181,7 @@ fn compare_pair(
     b: TensorId,
     how: MatchKind,
     args: &CompareArgs,
+    with_msaccucmp: bool,
 ) -> (CompareRow, Option<u64>) {
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow {
@@ -209,13 +222,17 @@ fn compare_pair(
             if row.target_stats.is_none() && row.bench_stats.is_none() {
                 // Both sides' statistics from the metrics' own pass (bit for bit `of_f32`'s).
                 let dtypes = (ti.dtype, bi.dtype);
-                let (probe, acc, ts, bs) = both_metrics_and_stats(&n, bv, &options, fp16, dtypes);
-                (row.msprobe, row.msaccucmp) = (probe, Some(acc));
+                let (probe, acc, ts, bs) =
+                    both_metrics_and_stats(&n, bv, &options, fp16, dtypes, with_msaccucmp);
+                (row.msprobe, row.msaccucmp) = (probe, acc);
                 (row.target_stats, row.bench_stats) = (Some(ts), Some(bs));
             } else {
-                let (probe, acc) = both_metrics(&n, bv, &options, fp16);
-                row.msprobe = probe;
-                row.msaccucmp = Some(acc);
+                if with_msaccucmp {
+                    let (probe, acc) = both_metrics(&n, bv, &options, fp16);
+                    (row.msprobe, row.msaccucmp) = (probe, Some(acc));
+                } else {
+                    row.msprobe = msprobe_metrics_f32(&n, bv, &options);
+                }
                 if row.target_stats.is_none() {
                     row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
                 }
