@@ -245,3 +245,55 @@ fn fp64_and_int64_are_written_bit_for_bit() {
     let second = std::fs::read(again.join("step0/rank0/Cast.wide.0.output.0.npy")).unwrap();
     assert_eq!(first, second);
 }
+
+#[test]
+fn a_capture_converts_its_fp64_tensors_bit_for_bit() {
+    use accutrace_formats::capture::{
+        Io as CaptureIo, Manifest, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta,
+    };
+    use accutrace_formats::stats::{content_hash, TensorStats};
+    let dir = tempfile::tempdir().unwrap();
+    let (run, out) = (dir.path().join("run"), dir.path().join("npy"));
+    std::fs::create_dir_all(&run).unwrap();
+    Manifest::new("test", vec!["train".into()]).write(&run).unwrap();
+    let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "test".into() };
+    let mut w = StreamWriter::create(&run, info, 1 << 20, Policy::KeepAll).unwrap();
+    let op = OpInfo {
+        name: "wide".into(),
+        op_type: "Cast".into(),
+        step: 0,
+        task_id: 5,
+        stream_id: 2,
+        timestamp_us: 5,
+        dump_file: "Cast.wide.5.2.5".into(),
+        original_names: vec![],
+    };
+    w.append_op(&op).unwrap();
+    let doubles: Vec<f64> = (0..24).map(|i| 2f64.powi(40) + 1.0 + i as f64 * 1e-9).collect();
+    let host_shape = [1u64, 4, 2, 3];
+    let (device, device_shape) =
+        to_device(Format::NC1HWC0, &doubles, &host_shape, DType::DOUBLE, 0, -7.0).unwrap();
+    let bytes: Vec<u8> = device.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let meta = TensorMeta {
+        io: CaptureIo::Output,
+        index: 0,
+        dtype: DType::DOUBLE,
+        format: Format::NC1HWC0.code(),
+        sub_format: 0,
+        device_shape,
+        original_shape: Some(host_shape.to_vec()),
+        original_op: None,
+    };
+    let stats = TensorStats::of_bytes(DType::DOUBLE, &bytes).unwrap();
+    w.append_tensor(&meta, &stats, content_hash(&bytes), Some(&bytes), 1).unwrap();
+    w.seal().unwrap();
+
+    let result = analyzer(&["convert", run.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&result.stdout);
+    assert!(result.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&result.stderr));
+    assert!(stdout.contains("wrote 1 .npy files") && !stdout.contains("precision lost"), "{stdout}");
+    let file = std::fs::read(out.join("step0/rank0/Cast.wide.0.output.0.npy")).unwrap();
+    let view = accutrace_formats::npy::NpyView::parse(&file).unwrap();
+    assert_eq!((view.dtype, view.shape.as_slice()), (DType::DOUBLE, &host_shape[..]));
+    assert_eq!(view.data, doubles.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+}

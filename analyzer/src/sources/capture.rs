@@ -163,6 +163,25 @@ impl CaptureSource {
         self.run.streams[s].read_tensor_data_at(segment, offset, &mut bytes)?;
         f(meta, &bytes)
     }
+
+    /// [`Self::with_data`], as the device tensor the host conversions take.
+    fn with_device_tensor<R>(
+        &self,
+        tensor: TensorId,
+        f: impl FnOnce(&DeviceTensor<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.with_data(tensor, |m, bytes| {
+            let original = m.original_shape.clone().unwrap_or_default();
+            f(&DeviceTensor {
+                dtype: m.dtype,
+                format: m.format,
+                device_shape: &m.device_shape,
+                original_shape: &original,
+                sub_format: m.sub_format,
+                bytes,
+            })
+        })
+    }
 }
 
 impl Source for CaptureSource {
@@ -179,17 +198,8 @@ impl Source for CaptureSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
-        self.with_data(tensor, |m, bytes| {
-            let original = m.original_shape.clone().unwrap_or_default();
-            let device = DeviceTensor {
-                dtype: m.dtype,
-                format: m.format,
-                device_shape: &m.device_shape,
-                original_shape: &original,
-                sub_format: m.sub_format,
-                bytes,
-            };
-            host_values(&device, &mut Vec::new(), out)?;
+        self.with_device_tensor(tensor, |device| {
+            host_values(device, &mut Vec::new(), out)?;
             Ok(())
         })
     }
@@ -206,17 +216,6 @@ impl Source for CaptureSource {
     }
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
-        self.with_data(tensor, |m, bytes| {
-            let original = m.original_shape.clone().unwrap_or_default();
-            let device = DeviceTensor {
-                dtype: m.dtype,
-                format: m.format,
-                device_shape: &m.device_shape,
-                original_shape: &original,
-                sub_format: m.sub_format,
-                bytes,
-            };
-            Ok(super::raw::host_bytes(&device)?)
-        })
+        self.with_device_tensor(tensor, |device| Ok(super::raw::host_bytes(device)?))
     }
 }
