@@ -182,6 +182,71 @@ fn a_torn_segment_creation_is_an_empty_tail() {
     assert_eq!(complete_steps(&stream), (0..40).collect::<Vec<_>>());
 }
 
+/// The next segment is prepared ahead under `PREPARED_SEGMENT_FILE`: readers ignore it (also a leftover
+/// from a crash, here with garbage in it), a new writer replaces it, rolls (also of a record larger than a
+/// segment, and under the ring policy) keep indices contiguous, and a sealed stream leaves no such file.
+#[test]
+fn the_prepared_next_segment_is_ignored_by_readers_and_removed_at_the_end() {
+    use accutrace_formats::capture::writer::PREPARED_SEGMENT_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let stream_dir = dir.path().join(info().dir_name());
+    let mut w = StreamWriter::create(dir.path(), info(), 8192, Policy::KeepAll).unwrap();
+    for step in 0..40 {
+        write_step(&mut w, step);
+    }
+    w.abandon();
+    let tmp = stream_dir.join(PREPARED_SEGMENT_FILE);
+    // A killed writer may leave its prepared segment (if it had started one), possibly half-prepared.
+    std::fs::write(&tmp, b"garbage, not a segment").unwrap();
+    let stream = StreamReader::open(&stream_dir).unwrap();
+    assert!(stream.torn_tail().is_some());
+    assert_eq!(complete_steps(&stream), (0..40).collect::<Vec<_>>());
+
+    // A new writer of the stream (fresh run directory content) cleans it up.
+    let dir = tempfile::tempdir().unwrap();
+    let stream_dir = dir.path().join(info().dir_name());
+    std::fs::create_dir_all(&stream_dir).unwrap();
+    std::fs::write(stream_dir.join(PREPARED_SEGMENT_FILE), vec![7u8; 100]).unwrap();
+    let policy = Policy::Ring { max_bytes: 40_000 };
+    let mut w = StreamWriter::create(dir.path(), info(), 8192, policy).unwrap();
+    for step in 0..200 {
+        if step == 100 {
+            // Larger than a segment: a segment of its own, the prepared one waits for the next roll.
+            w.append_op(&op(step)).unwrap();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let d: Vec<u8> = (0..20_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let s = TensorStats::of_bytes(DType::UINT8, &d).unwrap();
+            w.append_tensor(&meta(), &s, content_hash(&d), Some(&d), 1).unwrap();
+        } else {
+            write_step(&mut w, step);
+        }
+    }
+    let summary = w.seal().unwrap();
+    assert!(!stream_dir.join(PREPARED_SEGMENT_FILE).exists(), "sealed: no prepared segment left");
+    assert!(summary.counts.segments_deleted > 0);
+    let names: Vec<String> = std::fs::read_dir(&stream_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "stream.json")
+        .collect();
+    assert!(names.iter().all(|n| parse_segment_file_name(n).is_some()), "{names:?}");
+    let stream = StreamReader::open(&stream_dir).unwrap();
+    assert!(stream.torn_tail().is_none());
+    let kept = complete_steps(&stream);
+    assert_eq!(kept, (kept[0]..200).collect::<Vec<_>>());
+    assert!(kept[0] > 100);
+    // Every segment but the big one has the configured size.
+    let big = names.iter().filter(|n| std::fs::metadata(stream_dir.join(n)).unwrap().len() != 8192).count();
+    assert!(big <= 1);
+}
+
 const CHILD_ENV: &str = "ACCUTRACE_CAPTURE_SIGKILL_CHILD_DIR";
 
 /// The child half of `sigkill_mid_write_keeps_every_complete_record`: writes until killed. A no-op when

@@ -15,11 +15,19 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// Default segment size: 64 MiB.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 64 << 20;
 /// Smallest segment size accepted (a header and a few records).
 pub const MIN_SEGMENT_SIZE: u64 = 4096;
+/// Name, in the stream directory, of the next segment while it is prepared ahead of time (created, sized
+/// and pre-faulted by a helper thread). Not a segment name (`seg-NNNNNN.acc`), so readers ignore it; at a
+/// roll the writer writes its header and renames it to the new segment's name. A leftover from a crash is
+/// removed (or overwritten) by the next writer of the stream.
+pub const PREPARED_SEGMENT_FILE: &str = "seg-next.tmp";
 
 /// The outcome of an append.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +66,17 @@ impl WriterOptions {
     }
 }
 
+/// The next segment being prepared by a one-shot helper thread: `PREPARED_SEGMENT_FILE`, `size` bytes,
+/// mapped and pre-faulted when the thread returns Ok. Setting `cancel` stops it between chunks.
+struct Preparation {
+    size: u64,
+    cancel: Arc<AtomicBool>,
+    thread: JoinHandle<std::io::Result<MmapMut>>,
+}
+
+/// Bytes the helper allocates and pre-faults between two looks at its cancel flag.
+const PREPARE_CHUNK: u64 = 4 << 20;
+
 struct OpenSegment {
     map: MmapMut,
     path: PathBuf,
@@ -74,6 +93,9 @@ pub struct StreamWriter {
     opts: WriterOptions,
     policy: PolicyState,
     seg: Option<OpenSegment>,
+    /// The next segment, prepared off the appending thread (none while stopped, or if the thread could not
+    /// be started).
+    next: Option<Preparation>,
     /// Segments on disk, oldest first: (index, size).
     live: VecDeque<(u64, u64)>,
     next_index: u64,
@@ -316,12 +338,15 @@ impl StreamWriter {
         }
         let dir = run_dir.join(info.dir_name());
         std::fs::create_dir_all(&dir).map_err(|e| FormatError::io(&dir, &e))?;
+        // A crashed writer's half-prepared segment (best effort: preparing truncates it anyway).
+        let _ = std::fs::remove_file(dir.join(PREPARED_SEGMENT_FILE));
         let mut w = StreamWriter {
             dir,
             info,
             opts,
             policy: PolicyState::new(opts.policy),
             seg: None,
+            next: None,
             live: VecDeque::new(),
             next_index: 0,
             strings: HashMap::new(),
@@ -503,8 +528,10 @@ impl StreamWriter {
             segment::write_frame_in_place(&mut seg.map, frame, &self.head, compressed);
             let needed = frame - pos + align8(FRAME_HEADER + self.head.len() as u64 + compressed as u64);
             seg.pos = pos + needed;
+            let index = seg.index;
             self.counts.bytes_out += needed;
-            return Ok(Some(Appended::Written { segment: seg.index, offset: frame, bytes: needed }));
+            self.maybe_prepare();
+            return Ok(Some(Appended::Written { segment: index, offset: frame, bytes: needed }));
         }
         seg.map[data_at..data_at + bound].fill(0);
         // Stored raw: same strings (already defined just before `frame`), so no new definitions.
@@ -555,6 +582,7 @@ impl StreamWriter {
 
     /// Seals the last segment (publishes its end, flushes it to disk) and returns the summary.
     pub fn seal(mut self) -> Result<StreamSummary> {
+        self.discard_preparation();
         self.seal_current(true)?;
         self.sealed = true;
         Ok(self.summary())
@@ -563,6 +591,10 @@ impl StreamWriter {
     /// Drops the writer WITHOUT sealing, as a killed process would: for crash tests.
     #[doc(hidden)]
     pub fn abandon(mut self) {
+        // A killed writer may leave its prepared segment behind: keep the file (readers ignore it).
+        if let Some(p) = self.next.take() {
+            let _ = p.thread.join();
+        }
         self.seg = None;
         self.sealed = true;
     }
@@ -717,8 +749,10 @@ impl StreamWriter {
         let Some(seg) = self.seg.as_mut() else { return Appended::Stopped };
         segment::write_frame(&mut seg.map, frame, &self.head, payload);
         seg.pos = pos + needed;
+        let index = seg.index;
         self.counts.bytes_out += needed;
-        Appended::Written { segment: seg.index, offset: frame, bytes: needed }
+        self.maybe_prepare();
+        Appended::Written { segment: index, offset: frame, bytes: needed }
     }
 
     /// Writes the frames of `self.def_frames` at `pos` (they fit); returns the offset after them.
@@ -762,27 +796,18 @@ impl StreamWriter {
         }
         let index = self.next_index;
         let path = self.dir.join(segment_file_name(index));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| FormatError::io(&path, &e))?;
-        allocate(&file, size, self.opts.preallocate).map_err(|e| FormatError::io(&path, &e))?;
-        // SAFETY: the file was just created by this writer (create_new) and has `size` bytes; only this
-        // writer writes it and nobody truncates it while mapped (a reader in another process only reads).
-        // Memory safety of the mapping then holds for its lifetime, which `OpenSegment` owns.
-        let mut map = unsafe { MmapOptions::new().len(size as usize).map_mut(&file) }
-            .map_err(|e| FormatError::io(&path, &e))?;
-        prefault(&map);
         let header = SegmentHeader {
             version: FORMAT_VERSION,
             segment_size: size,
             segment_index: index,
             stream_id: self.info.stream_id,
             created_unix_us: now_us(),
+        }
+        .encode();
+        let map = match self.take_prepared(size).and_then(|map| self.publish_prepared(map, &path, &header)) {
+            Some(map) => map,
+            None => create_segment(&path, size, self.opts.preallocate, &header)?,
         };
-        map[..HEADER_LEN as usize].copy_from_slice(&header.encode());
         self.seg = Some(OpenSegment { map, path, index, pos: HEADER_LEN });
         self.live.push_back((index, size));
         self.next_index += 1;
@@ -791,14 +816,167 @@ impl StreamWriter {
         self.op_in_segment = false;
         Ok(())
     }
+
+    /// Once the current segment is half full, starts preparing the next one (of the configured size) on a
+    /// helper thread, unless one is prepared already or recording has stopped. Not earlier: a stream that
+    /// ends in the first half of a segment prepares nothing it would throw away. If the thread cannot be
+    /// started, the roll creates the segment itself.
+    fn maybe_prepare(&mut self) {
+        let half_full = self.seg.as_ref().is_some_and(|s| s.pos >= s.map.len() as u64 / 2);
+        if !half_full || self.next.is_some() || self.policy.stopped() {
+            return;
+        }
+        let path = self.dir.join(PREPARED_SEGMENT_FILE);
+        let (size, preallocate) = (self.opts.segment_size, self.opts.preallocate);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let spawned = std::thread::Builder::new()
+            .name("accutrace-segprep".into())
+            .spawn(move || prepare_segment(&path, size, preallocate, &stop));
+        if let Ok(thread) = spawned {
+            self.next = Some(Preparation { size, cancel, thread });
+        }
+    }
+
+    /// The prepared segment's mapping if it has `size` bytes (waiting for the helper if it is not done).
+    /// None: none was prepared, preparing failed (the helper removed its file), or it has another size (a
+    /// record larger than a segment): then it stays for a later roll.
+    fn take_prepared(&mut self, size: u64) -> Option<MmapMut> {
+        if self.next.as_ref()?.size != size {
+            return None;
+        }
+        match self.next.take()?.thread.join() {
+            Ok(Ok(map)) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// Writes `header` into the prepared segment and renames it to `path`, after the previous segment was
+    /// sealed: readers see the new segment only then, with its header. None (file removed): the caller
+    /// creates the segment itself.
+    fn publish_prepared(&self, mut map: MmapMut, path: &Path, header: &[u8]) -> Option<MmapMut> {
+        let tmp = self.dir.join(PREPARED_SEGMENT_FILE);
+        map[..HEADER_LEN as usize].copy_from_slice(header);
+        // Never replace an existing segment (rename would): the synchronous path then reports it.
+        let published = std::fs::symlink_metadata(path).is_err() && std::fs::rename(&tmp, path).is_ok();
+        if !published {
+            drop(map);
+            let _ = std::fs::remove_file(&tmp);
+            return None;
+        }
+        Some(map)
+    }
+
+    /// Stops the helper and removes the segment it prepared (at the end of the stream).
+    fn discard_preparation(&mut self) {
+        if let Some(p) = self.next.take() {
+            p.cancel.store(true, Ordering::Relaxed);
+            if let Ok(Ok(map)) = p.thread.join() {
+                drop(map);
+                let _ = std::fs::remove_file(self.dir.join(PREPARED_SEGMENT_FILE));
+            }
+        }
+    }
 }
 
 impl Drop for StreamWriter {
     fn drop(&mut self) {
         if !self.sealed {
+            self.discard_preparation();
             let _ = self.seal_current(false);
         }
     }
+}
+
+/// Creates segment `path` (which must not exist) of `size` bytes, maps and pre-faults it and writes
+/// `header`: the synchronous path of a roll, and the first segment.
+fn create_segment(path: &Path, size: u64, preallocate: bool, header: &[u8]) -> Result<MmapMut> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| FormatError::io(path, &e))?;
+    allocate(&file, size, preallocate).map_err(|e| FormatError::io(path, &e))?;
+    let mut map = map_segment(&file, size).map_err(|e| FormatError::io(path, &e))?;
+    prefault(&map);
+    map[..HEADER_LEN as usize].copy_from_slice(header);
+    Ok(map)
+}
+
+/// The helper thread's work: creates (or truncates a crash's leftover) `path`, the next segment under its
+/// temporary name, gives it `size` bytes, maps and pre-faults it, `PREPARE_CHUNK` at a time, giving up
+/// when `cancel` is set. The header is written at the roll. On error (or cancel) the file is removed.
+fn prepare_segment(
+    path: &Path,
+    size: u64,
+    preallocate: bool,
+    cancel: &AtomicBool,
+) -> std::io::Result<MmapMut> {
+    let cancelled = || std::io::Error::new(std::io::ErrorKind::Interrupted, "segment preparation cancelled");
+    let prepared =
+        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).and_then(|file| {
+            allocate_cancellable(&file, size, preallocate, cancel)?;
+            if cancel.load(Ordering::Relaxed) {
+                return Err(cancelled());
+            }
+            let map = map_segment(&file, size)?;
+            let mut at = 0;
+            while at < size {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(cancelled());
+                }
+                let len = PREPARE_CHUNK.min(size - at);
+                if !prefault_range(&map, at as usize, len as usize) {
+                    prefault(&map);
+                    break;
+                }
+                at += len;
+            }
+            Ok(map)
+        });
+    if prepared.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    prepared
+}
+
+/// [`allocate`] in `PREPARE_CHUNK` steps (fallocate of each range, which also extends the file), checking
+/// `cancel` between them; where fallocate is unsupported, or without preallocation, as [`allocate`].
+fn allocate_cancellable(
+    file: &File,
+    size: u64,
+    preallocate: bool,
+    cancel: &AtomicBool,
+) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if preallocate {
+        let mut at = 0;
+        while at < size {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "cancelled"));
+            }
+            let len = PREPARE_CHUNK.min(size - at);
+            if !fallocate_range(file, at, len)? {
+                break;
+            }
+            at += len;
+        }
+        if at >= size {
+            return Ok(());
+        }
+    }
+    let _ = cancel;
+    allocate(file, size, preallocate)
+}
+
+/// Maps `size` bytes of a segment file this writer just created.
+fn map_segment(file: &File, size: u64) -> std::io::Result<MmapMut> {
+    // SAFETY: the file was just created (or truncated) by this writer and has `size` bytes; only this writer
+    // writes it and nobody truncates it while mapped (a reader in another process only reads, and renaming
+    // the prepared file to its segment name keeps the mapping). Memory safety of the mapping then holds
+    // for its lifetime, which `OpenSegment` (or the preparation) owns.
+    unsafe { MmapOptions::new().len(size as usize).map_mut(file) }
 }
 
 /// Faults the pages of a fresh segment in up front, writable, in one call (`MADV_POPULATE_WRITE`, Linux
@@ -812,6 +990,16 @@ fn prefault(map: &MmapMut) {
     let _ = map.advise(memmap2::Advice::WillNeed);
 }
 
+/// `MADV_POPULATE_WRITE` of `len` bytes at `offset` (see [`prefault`]); false where unsupported.
+fn prefault_range(map: &MmapMut, offset: usize, len: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    if map.advise_range(memmap2::Advice::PopulateWrite, offset, len).is_ok() {
+        return true;
+    }
+    let _ = (map, offset, len);
+    false
+}
+
 /// Gives the new file its size: allocated blocks (fallocate, else zeros written through the file), or a
 /// sparse extend.
 fn allocate(file: &File, size: u64, preallocate: bool) -> std::io::Result<()> {
@@ -819,7 +1007,7 @@ fn allocate(file: &File, size: u64, preallocate: bool) -> std::io::Result<()> {
         return file.set_len(size);
     }
     #[cfg(target_os = "linux")]
-    if fallocate(file, size)? {
+    if fallocate_range(file, 0, size)? {
         return Ok(());
     }
     let zeros = vec![0u8; 1 << 20];
@@ -833,17 +1021,19 @@ fn allocate(file: &File, size: u64, preallocate: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `fallocate(fd, 0, 0, size)`: allocates the file's blocks (reading as zeros) and sets its length, without
-/// writing them. Ok(false): the file system does not support it (the caller writes zeros instead).
+/// `fallocate(fd, 0, offset, size)`: allocates the file's blocks (reading as zeros) and extends its length
+/// to `offset + size`, without writing them. Ok(false): the file system does not support it (the caller
+/// writes zeros instead).
 #[cfg(target_os = "linux")]
-fn fallocate(file: &File, size: u64) -> std::io::Result<bool> {
+fn fallocate_range(file: &File, offset: u64, size: u64) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
-    let len = libc::off_t::try_from(size)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "segment size too large"))?;
+    let too_large = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "segment size too large");
+    let len = libc::off_t::try_from(size).map_err(|_| too_large())?;
+    let offset = libc::off_t::try_from(offset).map_err(|_| too_large())?;
     loop {
         // SAFETY: `file` owns an open descriptor for the whole call; fallocate reads only its integer
         // arguments and touches no memory of this process.
-        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) };
         if r == 0 {
             return Ok(true);
         }
