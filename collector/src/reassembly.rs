@@ -45,6 +45,15 @@ impl Reassembler {
         self.files.len() + self.doomed.len()
     }
 
+    /// Whether a part is a whole file by itself: the file's first and last bytes (`last`, at offset 0 or
+    /// appended) with nothing of it pending or lost. Such a part needs no reassembly: the caller uses its
+    /// bytes where they are instead of calling [`push`](Self::push).
+    pub fn is_whole_file(&self, name: &[u8], hash: u64, offset: i64, last: bool) -> bool {
+        last && (offset == 0 || offset == ascend_sys::ACLDUMP_OFFSET_APPEND)
+            && !self.files.contains_key(name)
+            && !self.doomed.contains(&hash)
+    }
+
     /// Adds a chunk (or part of one) of file `name`, whose hash is `hash`.
     pub fn push(&mut self, name: &[u8], hash: u64, offset: i64, data: &[u8], last: bool) -> Option<Done> {
         if !self.files.contains_key(name) {
@@ -199,6 +208,21 @@ mod tests {
         // A one-chunk file dropped entirely.
         assert_eq!(r.dropped(h(b"d"), true), Some(Done::Incomplete { name: Vec::new() }));
         assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn a_file_in_one_part_is_whole_unless_something_of_it_came_before() {
+        let mut r = Reassembler::new();
+        let (a, b) = (b"a".as_slice(), b"b".as_slice());
+        assert!(r.is_whole_file(a, h(a), -1, true));
+        assert!(r.is_whole_file(a, h(a), 0, true));
+        assert!(!r.is_whole_file(a, h(a), -1, false), "more parts follow");
+        assert!(!r.is_whole_file(a, h(a), 5, true), "a part further into the file");
+        r.push(a, h(a), -1, b"1", false);
+        assert!(!r.is_whole_file(a, h(a), -1, true), "the end of a file in progress");
+        assert!(r.is_whole_file(b, h(b), -1, true));
+        r.dropped(h(b), false);
+        assert!(!r.is_whole_file(b, h(b), -1, true), "its first chunk was lost");
     }
 
     #[test]

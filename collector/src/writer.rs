@@ -1,6 +1,7 @@
-//! The writer threads: take chunk parts off their queue, reassemble files, and turn each finished file into
-//! capture records with the shared codecs (`accutrace_formats::dump` to parse, `stats` for statistics and
-//! content hash, `capture::StreamWriter` to shuffle, compress and frame).
+//! The writer threads: take chunk parts off their queue, reassemble files (a file that fits one chunk is
+//! used in its slot, uncopied), and turn each finished file into capture records with the shared codecs
+//! (`accutrace_formats::dump` to parse, `stats` for statistics and content hash, `capture::StreamWriter` to
+//! shuffle, compress and frame).
 //!
 //! A file always goes to the same thread (routing by name hash), so reassembly needs no locks. The one
 //! stream writer is shared: statistics, hashes, shuffling and zstd (`capture::DataEncoder`) run before
@@ -87,13 +88,23 @@ pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
                 }
                 let bytes = p.pool.bytes(&slot, name_len as usize + len as usize);
                 let (name, data) = bytes.split_at(name_len as usize);
-                let done = r.push(name, hash, offset, data, last);
-                p.pool.give_back(slot);
-                if chunk_end {
-                    add(&p.counters.chunks_written, 1);
-                }
-                if let Some(d) = done {
-                    handle(p, &mut r, &mut scratch, d);
+                if r.is_whole_file(name, hash, offset, last) {
+                    // A file in one chunk (most tensors are small) is recorded from its slot: no copy.
+                    add(&p.counters.files, 1);
+                    record(p, &mut scratch, name, data);
+                    p.pool.give_back(slot);
+                    if chunk_end {
+                        add(&p.counters.chunks_written, 1);
+                    }
+                } else {
+                    let done = r.push(name, hash, offset, data, last);
+                    p.pool.give_back(slot);
+                    if chunk_end {
+                        add(&p.counters.chunks_written, 1);
+                    }
+                    if let Some(d) = done {
+                        handle(p, &mut r, &mut scratch, d);
+                    }
                 }
             }
             Msg::Dropped { hash, last } => {
@@ -155,16 +166,21 @@ fn handle(p: &Pipeline, r: &mut Reassembler, scratch: &mut Scratch, done: Done) 
     match done {
         Done::Incomplete { .. } => add(&p.counters.files_incomplete, 1),
         Done::Complete { name, bytes } => {
-            if !p.is_disabled() {
-                let outcome = catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, &name, &bytes)));
-                match outcome {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => p.disable(&format!("cannot write the capture: {e}")),
-                    Err(_) => p.disable("a writer thread panicked"),
-                }
-            }
+            record(p, scratch, &name, &bytes);
             r.recycle(bytes);
         }
+    }
+}
+
+/// Records one complete file; a write failure or a panic disables the collector.
+fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], bytes: &[u8]) {
+    if p.is_disabled() {
+        return;
+    }
+    match catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, name, bytes))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => p.disable(&format!("cannot write the capture: {e}")),
+        Err(_) => p.disable("a writer thread panicked"),
     }
 }
 
