@@ -5,12 +5,14 @@
 //! 2. pipeline throughput (callback -> writer -> sealed segments, tensor mode) vs raw zstd level 1 on the
 //!    same files with the same number of compressing threads: 1 and 2 (writer threads encode in parallel;
 //!    `ACCUTRACE_BENCH_THREADS=1,2` picks the counts; each figure is the best of `ACCUTRACE_BENCH_REPS`
-//!    (default 3) alternating runs);
+//!    (default 3) alternating runs), by wall time and by the CPU time of all the process's threads (the
+//!    pipeline's include the callback's thread and the segment-preparing helper);
 //! 3. bytes on disk per tensor in stats mode.
 //!
 //! Input: dump files from `ACCUTRACE_BENCH_DUMP_DIR` (a CANN / sim-train dump tree), else synthetic fp16
 //! dump files (`ACCUTRACE_BENCH_MIB`, default 128 MiB). Output directory: `ACCUTRACE_BENCH_OUT` (default:
-//! a temporary directory under the system's).
+//! a temporary directory under the system's). `ACCUTRACE_BENCH_ONLY=callback` or `pipeline` runs one part
+//! (for profiling).
 
 use accutrace_formats::capture::Manifest;
 use accutrace_formats::DType;
@@ -217,19 +219,60 @@ fn dump_tree_files(root: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Runs `files` through a standalone pipeline in 64 KiB chunks; returns (seconds, manifest).
-fn run_pipeline(root: &Path, tag: &str, mode: Mode, writers: usize, chunks: &[ChunkBuf]) -> (f64, Manifest) {
+/// CPU time (user + system) of every thread of this process so far, in seconds.
+fn process_cpu() -> f64 {
+    // SAFETY: getrusage fills the struct it is given; an all-zero rusage is a valid value to pass.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// Wall and CPU seconds of one timed run.
+#[derive(Clone, Copy)]
+struct Timing {
+    wall: f64,
+    cpu: f64,
+}
+
+impl Timing {
+    fn of(f: impl FnOnce()) -> Timing {
+        let (t, c) = (Instant::now(), process_cpu());
+        f();
+        Timing { wall: t.elapsed().as_secs_f64(), cpu: process_cpu() - c }
+    }
+
+    fn best(self, other: Timing) -> Timing {
+        Timing { wall: self.wall.min(other.wall), cpu: self.cpu.min(other.cpu) }
+    }
+
+    const NONE: Timing = Timing { wall: f64::INFINITY, cpu: f64::INFINITY };
+}
+
+/// Runs `files` through a standalone pipeline in 64 KiB chunks: the callback on this thread, then the
+/// drain and seal. Returns its timing (the CPU of every thread: callback, writers, segment preparation)
+/// and the manifest.
+fn run_pipeline(
+    root: &Path,
+    tag: &str,
+    mode: Mode,
+    writers: usize,
+    chunks: &[ChunkBuf],
+) -> (Timing, Manifest) {
     let dir = root.join(tag);
     let cfg = Config { dir: dir.clone(), mode, slots: 64, slot_size: 1 << 20, writers, ..Config::default() };
     let cfg = Config { segment_size: if mode == Mode::Tensor { 64 << 20 } else { 8 << 20 }, ..cfg };
     let p = standalone(cfg).unwrap();
-    let t = Instant::now();
-    for c in chunks {
-        c.call();
-    }
-    finish(p, End::Finalize);
-    let secs = t.elapsed().as_secs_f64();
-    (secs, Manifest::read(&dir).unwrap())
+    let timing = Timing::of(|| {
+        for c in chunks {
+            c.call();
+        }
+        finish(p, End::Finalize);
+    });
+    (timing, Manifest::read(&dir).unwrap())
 }
 
 fn pipeline(root: &Path) {
@@ -265,19 +308,22 @@ fn pipeline(root: &Path) {
     // Best of `reps` alternating runs of each (the shared machine's load comes and goes).
     let reps: usize =
         std::env::var("ACCUTRACE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
-    println!("(best of {reps} alternating runs of each: ACCUTRACE_BENCH_REPS)");
-    println!("| threads | raw zstd -1 MiB/s | tensor mode MiB/s | tensor / zstd | stats mode MiB/s | zstd bytes | tensor-mode bytes |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "(best of {reps} alternating runs of each: ACCUTRACE_BENCH_REPS; CPU: all threads of the process)"
+    );
+    println!("| threads | raw zstd -1 MiB/s | tensor mode MiB/s | tensor / zstd | CPU s: zstd / tensor | zstd CPU / tensor CPU | stats mode MiB/s | zstd bytes | tensor-mode bytes |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut stats_manifest = None;
     let mut tensor_manifests = Vec::new();
     for &n in &threads {
-        let (mut zsecs, mut tsecs, mut ssecs) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+        let (mut z, mut t, mut s) = (Timing::NONE, Timing::NONE, Timing::NONE);
         let (mut zbytes, mut tm, mut sm) = (0, None, None);
         for rep in 0..reps {
-            let (z, zb) = raw_zstd(&files, n);
-            let (t, m) = run_pipeline(root, &format!("tensor-{n}-{rep}"), Mode::Tensor, n, &chunks);
-            let (s, ms) = run_pipeline(root, &format!("stats-{n}-{rep}"), Mode::Stats, n, &chunks);
-            (zsecs, tsecs, ssecs) = (zsecs.min(z), tsecs.min(t), ssecs.min(s));
+            let mut zb = 0;
+            let zt = Timing::of(|| zb = raw_zstd(&files, n));
+            let (tt, m) = run_pipeline(root, &format!("tensor-{n}-{rep}"), Mode::Tensor, n, &chunks);
+            let (st, ms) = run_pipeline(root, &format!("stats-{n}-{rep}"), Mode::Stats, n, &chunks);
+            (z, t, s) = (z.best(zt), t.best(tt), s.best(st));
             (zbytes, tm, sm) = (zb, Some(m), Some(ms));
             // Keep the output of the last repetition only (tmpfs space).
             if rep + 1 < reps {
@@ -288,11 +334,14 @@ fn pipeline(root: &Path) {
         }
         let (Some(tm), Some(sm)) = (tm, sm) else { continue };
         println!(
-            "| {n} | {:.0} | {:.0} | {:.2} | {:.0} | {zbytes} | {} |",
-            mib / zsecs,
-            mib / tsecs,
-            zsecs / tsecs,
-            mib / ssecs,
+            "| {n} | {:.0} | {:.0} | {:.2} | {:.3} / {:.3} | {:.2} | {:.0} | {zbytes} | {} |",
+            mib / z.wall,
+            mib / t.wall,
+            z.wall / t.wall,
+            z.cpu,
+            t.cpu,
+            z.cpu / t.cpu,
+            mib / s.wall,
             tm.streams[0].counts.bytes_out
         );
         tensor_manifests.push((n, tm));
@@ -324,11 +373,10 @@ fn pipeline(root: &Path) {
 }
 
 /// Raw zstd level 1 on the files' bytes (no shuffle, statistics or I/O), files dealt round-robin to
-/// `threads` threads with a context each; returns (seconds, compressed bytes).
-fn raw_zstd(files: &[(String, Vec<u8>)], threads: usize) -> (f64, usize) {
+/// `threads` threads with a context each; returns the compressed bytes.
+fn raw_zstd(files: &[(String, Vec<u8>)], threads: usize) -> usize {
     let bound = zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap_or(0));
-    let t = Instant::now();
-    let total = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|k| {
                 s.spawn(move || {
@@ -344,8 +392,7 @@ fn raw_zstd(files: &[(String, Vec<u8>)], threads: usize) -> (f64, usize) {
             })
             .collect();
         workers.into_iter().map(|w| w.join().unwrap()).sum()
-    });
-    (t.elapsed().as_secs_f64(), total)
+    })
 }
 
 fn main() {
@@ -355,6 +402,11 @@ fn main() {
         std::env::set_var("ACCUTRACE_BENCH_MIB", std::env::var("ACCUTRACE_BENCH_MIB").unwrap_or("4".into()));
     }
     let (_keep, root) = out_dir();
-    callback_cost(&root);
-    pipeline(&root);
+    let only = std::env::var("ACCUTRACE_BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only == "callback" {
+        callback_cost(&root);
+    }
+    if only.is_empty() || only == "pipeline" {
+        pipeline(&root);
+    }
 }
