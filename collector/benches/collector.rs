@@ -403,6 +403,10 @@ fn main() {
     }
     let (_keep, root) = out_dir();
     let only = std::env::var("ACCUTRACE_BENCH_ONLY").unwrap_or_default();
+    if !["", "callback", "pipeline"].contains(&only.as_str()) {
+        eprintln!("ACCUTRACE_BENCH_ONLY={only}: expected `callback` or `pipeline` (or unset for both)");
+        std::process::exit(2);
+    }
     if only.is_empty() || only == "callback" {
         callback_cost(&root);
     }
