@@ -1,7 +1,8 @@
 //! Collector benchmarks (`cargo bench -p accutrace-collector`), each comparison made in the same run:
-//! 1. callback cost per chunk (median, p99) vs two plain memcpys of the same chunk: into one hot buffer, and
-//!    into buffers rotating over as many bytes as the slot pool holds (the lower bound for a design that
-//!    must not overwrite bytes a writer still owns);
+//! 1. callback cost per chunk (median, p99) vs three plain memcpys of the same chunk: into one hot buffer,
+//!    into buffers rotating over as many bytes as the slot pool holds (what a design pays that must not
+//!    overwrite bytes a writer still owns), and into a buffer a thread on another CPU reads after each copy
+//!    (what handing bytes to another core pays);
 //! 2. pipeline throughput (callback -> writer -> sealed segments, tensor mode) vs raw zstd level 1 on the
 //!    same files with the same number of compressing threads: 1 and 2 (writer threads encode in parallel;
 //!    `ACCUTRACE_BENCH_THREADS=1,2` picks the counts; each figure is the best of `ACCUTRACE_BENCH_REPS`
@@ -24,6 +25,8 @@ use collector::callback::dump_callback;
 use collector::config::{Config, Mode};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// An aligned buffer holding one `acldumpChunk` with its payload.
@@ -88,15 +91,113 @@ fn stores_done() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// A buffer handed back and forth between the timing thread, which copies a chunk into it, and a reader
+/// thread pinned to another CPU, which copies it out (as a writer reads a slot) before the next copy in.
+/// A copy into it is what handing chunk bytes to another core costs at the least: its stores must first
+/// take the buffer's lines back from the reader's cache.
+struct HandOff {
+    buf: Mutex<Vec<u8>>,
+    /// 0: the buffer is the timing thread's; 1: the reader's; 2: the reader should stop.
+    turn: AtomicU32,
+}
+
+impl HandOff {
+    const MINE: u32 = 0;
+    const READERS: u32 = 1;
+    const STOP: u32 = 2;
+
+    /// The reader's loop: copies the buffer out each time it is handed over, until told to stop.
+    fn read_until_stopped(&self, cpu: Option<usize>) {
+        if let Some(cpu) = cpu {
+            pin_to(cpu);
+        }
+        let mut out = Vec::new();
+        loop {
+            match self.turn.load(Ordering::Acquire) {
+                Self::STOP => return,
+                Self::READERS => {
+                    let b = self.buf.lock().unwrap();
+                    out.clear();
+                    out.extend_from_slice(&b);
+                    black_box(&out);
+                    drop(b);
+                    self.turn.store(Self::MINE, Ordering::Release);
+                }
+                _ => std::thread::park(),
+            }
+        }
+    }
+
+    /// One timed copy of `payload` into the buffer (after the reader has copied out the previous one),
+    /// then hands it to `reader`. Nanoseconds.
+    fn timed_copy(&self, payload: &[u8], reader: &std::thread::Thread) -> u64 {
+        while self.turn.load(Ordering::Acquire) != Self::MINE {
+            std::thread::yield_now();
+        }
+        let mut b = self.buf.lock().unwrap();
+        let t = Instant::now();
+        b.copy_from_slice(black_box(payload));
+        black_box(&mut *b);
+        stores_done();
+        let ns = t.elapsed().as_nanos() as u64;
+        drop(b);
+        self.turn.store(Self::READERS, Ordering::Release);
+        reader.unpark();
+        ns
+    }
+}
+
+/// The CPUs this process may run on (Linux), else none.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the set it is given (a zeroed cpu_set_t is an empty, valid one) and
+    // CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Pins the calling thread to `cpu` (best effort).
+fn pin_to(cpu: usize) {
+    // SAFETY: as in `allowed_cpus`; CPU_SET writes inside the set; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Restores the calling thread's affinity to `cpus`.
+fn unpin(cpus: &[usize]) {
+    // SAFETY: as in `pin_to`.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// The dump callback on chunks of 4 KiB, 16 KiB, 64 KiB and 1 MiB (one writer thread, policy `block`,
-/// stats mode), interleaved in one loop with two memcpys of the same payload from the same source: into one
-/// hot buffer (the floor no copy gets below), and into destinations rotating over the pool's total size, laid
-/// out like its slots (what any design pays that must not overwrite bytes a writer still owns). Timed with
-/// `Instant` around each call, up to a full memory fence; median and p99 of each.
+/// stats mode), interleaved in one loop with three memcpys of the same payload from the same source: into
+/// one hot buffer (the floor no copy gets below); into destinations rotating over the pool's total size,
+/// laid out like its slots (what any design pays that must not overwrite bytes a writer still owns); and
+/// into a buffer that a thread on another CPU copies out after each copy ([`HandOff`]: what handing bytes to
+/// another core costs at the least; the timing thread runs on the first allowed CPU, the reader on the
+/// second, for this part). Timed with `Instant` around each call, up to a full memory fence; median and p99
+/// of each.
 fn callback_cost(root: &Path) {
     println!("## callback cost per chunk vs memcpy of the same chunk (same run, interleaved)");
-    println!("| chunk | callback median / p99 | hot memcpy median / p99 | callback / hot | rotating memcpy median / p99 | callback / rotating |");
-    println!("|---|---|---|---|---|---|");
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
+        println!("(one CPU: the handed-over copy's reader shares it with this thread)");
+    }
+    println!("| chunk | callback median / p99 | hot memcpy median / p99 | callback / hot | rotating memcpy median / p99 | callback / rotating | handed-over memcpy median / p99 | callback / handed-over |");
+    println!("|---|---|---|---|---|---|---|---|");
     for (i, size) in [4usize << 10, 16 << 10, 64 << 10, 1 << 20].into_iter().enumerate() {
         let (slots, slot_size) = (256, size + (8 << 10));
         let cfg = Config {
@@ -116,32 +217,45 @@ fn callback_cost(root: &Path) {
         let mut rotating = vec![1u8; slots * slot_size];
         let n = if size >= 1 << 20 { 2_000 } else { 20_000 };
         let (mut cb, mut cp, mut cr) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        for i in 0..n {
-            let t = Instant::now();
-            chunk.call();
-            stores_done();
-            cb.push(t.elapsed().as_nanos() as u64);
-            let t = Instant::now();
-            dst.copy_from_slice(black_box(&payload));
-            black_box(&mut dst);
-            stores_done();
-            cp.push(t.elapsed().as_nanos() as u64);
-            let at = i % slots * slot_size;
-            let d = &mut rotating[at..at + size];
-            let t = Instant::now();
-            d.copy_from_slice(black_box(&payload));
-            black_box(d);
-            stores_done();
-            cr.push(t.elapsed().as_nanos() as u64);
+        let mut ch = Vec::with_capacity(n);
+        let hand_off = HandOff { buf: Mutex::new(vec![2u8; size]), turn: AtomicU32::new(HandOff::MINE) };
+        // Pinned only now: the pipeline's writer thread, started above, keeps the process's whole CPU set.
+        if let Some(&first) = cpus.first() {
+            pin_to(first);
         }
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| hand_off.read_until_stopped(cpus.get(1).copied()));
+            for i in 0..n {
+                let t = Instant::now();
+                chunk.call();
+                stores_done();
+                cb.push(t.elapsed().as_nanos() as u64);
+                let t = Instant::now();
+                dst.copy_from_slice(black_box(&payload));
+                black_box(&mut dst);
+                stores_done();
+                cp.push(t.elapsed().as_nanos() as u64);
+                let at = i % slots * slot_size;
+                let d = &mut rotating[at..at + size];
+                let t = Instant::now();
+                d.copy_from_slice(black_box(&payload));
+                black_box(d);
+                stores_done();
+                cr.push(t.elapsed().as_nanos() as u64);
+                ch.push(hand_off.timed_copy(&payload, reader.thread()));
+            }
+            hand_off.turn.store(HandOff::STOP, Ordering::Release);
+            reader.thread().unpark();
+        });
+        unpin(&cpus);
         finish(p, End::Finalize);
-        for v in [&mut cb, &mut cp, &mut cr] {
+        for v in [&mut cb, &mut cp, &mut cr, &mut ch] {
             v.sort_unstable();
         }
         let s = p.counters.snapshot();
         let median = |v: &[u64]| percentile(v, 0.5);
         println!(
-            "| {} KiB | {} / {} ns | {} / {} ns | {:.2} | {} / {} ns | {:.2} |  (block waits {}, drops {})",
+            "| {} KiB | {} / {} ns | {} / {} ns | {:.2} | {} / {} ns | {:.2} | {} / {} ns | {:.2} |  (block waits {}, drops {})",
             size >> 10,
             median(&cb),
             percentile(&cb, 0.99),
@@ -151,6 +265,9 @@ fn callback_cost(root: &Path) {
             median(&cr),
             percentile(&cr, 0.99),
             median(&cb) as f64 / median(&cr).max(1) as f64,
+            median(&ch),
+            percentile(&ch, 0.99),
+            median(&cb) as f64 / median(&ch).max(1) as f64,
             s.block_waits,
             s.dropped()
         );
