@@ -489,18 +489,20 @@ fn pipeline(root: &Path) {
     }
 }
 
-/// Raw zstd level 1 on the files' bytes (no shuffle, statistics or I/O), files dealt round-robin to
-/// `threads` threads with a context each; returns the compressed bytes.
+/// Raw zstd level 1 on the files' bytes (no shuffle, statistics or I/O) by `threads` threads with a
+/// context each, each taking the next file not yet taken (so they finish together, whatever the sizes);
+/// returns the compressed bytes.
 fn raw_zstd(files: &[(String, Vec<u8>)], threads: usize) -> usize {
     let bound = zstd::zstd_safe::compress_bound(files.iter().map(|f| f.1.len()).max().unwrap_or(0));
+    let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
-            .map(|k| {
-                s.spawn(move || {
+            .map(|_| {
+                s.spawn(|| {
                     let mut c = zstd::bulk::Compressor::new(1).unwrap();
                     let mut out = Vec::with_capacity(bound);
                     let mut bytes = 0;
-                    for (_, b) in files.iter().skip(k).step_by(threads) {
+                    while let Some((_, b)) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
                         out.clear();
                         bytes += c.compress_to_buffer(b.as_slice(), &mut out).unwrap();
                     }
