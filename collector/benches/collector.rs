@@ -6,8 +6,9 @@
 //! 2. pipeline throughput (callback -> writer -> sealed segments, tensor mode) vs raw zstd level 1 on the
 //!    same files with the same number of compressing threads: 1 and 2 (writer threads encode in parallel;
 //!    `ACCUTRACE_BENCH_THREADS=1,2` picks the counts; each figure is the best of `ACCUTRACE_BENCH_REPS`
-//!    (default 3) alternating runs), by wall time and by the CPU time of all the process's threads (the
-//!    pipeline's include the callback's thread and the segment-preparing helper);
+//!    (default 3) alternating runs), by wall time, by the CPU time of all the process's threads (the
+//!    pipeline's include the callback's thread and the segment-preparing helper) and by that of the
+//!    compressing threads alone (the pipeline's writer threads, from its manifest);
 //! 3. bytes on disk per tensor in stats mode.
 //!
 //! Input: dump files from `ACCUTRACE_BENCH_DUMP_DIR` (a CANN / sim-train dump tree), else synthetic fp16
@@ -348,25 +349,39 @@ fn process_cpu() -> f64 {
     secs(u.ru_utime) + secs(u.ru_stime)
 }
 
-/// Wall and CPU seconds of one timed run.
+/// Wall and CPU seconds of one timed run; `workers`: the CPU of its compressing threads alone (raw zstd's
+/// threads, the pipeline's writer threads).
 #[derive(Clone, Copy)]
 struct Timing {
     wall: f64,
     cpu: f64,
+    workers: f64,
 }
 
 impl Timing {
+    /// Times `f`; `workers` is set to all the process's CPU (callers running other threads replace it).
     fn of(f: impl FnOnce()) -> Timing {
         let (t, c) = (Instant::now(), process_cpu());
         f();
-        Timing { wall: t.elapsed().as_secs_f64(), cpu: process_cpu() - c }
+        let cpu = process_cpu() - c;
+        Timing { wall: t.elapsed().as_secs_f64(), cpu, workers: cpu }
     }
 
     fn best(self, other: Timing) -> Timing {
-        Timing { wall: self.wall.min(other.wall), cpu: self.cpu.min(other.cpu) }
+        Timing {
+            wall: self.wall.min(other.wall),
+            cpu: self.cpu.min(other.cpu),
+            workers: self.workers.min(other.workers),
+        }
     }
 
-    const NONE: Timing = Timing { wall: f64::INFINITY, cpu: f64::INFINITY };
+    const NONE: Timing = Timing { wall: f64::INFINITY, cpu: f64::INFINITY, workers: f64::INFINITY };
+}
+
+/// The pipeline counters a standalone run left in its manifest.
+fn pipeline_counters(m: &Manifest) -> collector::counters::Snapshot {
+    serde_json::from_value(m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone())
+        .unwrap()
 }
 
 /// Runs `files` through a standalone pipeline in 64 KiB chunks: the callback on this thread, then the
@@ -389,7 +404,9 @@ fn run_pipeline(
         }
         finish(p, End::Finalize);
     });
-    (timing, Manifest::read(&dir).unwrap())
+    let manifest = Manifest::read(&dir).unwrap();
+    let workers = pipeline_counters(&manifest).writer_cpu_ns as f64 * 1e-9;
+    (Timing { workers, ..timing }, manifest)
 }
 
 fn pipeline(root: &Path) {
@@ -428,8 +445,8 @@ fn pipeline(root: &Path) {
     println!(
         "(best of {reps} alternating runs of each: ACCUTRACE_BENCH_REPS; CPU: all threads of the process)"
     );
-    println!("| threads | raw zstd -1 MiB/s | tensor mode MiB/s | tensor / zstd | CPU s: zstd / tensor | zstd CPU / tensor CPU | stats mode MiB/s | zstd bytes | tensor-mode bytes |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| threads | raw zstd -1 MiB/s | tensor mode MiB/s | tensor / zstd | CPU s: zstd / tensor (all threads) | zstd CPU / tensor CPU | CPU s: zstd / writer threads | zstd CPU / writers' CPU | stats mode MiB/s | zstd bytes | tensor-mode bytes |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut stats_manifest = None;
     let mut tensor_manifests = Vec::new();
     for &n in &threads {
@@ -451,13 +468,16 @@ fn pipeline(root: &Path) {
         }
         let (Some(tm), Some(sm)) = (tm, sm) else { continue };
         println!(
-            "| {n} | {:.0} | {:.0} | {:.2} | {:.3} / {:.3} | {:.2} | {:.0} | {zbytes} | {} |",
+            "| {n} | {:.0} | {:.0} | {:.2} | {:.3} / {:.3} | {:.2} | {:.3} / {:.3} | {:.2} | {:.0} | {zbytes} | {} |",
             mib / z.wall,
             mib / t.wall,
             z.wall / t.wall,
             z.cpu,
             t.cpu,
             z.cpu / t.cpu,
+            z.workers,
+            t.workers,
+            z.workers / t.workers,
             mib / s.wall,
             tm.streams[0].counts.bytes_out
         );
@@ -475,10 +495,7 @@ fn pipeline(root: &Path) {
     );
     let tagged = tensor_manifests.iter().map(|(n, m)| (format!("tensor, {n} writers"), m));
     for (tag, m) in tagged.chain([("stats".to_string(), &sm)]) {
-        let p: collector::counters::Snapshot = serde_json::from_value(
-            m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone(),
-        )
-        .unwrap();
+        let p = pipeline_counters(m);
         println!(
             "{tag}: chunks {} written {} dropped {} block waits {}",
             p.chunks,

@@ -49,10 +49,13 @@ pub struct Counters {
     pub stats_csv_records: AtomicU64,
     /// Records refused by the trigger policy after it stopped.
     pub refused_after_stop: AtomicU64,
+    /// CPU time the writer threads used (user + system), added by each when it ends.
+    pub writer_cpu_ns: AtomicU64,
 }
 
-/// A plain copy of [`Counters`], for the manifest.
+/// A plain copy of [`Counters`], for the manifest (fields a manifest lacks read as 0).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Snapshot {
     pub chunks: u64,
     pub bytes_in: u64,
@@ -76,6 +79,7 @@ pub struct Snapshot {
     pub overflow_records: u64,
     pub stats_csv_records: u64,
     pub refused_after_stop: u64,
+    pub writer_cpu_ns: u64,
 }
 
 impl Snapshot {
@@ -119,6 +123,7 @@ impl Counters {
             overflow_records: g(&self.overflow_records),
             stats_csv_records: g(&self.stats_csv_records),
             refused_after_stop: g(&self.refused_after_stop),
+            writer_cpu_ns: g(&self.writer_cpu_ns),
         }
     }
 }

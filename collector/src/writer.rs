@@ -116,6 +116,7 @@ pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
                 for d in r.finish() {
                     handle(p, &mut r, &mut scratch, d);
                 }
+                add(&p.counters.writer_cpu_ns, thread_cpu_ns());
                 return;
             }
         }
@@ -146,6 +147,19 @@ fn spin_until_work(rx: &Receiver<Msg>) -> bool {
             std::thread::yield_now();
         }
     }
+}
+
+/// CPU time (user + system) the calling thread has used, in nanoseconds (0 if the clock is unavailable).
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given; a zeroed timespec is a valid value.
+    let t = unsafe {
+        let mut t: libc::timespec = std::mem::zeroed();
+        if libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) != 0 {
+            return 0;
+        }
+        t
+    };
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 /// Writer threads leave SIGTERM to the other threads: the handler waits for the writers to drain, so it

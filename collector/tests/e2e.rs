@@ -66,6 +66,7 @@ fn tensor_capture_equals_the_disk_dump_bit_for_bit() {
     let p = pipeline(&m);
     assert_eq!((p.chunks, p.dropped()), (p.chunks_written, 0));
     assert!(p.chunks_split > 0, "chunks larger than a slot were split");
+    assert!(p.writer_cpu_ns > 0, "the writers' CPU time is recorded: {p:?}");
     assert_eq!((p.files as usize, p.files_incomplete, p.files_unparsed), (disk.len(), 0, 0));
     assert_eq!(m.counts.tensors as usize, disk_tensors);
     assert!(m.finished_unix_us.is_some() && m.streams.iter().all(|s| s.sealed));
