@@ -225,6 +225,22 @@ fn describe(status: &std::process::ExitStatus) -> String {
     }
 }
 
+/// What the collector cost the job, from the pipeline counters of every process in the manifest: the
+/// writer threads' CPU time and the time the dump callback waited for a free slot. None when the manifest
+/// has no such counters (another collector version).
+fn collector_cost(m: &Manifest) -> Option<String> {
+    let pipelines = m.config.get("pipeline")?.as_object()?;
+    let sum = |field: &str| -> u64 { pipelines.values().filter_map(|p| p.get(field)?.as_u64()).sum() };
+    let (cpu_ns, waits, wait_ns) = (sum("writer_cpu_ns"), sum("block_waits"), sum("block_wait_ns"));
+    Some(format!(
+        "collector: writer threads used {:.2} s of CPU; the dump callback waited {:.1} ms for free slots ({} time{})",
+        cpu_ns as f64 * 1e-9,
+        wait_ns as f64 * 1e-6,
+        waits,
+        if waits == 1 { "" } else { "s" }
+    ))
+}
+
 /// What the capture in `dir` holds: from the manifest and the stream files, then from the index.
 fn print_capture(out: &mut impl Write, dir: &Path, overflow: bool) -> Result<()> {
     let manifest = match Manifest::read(dir) {
@@ -259,6 +275,9 @@ fn print_capture(out: &mut impl Write, dir: &Path, overflow: bool) -> Result<()>
             human_bytes(c.bytes_in),
             human_bytes(c.bytes_out)
         )?;
+        if let Some(cost) = collector_cost(m) {
+            writeln!(out, "  {cost}")?;
+        }
         if c.drops > 0 {
             writeln!(out, "  warning: {} chunks or files dropped (queue full)", c.drops)?;
         }

@@ -19,6 +19,10 @@ fn recorded_run(dir: &Path, tag: &str, model_json: &str, steps: u64, options: &[
     args.extend(["--lib", path_str(&lib)]);
     let (code, stdout, stderr) = analyzer(&args);
     assert_eq!(code, 0, "record failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("collector: writer threads used") && stdout.contains("for free slots"),
+        "the summary tells what the collector cost:\n{stdout}"
+    );
     run
 }
 
