@@ -9,6 +9,7 @@
 use crate::config::{self, Activation, Config, PanicPoint};
 use crate::pipeline::{Msg, Pipeline, Waker, RUNNING, STARTING, STOPPED};
 use crate::pool::SlotPool;
+use crate::routing::Router;
 use accutrace_formats::capture::{Manifest, StreamInfo, StreamWriter, WriterOptions};
 use ascend_sys::*;
 use std::cell::Cell;
@@ -215,10 +216,12 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     let pool = SlotPool::new(cfg.slots, cfg.slot_size);
     let wakers = (0..cfg.writers).map(|_| Waker::default()).collect();
     let wake_batch = crate::pipeline::wake_batch(cfg.slots, cfg.writers);
+    let router = Router::new(cfg.writers);
     let p: &'static Pipeline = Box::leak(Box::new(Pipeline {
         cfg,
         run_dir,
         pool,
+        router,
         senders,
         wakers,
         wake_batch,

@@ -86,7 +86,7 @@ pub unsafe fn on_chunk(p: &Pipeline, chunk: *const acldumpChunk, len: i32) {
         unsafe { std::slice::from_raw_parts(chunk.cast::<u8>().add(ACLDUMP_CHUNK_DATA_OFFSET), buf_len) };
     let last = header.isLastChunk != 0;
     let hash = accutrace_formats::stats::content_hash(name);
-    let writer = (hash % p.senders.len() as u64) as usize;
+    let writer = p.router.route(hash, last, |w| p.senders[w].len());
     let (tx, waker) = (&p.senders[writer], &p.wakers[writer]);
 
     let room = p.pool.slot_size() - name_len;

@@ -7,7 +7,8 @@
 //! hash, compression) -> capture segments, sealed with a `manifest` at `aclFinalize`, exit or SIGTERM.
 //!
 //! - [`config`]: options. [`activate`]: hooks, attach, start and end of a capture, process hooks.
-//! - [`callback`]: the hot path. [`pool`]: the slots. [`pipeline`]: the shared state.
+//! - [`callback`]: the hot path. [`pool`]: the slots. [`routing`]: which writer gets a file.
+//!   [`pipeline`]: the shared state.
 //! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
 //! - [`counters`]: what the manifest reports.
 
@@ -19,6 +20,7 @@ pub mod manifest;
 pub mod pipeline;
 pub mod pool;
 pub mod reassembly;
+pub mod routing;
 pub mod writer;
 
 use ascend_sys::aclError;

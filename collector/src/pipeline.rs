@@ -5,6 +5,7 @@
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::pool::{Slot, SlotPool};
+use crate::routing::Router;
 use accutrace_formats::capture::{Manifest, StreamWriter};
 use ascend_sys::AclLibrary;
 use crossbeam_channel::Sender;
@@ -47,8 +48,10 @@ pub struct Pipeline {
     /// The run directory (absolute).
     pub run_dir: PathBuf,
     pub pool: SlotPool,
-    /// One queue per writer thread; a file always goes to the same one (by name hash).
+    /// One queue per writer thread; a file always goes to the same one (`router`).
     pub senders: Vec<Sender<Msg>>,
+    /// Which writer (index into `senders`) gets each file.
+    pub router: Router,
     /// How each writer thread sleeps and is woken (same index as `senders`).
     pub wakers: Vec<Waker>,
     /// The callback wakes a sleeping writer once its queue holds this many messages (see [`Waker`]).

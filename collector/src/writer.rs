@@ -3,7 +3,7 @@
 //! (`accutrace_formats::dump` to parse, `stats` for statistics and content hash, `capture::StreamWriter` to
 //! shuffle, compress and frame).
 //!
-//! A file always goes to the same thread (routing by name hash), so reassembly needs no locks. The one
+//! A file always goes to the same thread (`routing`), so reassembly needs no locks. The one
 //! stream writer is shared: statistics, hashes, shuffling and zstd (`capture::DataEncoder`) run before
 //! taking its lock, so writer threads encode in parallel; under the lock one file's op and tensor records
 //! are only framed and copied, together. A single writer thread shares the lock with nobody: it shuffles and
