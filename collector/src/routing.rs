@@ -4,17 +4,20 @@
 //!
 //! A file's first chunk goes to the writer with the shortest queue, and that choice is kept in a small
 //! lock-free table, keyed by the name's hash, until the file's last chunk: later chunks find it there. A
-//! chunk whose file is not in the table starts a file, with one exception: when a new file finds no free
+//! file in one chunk needs neither the table nor a look at every writer's queue (which would pull their
+//! cache lines to the callback's core for each small file): such files take the writers in turn.
+//!
+//! A chunk whose file is not in the table starts a file, with one exception: when a new file finds no free
 //! entry where it would go, it, and from then on every new file, is routed by hash (`hash % writers`),
 //! which needs no memory. From that moment a chunk missing from the table is routed by hash whether it
-//! starts a file or continues one, and every file keeps its writer either way. A file whose last chunk never
-//! comes leaves its entry behind; enough of those only bring that moment sooner. Two files in progress
-//! whose hashes agree in their top 56 bits would share an entry (probability about 2^-56 per pair).
+//! starts a file or continues one, and every file keeps its writer either way. A file whose last chunk
+//! never comes leaves its entry behind; enough of those only bring that moment sooner. Two files in
+//! progress whose hashes agree in their top 56 bits would share an entry (probability about 2^-56 per pair).
 //!
-//! Only the dump callback routes; it may run on several threads at once, but the chunks of one file come
-//! from one thread, in order (cann-facts §3).
+//! Only the dump callback routes. It may run on several threads at once, but the chunks of one file
+//! arrive in order (cann-facts §3), never two at once.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Table entries (a power of two): files in progress at once, with room to spare.
 const ENTRIES: usize = 1024;
@@ -29,6 +32,8 @@ pub struct Router {
     entries: Box<[AtomicU64]>,
     /// Set for good once a new file found no free entry: new files are routed by hash from then on.
     by_hash: AtomicBool,
+    /// One-chunk files seen: the next one goes to writer `turn % writers`.
+    turn: AtomicUsize,
 }
 
 impl Router {
@@ -39,6 +44,7 @@ impl Router {
             writers,
             entries: (0..ENTRIES).map(|_| AtomicU64::new(0)).collect(),
             by_hash: AtomicBool::new(false),
+            turn: AtomicUsize::new(0),
         }
     }
 
@@ -63,11 +69,12 @@ impl Router {
         if self.by_hash.load(Ordering::Acquire) {
             return self.by_name_hash(hash);
         }
+        if last {
+            // A file in one chunk (not the end of one in the table, nor of one routed by hash): in turn.
+            return self.turn.fetch_add(1, Ordering::Relaxed) % self.writers;
+        }
         // A new file: the shortest queue.
         let writer = (0..self.writers).min_by_key(|&w| queued(w)).unwrap_or(0);
-        if last {
-            return writer;
-        }
         let value = tag | (writer as u64 + 1);
         for i in 0..PROBES {
             let entry = &self.entries[(first + i) % ENTRIES];
@@ -112,9 +119,16 @@ mod tests {
         assert_eq!(r.route(a, false, |w| later[w]), 1);
         assert_eq!(r.route(b, true, |w| later[w]), 0);
         assert_eq!(r.route(a, true, |w| later[w]), 1);
-        // Both ended: their entries are free, and a one-chunk file takes none.
+        // Both ended: their entries are free.
         assert!(r.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
-        assert_eq!(r.route(a, true, |w| [3, 2, 1][w]), 2);
+    }
+
+    #[test]
+    fn one_chunk_files_take_the_writers_in_turn_without_reading_queues_or_the_table() {
+        let r = Router::new(3);
+        let got: Vec<usize> =
+            (0..6).map(|n| r.route(hash_at(9, n), true, |_| unreachable!("no queue is read"))).collect();
+        assert_eq!(got, [0, 1, 2, 0, 1, 2]);
         assert!(r.entries.iter().all(|e| e.load(Ordering::Relaxed) == 0));
     }
 
