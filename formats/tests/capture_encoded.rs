@@ -201,3 +201,63 @@ fn encoded_append_needs_an_op_and_respects_a_stopped_policy() {
     let e = encode_data(&[1, 2, 3, 4], DType::FLOAT16, 1).unwrap();
     assert!(w.append_tensor_encoded(&m, &TensorStats::default(), 0, Some(&e)).is_err());
 }
+
+/// fp16-like bytes whose low (mantissa) byte is noise and high (sign/exponent) byte takes a few values: the
+/// low plane looks flat, the high one does not.
+fn half_noise(n_elems: usize) -> Vec<u8> {
+    let low = noise(n_elems, 77);
+    (0..n_elems).flat_map(|i| [low[i], [0x3c, 0x3d, 0xbc, 0x40][(i / 3 + i / 17) % 4]]).collect()
+}
+
+#[test]
+fn a_flat_plane_gets_a_frame_of_its_own_and_the_tensor_reads_back_whole() {
+    let raw = half_noise(100_000);
+    let e = encode_data(&raw, DType::FLOAT16, 1).unwrap();
+    assert_eq!(e.encoding(), DataEncoding::Zstd { shuffle_width: 2 });
+    // Two frames back to back: the low plane (literal compression off), then the high plane.
+    let first = zstd::zstd_safe::find_frame_compressed_size(e.payload()).unwrap();
+    assert!(first < e.payload().len(), "one frame holds everything");
+    assert!(first > 100_000, "the noise plane is passed through: {first} bytes");
+    let mut shuffled = Vec::new();
+    accutrace_formats::capture::shuffle::shuffle(&raw, 2, &mut shuffled);
+    assert_eq!(zstd::bulk::decompress(e.payload(), raw.len()).unwrap(), shuffled);
+    // Small tensors and data without a flat plane stay one frame.
+    let small = half_noise(10_000);
+    let e = encode_data(&small, DType::FLOAT16, 1).unwrap();
+    assert_eq!(zstd::zstd_safe::find_frame_compressed_size(e.payload()).unwrap(), e.payload().len());
+    let smooth = smooth(200_000, 3);
+    let e = encode_data(&smooth, DType::FLOAT16, 1).unwrap();
+    assert_eq!(zstd::zstd_safe::find_frame_compressed_size(e.payload()).unwrap(), e.payload().len());
+
+    // Through the writer, both paths (in place and encoded outside), and back through the reader.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 4 << 20, Policy::KeepAll).unwrap();
+    w.append_op(&op(0, 0)).unwrap();
+    let meta = TensorMeta {
+        io: Io::Output,
+        index: 0,
+        dtype: DType::FLOAT16,
+        format: 2,
+        sub_format: 0,
+        device_shape: vec![100_000],
+        original_shape: None,
+        original_op: None,
+    };
+    let stats = TensorStats::of_bytes(DType::FLOAT16, &raw).unwrap();
+    w.append_tensor(&meta, &stats, content_hash(&raw), Some(&raw), 1).unwrap();
+    let e = encode_data(&raw, DType::FLOAT16, 1).unwrap();
+    w.append_tensor_encoded(&meta, &stats, content_hash(&raw), Some(&e)).unwrap();
+    w.seal().unwrap();
+    let mut run = CaptureRun::open(dir.path()).unwrap();
+    let stream = run.streams.remove(0);
+    let mut tensors = 0;
+    for r in stream.records() {
+        if let Record::Tensor(t) = r.unwrap().record {
+            let mut buf = Vec::new();
+            t.read_data(&mut buf).unwrap();
+            assert!(buf == raw, "tensor {tensors} reads back changed");
+            tensors += 1;
+        }
+    }
+    assert_eq!(tensors, 2);
+}

@@ -126,7 +126,7 @@ pub enum DataEncoding {
     None,
     /// The raw bytes.
     Raw,
-    /// Byte-shuffled by `shuffle_width`, then one zstd frame.
+    /// Byte-shuffled by `shuffle_width`, then zstd: one or more frames back to back (docs/CAPTURE_FORMAT.md).
     Zstd {
         /// Element width used by the shuffle (1: not shuffled).
         shuffle_width: u32,

@@ -115,9 +115,11 @@ pub struct StreamWriter {
 
 /// The stream's zstd context and the parameters it is set to.
 struct Zstd {
-    c: zstd::bulk::Compressor<'static>,
+    c: Compressor,
     level: i32,
     planes: PlanesParams,
+    /// Literal compression is switched off (for a run of flat planes, see [`plane_frames`]).
+    literals_off: bool,
 }
 
 /// Whether zstd output of `compressed` bytes is kept for `raw` bytes: it must save at least 1/32.
@@ -169,13 +171,131 @@ fn literals_forced(p: PlanesParams) -> bool {
 }
 
 /// Sets `p` on a zstd context (zero fields restore the level's defaults).
-fn apply_planes_params(c: &mut zstd::bulk::Compressor<'static>, p: PlanesParams) -> std::io::Result<()> {
+fn apply_planes_params(c: &mut Compressor, p: PlanesParams) -> std::io::Result<()> {
     use zstd::zstd_safe::{CParameter, ParamSwitch};
     c.set_parameter(CParameter::HashLog(p.hash_log))?;
     c.set_parameter(CParameter::MinMatch(p.min_match))?;
     c.set_parameter(CParameter::TargetLength(p.target_length))?;
     let literals = if literals_forced(p) { ParamSwitch::Enable } else { ParamSwitch::Auto };
     c.set_parameter(CParameter::LiteralCompressionMode(literals))
+}
+
+/// Smallest tensor whose planes may go into several zstd frames (below it, one frame: a frame's header and
+/// the per-plane decision would cost more than they save).
+const PLANE_FRAMES_MIN: usize = 64 << 10;
+/// A plane whose sampled byte entropy reaches this many bits per byte is "flat": Huffman coding would
+/// save under ~2% of it (zstd's fast levels want 1.6% before they use it), so it is compressed with
+/// literal compression off. Matches are still searched, so repeated data keeps its gain.
+const FLAT_PLANE_BITS: f64 = 7.85;
+/// The sample: this many windows of `SAMPLE_WINDOW` bytes, spread over the plane.
+const SAMPLE_WINDOWS: usize = 16;
+const SAMPLE_WINDOW: usize = 256;
+
+/// How the shuffled planes of one tensor are cut into zstd frames: runs of adjacent planes with the same
+/// verdict (flat or not), the last run also holding the unshuffled tail. At most 8 runs (the widest element
+/// has 8 planes).
+#[derive(Clone, Debug, Default)]
+struct FramePlan {
+    runs: [std::ops::Range<usize>; 8],
+    flat: [bool; 8],
+    len: usize,
+}
+
+impl FramePlan {
+    /// One frame over `len` bytes, literals as the parameters say.
+    fn whole(len: usize) -> FramePlan {
+        let mut p = FramePlan::default();
+        p.push(0..len, false);
+        p
+    }
+
+    fn push(&mut self, run: std::ops::Range<usize>, flat: bool) {
+        match self.len.checked_sub(1) {
+            Some(last) if self.flat[last] == flat => self.runs[last].end = run.end,
+            _ => {
+                self.runs[self.len] = run;
+                self.flat[self.len] = flat;
+                self.len += 1;
+            }
+        }
+    }
+
+    fn runs(&self) -> &[std::ops::Range<usize>] {
+        &self.runs[..self.len]
+    }
+
+    fn flat(&self) -> &[bool] {
+        &self.flat[..self.len]
+    }
+}
+
+/// The frames for `shuffled`, the planes of `width`-byte elements: one frame when the tensor is small or
+/// wider than 8 bytes, else a frame per run of planes that [`looks_flat`] agrees on. A flat plane (the low
+/// mantissa bytes of most activations) costs zstd's entropy coder as much time as a useful one and gains
+/// nothing; without literal compression zstd passes it through about 10x faster.
+fn plane_frames(shuffled: &[u8], width: usize) -> FramePlan {
+    let len = shuffled.len();
+    if len < PLANE_FRAMES_MIN || !(2..=8).contains(&width) {
+        return FramePlan::whole(len);
+    }
+    let n = len / width;
+    let mut plan = FramePlan::default();
+    for p in 0..width {
+        let end = if p + 1 == width { len } else { (p + 1) * n };
+        plan.push(p * n..end, looks_flat(&shuffled[p * n..(p + 1) * n]));
+    }
+    plan
+}
+
+/// Whether `plane`'s bytes look uniformly spread: the byte entropy of `SAMPLE_WINDOWS` windows of
+/// `SAMPLE_WINDOW` bytes spread evenly over it is at least [`FLAT_PLANE_BITS`]. (4 KiB of samples
+/// underestimate a uniform plane's 8 bits by about 0.05.)
+fn looks_flat(plane: &[u8]) -> bool {
+    if plane.len() < SAMPLE_WINDOWS * SAMPLE_WINDOW {
+        return false;
+    }
+    let step = (plane.len() - SAMPLE_WINDOW) / (SAMPLE_WINDOWS - 1);
+    let mut counts = [0u32; 256];
+    for w in 0..SAMPLE_WINDOWS {
+        for &b in &plane[w * step..w * step + SAMPLE_WINDOW] {
+            counts[b as usize] += 1;
+        }
+    }
+    let total = (SAMPLE_WINDOWS * SAMPLE_WINDOW) as f64;
+    let bits: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / total;
+            -p * p.log2()
+        })
+        .sum();
+    bits >= FLAT_PLANE_BITS
+}
+
+/// A zstd context as the writer keeps one.
+type Compressor = zstd::bulk::Compressor<'static>;
+
+/// Where [`DataEncoder::compress_prepared`] writes its frames: a slice (the segment's mapping) or a Vec's
+/// spare capacity.
+trait FrameOut {
+    /// Compresses `src` as one frame at byte `at` of the output; returns the frame's length.
+    fn compress_at(&mut self, c: &mut Compressor, src: &[u8], at: usize) -> std::io::Result<usize>;
+}
+
+impl FrameOut for [u8] {
+    fn compress_at(&mut self, c: &mut Compressor, src: &[u8], at: usize) -> std::io::Result<usize> {
+        c.compress_to_buffer(src, &mut self[at..])
+    }
+}
+
+impl FrameOut for Vec<u8> {
+    fn compress_at(&mut self, c: &mut Compressor, src: &[u8], at: usize) -> std::io::Result<usize> {
+        // Written from `at` (the Vec's length: the frames before) into the spare capacity.
+        let mut cursor = std::io::Cursor::new(self);
+        cursor.set_position(at as u64);
+        c.compress_to_buffer(src, &mut cursor)
+    }
 }
 
 /// A tensor's data as a record stores it: zstd-compressed byte planes, or its raw bytes where zstd saves
@@ -224,6 +344,8 @@ pub struct DataEncoder {
     /// The byte planes of the tensor last [`prepare`](Self::prepare)d: `shuffled[..shuffled_len]`.
     shuffled: Vec<u8>,
     shuffled_len: usize,
+    /// How those planes are cut into zstd frames.
+    frames: FramePlan,
 }
 
 /// [`DataEncoder::encode`] with a fresh encoder and buffer (simple, but sets up a zstd context per call:
@@ -260,13 +382,13 @@ impl DataEncoder {
             Some(z) if (z.level, z.planes) != (level, planes) => {
                 z.c.set_compression_level(level).map_err(err)?;
                 apply_planes_params(&mut z.c, planes).map_err(err)?;
-                (z.level, z.planes) = (level, planes);
+                (z.level, z.planes, z.literals_off) = (level, planes, false);
             }
             Some(_) => {}
             None => {
                 let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
                 apply_planes_params(&mut c, planes).map_err(err)?;
-                self.compressor = Some(Zstd { c, level, planes });
+                self.compressor = Some(Zstd { c, level, planes, literals_off: false });
             }
         }
         // The buffer only grows (zero-filling just the new part) and a prefix is used: every byte of it is
@@ -275,8 +397,19 @@ impl DataEncoder {
             self.shuffled.resize(raw.len(), 0);
         }
         self.shuffled_len = raw.len();
-        shuffle::shuffle_into(raw, width as usize, &mut self.shuffled[..raw.len()]);
+        let shuffled = &mut self.shuffled[..raw.len()];
+        shuffle::shuffle_into(raw, width as usize, shuffled);
+        self.frames = if literals_forced(planes) {
+            plane_frames(shuffled, width as usize)
+        } else {
+            FramePlan::whole(raw.len())
+        };
         Ok(())
+    }
+
+    /// The most bytes [`compress_prepared`](Self::compress_prepared) can write for the prepared planes.
+    fn prepared_bound(&self) -> usize {
+        self.frames.runs().iter().map(|r| zstd::zstd_safe::compress_bound(r.end - r.start)).sum()
     }
 
     /// Whether a zstd context is set up (by [`prepare`](Self::prepare)).
@@ -284,20 +417,31 @@ impl DataEncoder {
         self.compressor.is_some()
     }
 
-    /// Compresses the prepared planes into `out` (a slice at least `compress_bound` long, or a Vec with that
-    /// much spare capacity); returns the compressed length.
-    fn compress_prepared<C: zstd::zstd_safe::WriteBuf + ?Sized>(&mut self, out: &mut C) -> Result<usize> {
+    /// Compresses the prepared planes into `out` (a slice at least [`prepared_bound`](Self::prepared_bound)
+    /// long, or a Vec with that much spare capacity): one zstd frame per run of [`plane_frames`], back to
+    /// back. Returns the compressed length.
+    fn compress_prepared<O: FrameOut + ?Sized>(&mut self, out: &mut O) -> Result<usize> {
+        use zstd::zstd_safe::{CParameter, ParamSwitch};
+        let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
         let Some(z) = &mut self.compressor else {
             return Err(FormatError::whole("zstd: no context (nothing prepared)"));
         };
-        z.c.compress_to_buffer(&self.shuffled[..self.shuffled_len], out)
-            .map_err(|e| FormatError::whole(format!("zstd: {e}")))
+        let mut written = 0;
+        for (run, flat) in self.frames.runs().iter().zip(self.frames.flat()) {
+            if *flat != z.literals_off {
+                let mode = if *flat { ParamSwitch::Disable } else { ParamSwitch::Enable };
+                z.c.set_parameter(CParameter::LiteralCompressionMode(mode)).map_err(err)?;
+                z.literals_off = *flat;
+            }
+            written += out.compress_at(&mut z.c, &self.shuffled[run.clone()], written).map_err(err)?;
+        }
+        Ok(written)
     }
 
     /// Compresses the planes [`prepare`](Self::prepare)d from `raw` into `buf` and picks the encoding.
     fn finish<'a>(&mut self, raw: &'a [u8], width: u32, mut buf: Vec<u8>) -> Result<EncodedData<'a>> {
         buf.clear();
-        buf.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        buf.reserve(self.prepared_bound());
         self.compress_prepared(&mut buf)?;
         let encoding = if pays(buf.len(), raw.len()) {
             DataEncoding::Zstd { shuffle_width: width }
@@ -496,7 +640,7 @@ impl StreamWriter {
             return Ok(None);
         }
         let size = raw.len() as u64;
-        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        let bound = self.encoder.prepared_bound();
         let enc = DataEncoding::Zstd { shuffle_width: width };
         self.encode(&Msg::Tensor { meta, stats, hash, size, enc });
         let (pos, room) = match &self.seg {
@@ -518,7 +662,7 @@ impl StreamWriter {
         };
         let data_at = (frame + FRAME_HEADER) as usize + self.head.len();
         let out = &mut seg.map[data_at..data_at + bound];
-        let compressed = match self.encoder.compress_prepared(out) {
+        let compressed = match self.encoder.compress_prepared(&mut *out) {
             Ok(n) => n,
             Err(e) => {
                 out.fill(0);
