@@ -9,11 +9,12 @@
 //! ```
 //! - [`segment`]: the header and the frame (length-prefixed, CRC, committed last).
 //! - [`record`]: the record kinds (string, op, tensor, overflow, stats CSV) and their protobuf form.
-//! - [`shuffle`]: the byte shuffle applied before zstd.
+//! - [`shuffle`]: the byte shuffle applied before zstd; [`encode`]: shuffle + zstd of tensor data.
 //! - [`policy`]: retention (keep all, ring, trigger).
 //! - [`writer`]: [`StreamWriter`]. [`reader`]: [`CaptureRun`], [`StreamReader`], [`Records`].
 //! - [`manifest`]: `manifest.json` and `stream.json`.
 
+pub mod encode;
 pub mod manifest;
 pub mod policy;
 pub mod reader;
@@ -22,13 +23,12 @@ pub mod segment;
 pub mod shuffle;
 pub mod writer;
 
+pub use encode::{encode_data, DataEncoder, EncodedData};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use policy::{Policy, PolicyState};
 pub use reader::{CaptureRun, Record, RecordRef, Records, StreamReader, TensorRef, TornTail};
 pub use record::{DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta};
-pub use writer::{
-    encode_data, Appended, DataEncoder, EncodedData, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE,
-};
+pub use writer::{Appended, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE};
 
 /// Version of the capture format written by this build (segment headers and the manifest).
 pub const FORMAT_VERSION: u32 = 1;
