@@ -195,7 +195,7 @@ impl FrameOut for Vec<u8> {
 
 /// A tensor's data as a record stores it: zstd-compressed byte planes, or its raw bytes where zstd saves
 /// under 1/32. Made by [`DataEncoder::encode`] / [`encode_data`], appended by
-/// [`StreamWriter::append_tensor_encoded`].
+/// [`StreamWriter::append_tensor_encoded`](super::StreamWriter::append_tensor_encoded).
 #[derive(Debug)]
 pub struct EncodedData<'a> {
     encoding: DataEncoding,
@@ -229,7 +229,7 @@ impl EncodedData<'_> {
     }
 }
 
-/// Shuffles and compresses tensor data exactly as [`StreamWriter::append_tensor`] does (it uses one
+/// Shuffles and compresses tensor data exactly as [`StreamWriter::append_tensor`](super::StreamWriter::append_tensor) does (it uses one
 /// internally), keeping its zstd context and shuffle buffer between tensors. One per thread: encoding
 /// needs no access to the stream, so threads sharing a writer encode in parallel and lock it only to
 /// append.

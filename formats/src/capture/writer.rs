@@ -232,7 +232,7 @@ impl StreamWriter {
     }
 
     /// Appends a tensor of the current op whose data (if any) was encoded already, by [`DataEncoder::encode`]
-    /// or [`encode_data`]: only frames and copies. Gives the same record as
+    /// or [`encode_data`](super::encode_data): only frames and copies. Gives the same record as
     /// [`append_tensor`](Self::append_tensor) with the same raw bytes and zstd level.
     pub fn append_tensor_encoded(
         &mut self,
