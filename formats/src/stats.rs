@@ -192,13 +192,13 @@ const _: () = assert!(CHUNK.is_multiple_of(BLOCK) && BLOCK.is_multiple_of(LANES)
 
 /// One-pass, chunked statistics: feed decoded values in any number of slices, then [`finish`](Self::finish).
 ///
-/// f32 values go block by block ([`BLOCK`] values) through a branch-free kernel that the compiler
+/// f32 values go block by block ([`F32_BLOCK`] values) through a branch-free kernel that the compiler
 /// vectorizes: min/max and the zero/saturation counts in f32/u32 lanes (exact: they only compare), sums and
 /// sums of squares in f64 lanes (each f32 and its square are exact in f64, so only the f64 additions round,
 /// as before). The kernel does not test for NaN/inf per value: a non-finite value makes the block's f64 sum of
 /// squares NaN or inf, and such a (rare) block is redone by the classifying per-value path. f64 values go
-/// through the classifying path in blocks of [`LANES`]. Lanes and blocks are combined in a fixed order,
-/// so the result depends on the values and on the slice boundaries of the pushes only.
+/// through the classifying path in blocks of [`F32_LANES`] values. Lanes and blocks are combined in a fixed
+/// order, so the result depends on the values and on the slice boundaries of the pushes only.
 #[derive(Clone, Debug)]
 pub struct StatsAccumulator {
     limit: f64,

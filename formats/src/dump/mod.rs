@@ -1,8 +1,8 @@
 //! CANN dump files: both file layouts, file names, dump directory trees, op-debug (overflow) records and
 //! statistics CSVs (facts in `shared/docs/cann-facts.md` §1 and §4).
 //!
-//! - [`file`]: parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
-//! - [`write`]: write dump files exactly as CANN does (the simulated runtime uses it).
+//! - [`file`](mod@file): parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
+//! - [`write`](mod@write): write dump files exactly as CANN does (the simulated runtime uses it).
 //! - [`names`]: `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}` file names; [`mapping`]: `mapping.csv`.
 //! - [`tree`]: walk a dump directory tree into entries in execution order.
 //! - [`opdebug`]: decode and encode op-debug overflow payloads; name the status bits.

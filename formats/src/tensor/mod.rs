@@ -1,7 +1,7 @@
 //! Decoding tensor bytes (little-endian, exactly as the device dumped them) into f32 or f64 lanes, and the
 //! reverse for the simulated runtime.
 //!
-//! Every dtype whose [`Kind`](crate::dtype::Kind) is not `Opaque` decodes: IEEE floats, bf16, fp8 (E4M3FN,
+//! Every dtype whose [`crate::dtype::Kind`] is not `Opaque` decodes: IEEE floats, bf16, fp8 (E4M3FN,
 //! E5M2), signed and unsigned integers (packed int4 low nibble first, bit-packed uint1 LSB first), bool, the
 //! quantized QINT/QUINT types as their integer storage, and complex types as interleaved (re, im) lanes.
 //! Anything else is refused by name: a decoder that guesses produces plausible wrong numbers.

@@ -200,7 +200,7 @@ pub fn tensor_file(event: &OpEvent<'_>, mode: DumpMode, timestamp_us: u64) -> Ve
         .expect("header and payload are built from the same tensor lists")
 }
 
-/// An `Opdebug.Node_OpDebug` file: the record is output[0] (u8, ND).
+/// An `Opdebug.Node_OpDebug` file: the record is `output[0]` (u8, ND).
 pub fn opdebug_file(timestamp_us: u64, record: &[u8]) -> Vec<u8> {
     let len = record.len() as u64;
     let header = DumpData {
