@@ -236,10 +236,9 @@ impl EncodedData<'_> {
 #[derive(Default)]
 pub struct DataEncoder {
     compressor: Option<Zstd>,
-    /// The byte planes of the tensor last [`prepare`](Self::prepare)d: `shuffled[..shuffled_len]`.
+    /// The byte planes of the tensor last [`prepare`](Self::prepare)d, in a prefix (the buffer only grows).
     shuffled: Vec<u8>,
-    shuffled_len: usize,
-    /// How those planes are cut into zstd frames.
+    /// How those planes are cut into zstd frames (the runs cover the prefix).
     frames: FramePlan,
 }
 
@@ -291,7 +290,6 @@ impl DataEncoder {
         if self.shuffled.len() < raw.len() {
             self.shuffled.resize(raw.len(), 0);
         }
-        self.shuffled_len = raw.len();
         let shuffled = &mut self.shuffled[..raw.len()];
         shuffle::shuffle_into(raw, width as usize, shuffled);
         self.frames = if literals_forced(planes) {
@@ -372,15 +370,7 @@ mod tests {
     use super::*;
 
     fn noise(n: usize) -> Vec<u8> {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
+        super::super::test_noise(n, 0x9E37_79B9_7F4A_7C15)
     }
 
     #[test]

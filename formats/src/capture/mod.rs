@@ -55,3 +55,16 @@ pub fn parse_segment_file_name(name: &str) -> Option<u64> {
 pub(crate) fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
+
+/// Pseudo-random bytes (xorshift64 from `seed`): incompressible test data for this module's unit tests.
+#[cfg(test)]
+pub(crate) fn test_noise(n: usize, mut seed: u64) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect()
+}

@@ -867,6 +867,7 @@ fn op_upper_bound(op: &OpInfo) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::reader::{CaptureRun, Record};
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
@@ -891,7 +892,6 @@ mod tests {
 
     #[test]
     fn shuffle_buffer_and_zstd_context_reuse_across_sizes_and_levels_round_trips() {
-        use super::super::reader::{CaptureRun, Record};
         let dir = tempfile::tempdir().unwrap();
         let info = StreamInfo { stream_id: 1, rank: None, device: 0, pid: 1, host: String::new() };
         let mut w = StreamWriter::create(dir.path(), info, 1 << 20, Policy::KeepAll).unwrap();
@@ -918,27 +918,22 @@ mod tests {
             w.append_tensor(&meta, &stats, crate::stats::content_hash(d), Some(d), level).unwrap();
         }
         w.seal().unwrap();
-        let run = CaptureRun::open(dir.path()).unwrap();
+        let got: Vec<Vec<u8>> = tensors_read_back(dir.path()).into_iter().map(|t| t.2).collect();
+        assert_eq!(got, datas);
+    }
+
+    /// Every tensor of the run in `dir`, read back: original op name, encoding, data.
+    fn tensors_read_back(dir: &Path) -> Vec<(Option<String>, DataEncoding, Vec<u8>)> {
+        let run = CaptureRun::open(dir).unwrap();
         let mut got = Vec::new();
         for rec in run.streams[0].records() {
             if let Record::Tensor(t) = rec.unwrap().record {
                 let mut buf = Vec::new();
                 t.read_data(&mut buf).unwrap();
-                got.push(buf);
+                got.push((t.meta.original_op.map(|o| o.name.to_string()), t.encoding, buf));
             }
         }
-        assert_eq!(got, datas);
-    }
-
-    fn noise(n: usize, mut x: u64) -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        got
     }
 
     fn fp16_meta(index: u32, len: usize, original: Option<&str>) -> TensorMeta {
@@ -956,7 +951,6 @@ mod tests {
 
     #[test]
     fn in_place_and_buffered_paths_keep_strings_data_and_zero_tail() {
-        use super::super::reader::{CaptureRun, Record};
         let dir = tempfile::tempdir().unwrap();
         let info = StreamInfo { stream_id: 1, rank: None, device: 0, pid: 1, host: String::new() };
         let seg = 64 << 10;
@@ -967,7 +961,7 @@ mod tests {
         //    buffered path, in the same segment, with a NEW string (interned once, defined once).
         // 3: compressible, in place, another new string.
         let names = [None, Some("fused_a"), Some("fused_b")];
-        let mut datas = vec![noise(20_000, 7)];
+        let mut datas = vec![super::super::test_noise(20_000, 7)];
         let mut where_ = Vec::new();
         for i in 0..3 {
             if i == 1 {
@@ -995,15 +989,7 @@ mod tests {
         assert_eq!(segs, [0, 0, 0], "all in the first segment");
         let summary = w.seal().unwrap();
         assert_eq!(summary.counts.tensors_with_data, 3);
-        let run = CaptureRun::open(dir.path()).unwrap();
-        let mut got = Vec::new();
-        for rec in run.streams[0].records() {
-            if let Record::Tensor(t) = rec.unwrap().record {
-                let mut buf = Vec::new();
-                t.read_data(&mut buf).unwrap();
-                got.push((t.meta.original_op.map(|o| o.name.to_string()), t.encoding, buf));
-            }
-        }
+        let got = tensors_read_back(dir.path());
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].1, DataEncoding::Raw);
         assert_eq!(got[1].1, DataEncoding::Zstd { shuffle_width: 2 });
@@ -1013,6 +999,7 @@ mod tests {
             assert_eq!(data, want);
         }
         // Everything past the sealed end is zero.
+        let run = CaptureRun::open(dir.path()).unwrap();
         let file =
             std::fs::read(dir.path().join(run.streams[0].info().dir_name()).join("seg-000000.acc")).unwrap();
         let end = segment::sealed_end(&file) as usize;
