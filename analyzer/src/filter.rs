@@ -1,7 +1,15 @@
-//! `--step`, `--rank` and `--op` selection, shared by every command.
+//! Which ops, steps and ranks a command looks at (`--step`, `--rank`, `--op`), shared by every command.
 
-use crate::cli::Filter;
 use crate::index::{Index, OpInfo};
+
+/// A selection of ops: each list empty means "all"; otherwise an op must match one entry of each.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub steps: Vec<u64>,
+    pub ranks: Vec<u32>,
+    /// Op name patterns: a glob (`*`, `?`) matches the whole name, anything else a substring.
+    pub ops: Vec<String>,
+}
 
 /// Matches `text` against a glob with `*` (any run) and `?` (any one character).
 pub fn glob_match(pattern: &str, text: &str) -> bool {

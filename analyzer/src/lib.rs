@@ -2,16 +2,22 @@
 //! answers the questions of a diverging port: where does it leave the benchmark (`compare`), is it
 //! reproducible (`diff`), where did the first inf/NaN come from (`overflow`).
 //!
-//! Layout: [`sources`] read runs into an [`index::Index`]; `matching` pairs two indexes; `metrics` compute
-//! the vendor-compatible numbers; `commands` and `report` turn them into answers.
+//! Layout: [`sources`] read runs into an [`index::Index`]; [`matching`] pairs two indexes; [`metrics`]
+//! compute the vendor-compatible numbers; the engines ([`compare`], [`diff`], [`overflow`], [`inspect`],
+//! [`convert`]) take plain options structs and return what they found; [`report`] prints it, one module per
+//! command. The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
+//! library never sees it.
 
-pub mod cli;
-pub mod commands;
-pub mod compare_report;
+pub mod compare;
+pub mod convert;
+pub mod diff;
 pub mod filter;
 pub mod index;
+pub mod inspect;
 pub mod matching;
 pub mod metrics;
+pub mod outcome;
+pub mod overflow;
 pub mod overflow_records;
 pub mod progress;
 pub mod report;

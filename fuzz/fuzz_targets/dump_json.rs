@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = analyzer::sources::msprobe::dump_json::parse(data);
+    let _ = accutrace_formats::msprobe::dump_json::parse(data);
 });

@@ -4,6 +4,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = analyzer::sources::msprobe::pt::read_pt_bytes(data);
-    let _ = analyzer::sources::msprobe::pickle::load_tensor(data);
+    let _ = accutrace_formats::msprobe::pt::read_pt_bytes(data);
+    let _ = accutrace_formats::msprobe::pickle::load_tensor(data);
 });

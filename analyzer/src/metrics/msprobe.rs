@@ -13,7 +13,7 @@
 //!   "unsupported"; a 1-element 1-d tensor gets Cosine "unsupported"; an empty one gets 0 everywhere.
 
 use super::kernel::{for_lanes, hmax, hsum, reduce_chunks, Element, RePrecision, LANES};
-use super::{format_value, py_float_repr, py_round};
+use accutrace_formats::msprobe::py_float_repr;
 use std::fmt;
 
 /// One cell of msprobe's comparison table.
@@ -408,6 +408,22 @@ pub fn stat_diff(npu: Option<f64>, bench: Option<f64>) -> StatDiff {
     StatDiff { diff: Some(diff), relative, warning }
 }
 
+/// msprobe's `format_value`: `float('{:.12f}'.format(v))`, i.e. rounded to 12 decimals.
+pub fn format_value(v: f64) -> f64 {
+    if !v.is_finite() {
+        return v;
+    }
+    format!("{v:.12}").parse().unwrap_or(v)
+}
+
+/// Python's `round(v, digits)` for the digit counts msprobe uses (correctly rounded decimal).
+pub fn py_round(v: f64, digits: usize) -> f64 {
+    if !v.is_finite() {
+        return v;
+    }
+    format!("{v:.digits$}").parse().unwrap_or(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,5 +518,14 @@ mod tests {
         assert_eq!(stat_diff(None, Some(0.0)).diff, None);
         assert_eq!(stat_diff(Some(f64::NAN), Some(1.0)).relative, "Nan");
         assert!(stat_diff(Some(10.0), Some(1.0)).warning);
+    }
+
+    #[test]
+    #[allow(clippy::excessive_precision)]
+    fn rounding_like_msprobe() {
+        assert_eq!(format_value(0.0054435729980468750), 0.005443572998);
+        assert_eq!(format_value(8.535385131835938e-05), 8.5353851e-05);
+        assert_eq!(py_round(0.99999624, 6), 0.999996);
+        assert_eq!(py_round(0.9999996, 6), 1.0);
     }
 }

@@ -1,4 +1,24 @@
-//! Shared pieces of the human reports.
+//! The reports, one module per command, and what they share: the output formats, where a report goes,
+//! and how numbers and sizes read.
+
+pub mod compare;
+pub mod convert;
+pub mod diff;
+pub mod inspect;
+pub mod overflow;
+pub mod record;
+
+/// The output formats a report can take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// A human summary.
+    #[default]
+    Table,
+    /// CSV.
+    Csv,
+    /// JSON.
+    Json,
+}
 
 /// A number in at most 11 characters: plain when readable, scientific otherwise.
 pub fn fmt_num(x: f64) -> String {
@@ -13,6 +33,31 @@ pub fn fmt_num(x: f64) -> String {
         format!("{x:.6}").trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         format!("{x:.4e}")
+    }
+}
+
+/// A byte count in binary units: `512 B`, `3.0 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `"s"` for counts other than one.
+pub fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
@@ -59,5 +104,11 @@ mod tests {
         assert_eq!(super::fmt_num(1e-7), "1.0000e-7");
         assert_eq!(super::fmt_num(0.0), "0");
         assert_eq!(super::fmt_num(f64::NAN), "nan");
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(super::human_bytes(512), "512 B");
+        assert_eq!(super::human_bytes(3 * 1024 * 1024), "3.0 MiB");
     }
 }

@@ -3,13 +3,15 @@
 //! Indexing reads only headers (the files are memory-mapped, so tensor pages are never touched); values and
 //! hashes are decoded on demand from a fresh map of the one file that holds them.
 
-use super::host::{host_shape, host_values, DeviceTensor};
-use super::{device_stats, Source};
+use super::device_stats;
+use super::source::Source;
 use crate::index::{Index, Io, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
 use accutrace_formats::stats::content_hash;
+use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
+use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -179,8 +181,8 @@ impl Source for CannDumpSource {
         })
     }
 
-    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
-        self.with_tensor(tensor, |t| Ok(super::raw::host_bytes(&device_tensor(t))?))
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
+        self.with_tensor(tensor, |t| Ok(host_bytes::host_bytes(&device_tensor(t))?))
     }
 }
 

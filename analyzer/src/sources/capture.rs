@@ -1,14 +1,16 @@
 //! accutrace captures: statistics and hashes come from the record heads, so building the index never
 //! touches tensor bytes; values are decompressed on demand from the mapped segment.
 
-use super::host::{host_shape, host_values, DeviceTensor};
-use super::{device_stats, Source};
+use super::device_stats;
+use super::source::Source;
 use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
 use accutrace_formats::layout::Format;
+use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
+use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -215,7 +217,7 @@ impl Source for CaptureSource {
         Ok(hash)
     }
 
-    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
-        self.with_device_tensor(tensor, |device| Ok(super::raw::host_bytes(device)?))
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
+        self.with_device_tensor(tensor, |device| Ok(host_bytes::host_bytes(device)?))
     }
 }

@@ -12,11 +12,12 @@
 //!
 //! Indexing maps each file and parses its header only, so data pages are never read.
 
-use super::Source;
+use super::source::Source;
 use crate::index::{Index, Io, TensorId, TensorInfo};
 use accutrace_formats::dump::{parse_file_name, MappedFile, NameMapping};
 use accutrace_formats::npy::NpyView;
 use accutrace_formats::stats::content_hash;
+use accutrace_formats::tensor::host_bytes::HostBytes;
 use accutrace_formats::DType;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -214,12 +215,12 @@ impl Source for NpyDirSource {
         })
     }
 
-    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<super::raw::HostBytes>> {
+    fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
         self.with_view(tensor, |view| {
             // Already host bytes when stored in C order, little-endian; anything else takes the f32 path.
             let c_order = !view.fortran_order || view.shape.iter().filter(|&&d| d > 1).count() <= 1;
             Ok((c_order && !view.big_endian)
-                .then(|| super::raw::HostBytes { bytes: view.data.to_vec(), shape: view.shape.clone() }))
+                .then(|| HostBytes { bytes: view.data.to_vec(), shape: view.shape.clone() }))
         })
     }
 }
@@ -249,7 +250,7 @@ fn view_values(view: &NpyView<'_>, out: &mut Vec<f32>) -> Result<()> {
         // The common case: decode straight into the caller's buffer (no allocation, no zero-fill).
         let elements =
             usize::try_from(view.elements()).context("npy array does not fit the address space")?;
-        super::host::decode_reusing(view.dtype, view.data, elements, out)
+        accutrace_formats::tensor::host::decode_reusing(view.dtype, view.data, elements, out)
             .map_err(|e| e.shifted(view.data_offset))?;
     } else {
         *out = view.to_f32_c_order()?;

@@ -12,6 +12,8 @@
 mod decode;
 mod encode;
 pub mod half_bits;
+pub mod host;
+pub mod host_bytes;
 
 pub use decode::{
     decode_f32, decode_f32_into, decode_f64, decode_f64_into, fp16_to_f32, fp16_to_f32_portable,

@@ -10,7 +10,7 @@
 //! charged to a node budget, so a small pickle cannot expand into a large or deep value; byte lengths
 //! are checked against the remaining input before anything is allocated.
 
-use accutrace_formats::{DType, FormatError, Result};
+use crate::{DType, FormatError, Result};
 use std::collections::HashMap;
 
 /// Nodes a pickle may create in total (torch's tensor pickles use a few dozen).

@@ -1,10 +1,16 @@
 //! `analyzer`: see `analyzer --help`, README.md and docs/CLI.md.
+//!
+//! The binary is the command line alone: [`cli`] (clap) and [`commands`], which build each engine's plain
+//! options and call the `analyzer` library.
+
+mod cli;
+mod commands;
 
 use clap::Parser;
 
 fn main() {
-    let cli = analyzer::cli::Cli::parse();
-    let code = match analyzer::commands::run(cli.command) {
+    let cli = cli::Cli::parse();
+    let code = match commands::run(cli.command) {
         Ok(outcome) => outcome.exit_code(),
         // `analyzer ... | head`: the reader left; that is not an error worth a message.
         Err(err) if is_broken_pipe(&err) => 0,

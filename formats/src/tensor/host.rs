@@ -1,9 +1,9 @@
 //! From device bytes to host values: decode the dtype, undo the device format, crop the padding.
 //! Every source that holds device-format tensors (CANN dumps, captures) goes through here.
 
-use accutrace_formats::layout::{self, Format};
-use accutrace_formats::tensor::{decode_f32, decode_f32_into, lanes_per_element};
-use accutrace_formats::{DType, Result};
+use crate::layout::{self, Format};
+use crate::tensor::{decode_f32, decode_f32_into, lanes_per_element};
+use crate::{DType, Result};
 
 /// Where a tensor's bytes came from and how they are laid out on the device.
 pub struct DeviceTensor<'a> {
@@ -109,7 +109,7 @@ fn product(shape: &[u64]) -> Option<u64> {
 }
 
 fn element_count(shape: &[u64]) -> Result<usize> {
-    product(shape).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
-        accutrace_formats::FormatError::whole(format!("shape {shape:?} overflows the element count"))
-    })
+    product(shape)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| crate::FormatError::whole(format!("shape {shape:?} overflows the element count")))
 }

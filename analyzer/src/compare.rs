@@ -1,5 +1,5 @@
-//! `analyzer compare TARGET BENCH`: op by op against a benchmark; the answer leads with the first op that
-//! fails while its inputs pass (the culprit), then lists the failures in execution order.
+//! The compare engine (`analyzer compare TARGET BENCH`): op by op against a benchmark, and the first op that
+//! fails while its inputs pass (the culprit). [`report::compare`](crate::report::compare) prints it.
 //!
 //! Per tensor pair: msprobe's six metrics and "Accuracy Reached or Not", msaccucmp's metrics, the
 //! statistics of both sides, and msprobe's newer Result column. accutrace's own verdict (`Status`) is
@@ -7,22 +7,21 @@
 //! threshold. msprobe's Result also flags a dtype change, which every mixed-precision run has, so it is
 //! reported but does not make an op fail.
 
-use super::Outcome;
-use crate::cli::{CompareArgs, MetricFamilies};
-use crate::compare_report;
+use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
-use crate::matching::{match_runs, producers, read_mapping_file, MatchKind, MatchOptions};
+use crate::matching::{match_runs, producers, MatchKind, MatchOptions};
 use crate::metrics::kernel::RePrecision;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::{verdicts, Level, VerdictRow};
 use crate::metrics::{
-    both_metrics, both_metrics_and_stats, msprobe_metrics_f32, Cell, MsaccucmpMetrics, MsprobeMetrics,
-    MsprobeOptions,
+    both_metrics, both_metrics_and_stats, msprobe_metrics_f32, Cell, Families, MsaccucmpMetrics,
+    MsprobeMetrics, MsprobeOptions,
 };
+use crate::outcome::Outcome;
 use crate::progress::Progress;
-use crate::sources::{self, Source};
+use crate::sources::Source;
+use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
-use anyhow::Result;
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -57,6 +56,23 @@ pub struct FailingOp {
     pub inputs_pass: bool,
 }
 
+/// What to compare and how to judge it: built from the command line, or by any other caller.
+#[derive(Clone, Debug, Default)]
+pub struct CompareOptions {
+    /// Which ops (steps, ranks, names) take part.
+    pub filter: Filter,
+    /// How target tensors find their bench counterparts.
+    pub matching: MatchOptions,
+    /// Metric families; `None`: msprobe's alone when a side is an msprobe dump, both otherwise.
+    pub families: Option<Families>,
+    /// Fail a tensor whose cosine similarity is below this (besides the vendor rules).
+    pub cosine_min: Option<f64>,
+    /// Fail a tensor whose max absolute error exceeds this (besides the vendor rules).
+    pub max_abs_err: Option<f64>,
+    /// Show a progress bar on stderr (when stderr is a terminal).
+    pub progress: bool,
+}
+
 /// Everything the reports need.
 pub struct Comparison<'a> {
     pub target: &'a dyn Source,
@@ -69,45 +85,33 @@ pub struct Comparison<'a> {
     pub unmatched_bench: Vec<TensorId>,
 }
 
-pub fn run(args: CompareArgs) -> Result<Outcome> {
-    let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
-    let (target, bench) = (target?, bench?);
-    let mut options = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
-    if let Some(path) = &args.mapping {
-        options.mapping = read_mapping_file(path)?;
+impl Comparison<'_> {
+    /// Findings when some op fails.
+    pub fn outcome(&self) -> Outcome {
+        if self.failing_ops.is_empty() {
+            Outcome::Pass
+        } else {
+            Outcome::Findings
+        }
     }
-    let comparison = compare(target.as_ref(), bench.as_ref(), &args, &options);
-    if comparison.rows.is_empty() {
-        anyhow::bail!(
-            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
-             with `target_name,bench_name` lines",
-            args.target.display(),
-            args.bench.display(),
-            target.index().tensors.len(),
-            bench.index().tensors.len()
-        );
-    }
-    compare_report::write(&comparison, &args)?;
-    Ok(if comparison.failing_ops.is_empty() { Outcome::Pass } else { Outcome::Findings })
 }
 
 /// Matches, measures every pair in parallel, and finds the culprit.
 pub fn compare<'a>(
     target: &'a dyn Source,
     bench: &'a dyn Source,
-    args: &CompareArgs,
-    options: &MatchOptions,
+    options: &CompareOptions,
 ) -> Comparison<'a> {
     let (ti, bi) = (target.index(), bench.index());
-    let matching = match_runs(ti, bi, options);
-    let keep = |t: TensorId| args.filter.keeps(&ti.ops[ti.tensors[t].op]);
+    let matching = match_runs(ti, bi, &options.matching);
+    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
-    let progress = Progress::new("compare", pairs.len() as u64, args.no_progress);
-    let with_msaccucmp = families(target, bench, args) == MetricFamilies::All;
+    let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
+    let with_msaccucmp = families(target, bench, options) == Families::All;
     let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) = pairs
         .par_iter()
         .map(|p| {
-            let row = compare_pair(target, bench, p.target, p.bench, p.how, args, with_msaccucmp);
+            let row = compare_pair(target, bench, p.target, p.bench, p.how, options, with_msaccucmp);
             progress.inc(1);
             row
         })
@@ -154,7 +158,7 @@ pub fn compare<'a>(
         unmatched_bench: matching
             .unmatched_bench
             .into_iter()
-            .filter(|&t| args.filter.keeps(&bi.ops[bi.tensors[t].op]))
+            .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))
             .collect(),
     }
 }
@@ -166,11 +170,11 @@ thread_local! {
 
 /// The metric families to compute: as asked, else msprobe's alone when an msprobe dump is involved (what
 /// its users know from `msprobe compare`), both otherwise.
-pub fn families(target: &dyn Source, bench: &dyn Source, args: &CompareArgs) -> MetricFamilies {
-    args.metrics.unwrap_or(if target.kind() == "msprobe" || bench.kind() == "msprobe" {
-        MetricFamilies::Msprobe
+pub fn families(target: &dyn Source, bench: &dyn Source, options: &CompareOptions) -> Families {
+    options.families.unwrap_or(if target.kind() == "msprobe" || bench.kind() == "msprobe" {
+        Families::Msprobe
     } else {
-        MetricFamilies::All
+        Families::All
     })
 }
 
@@ -180,7 +184,7 @@ fn compare_pair(
     t: TensorId,
     b: TensorId,
     how: MatchKind,
-    args: &CompareArgs,
+    options: &CompareOptions,
     with_msaccucmp: bool,
 ) -> (CompareRow, Option<u64>) {
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
@@ -212,7 +216,7 @@ fn compare_pair(
         } else {
             target.read_values(t, &mut n).map(|()| None)
         };
-        let options = MsprobeOptions {
+        let msprobe_options = MsprobeOptions {
             zero_dim: ti.shape.is_empty(),
             re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
         };
@@ -223,15 +227,15 @@ fn compare_pair(
                 // Both sides' statistics from the metrics' own pass (bit for bit `of_f32`'s).
                 let dtypes = (ti.dtype, bi.dtype);
                 let (probe, acc, ts, bs) =
-                    both_metrics_and_stats(&n, bv, &options, fp16, dtypes, with_msaccucmp);
+                    both_metrics_and_stats(&n, bv, &msprobe_options, fp16, dtypes, with_msaccucmp);
                 (row.msprobe, row.msaccucmp) = (probe, acc);
                 (row.target_stats, row.bench_stats) = (Some(ts), Some(bs));
             } else {
                 if with_msaccucmp {
-                    let (probe, acc) = both_metrics(&n, bv, &options, fp16);
+                    let (probe, acc) = both_metrics(&n, bv, &msprobe_options, fp16);
                     (row.msprobe, row.msaccucmp) = (probe, Some(acc));
                 } else {
-                    row.msprobe = msprobe_metrics_f32(&n, bv, &options);
+                    row.msprobe = msprobe_metrics_f32(&n, bv, &msprobe_options);
                 }
                 if row.target_stats.is_none() {
                     row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
@@ -248,12 +252,12 @@ fn compare_pair(
         BUFFERS.with(|c| c.replace((n, bv)));
     }
     row.accuracy = accuracy_reached(&row.msprobe);
-    judge(&mut row, args);
+    judge(&mut row, options);
     (row, hash)
 }
 
 /// accutrace's precision verdict for one row.
-fn judge(row: &mut CompareRow, args: &CompareArgs) {
+fn judge(row: &mut CompareRow, options: &CompareOptions) {
     let m = &row.msprobe;
     let reason = match (row.accuracy, m.cosine, m.max_abs_err) {
         (Accuracy::Unmatched, _, _) => Some("shapes differ".to_string()),
@@ -262,11 +266,11 @@ fn judge(row: &mut CompareRow, args: &CompareArgs) {
             Some(format!("cosine {cos} and max abs error {abs} miss msprobe's thresholds"))
         }
         (Accuracy::No, _, _) => Some("msprobe's accuracy rule fails".to_string()),
-        (_, Cell::Value(cos), _) if args.cosine_min.is_some_and(|min| cos < min) => {
-            Some(format!("cosine {cos} < --cosine-min {}", args.cosine_min.unwrap_or_default()))
+        (_, Cell::Value(cos), _) if options.cosine_min.is_some_and(|min| cos < min) => {
+            Some(format!("cosine {cos} < --cosine-min {}", options.cosine_min.unwrap_or_default()))
         }
-        (_, _, Cell::Value(abs)) if args.max_abs_err.is_some_and(|max| abs > max) => {
-            Some(format!("max abs error {abs} > --max-abs-err {}", args.max_abs_err.unwrap_or_default()))
+        (_, _, Cell::Value(abs)) if options.max_abs_err.is_some_and(|max| abs > max) => {
+            Some(format!("max abs error {abs} > --max-abs-err {}", options.max_abs_err.unwrap_or_default()))
         }
         _ => None,
     };
@@ -281,7 +285,7 @@ fn judge(row: &mut CompareRow, args: &CompareArgs) {
 /// msprobe's Result column is decided per API call over the rows in msprobe's CSV order.
 fn apply_msprobe_result(ti: &Index, bi: &Index, rows: &mut [CompareRow]) {
     let fmt_stat = |s: &Option<TensorStats>, f: fn(&TensorStats) -> f64| match s {
-        Some(s) => crate::metrics::py_float_repr(f(s)),
+        Some(s) => py_float_repr(f(s)),
         None => "None".to_string(),
     };
     let verdict_rows: Vec<VerdictRow> = rows
@@ -392,4 +396,22 @@ pub fn rows_of_op(comparison: &Comparison<'_>, op: usize, io: Option<Io>) -> Vec
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// Fused kernels (target ops matched to the bench through `original_op` names) and whether each fails:
+/// against an unfused run this answers "does the problem go away without fusion?".
+pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
+    let index = c.target.index();
+    let mut kernels: Vec<(usize, bool)> = Vec::new();
+    for row in &c.rows {
+        if row.how != Some(MatchKind::Provenance) {
+            continue;
+        }
+        let op = index.tensors[row.target].op;
+        match kernels.iter_mut().find(|(o, _)| *o == op) {
+            Some((_, failed)) => *failed |= row.failed,
+            None => kernels.push((op, row.failed)),
+        }
+    }
+    kernels
 }

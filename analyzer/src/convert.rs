@@ -1,4 +1,4 @@
-//! `analyzer convert SOURCE -o DIR`: every selected tensor as a `.npy` file in host layout, named
+//! The convert engine (`analyzer convert SOURCE -o DIR`): every selected tensor as a `.npy` file in host layout, named
 //! `DIR/step{S}/rank{R}/{op_type}.{op}.{order}.{input|output}.{i}.npy` (docs/CLI.md), which the npy source
 //! reads back. Op names are sanitized for file names; `DIR/mapping.csv` keeps the real ones.
 //!
@@ -8,14 +8,13 @@
 //! bf16/fp8 (widened to float32) and integers below 2^24; when fp64 or larger integers had to take that
 //! path, the summary says they were rounded.
 
-use super::Outcome;
-use crate::cli::ConvertArgs;
+use crate::filter::Filter;
 use crate::index::{Io, TensorId};
 use crate::progress::Progress;
-use crate::sources::raw::HostBytes;
-use crate::sources::{self, Source};
+use crate::sources::Source;
 use accutrace_formats::dump::{sanitize_op_name, NameMapping};
 use accutrace_formats::npy::{descr_of, write_npy};
+use accutrace_formats::tensor::host_bytes::HostBytes;
 use accutrace_formats::tensor::{encode_f32, lanes_per_element};
 use accutrace_formats::DType;
 use anyhow::{bail, Context, Result};
@@ -29,18 +28,21 @@ use std::sync::Mutex;
 const F32_EXACT_INT: f32 = 16_777_216.0;
 
 /// What happened to one tensor.
-enum Converted {
+pub enum Converted {
+    /// Written: the file's size, and what the user should know about its values.
     Written { bytes: u64, note: Option<String> },
+    /// Not written, and why (no data, a dtype without numbers).
     Skipped(String),
+    /// Could not be read or written: what went wrong.
     Failed(String),
 }
 
-pub fn run(args: ConvertArgs) -> Result<Outcome> {
-    let source = sources::open(&args.source)?;
+/// Writes every tensor of the ops that `filter` keeps under `output` (created if missing), plus
+/// `mapping.csv` for op names that had to be sanitized; says what happened to each tensor.
+pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Vec<Converted>> {
     let index = source.index();
-    let ops = args.filter.op_ids(index);
-    std::fs::create_dir_all(&args.output)
-        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let ops = filter.op_ids(index);
+    std::fs::create_dir_all(output).with_context(|| format!("cannot create {}", output.display()))?;
     let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
     let progress = Progress::new("converting", total as u64, false);
     let renamed = Mutex::new(Vec::new());
@@ -48,7 +50,7 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
         .par_iter()
         .flat_map_iter(|&o| {
             let op = &index.ops[o];
-            let dir = args.output.join(format!("step{}", op.step)).join(format!("rank{}", op.rank));
+            let dir = output.join(format!("step{}", op.step)).join(format!("rank{}", op.rank));
             let op_type = match sanitize_op_name(&op.op_type) {
                 t if t.is_empty() => "unknown".to_string(),
                 t => t,
@@ -57,7 +59,7 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
             let mut out = Vec::new();
             for (io, list) in [(Io::Input, &op.inputs), (Io::Output, &op.outputs)] {
                 for (position, &t) in list.iter().enumerate() {
-                    let i = file_index(source.as_ref(), list, position);
+                    let i = file_index(source, list, position);
                     let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
                     if name != op.name {
                         renamed
@@ -65,7 +67,7 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
                             .unwrap_or_else(|e| e.into_inner())
                             .push((stem.clone(), op.name.clone()));
                     }
-                    out.push(convert_one(source.as_ref(), t, &dir, &stem));
+                    out.push(convert_one(source, t, &dir, &stem));
                     progress.inc(1);
                 }
             }
@@ -74,8 +76,8 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
         .collect();
     progress.finish();
     let renamed = renamed.into_inner().unwrap_or_else(|e| e.into_inner());
-    write_mapping(&args.output, renamed)?;
-    summarize(&args.output, &results)
+    write_mapping(output, renamed)?;
+    Ok(results)
 }
 
 /// The `{i}` of a tensor's file: its index, or its position when indices repeat within the op (msprobe's
@@ -224,69 +226,6 @@ fn write_mapping(dir: &Path, mut rows: Vec<(String, String)>) -> Result<()> {
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn summarize(dir: &Path, results: &[Converted]) -> Result<Outcome> {
-    let (mut files, mut bytes) = (0u64, 0u64);
-    let mut notes: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut skipped: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut failed = Vec::new();
-    for r in results {
-        match r {
-            Converted::Written { bytes: b, note } => {
-                files += 1;
-                bytes += b;
-                if let Some(note) = note {
-                    *notes.entry(note).or_default() += 1;
-                }
-            }
-            Converted::Skipped(why) => *skipped.entry(why).or_default() += 1,
-            Converted::Failed(why) => failed.push(why.as_str()),
-        }
-    }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    writeln!(out, "wrote {files} .npy files ({}) to {}", human_bytes(bytes), dir.display())?;
-    for (note, n) in &notes {
-        writeln!(out, "note: {note}: {n} tensor{}", plural(*n))?;
-    }
-    for (why, n) in &skipped {
-        writeln!(out, "skipped {n} tensor{}: {why}", plural(*n))?;
-    }
-    if let Some(first) = failed.first() {
-        for why in &failed {
-            writeln!(out, "failed: {why}")?;
-        }
-        bail!(
-            "{} tensor{} could not be converted; first: {first}",
-            failed.len(),
-            plural(failed.len() as u64)
-        );
-    }
-    Ok(Outcome::Pass)
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,11 +239,5 @@ mod tests {
         assert!(target_dtype(DType::DOUBLE).and_then(|t| t.1).is_some());
         assert_eq!(target_dtype(DType::STRING), None);
         assert_eq!(target_dtype(DType::HIFLOAT8), None);
-    }
-
-    #[test]
-    fn sizes_read_well() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB");
     }
 }

@@ -7,7 +7,7 @@
 //! positional leaves get `.input.{i}`, nested ones `.input.{i}.{j}`, keyword ones `.input.{key}`,
 //! outputs `.output.{i}`; `null` leaves are kept (msprobe lists them as rows with N/A dtype).
 
-use accutrace_formats::{DType, FormatError, Result};
+use crate::{DType, FormatError, Result};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
@@ -146,7 +146,7 @@ impl StatValue {
             StatValue::None => "None".into(),
             StatValue::Bool(b) => if *b { "True" } else { "False" }.into(),
             StatValue::Int(i) => i.to_string(),
-            StatValue::Float(f) => crate::metrics::py_float_repr(*f),
+            StatValue::Float(f) => super::py_float::py_float_repr(*f),
             StatValue::Str(s) => s.clone(),
         }
     }

@@ -4,15 +4,15 @@
 //! (raw storage bytes), `{prefix}/byteorder` (`little`/`big`, absent in old files = little) and version
 //! files. The pickle runs in [`super::pickle`]'s safe interpreter; the view it describes (offset, size,
 //! stride) is checked against the storage's real size before anything is allocated, gathered into C order
-//! and decoded by the shared `accutrace_formats::tensor` decoders.
+//! and decoded by the shared `crate::tensor` decoders.
 //!
 //! Two ways in: [`read_pt_file`] / [`parse_pt`] hold the whole archive in memory (a map or the fuzz
 //! target's bytes); [`stream_pt_file`], what `compare` uses, streams a stored storage member through a
 //! small per-thread buffer, checking its CRC-32 and decoding it chunk by chunk into the caller's buffer.
 
 use super::pickle::{self, TensorRef};
-use accutrace_formats::dump::MappedFile;
-use accutrace_formats::{DType, FormatError, Result};
+use crate::dump::MappedFile;
+use crate::{DType, FormatError, Result};
 use std::borrow::Cow;
 use std::io::{Cursor, Read, Seek};
 use std::path::Path;
@@ -352,9 +352,9 @@ fn read_whole(
 ) -> Result<DType> {
     let bytes = std::fs::read(path).map_err(|e| FormatError::io(path, &e))?;
     let t = parse_pt(&bytes)?;
-    crate::sources::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
+    crate::tensor::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
     if let Some(h) = hasher {
-        super::hash_f32_le(h, out);
+        super::values_hash::hash_f32_le(h, out);
     }
     Ok(t.dtype)
 }
@@ -382,7 +382,7 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
     };
     let span = check_view(&h.tensor, h.storage_bytes, h.elsize)?;
     let decodes_alone = dtype.is_decodable()
-        && accutrace_formats::tensor::lanes_per_element(dtype) == 1
+        && crate::tensor::lanes_per_element(dtype) == 1
         && dtype.bits() == Some(8 * h.elsize as u32);
     let Some((start, declared, crc)) = stored else { return read_whole(path, out, hasher) };
     if !span.contiguous || (h.big_endian && h.elsize > 1) || !decodes_alone {
@@ -461,7 +461,7 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
 fn decode_step(dtype: DType, bytes: &[u8], elsize: usize, out: &mut Vec<f32>) -> Result<()> {
     let old = out.len();
     out.resize(old + bytes.len() / elsize, 0.0);
-    accutrace_formats::tensor::decode_f32_into(dtype, bytes, &mut out[old..])
+    crate::tensor::decode_f32_into(dtype, bytes, &mut out[old..])
 }
 
 /// Where a view's elements lie in its storage, after [`check_view`].
@@ -629,9 +629,9 @@ mod tests {
     fn in_memory(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
         let t = read_pt_bytes(bytes)?;
         let mut values = Vec::new();
-        accutrace_formats::tensor::decode_f32(t.dtype, &t.bytes, t.elements(), &mut values)?;
+        crate::tensor::decode_f32(t.dtype, &t.bytes, t.elements(), &mut values)?;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Ok((t.dtype, values, accutrace_formats::stats::content_hash(&bytes)))
+        Ok((t.dtype, values, crate::stats::content_hash(&bytes)))
     }
 
     fn assert_same(got: &Result<(DType, Vec<f32>, u64)>, want: &Result<(DType, Vec<f32>, u64)>, what: &str) {

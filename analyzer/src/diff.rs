@@ -1,20 +1,18 @@
-//! `analyzer diff RUN1 RUN2`: is the run reproducible? Hashes first; only tensors whose hashes differ are
-//! decoded. Per step and rank, the first op whose output differs is named, and classified: its inputs were
+//! The diff engine (`analyzer diff RUN1 RUN2`): is the run reproducible? Hashes first; only tensors whose
+//! hashes differ are decoded. Per step and rank, the first op whose output differs is named, and classified: its inputs were
 //! identical (the op itself is nondeterministic) or already different (it only propagates).
 
-use super::Outcome;
-use crate::cli::{DiffArgs, Format};
+use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, MatchOptions};
+use crate::outcome::Outcome;
 use crate::progress::Progress;
-use crate::report::{fmt_num, Output};
-use crate::sources::{self, Source};
+use crate::sources::Source;
 use accutrace_formats::DType;
 use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::Write;
 
 /// How two matched tensors differ (all zero when their bytes are equal).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -72,39 +70,59 @@ pub struct CensusRow {
     pub measured: bool,
 }
 
+/// Everything `diff` found; the reports print it, JSON serialises it as is.
 #[derive(Serialize)]
-struct DiffReport {
-    run1: String,
-    run2: String,
-    compared_tensors: usize,
-    differing_tensors: usize,
-    decoded_tensors: usize,
-    first_differences: Vec<FirstDifference>,
-    census: Vec<CensusRow>,
-    unmatched_run1: Vec<String>,
-    unmatched_run2: Vec<String>,
+pub struct DiffReport {
+    pub run1: String,
+    pub run2: String,
+    pub compared_tensors: usize,
+    pub differing_tensors: usize,
+    pub decoded_tensors: usize,
+    pub first_differences: Vec<FirstDifference>,
+    pub census: Vec<CensusRow>,
+    pub unmatched_run1: Vec<String>,
+    pub unmatched_run2: Vec<String>,
 }
 
-pub fn run(args: DiffArgs) -> Result<Outcome> {
-    let run1 = sources::open(&args.run1)?;
-    let run2 = sources::open(&args.run2)?;
+impl DiffReport {
+    /// Findings when a tensor differs or is only in one run.
+    pub fn outcome(&self) -> Outcome {
+        if self.differing_tensors == 0 && self.unmatched_run1.is_empty() && self.unmatched_run2.is_empty() {
+            Outcome::Pass
+        } else {
+            Outcome::Findings
+        }
+    }
+}
+
+/// Which ops `diff` looks at, and whether it shows progress.
+#[derive(Clone, Debug, Default)]
+pub struct DiffOptions {
+    pub filter: Filter,
+    /// Show a progress bar on stderr (when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Matches the two runs by name, compares every pair (hashes, then values where they differ), and names
+/// the first differing op of each step and rank.
+pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Result<DiffReport> {
     let (i1, i2) = (run1.index(), run2.index());
     let matching = match_runs(i1, i2, &MatchOptions::default());
     let pairs: Vec<_> =
-        matching.pairs.iter().filter(|p| args.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
+        matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
 
     if pairs.is_empty() {
         anyhow::bail!(
             "no tensor of {} matched one of {}: the runs share no op names (check --step/--rank/--op)",
-            args.run1.display(),
-            args.run2.display()
+            run1.root().display(),
+            run2.root().display()
         );
     }
-    let progress = Progress::new("diff", pairs.len() as u64, args.no_progress);
+    let progress = Progress::new("diff", pairs.len() as u64, !options.progress);
     let diffs: Vec<Result<TensorDiff>> = pairs
         .par_iter()
         .map(|p| {
-            let d = diff_tensor(run1.as_ref(), run2.as_ref(), p.target, p.bench);
+            let d = diff_tensor(run1, run2, p.target, p.bench);
             progress.inc(1);
             d
         })
@@ -123,9 +141,9 @@ pub fn run(args: DiffArgs) -> Result<Outcome> {
     let first_differences = first_differences(i1, &by_target);
     let census = census(i1, &by_target);
     let differing = by_target.values().filter(|d| !d.identical).count();
-    let report = DiffReport {
-        run1: args.run1.display().to_string(),
-        run2: args.run2.display().to_string(),
+    Ok(DiffReport {
+        run1: run1.root().display().to_string(),
+        run2: run2.root().display().to_string(),
         compared_tensors: by_target.len(),
         differing_tensors: differing,
         decoded_tensors: decoded,
@@ -133,20 +151,6 @@ pub fn run(args: DiffArgs) -> Result<Outcome> {
         census,
         unmatched_run1: matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
         unmatched_run2: matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
-    };
-    let mut out = Output::open(args.output.as_deref())?;
-    match args.format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            writeln!(out)?;
-        }
-        Format::Csv => write_csv(&mut out, &report)?,
-        Format::Table => print_table(&mut out, &report)?,
-    }
-    Ok(if differing == 0 && report.unmatched_run1.is_empty() && report.unmatched_run2.is_empty() {
-        Outcome::Pass
-    } else {
-        Outcome::Findings
     })
 }
 
@@ -298,130 +302,6 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
     let mut rows: Vec<(u64, CensusRow)> = rows.into_values().collect();
     rows.sort_by_key(|(order, _)| *order);
     rows.into_iter().map(|(_, r)| r).collect()
-}
-
-fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
-    writeln!(out, "diff {} vs {}", r.run1, r.run2)?;
-    writeln!(
-        out,
-        "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",
-        r.compared_tensors, r.differing_tensors, r.decoded_tensors
-    )?;
-    if r.first_differences.is_empty() {
-        writeln!(out, "\nThe runs are bit-identical on every matched tensor.")?;
-    } else {
-        writeln!(out, "\nFirst differing op per step and rank:")?;
-        for f in &r.first_differences {
-            writeln!(
-                out,
-                "  step {} rank {}: {} [{}] is {} ({})",
-                f.step,
-                f.rank,
-                f.op,
-                f.op_type,
-                match f.verdict {
-                    "nondeterministic" => "NONDETERMINISTIC: its inputs were identical",
-                    "propagating" => "propagating a difference from its inputs",
-                    _ => "different (its inputs were not dumped)",
-                },
-                size_of_difference(&f.output)
-            )?;
-            for input in &f.differing_inputs {
-                writeln!(out, "      differing input: {input}")?;
-            }
-        }
-        writeln!(out, "\nEvery op whose output differed ({}):", r.census.len())?;
-        writeln!(out, "  {:<56} {:>6} {:>12} {:>10} {:>9}", "op", "times", "max |diff|", "max ulp", "share")?;
-        const SHOWN: usize = 25;
-        for c in r.census.iter().take(SHOWN) {
-            if c.measured {
-                writeln!(
-                    out,
-                    "  {:<56} {:>6} {:>12} {:>10} {:>8.2}%",
-                    c.op,
-                    c.times,
-                    fmt_num(c.max_abs_diff),
-                    c.max_ulp,
-                    100.0 * c.max_share_differing
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "  {:<56} {:>6}   hash differs, statistics moved by up to {}",
-                    c.op,
-                    c.times,
-                    fmt_num(c.max_stats_delta)
-                )?;
-            }
-        }
-        if r.census.len() > SHOWN {
-            writeln!(
-                out,
-                "  ... {} more ops (--format csv or json lists every one)",
-                r.census.len() - SHOWN
-            )?;
-        }
-        if r.census.iter().any(|c| !c.measured) {
-            writeln!(out, "  (statistics-only capture: record with --mode tensor for element-wise figures)")?;
-        }
-    }
-    for (side, list) in [("run1", &r.unmatched_run1), ("run2", &r.unmatched_run2)] {
-        if !list.is_empty() {
-            writeln!(out, "\n{} tensors only in {side}:", list.len())?;
-            for name in list.iter().take(20) {
-                writeln!(out, "  {name}")?;
-            }
-            if list.len() > 20 {
-                writeln!(out, "  ... and {} more (use --format json for all)", list.len() - 20)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// "max |diff| 0.5, 3 ulp, 1.2% of elements", or what the statistics say when there was no data.
-fn size_of_difference(d: &TensorDiff) -> String {
-    if d.measured {
-        format!(
-            "max |diff| {}, {} ulp, {:.2}% of elements",
-            fmt_num(d.max_abs_diff),
-            d.max_ulp,
-            100.0 * d.share_differing()
-        )
-    } else {
-        match d.stats_delta {
-            Some(delta) => format!("hash differs; statistics moved by up to {}", fmt_num(delta)),
-            None => "hash differs".to_string(),
-        }
-    }
-}
-
-fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record([
-        "op",
-        "op_type",
-        "times",
-        "max_abs_diff",
-        "max_ulp",
-        "max_share_differing",
-        "max_stats_delta",
-        "measured",
-    ])?;
-    for c in &r.census {
-        w.write_record([
-            c.op.clone(),
-            c.op_type.clone(),
-            c.times.to_string(),
-            c.max_abs_diff.to_string(),
-            c.max_ulp.to_string(),
-            c.max_share_differing.to_string(),
-            c.max_stats_delta.to_string(),
-            c.measured.to_string(),
-        ])?;
-    }
-    w.flush()?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,19 +1,16 @@
-//! `analyzer overflow RUN`: the first op (per step and rank) that produced inf/NaN, or values at the
+//! The overflow engine (`analyzer overflow RUN`): the first op (per step and rank) that produced inf/NaN, or values at the
 //! dtype's saturation limit, from finite inputs; its device status bits; how far it spread; the steps it
 //! happened in (a loss-scale collapse shows as a run of them). Statistics are enough: where a source stored
 //! them no tensor byte is read.
 
-use super::Outcome;
-use crate::cli::{Format, OverflowArgs};
+use crate::filter::Filter;
 use crate::index::{Index, OpId, TensorId};
-use crate::report::{fmt_num, Output};
-use crate::sources::{self, Source};
+use crate::outcome::Outcome;
+use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
-use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::Write;
 
 /// The anomaly a tensor shows, from its statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -37,7 +34,8 @@ impl Anomaly {
         self.nan + self.inf + self.saturated > 0
     }
 
-    fn describe(self) -> String {
+    /// "3 NaN, 260 inf": what the report says.
+    pub fn describe(self) -> String {
         let mut parts = Vec::new();
         if self.nan > 0 {
             parts.push(format!("{} NaN", self.nan));
@@ -53,94 +51,64 @@ impl Anomaly {
 }
 
 #[derive(Serialize)]
-struct Origin {
-    step: u64,
-    rank: u32,
-    op: String,
-    op_type: String,
-    output: String,
-    anomaly: Anomaly,
+pub struct Origin {
+    pub step: u64,
+    pub rank: u32,
+    pub op: String,
+    pub op_type: String,
+    pub output: String,
+    pub anomaly: Anomaly,
     /// `finite inputs` when every input was clean, `inputs not dumped` otherwise.
-    inputs: &'static str,
+    pub inputs: &'static str,
     /// Ops of the same step after the origin whose outputs were anomalous too.
-    spread_to: usize,
-    device_status: Vec<DeviceStatus>,
+    pub spread_to: usize,
+    pub device_status: Vec<DeviceStatus>,
 }
 
 #[derive(Serialize)]
-struct DeviceStatus {
-    engine: String,
-    status: Vec<String>,
-    status_names: Vec<String>,
+pub struct DeviceStatus {
+    pub engine: String,
+    pub status: Vec<String>,
+    pub status_names: Vec<String>,
 }
 
 #[derive(Serialize)]
-struct LossScale {
-    step: u64,
-    rank: u32,
-    op: String,
-    value: f64,
+pub struct LossScale {
+    pub step: u64,
+    pub rank: u32,
+    pub op: String,
+    pub value: f64,
 }
 
 #[derive(Serialize)]
-struct OverflowReport {
-    run: String,
-    origins: Vec<Origin>,
-    steps_with_overflow: Vec<u64>,
+pub struct OverflowReport {
+    pub run: String,
+    pub origins: Vec<Origin>,
+    pub steps_with_overflow: Vec<u64>,
     /// Maximal runs of consecutive steps with an overflow: a run means the loss scale kept collapsing.
-    consecutive_runs: Vec<(u64, u64)>,
-    loss_scale: Vec<LossScale>,
-    unattributed_device_records: usize,
-    tensors_without_statistics: usize,
+    pub consecutive_runs: Vec<(u64, u64)>,
+    pub loss_scale: Vec<LossScale>,
+    pub unattributed_device_records: usize,
+    pub tensors_without_statistics: usize,
 }
 
-pub fn run(args: OverflowArgs) -> Result<Outcome> {
-    let source = sources::open(&args.run)?;
-    let index = source.index();
-    let ops = args.filter.op_ids(index);
-    let stats = gather_stats(source.as_ref(), &ops);
-    let report = analyse(index, &ops, &stats, args.run.display().to_string());
-    let mut out = Output::open(args.output.as_deref())?;
-    match args.format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            writeln!(out)?;
+impl OverflowReport {
+    /// Findings when some op overflowed.
+    pub fn outcome(&self) -> Outcome {
+        if self.origins.is_empty() {
+            Outcome::Pass
+        } else {
+            Outcome::Findings
         }
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record([
-                "step",
-                "rank",
-                "op",
-                "op_type",
-                "output",
-                "nan",
-                "inf",
-                "saturated",
-                "spread_to",
-                "status",
-            ])?;
-            for o in &report.origins {
-                let status: Vec<String> =
-                    o.device_status.iter().flat_map(|d| d.status_names.clone()).collect();
-                w.write_record([
-                    o.step.to_string(),
-                    o.rank.to_string(),
-                    o.op.clone(),
-                    o.op_type.clone(),
-                    o.output.clone(),
-                    o.anomaly.nan.to_string(),
-                    o.anomaly.inf.to_string(),
-                    o.anomaly.saturated.to_string(),
-                    o.spread_to.to_string(),
-                    status.join("; "),
-                ])?;
-            }
-            w.flush()?;
-        }
-        Format::Table => print_table(&mut out, &report)?,
     }
-    Ok(if report.origins.is_empty() { Outcome::Pass } else { Outcome::Findings })
+}
+
+/// The overflow analysis of the ops of `source` that `filter` keeps.
+pub fn overflow(source: &dyn Source, filter: &Filter) -> OverflowReport {
+    let index = source.index();
+    let ops = filter.op_ids(index);
+    let stats = gather_stats(source, &ops);
+    analyse(index, &ops, &stats, source.root().display().to_string())
 }
 
 /// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel).
@@ -262,56 +230,4 @@ fn loss_scale_value(index: &Index, o: OpId, stats: &BTreeMap<TensorId, TensorSta
     let scalar = |t: &TensorId| stats.get(t).filter(|s| s.count == 1).map(|s| s.max);
     let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
     op.inputs.iter().filter_map(scalar).find(power_of_two).or_else(|| op.outputs.first().and_then(scalar))
-}
-
-fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
-    writeln!(out, "overflow analysis of {}", r.run)?;
-    if r.origins.is_empty() {
-        writeln!(out, "\nNo op produced inf/NaN or saturated values from finite inputs.")?;
-    }
-    for (i, o) in r.origins.iter().enumerate() {
-        if i == 0 {
-            writeln!(out, "\nFIRST OVERFLOW: step {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
-        } else {
-            writeln!(out, "\nstep {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
-        }
-        writeln!(out, "  {}: {} ({})", o.output, o.anomaly.describe(), o.inputs)?;
-        for d in &o.device_status {
-            writeln!(
-                out,
-                "  device: {} status {}: {}",
-                d.engine,
-                d.status.join(" "),
-                d.status_names.join(", ")
-            )?;
-        }
-        writeln!(out, "  spread to {} later op(s) of the same step", o.spread_to)?;
-    }
-    if !r.steps_with_overflow.is_empty() {
-        let steps: Vec<String> = r.steps_with_overflow.iter().map(|s| s.to_string()).collect();
-        writeln!(out, "\nsteps with an overflow: {}", steps.join(", "))?;
-        for (a, b) in &r.consecutive_runs {
-            writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
-        }
-    }
-    if !r.loss_scale.is_empty() {
-        let history: Vec<String> =
-            r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
-        writeln!(out, "loss scale by step: {}", history.join(" "))?;
-    }
-    if r.unattributed_device_records > 0 {
-        writeln!(
-            out,
-            "{} device overflow record(s) could not be tied to a dumped op",
-            r.unattributed_device_records
-        )?;
-    }
-    if r.tensors_without_statistics > 0 {
-        writeln!(
-            out,
-            "warning: {} tensor(s) had neither statistics nor readable data",
-            r.tensors_without_statistics
-        )?;
-    }
-    Ok(())
 }

@@ -1,25 +1,28 @@
 //! The reports of `analyzer compare`: a terminal summary that leads with the culprit, CSV whose columns
 //! keep msprobe's names (then msaccucmp's, then accutrace's), and JSON.
 
-use crate::cli::{CompareArgs, Format};
-use crate::commands::compare::{rows_of_op, CompareRow, Comparison};
+use super::{fmt_num, Format, Output};
+use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison};
 use crate::index::Io;
-use crate::metrics::{py_float_repr, Cell};
-use crate::report::{fmt_num, Output};
+use crate::metrics::{Cell, MsaccucmpMetrics};
+use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
 use anyhow::Result;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 
-pub fn write(c: &Comparison<'_>, args: &CompareArgs) -> Result<()> {
-    match (args.format, &args.output) {
+/// Writes the report in `format` to `output` (standard output when `None`); `all` lists every compared
+/// tensor in the table, not only the failures.
+pub fn write(c: &Comparison<'_>, format: Format, output: Option<&Path>, all: bool) -> Result<()> {
+    match (format, output) {
         (Format::Table, _) => {
-            let mut out = Output::open(args.output.as_deref())?;
-            let colour = args.output.is_none() && std::io::stdout().is_terminal();
-            summary(&mut out, c, args.all, colour)?;
+            let mut out = Output::open(output)?;
+            let colour = output.is_none() && std::io::stdout().is_terminal();
+            summary(&mut out, c, all, colour)?;
         }
         (format, output) => {
-            let mut out = Output::open(output.as_deref())?;
+            let mut out = Output::open(output)?;
             match format {
                 Format::Csv => write_csv(&mut out, c)?,
                 _ => write_json(&mut out, c)?,
@@ -95,25 +98,6 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
         None => writeln!(out, "{}: every compared tensor passes", paint("PASS", "1;32", colour))?,
     }
     Ok(())
-}
-
-/// Fused kernels (target ops matched to the bench through `original_op` names) and whether each fails:
-/// against an unfused run this answers "does the problem go away without fusion?".
-pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
-    use crate::matching::MatchKind;
-    let index = c.target.index();
-    let mut kernels: Vec<(usize, bool)> = Vec::new();
-    for row in &c.rows {
-        if row.how != Some(MatchKind::Provenance) {
-            continue;
-        }
-        let op = index.tensors[row.target].op;
-        match kernels.iter_mut().find(|(o, _)| *o == op) {
-            Some((_, failed)) => *failed |= row.failed,
-            None => kernels.push((op, row.failed)),
-        }
-    }
-    kernels
 }
 
 fn fusion_summary(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
@@ -314,9 +298,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let ts = stat_cells(&row.target_stats);
         let bs = stat_cells(&row.bench_stats);
         let acc = row.msaccucmp.as_ref();
-        let num = |f: fn(&crate::metrics::MsaccucmpMetrics) -> f64| {
-            acc.map(|a| py_float_repr(f(a))).unwrap_or_default()
-        };
+        let num = |f: fn(&MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
         let mut record: Vec<String> = vec![
             ti.tensor_label(row.target),
             row.bench.map(|b| bi.tensor_label(b)).unwrap_or_else(|| "N/A".into()),

@@ -1,4 +1,5 @@
-//! The command line: a user-facing contract, documented in docs/CLI.md and tested in analyzer/tests/cli.rs.
+//! The command line: a user-facing contract, documented in docs/CLI.md and tested in analyzer/tests/cli*.rs.
+//! Only the binary sees these types: each command turns them into the plain options of its engine.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -49,7 +50,7 @@ pub enum Command {
 
 /// Which ops, steps and ranks a command looks at.
 #[derive(Args, Debug, Clone, Default)]
-pub struct Filter {
+pub struct FilterArgs {
     /// Only this step (repeatable: --step 0 --step 5).
     #[arg(long = "step", value_name = "S")]
     pub steps: Vec<u64>,
@@ -59,6 +60,17 @@ pub struct Filter {
     /// Only ops whose name matches this glob (`*` and `?`; repeatable, any may match).
     #[arg(long = "op", value_name = "PATTERN")]
     pub ops: Vec<String>,
+}
+
+impl FilterArgs {
+    /// The engines' filter.
+    pub fn to_filter(&self) -> analyzer::filter::Filter {
+        analyzer::filter::Filter {
+            steps: self.steps.clone(),
+            ranks: self.ranks.clone(),
+            ops: self.ops.clone(),
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -72,12 +84,22 @@ pub enum Format {
     Json,
 }
 
+impl From<Format> for analyzer::report::Format {
+    fn from(format: Format) -> Self {
+        match format {
+            Format::Table => analyzer::report::Format::Table,
+            Format::Csv => analyzer::report::Format::Csv,
+            Format::Json => analyzer::report::Format::Json,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct InspectArgs {
     /// A dump file, a dump tree, a capture, a .npy directory or an msprobe dump.
     pub path: PathBuf,
     #[command(flatten)]
-    pub filter: Filter,
+    pub filter: FilterArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -90,7 +112,7 @@ pub struct CompareArgs {
     /// The benchmark run (GPU/CPU, or an NPU run with fusion off).
     pub bench: PathBuf,
     #[command(flatten)]
-    pub filter: Filter,
+    pub filter: FilterArgs,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Write the report here instead of standard output (the summary still goes to the terminal).
@@ -126,7 +148,7 @@ pub struct DiffArgs {
     pub run1: PathBuf,
     pub run2: PathBuf,
     #[command(flatten)]
-    pub filter: Filter,
+    pub filter: FilterArgs,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -139,7 +161,7 @@ pub struct DiffArgs {
 pub struct OverflowArgs {
     pub run: PathBuf,
     #[command(flatten)]
-    pub filter: Filter,
+    pub filter: FilterArgs,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -153,7 +175,7 @@ pub struct ConvertArgs {
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
     #[command(flatten)]
-    pub filter: Filter,
+    pub filter: FilterArgs,
 }
 
 #[derive(Args, Debug)]
@@ -200,6 +222,15 @@ pub enum MetricFamilies {
     /// msprobe's and msaccucmp's (mean absolute, RMS, relative Euclidean, mean and accumulated relative
     /// error, KL divergence, overflow).
     All,
+}
+
+impl From<MetricFamilies> for analyzer::metrics::Families {
+    fn from(families: MetricFamilies) -> Self {
+        match families {
+            MetricFamilies::Msprobe => analyzer::metrics::Families::Msprobe,
+            MetricFamilies::All => analyzer::metrics::Families::All,
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! a byte-multiple width comes out bit for bit.
 
 use super::host::{host_shape, DeviceTensor};
-use accutrace_formats::layout::{self, Format};
-use accutrace_formats::{FormatError, Result};
+use crate::layout::{self, Format};
+use crate::{FormatError, Result};
 
 /// Host-layout bytes (C order, the tensor's dtype, little-endian as on the device) and the host shape.
 pub struct HostBytes {
@@ -77,8 +77,8 @@ fn permute<const W: usize>(tensor: &DeviceTensor<'_>, elements: usize) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use accutrace_formats::layout::to_device;
-    use accutrace_formats::DType;
+    use crate::layout::to_device;
+    use crate::DType;
 
     #[test]
     fn fp64_in_a_device_format_comes_back_bit_for_bit() {

@@ -1,7 +1,7 @@
 //! Replays the fuzz seed corpora of the msprobe readers (fuzz/corpus/pt_reader, fuzz/corpus/dump_json)
 //! and mutates the valid seeds deterministically: every input must give Ok or Err, never a panic.
 
-use analyzer::sources::msprobe::{dump_json, pt};
+use accutrace_formats::msprobe::{dump_json, pt};
 use std::path::PathBuf;
 
 fn corpus(name: &str) -> Vec<(String, Vec<u8>)> {
@@ -70,7 +70,7 @@ fn dump_json_corpus_and_mutations() {
 fn fixture_pt_files_decode() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/fixtures/msprobe-tiny/target/step0/rank0");
-    let dump = analyzer::sources::msprobe::MsprobeDump::open(&dir).unwrap();
+    let dump = accutrace_formats::msprobe::MsprobeDump::open(&dir).unwrap();
     let mut tensors = 0;
     for e in &dump.entries {
         let Some(t) = e.tensor() else { continue };

@@ -5,14 +5,16 @@
 //! are read only by [`MsprobeDump::load_values`]. Like msprobe, data files are resolved relative to the
 //! directory that holds `dump.json`, not the `dump_data_dir` recorded by the machine that made the dump.
 
-pub mod compare;
 pub mod dump_json;
 pub mod pickle;
 pub mod pt;
+mod py_float;
+mod values_hash;
 
 pub use dump_json::{Direction, EntryKind, Io, MsprobeTensor, StatValue, TensorMeta};
+pub use py_float::py_float_repr;
 
-use accutrace_formats::{DType, FormatError, Result};
+use crate::{DType, FormatError, Result};
 use std::path::{Path, PathBuf};
 
 /// An opened msprobe dump of one rank and step.
@@ -93,7 +95,7 @@ impl MsprobeDump {
     pub fn load_values(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<f32>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
-        accutrace_formats::tensor::decode_f32(dtype, &bytes, element_count(&shape), &mut out)
+        crate::tensor::decode_f32(dtype, &bytes, element_count(&shape), &mut out)
             .map_err(|e| e.in_file(&path))?;
         Ok((dtype, shape, out))
     }
@@ -128,10 +130,10 @@ impl MsprobeDump {
             return pt::stream_pt_file(&path, out, hasher);
         }
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
-        crate::sources::host::decode_reusing(dtype, &bytes, element_count(&shape), out)
+        crate::tensor::host::decode_reusing(dtype, &bytes, element_count(&shape), out)
             .map_err(|e| e.in_file(&path))?;
         if let Some(h) = hasher {
-            hash_f32_le(h, out);
+            values_hash::hash_f32_le(h, out);
         }
         Ok(dtype)
     }
@@ -140,7 +142,7 @@ impl MsprobeDump {
     pub fn load_values_f64(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<f64>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
-        accutrace_formats::tensor::decode_f64(dtype, &bytes, element_count(&shape), &mut out)
+        crate::tensor::decode_f64(dtype, &bytes, element_count(&shape), &mut out)
             .map_err(|e| e.in_file(&path))?;
         Ok((dtype, shape, out))
     }
@@ -154,7 +156,7 @@ impl MsprobeDump {
             }
             Some("npy") => {
                 let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, &e))?;
-                let view = accutrace_formats::npy::NpyView::parse(&bytes).map_err(|e| e.in_file(&path))?;
+                let view = crate::npy::NpyView::parse(&bytes).map_err(|e| e.in_file(&path))?;
                 if view.fortran_order && view.shape.len() > 1 {
                     // msprobe (MindSpore) writes C order; a Fortran-order file is refused rather than misread.
                     return Err(FormatError::whole("Fortran-order .npy is not expected in an msprobe dump")
@@ -168,18 +170,6 @@ impl MsprobeDump {
 
     fn err(&self, problem: String) -> FormatError {
         FormatError::whole(problem).in_file(&self.json_path)
-    }
-}
-
-/// Feeds the little-endian bytes of `values` to `hasher` through a small buffer (no copy of the whole
-/// tensor): xxh3's streaming and one-shot forms give the same hash.
-pub(crate) fn hash_f32_le(hasher: &mut xxhash_rust::xxh3::Xxh3, values: &[f32]) {
-    let mut buf = [0u8; 16384];
-    for chunk in values.chunks(buf.len() / 4) {
-        for (b, v) in buf.chunks_exact_mut(4).zip(chunk) {
-            b.copy_from_slice(&v.to_le_bytes());
-        }
-        hasher.update(&buf[..chunk.len() * 4]);
     }
 }
 

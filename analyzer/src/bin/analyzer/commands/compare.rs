@@ -1,0 +1,39 @@
+//! `analyzer compare TARGET BENCH`: op by op against a benchmark; the answer leads with the first op that
+//! fails while its inputs pass (the culprit), then lists the failures in execution order.
+
+use crate::cli::CompareArgs;
+use analyzer::compare::{compare, CompareOptions};
+use analyzer::matching::{read_mapping_file, MatchOptions};
+use analyzer::outcome::Outcome;
+use analyzer::{report, sources};
+use anyhow::Result;
+
+pub fn run(args: CompareArgs) -> Result<Outcome> {
+    let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
+    let (target, bench) = (target?, bench?);
+    let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
+    if let Some(path) = &args.mapping {
+        matching.mapping = read_mapping_file(path)?;
+    }
+    let options = CompareOptions {
+        filter: args.filter.to_filter(),
+        matching,
+        families: args.metrics.map(Into::into),
+        cosine_min: args.cosine_min,
+        max_abs_err: args.max_abs_err,
+        progress: !args.no_progress,
+    };
+    let comparison = compare(target.as_ref(), bench.as_ref(), &options);
+    if comparison.rows.is_empty() {
+        anyhow::bail!(
+            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
+             with `target_name,bench_name` lines",
+            args.target.display(),
+            args.bench.display(),
+            target.index().tensors.len(),
+            bench.index().tensors.len()
+        );
+    }
+    report::compare::write(&comparison, args.format.into(), args.output.as_deref(), args.all)?;
+    Ok(comparison.outcome())
+}

@@ -1,0 +1,14 @@
+//! `analyzer convert SOURCE -o DIR`: every selected tensor as a `.npy` file in host layout.
+
+use crate::cli::ConvertArgs;
+use analyzer::convert::convert;
+use analyzer::outcome::Outcome;
+use analyzer::{report, sources};
+use anyhow::Result;
+
+pub fn run(args: ConvertArgs) -> Result<Outcome> {
+    let source = sources::open(&args.source)?;
+    let results = convert(source.as_ref(), &args.filter.to_filter(), &args.output)?;
+    report::convert::write(&args.output, &results)?;
+    Ok(Outcome::Pass)
+}

@@ -1,0 +1,16 @@
+//! `analyzer diff RUN1 RUN2`: is the run reproducible? Per step and rank, the first op whose output differs.
+
+use crate::cli::DiffArgs;
+use analyzer::diff::{diff, DiffOptions};
+use analyzer::outcome::Outcome;
+use analyzer::{report, sources};
+use anyhow::Result;
+
+pub fn run(args: DiffArgs) -> Result<Outcome> {
+    let run1 = sources::open(&args.run1)?;
+    let run2 = sources::open(&args.run2)?;
+    let options = DiffOptions { filter: args.filter.to_filter(), progress: !args.no_progress };
+    let found = diff(run1.as_ref(), run2.as_ref(), &options)?;
+    report::diff::write(&found, args.format.into(), args.output.as_deref())?;
+    Ok(found.outcome())
+}

@@ -1,0 +1,106 @@
+//! The reports of `analyzer overflow`: a terminal summary that leads with the first overflow, CSV of the
+//! origins (one per step and rank), and JSON of everything.
+
+use super::{fmt_num, Format, Output};
+use crate::overflow::OverflowReport;
+use anyhow::Result;
+use std::io::Write;
+use std::path::Path;
+
+/// Writes the report in `format` to `output` (standard output when `None`).
+pub fn write(report: &OverflowReport, format: Format, output: Option<&Path>) -> Result<()> {
+    let mut out = Output::open(output)?;
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, report)?;
+            writeln!(out)?;
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            w.write_record([
+                "step",
+                "rank",
+                "op",
+                "op_type",
+                "output",
+                "nan",
+                "inf",
+                "saturated",
+                "spread_to",
+                "status",
+            ])?;
+            for o in &report.origins {
+                let status: Vec<String> =
+                    o.device_status.iter().flat_map(|d| d.status_names.clone()).collect();
+                w.write_record([
+                    o.step.to_string(),
+                    o.rank.to_string(),
+                    o.op.clone(),
+                    o.op_type.clone(),
+                    o.output.clone(),
+                    o.anomaly.nan.to_string(),
+                    o.anomaly.inf.to_string(),
+                    o.anomaly.saturated.to_string(),
+                    o.spread_to.to_string(),
+                    status.join("; "),
+                ])?;
+            }
+            w.flush()?;
+        }
+        Format::Table => print_table(&mut out, report)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
+    writeln!(out, "overflow analysis of {}", r.run)?;
+    if r.origins.is_empty() {
+        writeln!(out, "\nNo op produced inf/NaN or saturated values from finite inputs.")?;
+    }
+    for (i, o) in r.origins.iter().enumerate() {
+        if i == 0 {
+            writeln!(out, "\nFIRST OVERFLOW: step {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
+        } else {
+            writeln!(out, "\nstep {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
+        }
+        writeln!(out, "  {}: {} ({})", o.output, o.anomaly.describe(), o.inputs)?;
+        for d in &o.device_status {
+            writeln!(
+                out,
+                "  device: {} status {}: {}",
+                d.engine,
+                d.status.join(" "),
+                d.status_names.join(", ")
+            )?;
+        }
+        writeln!(out, "  spread to {} later op(s) of the same step", o.spread_to)?;
+    }
+    if !r.steps_with_overflow.is_empty() {
+        let steps: Vec<String> = r.steps_with_overflow.iter().map(|s| s.to_string()).collect();
+        writeln!(out, "\nsteps with an overflow: {}", steps.join(", "))?;
+        for (a, b) in &r.consecutive_runs {
+            writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
+        }
+    }
+    if !r.loss_scale.is_empty() {
+        let history: Vec<String> =
+            r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
+        writeln!(out, "loss scale by step: {}", history.join(" "))?;
+    }
+    if r.unattributed_device_records > 0 {
+        writeln!(
+            out,
+            "{} device overflow record(s) could not be tied to a dumped op",
+            r.unattributed_device_records
+        )?;
+    }
+    if r.tensors_without_statistics > 0 {
+        writeln!(
+            out,
+            "warning: {} tensor(s) had neither statistics nor readable data",
+            r.tensors_without_statistics
+        )?;
+    }
+    Ok(())
+}
