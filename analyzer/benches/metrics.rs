@@ -3,9 +3,10 @@
 //!
 //! `CARGO_TARGET_DIR=... cargo bench -p accutrace-analyzer --bench metrics` (ACCUTRACE_BENCH_MIB to resize).
 
+use accutrace_formats::simd;
 use accutrace_formats::DType;
 use analyzer::metrics::both_metrics_and_stats;
-use analyzer::metrics::kernel::{force_avx2_at_most, force_baseline, plain_sum, RePrecision};
+use analyzer::metrics::kernel::{plain_sum, RePrecision};
 use analyzer::metrics::msaccucmp::msaccucmp_metrics;
 use analyzer::metrics::msprobe::{msprobe_metrics, MsprobeOptions};
 use std::hint::black_box;
@@ -33,30 +34,27 @@ fn main() {
 
     let sum = best_of(5, || plain_sum(&n) + plain_sum(&b));
     println!("plain sum (both sides)      {:8.2} GB/s", gbps(sum));
-    // Each kernel in each build the CPU can run (`multiversion!`): AVX-512, AVX2, baseline.
-    for (build, avx2_at_most, baseline) in
-        [("avx512", false, false), ("avx2", true, false), ("base", false, true)]
-    {
-        force_avx2_at_most(avx2_at_most);
-        force_baseline(baseline);
-        println!("[{build}]");
-        for (label, p) in
-            [("msprobe (RE in f32)", RePrecision::F32), ("msprobe (RE in f64)", RePrecision::F64)]
-        {
-            let opts = MsprobeOptions { zero_dim: false, re_precision: p };
-            let t = best_of(5, || msprobe_metrics(&n, &b, &opts));
-            println!("{label:<28}{:8.2} GB/s", gbps(t));
-        }
-        let t = best_of(3, || msaccucmp_metrics(&n[..], &b[..], false));
-        println!("msaccucmp (3 passes, KL)    {:8.2} GB/s", gbps(t));
-        // What `analyzer compare` runs per pair: both families and both sides' statistics.
-        let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
-        let dtypes = (DType::FLOAT, DType::FLOAT);
-        let t = best_of(3, || both_metrics_and_stats(&n, &b, &opts, false, dtypes, true));
-        println!("compare's pair (+ stats)    {:8.2} GB/s", gbps(t));
+    // Each kernel in each build the CPU can run (`multiversion!`), highest first: AVX-512, AVX2, baseline
+    // (the portable level runs the lane kernels' baseline build too).
+    for level in simd::available().into_iter().rev().filter(|l| *l != simd::Level::Portable) {
+        println!("[{}]", level.name());
+        simd::with_ceiling(level, || {
+            for (label, p) in
+                [("msprobe (RE in f32)", RePrecision::F32), ("msprobe (RE in f64)", RePrecision::F64)]
+            {
+                let opts = MsprobeOptions { zero_dim: false, re_precision: p };
+                let t = best_of(5, || msprobe_metrics(&n, &b, &opts));
+                println!("{label:<28}{:8.2} GB/s", gbps(t));
+            }
+            let t = best_of(3, || msaccucmp_metrics(&n[..], &b[..], false));
+            println!("msaccucmp (3 passes, KL)    {:8.2} GB/s", gbps(t));
+            // What `analyzer compare` runs per pair: both families and both sides' statistics.
+            let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
+            let dtypes = (DType::FLOAT, DType::FLOAT);
+            let t = best_of(3, || both_metrics_and_stats(&n, &b, &opts, false, dtypes, true));
+            println!("compare's pair (+ stats)    {:8.2} GB/s", gbps(t));
+        });
     }
-    force_avx2_at_most(false);
-    force_baseline(false);
 
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };

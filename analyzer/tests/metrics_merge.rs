@@ -108,10 +108,12 @@ fn widen(v: &[f32]) -> Vec<f64> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// The f32 fast path (fused pass, f32 relative error, AVX2 where detected) gives exactly what the generic
-    /// f64 kernels give on the widened values; KL may differ by the fast logarithm's last bit per element.
+    /// The f32 fast path (fused pass, f32 relative error) gives exactly what the generic f64 kernels give on
+    /// the widened values, in every instruction-set build this CPU runs against the portable build; KL may
+    /// differ by the fast logarithm's last bit per element.
     #[test]
     fn fused_f32_path_equals_generic_path((n, b, cut) in pair()) {
+        use accutrace_formats::simd::{self, Level};
         use analyzer::metrics::{both_metrics, msaccucmp_metrics, msprobe_metrics, MsprobeOptions};
         let mut n = n;
         if cut < n.len() && cut % 3 == 0 {
@@ -119,26 +121,30 @@ proptest! {
         }
         let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
         let (wn, wb) = (widen(&n), widen(&b));
-        let reference_probe = msprobe_metrics(&wn, &wb, &opts);
-        let reference_acc = msaccucmp_metrics(&wn[..], &wb[..], true);
-        for baseline in [false, true] {
-            analyzer::metrics::kernel::force_baseline(baseline);
-            let (probe, acc) = both_metrics(&n, &b, &opts, true);
-            prop_assert_eq!(&probe, &reference_probe);
-            prop_assert_eq!(msprobe_metrics(&n, &b, &opts), reference_probe.clone());
-            let alone = msaccucmp_metrics(&n[..], &b[..], true);
-            for m in [acc, alone] {
-                let kl = (m.kullback_leibler_divergence, reference_acc.kullback_leibler_divergence);
-                prop_assert!(kl.0 == kl.1 || (kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs().max(1e-12), "{:?}", kl);
-                let strip = |mut m: analyzer::metrics::MsaccucmpMetrics| {
-                    m.kullback_leibler_divergence = 0.0;
-                    format!("{m:?}") // NaN-aware equality
-                };
-                prop_assert_eq!(strip(m), strip(reference_acc));
-            }
-            prop_assert_eq!(msprobe_sums(&n, &b, RePrecision::F32), msprobe_sums(&wn, &wb, RePrecision::F32));
+        let (reference_probe, reference_acc, reference_sums) = simd::with_ceiling(Level::Portable, || {
+            let sums = msprobe_sums(&wn, &wb, RePrecision::F32);
+            (msprobe_metrics(&wn, &wb, &opts), msaccucmp_metrics(&wn[..], &wb[..], true), sums)
+        });
+        for level in simd::available() {
+            let at_level: Result<(), TestCaseError> = simd::with_ceiling(level, || {
+                let (probe, acc) = both_metrics(&n, &b, &opts, true);
+                prop_assert_eq!(&probe, &reference_probe, "{:?}", level);
+                prop_assert_eq!(msprobe_metrics(&n, &b, &opts), reference_probe.clone());
+                let alone = msaccucmp_metrics(&n[..], &b[..], true);
+                for m in [acc, alone] {
+                    let kl = (m.kullback_leibler_divergence, reference_acc.kullback_leibler_divergence);
+                    prop_assert!(kl.0 == kl.1 || (kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs().max(1e-12), "{:?}", kl);
+                    let strip = |mut m: analyzer::metrics::MsaccucmpMetrics| {
+                        m.kullback_leibler_divergence = 0.0;
+                        format!("{m:?}") // NaN-aware equality
+                    };
+                    prop_assert_eq!(strip(m), strip(reference_acc));
+                }
+                prop_assert_eq!(msprobe_sums(&n, &b, RePrecision::F32), reference_sums);
+                Ok(())
+            });
+            at_level?;
         }
-        analyzer::metrics::kernel::force_baseline(false);
     }
 }
 

@@ -4,7 +4,8 @@
 //! in G elements/s and GB/s of input, and the time relative to the memcpy (1.0 = memcpy speed; the decoder
 //! writes twice the bytes it reads, so ~1.5 is what memory bandwidth allows).
 
-use accutrace_formats::tensor::{decode_f32, decode_f32_into, fp16_to_f32, fp16_to_f32_portable};
+use accutrace_formats::simd::{self, Level};
+use accutrace_formats::tensor::{decode_f32, decode_f32_into, fp16_to_f32};
 use accutrace_formats::DType;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -47,8 +48,11 @@ fn main() {
             "fp16->f32 decode_f32_into",
             time(|| decode_f32_into(DType::FLOAT16, black_box(&input), &mut out).unwrap()),
         ),
-        ("fp16->f32 portable branch-free", time(|| fp16_to_f32_portable(black_box(&input), &mut out))),
-        ("fp16->f32 fp16_to_f32 (half, F16C)", time(|| fp16_to_f32(black_box(&input), &mut out))),
+        (
+            "fp16->f32 fp16_to_f32 portable",
+            simd::with_ceiling(Level::Portable, || time(|| fp16_to_f32(black_box(&input), &mut out))),
+        ),
+        ("fp16->f32 fp16_to_f32 (F16C / NEON)", time(|| fp16_to_f32(black_box(&input), &mut out))),
         (
             "fp16->f32 decode_f32 (Vec reused)",
             time(|| decode_f32(DType::FLOAT16, black_box(&input), elements, &mut reused).unwrap()),

@@ -8,6 +8,7 @@
 //! - [`dump`]: CANN dump files (both layouts), file names, dump trees, op-debug records, stats CSV.
 //! - [`msprobe`]: msprobe dumps: `dump.json`, the `.pt` (zip + pickle) and `.npy` tensor files.
 //! - [`stats`]: per-tensor statistics and the 64-bit content hash.
+//! - [`simd`]: which instruction-set build of a kernel runs (SSE2/AVX2/AVX-512, NEON, portable).
 //! - [`capture`]: accutrace's own capture format (segments, records, manifest): writer and reader.
 //! - [`error`]: the error type every reader returns, naming the file, the offset and the problem.
 
@@ -18,6 +19,7 @@ pub mod error;
 pub mod layout;
 pub mod msprobe;
 pub mod npy;
+pub mod simd;
 pub mod stats;
 pub mod tensor;
 

@@ -136,26 +136,12 @@ impl TensorStats {
                 tensor::decode_f64_into(dtype, chunk, &mut buf64[..n])?;
                 acc.push_f64(&buf64[..n]);
             } else {
-                decode_f32_chunk(dtype, chunk, &mut buf32[..n])?;
+                tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
                 acc.push_f32(&buf32[..n]);
             }
         }
         Ok(acc.finish())
     }
-}
-
-/// [`tensor::decode_f32_into`] for one chunk of [`TensorStats::of_bytes_visiting`]; fp16 goes straight
-/// through F16C where the CPU has it (the same exact conversion the shared decoder makes, without its
-/// staging copy and per-8-values call).
-#[inline(always)]
-fn decode_f32_chunk(dtype: DType, chunk: &[u8], out: &mut [f32]) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if dtype == DType::FLOAT16 && chunk.len() == 2 * out.len() && avx2::f16c_detected() {
-        // SAFETY: F16C and AVX were detected on this CPU at run time.
-        unsafe { avx2::fp16_to_f32(chunk, out) };
-        return Ok(());
-    }
-    tensor::decode_f32_into(dtype, chunk, out)
 }
 
 /// The statistics ([`TensorStats::of_bytes`]) and the content hash ([`content_hash`]) of a tensor in ONE
@@ -241,70 +227,11 @@ impl BlockF32 {
     /// The partials of `values` (whole groups of [`LANES`]), assuming they are all finite.
     #[inline(always)]
     fn of(values: &[f32], limit: f32) -> BlockF32 {
-        #[cfg(target_arch = "x86_64")]
-        if avx2::detected() {
-            // SAFETY: AVX2 was detected on this CPU at run time, so code compiled for it may run.
-            return unsafe { avx2::block(values, limit) };
-        }
-        Self::of_baseline(values, limit)
-    }
-
-    /// [`of`](Self::of) in the target's baseline instruction set.
-    #[inline(always)]
-    fn of_baseline(values: &[f32], limit: f32) -> BlockF32 {
         // Two loops over the (L1-resident) block, in two functions: in one loop (or one function) the
         // compiler vectorizes the f32 lanes 2-wide to match the f64 ones, and the accumulators spill.
-        let (min, max, zero, sat) = Self::extremes(values, limit);
-        let (sum, sumsq) = Self::sums(values);
+        let (min, max, zero, sat) = extremes(values, limit);
+        let (sum, sumsq) = sums(values);
         BlockF32 { sum, sumsq, min, max, zero, sat }
-    }
-
-    /// Min, max, zero and saturation counts: f32/u32 lanes (4-wide SSE2/NEON vectors, two of each).
-    #[inline(never)]
-    #[allow(clippy::type_complexity)]
-    fn extremes(values: &[f32], limit: f32) -> ([f32; LANES], [f32; LANES], [u32; LANES], [u32; LANES]) {
-        Self::extremes_body(values, limit)
-    }
-
-    /// The loop of [`extremes`](Self::extremes), inlined into each instruction-set build.
-    #[inline(always)]
-    #[allow(clippy::type_complexity)]
-    fn extremes_body(values: &[f32], limit: f32) -> ([f32; LANES], [f32; LANES], [u32; LANES], [u32; LANES]) {
-        let mut min = [f32::INFINITY; LANES];
-        let mut max = [f32::NEG_INFINITY; LANES];
-        let mut zero = [0u32; LANES];
-        let mut sat = [0u32; LANES];
-        for group in values.chunks_exact(LANES) {
-            for (i, &x) in group.iter().enumerate() {
-                // Comparisons and selects (not f32::min, whose NaN rule defeats vectorization): minps/maxps.
-                min[i] = if x < min[i] { x } else { min[i] };
-                max[i] = if x > max[i] { x } else { max[i] };
-                zero[i] += u32::from(x == 0.0);
-                sat[i] += u32::from(x.abs() == limit);
-            }
-        }
-        (min, max, zero, sat)
-    }
-
-    /// Sums and sums of squares in f64 lanes (each f32 and its square are exact in f64).
-    #[inline(never)]
-    fn sums(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
-        Self::sums_body(values)
-    }
-
-    /// The loop of [`sums`](Self::sums), inlined into each instruction-set build.
-    #[inline(always)]
-    fn sums_body(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
-        let mut sum = [0f64; LANES];
-        let mut sumsq = [0f64; LANES];
-        for group in values.chunks_exact(LANES) {
-            for (i, &x) in group.iter().enumerate() {
-                let w = f64::from(x);
-                sum[i] += w;
-                sumsq[i] += w * w;
-            }
-        }
-        (sum, sumsq)
     }
 
     /// Whether every value of the block was finite: NaN and ±inf make a square NaN or +inf, and the squares
@@ -315,69 +242,47 @@ impl BlockF32 {
     }
 }
 
-/// The AVX2 build of [`BlockF32::of`]: the same Rust loops compiled for 256-bit vectors (8 f32 / 4 f64 lanes
-/// per operation, twice the SSE2 baseline), selected at run time. Each lane still sees the same IEEE
-/// operations in the same order (Rust never contracts `a * b + c` into an FMA), so the results are
-/// bit-identical to the baseline build's (test `avx2_and_baseline_blocks_agree`).
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{BlockF32, LANES};
+/// The extremes and counts of [`BlockF32::of`]: f32/u32 lanes (4-wide SSE2/NEON vectors, two of each; one
+/// AVX2 vector), the build chosen by [`crate::simd`].
+type Extremes = ([f32; LANES], [f32; LANES], [u32; LANES], [u32; LANES]);
 
-    /// Whether the CPU has AVX2 (cached by std after the first call).
-    #[inline(always)]
-    pub(super) fn detected() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-
-    #[target_feature(enable = "avx2")]
-    #[allow(clippy::type_complexity)]
-    fn extremes(values: &[f32], limit: f32) -> ([f32; LANES], [f32; LANES], [u32; LANES], [u32; LANES]) {
-        BlockF32::extremes_body(values, limit)
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn sums(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
-        BlockF32::sums_body(values)
-    }
-
-    /// Whether the CPU converts fp16 in hardware (F16C, with the AVX it needs).
-    #[inline(always)]
-    pub(super) fn f16c_detected() -> bool {
-        std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx")
-    }
-
-    /// Little-endian fp16 `bytes` to `out` (`bytes.len() == 2 * out.len()`), 8 values per instruction.
-    /// Callers check [`f16c_detected`] first (calling it is `unsafe` outside F16C code).
-    #[target_feature(enable = "avx,f16c")]
-    pub(super) fn fp16_to_f32(bytes: &[u8], out: &mut [f32]) {
-        use std::arch::x86_64::{__m128i, _mm256_cvtph_ps, _mm256_storeu_ps, _mm_loadu_si128};
-        let mut groups = out.chunks_exact_mut(8);
-        for (dst, src) in (&mut groups).zip(bytes.chunks_exact(16)) {
-            let (Ok(dst), Ok(src)) = (<&mut [f32; 8]>::try_from(dst), <&[u8; 16]>::try_from(src)) else {
-                break;
-            };
-            // SAFETY: `src` is 16 readable bytes and `dst` 8 writable f32 (32 bytes); both intrinsics take
-            // unaligned pointers; F16C/AVX are enabled for this function.
-            unsafe {
-                let half = _mm_loadu_si128(src.as_ptr().cast::<__m128i>());
-                _mm256_storeu_ps(dst.as_mut_ptr(), _mm256_cvtph_ps(half));
-            }
-        }
-        let done = out.len() / 8 * 8;
-        for (o, b) in out[done..].iter_mut().zip(bytes[2 * done..].chunks_exact(2)) {
-            *o = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+/// The min/max/zero/saturation loop of [`BlockF32::of`], compiled into each instruction-set build.
+#[inline(always)]
+fn extremes_kernel(values: &[f32], limit: f32) -> Extremes {
+    let mut min = [f32::INFINITY; LANES];
+    let mut max = [f32::NEG_INFINITY; LANES];
+    let mut zero = [0u32; LANES];
+    let mut sat = [0u32; LANES];
+    for group in values.chunks_exact(LANES) {
+        for (i, &x) in group.iter().enumerate() {
+            // Comparisons and selects (not f32::min, whose NaN rule defeats vectorization): minps/maxps.
+            min[i] = if x < min[i] { x } else { min[i] };
+            max[i] = if x > max[i] { x } else { max[i] };
+            zero[i] += u32::from(x == 0.0);
+            sat[i] += u32::from(x.abs() == limit);
         }
     }
-
-    /// Callers check [`detected`] first (calling it is `unsafe` outside AVX2 code).
-    #[target_feature(enable = "avx2")]
-    pub(super) fn block(values: &[f32], limit: f32) -> BlockF32 {
-        // Two functions, as in the baseline build (one loop each keeps the accumulators in registers).
-        let (min, max, zero, sat) = extremes(values, limit);
-        let (sum, sumsq) = sums(values);
-        BlockF32 { sum, sumsq, min, max, zero, sat }
-    }
+    (min, max, zero, sat)
 }
+
+/// The sums and sums of squares of [`BlockF32::of`] in f64 lanes (each f32 and its square are exact in
+/// f64), compiled into each instruction-set build.
+#[inline(always)]
+fn sums_kernel(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
+    let mut sum = [0f64; LANES];
+    let mut sumsq = [0f64; LANES];
+    for group in values.chunks_exact(LANES) {
+        for (i, &x) in group.iter().enumerate() {
+            let w = f64::from(x);
+            sum[i] += w;
+            sumsq[i] += w * w;
+        }
+    }
+    (sum, sumsq)
+}
+
+crate::multiversion!(#[inline(never)] fn extremes(values: &[f32], limit: f32) -> Extremes = extremes_kernel);
+crate::multiversion!(#[inline(never)] fn sums(values: &[f32]) -> ([f64; LANES], [f64; LANES]) = sums_kernel);
 
 impl StatsAccumulator {
     /// An empty accumulator; `saturation_limit` is the magnitude counted by `at_saturation` (None: never).
@@ -745,56 +650,30 @@ mod tests {
         assert_eq!(s.at_saturation, 3);
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_and_baseline_blocks_agree() {
-        if !avx2::detected() {
-            return;
-        }
+    fn every_build_forms_the_same_block_partials() {
         let values: Vec<f32> = (0..BLOCK)
             .map(|i| match i % 97 {
                 0 => 65504.0,
                 1 => -65504.0,
                 2 => 0.0,
+                3 => -0.0,
                 _ => ((i as f32) * 0.37).sin() * 1e3 + (i as f32) * 1e-3,
             })
             .collect();
+        let bits = |b: &BlockF32| {
+            let f = |a: &[f64; LANES]| a.map(f64::to_bits);
+            let g = |a: &[f32; LANES]| a.map(f32::to_bits);
+            (f(&b.sum), f(&b.sumsq), g(&b.min), g(&b.max), b.zero, b.sat)
+        };
         for len in [0, LANES, 5 * LANES, BLOCK] {
-            let base = BlockF32::of_baseline(&values[..len], 65504.0);
-            // SAFETY: AVX2 was detected above.
-            let fast = unsafe { avx2::block(&values[..len], 65504.0) };
-            let bits = |b: &BlockF32| {
-                let f = |a: &[f64; LANES]| a.map(f64::to_bits);
-                let g = |a: &[f32; LANES]| a.map(f32::to_bits);
-                (f(&b.sum), f(&b.sumsq), g(&b.min), g(&b.max), b.zero, b.sat)
-            };
-            assert_eq!(bits(&base), bits(&fast), "len {len}");
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn f16c_decode_matches_the_shared_decoder_on_every_bit_pattern() {
-        if !avx2::f16c_detected() {
-            return;
-        }
-        // All 65536 patterns (NaNs, infinities, subnormals, both zeros), then a ragged length. Under Miri
-        // (slow), every 257th pattern and the specials.
-        let step = if cfg!(miri) { 257 } else { 1 };
-        let specials = [0x0000u16, 0x8000, 0x0001, 0x83ff, 0x7bff, 0x7c00, 0xfc00, 0x7c01, 0x7e00, 0xffff];
-        let patterns = (0..=u16::MAX).step_by(step).chain(specials);
-        let bytes: Vec<u8> = patterns.flat_map(|b| b.to_le_bytes()).collect();
-        for len in [bytes.len(), 2 * 13] {
-            let n = len / 2;
-            let (mut want, mut got) = (vec![0f32; n], vec![0f32; n]);
-            tensor::decode_f32_into(DType::FLOAT16, &bytes[..len], &mut want).unwrap();
-            // SAFETY: F16C was detected above.
-            unsafe { avx2::fp16_to_f32(&bytes[..len], &mut got) };
-            // Every bit, except a NaN's payload (statistics only ask is_nan; Miri randomizes payloads).
-            let bits = |v: &[f32]| -> Vec<u32> {
-                v.iter().map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() }).collect()
-            };
-            assert_eq!(bits(&got), bits(&want));
+            let want = crate::simd::with_ceiling(crate::simd::Level::Portable, || {
+                BlockF32::of(&values[..len], 65504.0)
+            });
+            for level in crate::simd::available() {
+                let got = crate::simd::with_ceiling(level, || BlockF32::of(&values[..len], 65504.0));
+                assert_eq!(bits(&got), bits(&want), "len {len}, {level:?}");
+            }
         }
     }
 

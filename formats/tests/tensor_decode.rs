@@ -1,10 +1,10 @@
 //! Tensor decoding: known values for every decodable dtype, encode/decode round trips, packed types,
 //! complex lanes, the fp16 fast path on all 65536 patterns, and the errors.
 
-use accutrace_formats::tensor::half_bits::f16_to_f32_scalar;
+use accutrace_formats::simd;
+use accutrace_formats::tensor::half_bits::f16_to_f32;
 use accutrace_formats::tensor::{
-    decode_f32, decode_f32_into, decode_f64, decode_f64_into, encode_f32, fp16_to_f32, fp16_to_f32_portable,
-    lanes_per_element,
+    decode_f32, decode_f32_into, decode_f64, decode_f64_into, encode_f32, fp16_to_f32, lanes_per_element,
 };
 use accutrace_formats::DType;
 use proptest::prelude::*;
@@ -86,27 +86,30 @@ fn complex_is_interleaved_lanes() {
 }
 
 #[test]
-fn fp16_fast_path_matches_the_scalar_definition_on_all_patterns() {
+fn fp16_decodes_every_pattern_exactly_at_every_level() {
     let bytes: Vec<u8> = (0..=u16::MAX).flat_map(u16::to_le_bytes).collect();
-    // Through the public decoder and through the portable loop directly, from an odd (unaligned) offset too.
-    let mut via_decoder = Vec::new();
-    decode_f32(DType::FLOAT16, &bytes, 65536, &mut via_decoder).unwrap();
     let mut shifted = vec![0u8];
     shifted.extend_from_slice(&bytes);
-    let mut via_portable = vec![0f32; 65536];
-    fp16_to_f32_portable(&shifted[1..], &mut via_portable);
-    let mut via_simd = vec![0f32; 65536];
-    fp16_to_f32(&shifted[1..], &mut via_simd);
-    let mut via_f64 = Vec::new();
-    decode_f64(DType::FLOAT16, &bytes, 65536, &mut via_f64).unwrap();
-    for h in 0..=u16::MAX {
-        let expected = f16_to_f32_scalar(h);
-        let i = h as usize;
-        for got in [via_decoder[i], via_portable[i], via_simd[i], via_f64[i] as f32] {
-            if expected.is_nan() {
-                assert!(got.is_nan() && got.is_sign_negative() == expected.is_sign_negative(), "{h:#06x}");
-            } else {
-                assert_eq!(got.to_bits(), expected.to_bits(), "{h:#06x}");
+    for level in simd::available() {
+        // Through the public decoders (f32 and f64 lanes) and the slice converter from an odd (unaligned)
+        // offset, at each instruction-set level this CPU runs.
+        let (mut via_decoder, mut via_f64, mut via_slice) = (Vec::new(), Vec::new(), vec![0f32; 65536]);
+        simd::with_ceiling(level, || {
+            decode_f32(DType::FLOAT16, &bytes, 65536, &mut via_decoder).unwrap();
+            decode_f64(DType::FLOAT16, &bytes, 65536, &mut via_f64).unwrap();
+            fp16_to_f32(&shifted[1..], &mut via_slice);
+        });
+        for h in 0..=u16::MAX {
+            // The `half` crate as an independent reference, and the scalar decoder.
+            let expected = half::f16::from_bits(h).to_f32();
+            let i = h as usize;
+            for got in [via_decoder[i], via_slice[i], via_f64[i] as f32, f16_to_f32(h)] {
+                if expected.is_nan() {
+                    let same_sign = got.is_sign_negative() == expected.is_sign_negative();
+                    assert!(got.is_nan() && same_sign, "{h:#06x} {level:?}");
+                } else {
+                    assert_eq!(got.to_bits(), expected.to_bits(), "{h:#06x} {level:?}");
+                }
             }
         }
     }

@@ -15,12 +15,13 @@
 //!   partials of formats' `StatsAccumulator::push_f32` (same lanes, same blocks, same f64 additions in the
 //!   same order, extremes kept with the same selects), so the statistics are bit for bit `push_f32`'s.
 //!
-//! Each chunk runs through [`multiversion!`]: an AVX2 build where the CPU has it, the baseline build
-//! otherwise (SSE2 on x86_64, NEON on aarch64).
+//! Each chunk runs through [`accutrace_formats::multiversion!`]: an AVX-512 or AVX2 build where the CPU has
+//! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
-use super::kernel::{hmax, hmin, hsum, multiversion, reduce_chunks, LANES, PARALLEL_MIN};
+use super::kernel::{hmax, hmin, hsum, reduce_chunks, LANES, PARALLEL_MIN};
 use super::msaccucmp::Sums as AccSums;
 use super::msprobe::MsprobeSums;
+use accutrace_formats::multiversion;
 use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
 
 // The statistics' lanes are the kernel's: value `j` goes to lane `j % LANES` in both.
@@ -311,7 +312,7 @@ pub(crate) fn both_f32_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::kernel::{force_avx2_at_most, force_baseline};
+    use accutrace_formats::simd;
     use accutrace_formats::stats::TensorStats;
     use accutrace_formats::DType;
 
@@ -364,29 +365,33 @@ mod tests {
     fn statistics_of_the_fused_pass_are_push_f32s_bit_for_bit() {
         let (dx, dy) = (DType::FLOAT16, DType::FLOAT);
         let new = |d: DType| StatsAccumulator::new(d.saturation_limit());
-        for build in 0..3 {
-            force_baseline(build == 2);
-            force_avx2_at_most(build == 1);
-            for len in [1, 7, 8, 9, 255, 256, 257, 263, 4099, (1 << 18) + 13, 3 << 17] {
-                for relu in [false, true] {
-                    let (x, y) = (values(len, len as u64, relu), values(len, 7 * len as u64 + 1, !relu));
-                    let (f, sx, sy) = both_f32_stats(&x, &y, (new(dx), new(dy)));
+        // Each build the CPU runs against the portable build: the statistics against `push_f32`'s, the sums
+        // against the fused pass without statistics.
+        for len in [1, 7, 8, 9, 255, 256, 257, 263, 4099, (1 << 18) + 13, 3 << 17] {
+            for relu in [false, true] {
+                let (x, y) = (values(len, len as u64, relu), values(len, 7 * len as u64 + 1, !relu));
+                let ((want_x, want_y), plain) = simd::with_ceiling(simd::Level::Portable, || {
+                    let stats = (bits(&TensorStats::of_f32(&x, dx)), bits(&TensorStats::of_f32(&y, dy)));
+                    (stats, both_f32(&x, &y))
+                });
+                for level in simd::available() {
+                    let (f, sx, sy) =
+                        simd::with_ceiling(level, || both_f32_stats(&x, &y, (new(dx), new(dy))));
                     let (sx, sy) = (sx.expect("finite").finish(), sy.expect("finite").finish());
-                    assert_eq!(bits(&sx), bits(&TensorStats::of_f32(&x, dx)), "x, len {len}, build {build}");
-                    assert_eq!(bits(&sy), bits(&TensorStats::of_f32(&y, dy)), "y, len {len}, build {build}");
-                    let plain = both_f32(&x, &y);
-                    assert_eq!(f.acc, plain.acc);
-                    assert_eq!(f.probe, plain.probe);
+                    assert_eq!(bits(&sx), want_x, "x, len {len}, {level:?}");
+                    assert_eq!(bits(&sy), want_y, "y, len {len}, {level:?}");
+                    assert_eq!(f.acc, plain.acc, "len {len}, {level:?}");
+                    assert_eq!(f.probe, plain.probe, "len {len}, {level:?}");
                 }
             }
-            // A side with NaN or inf is left to push_f32's classifying path; the other side still comes back.
-            let (mut x, y) = (values(1000, 3, false), values(1000, 4, false));
-            x[517] = f32::NAN;
-            let (_, sx, sy) = both_f32_stats(&x, &y, (new(dx), new(dy)));
+        }
+        // A side with NaN or inf is left to push_f32's classifying path; the other side still comes back.
+        let (mut x, y) = (values(1000, 3, false), values(1000, 4, false));
+        x[517] = f32::NAN;
+        for level in simd::available() {
+            let (_, sx, sy) = simd::with_ceiling(level, || both_f32_stats(&x, &y, (new(dx), new(dy))));
             assert!(sx.is_none());
             assert_eq!(bits(&sy.expect("finite").finish()), bits(&TensorStats::of_f32(&y, dy)));
         }
-        force_baseline(false);
-        force_avx2_at_most(false);
     }
 }

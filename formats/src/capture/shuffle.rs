@@ -3,6 +3,11 @@
 //! Neighbouring activations share their sign and exponent bytes, so after the shuffle the high-byte plane is
 //! long runs that zstd compresses far better than the interleaved original. Trailing bytes that do not make
 //! a whole element (ragged input) are copied unchanged at the end, so any byte string round-trips.
+//!
+//! Widths 2 and 4 (fp16/bf16, fp32) go through hand-written transposes of the target's baseline (SSE2,
+//! NEON) chosen by [`crate::simd`], with a portable version beside them; all give the same bytes (tested).
+
+use crate::simd::{self, Level};
 
 /// Writes the shuffle of `src` into `dst` (cleared first). `width <= 1` copies.
 pub fn shuffle(src: &[u8], width: usize, dst: &mut Vec<u8>) {
@@ -63,25 +68,39 @@ fn transpose4(src: &[u8], planes: &mut [u8], n: usize) {
     }
 }
 
-/// The whole groups of [`transpose2`]; returns the elements done.
-#[cfg(target_arch = "x86_64")]
+/// The whole groups of [`transpose2`]; returns the elements done. The hand-written SSE2/NEON transposes at
+/// [`Level::Baseline`] and up, the portable groups otherwise.
 fn groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
-    // SAFETY: the callee's only requirement is the SSE2 target feature, which is part of the x86_64
-    // baseline (every x86_64 CPU has it; rustc enables it for every x86_64 target). The callee itself is
-    // safe code: slices in, slices out.
-    unsafe { sse2::transpose2(src, p0, p1) }
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= Level::Baseline {
+        // SAFETY: the callee's only requirement is the SSE2 target feature, which is part of the x86_64
+        // baseline (every x86_64 CPU has it; rustc enables it for every x86_64 target). The callee itself is
+        // safe code: slices in, slices out.
+        return unsafe { sse2::transpose2(src, p0, p1) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if simd::level() >= Level::Baseline {
+        return neon::transpose2(src, p0, p1);
+    }
+    portable_groups2(src, p0, p1)
 }
 
-/// The whole groups of [`transpose4`]; returns the elements done.
-#[cfg(target_arch = "x86_64")]
+/// The whole groups of [`transpose4`]; returns the elements done. Dispatch as in [`groups2`].
 fn groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
-    // SAFETY: as in `groups2`: SSE2 is part of the x86_64 baseline.
-    unsafe { sse2::transpose4(src, planes) }
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= Level::Baseline {
+        // SAFETY: as in `groups2`: SSE2 is part of the x86_64 baseline.
+        return unsafe { sse2::transpose4(src, planes) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if simd::level() >= Level::Baseline {
+        return neon::transpose4(src, planes);
+    }
+    portable_groups4(src, planes)
 }
 
-/// Other targets: fixed-size groups that the compiler can vectorize (NEON has interleaved loads).
-#[cfg(not(target_arch = "x86_64"))]
-fn groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
+/// Portable whole groups of [`transpose2`]: fixed-size groups that the compiler can unroll.
+fn portable_groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
     let mut done = 0;
     for ((s, a), b) in
         src.chunks_exact(2 * GROUP).zip(p0.chunks_exact_mut(GROUP)).zip(p1.chunks_exact_mut(GROUP))
@@ -95,8 +114,8 @@ fn groups2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
     done
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
+/// Portable whole groups of [`transpose4`].
+fn portable_groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
     let [p0, p1, p2, p3] = planes;
     let mut done = 0;
     let groups = src
@@ -116,12 +135,65 @@ fn groups4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
     done
 }
 
+/// Fixed-size views of a slice's whole `N`-byte chunks.
+fn arrays<const N: usize>(s: &[u8]) -> impl Iterator<Item = &[u8; N]> {
+    s.chunks_exact(N).filter_map(|c| c.try_into().ok())
+}
+
+/// Mutable fixed-size views of a slice's whole `N`-byte chunks.
+fn arrays_mut<const N: usize>(s: &mut [u8]) -> impl Iterator<Item = &mut [u8; N]> {
+    s.chunks_exact_mut(N).filter_map(|c| c.try_into().ok())
+}
+
+/// NEON transposes (aarch64's baseline): the structure loads `ld2`/`ld4` deinterleave 2 or 4 byte planes
+/// in one instruction.
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::{arrays, arrays_mut, GROUP};
+    use std::arch::aarch64::{vld2q_u8, vld4q_u8, vst1q_u8};
+
+    pub(super) fn transpose2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
+        let mut done = 0;
+        for ((s, a), b) in arrays::<32>(src).zip(arrays_mut::<16>(p0)).zip(arrays_mut::<16>(p1)) {
+            // SAFETY: `s` is 32 readable bytes, `a` and `b` 16 writable bytes each (byte loads and stores
+            // need no alignment); NEON is part of the aarch64 baseline.
+            unsafe {
+                let v = vld2q_u8(s.as_ptr());
+                vst1q_u8(a.as_mut_ptr(), v.0);
+                vst1q_u8(b.as_mut_ptr(), v.1);
+            }
+            done += GROUP;
+        }
+        done
+    }
+
+    pub(super) fn transpose4(src: &[u8], planes: [&mut [u8]; 4]) -> usize {
+        let [p0, p1, p2, p3] = planes;
+        let mut done = 0;
+        let outs = arrays_mut::<16>(p0)
+            .zip(arrays_mut::<16>(p1))
+            .zip(arrays_mut::<16>(p2).zip(arrays_mut::<16>(p3)));
+        for (s, ((a, b), (c, d))) in arrays::<64>(src).zip(outs) {
+            // SAFETY: `s` is 64 readable bytes, each plane group 16 writable bytes; NEON is baseline.
+            unsafe {
+                let v = vld4q_u8(s.as_ptr());
+                vst1q_u8(a.as_mut_ptr(), v.0);
+                vst1q_u8(b.as_mut_ptr(), v.1);
+                vst1q_u8(c.as_mut_ptr(), v.2);
+                vst1q_u8(d.as_mut_ptr(), v.3);
+            }
+            done += GROUP;
+        }
+        done
+    }
+}
+
 /// SSE2 transposes (the x86_64 baseline; the compiler does not vectorize byte deinterleaves without SSSE3).
 /// Safe code throughout: vectors are built from and stored to slices through 64-bit integers, which the
 /// compiler turns into unaligned 16-byte loads and stores.
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
-    use super::GROUP;
+    use super::{arrays, arrays_mut, GROUP};
     use std::arch::x86_64::*;
 
     #[inline]
@@ -159,14 +231,6 @@ mod sse2 {
         let lo = _mm_packs_epi32(low(x), low(y));
         let hi = _mm_packs_epi32(_mm_srai_epi32::<16>(x), _mm_srai_epi32::<16>(y));
         (lo, hi)
-    }
-
-    fn arrays<const N: usize>(s: &[u8]) -> impl Iterator<Item = &[u8; N]> {
-        s.chunks_exact(N).filter_map(|c| c.try_into().ok())
-    }
-
-    fn arrays_mut<const N: usize>(s: &mut [u8]) -> impl Iterator<Item = &mut [u8; N]> {
-        s.chunks_exact_mut(N).filter_map(|c| c.try_into().ok())
     }
 
     #[target_feature(enable = "sse2")]
@@ -266,9 +330,11 @@ mod tests {
                     }
                 }
                 want[n * width..].copy_from_slice(&src[n * width..]);
-                let mut out = Vec::new();
-                shuffle(&src, width, &mut out);
-                assert_eq!(out, want, "width {width} len {len}");
+                for level in simd::available() {
+                    let mut out = Vec::new();
+                    simd::with_ceiling(level, || shuffle(&src, width, &mut out));
+                    assert_eq!(out, want, "width {width} len {len} {level:?}");
+                }
             }
         }
     }

@@ -1,9 +1,9 @@
 //! The decoders, generic over the output lane type (f32 or f64).
 
-use super::half_bits::{bf16_to_f32, f16_to_f32_fast, Fp8};
+use super::fp16::fp16_to_f32;
+use super::half_bits::{bf16_to_f32, f16_to_f32, Fp8};
 use super::{check_byte_len, check_decodable, lanes_per_element};
 use crate::{DType, FormatError, Result};
-use half::slice::HalfFloatSliceExt;
 
 /// An output lane: f32 or f64. Integer conversions round to nearest (i64 -> f32 is inexact above 2^24).
 trait Lane: Copy + Default {
@@ -13,7 +13,7 @@ trait Lane: Copy + Default {
     fn from_u64(v: u64) -> Self;
     /// fp16 lanes from little-endian bytes; `out.len() * 2 == bytes.len()`.
     fn from_fp16(bytes: &[u8], out: &mut [Self]) {
-        map::<2, Self>(bytes, out, |b| Self::from_f32(f16_to_f32_fast(u16::from_le_bytes(b))));
+        map::<2, Self>(bytes, out, |b| Self::from_f32(f16_to_f32(u16::from_le_bytes(b))));
     }
 }
 
@@ -59,31 +59,6 @@ fn map<const N: usize, L>(bytes: &[u8], out: &mut [L], f: impl Fn([u8; N]) -> L)
         b.copy_from_slice(chunk);
         *o = f(b);
     }
-}
-
-/// fp16 little-endian bytes to f32 through `half`'s slice conversion, which uses F16C (x86_64, detected at
-/// run time) or FP16 (aarch64) instructions and falls back to scalar code elsewhere. Measured memory-bound,
-/// like bf16 (a shift); [`fp16_to_f32_portable`] was slower in most runs on baseline x86_64 codegen
-/// (docs/BENCHMARKS.md). Dumped bytes need not be 2-byte aligned, so they are staged through
-/// a small stack buffer of `f16` (stays in L1) instead of being reinterpreted in place.
-/// Converts `min(bytes.len() / 2, out.len())` values.
-pub fn fp16_to_f32(bytes: &[u8], out: &mut [f32]) {
-    const CHUNK: usize = 1024;
-    let mut stage = [half::f16::ZERO; CHUNK];
-    for (src, dst) in bytes.chunks(2 * CHUNK).zip(out.chunks_mut(CHUNK)) {
-        let n = dst.len().min(src.len() / 2);
-        let stage = &mut stage[..n];
-        for (s, b) in stage.iter_mut().zip(src.chunks_exact(2)) {
-            *s = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
-        }
-        stage.convert_to_f32_slice(&mut dst[..n]);
-    }
-}
-
-/// fp16 little-endian bytes to f32 with the branch-free converter (vectorised by the compiler on any
-/// target). Converts `min(bytes.len() / 2, out.len())` values; public for the benchmark.
-pub fn fp16_to_f32_portable(bytes: &[u8], out: &mut [f32]) {
-    map::<2, f32>(bytes, out, |b| f16_to_f32_fast(u16::from_le_bytes(b)));
 }
 
 fn decode_into<L: Lane>(dtype: DType, bytes: &[u8], out: &mut [L]) -> Result<()> {

@@ -1,8 +1,9 @@
-//! fp16 / bf16 / fp8 bit patterns to and from f32.
+//! fp16 / bf16 / fp8 bit patterns to and from f32, one value at a time.
 //!
-//! The fp16 decoder exists twice on purpose: [`f16_to_f32_fast`] is branch-free so that the compiler turns
-//! slice loops over it into SIMD on any target (x86_64 SSE2, aarch64 NEON), and [`f16_to_f32_scalar`] is the
-//! obviously-correct definition the fast one is tested against on all 65536 patterns.
+//! [`f16_to_f32`] is the one scalar fp16 decoder: branch-free, so that slice loops over it vectorize on any
+//! target; [`super::fp16_to_f32`] converts slices with it or with the CPU's conversion instructions. The test
+//! below holds it to the IEEE 754 definition, written out plainly, on all 65536 patterns. f32 to fp16 and
+//! bf16 (rounding) is the `half` crate's, wrapped here so that callers have one place to look.
 
 /// 2^e, exactly, for every exponent an f32 can hold (normal and subnormal); 0 or inf beyond. Built from the
 /// bits because `f32::powi` has unspecified precision, and the decoders must be exact everywhere.
@@ -15,11 +16,11 @@ pub fn pow2(e: i32) -> f32 {
     }
 }
 
-/// fp16 bits to f32, branch-free (selects instead of branches) so that slice loops vectorise.
+/// fp16 bits to f32 (exact), branch-free (selects instead of branches) so that slice loops vectorise.
 ///
 /// Signalling NaNs keep their payload bits; every NaN stays a NaN with its sign.
 #[inline(always)]
-pub fn f16_to_f32_fast(h: u16) -> f32 {
+pub fn f16_to_f32(h: u16) -> f32 {
     let h = u32::from(h);
     let sign = (h & 0x8000) << 16;
     let exp_man = h & 0x7fff;
@@ -40,24 +41,6 @@ pub fn f16_to_f32_fast(h: u16) -> f32 {
         normal
     };
     f32::from_bits(bits | sign)
-}
-
-/// fp16 bits to f32, written the way the IEEE 754 definition reads. NaNs come back quiet (payload kept).
-pub fn f16_to_f32_scalar(h: u16) -> f32 {
-    let negative = h & 0x8000 != 0;
-    let exp = i32::from((h >> 10) & 0x1f);
-    let man = u32::from(h & 0x3ff);
-    let magnitude = match exp {
-        0 => man as f32 * pow2(-24),
-        31 if man == 0 => f32::INFINITY,
-        31 => f32::from_bits(0x7fc0_0000 | (man << 13)),
-        _ => (1.0 + man as f32 / 1024.0) * pow2(exp - 15),
-    };
-    if negative {
-        -magnitude
-    } else {
-        magnitude
-    }
 }
 
 /// bf16 bits to f32: bf16 is the top half of an f32, so this is exact and total.
@@ -168,10 +151,28 @@ impl Fp8 {
 mod tests {
     use super::*;
 
+    /// fp16 bits to f32, written the way the IEEE 754 definition reads. NaNs come back quiet (payload kept).
+    fn ieee_definition(h: u16) -> f32 {
+        let negative = h & 0x8000 != 0;
+        let exp = i32::from((h >> 10) & 0x1f);
+        let man = u32::from(h & 0x3ff);
+        let magnitude = match exp {
+            0 => man as f32 * pow2(-24),
+            31 if man == 0 => f32::INFINITY,
+            31 => f32::from_bits(0x7fc0_0000 | (man << 13)),
+            _ => (1.0 + man as f32 / 1024.0) * pow2(exp - 15),
+        };
+        if negative {
+            -magnitude
+        } else {
+            magnitude
+        }
+    }
+
     #[test]
-    fn fast_and_scalar_fp16_agree_on_every_pattern() {
+    fn fp16_decoder_is_the_ieee_definition_on_every_pattern() {
         for h in 0..=u16::MAX {
-            let (fast, slow) = (f16_to_f32_fast(h), f16_to_f32_scalar(h));
+            let (fast, slow) = (f16_to_f32(h), ieee_definition(h));
             let reference = half::f16::from_bits(h).to_f32();
             if slow.is_nan() {
                 assert!(fast.is_nan() && reference.is_nan(), "{h:#06x}");
@@ -186,7 +187,7 @@ mod tests {
     #[test]
     fn fp16_round_trips_every_non_nan_pattern() {
         for h in 0..=u16::MAX {
-            let v = f16_to_f32_scalar(h);
+            let v = f16_to_f32(h);
             if !v.is_nan() {
                 assert_eq!(f32_to_f16(v), h, "{h:#06x}");
             }

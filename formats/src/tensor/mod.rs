@@ -11,14 +11,14 @@
 
 mod decode;
 mod encode;
+mod fp16;
 pub mod half_bits;
 pub mod host;
 pub mod host_bytes;
 
-pub use decode::{
-    decode_f32, decode_f32_into, decode_f64, decode_f64_into, fp16_to_f32, fp16_to_f32_portable,
-};
+pub use decode::{decode_f32, decode_f32_into, decode_f64, decode_f64_into};
 pub use encode::encode_f32;
+pub use fp16::fp16_to_f32;
 
 use crate::dtype::Kind;
 use crate::{DType, FormatError, Result};
