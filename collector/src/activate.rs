@@ -98,6 +98,8 @@ pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
     // SAFETY: forwarding the caller's argument unchanged to the function it meant to call.
     let code = unsafe { real(config_path) };
     let Some(_guard) = Reentry::enter() else { return code };
+    // Activation writes files on the job's thread: a write failure must not signal the job.
+    let _shield = crate::signals::Shield::new();
     if (code == ACL_SUCCESS || code == ACL_ERROR_REPEAT_INITIALIZE)
         && catch_unwind(activate_from_env).is_err()
     {
@@ -113,6 +115,7 @@ pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
 pub fn acl_finalize_hook() -> aclError {
     if let Some(_guard) = Reentry::enter() {
         if let Some(p) = current() {
+            let _shield = crate::signals::Shield::new();
             if catch_unwind(AssertUnwindSafe(|| finish(p, End::Finalize))).is_err() {
                 crate::log("finishing the capture panicked; segments written so far remain readable");
             }
@@ -175,10 +178,13 @@ pub fn standalone(cfg: Config) -> Result<&'static Pipeline, String> {
 
 /// Creates the run directory, the stream, the slot pool and the writer threads; returns a running pipeline.
 fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, String> {
+    // First what is most likely to fail under the job's limits (`ulimit -v`): then nothing is on disk yet.
+    let pool = SlotPool::new(cfg.slots, cfg.slot_size)?;
     std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("cannot create {}: {e}", cfg.dir.display()))?;
     let run_dir = cfg.dir.canonicalize().map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
     let mut cfg = cfg;
     cfg.dir = run_dir.clone();
+    cfg.segment_size = crate::limits::segment_size_within_file_limit(cfg.segment_size);
 
     let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<i64>().ok());
     let rank = env_num("RANK_ID").and_then(|r| u32::try_from(r).ok());
@@ -213,7 +219,6 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
         senders.push(tx);
         receivers.push(rx);
     }
-    let pool = SlotPool::new(cfg.slots, cfg.slot_size);
     let wakers = (0..cfg.writers).map(|_| Waker::default()).collect();
     let wake_batch = crate::pipeline::wake_batch(cfg.slots, cfg.writers);
     let router = Router::new(cfg.writers);
@@ -237,11 +242,16 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
         overflow_mode: Mutex::new(None),
     }));
     for (i, rx) in receivers.into_iter().enumerate() {
-        let spawned = std::thread::Builder::new()
-            .name(format!("accutrace-w{i}"))
-            .spawn(move || crate::writer::run(p, rx, i))
-            .map_err(|e| format!("cannot start a writer thread: {e}"))?;
-        p.threads.lock().unwrap_or_else(|e| e.into_inner()).push(spawned);
+        match crate::signals::spawn_quiet(&format!("accutrace-w{i}"), move || crate::writer::run(p, rx, i)) {
+            Ok(spawned) => p.threads.lock().unwrap_or_else(|e| e.into_inner()).push(spawned),
+            Err(e) => {
+                // Out of threads (RLIMIT_NPROC, memory): stop the writers that did start, seal the empty
+                // stream, and leave nothing running.
+                p.disabled.store(true, Ordering::Release);
+                finish(p, End::Signal);
+                return Err(format!("cannot start a writer thread: {e}"));
+            }
+        }
     }
     p.phase.store(RUNNING, Ordering::Release);
     Ok(p)
@@ -399,6 +409,7 @@ extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
         if let Some(p) = current() {
             if let Some(_g) = Reentry::enter() {
+                let _shield = crate::signals::Shield::new();
                 finish(p, End::Finalize);
             }
         }
@@ -442,14 +453,8 @@ fn start_term_watcher() {
         return;
     }
     let (term_read, ack_write) = (term[0], ack[1]);
-    let spawned = std::thread::Builder::new().name("accutrace-term".into()).spawn(move || {
-        // SAFETY: as in writer::block_sigterm: only this thread's mask changes.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        }
+    // A quiet thread: SIGTERM must run its handler on another thread, which then waits for this one.
+    let spawned = crate::signals::spawn_quiet("accutrace-term", move || {
         let mut byte = 0u8;
         loop {
             // SAFETY: reading one byte into a local from a descriptor this thread owns.

@@ -42,6 +42,9 @@ pub struct Counters {
     pub files_unparsed: AtomicU64,
     /// `mapping.csv` files (long-name maps) seen; they carry no tensors.
     pub files_mapping: AtomicU64,
+    /// Files that arrived whole but were not recorded because the capture could not be written (a full
+    /// disk, the file size limit, a panic: the write that failed, and every file after it).
+    pub files_lost: AtomicU64,
     pub tensors: AtomicU64,
     /// Tensors whose statistics the shared decoder refused (recorded with empty statistics).
     pub tensors_without_stats: AtomicU64,
@@ -74,6 +77,7 @@ pub struct Snapshot {
     pub files_incomplete: u64,
     pub files_unparsed: u64,
     pub files_mapping: u64,
+    pub files_lost: u64,
     pub tensors: u64,
     pub tensors_without_stats: u64,
     pub overflow_records: u64,
@@ -90,6 +94,11 @@ impl Snapshot {
             + self.dropped_inactive
             + self.dropped_panic
             + self.dropped_disabled
+    }
+
+    /// What the capture is missing, for the manifest's run-wide `drops`: dropped chunks and lost files.
+    pub fn losses(&self) -> u64 {
+        self.dropped() + self.files_lost
     }
 }
 
@@ -118,6 +127,7 @@ impl Counters {
             files_incomplete: g(&self.files_incomplete),
             files_unparsed: g(&self.files_unparsed),
             files_mapping: g(&self.files_mapping),
+            files_lost: g(&self.files_lost),
             tensors: g(&self.tensors),
             tensors_without_stats: g(&self.tensors_without_stats),
             overflow_records: g(&self.overflow_records),

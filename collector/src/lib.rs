@@ -11,25 +11,30 @@
 //!   [`pipeline`]: the shared state.
 //! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
 //! - [`counters`]: what the manifest reports.
+//! - [`signals`], [`limits`]: living in the job's process without changing it (signals, rlimits).
 
 pub mod activate;
 pub mod callback;
 pub mod config;
 pub mod counters;
+pub mod limits;
 pub mod manifest;
 pub mod pipeline;
 pub mod pool;
 pub mod reassembly;
 pub mod routing;
+pub mod signals;
 pub mod writer;
 
 use ascend_sys::aclError;
 use std::ffi::c_char;
 use std::panic::catch_unwind;
 
-/// Logs one line to stderr, prefixed `accutrace:`. Never fails, never panics.
+/// Logs one line to stderr, prefixed `accutrace:`. Never fails, never panics, and never raises SIGPIPE in
+/// the job when nobody reads its stderr any more.
 pub fn log(msg: &str) {
     use std::io::Write;
+    let _shield = signals::Shield::new();
     let _ = writeln!(std::io::stderr().lock(), "accutrace: {msg}");
 }
 

@@ -127,7 +127,7 @@ pub fn merge(p: &Pipeline, summary: Option<StreamSummary>, finished: bool) -> Re
             counts.files += s.files;
             counts.tensors += s.tensors;
             counts.bytes_in += s.bytes_in;
-            counts.drops += s.dropped();
+            counts.drops += s.losses();
         }
     }
     counts.bytes_out = m.streams.iter().map(|s| s.counts.bytes_out).sum();

@@ -9,6 +9,7 @@
 //! [`SlotPool::give_back`] consumes it, so at any time each slot index has at most one token, and only the
 //! token's holder touches that slot's bytes. That is the invariant behind the `unsafe` below.
 
+use std::alloc::Layout;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Exclusive right to one slot of one pool. Not `Clone`: moving it moves the right.
@@ -40,17 +41,23 @@ static NEXT_POOL_ID: AtomicU32 = AtomicU32::new(1);
 
 impl SlotPool {
     /// `slots` slots of `slot_size` bytes. The memory comes zeroed from the allocator (calloc, so pages
-    /// become resident when first used).
-    pub fn new(slots: usize, slot_size: usize) -> SlotPool {
+    /// become resident when first used). Memory the process cannot have (`ulimit -v`, `RLIMIT_DATA`) is an
+    /// error, not the allocator's abort: the job must go on without the collector.
+    pub fn new(slots: usize, slot_size: usize) -> Result<SlotPool, String> {
         assert!(slots > 0 && slots <= u32::MAX as usize && slot_size > 0);
-        let len = slots.checked_mul(slot_size).expect("pool size fits usize");
-        let buf: Box<[u8]> = vec![0u8; len].into_boxed_slice();
-        let base = Box::into_raw(buf).cast::<u8>();
+        let too_much = || format!("cannot reserve {slots} slots of {slot_size} bytes");
+        let len = slots.checked_mul(slot_size).ok_or_else(too_much)?;
+        let layout = Layout::array::<u8>(len).map_err(|_| too_much())?;
+        // SAFETY: `layout` has a non-zero size (both factors are > 0); a null result is handled below.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
+            return Err(too_much());
+        }
         let free = FreeStack::new(slots);
         for i in (0..slots as u32).rev() {
             free.push(i);
         }
-        SlotPool { base, len, slot_size, free, id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed) }
+        Ok(SlotPool { base, len, slot_size, free, id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed) })
     }
 
     pub fn slot_size(&self) -> usize {
@@ -262,8 +269,9 @@ impl FreeStack {
 
 impl Drop for SlotPool {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` came from Box::into_raw of a boxed slice of exactly `len` bytes, freed once.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.base, self.len)) });
+        // SAFETY: `base` came from `alloc_zeroed` with this layout (`Layout::array::<u8>(len)` succeeded in
+        // `new`, so it does again) and is freed once, here.
+        unsafe { std::alloc::dealloc(self.base, Layout::from_size_align_unchecked(self.len, 1)) };
     }
 }
 
@@ -273,7 +281,7 @@ mod tests {
 
     #[test]
     fn take_fill_read_give_back() {
-        let pool = SlotPool::new(3, 16);
+        let pool = SlotPool::new(3, 16).unwrap();
         let mut a = pool.take().unwrap();
         let mut b = pool.take().unwrap();
         let c = pool.take().unwrap();
@@ -300,7 +308,7 @@ mod tests {
         // name before the payload shifts the destination's alignment) and the bytes around the copy.
         let len = STREAM_MIN + 100;
         let slot_size = len + 200;
-        let pool = SlotPool::new(2, slot_size);
+        let pool = SlotPool::new(2, slot_size).unwrap();
         let src: Vec<u8> = (0..len + 64).map(|i| (i * 7 % 251) as u8 + 1).collect();
         let zeros = vec![0u8; slot_size];
         let mut s = pool.take().unwrap();
@@ -325,7 +333,7 @@ mod tests {
     #[test]
     fn a_streamed_slot_handed_to_another_thread_is_read_whole() {
         use std::sync::Arc;
-        let pool = Arc::new(SlotPool::new(4, STREAM_MIN + 64));
+        let pool = Arc::new(SlotPool::new(4, STREAM_MIN + 64).unwrap());
         let (tx, rx) = crossbeam_channel::bounded::<(Slot, u8)>(4);
         let reader = {
             let pool = pool.clone();
@@ -354,7 +362,7 @@ mod tests {
     #[test]
     #[should_panic]
     fn overfilling_a_slot_panics_instead_of_overrunning() {
-        let pool = SlotPool::new(2, 8);
+        let pool = SlotPool::new(2, 8).unwrap();
         let mut s = pool.take().unwrap();
         pool.fill(&mut s, &[&[0u8; 9]]);
     }
@@ -362,8 +370,8 @@ mod tests {
     #[test]
     #[should_panic(expected = "not taken from")]
     fn a_token_of_another_pool_is_refused() {
-        let p1 = SlotPool::new(1, 8);
-        let p2 = SlotPool::new(1, 8);
+        let p1 = SlotPool::new(1, 8).unwrap();
+        let p2 = SlotPool::new(1, 8).unwrap();
         let s = p1.take().unwrap();
         let _ = p2.bytes(&s, 1);
     }
@@ -371,7 +379,7 @@ mod tests {
     #[test]
     fn concurrent_producers_and_consumer_see_their_own_bytes() {
         use std::sync::Arc;
-        let pool = Arc::new(SlotPool::new(8, 64));
+        let pool = Arc::new(SlotPool::new(8, 64).unwrap());
         let (tx, rx) = crossbeam_channel::bounded::<(Slot, u8)>(8);
         let producers: Vec<_> = (0..4u8)
             .map(|p| {

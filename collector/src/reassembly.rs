@@ -65,18 +65,26 @@ impl Reassembler {
         let p = self.files.get_mut(name)?;
         if !p.incomplete {
             let len = p.bytes.len() as u64;
-            match u64::try_from(offset) {
-                Err(_) if offset == ascend_sys::ACLDUMP_OFFSET_APPEND => p.bytes.extend_from_slice(data),
-                Ok(at) if at <= len.saturating_add(MAX_GAP) => {
-                    let at = at as usize;
-                    let end = at + data.len();
-                    if end > p.bytes.len() {
-                        p.bytes.resize(end, 0);
+            // Memory the process cannot have (`ulimit -v`) loses this file (counted), not the job.
+            let stored = match u64::try_from(offset) {
+                Err(_) if offset == ascend_sys::ACLDUMP_OFFSET_APPEND => {
+                    let room = p.bytes.try_reserve(data.len()).is_ok();
+                    if room {
+                        p.bytes.extend_from_slice(data);
                     }
-                    p.bytes[at..end].copy_from_slice(data);
+                    room
                 }
-                _ => p.incomplete = true,
-            }
+                Ok(at) if at <= len.saturating_add(MAX_GAP) => {
+                    let (at, end) = (at as usize, at as usize + data.len());
+                    let room = grow_to(&mut p.bytes, end);
+                    if room {
+                        p.bytes[at..end].copy_from_slice(data);
+                    }
+                    room
+                }
+                _ => false,
+            };
+            p.incomplete = !stored;
         }
         if !last {
             return None;
@@ -127,6 +135,18 @@ impl Reassembler {
         out.extend(self.doomed.drain().map(|_| Done::Incomplete { name: Vec::new() }));
         out
     }
+}
+
+/// Extends `bytes` with zeros to at least `end` bytes; false when the memory cannot be had.
+fn grow_to(bytes: &mut Vec<u8>, end: usize) -> bool {
+    if end <= bytes.len() {
+        return true;
+    }
+    if bytes.try_reserve(end - bytes.len()).is_err() {
+        return false;
+    }
+    bytes.resize(end, 0);
+    true
 }
 
 #[cfg(test)]

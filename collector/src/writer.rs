@@ -42,8 +42,9 @@ pub struct Scratch {
 }
 
 /// The body of writer thread `index`.
+/// Started with [`crate::signals::spawn_quiet`]: it takes none of the job's signals (in particular not
+/// SIGTERM, whose handler waits for the writers to drain, nor SIGXFSZ when a segment hits `ulimit -f`).
 pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
-    block_sigterm();
     let waker = &p.wakers[index];
     waker.register();
     let mut r = Reassembler::new();
@@ -162,19 +163,6 @@ fn thread_cpu_ns() -> u64 {
     (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
-/// Writer threads leave SIGTERM to the other threads: the handler waits for the writers to drain, so it
-/// must never run on one of them.
-fn block_sigterm() {
-    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it; pthread_sigmask only changes
-    // this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
-
 fn handle(p: &Pipeline, r: &mut Reassembler, scratch: &mut Scratch, done: Done) {
     add(&p.counters.files, 1);
     match done {
@@ -186,16 +174,20 @@ fn handle(p: &Pipeline, r: &mut Reassembler, scratch: &mut Scratch, done: Done) 
     }
 }
 
-/// Records one complete file; a write failure or a panic disables the collector.
+/// Records one complete file; a write failure (a full disk, a file size limit) or a panic disables the
+/// collector, and the file counts as lost.
 fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], bytes: &[u8]) {
     if p.is_disabled() {
+        add(&p.counters.files_lost, 1);
         return;
     }
-    match catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, name, bytes))) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => p.disable(&format!("cannot write the capture: {e}")),
-        Err(_) => p.disable("a writer thread panicked"),
-    }
+    let why = match catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, name, bytes))) {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => format!("cannot write the capture: {e}"),
+        Err(_) => "a writer thread panicked".to_string(),
+    };
+    add(&p.counters.files_lost, 1);
+    p.disable(&why);
 }
 
 /// The training step of a file, from its would-be path (module docs).

@@ -170,7 +170,11 @@ fn drops_under_a_slow_writer_are_counted_exactly() {
     assert!(p.dropped_queue_full > 0, "the slow writer made the queue overflow: {p:?}");
     assert_eq!(p.chunks, p.chunks_written + p.dropped(), "{p:?}");
     assert!(p.files_incomplete > 0);
-    assert_eq!(p.files, p.files_recorded + p.files_incomplete + p.files_unparsed + p.files_mapping, "{p:?}");
+    assert_eq!(
+        p.files,
+        p.files_recorded + p.files_incomplete + p.files_unparsed + p.files_mapping + p.files_lost,
+        "{p:?}"
+    );
     assert_eq!(m.counts.drops, p.dropped());
     // Whatever was recorded is whole: every tensor's data matches its hash (read_data checks it).
     let caps = captured(&run);

@@ -92,7 +92,8 @@ pub struct RunCounts {
     pub bytes_in: u64,
     /// Bytes written to segments.
     pub bytes_out: u64,
-    /// Chunks or files dropped (full queue under the drop policy): never silent.
+    /// Chunks dropped (full queue under the drop policy, a disabled collector) plus files lost (a capture
+    /// write that failed): never silent. Above 0, the capture is missing data.
     pub drops: u64,
 }
 
