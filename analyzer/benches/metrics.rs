@@ -5,10 +5,10 @@
 
 use accutrace_formats::simd;
 use accutrace_formats::DType;
-use analyzer::metrics::both_metrics_and_stats;
 use analyzer::metrics::kernel::{plain_sum, RePrecision};
 use analyzer::metrics::msaccucmp::msaccucmp_metrics;
 use analyzer::metrics::msprobe::{msprobe_metrics, MsprobeOptions};
+use analyzer::metrics::{measure, Families, MetricsRequest};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -39,26 +39,33 @@ fn main() {
     for level in simd::available().into_iter().rev().filter(|l| *l != simd::Level::Portable) {
         println!("[{}]", level.name());
         simd::with_ceiling(level, || {
-            for (label, p) in
-                [("msprobe (RE in f32)", RePrecision::F32), ("msprobe (RE in f64)", RePrecision::F64)]
-            {
+            // `measure`, the entry point: an fp32 pair takes the fused f32 pass.
+            let fp32 = (DType::FLOAT, DType::FLOAT);
+            let request = MetricsRequest::for_pair(Families::Msprobe, fp32, &[len as u64], false);
+            let t = best_of(5, || measure(&n, &b, &request));
+            println!("msprobe (fused, RE in f32)  {:8.2} GB/s", gbps(t));
+            // The generic kernels, as the pairs the fused pass does not take run them.
+            for (label, p) in [
+                ("msprobe (generic, RE f32)", RePrecision::F32),
+                ("msprobe (generic, RE f64)", RePrecision::F64),
+            ] {
                 let opts = MsprobeOptions { zero_dim: false, re_precision: p };
                 let t = best_of(5, || msprobe_metrics(&n, &b, &opts));
                 println!("{label:<28}{:8.2} GB/s", gbps(t));
             }
             let t = best_of(3, || msaccucmp_metrics(&n[..], &b[..], false));
-            println!("msaccucmp (3 passes, KL)    {:8.2} GB/s", gbps(t));
-            // What `analyzer compare` runs per pair: both families and both sides' statistics.
-            let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
-            let dtypes = (DType::FLOAT, DType::FLOAT);
-            let t = best_of(3, || both_metrics_and_stats(&n, &b, &opts, false, dtypes, true));
+            println!("msaccucmp (generic, KL)     {:8.2} GB/s", gbps(t));
+            // What `analyzer compare` runs per pair of an fp32 capture: both families and both sides' statistics.
+            let request = MetricsRequest::for_pair(Families::All, fp32, &[len as u64], true);
+            let t = best_of(3, || measure(&n, &b, &request));
             println!("compare's pair (+ stats)    {:8.2} GB/s", gbps(t));
         });
     }
 
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
+    let request =
+        MetricsRequest::for_pair(Families::Msprobe, (DType::FLOAT, DType::FLOAT), &[len as u64], false);
     let sum1 = one.install(|| best_of(3, || plain_sum(&n) + plain_sum(&b)));
-    let t1 = one.install(|| best_of(3, || msprobe_metrics(&n, &b, &opts)));
+    let t1 = one.install(|| best_of(3, || measure(&n, &b, &request)));
     println!("1 thread: plain sum {:.2} GB/s, msprobe {:.2} GB/s", gbps(sum1), gbps(t1));
 }

@@ -10,13 +10,9 @@
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, producers, MatchKind, MatchOptions};
-use crate::metrics::kernel::RePrecision;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::{verdicts, Level, VerdictRow};
-use crate::metrics::{
-    both_metrics, both_metrics_and_stats, msprobe_metrics_f32, Cell, Families, MsaccucmpMetrics,
-    MsprobeMetrics, MsprobeOptions,
-};
+use crate::metrics::{measure, Cell, Families, MetricsRequest, MsaccucmpMetrics, MsprobeMetrics};
 use crate::outcome::Outcome;
 use crate::progress::Progress;
 use crate::sources::Source;
@@ -107,11 +103,11 @@ pub fn compare<'a>(
     let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
-    let with_msaccucmp = families(target, bench, options) == Families::All;
+    let families = families(target, bench, options);
     let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) = pairs
         .par_iter()
         .map(|p| {
-            let row = compare_pair(target, bench, p.target, p.bench, p.how, options, with_msaccucmp);
+            let row = compare_pair(target, bench, p.target, p.bench, p.how, options, families);
             progress.inc(1);
             row
         })
@@ -185,7 +181,7 @@ fn compare_pair(
     b: TensorId,
     how: MatchKind,
     options: &CompareOptions,
-    with_msaccucmp: bool,
+    families: Families,
 ) -> (CompareRow, Option<u64>) {
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow {
@@ -216,33 +212,16 @@ fn compare_pair(
         } else {
             target.read_values(t, &mut n).map(|()| None)
         };
-        let msprobe_options = MsprobeOptions {
-            zero_dim: ti.shape.is_empty(),
-            re_precision: RePrecision::for_dtypes(ti.dtype, bi.dtype),
-        };
-        let fp16 = ti.dtype == accutrace_formats::DType::FLOAT16;
+        // Statistics the index lacks come from the metrics' own pass (bit for bit `of_f32`'s).
+        let stats = row.target_stats.is_none() || row.bench_stats.is_none();
+        let request = MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, stats);
         // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
         let mut measure = |bv: &[f32]| {
-            if row.target_stats.is_none() && row.bench_stats.is_none() {
-                // Both sides' statistics from the metrics' own pass (bit for bit `of_f32`'s).
-                let dtypes = (ti.dtype, bi.dtype);
-                let (probe, acc, ts, bs) =
-                    both_metrics_and_stats(&n, bv, &msprobe_options, fp16, dtypes, with_msaccucmp);
-                (row.msprobe, row.msaccucmp) = (probe, acc);
-                (row.target_stats, row.bench_stats) = (Some(ts), Some(bs));
-            } else {
-                if with_msaccucmp {
-                    let (probe, acc) = both_metrics(&n, bv, &msprobe_options, fp16);
-                    (row.msprobe, row.msaccucmp) = (probe, Some(acc));
-                } else {
-                    row.msprobe = msprobe_metrics_f32(&n, bv, &msprobe_options);
-                }
-                if row.target_stats.is_none() {
-                    row.target_stats = Some(TensorStats::of_f32(&n, ti.dtype));
-                }
-                if row.bench_stats.is_none() {
-                    row.bench_stats = Some(TensorStats::of_f32(bv, bi.dtype));
-                }
+            let m = measure(&n, bv, &request);
+            (row.msprobe, row.msaccucmp) = (m.msprobe, m.msaccucmp);
+            if let Some((ts, bs)) = m.stats {
+                row.target_stats = row.target_stats.or(Some(ts));
+                row.bench_stats = row.bench_stats.or(Some(bs));
             }
         };
         match read.and_then(|h| bench.with_values(b, &mut bv, &mut measure).map(|()| h)) {

@@ -114,24 +114,39 @@ proptest! {
     #[test]
     fn fused_f32_path_equals_generic_path((n, b, cut) in pair()) {
         use accutrace_formats::simd::{self, Level};
-        use analyzer::metrics::{both_metrics, msaccucmp_metrics, msprobe_metrics, MsprobeOptions};
+        use accutrace_formats::stats::TensorStats;
+        use accutrace_formats::DType;
+        use analyzer::metrics::{measure, msaccucmp_metrics, msprobe_metrics, Families, MetricsRequest};
+        use analyzer::metrics::MsprobeOptions;
         let mut n = n;
         if cut < n.len() && cut % 3 == 0 {
             n[cut] = [f32::INFINITY, f32::NAN, 65504.0][cut % 9 / 3]; // inf/NaN positions that do not match
         }
         let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
         let (wn, wb) = (widen(&n), widen(&b));
-        let (reference_probe, reference_acc, reference_sums) = simd::with_ceiling(Level::Portable, || {
-            let sums = msprobe_sums(&wn, &wb, RePrecision::F32);
-            (msprobe_metrics(&wn, &wb, &opts), msaccucmp_metrics(&wn[..], &wb[..], true), sums)
-        });
+        let dtypes = (DType::FLOAT16, DType::FLOAT);
+        let (reference_probe, reference_acc, reference_sums, reference_stats) =
+            simd::with_ceiling(Level::Portable, || {
+                let sums = msprobe_sums(&wn, &wb, RePrecision::F32);
+                let stats = (TensorStats::of_f32(&n, dtypes.0), TensorStats::of_f32(&b, dtypes.1));
+                (msprobe_metrics(&wn, &wb, &opts), msaccucmp_metrics(&wn[..], &wb[..], true), sums, stats)
+            });
         for level in simd::available() {
             let at_level: Result<(), TestCaseError> = simd::with_ceiling(level, || {
-                let (probe, acc) = both_metrics(&n, &b, &opts, true);
-                prop_assert_eq!(&probe, &reference_probe, "{:?}", level);
+                let mut request = MetricsRequest { families: Families::All, msprobe: opts, dtypes, stats: true };
+                let fused = measure(&n, &b, &request);
+                prop_assert_eq!(&fused.msprobe, &reference_probe, "{:?}", level);
+                // NaN-aware equality of the statistics.
+                prop_assert_eq!(format!("{:?}", fused.stats), format!("{:?}", Some(reference_stats)));
+                request.families = Families::Msprobe;
+                request.stats = false;
+                let alone = measure(&n, &b, &request);
+                prop_assert_eq!(&alone.msprobe, &reference_probe);
+                prop_assert!(alone.msaccucmp.is_none() && alone.stats.is_none());
                 prop_assert_eq!(msprobe_metrics(&n, &b, &opts), reference_probe.clone());
-                let alone = msaccucmp_metrics(&n[..], &b[..], true);
-                for m in [acc, alone] {
+                let generic_f32 = msaccucmp_metrics(&n[..], &b[..], true);
+                let acc = fused.msaccucmp.expect("Families::All computes msaccucmp's metrics");
+                for m in [acc, generic_f32] {
                     let kl = (m.kullback_leibler_divergence, reference_acc.kullback_leibler_divergence);
                     prop_assert!(kl.0 == kl.1 || (kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs().max(1e-12), "{:?}", kl);
                     let strip = |mut m: analyzer::metrics::MsaccucmpMetrics| {
@@ -150,7 +165,8 @@ proptest! {
 
 #[test]
 fn fused_path_matches_generic_on_large_parallel_input() {
-    use analyzer::metrics::{both_metrics, msaccucmp_metrics, msprobe_metrics, MsprobeOptions};
+    use accutrace_formats::DType;
+    use analyzer::metrics::{measure, msaccucmp_metrics, msprobe_metrics, Families, MetricsRequest};
     let len: usize = (1 << 19) + 77;
     let n: Vec<f32> = (0..len).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.5).collect();
     let b: Vec<f32> = n
@@ -158,9 +174,11 @@ fn fused_path_matches_generic_on_large_parallel_input() {
         .enumerate()
         .map(|(i, v)| if i % 101 == 0 { 0.0 } else { v + (i % 13) as f32 * 1e-5 })
         .collect();
-    let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F32 };
-    let (probe, acc) = both_metrics(&n, &b, &opts, false);
-    assert_eq!(probe, msprobe_metrics(&widen(&n), &widen(&b), &opts));
+    let request = MetricsRequest::for_pair(Families::All, (DType::FLOAT, DType::FLOAT), &[len as u64], false);
+    assert_eq!(request.msprobe.re_precision, RePrecision::F32, "an fp32 pair takes the fused pass");
+    let m = measure(&n, &b, &request);
+    let acc = m.msaccucmp.expect("Families::All computes msaccucmp's metrics");
+    assert_eq!(m.msprobe, msprobe_metrics(&widen(&n), &widen(&b), &request.msprobe));
     let reference = msaccucmp_metrics(&widen(&n)[..], &widen(&b)[..], false);
     assert_eq!(acc.cosine_similarity, reference.cosine_similarity);
     assert_eq!(acc.standard_deviation, reference.standard_deviation);

@@ -19,8 +19,7 @@
 //! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
 use super::kernel::{hmax, hmin, hsum, reduce_chunks, LANES, PARALLEL_MIN};
-use super::msaccucmp::Sums as AccSums;
-use super::msprobe::MsprobeSums;
+use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
 use accutrace_formats::multiversion;
 use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
 

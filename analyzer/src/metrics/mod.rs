@@ -5,6 +5,8 @@
 //! - [`verdict`]: msprobe's newer per-API `Result` column (pass / warning / error).
 //! - [`msaccucmp`]: CANN's msaccucmp metrics and pass guidance.
 //! - [`kernel`]: the fused, chunked, parallel accumulation both use.
+//! - [`sums`]: each family's mergeable first-pass sums.
+//! - [`measure`]: the entry point, which picks the fused f32 pass or the generic kernels for a pair.
 //!
 //! Everything is computed in f64 over f32 or f64 slices in one streaming pass (KL divergence needs two
 //! more, see [`msaccucmp`]); chunks are reduced in index order so results do not depend on thread count.
@@ -13,9 +15,11 @@ pub(crate) mod fused;
 pub mod kernel;
 pub mod msaccucmp;
 pub mod msprobe;
+pub mod sums;
 pub mod verdict;
 
 use accutrace_formats::stats::{StatsAccumulator, TensorStats};
+use accutrace_formats::DType;
 pub use kernel::{Element, RePrecision};
 pub use msaccucmp::{msaccucmp_metrics, MsaccucmpMetrics};
 pub use msprobe::{msprobe_metrics, Cell, MsprobeMetrics, MsprobeOptions};
@@ -29,59 +33,82 @@ pub enum Families {
     All,
 }
 
-/// Both families' metrics of one pair, as [`msprobe_metrics`] and [`msaccucmp_metrics`] give them (bit for
-/// bit), sharing one pass over the data where they can: f32 pairs whose relative error is f32 (fp16, bf16
-/// and fp32 against fp32 or bf16), not 0-d. Other pairs take the two calls.
-pub fn both_metrics(
-    n: &[f32],
-    b: &[f32],
-    opts: &MsprobeOptions,
-    x_is_fp16: bool,
-) -> (MsprobeMetrics, MsaccucmpMetrics) {
-    if n.len() != b.len() || n.is_empty() || opts.zero_dim || opts.re_precision != RePrecision::F32 {
-        return (msprobe_metrics(n, b, opts), msaccucmp_metrics(n, b, x_is_fp16));
-    }
-    let f = fused::both_f32(n, b);
-    let probe = msprobe::msprobe_metrics_after(n, b, opts, Some(f.probe));
-    (probe, msaccucmp::msaccucmp_from_sums(n, b, &f.acc, x_is_fp16))
+/// What to compute for one pair.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricsRequest {
+    /// msprobe's metrics always; msaccucmp's too with [`Families::All`].
+    pub families: Families,
+    /// msprobe's rules for the pair: 0-d or not, the precision of the relative error.
+    pub msprobe: MsprobeOptions,
+    /// The dtypes of target and bench: the statistics' saturation limits, and msaccucmp's OverFlow flag
+    /// (a float16 target).
+    pub dtypes: (DType, DType),
+    /// Also both sides' statistics, bit for bit `TensorStats::of_f32`'s.
+    pub stats: bool,
 }
 
-/// msprobe's metrics alone, bit for bit [`msprobe_metrics`], through the fused f32 pass where the pair
-/// takes it (see [`both_metrics`]).
-pub fn msprobe_metrics_f32(n: &[f32], b: &[f32], opts: &MsprobeOptions) -> MsprobeMetrics {
-    if n.len() != b.len() || n.is_empty() || opts.zero_dim || opts.re_precision != RePrecision::F32 {
-        return msprobe_metrics(n, b, opts);
+impl MetricsRequest {
+    /// The request for a pair of these dtypes and this host shape (of the target), with msprobe's
+    /// precision rules.
+    pub fn for_pair(families: Families, dtypes: (DType, DType), shape: &[u64], stats: bool) -> Self {
+        MetricsRequest {
+            families,
+            msprobe: MsprobeOptions {
+                zero_dim: shape.is_empty(),
+                re_precision: RePrecision::for_dtypes(dtypes.0, dtypes.1),
+            },
+            dtypes,
+            stats,
+        }
     }
-    msprobe::msprobe_metrics_after(n, b, opts, Some(fused::both_f32(n, b).probe))
 }
 
-/// [`both_metrics`] and the statistics of both sides (`TensorStats::of_f32` of `n` as `n_dtype` and of `b`
-/// as `b_dtype`, bit for bit), formed in the same pass where the pair takes the fused f32 path. Without
-/// `with_msaccucmp`, msaccucmp's metrics (and their two KL passes) are skipped: `None`.
-pub fn both_metrics_and_stats(
-    n: &[f32],
-    b: &[f32],
-    opts: &MsprobeOptions,
-    x_is_fp16: bool,
-    dtypes: (accutrace_formats::DType, accutrace_formats::DType),
-    with_msaccucmp: bool,
-) -> (MsprobeMetrics, Option<MsaccucmpMetrics>, TensorStats, TensorStats) {
-    let fused =
-        n.len() == b.len() && !n.is_empty() && !opts.zero_dim && opts.re_precision == RePrecision::F32;
+/// What [`measure`] computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairMetrics {
+    pub msprobe: MsprobeMetrics,
+    /// With [`Families::All`].
+    pub msaccucmp: Option<MsaccucmpMetrics>,
+    /// Target's and bench's statistics, when requested.
+    pub stats: Option<(TensorStats, TensorStats)>,
+}
+
+/// The metrics (and statistics) of one pair: the one entry point, which decides once between the fused
+/// f32 pass (`fused.rs`: every family and both sides' statistics from one pass over the data) and the
+/// generic kernels ([`msprobe_metrics`], [`msaccucmp_metrics`], `TensorStats::of_f32`). The fused pass
+/// takes pairs of equal, nonzero length, not 0-d, whose relative error msprobe computes in f32 (fp16,
+/// bf16 and fp32 against fp32 or bf16); both give the same bits.
+pub fn measure(n: &[f32], b: &[f32], request: &MetricsRequest) -> PairMetrics {
+    let with_msaccucmp = request.families == Families::All;
+    let x_is_fp16 = request.dtypes.0 == DType::FLOAT16;
+    let of_f32 = || (TensorStats::of_f32(n, request.dtypes.0), TensorStats::of_f32(b, request.dtypes.1));
+    let fused = n.len() == b.len()
+        && !n.is_empty()
+        && !request.msprobe.zero_dim
+        && request.msprobe.re_precision == RePrecision::F32;
     if !fused {
-        let (probe, acc) = if with_msaccucmp {
-            let (probe, acc) = both_metrics(n, b, opts, x_is_fp16);
-            (probe, Some(acc))
-        } else {
-            (msprobe_metrics_f32(n, b, opts), None)
+        return PairMetrics {
+            msprobe: msprobe_metrics(n, b, &request.msprobe),
+            msaccucmp: with_msaccucmp.then(|| msaccucmp_metrics(n, b, x_is_fp16)),
+            stats: request.stats.then(of_f32),
         };
-        return (probe, acc, TensorStats::of_f32(n, dtypes.0), TensorStats::of_f32(b, dtypes.1));
     }
-    let new = |d: accutrace_formats::DType| StatsAccumulator::new(d.saturation_limit());
-    let (f, sn, sb) = fused::both_f32_stats(n, b, (new(dtypes.0), new(dtypes.1)));
-    let probe = msprobe::msprobe_metrics_after(n, b, opts, Some(f.probe));
-    let acc = with_msaccucmp.then(|| msaccucmp::msaccucmp_from_sums(n, b, &f.acc, x_is_fp16));
-    let sn = sn.map_or_else(|| TensorStats::of_f32(n, dtypes.0), |s| s.finish());
-    let sb = sb.map_or_else(|| TensorStats::of_f32(b, dtypes.1), |s| s.finish());
-    (probe, acc, sn, sb)
+    let (first, stats) = if request.stats {
+        let new = |d: DType| StatsAccumulator::new(d.saturation_limit());
+        let (first, sn, sb) = fused::both_f32_stats(n, b, (new(request.dtypes.0), new(request.dtypes.1)));
+        // A side with inf/NaN comes back without statistics: they need `of_f32`'s classifying path.
+        let sn = sn.map_or_else(|| TensorStats::of_f32(n, request.dtypes.0), |s| s.finish());
+        let sb = sb.map_or_else(|| TensorStats::of_f32(b, request.dtypes.1), |s| s.finish());
+        (first, Some((sn, sb)))
+    } else if with_msaccucmp {
+        (fused::both_f32(n, b), None)
+    } else {
+        (fused::Fused { probe: fused::msprobe_f32::<false>(n, b), ..Default::default() }, None)
+    };
+    let sums = msprobe::with_nonfinite_rule(n, b, first.probe, || fused::msprobe_f32::<true>(n, b));
+    PairMetrics {
+        msprobe: msprobe::metrics_of_sums(sums),
+        msaccucmp: with_msaccucmp.then(|| msaccucmp::msaccucmp_from_sums(n, b, &first.acc, x_is_fp16)),
+        stats,
+    }
 }

@@ -8,6 +8,7 @@
 //! tiny divergences keep their digits).
 
 use super::kernel::{for_lanes, hmax, hmin, hsum, reduce_chunks, Element, LANES};
+use super::sums::MsaccucmpSums as Sums;
 use accutrace_formats::multiversion;
 
 /// msaccucmp's metrics of one pair.
@@ -37,54 +38,6 @@ impl MsaccucmpMetrics {
             && self.kullback_leibler_divergence < 0.005
             && self.root_mean_square_error < 1.0
             && self.mean_relative_error < 1.0
-    }
-}
-
-/// The first pass's sums (mergeable across chunks); [`super::fused`] fills them for f32 pairs.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Sums {
-    pub len: u64,
-    pub dot: f64,
-    pub xx: f64,
-    pub yy: f64,
-    pub sum_abs: f64,
-    pub sum_sq: f64,
-    pub max_abs: f64,
-    pub acc_rel: f64,
-    pub max_rel: f64,
-    pub x_min: f64,
-    pub x_max: f64,
-    pub y_min: f64,
-    pub y_max: f64,
-    pub x_sh: f64,
-    pub x_sh2: f64,
-    pub y_sh: f64,
-    pub y_sh2: f64,
-    pub x_absmax: f64,
-}
-
-impl Sums {
-    pub(crate) fn merge(self, o: Sums) -> Sums {
-        Sums {
-            len: self.len + o.len,
-            dot: self.dot + o.dot,
-            xx: self.xx + o.xx,
-            yy: self.yy + o.yy,
-            sum_abs: self.sum_abs + o.sum_abs,
-            sum_sq: self.sum_sq + o.sum_sq,
-            max_abs: self.max_abs.max(o.max_abs),
-            acc_rel: self.acc_rel + o.acc_rel,
-            max_rel: self.max_rel.max(o.max_rel),
-            x_min: self.x_min.min(o.x_min),
-            x_max: self.x_max.max(o.x_max),
-            y_min: self.y_min.min(o.y_min),
-            y_max: self.y_max.max(o.y_max),
-            x_sh: self.x_sh + o.x_sh,
-            x_sh2: self.x_sh2 + o.x_sh2,
-            y_sh: self.y_sh + o.y_sh,
-            y_sh2: self.y_sh2 + o.y_sh2,
-            x_absmax: self.x_absmax.max(o.x_absmax),
-        }
     }
 }
 
@@ -252,7 +205,8 @@ pub(crate) fn ln_fast(x: f64) -> f64 {
 multiversion!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums, up_to Avx2);
 multiversion!(fn kl_terms_mv(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> = kl_terms_fast);
 
-/// All msaccucmp metrics. `x_is_fp16` enables the OverFlow flag (max |x| >= 65504).
+/// All msaccucmp metrics, through the generic kernels (`metrics::measure` is the entry point that picks the
+/// fused f32 pass where it applies). `x_is_fp16` enables the OverFlow flag (max |x| >= 65504).
 pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bool) -> MsaccucmpMetrics {
     let len = x.len().min(y.len());
     if len == 0 {
@@ -262,13 +216,8 @@ pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bo
             ..Default::default()
         };
     }
-    let s = match (X::as_f32(&x[..len]), Y::as_f32(&y[..len])) {
-        (Some(a), Some(b)) => super::fused::both_f32(a, b).acc,
-        _ => {
-            let (kx, ky) = (x[0].f64(), y[0].f64());
-            reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge)
-        }
-    };
+    let (kx, ky) = (x[0].f64(), y[0].f64());
+    let s = reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge);
     msaccucmp_from_sums(&x[..len], &y[..len], &s, x_is_fp16)
 }
 

@@ -13,6 +13,7 @@
 //!   "unsupported"; a 1-element 1-d tensor gets Cosine "unsupported"; an empty one gets 0 everywhere.
 
 use super::kernel::{for_lanes, hmax, hsum, reduce_chunks, Element, RePrecision, LANES};
+use super::sums::MsprobeSums;
 use accutrace_formats::msprobe::py_float_repr;
 use std::fmt;
 
@@ -113,43 +114,6 @@ impl Default for MsprobeOptions {
     }
 }
 
-/// Sums of one pass over a pair (mergeable across chunks).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct MsprobeSums {
-    pub len: u64,
-    /// Σ N·B, Σ N², Σ B², Σ (N-B)².
-    pub dot: f64,
-    pub nn: f64,
-    pub bb: f64,
-    pub dd: f64,
-    pub max_abs: f64,
-    pub max_re: f64,
-    /// Some relative error was NaN (numpy's max would be NaN).
-    pub re_nan: bool,
-    pub lt_one: u64,
-    pub lt_five: u64,
-    /// Some input was inf or NaN (the fast path's sums are then void).
-    pub nonfinite: bool,
-}
-
-impl MsprobeSums {
-    pub fn merge(self, o: Self) -> Self {
-        MsprobeSums {
-            len: self.len + o.len,
-            dot: self.dot + o.dot,
-            nn: self.nn + o.nn,
-            bb: self.bb + o.bb,
-            dd: self.dd + o.dd,
-            max_abs: self.max_abs.max(o.max_abs),
-            max_re: self.max_re.max(o.max_re),
-            re_nan: self.re_nan || o.re_nan,
-            lt_one: self.lt_one + o.lt_one,
-            lt_five: self.lt_five + o.lt_five,
-            nonfinite: self.nonfinite || o.nonfinite,
-        }
-    }
-}
-
 /// One chunk. `ZERO` maps inf/NaN to 0 on both sides (used once positions are known to match).
 #[inline(always)]
 fn chunk<N: Element, B: Element, const ZERO: bool>(n: &[N], b: &[B], p: RePrecision) -> MsprobeSums {
@@ -204,88 +168,83 @@ fn sums<N: Element, B: Element, const ZERO: bool>(n: &[N], b: &[B], p: RePrecisi
     }
 }
 
-/// The fused pass with msprobe's inf/NaN rule: `None` when inf/NaN positions differ between the sides.
+/// msprobe's sums with its inf/NaN rule: `None` when inf/NaN positions differ between the sides.
 pub fn msprobe_sums<N: Element, B: Element>(n: &[N], b: &[B], p: RePrecision) -> Option<MsprobeSums> {
-    msprobe_sums_after(n, b, p, None)
+    with_nonfinite_rule(n, b, sums::<N, B, false>(n, b, p), || sums::<N, B, true>(n, b, p))
 }
 
-/// [`msprobe_sums`], reusing `first` (the inf/NaN-unaware pass, from [`super::fused`]) when given.
-fn msprobe_sums_after<N: Element, B: Element>(
+/// msprobe's inf/NaN rule on a first pass made with inf/NaN as they are: where some input was inf or NaN,
+/// they must sit at the same places (per kind) on both sides, and `zeroed` redoes the pass with them
+/// mapped to 0; otherwise `None` (the metrics are "N/A").
+pub(crate) fn with_nonfinite_rule<N: Element, B: Element>(
     n: &[N],
     b: &[B],
-    p: RePrecision,
-    first: Option<MsprobeSums>,
+    first: MsprobeSums,
+    zeroed: impl FnOnce() -> MsprobeSums,
 ) -> Option<MsprobeSums> {
-    let f32_pair = match (p, N::as_f32(n), B::as_f32(b)) {
-        (RePrecision::F32, Some(x), Some(y)) => Some((x, y)),
-        _ => None,
-    };
-    let fast = match (first, f32_pair) {
-        (Some(s), _) => s,
-        (None, Some((x, y))) => super::fused::msprobe_f32::<false>(x, y),
-        (None, None) => sums::<N, B, false>(n, b, p),
-    };
-    if !fast.nonfinite {
-        return Some(fast);
+    if !first.nonfinite {
+        return Some(first);
     }
     // Rare path: check that inf and NaN sit at the same places (per kind), then recompute with them zeroed.
     let kind = |v: f64| if v.is_nan() { 2u8 } else { u8::from(v.is_infinite()) };
     if n.iter().zip(b).any(|(x, y)| kind(x.f64()) != kind(y.f64())) {
         return None;
     }
-    Some(match f32_pair {
-        Some((x, y)) => super::fused::msprobe_f32::<true>(x, y),
-        None => sums::<N, B, true>(n, b, p),
-    })
+    Some(zeroed())
 }
 
-/// All six msprobe metrics of a pair of equally shaped tensors (flattened, C order).
+/// All six msprobe metrics of a pair of equally shaped tensors (flattened, C order), through the generic
+/// kernels. `metrics::measure` is the entry point that picks the fused f32 pass where it applies.
 pub fn msprobe_metrics<N: Element, B: Element>(n: &[N], b: &[B], opts: &MsprobeOptions) -> MsprobeMetrics {
-    msprobe_metrics_after(n, b, opts, None)
+    if let Some(m) = special_case(n, b, opts) {
+        return m;
+    }
+    metrics_of_sums(msprobe_sums(n, b, opts.re_precision))
 }
 
-/// [`msprobe_metrics`], reusing a first pass already made over the same pair with the same precision.
-pub(crate) fn msprobe_metrics_after<N: Element, B: Element>(
+/// The pairs msprobe treats apart from the sums: unequal lengths, empty tensors, 0-d tensors.
+pub(crate) fn special_case<N: Element, B: Element>(
     n: &[N],
     b: &[B],
     opts: &MsprobeOptions,
-    first: Option<MsprobeSums>,
-) -> MsprobeMetrics {
+) -> Option<MsprobeMetrics> {
     if n.len() != b.len() {
-        return MsprobeMetrics::shape_unmatched();
+        return Some(MsprobeMetrics::shape_unmatched());
     }
     if n.is_empty() {
-        return MsprobeMetrics::all(Cell::Value(0.0), "This is empty data, can not compare.");
+        return Some(MsprobeMetrics::all(Cell::Value(0.0), "This is empty data, can not compare."));
     }
+    if !opts.zero_dim {
+        return None;
+    }
+    // msprobe skips the inf/NaN rule and the widening to f64 for 0-d tensors.
     let p = opts.re_precision;
-    if opts.zero_dim {
-        // msprobe skips the inf/NaN rule and the widening to f64 for 0-d tensors.
-        let (x, y) = (n[0].f64(), b[0].f64());
-        let abs = match p {
-            RePrecision::F64 => (x - y).abs(),
-            RePrecision::F32 => (x as f32 - y as f32).abs() as f64,
-            RePrecision::F16 => {
-                let h = |v: f32| half::f16::from_f32(v).to_f32();
-                h(h(x as f32) - h(y as f32)).abs() as f64
-            }
-        };
-        let re = p.rel_err(x, y);
-        let mut m = MsprobeMetrics::all(Cell::Unsupported, "");
-        m.message = "This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and \
-                     'Five Thousandths Err Ratio'. "
-            .into();
-        (m.max_abs_err, m.max_relative_err) =
-            (nan_or(abs, &mut m.message, "MaxAbsError"), nan_or(re, &mut m.message, "MaxRelativeError"));
-        return m;
-    }
-    let s = match msprobe_sums_after(n, b, p, first) {
-        Some(s) => s,
-        None => {
-            return MsprobeMetrics::all(
-                Cell::NotApplicable,
-                "The position of inf or nan in NPU and bench Tensor do not match.",
-            )
+    let (x, y) = (n[0].f64(), b[0].f64());
+    let abs = match p {
+        RePrecision::F64 => (x - y).abs(),
+        RePrecision::F32 => (x as f32 - y as f32).abs() as f64,
+        RePrecision::F16 => {
+            let h = |v: f32| half::f16::from_f32(v).to_f32();
+            h(h(x as f32) - h(y as f32)).abs() as f64
         }
+    };
+    let re = p.rel_err(x, y);
+    let mut m = MsprobeMetrics::all(Cell::Unsupported, "");
+    m.message = "This is type of 0-d tensor, can not calculate 'Cosine', 'One Thousandth Err Ratio' and \
+                 'Five Thousandths Err Ratio'. "
+        .into();
+    (m.max_abs_err, m.max_relative_err) =
+        (nan_or(abs, &mut m.message, "MaxAbsError"), nan_or(re, &mut m.message, "MaxRelativeError"));
+    Some(m)
+}
+
+/// The metrics from the sums of a pair that is not a [`special_case`]; `None`: inf/NaN positions differ.
+pub(crate) fn metrics_of_sums(sums: Option<MsprobeSums>) -> MsprobeMetrics {
+    let Some(s) = sums else {
+        return MsprobeMetrics::all(
+            Cell::NotApplicable,
+            "The position of inf or nan in NPU and bench Tensor do not match.",
+        );
     };
     let mut message = String::new();
     let cosine = cosine_cell(&s, &mut message);
