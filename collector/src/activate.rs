@@ -1,53 +1,52 @@
-//! Activation and the end of a capture: the interposed `aclInit`/`aclFinalize`, attaching to the runtime,
-//! starting the pipeline, and sealing it at `aclFinalize`, at process exit, or on SIGTERM.
+//! Activation: the interposed `aclInit`/`aclFinalize`, attaching to the runtime, starting the pipeline.
 //!
 //! Staged like bytehound: the library has no constructor; all work starts in the first interposed call,
-//! after the real `aclInit` succeeded. A thread-local guard makes our own calls pass straight through.
-//! Process-wide state is a few atomics (no locks), so a forked child can reset it safely: the child starts
-//! inactive, inherits no writer threads, and gets its own stream if it calls `aclInit` itself.
+//! after the real `aclInit` succeeded. A thread-local guard ([`crate::hooks`]) makes our own calls pass
+//! straight through. Process-wide state is a few atomics in [`crate::pipeline`] (no locks), so a forked
+//! child can reset it safely: the child starts inactive, inherits no writer threads, and gets its own
+//! stream if it calls `aclInit` itself. Sealing lives in [`crate::finish`], the exit, fork and SIGTERM
+//! hooks in [`crate::hooks`].
 
 use crate::config::{self, Activation, Config, PanicPoint};
-use crate::pipeline::{Msg, Pipeline, Waker, RUNNING, STARTING, STOPPED};
+use crate::finish::{finish, read_overflow_mode, End};
+use crate::hooks::{install_process_hooks, Reentry};
+use crate::pipeline::{self, current, Pipeline, Waker, RUNNING, STARTING};
 use crate::pool::SlotPool;
 use crate::routing::Router;
 use accutrace_formats::capture::{Manifest, StreamInfo, StreamWriter, WriterOptions};
 use ascend_sys::*;
-use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 
-/// The running pipeline of this process (null when none). Pipelines are leaked, never freed, so a
-/// pointer loaded here stays valid even while another thread finishes the capture.
-static CURRENT: AtomicPtr<Pipeline> = AtomicPtr::new(std::ptr::null_mut());
-/// An activation is in progress or done in this process (reset at fork and after a finished capture).
-static ACTIVATING: AtomicBool = AtomicBool::new(false);
-
-thread_local! {
-    /// Set while this thread runs collector code: hooks reached from inside it only forward.
-    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The running pipeline, if any.
-pub fn current() -> Option<&'static Pipeline> {
-    let p = CURRENT.load(Ordering::Acquire);
-    // SAFETY: non-null values come from Box::leak in `activate` and are never freed.
-    (!p.is_null()).then(|| unsafe { &*p })
-}
-
-struct Reentry;
-
-impl Reentry {
-    /// `None` if this thread is already inside the collector.
-    fn enter() -> Option<Reentry> {
-        IN_HOOK.with(|f| (!f.replace(true)).then_some(Reentry))
+/// Interposes the runtime's `aclInit`: forwards to it, then starts the collector when configured.
+///
+/// # Safety
+/// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
+#[no_mangle]
+pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
+    match catch_unwind(|| unsafe { acl_init_hook(config_path) }) {
+        Ok(code) => code,
+        Err(_) => {
+            // The hook forwards before doing anything else, so a panic here means the runtime's result is
+            // lost; report the generic failure rather than unwind into C.
+            crate::log("aclInit hook panicked");
+            ascend_sys::ACL_ERROR_INTERNAL_ERROR
+        }
     }
 }
 
-impl Drop for Reentry {
-    fn drop(&mut self) {
-        IN_HOOK.with(|f| f.set(false));
+/// Interposes the runtime's `aclFinalize`: seals the capture, then forwards.
+#[no_mangle]
+pub extern "C" fn aclFinalize() -> aclError {
+    match catch_unwind(acl_finalize_hook) {
+        Ok(code) => code,
+        Err(_) => {
+            crate::log("aclFinalize hook panicked");
+            ascend_sys::ACL_ERROR_INTERNAL_ERROR
+        }
     }
 }
 
@@ -132,7 +131,7 @@ pub fn acl_finalize_hook() -> aclError {
 }
 
 fn activate_from_env() {
-    if ACTIVATING.swap(true, Ordering::AcqRel) {
+    if !pipeline::claim_activation() {
         return; // already active (a repeated aclInit) or being activated
     }
     let cfg = match config::from_env() {
@@ -155,7 +154,7 @@ fn activate_from_env() {
 pub fn activate(cfg: Config) -> Result<(), String> {
     let acl = attach()?;
     let p = start(cfg, Some(acl))?;
-    CURRENT.store(p as *const Pipeline as *mut Pipeline, Ordering::Release);
+    pipeline::make_current(p);
     install_process_hooks();
     read_overflow_mode(p);
     crate::manifest::publish(p, false);
@@ -171,7 +170,7 @@ pub fn activate(cfg: Config) -> Result<(), String> {
 #[doc(hidden)]
 pub fn standalone(cfg: Config) -> Result<&'static Pipeline, String> {
     let p = start(cfg, None)?;
-    CURRENT.store(p as *const Pipeline as *mut Pipeline, Ordering::Release);
+    pipeline::make_current(p);
     install_process_hooks();
     Ok(p)
 }
@@ -302,226 +301,4 @@ fn register(p: &Pipeline) -> Result<(), String> {
         return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
     }
     Ok(())
-}
-
-fn read_overflow_mode(p: &Pipeline) {
-    let Some(get) = p.acl.as_ref().and_then(|a| a.fns.aclrt_get_device_sat_mode) else { return };
-    let mut mode: aclrtFloatOverflowMode = ACL_RT_OVERFLOW_MODE_UNDEF;
-    // SAFETY: a valid out-pointer to an aclrtFloatOverflowMode.
-    if unsafe { get(&mut mode) } == ACL_SUCCESS {
-        let name = match mode {
-            ACL_RT_OVERFLOW_MODE_SATURATION => "saturation",
-            ACL_RT_OVERFLOW_MODE_INFNAN => "inf_nan",
-            _ => "undef",
-        };
-        *p.overflow_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_string());
-    }
-}
-
-/// What ends a capture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum End {
-    /// aclFinalize or process exit: the runtime still works, so stop dumping through it first.
-    Finalize,
-    /// SIGTERM: another thread may be stopped inside the runtime, so do not call into it; seal what arrived.
-    Signal,
-}
-
-/// Stops the capture and seals it; only the first call does anything.
-pub fn finish(p: &'static Pipeline, end: End) {
-    if p.finishing.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    if let (End::Finalize, Some(acl)) = (end, p.acl.as_ref()) {
-        read_overflow_mode(p);
-        // Stop dumping through the runtime; both calls deliver what it still holds before returning.
-        if !p.cfg.respect_framework_dump {
-            if let Some(f) = acl.fns.aclmdl_finalize_dump {
-                // SAFETY: no arguments.
-                unsafe { f() };
-            }
-        }
-        if let Some(f) = acl.fns.acldump_unreg_callback {
-            // SAFETY: no arguments.
-            unsafe { f() };
-        }
-    }
-    p.phase.store(STOPPED, Ordering::Release);
-    for (tx, waker) in p.senders.iter().zip(&p.wakers) {
-        waker.wake();
-        let _ = tx.send(Msg::Stop);
-        waker.wake();
-    }
-    let threads = std::mem::take(&mut *p.threads.lock().unwrap_or_else(|e| e.into_inner()));
-    for t in threads {
-        let _ = t.join();
-    }
-    let writer = p.stream().take();
-    let summary = match writer.map(|w| w.seal()) {
-        Some(Ok(s)) => Some(s),
-        Some(Err(e)) => {
-            crate::log(&format!("cannot seal the capture: {e}"));
-            None
-        }
-        None => None,
-    };
-    if let Err(e) = crate::manifest::merge(p, summary, true) {
-        crate::log(&format!("cannot write {}/manifest.json: {e}", p.run_dir.display()));
-    }
-    let _ = CURRENT.compare_exchange(
-        p as *const Pipeline as *mut Pipeline,
-        std::ptr::null_mut(),
-        Ordering::AcqRel,
-        Ordering::Relaxed,
-    );
-    ACTIVATING.store(false, Ordering::Release);
-}
-
-// ---- process hooks: exit, fork, SIGTERM ----
-
-/// The process whose hooks are installed (a forked child installs its own watcher).
-static HOOKS_PID: AtomicU32 = AtomicU32::new(0);
-/// Self-pipe from the SIGTERM handler to the watcher thread, and the acknowledgement pipe back.
-static TERM_WRITE: AtomicI32 = AtomicI32::new(-1);
-static ACK_READ: AtomicI32 = AtomicI32::new(-1);
-/// The handler that was installed before ours.
-static PREVIOUS_TERM: OnceLock<libc::sigaction> = OnceLock::new();
-/// How long the SIGTERM handler waits for the capture to be sealed before letting the signal proceed.
-pub const TERM_TIMEOUT_MS: i32 = 10_000;
-
-fn install_process_hooks() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registering extern "C" functions that catch every panic; they outlive the process.
-        unsafe {
-            libc::atexit(at_exit);
-            libc::pthread_atfork(None, None, Some(in_child));
-        }
-        install_sigterm();
-    });
-    let pid = std::process::id();
-    if HOOKS_PID.swap(pid, Ordering::AcqRel) != pid {
-        start_term_watcher();
-    }
-}
-
-extern "C" fn at_exit() {
-    let _ = catch_unwind(|| {
-        if let Some(p) = current() {
-            if let Some(_g) = Reentry::enter() {
-                let _shield = crate::signals::Shield::new();
-                finish(p, End::Finalize);
-            }
-        }
-    });
-}
-
-/// In a forked child: forget the parent's capture (its threads do not exist here). Atomics only: other
-/// locks may have been held by parent threads at the fork.
-extern "C" fn in_child() {
-    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
-    ACTIVATING.store(false, Ordering::Release);
-    TERM_WRITE.store(-1, Ordering::Release);
-    ACK_READ.store(-1, Ordering::Release);
-}
-
-fn install_sigterm() {
-    // SAFETY: sigaction structs are plain data; we install a handler that only makes async-signal-safe
-    // calls (write, poll, read, sigaction, raise) and keep the previous action to chain to.
-    unsafe {
-        let mut new: libc::sigaction = std::mem::zeroed();
-        new.sa_sigaction = on_sigterm as *const () as usize;
-        new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut new.sa_mask);
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGTERM, &new, &mut old) == 0 {
-            let _ = PREVIOUS_TERM.set(old);
-        }
-    }
-}
-
-/// The watcher thread: waits for the handler's byte, seals the capture, acknowledges.
-fn start_term_watcher() {
-    let mut term = [0 as c_int; 2];
-    let mut ack = [0 as c_int; 2];
-    // SAFETY: pipe2 writes two descriptors into each array.
-    let ok = unsafe {
-        libc::pipe2(term.as_mut_ptr(), libc::O_CLOEXEC) == 0
-            && libc::pipe2(ack.as_mut_ptr(), libc::O_CLOEXEC) == 0
-    };
-    if !ok {
-        return;
-    }
-    let (term_read, ack_write) = (term[0], ack[1]);
-    // A quiet thread: SIGTERM must run its handler on another thread, which then waits for this one.
-    let spawned = crate::signals::spawn_quiet("accutrace-term", move || {
-        let mut byte = 0u8;
-        loop {
-            // SAFETY: reading one byte into a local from a descriptor this thread owns.
-            let n = unsafe { libc::read(term_read, (&mut byte as *mut u8).cast(), 1) };
-            if n == 1 {
-                let _ = catch_unwind(|| {
-                    if let Some(p) = current() {
-                        finish(p, End::Signal);
-                    }
-                });
-                // SAFETY: writing one byte from a local to a descriptor this thread owns.
-                unsafe { libc::write(ack_write, (&byte as *const u8).cast(), 1) };
-            } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            } else {
-                return;
-            }
-        }
-    });
-    if spawned.is_ok() {
-        ACK_READ.store(ack[0], Ordering::Release);
-        TERM_WRITE.store(term[1], Ordering::Release);
-    }
-}
-
-extern "C" fn on_sigterm(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    static HANDLING: AtomicBool = AtomicBool::new(false);
-    let (w, r) = (TERM_WRITE.load(Ordering::Acquire), ACK_READ.load(Ordering::Acquire));
-    // SAFETY (this block): write, poll, read, getpid, sigaction and raise are async-signal-safe; the
-    // buffers are locals; the previous action is a plain copy made at installation.
-    unsafe {
-        let ours = HOOKS_PID.load(Ordering::Acquire) == libc::getpid() as u32;
-        if ours
-            && w >= 0
-            && r >= 0
-            && !CURRENT.load(Ordering::Acquire).is_null()
-            && !HANDLING.swap(true, Ordering::AcqRel)
-        {
-            let byte = 1u8;
-            if libc::write(w, (&byte as *const u8).cast(), 1) == 1 {
-                let mut fd = libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 };
-                if libc::poll(&mut fd, 1, TERM_TIMEOUT_MS) == 1 {
-                    let mut b = 0u8;
-                    libc::read(r, (&mut b as *mut u8).cast(), 1);
-                }
-            }
-        }
-        match PREVIOUS_TERM.get() {
-            Some(prev) if prev.sa_sigaction == libc::SIG_IGN => {}
-            Some(prev) if prev.sa_sigaction != libc::SIG_DFL => {
-                if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                        std::mem::transmute(prev.sa_sigaction);
-                    f(sig, info, ctx);
-                } else {
-                    let f: extern "C" fn(c_int) = std::mem::transmute(prev.sa_sigaction);
-                    f(sig);
-                }
-            }
-            _ => {
-                // Default action: restore it and re-raise; the signal is blocked in this handler, so it is
-                // delivered (and terminates the process) as soon as the handler returns.
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(libc::SIGTERM, &dfl, std::ptr::null_mut());
-                libc::raise(libc::SIGTERM);
-            }
-        }
-    }
 }

@@ -10,7 +10,7 @@ use accutrace_formats::capture::{Manifest, StreamWriter};
 use ascend_sys::AclLibrary;
 use crossbeam_channel::Sender;
 use std::path::PathBuf;
-use std::sync::atomic::{fence, AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -170,4 +170,51 @@ impl Waker {
         }
         self.sleeping.store(false, Ordering::Relaxed);
     }
+}
+
+// ---- the process's pipeline ----
+
+/// The running pipeline of this process (null when none). Pipelines are leaked, never freed, so a
+/// pointer loaded here stays valid even while another thread finishes the capture.
+static CURRENT: AtomicPtr<Pipeline> = AtomicPtr::new(std::ptr::null_mut());
+/// An activation is in progress or done in this process (reset at fork and after a finished capture).
+static ACTIVATING: AtomicBool = AtomicBool::new(false);
+
+/// The running pipeline, if any.
+pub fn current() -> Option<&'static Pipeline> {
+    let p = CURRENT.load(Ordering::Acquire);
+    // SAFETY: non-null values come from `make_current`, whose pipelines are leaked and never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Whether a pipeline is running: one atomic load, safe in a signal handler.
+pub(crate) fn is_running() -> bool {
+    !CURRENT.load(Ordering::Acquire).is_null()
+}
+
+/// Makes a started (leaked) pipeline the process's current one.
+pub(crate) fn make_current(p: &'static Pipeline) {
+    CURRENT.store(p as *const Pipeline as *mut Pipeline, Ordering::Release);
+}
+
+/// Claims this process's activation: false when one is already in progress or done.
+pub(crate) fn claim_activation() -> bool {
+    !ACTIVATING.swap(true, Ordering::AcqRel)
+}
+
+/// After `p` was sealed: it is no longer current, and a later `aclInit` may activate again.
+pub(crate) fn retire(p: &'static Pipeline) {
+    let _ = CURRENT.compare_exchange(
+        p as *const Pipeline as *mut Pipeline,
+        std::ptr::null_mut(),
+        Ordering::AcqRel,
+        Ordering::Relaxed,
+    );
+    ACTIVATING.store(false, Ordering::Release);
+}
+
+/// In a forked child: forget the parent's pipeline (its threads do not exist here). Atomics only.
+pub(crate) fn forget_in_child() {
+    CURRENT.store(std::ptr::null_mut(), Ordering::Release);
+    ACTIVATING.store(false, Ordering::Release);
 }

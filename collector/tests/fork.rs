@@ -1,8 +1,10 @@
 //! A forked child starts with no collector: it inherits neither the parent's pipeline nor its threads.
 //! (Its own `aclInit` would start a fresh stream; the e2e tests cover activation.)
 
-use collector::activate::{current, finish, standalone, End};
+use collector::activate::standalone;
 use collector::config::Config;
+use collector::finish::{finish, End};
+use collector::pipeline::current;
 
 #[test]
 fn a_forked_child_starts_inactive_and_the_parent_keeps_its_capture() {
