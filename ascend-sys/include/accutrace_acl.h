@@ -20,8 +20,9 @@ extern "C" {
 /* ---- base types (acl_base.h) ---- */
 typedef int aclError;
 typedef void *aclrtStream;
-/* Model input/output sets. Opaque here: accutrace never builds one, and the simulated runtime accepts NULL. */
+/* Model input/output sets and the buffers in them: opaque handles made and read through the functions below. */
 typedef struct aclmdlDataset aclmdlDataset;
+typedef struct aclDataBuffer aclDataBuffer;
 
 /* ---- error codes (acl_base.h, public values) ---- */
 static const int ACL_SUCCESS = 0;
@@ -64,7 +65,39 @@ aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode);
 aclError aclrtGetOverflowStatus(void *outputAddr, size_t outputSize, aclrtStream stream);
 aclError aclrtResetOverflowStatus(aclrtStream stream);
 
+/* ---- device memory (acl_rt.h) ---- */
+typedef enum aclrtMemMallocPolicy {
+    ACL_MEM_MALLOC_HUGE_FIRST = 0,
+    ACL_MEM_MALLOC_HUGE_ONLY = 1,
+    ACL_MEM_MALLOC_NORMAL_ONLY = 2,
+} aclrtMemMallocPolicy;
+
+typedef enum aclrtMemcpyKind {
+    ACL_MEMCPY_HOST_TO_HOST = 0,
+    ACL_MEMCPY_HOST_TO_DEVICE = 1,
+    ACL_MEMCPY_DEVICE_TO_HOST = 2,
+    ACL_MEMCPY_DEVICE_TO_DEVICE = 3,
+} aclrtMemcpyKind;
+
+aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);
+aclError aclrtFree(void *devPtr);
+/* Copies count bytes; destMax is the room at dst (count > destMax is an error). Synchronous. */
+aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
+/* Waits until every task queued on stream (NULL: the default stream) has finished. */
+aclError aclrtSynchronizeStream(aclrtStream stream);
+
 /* ---- models (acl_mdl.h) ---- */
+aclmdlDataset *aclmdlCreateDataset(void);
+aclError aclmdlDestroyDataset(const aclmdlDataset *dataset);
+aclError aclmdlAddDatasetBuffer(aclmdlDataset *dataset, aclDataBuffer *dataBuffer);
+size_t aclmdlGetDatasetNumBuffers(const aclmdlDataset *dataset);
+aclDataBuffer *aclmdlGetDatasetBuffer(const aclmdlDataset *dataset, size_t index);
+/* A view of size bytes at data (device memory); destroying it does not free the memory. */
+aclDataBuffer *aclCreateDataBuffer(void *data, size_t size);
+aclError aclDestroyDataBuffer(const aclDataBuffer *dataBuffer);
+void *aclGetDataBufferAddr(const aclDataBuffer *dataBuffer);
+size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer);
+
 aclError aclmdlLoadFromFile(const char *modelPath, uint32_t *modelId);
 aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output);
 aclError aclmdlUnload(uint32_t modelId);

@@ -39,6 +39,11 @@ pub type aclrtStream = *mut ::core::ffi::c_void;
 pub struct aclmdlDataset {
     _unused: [u8; 0],
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct aclDataBuffer {
+    _unused: [u8; 0],
+}
 pub const ACL_SUCCESS: ::core::ffi::c_int = 0;
 pub const ACL_ERROR_NONE: ::core::ffi::c_int = 0;
 pub const ACL_ERROR_INVALID_PARAM: ::core::ffi::c_int = 100000;
@@ -94,6 +99,64 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn aclrtResetOverflowStatus(stream: aclrtStream) -> aclError;
+}
+pub const ACL_MEM_MALLOC_HUGE_FIRST: aclrtMemMallocPolicy = 0;
+pub const ACL_MEM_MALLOC_HUGE_ONLY: aclrtMemMallocPolicy = 1;
+pub const ACL_MEM_MALLOC_NORMAL_ONLY: aclrtMemMallocPolicy = 2;
+pub type aclrtMemMallocPolicy = ::core::ffi::c_uint;
+pub const ACL_MEMCPY_HOST_TO_HOST: aclrtMemcpyKind = 0;
+pub const ACL_MEMCPY_HOST_TO_DEVICE: aclrtMemcpyKind = 1;
+pub const ACL_MEMCPY_DEVICE_TO_HOST: aclrtMemcpyKind = 2;
+pub const ACL_MEMCPY_DEVICE_TO_DEVICE: aclrtMemcpyKind = 3;
+pub type aclrtMemcpyKind = ::core::ffi::c_uint;
+unsafe extern "C" {
+    pub fn aclrtMalloc(
+        devPtr: *mut *mut ::core::ffi::c_void,
+        size: usize,
+        policy: aclrtMemMallocPolicy,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclrtFree(devPtr: *mut ::core::ffi::c_void) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclrtMemcpy(
+        dst: *mut ::core::ffi::c_void,
+        destMax: usize,
+        src: *const ::core::ffi::c_void,
+        count: usize,
+        kind: aclrtMemcpyKind,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclmdlCreateDataset() -> *mut aclmdlDataset;
+}
+unsafe extern "C" {
+    pub fn aclmdlDestroyDataset(dataset: *const aclmdlDataset) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclmdlAddDatasetBuffer(dataset: *mut aclmdlDataset, dataBuffer: *mut aclDataBuffer) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclmdlGetDatasetNumBuffers(dataset: *const aclmdlDataset) -> usize;
+}
+unsafe extern "C" {
+    pub fn aclmdlGetDatasetBuffer(dataset: *const aclmdlDataset, index: usize) -> *mut aclDataBuffer;
+}
+unsafe extern "C" {
+    pub fn aclCreateDataBuffer(data: *mut ::core::ffi::c_void, size: usize) -> *mut aclDataBuffer;
+}
+unsafe extern "C" {
+    pub fn aclDestroyDataBuffer(dataBuffer: *const aclDataBuffer) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclGetDataBufferAddr(dataBuffer: *const aclDataBuffer) -> *mut ::core::ffi::c_void;
+}
+unsafe extern "C" {
+    pub fn aclGetDataBufferSizeV2(dataBuffer: *const aclDataBuffer) -> usize;
 }
 unsafe extern "C" {
     pub fn aclmdlLoadFromFile(modelPath: *const ::core::ffi::c_char, modelId: *mut u32) -> aclError;

@@ -3,7 +3,10 @@
 //! `Option<AclFooFn>` has the same ABI as a nullable C function pointer, which is how the dump callback is
 //! passed to `acldumpRegCallback`.
 
-use crate::bindings::{aclError, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode, aclrtStream};
+use crate::bindings::{
+    aclDataBuffer, aclError, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode, aclrtMemMallocPolicy,
+    aclrtMemcpyKind, aclrtStream,
+};
 use core::ffi::{c_char, c_void};
 
 pub type AclInitFn = unsafe extern "C" fn(config_path: *const c_char) -> aclError;
@@ -16,6 +19,30 @@ pub type AclrtGetDeviceSatModeFn = unsafe extern "C" fn(mode: *mut aclrtFloatOve
 pub type AclrtGetOverflowStatusFn =
     unsafe extern "C" fn(output_addr: *mut c_void, output_size: usize, stream: aclrtStream) -> aclError;
 pub type AclrtResetOverflowStatusFn = unsafe extern "C" fn(stream: aclrtStream) -> aclError;
+
+pub type AclrtMallocFn =
+    unsafe extern "C" fn(dev_ptr: *mut *mut c_void, size: usize, policy: aclrtMemMallocPolicy) -> aclError;
+pub type AclrtFreeFn = unsafe extern "C" fn(dev_ptr: *mut c_void) -> aclError;
+pub type AclrtMemcpyFn = unsafe extern "C" fn(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+) -> aclError;
+pub type AclrtSynchronizeStreamFn = unsafe extern "C" fn(stream: aclrtStream) -> aclError;
+
+pub type AclmdlCreateDatasetFn = unsafe extern "C" fn() -> *mut aclmdlDataset;
+pub type AclmdlDestroyDatasetFn = unsafe extern "C" fn(dataset: *const aclmdlDataset) -> aclError;
+pub type AclmdlAddDatasetBufferFn =
+    unsafe extern "C" fn(dataset: *mut aclmdlDataset, buffer: *mut aclDataBuffer) -> aclError;
+pub type AclmdlGetDatasetNumBuffersFn = unsafe extern "C" fn(dataset: *const aclmdlDataset) -> usize;
+pub type AclmdlGetDatasetBufferFn =
+    unsafe extern "C" fn(dataset: *const aclmdlDataset, index: usize) -> *mut aclDataBuffer;
+pub type AclCreateDataBufferFn = unsafe extern "C" fn(data: *mut c_void, size: usize) -> *mut aclDataBuffer;
+pub type AclDestroyDataBufferFn = unsafe extern "C" fn(buffer: *const aclDataBuffer) -> aclError;
+pub type AclGetDataBufferAddrFn = unsafe extern "C" fn(buffer: *const aclDataBuffer) -> *mut c_void;
+pub type AclGetDataBufferSizeV2Fn = unsafe extern "C" fn(buffer: *const aclDataBuffer) -> usize;
 
 pub type AclmdlLoadFromFileFn =
     unsafe extern "C" fn(model_path: *const c_char, model_id: *mut u32) -> aclError;

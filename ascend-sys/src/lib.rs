@@ -4,10 +4,13 @@
 //!   committed bindgen output in `src/bindings.rs` (regenerate with `scripts/regen-bindings`).
 //! - [`fns`] has one Rust function-pointer alias per ACL entry point, for `dlsym` results and for
 //!   implementations (the simulated runtime) to check their signatures against.
+//! - [`hccl`]: the same for HCCL (`include/accutrace_hccl.h`, `libhccl.so`): types, constants and one
+//!   function-pointer alias per entry point.
 //! - [`loader`] finds or attaches to `libascendcl.so` / `libascend_dump.so` at run time; nothing here links
 //!   against CANN, so the crate builds on machines without it.
 
 pub mod fns;
+pub mod hccl;
 pub mod loader;
 
 /// bindgen output for `include/accutrace_acl.h`. Its `extern "C"` declarations are never linked by this
@@ -18,14 +21,16 @@ pub mod bindings {
 }
 
 pub use bindings::{
-    aclError, acldumpCallback, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode, aclrtStream,
-    ACL_DUMP_MAX_FILE_PATH_LENGTH, ACL_ERROR_API_NOT_SUPPORT, ACL_ERROR_BAD_ALLOC,
-    ACL_ERROR_DUMP_ALREADY_RUN, ACL_ERROR_DUMP_NOT_RUN, ACL_ERROR_FAILURE, ACL_ERROR_INTERNAL_ERROR,
-    ACL_ERROR_INVALID_DEVICE, ACL_ERROR_INVALID_DUMP_CONFIG, ACL_ERROR_INVALID_FILE,
-    ACL_ERROR_INVALID_FILE_SIZE, ACL_ERROR_INVALID_MODEL_ID, ACL_ERROR_INVALID_PARAM, ACL_ERROR_NONE,
-    ACL_ERROR_PARSE_FILE, ACL_ERROR_PARSE_MODEL, ACL_ERROR_READ_MODEL_FAILURE, ACL_ERROR_REPEAT_FINALIZE,
-    ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_ERROR_WRITE_FILE, ACL_RT_OVERFLOW_MODE_INFNAN,
-    ACL_RT_OVERFLOW_MODE_SATURATION, ACL_RT_OVERFLOW_MODE_UNDEF, ACL_SUCCESS,
+    aclDataBuffer, aclError, acldumpCallback, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode,
+    aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream, ACL_DUMP_MAX_FILE_PATH_LENGTH,
+    ACL_ERROR_API_NOT_SUPPORT, ACL_ERROR_BAD_ALLOC, ACL_ERROR_DUMP_ALREADY_RUN, ACL_ERROR_DUMP_NOT_RUN,
+    ACL_ERROR_FAILURE, ACL_ERROR_INTERNAL_ERROR, ACL_ERROR_INVALID_DEVICE, ACL_ERROR_INVALID_DUMP_CONFIG,
+    ACL_ERROR_INVALID_FILE, ACL_ERROR_INVALID_FILE_SIZE, ACL_ERROR_INVALID_MODEL_ID, ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_NONE, ACL_ERROR_PARSE_FILE, ACL_ERROR_PARSE_MODEL, ACL_ERROR_READ_MODEL_FAILURE,
+    ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_ERROR_WRITE_FILE,
+    ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_MEMCPY_HOST_TO_HOST, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY,
+    ACL_RT_OVERFLOW_MODE_INFNAN, ACL_RT_OVERFLOW_MODE_SATURATION, ACL_RT_OVERFLOW_MODE_UNDEF, ACL_SUCCESS,
 };
 pub use fns::*;
 pub use loader::{library_path_of, AclLibrary, LoadError};

@@ -68,7 +68,7 @@ fn loader_reports_failures_by_name() {
 
     // A real library without any ACL symbol: loading works, every entry point is missing by name.
     let lib = AclLibrary::from_path("libc.so.6").expect("libc loads");
-    assert_eq!(lib.fns.missing().len(), 17);
+    assert_eq!(lib.fns.missing().len(), 30);
     let err = lib.acldump_reg_callback().unwrap_err();
     assert!(err.to_string().contains("acldumpRegCallback"), "{err}");
     assert!(lib.runtime_path().is_none());
@@ -80,4 +80,23 @@ fn library_path_of_finds_the_defining_object() {
         library_path_of(libc::malloc as *const core::ffi::c_void).expect("malloc is in a loaded object");
     assert!(path.to_string_lossy().contains("libc"), "{}", path.display());
     assert!(library_path_of(core::ptr::null()).is_none());
+}
+
+#[test]
+fn hccl_abi_facts() {
+    use ascend_sys::hccl::*;
+    assert_eq!(size_of::<HcclRootInfo>(), 4108);
+    assert_eq!(ROOT_INFO_LEN, 4108);
+    assert_eq!(size_of::<HcclComm>(), size_of::<usize>());
+    assert_eq!(size_of::<HcclResult>(), 4);
+    assert_eq!((HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX, HCCL_REDUCE_MIN), (0, 1, 2, 3));
+    assert_eq!((HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_BFP16), (3, 4, 11));
+    assert_eq!((HCCL_E_PARA, HCCL_E_TIMEOUT), (1, 9));
+    assert_eq!(COMM_NAME_MAX_LENGTH, 128);
+    assert_eq!(result_name(HCCL_E_TIMEOUT), "HCCL_E_TIMEOUT");
+    assert_eq!(reduce_op_name(HCCL_REDUCE_MAX), Some("max"));
+    assert_eq!(reduce_op_name(7), None);
+    // The memory-copy kinds and allocation policies of acl_rt.h.
+    assert_eq!((ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST), (1, 2));
+    assert_eq!(ACL_MEM_MALLOC_HUGE_FIRST, 0);
 }

@@ -192,6 +192,55 @@ impl DType {
     }
 }
 
+/// HCCL's data type codes (`HcclDataType` of hccl_types.h) on the dtype table: collectives name their
+/// element type with these, not with CANN's `OutputDataType`.
+pub mod hccl {
+    use super::DType;
+
+    /// HCCL's 128-bit integer: no CANN dtype has it, so it has no [`DType`]; collectives still move it.
+    pub const INT128: u32 = 12;
+
+    /// The CANN dtype of an HCCL code, `None` for int128 and for codes HCCL does not define.
+    pub fn dtype(code: u32) -> Option<DType> {
+        Some(match code {
+            0 => DType::INT8,
+            1 => DType::INT16,
+            2 => DType::INT32,
+            3 => DType::FLOAT16,
+            4 => DType::FLOAT,
+            5 => DType::INT64,
+            6 => DType::UINT64,
+            7 => DType::UINT8,
+            8 => DType::UINT16,
+            9 => DType::UINT32,
+            10 => DType::DOUBLE,
+            11 => DType::BF16,
+            14 => DType::HIFLOAT8,
+            15 => DType::FLOAT8_E4M3FN,
+            16 => DType::FLOAT8_E5M2,
+            17 => DType::FLOAT8_E8M0,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per element of an HCCL code, `None` for codes HCCL does not define.
+    pub fn element_bytes(code: u32) -> Option<u64> {
+        if code == INT128 {
+            return Some(16);
+        }
+        Some(u64::from(dtype(code)?.bits()? / 8))
+    }
+
+    /// A short name for reports: the CANN dtype's (`FLOAT16`), `INT128`, or `HCCL_DATA_TYPE(13)`.
+    pub fn name(code: u32) -> String {
+        match dtype(code) {
+            Some(d) => d.name().into_owned(),
+            None if code == INT128 => "INT128".into(),
+            None => format!("HCCL_DATA_TYPE({code})"),
+        }
+    }
+}
+
 /// Serialized as its name (`"FLOAT16"`), which is what JSON reports and manifests show.
 impl serde::Serialize for DType {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -225,6 +274,20 @@ mod tests {
         assert_eq!(DType::INT8.c0(), 32);
         assert_eq!(DType::INT4.c0(), 64);
         assert_eq!(DType::FLOAT.c0(), 16);
+    }
+
+    #[test]
+    fn hccl_codes_map_onto_the_table() {
+        assert_eq!(hccl::dtype(3), Some(DType::FLOAT16));
+        assert_eq!(hccl::dtype(4), Some(DType::FLOAT));
+        assert_eq!(hccl::dtype(11), Some(DType::BF16));
+        assert_eq!(hccl::dtype(15), Some(DType::FLOAT8_E4M3FN));
+        assert_eq!(hccl::dtype(13), None);
+        assert_eq!(hccl::element_bytes(hccl::INT128), Some(16));
+        assert_eq!(hccl::element_bytes(10), Some(8));
+        assert_eq!(hccl::element_bytes(13), None);
+        assert_eq!(hccl::name(12), "INT128");
+        assert_eq!(hccl::name(99), "HCCL_DATA_TYPE(99)");
     }
 
     #[test]
