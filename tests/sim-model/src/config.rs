@@ -45,6 +45,46 @@ pub struct OverflowFault {
     /// Full op name (`model/layer_0/mlp/fc1/MatMul`); matched against every emitted op, forward or backward.
     pub op: String,
     pub step: u64,
+    /// Only on this rank of a data-parallel job (`RANK_ID`); absent = every rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+}
+
+/// A fault that happens at one step, on one rank or all of them. What happens is the fault's field name in
+/// [`Faults`]; the framework (`sim-train`) applies these, not the device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepFault {
+    pub step: u64,
+    /// Only on this rank (`RANK_ID`); absent = every rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+}
+
+/// One bit of one master weight flips between two steps: silent memory corruption on one replica.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightBitFlip {
+    /// Parameter name (`model/layer_0/attn/qkv/weight`; see `params`).
+    pub param: String,
+    /// The flip happens just before this step's forward pass.
+    pub step: u64,
+    /// Only on this rank (`RANK_ID`); absent = every rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// Element of the parameter (row-major), default 0.
+    #[serde(default)]
+    pub index: usize,
+    /// Bit of the fp32 value, default 23 (the exponent's lowest: the value doubles or halves, survives the
+    /// cast to fp16 and overflows nothing).
+    #[serde(default = "WeightBitFlip::default_bit")]
+    pub bit: u32,
+}
+
+impl WeightBitFlip {
+    fn default_bit() -> u32 {
+        23
+    }
 }
 
 /// Injected faults, all off by default; each is reproducible from the config alone.
@@ -63,6 +103,15 @@ pub struct Faults {
     pub shuffle_data: bool,
     /// Multiplies the learning rate (1.0 = off): a changed hyperparameter.
     pub lr_scale: f32,
+    /// Data parallel: the rank reads the shard that belongs to the next rank at that step (a sampler given
+    /// the wrong rank). Applied by the framework, which feeds the data.
+    pub wrong_data: Option<StepFault>,
+    /// Data parallel: that step's gradient all-reduce folds the ranks' gradients in another order on the
+    /// rank (on every rank, each its own order, without `rank`). Applied by the framework through the
+    /// collective library; needs 3 or more ranks.
+    pub nondeterministic_reduction: Option<StepFault>,
+    /// A master weight's bit flips before a step's forward pass.
+    pub weight_bitflip: Option<WeightBitFlip>,
 }
 
 impl Default for Faults {
@@ -73,6 +122,24 @@ impl Default for Faults {
             imprecise_fused_kernel: false,
             shuffle_data: false,
             lr_scale: 1.0,
+            wrong_data: None,
+            nondeterministic_reduction: None,
+            weight_bitflip: None,
+        }
+    }
+}
+
+impl Faults {
+    /// The faults rank `rank` of a data-parallel job sees: those with a `rank` key naming another rank are
+    /// dropped. (A single-process run is rank 0.)
+    pub fn for_rank(&self, rank: u32) -> Faults {
+        let here = |r: Option<u32>| r.is_none_or(|r| r == rank);
+        Faults {
+            overflow: self.overflow.clone().filter(|f| here(f.rank)),
+            wrong_data: self.wrong_data.clone().filter(|f| here(f.rank)),
+            nondeterministic_reduction: self.nondeterministic_reduction.clone().filter(|f| here(f.rank)),
+            weight_bitflip: self.weight_bitflip.clone().filter(|f| here(f.rank)),
+            ..self.clone()
         }
     }
 }
@@ -200,6 +267,26 @@ impl ModelConfig {
         if !(self.loss_scale.initial.is_finite() && self.loss_scale.initial > 0.0) {
             return Err("model json: loss_scale.initial must be positive".into());
         }
+        if let Some(f) = &self.faults.weight_bitflip {
+            if f.bit >= 32 {
+                return Err(format!(
+                    "model json: weight_bitflip.bit {} is not a bit of an fp32 value",
+                    f.bit
+                ));
+            }
+            let params = crate::params::init(self);
+            let Some(p) = params.iter().find(|p| p.name == f.param) else {
+                return Err(format!("model json: weight_bitflip.param {:?} is not a parameter", f.param));
+            };
+            if f.index >= p.data.len() {
+                return Err(format!(
+                    "model json: weight_bitflip.index {} is past {} ({} values)",
+                    f.index,
+                    p.name,
+                    p.data.len()
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -258,6 +345,23 @@ mod tests {
         assert_eq!(cfg.precision, Precision::Bf16);
         assert!(cfg.faults.shuffle_data);
         assert_eq!(cfg.faults.lr_scale, 1.0);
+    }
+
+    #[test]
+    fn rank_keys_select_the_faulty_rank() {
+        let cfg = ModelConfig::from_json(
+            r#"{"faults": {"overflow": {"op": "x", "step": 1, "rank": 2},
+                "weight_bitflip": {"param": "model/ln_f/gamma", "step": 3},
+                "wrong_data": {"step": 0, "rank": 1}}}"#,
+        )
+        .unwrap();
+        let on2 = cfg.faults.for_rank(2);
+        assert_eq!(on2.overflow.as_ref().map(|f| f.step), Some(1));
+        assert!(on2.wrong_data.is_none());
+        let bitflip = on2.weight_bitflip.as_ref().unwrap();
+        assert_eq!((bitflip.index, bitflip.bit), (0, 23));
+        let on1 = cfg.faults.for_rank(1);
+        assert!(on1.overflow.is_none() && on1.wrong_data.is_some() && on1.weight_bitflip.is_some());
     }
 
     #[test]

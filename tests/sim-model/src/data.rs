@@ -3,7 +3,8 @@
 //! The stream follows `next = (3 * prev + 1) mod vocab` with probability 0.9 and a random token otherwise,
 //! so the next token is mostly predictable from the current one and the loss falls from ln(vocab) toward
 //! the noise floor. An epoch is `EPOCH` batches; step k uses batch `k mod EPOCH` of that fixed set, or a
-//! permuted one under the `shuffle_data` fault (the same data in a different order).
+//! permuted one under the `shuffle_data` fault (the same data in a different order). In a data-parallel
+//! job of n ranks, rank r's shard of step k is batch `k * n + r` of that stream ([`shard`]).
 
 use crate::config::ModelConfig;
 use crate::rng::Rng;
@@ -17,9 +18,20 @@ pub struct Batch {
     pub labels: Vec<i32>,
 }
 
-/// The batch of a step.
+/// The batch of a step (of a single-process run).
 pub fn batch(cfg: &ModelConfig, step: u64) -> Batch {
-    let index = if cfg.faults.shuffle_data { shuffled(cfg.seed, step) } else { step % EPOCH };
+    shard(cfg, step, 0, 1)
+}
+
+/// Rank `rank`'s batch of a step in a data-parallel job of `ranks` ranks: the next `ranks` batches of the
+/// stream are dealt out one per rank, as a distributed sampler does.
+pub fn shard(cfg: &ModelConfig, step: u64, rank: u64, ranks: u64) -> Batch {
+    at(cfg, step * ranks + rank)
+}
+
+/// Batch number `n` of the stream.
+fn at(cfg: &ModelConfig, n: u64) -> Batch {
+    let index = if cfg.faults.shuffle_data { shuffled(cfg.seed, n) } else { n % EPOCH };
     let mut tokens = Vec::with_capacity(cfg.batch * cfg.seq);
     let mut labels = Vec::with_capacity(cfg.batch * cfg.seq);
     for row in 0..cfg.batch {
@@ -66,5 +78,13 @@ mod tests {
         let one = batch(&cfg, 3);
         assert!(one.tokens.iter().all(|&t| (0..cfg.vocab as i32).contains(&t)));
         assert_eq!(one.tokens[1..cfg.seq], one.labels[..cfg.seq - 1]);
+    }
+
+    #[test]
+    fn shards_deal_out_the_stream() {
+        let cfg = ModelConfig::default();
+        assert_eq!(shard(&cfg, 2, 0, 1).tokens, batch(&cfg, 2).tokens);
+        assert_eq!(shard(&cfg, 1, 2, 4).tokens, batch(&cfg, 6).tokens);
+        assert_ne!(shard(&cfg, 1, 2, 4).tokens, shard(&cfg, 1, 3, 4).tokens);
     }
 }

@@ -40,6 +40,13 @@
 //!
 //! Device formats: see [`emit`]. Overflow: see [`precision::quantize`].
 //!
+//! # Data parallel
+//! [`Trainer::step`] is [`Trainer::compute_gradients`] (forward and backward on a batch) followed by
+//! [`Trainer::apply_gradients`] (the optimizer on gradients summed over replicas). A data-parallel
+//! framework runs the halves separately and all-reduces the gradients between them; each rank reads its
+//! shard of the data ([`data::shard`]). Faults with a `rank` key apply on that rank only
+//! ([`Faults::for_rank`]); `wrong_data` and `nondeterministic_reduction` are the framework's to apply.
+//!
 //! # Loss channel between the runtime and `sim-train`
 //! After each `aclmdlExecute` the runtime makes that step's [`StepReport`] available as one JSON line
 //! ([`StepReport::to_json_line`]): (1) exported `size_t simAclLastStepReport(char *buf, size_t len)`
@@ -57,8 +64,8 @@ pub mod precision;
 pub mod rng;
 mod trainer;
 
-pub use config::{Faults, LossScale, ModelConfig, Optimizer, OverflowFault};
-pub use trainer::{StepReport, Trainer};
+pub use config::{Faults, LossScale, ModelConfig, Optimizer, OverflowFault, StepFault, WeightBitFlip};
+pub use trainer::{StepGradients, StepReport, Trainer};
 
 use accutrace_formats::DType;
 use serde::{Deserialize, Serialize};

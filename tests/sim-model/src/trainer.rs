@@ -61,6 +61,25 @@ impl StepReport {
     }
 }
 
+/// The gradients of one step before the optimizer sees them (see [`Trainer::compute_gradients`]).
+#[derive(Clone, Debug)]
+pub struct StepGradients {
+    pub loss: f32,
+    pub loss_scale: f32,
+    /// Per parameter, scaled by `loss_scale`.
+    pub grads: Vec<Vec<f32>>,
+    /// An op raised status bits, or the loss or a gradient was not finite (on this replica).
+    pub overflowed: bool,
+    pub overflow_status: u64,
+}
+
+impl StepGradients {
+    /// The gradients as one buffer, parameter after parameter.
+    pub fn flat(&self) -> Vec<f32> {
+        self.grads.concat()
+    }
+}
+
 const ADAM_B1: f32 = 0.9;
 const ADAM_B2: f32 = 0.999;
 const ADAM_EPS: f32 = 1e-8;
@@ -104,8 +123,29 @@ impl Trainer {
     /// Runs training step `step` (steps pick the batch; call them in order 0, 1, 2, ...), reporting every
     /// forward, backward and optimizer op to `sink` in execution order.
     pub fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink) -> StepReport {
+        let batch = data::batch(&self.cfg, step);
+        let grads = self.compute_gradients(step, mode, sink, &batch);
+        let overflowed = grads.overflowed;
+        self.apply_gradients(step, mode, sink, grads, overflowed, 1.0)
+    }
+
+    /// The first half of a step: the weight bit-flip fault if it is due, the forward and backward passes
+    /// on `batch`. A data-parallel framework all-reduces the result's gradients and overflow flag before
+    /// [`Trainer::apply_gradients`].
+    pub fn compute_gradients(
+        &mut self,
+        step: u64,
+        mode: OverflowMode,
+        sink: &mut dyn OpSink,
+        batch: &data::Batch,
+    ) -> StepGradients {
+        if let Some(f) = self.cfg.faults.weight_bitflip.clone().filter(|f| f.step == step) {
+            // `validate` checked the parameter, element and bit exist.
+            if let Some(p) = self.params.iter_mut().find(|p| p.name == f.param) {
+                p.data[f.index] = f32::from_bits(p.data[f.index].to_bits() ^ (1 << f.bit));
+            }
+        }
         let cfg = &self.cfg;
-        let batch = data::batch(cfg, step);
         // Weights are cast to device precision once per step (the master copy stays fp32).
         let w: Vec<Vec<f32>> = self
             .params
@@ -119,16 +159,36 @@ impl Trainer {
         let mut dev =
             Device::new(cfg.precision, mode, step, cfg.device_formats, &cfg.faults, cfg.run_seed, sink);
         let scale = self.loss_scale;
-        let (loss, grads) = model::forward_backward(cfg, &w, &batch, scale, &mut dev);
+        let (loss, grads) = model::forward_backward(cfg, &w, batch, scale, &mut dev);
         let grads_finite = grads.iter().all(|g| g.iter().all(|x| x.is_finite()));
         let overflowed = dev.status != 0 || !loss.is_finite() || !grads_finite;
-        if overflowed {
+        StepGradients { loss, loss_scale: scale, grads, overflowed, overflow_status: dev.status }
+    }
+
+    /// The second half of a step: the optimizer update with `grads` (scaled by the loss scale and summed
+    /// over `divisor` replicas, which it divides back out), or, when `skip` (an overflow on this or any
+    /// replica) or a gradient is not finite (a sum that overflowed), no update and a smaller loss scale.
+    /// Replicas given the same gradients and the same `skip` stay bit-identical.
+    pub fn apply_gradients(
+        &mut self,
+        step: u64,
+        mode: OverflowMode,
+        sink: &mut dyn OpSink,
+        grads: StepGradients,
+        skip: bool,
+        divisor: f32,
+    ) -> StepReport {
+        let cfg = &self.cfg;
+        let mut dev =
+            Device::new(cfg.precision, mode, step, cfg.device_formats, &cfg.faults, cfg.run_seed, sink);
+        let skip = skip || !grads.grads.iter().all(|g| g.iter().all(|x| x.is_finite()));
+        if skip {
             if scaled(cfg) && cfg.loss_scale.dynamic {
                 self.loss_scale = (self.loss_scale / 2.0).max(cfg.loss_scale.min);
             }
             self.good_steps = 0;
         } else {
-            self.apply(&grads, scale, &mut dev);
+            self.apply(&grads.grads, grads.loss_scale * divisor, &mut dev);
             self.good_steps += 1;
             let ls = &self.cfg.loss_scale;
             if scaled(&self.cfg) && ls.dynamic && self.good_steps >= ls.growth_interval {
@@ -136,8 +196,37 @@ impl Trainer {
                 self.good_steps = 0;
             }
         }
-        let overflow_status = dev.status;
-        StepReport { loss, loss_scale: scale, overflowed, skipped: overflowed, overflow_status }
+        StepReport {
+            loss: grads.loss,
+            loss_scale: grads.loss_scale,
+            overflowed: grads.overflowed || skip,
+            skipped: skip,
+            overflow_status: grads.overflow_status | dev.status,
+        }
+    }
+
+    /// Number of fp32 values in the flattened gradients (every parameter's, in order).
+    pub fn param_count(&self) -> usize {
+        self.params.iter().map(|p| p.data.len()).sum()
+    }
+
+    /// Overwrites the gradients of `grads` from a flat buffer of [`Trainer::param_count`] values (what a
+    /// collective returned); `None` when the length is wrong.
+    pub fn unflatten_into(&self, flat: &[f32], grads: &mut StepGradients) -> Option<()> {
+        if flat.len() != self.param_count() {
+            return None;
+        }
+        let mut rest = flat;
+        grads.grads = self
+            .params
+            .iter()
+            .map(|p| {
+                let (mine, tail) = rest.split_at(p.data.len());
+                rest = tail;
+                mine.to_vec()
+            })
+            .collect();
+        Some(())
     }
 
     /// The optimizer update, one `optimizer/{param}/Apply*` op per parameter, on unscaled fp32 gradients.

@@ -52,7 +52,7 @@ fn overflow_fault_appears_first_in_its_op_at_its_step() {
         (Precision::Bf16, OverflowMode::Saturation),
     ] {
         let mut cfg = ModelConfig { precision, ..ModelConfig::default() };
-        cfg.faults.overflow = Some(OverflowFault { op: op.into(), step: 2 });
+        cfg.faults.overflow = Some(OverflowFault { op: op.into(), step: 2, rank: None });
         let mut t = sim_model::Trainer::new(cfg);
         for k in 0..4u64 {
             let mut rec = Recorder::default();

@@ -4,10 +4,9 @@
 //! behaviour) and must not take the training process down; it becomes `ACL_ERROR_INTERNAL_ERROR`.
 
 use crate::config::{parse_dump_json, ConfigError, DumpConfig};
-use crate::dumper::{self, Delivery};
-use crate::emit::{Emitter, StepTarget};
+use crate::dumper;
 use crate::state::{self, LoadedModel};
-use crate::{clock, model, overflow};
+use crate::{clock, execute, memory, model, overflow};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -192,6 +191,145 @@ pub extern "C" fn aclrtResetOverflowStatus(_stream: aclrtStream) -> aclError {
     })
 }
 
+/// # Safety
+/// `dev_ptr` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMalloc(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    _policy: aclrtMemMallocPolicy,
+) -> aclError {
+    guard("aclrtMalloc", || {
+        if dev_ptr.is_null() || size == 0 {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        let Some(p) = memory::malloc(size) else { return ACL_ERROR_BAD_ALLOC };
+        // SAFETY: non-null and writable per the contract.
+        unsafe { dev_ptr.write_unaligned(p) };
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> aclError {
+    guard("aclrtFree", || if memory::free(dev_ptr) { ACL_SUCCESS } else { ACL_ERROR_INVALID_PARAM })
+}
+
+/// # Safety
+/// `dst` is writable for `dest_max` bytes and `src` readable for `count` bytes; they do not overlap.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: aclrtMemcpyKind,
+) -> aclError {
+    guard("aclrtMemcpy", || {
+        let known_kind = matches!(
+            kind,
+            ACL_MEMCPY_HOST_TO_HOST
+                | ACL_MEMCPY_HOST_TO_DEVICE
+                | ACL_MEMCPY_DEVICE_TO_HOST
+                | ACL_MEMCPY_DEVICE_TO_DEVICE
+        );
+        if !known_kind || count > dest_max || (count > 0 && (dst.is_null() || src.is_null())) {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        // The simulated device's memory is host memory: every kind is the same copy. The synchronous copy
+        // also orders it after everything queued before it, as aclrtMemcpy does.
+        if count > 0 {
+            // SAFETY: per the contract, `src` is readable and `dst` writable for `count` bytes (<= dest_max)
+            // and the ranges do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), count) };
+        }
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeStream(_stream: aclrtStream) -> aclError {
+    guard("aclrtSynchronizeStream", || {
+        // Tasks run when they are issued; what can still be pending is the dump thread's delivery.
+        dumper::drain();
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlCreateDataset() -> *mut aclmdlDataset {
+    catch_unwind(memory::create_dataset).unwrap_or(std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlDestroyDataset(dataset: *const aclmdlDataset) -> aclError {
+    guard("aclmdlDestroyDataset", || {
+        if memory::destroy_dataset(dataset) {
+            ACL_SUCCESS
+        } else {
+            ACL_ERROR_INVALID_PARAM
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlAddDatasetBuffer(
+    dataset: *mut aclmdlDataset,
+    buffer: *mut aclDataBuffer,
+) -> aclError {
+    guard("aclmdlAddDatasetBuffer", || {
+        if memory::add_to_dataset(dataset, buffer) {
+            ACL_SUCCESS
+        } else {
+            ACL_ERROR_INVALID_PARAM
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlGetDatasetNumBuffers(dataset: *const aclmdlDataset) -> usize {
+    catch_unwind(|| memory::dataset_buffers(dataset).map_or(0, |b| b.len())).unwrap_or(0)
+}
+
+#[no_mangle]
+pub extern "C" fn aclmdlGetDatasetBuffer(dataset: *const aclmdlDataset, index: usize) -> *mut aclDataBuffer {
+    catch_unwind(|| {
+        memory::dataset_buffers(dataset)
+            .and_then(|b| b.get(index).copied())
+            .map_or(std::ptr::null_mut(), std::ptr::with_exposed_provenance_mut)
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn aclCreateDataBuffer(data: *mut c_void, size: usize) -> *mut aclDataBuffer {
+    catch_unwind(|| memory::create_buffer(data, size)).unwrap_or(std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn aclDestroyDataBuffer(buffer: *const aclDataBuffer) -> aclError {
+    guard("aclDestroyDataBuffer", || {
+        if memory::destroy_buffer(buffer) {
+            ACL_SUCCESS
+        } else {
+            ACL_ERROR_INVALID_PARAM
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclGetDataBufferAddr(buffer: *const aclDataBuffer) -> *mut c_void {
+    catch_unwind(|| {
+        memory::buffer(buffer).map_or(std::ptr::null_mut(), |(a, _)| std::ptr::with_exposed_provenance_mut(a))
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
+#[no_mangle]
+pub extern "C" fn aclGetDataBufferSizeV2(buffer: *const aclDataBuffer) -> usize {
+    catch_unwind(|| memory::buffer(buffer).map_or(0, |(_, n)| n)).unwrap_or(0)
+}
+
 #[no_mangle]
 pub extern "C" fn aclmdlInitDump() -> aclError {
     guard("aclmdlInitDump", || {
@@ -316,6 +454,7 @@ pub(crate) fn register_model(model: Box<dyn model::DeviceModel>) -> u32 {
             dump: rt.dump.clone(),
             session_dir: rt.session_dir.clone(),
             next_step: 0,
+            pending: None,
         };
         rt.models.insert(id, Arc::new(Mutex::new(loaded)));
         id
@@ -325,8 +464,8 @@ pub(crate) fn register_model(model: Box<dyn model::DeviceModel>) -> u32 {
 #[no_mangle]
 pub extern "C" fn aclmdlExecute(
     model_id: u32,
-    _input: *const aclmdlDataset,
-    _output: *mut aclmdlDataset,
+    input: *const aclmdlDataset,
+    output: *mut aclmdlDataset,
 ) -> aclError {
     guard("aclmdlExecute", || {
         let Some((model, device_id)) =
@@ -334,31 +473,16 @@ pub extern "C" fn aclmdlExecute(
         else {
             return ACL_ERROR_INVALID_MODEL_ID;
         };
+        let slices = memory::dataset_slices(input).and_then(|i| Ok((i, memory::dataset_slices(output)?)));
         // The global lock is released: only this model's lock is held while the step runs.
-        let mut m = state::lock(&model);
-        let step = m.next_step;
-        m.next_step += 1;
-        let delivery = match state::callback() {
-            Some(cb) => Delivery::Callback(cb),
-            None => Delivery::Disk,
-        };
-        let target = m.dump.clone().map(|cfg| StepTarget {
-            cfg,
-            model_name: m.model.name().to_string(),
-            model_id: m.id,
-            device_id,
-            step,
-            session_dir: m.session_dir.clone(),
-            opdebug_layout: overflow::layout_from_env(),
-            delivery,
-        });
-        let mut emitter = Emitter::new(target);
-        let report = m.model.step(step, overflow::model_mode(), &mut emitter);
-        emitter.finish();
-        if let Some(line) = report {
-            publish_step_report(line);
+        let result = slices.and_then(|(i, o)| execute::run(&mut state::lock(&model), device_id, &i, &o));
+        match result {
+            Ok(()) => ACL_SUCCESS,
+            Err(e) => {
+                eprintln!("sim-ascendcl: aclmdlExecute(model {model_id}): {e}");
+                ACL_ERROR_INVALID_PARAM
+            }
         }
-        ACL_SUCCESS
     })
 }
 
@@ -366,7 +490,7 @@ pub extern "C" fn aclmdlExecute(
 /// `simAclLastStepReport`, or from the file named by `SIM_ACL_REPORT`).
 static LAST_STEP_REPORT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
-fn publish_step_report(line: String) {
+pub(crate) fn publish_step_report(line: String) {
     if let Some(path) = std::env::var_os("SIM_ACL_REPORT") {
         use std::io::Write;
         let appended = std::fs::OpenOptions::new()
@@ -429,6 +553,19 @@ const SIGNATURES: () = {
     let _: AclrtGetDeviceSatModeFn = aclrtGetDeviceSatMode;
     let _: AclrtGetOverflowStatusFn = aclrtGetOverflowStatus;
     let _: AclrtResetOverflowStatusFn = aclrtResetOverflowStatus;
+    let _: AclrtMallocFn = aclrtMalloc;
+    let _: AclrtFreeFn = aclrtFree;
+    let _: AclrtMemcpyFn = aclrtMemcpy;
+    let _: AclrtSynchronizeStreamFn = aclrtSynchronizeStream;
+    let _: AclmdlCreateDatasetFn = aclmdlCreateDataset;
+    let _: AclmdlDestroyDatasetFn = aclmdlDestroyDataset;
+    let _: AclmdlAddDatasetBufferFn = aclmdlAddDatasetBuffer;
+    let _: AclmdlGetDatasetNumBuffersFn = aclmdlGetDatasetNumBuffers;
+    let _: AclmdlGetDatasetBufferFn = aclmdlGetDatasetBuffer;
+    let _: AclCreateDataBufferFn = aclCreateDataBuffer;
+    let _: AclDestroyDataBufferFn = aclDestroyDataBuffer;
+    let _: AclGetDataBufferAddrFn = aclGetDataBufferAddr;
+    let _: AclGetDataBufferSizeV2Fn = aclGetDataBufferSizeV2;
     let _: AclmdlLoadFromFileFn = aclmdlLoadFromFile;
     let _: AclmdlExecuteFn = aclmdlExecute;
     let _: AclmdlUnloadFn = aclmdlUnload;

@@ -4,32 +4,56 @@
 //! It starts at a fixed epoch on every `aclInit` (override with `SIM_ACL_EPOCH_US`, microseconds since the
 //! Unix epoch) and advances by one microsecond per timestamp handed out, so timestamps are unique and
 //! increase in emission order, as a real device's do.
+//!
+//! With `SIM_ACL_CLOCK=host` it follows the host's clock instead (still unique and increasing: a timestamp
+//! is the later of the host time and the previous one plus 1 µs). Runs are then no longer byte-identical,
+//! but timestamps order against what other processes stamp with the host clock, as a real device's dump
+//! timestamps do: a collector's record of a collective call, for one (`sim-train --ranks` sets it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// 2024-01-01T00:00:00Z: a plausible recent date, and round so the tree's date directory reads easily.
 pub const DEFAULT_EPOCH_US: u64 = 1_704_067_200_000_000;
 
 static NOW_US: AtomicU64 = AtomicU64::new(DEFAULT_EPOCH_US);
+static FOLLOW_HOST: AtomicBool = AtomicBool::new(false);
+
+fn host_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
 
 /// The configured start of the simulated clock.
 pub fn epoch_us() -> u64 {
     std::env::var("SIM_ACL_EPOCH_US").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_EPOCH_US)
 }
 
-/// Restarts the clock at the configured epoch (aclInit).
+/// Restarts the clock (aclInit): at the configured epoch, or at the host's time with `SIM_ACL_CLOCK=host`.
 pub fn reset() {
-    NOW_US.store(epoch_us(), Ordering::SeqCst);
+    let host = std::env::var("SIM_ACL_CLOCK").is_ok_and(|v| v.trim() == "host");
+    FOLLOW_HOST.store(host, Ordering::SeqCst);
+    NOW_US.store(if host { host_us() } else { epoch_us() }, Ordering::SeqCst);
 }
 
 /// The current time without advancing it.
 pub fn now_us() -> u64 {
-    NOW_US.load(Ordering::SeqCst)
+    let now = NOW_US.load(Ordering::SeqCst);
+    if FOLLOW_HOST.load(Ordering::SeqCst) {
+        now.max(host_us())
+    } else {
+        now
+    }
 }
 
 /// A fresh timestamp, later than every earlier one.
 pub fn tick() -> u64 {
-    NOW_US.fetch_add(1, Ordering::SeqCst)
+    if !FOLLOW_HOST.load(Ordering::SeqCst) {
+        return NOW_US.fetch_add(1, Ordering::SeqCst);
+    }
+    let host = host_us();
+    // The next free microsecond at or after the host's time: unique even when the host clock stands still.
+    let prev = NOW_US.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |next| Some(next.max(host) + 1));
+    let prev = prev.expect("the update always succeeds");
+    prev.max(host)
 }
 
 /// `YYYYMMDDhhmmss` (UTC) of a microsecond timestamp: the dump tree's session directory name.

@@ -74,7 +74,8 @@ impl Emitter {
         self.flush();
     }
 
-    fn flush(&mut self) {
+    /// Hands the files made so far to the dump thread (the step goes on: `finish` ends it).
+    pub fn flush(&mut self) {
         if let Some(t) = &self.target {
             dumper::send(std::mem::take(&mut self.batch), t.delivery);
         }

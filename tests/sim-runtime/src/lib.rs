@@ -2,6 +2,8 @@
 //! formats (`accutrace_formats::dump`), executing the sim-model transformer as its "device".
 //!
 //! - [`abi`]: the exported entry points (aclInit, aclmdlSetDump, acldumpRegCallback, aclmdlExecute, ...).
+//! - [`execute`]: what `aclmdlExecute` runs: a whole step, or one half of a data-parallel step.
+//! - [`memory`]: device memory (`aclrtMalloc`, ...) and the datasets that carry model inputs and outputs.
 //! - [`config`]: the dump JSON. [`model`]: model files and the model interface.
 //! - [`emit`]: ops to dump files in the dump tree. [`payload`]: op-debug records and stats CSVs.
 //! - [`dumper`]: the runtime's own dump thread. [`chunker`]: `acldumpChunk`s, interleaving.
@@ -9,7 +11,9 @@
 //!
 //! Environment: `SIM_ACL_CHUNK_SIZE` (callback chunk payload bytes, default 65536), `SIM_ACL_SAT_MODE`
 //! (`saturation`; default INF/NaN), `SIM_ACL_OPDEBUG_LAYOUT` (`legacy` | `v2`, default v2),
-//! `SIM_ACL_EPOCH_US` (start of the simulated clock, µs since the Unix epoch).
+//! `SIM_ACL_EPOCH_US` (start of the simulated clock, µs since the Unix epoch), `SIM_ACL_CLOCK` (`host`: dump
+//! timestamps follow the host clock; see [`clock`]), `RANK_ID` (which rank of a data-parallel job this
+//! device is: faults with a `rank` key apply on that rank only).
 
 pub mod abi;
 pub mod chunker;
@@ -17,7 +21,11 @@ pub mod clock;
 pub mod config;
 pub mod dumper;
 pub mod emit;
+pub mod execute;
+pub mod memory;
 pub mod model;
 pub mod overflow;
 pub mod payload;
 pub mod state;
+
+pub(crate) use abi::publish_step_report;

@@ -21,6 +21,8 @@ pub struct LoadedModel {
     pub session_dir: String,
     /// Steps executed so far: the next step's index.
     pub next_step: u64,
+    /// The dump of a step whose first half ran and whose second half has not (`execute`).
+    pub pending: Option<crate::emit::Emitter>,
 }
 
 #[derive(Default)]
