@@ -86,6 +86,11 @@ fn dl_error() -> String {
     }
 }
 
+/// A path as a C string for the ACL calls that take one.
+pub fn path_cstring(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_encoded_bytes()).with_context(|| format!("{} contains NUL", p.display()))
+}
+
 /// An ACL return code, checked: `what` names the call in the error.
 pub fn check(what: &str, code: i32) -> Result<()> {
     if code == ascend_sys::ACL_SUCCESS {
@@ -134,6 +139,37 @@ impl Entry {
                 load: acl.global(c"aclmdlLoadFromFile")?,
                 execute: acl.global(c"aclmdlExecute")?,
                 unload: acl.global(c"aclmdlUnload")?,
+            })
+        }
+    }
+}
+
+/// Device memory and model datasets: what a framework that feeds a model and all-reduces its gradients
+/// needs (`data_parallel`).
+pub struct Memory {
+    pub malloc: AclrtMallocFn,
+    pub free: AclrtFreeFn,
+    pub memcpy: AclrtMemcpyFn,
+    pub create_dataset: AclmdlCreateDatasetFn,
+    pub destroy_dataset: AclmdlDestroyDatasetFn,
+    pub add_dataset_buffer: AclmdlAddDatasetBufferFn,
+    pub create_data_buffer: AclCreateDataBufferFn,
+    pub destroy_data_buffer: AclDestroyDataBufferFn,
+}
+
+impl Memory {
+    pub fn resolve(acl: &Acl) -> Result<Memory> {
+        // SAFETY: each type is the accutrace_acl.h signature of the symbol named beside it.
+        unsafe {
+            Ok(Memory {
+                malloc: acl.global(c"aclrtMalloc")?,
+                free: acl.global(c"aclrtFree")?,
+                memcpy: acl.global(c"aclrtMemcpy")?,
+                create_dataset: acl.global(c"aclmdlCreateDataset")?,
+                destroy_dataset: acl.global(c"aclmdlDestroyDataset")?,
+                add_dataset_buffer: acl.global(c"aclmdlAddDatasetBuffer")?,
+                create_data_buffer: acl.global(c"aclCreateDataBuffer")?,
+                destroy_data_buffer: acl.global(c"aclDestroyDataBuffer")?,
             })
         }
     }

@@ -3,9 +3,8 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sim_framework::{acl, bench};
+use sim_framework::{acl, bench, data_parallel, hccl, launch};
 use sim_model::{ModelConfig, StepReport};
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
 #[derive(Parser)]
@@ -34,6 +33,15 @@ struct TrainArgs {
     /// Set the device's overflow mode with aclrtSetDeviceSatMode before loading (default: the runtime's).
     #[arg(long, value_enum)]
     overflow_mode: Option<SatMode>,
+    /// Data parallel over N ranks. Without RANK_ID in the environment, launch N processes of this command
+    /// like torchrun (RANK_ID, RANK_SIZE, DEVICE_ID, a shared root info); with it, be that rank (under srun
+    /// or mpirun, map their rank variable to RANK_ID and set SIM_TRAIN_RENDEZVOUS to a shared path).
+    #[arg(long, value_name = "N")]
+    ranks: Option<u32>,
+    /// libhccl.so to load with --ranks (else $SIM_HCCL_LIB, else the one next to this executable, else
+    /// the name). Resolved with dlopen + dlsym(handle), as torch_npu does.
+    #[arg(long)]
+    hccl_lib: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -79,15 +87,22 @@ fn train(args: &TrainArgs) -> Result<()> {
     let Some(model) = &args.model else { bail!("--model is required (or use `sim-train bench`)") };
     // Validate here too, so a bad model file is reported in our words before the runtime sees it.
     ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
+    let rank_env = match args.ranks {
+        // A launcher (ours, or srun/mpirun with RANK_ID mapped) started this process as one rank.
+        Some(ranks) if std::env::var_os("RANK_ID").is_some() => {
+            Some(data_parallel::RankEnv::from_env(ranks)?)
+        }
+        Some(ranks) => return launch::launch(ranks),
+        None => None,
+    };
     let lib = acl::library_path(args.lib.as_deref());
     let rt = acl::Acl::load(&lib)?;
     let f = acl::Entry::resolve(&rt)?;
-    let device: i32 = match std::env::var("ASCEND_DEVICE_ID") {
-        Ok(v) => v.trim().parse().with_context(|| format!("ASCEND_DEVICE_ID={v:?}"))?,
+    let device: i32 = match std::env::var("ASCEND_DEVICE_ID").or_else(|_| std::env::var("DEVICE_ID")) {
+        Ok(v) => v.trim().parse().with_context(|| format!("ASCEND_DEVICE_ID/DEVICE_ID={v:?}"))?,
         Err(_) => 0,
     };
-    let config = args.acl_config.as_ref().map(|p| path_cstring(p)).transpose()?;
-    let model_path = path_cstring(model)?;
+    let config = args.acl_config.as_ref().map(|p| acl::path_cstring(p)).transpose()?;
     // SAFETY (all calls below): the pointers were resolved with these exact signatures (ascend-sys fns),
     // the strings are NUL-terminated CStrings that outlive the calls, and null datasets are what the
     // simulated runtime takes (its model holds its own data).
@@ -105,14 +120,26 @@ fn train(args: &TrainArgs) -> Result<()> {
             };
             acl::check("aclrtSetDeviceSatMode", set(m as _))?;
         }
-        let mut model_id = 0u32;
-        acl::check("aclmdlLoadFromFile", (f.load)(model_path.as_ptr(), &mut model_id))?;
-        let mut report_file_lines = 0usize;
-        for step in 0..args.steps {
-            acl::check("aclmdlExecute", (f.execute)(model_id, std::ptr::null(), std::ptr::null_mut()))?;
-            print_step(step, &rt, &mut report_file_lines);
+        match &rank_env {
+            Some(env) => {
+                let h = hccl::Hccl::load(&hccl::library_path(args.hccl_lib.as_deref()))?;
+                data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
+            }
+            None => {
+                let model_path = acl::path_cstring(model)?;
+                let mut model_id = 0u32;
+                acl::check("aclmdlLoadFromFile", (f.load)(model_path.as_ptr(), &mut model_id))?;
+                let mut report_file_lines = 0usize;
+                for step in 0..args.steps {
+                    acl::check(
+                        "aclmdlExecute",
+                        (f.execute)(model_id, std::ptr::null(), std::ptr::null_mut()),
+                    )?;
+                    print_step(step, &rt, &mut report_file_lines);
+                }
+                acl::check("aclmdlUnload", (f.unload)(model_id))?;
+            }
         }
-        acl::check("aclmdlUnload", (f.unload)(model_id))?;
         acl::check("aclrtResetDevice", (f.reset_device)(device))?;
         acl::check("aclFinalize", (f.finalize)())?;
     }
@@ -138,8 +165,4 @@ fn print_step(step: u64, rt: &acl::Acl, seen_lines: &mut usize) {
         Some(Err(e)) => println!("step {step} (bad step report: {e})"),
         None => println!("step {step} (the runtime reports no loss)"),
     }
-}
-
-fn path_cstring(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_encoded_bytes()).with_context(|| format!("{} contains NUL", p.display()))
 }
