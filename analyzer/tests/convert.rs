@@ -267,6 +267,7 @@ fn a_capture_converts_its_fp64_tensors_bit_for_bit() {
         timestamp_us: 5,
         dump_file: "Cast.wide.5.2.5".into(),
         original_names: vec![],
+        ..OpInfo::default()
     };
     w.append_op(&op).unwrap();
     let doubles: Vec<f64> = (0..24).map(|i| 2f64.powi(40) + 1.0 + i as f64 * 1e-9).collect();

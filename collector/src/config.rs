@@ -5,7 +5,8 @@
 //! (`"ACCUTRACE_MODE"`) or short (`"mode"`); values may be JSON strings, numbers or booleans. Unknown keys are
 //! errors (a typo must not silently capture something else). Every error is one line for the log.
 
-use accutrace_formats::capture::Policy;
+use accutrace_formats::capture::policy::{parse_size, Policy};
+use accutrace_formats::steps::StepSet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -209,11 +210,8 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
                     _ => return Err(bad("expected stats, tensor or device-stats".into())),
                 }
             }
-            "policy" => c.policy = parse_policy(t).map_err(bad)?,
-            "steps" => {
-                validate_steps(t).map_err(bad)?;
-                c.steps = (!t.is_empty()).then(|| t.to_string());
-            }
+            "policy" => c.policy = Policy::parse(t).map_err(bad)?,
+            "steps" => c.steps = Some(StepSet::parse(t).map_err(bad)?.to_string()),
             "ops" => {
                 c.ops = t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()
             }
@@ -304,56 +302,6 @@ fn in_range(n: u64, min: u64, max: u64) -> Result<u64, String> {
     Ok(n)
 }
 
-/// `1048576`, `64K`, `512M`, `4G`, `1T` (binary units; an optional trailing `B` or `iB`).
-pub fn parse_size(t: &str) -> Result<u64, String> {
-    let t = t.trim();
-    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
-    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 10),
-        Some('M') => (&t[..t.len() - 1], 20),
-        Some('G') => (&t[..t.len() - 1], 30),
-        Some('T') => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = digits.trim().parse().map_err(|_| format!("{t:?} is not a size (e.g. 4096, 64M, 4G)"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{t:?} is too large"))
-}
-
-/// `keep`, `ring:SIZE`, `trigger:SIZE:K`.
-pub fn parse_policy(t: &str) -> Result<Policy, String> {
-    let parts: Vec<&str> = t.split(':').collect();
-    match parts.as_slice() {
-        ["keep"] => Ok(Policy::KeepAll),
-        ["ring", size] => Ok(Policy::Ring { max_bytes: parse_size(size)? }),
-        ["trigger", size, k] => Ok(Policy::Trigger {
-            ring_bytes: parse_size(size)?,
-            keep_steps_after: k.trim().parse().map_err(|_| format!("{k:?} is not a step count"))?,
-        }),
-        _ => Err("expected keep, ring:SIZE or trigger:SIZE:K".into()),
-    }
-}
-
-/// CANN `dump_step` syntax: `0|5|10-20`, non-negative integers and inclusive ascending ranges.
-pub fn validate_steps(t: &str) -> Result<(), String> {
-    for part in t.split('|').map(str::trim) {
-        if part.is_empty() {
-            return Err("empty step between '|'".into());
-        }
-        let num = |s: &str| s.trim().parse::<u64>().map_err(|_| format!("{s:?} is not a step"));
-        match part.split_once('-') {
-            Some((lo, hi)) => {
-                if num(lo)? > num(hi)? {
-                    return Err(format!("range {part:?} runs backwards"));
-                }
-            }
-            None => {
-                num(part)?;
-            }
-        }
-    }
-    Ok(())
-}
-
 impl Config {
     /// The CANN dump JSON (`{"dump": {...}}`) that makes the runtime deliver what this configuration asks
     /// for. `dump_path` is required by CANN even with a callback registered (nothing is written there).
@@ -436,6 +384,7 @@ mod tests {
             ("ACCUTRACE_MODE", "full"),
             ("ACCUTRACE_POLICY", "ring"),
             ("ACCUTRACE_POLICY", "ring:12Q"),
+            ("ACCUTRACE_POLICY", "ring:0"),
             ("ACCUTRACE_POLICY", "trigger:1G:x"),
             ("ACCUTRACE_STEPS", "5-1"),
             ("ACCUTRACE_STEPS", "1||2"),
@@ -480,11 +429,6 @@ mod tests {
 
     #[test]
     fn sizes_and_dump_json() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
-        assert_eq!(parse_size("4GiB").unwrap(), 4 << 30);
-        assert!(parse_size("2mb").is_err());
-        assert!(parse_size("99999999999T").is_err());
         let mut c = Config {
             dir: "/r".into(),
             steps: Some("1-2".into()),

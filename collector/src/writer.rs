@@ -21,7 +21,8 @@ use crate::counters::add;
 use crate::pipeline::{Msg, Pipeline, BUSY_NAP, BUSY_WINDOW, SPIN};
 use crate::reassembly::{Done, Reassembler};
 use accutrace_formats::capture::{
-    Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta,
+    Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepSource,
+    TensorMeta,
 };
 use accutrace_formats::dump::{self, FileKind};
 use accutrace_formats::stats::{stats_and_hash, TensorStats};
@@ -190,16 +191,30 @@ fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], bytes: &[u8]) {
     p.disable(&why);
 }
 
-/// The training step of a file, from its would-be path (module docs).
-pub fn step_from_path(path: &str) -> u64 {
-    let c: Vec<&str> = path.rsplit('/').take(6).collect();
+/// The directory the collector's per-step dump paths are named with: `{run}/.dump/step{N}` (see
+/// `activate::step_end`).
+pub const STEP_DIR_PREFIX: &str = "step";
+
+/// The training step of a file from its would-be path (module docs), and where it came from: the graph
+/// layout's step directory; else a per-step dump path `.../step{N}/{time}/{device}/{file}` set at
+/// `accutrace_step_end()`; else nothing (a single-operator dump, step 0).
+pub fn step_from_path(path: &str) -> (u64, StepSource) {
+    let c: Vec<&str> = path.rsplit('/').take(7).collect();
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let time_dir = |s: &str| s.len() == 14 && digits(s);
     // c = [file, step, model_id, model_name, device, time]
-    if c.len() == 6 && digits(c[1]) && digits(c[2]) && digits(c[4]) && c[5].len() == 14 && digits(c[5]) {
-        c[1].parse().unwrap_or(0)
-    } else {
-        0
+    if c.len() >= 6 && digits(c[1]) && digits(c[2]) && digits(c[4]) && time_dir(c[5]) {
+        if let Ok(step) = c[1].parse() {
+            return (step, StepSource::Model);
+        }
     }
+    // c = [file, device, time, step{N}]
+    if c.len() >= 4 && digits(c[1]) && time_dir(c[2]) {
+        if let Some(Ok(step)) = c[3].strip_prefix(STEP_DIR_PREFIX).filter(|n| digits(n)).map(str::parse) {
+            return (step, StepSource::Hook);
+        }
+    }
+    (0, StepSource::None)
 }
 
 /// One finished file to records. `Err` only for capture write failures (which disable the collector);
@@ -215,7 +230,7 @@ fn record_file(
     }
     let path = String::from_utf8_lossy(name);
     let base = path.rsplit('/').next().unwrap_or(&path).to_string();
-    let step = step_from_path(&path);
+    let (step, step_source) = step_from_path(&path);
     if base == dump::mapping::MAPPING_FILE {
         add(&p.counters.files_mapping, 1);
         return Ok(());
@@ -272,6 +287,8 @@ fn record_file(
                 timestamp_us,
                 dump_file: base,
                 original_names,
+                dump_number: parsed.as_ref().and_then(|n| n.dump_number),
+                step_source,
             };
             // Statistics, hashes and (tensor mode) shuffle + zstd outside the stream lock: they are the work.
             // A single writer thread has nobody to share the lock with: it compresses under it, straight
@@ -377,15 +394,21 @@ fn with_stream(
 
 #[cfg(test)]
 mod tests {
-    use super::step_from_path;
+    use super::*;
 
     #[test]
-    fn steps_come_from_the_graph_dump_layout_only() {
-        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/1/17/Add.add.3.2.100"), 17);
-        assert_eq!(step_from_path("20240101000000/3/net/12/0/Add.add.3.2.100"), 0);
-        assert_eq!(step_from_path("/d/20240101000000/0/Add.add.3.2.100"), 0, "single-op layout");
-        assert_eq!(step_from_path("/d/2024/0/net/1/5/Add.add.3.2.100"), 0, "not a dump time directory");
-        assert_eq!(step_from_path("Add.add.3.2.100"), 0);
-        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/one/5/Add.add.3.2.100"), 0);
+    fn steps_come_from_the_graph_layout_or_a_per_step_dump_path() {
+        let model = |step| (step, StepSource::Model);
+        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/1/17/Add.add.3.2.100"), model(17));
+        assert_eq!(step_from_path("20240101000000/3/net/12/0/Add.add.3.2.100"), model(0));
+        let none = (0, StepSource::None);
+        assert_eq!(step_from_path("/d/20240101000000/0/Add.add.3.2.100"), none, "single-op layout");
+        assert_eq!(step_from_path("/d/2024/0/net/1/5/Add.add.3.2.100"), none, "not a dump time directory");
+        assert_eq!(step_from_path("Add.add.3.2.100"), none);
+        assert_eq!(step_from_path("/runs/x/20240101000000/0/net/one/5/Add.add.3.2.100"), none);
+        let hook = |step| (step, StepSource::Hook);
+        assert_eq!(step_from_path("/r/.dump/step12/20240101000000/0/Add.add.1.3.2.100"), hook(12));
+        assert_eq!(step_from_path("/r/.dump/step12/20240101000000/0/net/1/4/Add.add.3.2.100"), model(4));
+        assert_eq!(step_from_path("/r/.dump/stepx/20240101000000/0/Add.add.1.3.2.100"), none);
     }
 }

@@ -50,6 +50,37 @@ dtype_consts! {
     FLOAT4_E2M1 = DtFloat4E2m1, FLOAT4_E1M2 = DtFloat4E1m2,
 }
 
+/// `aclDataType` (acl_base.h) to the dump's `OutputDataType`.
+const ACL_DATA_TYPES: [(i32, DType); 27] = [
+    (0, DType::FLOAT),
+    (1, DType::FLOAT16),
+    (2, DType::INT8),
+    (3, DType::INT32),
+    (4, DType::UINT8),
+    (6, DType::INT16),
+    (7, DType::UINT16),
+    (8, DType::UINT32),
+    (9, DType::INT64),
+    (10, DType::UINT64),
+    (11, DType::DOUBLE),
+    (12, DType::BOOL),
+    (13, DType::STRING),
+    (16, DType::COMPLEX64),
+    (17, DType::COMPLEX128),
+    (27, DType::BF16),
+    (29, DType::INT4),
+    (30, DType::UINT1),
+    (33, DType::COMPLEX32),
+    (34, DType::HIFLOAT8),
+    (35, DType::FLOAT8_E5M2),
+    (36, DType::FLOAT8_E4M3FN),
+    (37, DType::FLOAT8_E8M0),
+    (38, DType::FLOAT6_E3M2),
+    (39, DType::FLOAT6_E2M3),
+    (40, DType::FLOAT4_E2M1),
+    (41, DType::FLOAT4_E1M2),
+];
+
 impl DType {
     /// The dtype with this enum code (any value: unknown codes are kept and reported, not rejected here).
     pub const fn from_code(code: i32) -> DType {
@@ -59,6 +90,19 @@ impl DType {
     /// The `OutputDataType` enum value.
     pub const fn code(self) -> i32 {
         self.0
+    }
+
+    /// The dtype of an `aclDataType` value (acl_base.h: `ACL_FLOAT = 0`, `ACL_FLOAT16 = 1`, `ACL_INT32 = 3`,
+    /// `ACL_BF16 = 27`, ...), which numbers types differently from the dump's `OutputDataType`: the runtime
+    /// converts one to the other when it writes a dump. `None` for values without a dump counterpart
+    /// (`ACL_DT_UNDEFINED = -1`, unlisted values).
+    pub fn from_acl(acl: i32) -> Option<DType> {
+        ACL_DATA_TYPES.iter().find(|&&(a, _)| a == acl).map(|&(_, d)| d)
+    }
+
+    /// The `aclDataType` value of this dtype, when acl_base.h lists one.
+    pub fn acl(self) -> Option<i32> {
+        ACL_DATA_TYPES.iter().find(|&&(_, d)| d == self).map(|&(a, _)| a)
     }
 
     /// Whether the code is one of the enum's listed values.
@@ -257,6 +301,21 @@ impl std::fmt::Display for DType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acl_data_types_map_to_dump_types_and_back() {
+        assert_eq!(DType::from_acl(0), Some(DType::FLOAT));
+        assert_eq!(DType::from_acl(1), Some(DType::FLOAT16));
+        assert_eq!(DType::from_acl(3), Some(DType::INT32));
+        assert_eq!(DType::from_acl(27), Some(DType::BF16));
+        assert_eq!(DType::from_acl(-1), None);
+        assert_eq!(DType::from_acl(5), None, "acl_base.h skips 5");
+        for (acl, d) in ACL_DATA_TYPES {
+            assert_eq!(d.acl(), Some(acl));
+            assert!(d.is_known(), "{acl}");
+        }
+        assert_eq!(DType::QINT8.acl(), None);
+    }
 
     #[test]
     fn names_and_sizes_follow_the_enum() {

@@ -9,6 +9,7 @@
 //! - [`msprobe`]: msprobe dumps: `dump.json`, the `.pt` (zip + pickle) and `.npy` tensor files.
 //! - [`stats`]: per-tensor statistics and the 64-bit content hash.
 //! - [`simd`]: which instruction-set build of a kernel runs (SSE2/AVX2/AVX-512, NEON, portable).
+//! - [`steps`]: step selections in CANN's `dump_step` syntax (`0|5|10-20`), for every place that takes one.
 //! - [`capture`]: accutrace's own capture format (segments, records, manifest): writer and reader.
 //! - [`error`]: the error type every reader returns, naming the file, the offset and the problem.
 
@@ -21,6 +22,7 @@ pub mod msprobe;
 pub mod npy;
 pub mod simd;
 pub mod stats;
+pub mod steps;
 pub mod tensor;
 
 pub use dtype::DType;

@@ -22,6 +22,7 @@ fn op(step: u64, k: usize) -> OpInfo {
         timestamp_us: 1_700_000_000_000_000 + k as u64,
         dump_file: format!("MatMulV2.layer_{}.{k}.2.1", k % 5),
         original_names: vec![format!("orig_{}", k % 3)],
+        ..OpInfo::default()
     }
 }
 

@@ -23,6 +23,8 @@ fn op(step: u64, name: &str) -> OpInfo {
         timestamp_us: 1_700_000_000_000_000 + step,
         dump_file: format!("MatMulV2.{name}.{}.2.{}", 7 + step, 1_700_000_000_000_000 + step),
         original_names: vec![format!("{name}_orig_a"), format!("{name}_orig_b")],
+        dump_number: None,
+        step_source: StepSource::Model,
     }
 }
 
@@ -67,6 +69,7 @@ enum Expect {
     Tensor(TensorMeta, TensorStats, u64, Option<Vec<u8>>),
     Overflow(OverflowInfo),
     Csv(StatsCsv),
+    Mark(StepMark),
 }
 
 fn write_all(w: &mut StreamWriter, records: &[Expect], level: i32) {
@@ -76,6 +79,7 @@ fn write_all(w: &mut StreamWriter, records: &[Expect], level: i32) {
             Expect::Tensor(m, s, h, d) => w.append_tensor(m, s, *h, d.as_deref(), level),
             Expect::Overflow(o) => w.append_overflow(o),
             Expect::Csv(c) => w.append_stats_csv(c),
+            Expect::Mark(m) => w.append_step_mark(m),
         };
         assert!(matches!(a.unwrap(), Appended::Written { .. }));
     }
@@ -102,6 +106,7 @@ fn read_back(stream: &StreamReader) -> Vec<Expect> {
             }
             Record::Overflow(o) => Expect::Overflow(o),
             Record::StatsCsv(c) => Expect::Csv(c),
+            Record::StepMark(m) => Expect::Mark(m),
             Record::Unknown { kind } => panic!("unknown kind {kind}"),
         });
     }
@@ -346,6 +351,41 @@ fn canonical_dump_file_names_are_elided_and_restored() {
 }
 
 #[test]
+fn six_field_names_are_elided_with_their_dump_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(5), 1 << 20, Policy::KeepAll).unwrap();
+    let six = OpInfo {
+        dump_file: format!("MatMulV2.MatMulV2.41.9.2.{}", 1_700_000_000_000_002u64),
+        name: "MatMulV2".into(),
+        original_names: vec![],
+        dump_number: Some(41),
+        step_source: StepSource::Hook,
+        ..op(2, "x")
+    };
+    assert_eq!(six.dump_file, six.canonical_dump_file());
+    let five = OpInfo { dump_number: None, ..six.clone() };
+    let m = meta(Io::Output, 0, DType::FLOAT16, &[64, 64], None);
+    let s = TensorStats::of_bytes(DType::FLOAT16, &[0u8; 8]).unwrap();
+    let mut sizes = Vec::new();
+    for o in [&six, &five, &six] {
+        let Appended::Written { bytes, .. } = w.append_op(o).unwrap() else { panic!() };
+        w.append_tensor(&m, &s, 1, None, 1).unwrap();
+        sizes.push(bytes);
+    }
+    let mark = StepMark { source: StepSource::Hook, step: 3, wall_time_us: 9, ..StepMark::default() };
+    w.append_step_mark(&mark).unwrap();
+    let summary = w.seal().unwrap();
+    assert_eq!(summary.counts.step_marks, 1);
+    // The six-field name of the first op is elided: only the dump number's varint is stored.
+    assert!(sizes[2] + 16 < sizes[1], "six-field name stored verbatim? {sizes:?}");
+    let got = read_back(&only_stream(dir.path()));
+    let ops: Vec<&OpInfo> =
+        got.iter().filter_map(|r| if let Expect::Op(o) = r { Some(o) } else { None }).collect();
+    assert_eq!(ops, [&six, &five, &six]);
+    assert!(matches!(got.last(), Some(Expect::Mark(m)) if *m == mark));
+}
+
+#[test]
 fn ring_keeps_only_the_newest_segments() {
     let dir = tempfile::tempdir().unwrap();
     let seg = 16 * 1024;
@@ -545,6 +585,9 @@ fn arb_record() -> impl Strategy<Value = Expect> {
                 timestamp_us: step / 3,
                 dump_file: format!("T.{name}"),
                 original_names: orig.into_iter().filter(|s| !s.is_empty()).collect(),
+                dump_number: (step % 2 == 0).then_some(step / 2),
+                step_source: [StepSource::Model, StepSource::None, StepSource::Hook, StepSource::Marker]
+                    [(step % 4) as usize],
             })
         ),
         (arb_meta(), prop::collection::vec(any::<u8>(), 0..3000), any::<bool>(), any::<bool>()).prop_map(
@@ -569,6 +612,16 @@ fn arb_record() -> impl Strategy<Value = Expect> {
             dump_file: "a.csv".into(),
             csv: csv.into_bytes()
         })),
+        (any::<u64>(), any::<bool>(), "[A-Za-z]{0,20}").prop_map(|(step, hook, op_type)| Expect::Mark(
+            StepMark {
+                source: if hook { StepSource::Hook } else { StepSource::Marker },
+                step,
+                wall_time_us: step ^ 0x55,
+                op_timestamp_us: step / 7,
+                op_dump_number: (!hook).then_some(step / 3),
+                op_type,
+            }
+        )),
     ]
 }
 
@@ -587,4 +640,36 @@ proptest! {
         let got = read_back(&stream);
         prop_assert!(same(&got, &records), "records differ: {} read, {} written", got.len(), records.len());
     }
+}
+
+#[test]
+fn version_1_streams_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(6), 1 << 16, Policy::KeepAll).unwrap();
+    let o = op(3, "old");
+    w.append_op(&o).unwrap();
+    w.append_tensor(&meta(Io::Output, 0, DType::FLOAT16, &[4], None), &TensorStats::default(), 5, None, 1)
+        .unwrap();
+    w.seal().unwrap();
+    // Rewrite the header as version 1 wrote it: the version field and the header checksum.
+    let stream = only_stream(dir.path());
+    let seg = stream.segment_paths().next().unwrap().to_path_buf();
+    drop(stream);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[0..48]);
+    bytes[48..52].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    let got = read_back(&only_stream(dir.path()));
+    assert!(
+        matches!(&got[0], Expect::Op(r) if *r == o),
+        "a version-1 op reads with the defaults of the new fields"
+    );
+    // A version this build does not know is refused, naming the field.
+    bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let crc = crc32fast::hash(&bytes[0..48]);
+    bytes[48..52].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &bytes).unwrap();
+    let err = StreamReader::open(seg.parent().unwrap()).err().expect("refused");
+    assert!(err.to_string().contains("unsupported capture format version"), "{err}");
 }

@@ -141,6 +141,8 @@ fn regenerate_seed_corpora() {
     let names: Vec<(&str, Vec<u8>)> = vec![
         ("valid_name", b"Conv2D.conv1.12.3.1700000000123456".to_vec()),
         ("valid_ffts", b"MatMul.mm.7.1.99.4.2.5.0".to_vec()),
+        ("valid_six_fields", b"MatMulV2.aclnnMm_MatMulV2.42.12.3.1700000000123456".to_vec()),
+        ("valid_fftsplus", b"Gelu.g.5.7.1.99.FFTSPLUS.1.1.3".to_vec()),
         ("valid_four_fields", b"Add.add_1.5.1234".to_vec()),
         ("valid_opdebug", b"Opdebug.Node_OpDebug.40.2.555".to_vec()),
         ("valid_stats_name", b"Relu.relu.1.2.3.csv".to_vec()),

@@ -126,7 +126,7 @@ impl CaptureSource {
                         // Stats ops have no tensor records: keep the positional maps aligned.
                         metas.resize(index.tensors.len(), None);
                     }
-                    Record::Unknown { .. } => {}
+                    Record::StepMark(_) | Record::Unknown { .. } => {}
                 }
             }
             for (mut found, timestamp) in pending {

@@ -140,7 +140,7 @@ pub fn disk_dump(root: &Path) -> BTreeMap<(u64, String), Vec<u8>> {
                 stack.push(p);
             } else {
                 let rel = p.to_str().unwrap().to_string();
-                let step = collector::writer::step_from_path(&rel);
+                let (step, _) = collector::writer::step_from_path(&rel);
                 out.insert(
                     (step, p.file_name().unwrap().to_str().unwrap().to_string()),
                     std::fs::read(&p).unwrap(),

@@ -60,6 +60,9 @@ pub struct StreamCounts {
     pub segments_deleted: u64,
     /// Appends refused because the trigger policy stopped recording.
     pub refused_after_stop: u64,
+    /// Step-boundary records written (format version 2; absent from older manifests).
+    #[serde(default)]
+    pub step_marks: u64,
 }
 
 /// The manifest's entry for one stream.

@@ -8,7 +8,8 @@
 //!     seg-000000.acc, seg-000001.acc, ...         fixed-size segments of framed, checksummed records
 //! ```
 //! - [`segment`]: the header and the frame (length-prefixed, CRC, committed last).
-//! - [`record`]: the record kinds (string, op, tensor, overflow, stats CSV) and their protobuf form.
+//! - [`record`]: the record kinds (string, op, tensor, overflow, stats CSV, step mark) and their protobuf form.
+//! - [`step_marks`]: the steps of a stream's ops from its marker step marks (`ACCUTRACE_STEP_MARKER`).
 //! - [`shuffle`]: the byte shuffle applied before zstd; [`encode`]: shuffle + zstd of tensor data.
 //! - [`policy`]: retention (keep all, ring, trigger).
 //! - [`writer`]: [`StreamWriter`]. [`reader`]: [`CaptureRun`], [`StreamReader`], [`Records`].
@@ -21,17 +22,24 @@ pub mod reader;
 pub mod record;
 pub mod segment;
 pub mod shuffle;
+pub mod step_marks;
 pub mod writer;
 
 pub use encode::{encode_data, DataEncoder, EncodedData};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use policy::{Policy, PolicyState};
 pub use reader::{CaptureRun, Record, RecordRef, Records, StreamReader, TensorRef, TornTail};
-pub use record::{DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, TensorMeta};
+pub use record::{
+    DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource, TensorMeta,
+};
 pub use writer::{Appended, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE};
 
 /// Version of the capture format written by this build (segment headers and the manifest).
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: step-boundary records (kind 6), an op's dump number and step source.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest version this build reads (a version-1 stream reads as version 2 without the new fields).
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Largest protobuf message of one record (its metadata; tensor data does not count): larger frames are
 /// refused by the writer and treated as invalid by the reader, which bounds the work per frame.

@@ -1,7 +1,34 @@
 //! Retention policies: which segments a stream keeps, and when it stops recording. Pure state, no I/O, so
 //! the logic is tested without files or a collector; the writer asks it before each op and each new segment.
+//!
+//! Also the one parser of the policy and size syntax (`keep`, `ring:4G`, `trigger:512M:2`), shared by the
+//! collector's `ACCUTRACE_POLICY` / `ACCUTRACE_*_SIZE` and `analyzer record --policy`.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A byte count: digits with an optional binary unit `K`, `M`, `G` or `T` (powers of 1024, either case),
+/// itself optionally followed by `B` or `iB`: `4096`, `64K`, `512MiB`, `4g`. Zero is a size; whoever takes
+/// one decides its range.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let stem = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+    let (digits, shift) = match stem.as_bytes().last() {
+        Some(b'k') => (&stem[..stem.len() - 1], 10),
+        Some(b'm') => (&stem[..stem.len() - 1], 20),
+        Some(b'g') => (&stem[..stem.len() - 1], 30),
+        Some(b't') => (&stem[..stem.len() - 1], 40),
+        _ => (stem, 0),
+    };
+    // "64iB" would strip to "64" with no unit: iB belongs after a unit only.
+    let unit_missing = shift == 0 && lower.ends_with("ib");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || unit_missing {
+        return Err(format!("{t:?} is not a size (e.g. 4096, 64K, 512M, 4G)"));
+    }
+    let n: u64 = digits.parse().map_err(|_| format!("{t:?} is too large"))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{t:?} is too large"))
+}
 
 /// How much of a stream is kept on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +50,44 @@ pub enum Policy {
         /// Steps recorded after the triggering step.
         keep_steps_after: u64,
     },
+}
+
+impl Policy {
+    /// `keep`, `ring:SIZE` or `trigger:SIZE:K` (SIZE as [`parse_size`] reads it, more than zero; K a step
+    /// count). The inverse of the [`Display`](fmt::Display) form.
+    pub fn parse(text: &str) -> Result<Policy, String> {
+        let usage = "expected keep, ring:SIZE (ring:4G) or trigger:SIZE:K (trigger:4G:2)";
+        let size = |s: &str| -> Result<u64, String> {
+            match parse_size(s)? {
+                0 => Err(format!("{s:?}: a ring of 0 bytes keeps nothing")),
+                n => Ok(n),
+            }
+        };
+        let parts: Vec<&str> = text.trim().split(':').collect();
+        match parts.as_slice() {
+            ["keep"] => Ok(Policy::KeepAll),
+            ["ring", s] => Ok(Policy::Ring { max_bytes: size(s)? }),
+            ["trigger", s, k] => {
+                let keep_steps_after =
+                    k.trim().parse().map_err(|_| format!("K {:?} is not a step count", k.trim()))?;
+                Ok(Policy::Trigger { ring_bytes: size(s)?, keep_steps_after })
+            }
+            _ => Err(usage.into()),
+        }
+    }
+}
+
+/// `keep`, `ring:BYTES`, `trigger:BYTES:K`: what [`Policy::parse`] reads back.
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::KeepAll => f.write_str("keep"),
+            Policy::Ring { max_bytes } => write!(f, "ring:{max_bytes}"),
+            Policy::Trigger { ring_bytes, keep_steps_after } => {
+                write!(f, "trigger:{ring_bytes}:{keep_steps_after}")
+            }
+        }
+    }
 }
 
 /// The running state of a [`Policy`] for one stream.
@@ -95,6 +160,54 @@ impl PolicyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_take_binary_units_in_either_case() {
+        for (text, bytes) in [
+            ("4096", 4096),
+            ("0", 0),
+            ("64K", 64 << 10),
+            ("64k", 64 << 10),
+            ("2mb", 2 << 20),
+            ("512MiB", 512 << 20),
+            ("4GiB", 4 << 30),
+            ("1T", 1 << 40),
+            (" 8 ", 8),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for bad in ["", "K", "12Q", "-1", "1.5G", "64iB", "99999999999T", "4 G"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn policies_parse_and_print_back() {
+        for (text, policy) in [
+            ("keep", Policy::KeepAll),
+            ("ring:4G", Policy::Ring { max_bytes: 4 << 30 }),
+            ("ring:512MiB", Policy::Ring { max_bytes: 512 << 20 }),
+            ("trigger:1k:2", Policy::Trigger { ring_bytes: 1024, keep_steps_after: 2 }),
+        ] {
+            assert_eq!(Policy::parse(text), Ok(policy), "{text}");
+            assert_eq!(Policy::parse(&policy.to_string()), Ok(policy));
+        }
+        assert_eq!(Policy::Ring { max_bytes: 1000 }.to_string(), "ring:1000");
+        for bad in [
+            "",
+            "ring",
+            "ring:",
+            "ring:0",
+            "ring:4X",
+            "trigger:4G",
+            "trigger:4G:-1",
+            "keep:1",
+            "ring:99999999999T",
+        ] {
+            assert!(Policy::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(Policy::parse("ring:0").unwrap_err().contains("keeps nothing"));
+    }
 
     #[test]
     fn keep_all_never_evicts_or_stops() {

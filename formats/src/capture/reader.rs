@@ -236,6 +236,8 @@ pub enum Record<'a> {
     Overflow(OverflowInfo),
     /// A statistics-mode CSV record.
     StatsCsv(StatsCsv),
+    /// A step boundary (format version 2).
+    StepMark(StepMark),
     /// A kind this build does not know (skipped safely: its frame is valid).
     Unknown {
         /// The record kind.
@@ -491,6 +493,8 @@ impl<'a> Records<'a> {
                     timestamp_us: r.timestamp_us,
                     dump_file: String::new(),
                     original_names: r.original_names.iter().map(|&id| s(id)).collect::<Result<_>>()?,
+                    dump_number: r.dump_number,
+                    step_source: StepSource::from_code(r.step_source),
                 };
                 // Absent: the writer elided it because it is the canonical name of these fields.
                 let dump_file = r.dump_file.unwrap_or_else(|| op.canonical_dump_file());
@@ -552,6 +556,17 @@ impl<'a> Records<'a> {
             KIND_STATS_CSV => {
                 let r: pb::StatsCsvRecord = decode_message(m, "stats CSV")?;
                 Record::StatsCsv(StatsCsv { step: r.step, dump_file: r.dump_file, csv: r.csv })
+            }
+            KIND_STEP_MARK => {
+                let r: pb::StepMark = decode_message(m, "step mark")?;
+                Record::StepMark(StepMark {
+                    source: StepSource::from_code(r.source),
+                    step: r.step,
+                    wall_time_us: r.wall_time_us,
+                    op_timestamp_us: r.op_timestamp_us,
+                    op_dump_number: r.op_dump_number,
+                    op_type: self.string(r.op_type)?.map(|s| s.to_string()).unwrap_or_default(),
+                })
             }
             kind => Record::Unknown { kind },
         }))

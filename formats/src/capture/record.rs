@@ -19,6 +19,62 @@ pub const KIND_TENSOR: u8 = 3;
 pub const KIND_OVERFLOW: u8 = 4;
 /// Record kind: a statistics-mode CSV dump ([`pb::StatsCsvRecord`]).
 pub const KIND_STATS_CSV: u8 = 5;
+/// Record kind (version 2): a step boundary ([`pb::StepMark`]).
+pub const KIND_STEP_MARK: u8 = 6;
+
+/// Where an op's step number came from (format version 2; every version-1 op reads as [`StepSource::Model`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StepSource {
+    /// The graph dump's path: the model's own iteration.
+    #[default]
+    Model,
+    /// A single-operator dump whose path says nothing: the step is recorded as 0 and may be inferred.
+    None,
+    /// The per-step dump path the collector sets when the framework's hook calls `accutrace_step_end()`.
+    Hook,
+    /// The collector's count of `ACCUTRACE_STEP_MARKER` ops: readers recompute it from the stream's
+    /// [`StepMark`]s ([`step_marks`](super::step_marks)).
+    Marker,
+}
+
+impl StepSource {
+    /// The protobuf value.
+    pub fn code(self) -> i32 {
+        match self {
+            StepSource::Model => pb::StepSource::Model as i32,
+            StepSource::None => pb::StepSource::None as i32,
+            StepSource::Hook => pb::StepSource::Hook as i32,
+            StepSource::Marker => pb::StepSource::Marker as i32,
+        }
+    }
+
+    /// From the protobuf value; values of a newer writer read as [`StepSource::None`] (nothing known).
+    pub fn from_code(code: i32) -> StepSource {
+        match pb::StepSource::try_from(code) {
+            Ok(pb::StepSource::Model) => StepSource::Model,
+            Ok(pb::StepSource::Hook) => StepSource::Hook,
+            Ok(pb::StepSource::Marker) => StepSource::Marker,
+            Ok(pb::StepSource::None) | Err(_) => StepSource::None,
+        }
+    }
+}
+
+/// A step boundary the collector learned of while recording (record kind 6).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepMark {
+    /// [`StepSource::Hook`] or [`StepSource::Marker`].
+    pub source: StepSource,
+    /// Hook: the step that begins. Marker: the step the marker op ends, as the collector counted it.
+    pub step: u64,
+    /// Host clock when the collector learned of it, µs since the epoch.
+    pub wall_time_us: u64,
+    /// Marker: the marker op's dump timestamp.
+    pub op_timestamp_us: u64,
+    /// Marker: the marker op's dump number (six-field names).
+    pub op_dump_number: Option<u64>,
+    /// Marker: the marker op's type.
+    pub op_type: String,
+}
 
 /// One operator execution (one dump file): the context of the tensor records that follow it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,16 +95,22 @@ pub struct OpInfo {
     pub dump_file: String,
     /// Framework op names fused into this op (fusion provenance).
     pub original_names: Vec<String>,
+    /// The dump number of a six-field file name (format version 2).
+    pub dump_number: Option<u64>,
+    /// Where `step` came from (format version 2).
+    pub step_source: StepSource,
 }
 
 impl OpInfo {
-    /// The dump file name CANN gives an op with these fields (`{op_type}.{op_name}.{task_id}.{stream_id}
-    /// .{timestamp_us}`, op name sanitized). The writer stores `dump_file` only when it differs from this
-    /// (e.g. FFTS+ suffixes), which keeps statistics-mode records small; the reader fills it back in.
+    /// The dump file name CANN gives an op with these fields (`{op_type}.{op_name}[.{dump_number}]
+    /// .{task_id}.{stream_id}.{timestamp_us}`, op name sanitized). The writer stores `dump_file` only when it
+    /// differs from this (e.g. FFTS+ suffixes), which keeps statistics-mode records small; the reader fills
+    /// it back in.
     pub fn canonical_dump_file(&self) -> String {
         crate::dump::names::format_file_name(&crate::dump::names::DumpFileName {
             op_type: self.op_type.clone(),
             op_name: crate::dump::names::sanitize_op_name(&self.name),
+            dump_number: self.dump_number,
             task_id: u64::from(self.task_id),
             stream_id: Some(u64::from(self.stream_id)),
             timestamp_us: self.timestamp_us,

@@ -87,7 +87,7 @@ impl SegmentHeader {
             return Err(FormatError::at(48, "segment header checksum mismatch"));
         }
         let version = le32(h, 8);
-        if version != super::FORMAT_VERSION {
+        if !(super::OLDEST_READABLE_VERSION..=super::FORMAT_VERSION).contains(&version) {
             return Err(FormatError::at(8, format!("unsupported capture format version {version}")));
         }
         if le32(h, 12) as u64 != HEADER_LEN {

@@ -127,6 +127,7 @@ enum Msg<'a> {
     },
     Overflow(&'a OverflowInfo),
     Csv(&'a StatsCsv),
+    Mark(&'a StepMark),
 }
 
 impl StreamWriter {
@@ -380,6 +381,14 @@ impl StreamWriter {
         Ok(r)
     }
 
+    /// Appends a step boundary. Written even after a trigger stopped recording: it costs a few bytes and
+    /// tells the reader how many steps the job ran.
+    pub fn append_step_mark(&mut self, mark: &StepMark) -> Result<Appended> {
+        let r = self.append(Msg::Mark(mark), &[])?;
+        self.counts.step_marks += 1;
+        Ok(r)
+    }
+
     /// What was written so far, for the manifest.
     pub fn summary(&self) -> StreamSummary {
         StreamSummary {
@@ -440,6 +449,8 @@ impl StreamWriter {
                     dump_file: (op.dump_file != op.canonical_dump_file()).then(|| op.dump_file.clone()),
                     original_names: op.original_names.iter().map(|n| id(n, strings, defs)).collect(),
                     continued: *continued,
+                    dump_number: op.dump_number,
+                    step_source: op.step_source.code(),
                 };
                 encode_head(KIND_OP, &rec, &mut self.head);
             }
@@ -489,6 +500,17 @@ impl StreamWriter {
                 let rec =
                     pb::StatsCsvRecord { step: c.step, dump_file: c.dump_file.clone(), csv: c.csv.clone() };
                 encode_head(KIND_STATS_CSV, &rec, &mut self.head);
+            }
+            Msg::Mark(m) => {
+                let rec = pb::StepMark {
+                    source: m.source.code(),
+                    step: m.step,
+                    wall_time_us: m.wall_time_us,
+                    op_timestamp_us: m.op_timestamp_us,
+                    op_dump_number: m.op_dump_number,
+                    op_type: id(&m.op_type, strings, defs),
+                };
+                encode_head(KIND_STEP_MARK, &rec, &mut self.head);
             }
         }
         // The string definitions this record needs, as frames' heads, concatenated with their lengths.

@@ -3,7 +3,7 @@
 //!
 //! - [`file`](mod@file): parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
 //! - [`write`](mod@write): write dump files exactly as CANN does (the simulated runtime uses it).
-//! - [`names`]: `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}` file names; [`mapping`]: `mapping.csv`.
+//! - [`names`]: six-, five- and four-field file names and FFTS+ suffixes; [`mapping`]: `mapping.csv`.
 //! - [`tree`]: walk a dump directory tree into entries in execution order.
 //! - [`opdebug`]: decode and encode op-debug overflow payloads; name the status bits.
 //! - [`stats_csv`]: the `dump_data: stats` CSV.
@@ -20,7 +20,9 @@ pub mod write;
 
 pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, Io, MappedFile, TensorRef};
 pub use mapping::NameMapping;
-pub use names::{format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsSuffix, FileKind};
+pub use names::{
+    format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsForm, FftsSuffix, FileKind,
+};
 pub use opdebug::{
     aicore_status_names, decode_opdebug, decode_opdebug_file, dha_atomic_status, encode_opdebug,
     find_overflowing_op, l2_atomic_status, AtomicStatus, Engine, EngineRecord, OpDebugLayout, OpDebugRecord,

@@ -1,10 +1,20 @@
-//! Dump file names: `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp_us}`, optionally followed by the
-//! FFTS+ suffix `.4.{context_id}.{thread_id}.{device_id}`; stats dumps add `.csv`.
+//! Dump file names. Three shapes, all `.`-separated, with the timestamp (µs) last:
+//! - six fields (the current adump): `{op_type}.{op_name}.{dump_number}.{task_id}.{stream_id}.{timestamp}`,
+//!   where `dump_number` is a process-wide counter of dumped files;
+//! - five fields (older producers): `{op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}`;
+//! - four fields (some files): `{op_type}.{op_name}.{task_id}.{timestamp}`, read with no stream id
+//!   (UNVERIFIED which field is missing).
 //!
-//! Op types never contain dots, so the type is the first field and the numbers are taken from the end;
-//! whatever lies between is the op name, even if an unsanitized name kept its dots. Some files have only
-//! four fields; we read those as `{op_type}.{op_name}.{task_id}.{timestamp_us}` with no stream id
-//! (UNVERIFIED which field is missing; the timestamp is always last).
+//! FFTS+ sub-tasks append `.{context_id}.{thread_id}.{device_id}` after a marker: the literal `FFTSPLUS`
+//! (current adump, written when both context and thread id are non-zero) or `4` (older producers). Stats
+//! dumps end in `.csv`. Names longer than 255 bytes are replaced by a number listed in `mapping.csv`
+//! ([`super::mapping`]).
+//!
+//! Op types never contain dots, so the type is the first field; the numbers are taken from the end, and the
+//! count of trailing numeric fields tells the shapes apart (4 or more: six fields, 3: five, 2: four). The
+//! producer replaces dots in op names with `_`, so whatever lies between type and numbers is the op name,
+//! even an unsanitized one that kept its dots (then it must not end in a numeric field). The real op name
+//! is `DumpData.op_name`.
 
 use crate::error::{FormatError, Result};
 
@@ -19,25 +29,55 @@ pub enum FileKind {
     StatsCsv,
 }
 
-/// The FFTS+ sub-task suffix `.4.{context_id}.{thread_id}.{device_id}`.
+/// How a name marks its FFTS+ suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FftsForm {
+    /// `.FFTSPLUS.{context}.{thread}.{device}` (current adump).
+    FftsPlus,
+    /// `.4.{context}.{thread}.{device}` (older producers).
+    Legacy,
+}
+
+impl FftsForm {
+    fn marker(self) -> &'static str {
+        match self {
+            FftsForm::FftsPlus => "FFTSPLUS",
+            FftsForm::Legacy => "4",
+        }
+    }
+}
+
+/// The FFTS+ sub-task suffix: which context and thread of the task this file is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FftsSuffix {
+    /// FFTS+ context id.
     pub context_id: u64,
+    /// Thread id within the context.
     pub thread_id: u64,
+    /// Device id.
     pub device_id: u64,
+    /// How the name spelled the suffix.
+    pub form: FftsForm,
 }
 
 /// The fields of a dump file name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DumpFileName {
+    /// Op type (first field).
     pub op_type: String,
     /// Sanitized op name; the real one is `DumpData.op_name`.
     pub op_name: String,
+    /// The producer's process-wide count of dumped files (six-field names only).
+    pub dump_number: Option<u64>,
+    /// Device task id.
     pub task_id: u64,
     /// Missing in four-field names.
     pub stream_id: Option<u64>,
+    /// Dump time, µs since the epoch.
     pub timestamp_us: u64,
+    /// FFTS+ sub-task, when the name has the suffix.
     pub ffts: Option<FftsSuffix>,
+    /// What the file holds.
     pub kind: FileKind,
 }
 
@@ -61,28 +101,33 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
         )));
     }
     let all_numbers = |range: &[&str]| range.iter().all(|f| number(f).is_some());
-    // The FFTS+ suffix needs a full five-field name in front of it.
-    let (core, ffts) = if n >= 9
+    let suffix = |form: FftsForm| FftsSuffix {
+        context_id: number(fields[n - 3]).unwrap_or(0),
+        thread_id: number(fields[n - 2]).unwrap_or(0),
+        device_id: number(fields[n - 1]).unwrap_or(0),
+        form,
+    };
+    // A suffix needs a complete name in front of it: type, name, and at least task, stream and timestamp.
+    let (core, ffts) = if n >= 9 && all_numbers(&fields[n - 3..]) && fields[n - 4] == "FFTSPLUS" {
+        (&fields[..n - 4], Some(suffix(FftsForm::FftsPlus)))
+    } else if n >= 9
         && fields[n - 4] == "4"
         && all_numbers(&fields[n - 7..n - 4])
         && all_numbers(&fields[n - 3..])
     {
-        let suffix = FftsSuffix {
-            context_id: number(fields[n - 3]).unwrap_or(0),
-            thread_id: number(fields[n - 2]).unwrap_or(0),
-            device_id: number(fields[n - 1]).unwrap_or(0),
-        };
-        (&fields[..n - 4], Some(suffix))
+        (&fields[..n - 4], Some(suffix(FftsForm::Legacy)))
     } else {
         (&fields[..], None)
     };
     let m = core.len();
-    let (name_end, task_id, stream_id, timestamp_us) = if m >= 5 && all_numbers(&core[m - 3..]) {
-        (m - 3, number(core[m - 3]), number(core[m - 2]), number(core[m - 1]))
-    } else if all_numbers(&core[m - 2..]) {
-        (m - 2, number(core[m - 2]), None, number(core[m - 1]))
-    } else {
-        return Err(fail("does not end in numeric {task_id}.{stream_id}.{timestamp} fields"));
+    // Trailing numeric fields, not counting the op type and at least one name field.
+    let numeric = core[2..].iter().rev().take_while(|f| number(f).is_some()).count();
+    let tail = |k: usize| number(core[m - k]);
+    let (name_end, dump_number, task_id, stream_id, timestamp_us) = match numeric {
+        k if k >= 4 => (m - 4, tail(4), tail(3), tail(2), tail(1)),
+        3 => (m - 3, None, tail(3), tail(2), tail(1)),
+        2 => (m - 2, None, tail(2), None, tail(1)),
+        _ => return Err(fail("does not end in numeric {task_id}.{stream_id}.{timestamp} fields")),
     };
     let op_type = core[0];
     let op_name = core[1..name_end].join(".");
@@ -99,6 +144,7 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
     Ok(DumpFileName {
         op_type: op_type.to_string(),
         op_name,
+        dump_number,
         task_id: task_id.unwrap_or(0),
         stream_id,
         timestamp_us: timestamp_us.unwrap_or(0),
@@ -109,13 +155,17 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
 
 /// The inverse of [`parse_file_name`] (names are written as given: sanitize them first).
 pub fn format_file_name(name: &DumpFileName) -> String {
-    let mut out = format!("{}.{}.{}", name.op_type, name.op_name, name.task_id);
+    let mut out = format!("{}.{}", name.op_type, name.op_name);
+    if let Some(n) = name.dump_number {
+        out.push_str(&format!(".{n}"));
+    }
+    out.push_str(&format!(".{}", name.task_id));
     if let Some(stream) = name.stream_id {
         out.push_str(&format!(".{stream}"));
     }
     out.push_str(&format!(".{}", name.timestamp_us));
     if let Some(f) = name.ffts {
-        out.push_str(&format!(".4.{}.{}.{}", f.context_id, f.thread_id, f.device_id));
+        out.push_str(&format!(".{}.{}.{}.{}", f.form.marker(), f.context_id, f.thread_id, f.device_id));
     }
     if name.kind == FileKind::StatsCsv {
         out.push_str(".csv");
@@ -136,35 +186,72 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_standard_ffts_short_opdebug_and_csv_names() {
+    fn parses_six_five_four_field_opdebug_and_csv_names() {
+        let n = parse_file_name("MatMulV2.aclnnMm_MatMulV2.42.12.3.1700000000123456").unwrap();
+        assert_eq!((n.op_type.as_str(), n.op_name.as_str()), ("MatMulV2", "aclnnMm_MatMulV2"));
+        assert_eq!((n.dump_number, n.task_id, n.stream_id), (Some(42), 12, Some(3)));
+        assert_eq!((n.timestamp_us, n.ffts, n.kind), (1700000000123456, None, FileKind::Tensor));
+
         let n = parse_file_name("Conv2D.conv1.12.3.1700000000123456").unwrap();
         assert_eq!((n.op_type.as_str(), n.op_name.as_str()), ("Conv2D", "conv1"));
-        assert_eq!((n.task_id, n.stream_id, n.timestamp_us), (12, Some(3), 1700000000123456));
-        assert_eq!((n.ffts, n.kind), (None, FileKind::Tensor));
-
-        let n = parse_file_name("MatMul.mm.7.1.99.4.2.5.0").unwrap();
-        assert_eq!(n.ffts, Some(FftsSuffix { context_id: 2, thread_id: 5, device_id: 0 }));
-        assert_eq!((n.task_id, n.stream_id, n.timestamp_us), (7, Some(1), 99));
+        assert_eq!(
+            (n.dump_number, n.task_id, n.stream_id, n.timestamp_us),
+            (None, 12, Some(3), 1700000000123456)
+        );
 
         let n = parse_file_name("Add.add_1.5.1234").unwrap();
-        assert_eq!((n.task_id, n.stream_id, n.timestamp_us), (5, None, 1234));
+        assert_eq!((n.dump_number, n.task_id, n.stream_id, n.timestamp_us), (None, 5, None, 1234));
 
         let n = parse_file_name("Opdebug.Node_OpDebug.40.2.555").unwrap();
         assert_eq!(n.kind, FileKind::OpDebug);
+        let n = parse_file_name("Opdebug.Node_OpDebug.9.40.2.555").unwrap();
+        assert_eq!((n.kind, n.dump_number, n.task_id), (FileKind::OpDebug, Some(9), 40));
 
         let n = parse_file_name("Relu.relu.1.2.3.csv").unwrap();
         assert_eq!((n.kind, n.timestamp_us), (FileKind::StatsCsv, 3));
+        let n = parse_file_name("Relu.relu.8.1.2.3.csv").unwrap();
+        assert_eq!((n.kind, n.dump_number, n.timestamp_us), (FileKind::StatsCsv, Some(8), 3));
 
         // Unsanitized dots in the name: numbers come from the end, the type from the front.
         let n = parse_file_name("Mul.layer.0.mlp.mul.9.8.7").unwrap();
         assert_eq!((n.op_name.as_str(), n.task_id, n.stream_id), ("layer.0.mlp.mul", 9, Some(8)));
+        // A numeric-looking name field stays the name: the count starts after it.
+        let n = parse_file_name("Add.7.1.2.3").unwrap();
+        assert_eq!((n.op_name.as_str(), n.dump_number, n.task_id), ("7", None, 1));
+    }
+
+    #[test]
+    fn parses_both_ffts_suffix_forms() {
+        let n =
+            parse_file_name("FusedMatMulBiasGelu.fused_0.17.33.2.1700000000000009.FFTSPLUS.1.2.0").unwrap();
+        let f = n.ffts.unwrap();
+        assert_eq!((f.context_id, f.thread_id, f.device_id, f.form), (1, 2, 0, FftsForm::FftsPlus));
+        assert_eq!(
+            (n.op_name.as_str(), n.dump_number, n.task_id, n.stream_id),
+            ("fused_0", Some(17), 33, Some(2))
+        );
+        assert_eq!(n.timestamp_us, 1700000000000009);
+
+        let n = parse_file_name("MatMul.mm.7.1.99.4.2.5.0").unwrap();
+        let f = n.ffts.unwrap();
+        assert_eq!((f.context_id, f.thread_id, f.device_id, f.form), (2, 5, 0, FftsForm::Legacy));
+        assert_eq!((n.dump_number, n.task_id, n.stream_id, n.timestamp_us), (None, 7, Some(1), 99));
+
+        // The marker without three numbers after it is part of no suffix (here: a lenient four-field name).
+        assert_eq!(parse_file_name("A.b.1.2.3.FFTSPLUS.x.2.0").unwrap().ffts, None);
     }
 
     #[test]
     fn format_inverts_parse() {
-        for name in
-            ["Conv2D.conv1.12.3.17", "MatMul.mm.7.1.99.4.2.5.0", "Add.add_1.5.1234", "Relu.r.1.2.3.csv"]
-        {
+        for name in [
+            "Conv2D.conv1.12.3.17",
+            "MatMulV2.mm.42.12.3.17",
+            "MatMul.mm.7.1.99.4.2.5.0",
+            "Gelu.g.5.7.1.99.FFTSPLUS.1.1.3",
+            "Add.add_1.5.1234",
+            "Relu.r.1.2.3.csv",
+            "Relu.r.9.1.2.3.csv",
+        ] {
             assert_eq!(format_file_name(&parse_file_name(name).unwrap()), name);
         }
     }

@@ -93,6 +93,7 @@ impl Emitter {
         let full = format_file_name(&DumpFileName {
             op_type: op_type.to_string(),
             op_name: sanitize_op_name(op_name),
+            dump_number: None,
             task_id: u64::from(task_id),
             stream_id: Some(u64::from(MODEL_STREAM_ID)),
             timestamp_us,

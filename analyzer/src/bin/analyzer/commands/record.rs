@@ -6,6 +6,8 @@
 //! that succeeds but leaves no capture behind (the collector never activated) is an error (2).
 
 use crate::cli::{RecordArgs, RecordMode};
+use accutrace_formats::capture::Policy;
+use accutrace_formats::steps::StepSet;
 use analyzer::outcome::Outcome;
 use analyzer::report;
 use anyhow::{bail, Context, Result};
@@ -153,59 +155,15 @@ fn ld_preload(collector: &Path, inherited: Option<OsString>) -> Result<OsString>
     Ok(value.into())
 }
 
-/// `keep`, `ring:SIZE` or `trigger:SIZE:K`, with SIZE in bytes or with a K/M/G/T suffix (powers of 1024).
-/// Returned with sizes in plain bytes, which the collector reads whatever suffixes it knows.
+/// `keep`, `ring:SIZE` or `trigger:SIZE:K` (the collector's syntax: `accutrace_formats::capture::Policy`),
+/// returned with sizes in plain bytes.
 pub fn parse_policy(policy: &str) -> Result<String> {
-    let parts: Vec<&str> = policy.trim().split(':').collect();
-    let usage = "expected keep, ring:SIZE (ring:4G) or trigger:SIZE:K (trigger:4G:2)";
-    match parts.as_slice() {
-        ["keep"] => Ok("keep".into()),
-        ["ring", size] => {
-            Ok(format!("ring:{}", parse_size(size).with_context(|| format!("--policy {policy}"))?))
-        }
-        ["trigger", size, k] => {
-            let size = parse_size(size).with_context(|| format!("--policy {policy}"))?;
-            let k: u64 = k
-                .trim()
-                .parse()
-                .with_context(|| format!("--policy {policy}: K {k:?} is not a step count"))?;
-            Ok(format!("trigger:{size}:{k}"))
-        }
-        _ => bail!("--policy {policy}: {usage}"),
-    }
+    Policy::parse(policy).map(|p| p.to_string()).map_err(|e| anyhow::anyhow!("--policy {policy}: {e}"))
 }
 
-fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim().to_ascii_uppercase();
-    let t = t.strip_suffix("IB").or_else(|| t.strip_suffix('B')).unwrap_or(&t);
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'K')) => (&t[..i], 10),
-        Some((i, 'M')) => (&t[..i], 20),
-        Some((i, 'G')) => (&t[..i], 30),
-        Some((i, 'T')) => (&t[..i], 40),
-        _ => (t, 0),
-    };
-    let n: u64 =
-        digits.parse().map_err(|_| anyhow::anyhow!("size {text:?} is not a number of bytes (4G, 512M)"))?;
-    let bytes = n.checked_mul(1u64 << shift).ok_or_else(|| anyhow::anyhow!("size {text:?} is too large"))?;
-    if bytes == 0 {
-        bail!("size {text:?} must be more than zero");
-    }
-    Ok(bytes)
-}
-
-/// CANN's step list: `0|5|10-20`. Returned without spaces.
+/// CANN's step list, `0|5|10-20` (`accutrace_formats::steps::StepSet`), returned without spaces.
 pub fn parse_steps(steps: &str) -> Result<String> {
-    let compact: String = steps.chars().filter(|c| !c.is_whitespace()).collect();
-    for part in compact.split('|') {
-        let bad = || anyhow::anyhow!("--steps {steps:?}: {part:?} is not a step (5) or a range (10-20)");
-        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
-        let (lo, hi): (u64, u64) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
-        if lo > hi {
-            bail!("--steps {steps:?}: range {part} runs backwards");
-        }
-    }
-    Ok(compact)
+    StepSet::parse(steps).map(|s| s.to_string()).map_err(|e| anyhow::anyhow!("--steps {steps:?}: {e}"))
 }
 
 /// The exit code to pass on: the child's, or 128 + signal as shells report it.
