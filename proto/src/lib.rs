@@ -1,4 +1,4 @@
-//! Protobuf types generated at build time from `proto/*.proto` (see `build.rs`).
+//! Protobuf types generated at build time from `proto/*.proto` (see `proto/build.rs`).
 //!
 //! - [`dumpdata`]: CANN's `toolkit.dumpdata` schema, the header of every dump file.
 //! - `capture` (when present): the metadata records of accutrace's own capture format.
