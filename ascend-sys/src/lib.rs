@@ -16,6 +16,8 @@ pub mod loader;
 /// bindgen output for `include/accutrace_acl.h`. Its `extern "C"` declarations are never linked by this
 /// crate (there is no `#[link]`); callers resolve the functions through [`loader::AclLibrary`] instead.
 #[allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, clippy::all)]
+// Generated code: its `unsafe fn` bodies and blocks are bindgen's, not ours to annotate.
+#[allow(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 pub mod bindings {
     include!("bindings.rs");
 }

@@ -136,7 +136,7 @@ fn start_term_watcher() {
 extern "C" fn on_sigterm(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     static HANDLING: AtomicBool = AtomicBool::new(false);
     let (w, r) = (TERM_WRITE.load(Ordering::Acquire), ACK_READ.load(Ordering::Acquire));
-    // SAFETY (this block): write, poll, read, getpid, sigaction and raise are async-signal-safe; the
+    // SAFETY: write, poll, read, getpid, sigaction and raise are async-signal-safe; the
     // buffers are locals; the previous action is a plain copy made at installation.
     unsafe {
         let ours = HOOKS_PID.load(Ordering::Acquire) == libc::getpid() as u32;

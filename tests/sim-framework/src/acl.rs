@@ -56,7 +56,9 @@ impl Acl {
     /// # Safety
     /// `T` must be the C function-pointer type of the symbol `name`.
     pub unsafe fn global<T: Copy>(&self, name: &CStr) -> Result<T> {
-        self.global_opt(name).ok_or_else(|| anyhow!("{} not found: {}", name.to_string_lossy(), dl_error()))
+        // SAFETY: our caller owes global_opt's contract, which is ours.
+        let found = unsafe { self.global_opt(name) };
+        found.ok_or_else(|| anyhow!("{} not found: {}", name.to_string_lossy(), dl_error()))
     }
 
     /// Like [`Acl::global`], `None` when the symbol is absent.

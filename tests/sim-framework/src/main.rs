@@ -103,7 +103,7 @@ fn train(args: &TrainArgs) -> Result<()> {
         Err(_) => 0,
     };
     let config = args.acl_config.as_ref().map(|p| acl::path_cstring(p)).transpose()?;
-    // SAFETY (all calls below): the pointers were resolved with these exact signatures (ascend-sys fns),
+    // SAFETY: for every call below, the pointers were resolved with these exact signatures (ascend-sys fns),
     // the strings are NUL-terminated CStrings that outlive the calls, and null datasets are what the
     // simulated runtime takes (its model holds its own data).
     unsafe {

@@ -73,8 +73,8 @@ fn sat_mode_round_trip() {
     assert_eq!(get_sat_mode().1, ACL_RT_OVERFLOW_MODE_SATURATION);
     assert_eq!(set_sat_mode(ACL_RT_OVERFLOW_MODE_INFNAN), ACL_SUCCESS);
     assert_eq!(get_sat_mode().1, ACL_RT_OVERFLOW_MODE_INFNAN);
-    // SAFETY: a null output pointer is a documented invalid argument.
     assert_eq!(
+        // SAFETY: a null output pointer is a documented invalid argument.
         unsafe { lib().aclrt_get_device_sat_mode().unwrap()(std::ptr::null_mut()) },
         ACL_ERROR_INVALID_PARAM
     );

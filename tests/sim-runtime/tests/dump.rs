@@ -55,6 +55,7 @@ fn callback_chunks_reassemble_to_the_disk_files_and_interleave() {
     let chunks = take_chunks();
     assert!(!dump_path.exists(), "with a callback registered nothing is written to disk");
     session(MODEL, &cfg, 2, false);
+    // SAFETY: serial tests; nothing else reads the environment meanwhile.
     unsafe { std::env::remove_var("SIM_ACL_CHUNK_SIZE") };
 
     let me = std::thread::current().id();
@@ -155,6 +156,7 @@ fn overflow_run(layout: &str) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
         r#"{{"model_name": "sim", "n_layers": 1, "faults": {{"overflow": {{"op": "{FAULT_OP}", "step": 1}}}}}}"#
     );
     session(&model, &dump_json(dir.path(), &dump_path, r#", "dump_debug": "on""#), 3, false);
+    // SAFETY: serial tests; nothing else reads the environment meanwhile.
     unsafe { std::env::remove_var("SIM_ACL_OPDEBUG_LAYOUT") };
     let files: HashMap<String, Vec<u8>> = files_under(&dump_path)
         .into_iter()

@@ -40,66 +40,82 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.to_str().unwrap()).unwrap()
 }
 
-// Thin wrappers: each calls the export through the pointer the loader resolved.
-// SAFETY (all): the pointers come from the loaded library, which `lib()` keeps loaded for the whole process,
+// Thin wrappers: each calls the export through the pointer the loader resolved. Every call is sound for the
+// same reason: the pointers come from the loaded library, which `lib()` keeps loaded for the whole process,
 // and the arguments satisfy each function's C contract (valid NUL-terminated strings, writable outputs).
 pub fn init(config: Option<&Path>) -> aclError {
     let c = config.map(cstr);
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().acl_init().unwrap()(c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())) }
 }
 pub fn finalize() -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().acl_finalize().unwrap()() }
 }
 pub fn set_device(id: i32) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_set_device().unwrap()(id) }
 }
 pub fn synchronize() -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_synchronize_device().unwrap()() }
 }
 pub fn set_sat_mode(mode: aclrtFloatOverflowMode) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_set_device_sat_mode().unwrap()(mode) }
 }
 pub fn get_sat_mode() -> (aclError, aclrtFloatOverflowMode) {
     let mut mode = 99;
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     let rc = unsafe { lib().aclrt_get_device_sat_mode().unwrap()(&mut mode) };
     (rc, mode)
 }
 pub fn overflow_status() -> (aclError, u64) {
     let mut buf = [0xffu8; ACL_OVERFLOW_STATUS_SIZE];
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     let rc = unsafe {
         lib().aclrt_get_overflow_status().unwrap()(buf.as_mut_ptr().cast(), buf.len(), std::ptr::null_mut())
     };
     (rc, u64::from_le_bytes(buf[..8].try_into().unwrap()))
 }
 pub fn reset_overflow_status() -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_reset_overflow_status().unwrap()(std::ptr::null_mut()) }
 }
 pub fn init_dump() -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_init_dump().unwrap()() }
 }
 pub fn set_dump(path: &Path) -> aclError {
     let c = cstr(path);
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_set_dump().unwrap()(c.as_ptr()) }
 }
 pub fn finalize_dump() -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_finalize_dump().unwrap()() }
 }
 pub fn reg_callback(flag: i32) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().acldump_reg_callback().unwrap()(Some(record_chunk), flag) }
 }
 pub fn unreg_callback() {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().acldump_unreg_callback().unwrap()() }
 }
 pub fn load(model: &Path) -> (aclError, u32) {
     let c = cstr(model);
     let mut id = 0;
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     let rc = unsafe { lib().aclmdl_load_from_file().unwrap()(c.as_ptr(), &mut id) };
     (rc, id)
 }
 pub fn execute(id: u32) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_execute().unwrap()(id, std::ptr::null(), std::ptr::null_mut()) }
 }
 pub fn unload(id: u32) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_unload().unwrap()(id) }
 }
 
@@ -120,6 +136,7 @@ static CHUNKS: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
 unsafe extern "C" fn record_chunk(chunk: *const acldumpChunk, len: i32) -> i32 {
     // SAFETY: the runtime passes a valid chunk whose dataBuf holds bufLen bytes, for this call only.
     let c = unsafe { &*chunk };
+    // SAFETY: as above: dataBuf holds bufLen bytes while the call lasts, and they are copied out.
     let data = unsafe { std::slice::from_raw_parts(c.dataBuf.as_ptr(), c.bufLen as usize) }.to_vec();
     let name_bytes: Vec<u8> = c.fileName.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
     CHUNKS.lock().unwrap().push(Chunk {
