@@ -1,6 +1,6 @@
 //! Which ops, steps and ranks a command looks at (`--step`, `--rank`, `--op`), shared by every command.
 
-use crate::index::{Index, OpInfo};
+use crate::index::{Index, IndexedOp};
 
 /// A selection of ops: each list empty means "all"; otherwise an op must match one entry of each.
 #[derive(Clone, Debug, Default)]
@@ -40,7 +40,7 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 impl Filter {
     /// Whether the filter keeps this op. A pattern without wildcards matches as a substring, which is what
     /// people type (`--op attn`); with wildcards it must match the whole name.
-    pub fn keeps(&self, op: &OpInfo) -> bool {
+    pub fn keeps(&self, op: &IndexedOp) -> bool {
         (self.steps.is_empty() || self.steps.contains(&op.step))
             && (self.ranks.is_empty() || self.ranks.contains(&op.rank))
             && (self.ops.is_empty()

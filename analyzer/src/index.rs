@@ -46,7 +46,7 @@ pub struct TensorInfo {
 
 /// One executed op (a kernel launch, or an API call in framework-level dumps).
 #[derive(Clone, Debug, Serialize)]
-pub struct OpInfo {
+pub struct IndexedOp {
     /// Full name as the source names it (`model/layer_0/attn/MatMul`, `Functional.linear.0.forward`).
     pub name: String,
     pub op_type: String,
@@ -58,7 +58,7 @@ pub struct OpInfo {
     pub outputs: Vec<TensorId>,
 }
 
-impl OpInfo {
+impl IndexedOp {
     /// Original (pre-fusion) op names this op's outputs stand for, deduplicated, in output order.
     pub fn original_names<'a>(&self, index: &'a Index) -> Vec<&'a str> {
         let mut names: Vec<&str> = Vec::new();
@@ -94,7 +94,7 @@ pub struct OverflowRecord {
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
-    pub ops: Vec<OpInfo>,
+    pub ops: Vec<IndexedOp>,
     pub tensors: Vec<TensorInfo>,
     /// Device overflow records (op-debug files, or captured overflow records), in the order found.
     pub overflow_records: Vec<OverflowRecord>,
@@ -106,7 +106,15 @@ impl Index {
     /// Adds an op with no tensors yet; returns its id.
     pub fn push_op(&mut self, name: String, op_type: String, step: u64, rank: u32) -> OpId {
         let order = self.ops.len() as u64;
-        self.ops.push(OpInfo { name, op_type, step, rank, order, inputs: Vec::new(), outputs: Vec::new() });
+        self.ops.push(IndexedOp {
+            name,
+            op_type,
+            step,
+            rank,
+            order,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        });
         self.ops.len() - 1
     }
 

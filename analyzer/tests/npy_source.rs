@@ -20,7 +20,7 @@ fn write_f32(path: &Path, shape: &[u64], values: &[f32]) {
     std::fs::write(path, out).unwrap();
 }
 
-fn op_named<'a>(source: &'a NpyDirSource, name: &str) -> &'a analyzer::index::OpInfo {
+fn op_named<'a>(source: &'a NpyDirSource, name: &str) -> &'a analyzer::index::IndexedOp {
     source.index().ops.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no op {name}"))
 }
 

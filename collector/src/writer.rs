@@ -333,7 +333,7 @@ fn record_file(
 }
 
 /// A tensor's metadata, statistics and content hash (one pass over its bytes).
-fn describe(p: &Pipeline, t: &dump::TensorRef<'_>) -> (TensorMeta, TensorStats, u64) {
+fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>) -> (TensorMeta, TensorStats, u64) {
     let (stats, hash) = stats_and_hash(t.dtype, t.bytes);
     let stats = stats.unwrap_or_else(|_| {
         add(&p.counters.tensors_without_stats, 1);

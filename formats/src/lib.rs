@@ -13,6 +13,8 @@
 //! - [`capture`]: accutrace's own capture format (segments, records, manifest): writer and reader.
 //! - [`error`]: the error type every reader returns, naming the file, the offset and the problem.
 
+#![warn(missing_docs)]
+
 pub mod capture;
 pub mod dtype;
 pub mod dump;

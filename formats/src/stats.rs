@@ -215,11 +215,17 @@ pub const F32_LANES: usize = LANES;
 /// its counts of zeros and of magnitudes equal to the saturation limit.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockF32 {
+    /// Per-lane sums.
     pub sum: [f64; LANES],
+    /// Per-lane sums of squares.
     pub sumsq: [f64; LANES],
+    /// Per-lane minima.
     pub min: [f32; LANES],
+    /// Per-lane maxima.
     pub max: [f32; LANES],
+    /// Per-lane counts of zeros.
     pub zero: [u32; LANES],
+    /// Per-lane counts of values at the saturation limit.
     pub sat: [u32; LANES],
 }
 

@@ -76,7 +76,7 @@ impl CannDumpSource {
     fn with_tensor<R>(
         &self,
         tensor: TensorId,
-        f: impl FnOnce(&dump::TensorRef<'_>) -> Result<R>,
+        f: impl FnOnce(&dump::DumpTensor<'_>) -> Result<R>,
     ) -> Result<R> {
         let info = &self.index.tensors[tensor];
         let path = self.files.get(info.op).context("a device statistics op has no tensor data")?;
@@ -186,7 +186,7 @@ impl Source for CannDumpSource {
     }
 }
 
-fn device_tensor<'a>(t: &'a dump::TensorRef<'a>) -> DeviceTensor<'a> {
+fn device_tensor<'a>(t: &'a dump::DumpTensor<'a>) -> DeviceTensor<'a> {
     DeviceTensor {
         dtype: t.dtype,
         format: t.format,

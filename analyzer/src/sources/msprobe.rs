@@ -51,9 +51,9 @@ impl MsprobeSource {
                         id
                     }
                 };
-                let io = match entry.io {
-                    msprobe::Io::Input | msprobe::Io::Parameters => Io::Input,
-                    msprobe::Io::Output | msprobe::Io::ParametersGrad => Io::Output,
+                let io = match entry.role {
+                    msprobe::Role::Input | msprobe::Role::Parameters => Io::Input,
+                    msprobe::Role::Output | msprobe::Role::ParametersGrad => Io::Output,
                 };
                 let slot = if io == Io::Input { &mut counts.0 } else { &mut counts.1 };
                 let position = *slot;

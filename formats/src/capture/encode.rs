@@ -249,6 +249,7 @@ pub fn encode_data(raw: &[u8], dtype: crate::DType, zstd_level: i32) -> Result<E
 }
 
 impl DataEncoder {
+    /// An encoder with no zstd context yet (made at the first compressed plane).
     pub fn new() -> Self {
         DataEncoder::default()
     }

@@ -14,6 +14,50 @@
 //! - [`policy`]: retention (keep all, ring, trigger).
 //! - [`writer`]: [`StreamWriter`]. [`reader`]: [`CaptureRun`], [`StreamReader`], [`Records`].
 //! - [`manifest`]: `manifest.json` and `stream.json`.
+//!
+//! # Reading a capture
+//! Open the run directory (what `analyzer record` or `LD_PRELOAD=libcollector.so` wrote) and walk each
+//! stream's records: an op, then its tensors (statistics, hash, and the data when it was kept).
+//! ```
+//! use accutrace_formats::capture::{CaptureRun, Record};
+//! # use accutrace_formats::capture::{Io, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta};
+//! # use accutrace_formats::stats::{content_hash, TensorStats};
+//! # use accutrace_formats::DType;
+//! # let tmp = tempfile::tempdir()?;
+//! # let dir = tmp.path();
+//! # let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "doc".into() };
+//! # let mut w = StreamWriter::create(dir, info, 1 << 20, Policy::KeepAll)?;
+//! # let op = OpInfo { name: "model/fc1/MatMul".into(), op_type: "MatMulV2".into(), ..Default::default() };
+//! # w.append_op(&op)?;
+//! # let bytes: Vec<u8> = [1.0f32, -2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+//! # let meta = TensorMeta {
+//! #     io: Io::Output, index: 0, dtype: DType::FLOAT, format: 2, sub_format: 0,
+//! #     device_shape: vec![3], original_shape: None, original_op: None,
+//! # };
+//! # let stats = TensorStats::of_bytes(DType::FLOAT, &bytes)?;
+//! # w.append_tensor(&meta, &stats, content_hash(&bytes), Some(&bytes), 1)?;
+//! # w.seal()?;
+//! let run = CaptureRun::open(dir)?;
+//! let mut data = Vec::new();
+//! for stream in &run.streams {
+//!     for record in stream.records() {
+//!         match record?.record {
+//!             Record::Op(op) => println!("step {} {} [{}]", op.step, op.name, op.op_type),
+//!             Record::Tensor(t) => {
+//!                 let m = &t.meta;
+//!                 println!("  {:?} {}: {} {:?}, max {}", m.io, m.index, m.dtype, m.device_shape, t.stats.max);
+//!                 if t.has_data() {
+//!                     t.read_data(&mut data)?; // the bytes as the device wrote them (device layout)
+//!                 }
+//!             }
+//!             _ => {} // overflow records, statistics CSVs, kinds a newer writer added
+//!         }
+//!     }
+//! }
+//! # assert_eq!(data, bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//! [`tensor::host`](crate::tensor::host) turns such bytes into host-layout values.
 
 pub mod encode;
 pub mod manifest;
@@ -28,7 +72,7 @@ pub mod writer;
 pub use encode::{encode_data, DataEncoder, EncodedData};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use policy::{Policy, PolicyState};
-pub use reader::{CaptureRun, Record, RecordRef, Records, StreamReader, TensorRef, TornTail};
+pub use reader::{CaptureRun, CapturedTensor, Record, RecordRef, Records, StreamReader, TornTail};
 pub use record::{
     DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource, TensorMeta,
 };

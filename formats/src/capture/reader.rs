@@ -1,6 +1,6 @@
 //! The reader: maps a run's segments and walks their records in order, zero-copy. Metadata (op, tensor
 //! metadata, statistics, hash) is decoded from the frame head; tensor data is only touched by
-//! [`TensorRef::read_data`], so scanning a capture costs time proportional to its records, not its bytes.
+//! [`CapturedTensor::read_data`], so scanning a capture costs time proportional to its records, not its bytes.
 //!
 //! Integrity: the last segment of a stream may be unsealed (the writer was killed). Its records are read up
 //! to the first position that is not a valid frame; that position is the stream's [`TornTail`]. A bad frame
@@ -231,7 +231,7 @@ pub enum Record<'a> {
     /// An operator execution.
     Op(Arc<OpInfo>),
     /// A tensor of the preceding op.
-    Tensor(TensorRef<'a>),
+    Tensor(CapturedTensor<'a>),
     /// An op-debug (overflow) record.
     Overflow(OverflowInfo),
     /// A statistics-mode CSV record.
@@ -247,7 +247,7 @@ pub enum Record<'a> {
 
 /// A tensor record: everything but the data is decoded; the data stays in the mapping until asked for.
 #[derive(Debug, Clone)]
-pub struct TensorRef<'a> {
+pub struct CapturedTensor<'a> {
     /// The op it belongs to.
     pub op: Arc<OpInfo>,
     /// Metadata.
@@ -265,7 +265,7 @@ pub struct TensorRef<'a> {
     path: &'a Path,
 }
 
-impl TensorRef<'_> {
+impl CapturedTensor<'_> {
     /// Whether the record carries the tensor's data.
     pub fn has_data(&self) -> bool {
         self.encoding != DataEncoding::None
@@ -521,7 +521,7 @@ impl<'a> Records<'a> {
                     None => None,
                 };
                 let io = if r.io == pb::Io::Output as i32 { Io::Output } else { Io::Input };
-                Record::Tensor(TensorRef {
+                Record::Tensor(CapturedTensor {
                     op,
                     meta: TensorMeta {
                         io,

@@ -130,7 +130,20 @@ pub fn align8(x: u64) -> u64 {
 pub enum Frame {
     /// A committed frame whose head checks: body at `body..body + len`, its protobuf message at
     /// `meta..body + head_len`, the payload after that.
-    Valid { body: u64, len: u64, meta: u64, head_len: u64, kind: u8, next: u64 },
+    Valid {
+        /// Offset of the frame's body in the segment.
+        body: u64,
+        /// Length of the body.
+        len: u64,
+        /// Offset of the record's protobuf message.
+        meta: u64,
+        /// Length of the head (record header and message) from `body`.
+        head_len: u64,
+        /// The record kind byte.
+        kind: u8,
+        /// Offset of the next frame.
+        next: u64,
+    },
     /// Commit word 0: nothing was published here.
     Empty,
     /// Something is here but it is not a valid frame (why).

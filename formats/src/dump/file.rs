@@ -29,7 +29,9 @@ pub enum DumpLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Io {
+    /// An input of the op.
     Input,
+    /// An output of the op.
     Output,
 }
 
@@ -45,13 +47,16 @@ impl Io {
 
 /// One input or output tensor of a dump file; `bytes` borrows the caller's buffer.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TensorRef<'a> {
+pub struct DumpTensor<'a> {
+    /// Input or output.
     pub io: Io,
     /// Position among the op's inputs (or outputs).
     pub index: usize,
+    /// The element type.
     pub dtype: DType,
     /// `OutputFormat` code; open enum, see [`format_name`].
     pub format: i32,
+    /// Shape as laid out on the device (padded, blocked).
     pub device_shape: Vec<u64>,
     /// Host shape before device padding; empty when the header has none.
     pub original_shape: Vec<u64>,
@@ -59,6 +64,7 @@ pub struct TensorRef<'a> {
     pub sub_format: i32,
     /// Fusion provenance (outputs only).
     pub original_op: Option<OriginalOp>,
+    /// The tensor's bytes, as the device wrote them.
     pub bytes: &'a [u8],
     /// Where `bytes` starts in the file.
     pub offset: u64,
@@ -67,11 +73,17 @@ pub struct TensorRef<'a> {
 /// A parsed dump file. `header` keeps every field except the (emptied) `data` fields.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DumpFile<'a> {
+    /// Which of the two file layouts the file has.
     pub layout: DumpLayout,
+    /// The `DumpData` header (tensor `data` fields emptied).
     pub header: DumpData,
-    pub inputs: Vec<TensorRef<'a>>,
-    pub outputs: Vec<TensorRef<'a>>,
+    /// The op's inputs, in order.
+    pub inputs: Vec<DumpTensor<'a>>,
+    /// The op's outputs, in order.
+    pub outputs: Vec<DumpTensor<'a>>,
+    /// Opaque buffers the op dumped (`DumpData.buffer`).
     pub buffers: Vec<&'a [u8]>,
+    /// The op's workspaces (`DumpData.space`).
     pub workspaces: Vec<&'a [u8]>,
 }
 
@@ -82,7 +94,7 @@ impl<'a> DumpFile<'a> {
     }
 
     /// The tensor `io[index]`, if present.
-    pub fn tensor(&self, io: Io, index: usize) -> Option<&TensorRef<'a>> {
+    pub fn tensor(&self, io: Io, index: usize) -> Option<&DumpTensor<'a>> {
         match io {
             Io::Input => self.inputs.get(index),
             Io::Output => self.outputs.get(index),
@@ -134,10 +146,12 @@ impl MappedFile {
         Ok(MappedFile { path: path.to_path_buf(), map })
     }
 
+    /// The file's path, for messages.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The file's bytes (empty for an empty file).
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }
@@ -255,8 +269,8 @@ fn dims(shape: &Option<Shape>) -> Vec<u64> {
     shape.as_ref().map(|s| s.dim.clone()).unwrap_or_default()
 }
 
-pub(super) fn input_ref<'a>(index: usize, t: &OpInput, bytes: &'a [u8], offset: u64) -> TensorRef<'a> {
-    TensorRef {
+pub(super) fn input_ref<'a>(index: usize, t: &OpInput, bytes: &'a [u8], offset: u64) -> DumpTensor<'a> {
+    DumpTensor {
         io: Io::Input,
         index,
         dtype: DType::from_code(t.data_type),
@@ -270,8 +284,8 @@ pub(super) fn input_ref<'a>(index: usize, t: &OpInput, bytes: &'a [u8], offset: 
     }
 }
 
-pub(super) fn output_ref<'a>(index: usize, t: &OpOutput, bytes: &'a [u8], offset: u64) -> TensorRef<'a> {
-    TensorRef {
+pub(super) fn output_ref<'a>(index: usize, t: &OpOutput, bytes: &'a [u8], offset: u64) -> DumpTensor<'a> {
+    DumpTensor {
         io: Io::Output,
         index,
         dtype: DType::from_code(t.data_type),

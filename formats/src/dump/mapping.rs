@@ -90,6 +90,7 @@ impl NameMapping {
         &self.rows
     }
 
+    /// Whether the mapping has no rows.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

@@ -18,7 +18,7 @@ pub mod stats_csv;
 pub mod tree;
 pub mod write;
 
-pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, Io, MappedFile, TensorRef};
+pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, DumpTensor, Io, MappedFile};
 pub use mapping::NameMapping;
 pub use names::{
     format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsForm, FftsSuffix, FileKind,

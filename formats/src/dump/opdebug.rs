@@ -12,14 +12,21 @@ use super::names::FileKind;
 use super::tree::DumpEntry;
 use crate::error::{FormatError, Result};
 
+/// Magic word at the start of a tagged op-debug payload.
 pub const OPDEBUG_MAGIC: u32 = 0x5A5A_5A5A;
+/// Size of a legacy (untagged) op-debug payload.
 pub const LEGACY_PAYLOAD_LEN: usize = 2048;
 
 /// Which payload layout a record came from (and is encoded back to).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpDebugLayout {
+    /// The fixed 2048-byte layout: one slot per engine at a fixed offset.
     Legacy,
-    Tagged { version: u32 },
+    /// The magic-tagged layout with a record per engine.
+    Tagged {
+        /// The layout's version field.
+        version: u32,
+    },
 }
 
 /// The unit that reported.
@@ -45,22 +52,39 @@ pub enum Engine {
 /// One engine's record. Fields an engine does not report are `None`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineRecord {
+    /// The unit that reported.
     pub engine: Engine,
+    /// The record's valid flag: an invalid one reports nothing.
     pub valid: bool,
+    /// Model of the task.
     pub model_id: u64,
+    /// Device stream of the task.
     pub stream_id: u64,
+    /// Device task id.
     pub task_id: u64,
+    /// Task type code.
     pub task_type: u64,
+    /// FFTS+ context.
     pub context_id: Option<u64>,
+    /// FFTS+ thread.
     pub thread_id: Option<u64>,
+    /// Start address of the kernel.
     pub pc_start: Option<u64>,
+    /// Base address of the kernel's parameters.
     pub para_base: Option<u64>,
+    /// Core that ran the task.
     pub core_id: Option<u64>,
+    /// Block index within the kernel.
     pub block_id: Option<u64>,
+    /// Kernel code address.
     pub kernel_code: Option<u64>,
+    /// AI CPU that ran the task.
     pub cpu_id: Option<u64>,
+    /// Source address of the transfer (SDMA).
     pub src_addr: Option<u64>,
+    /// Destination address of the transfer (SDMA).
     pub dst_addr: Option<u64>,
+    /// DMA channel.
     pub channel_id: Option<u64>,
     /// Status words (one in the legacy layout; 4 for AIC/AIV in tagged version 1).
     pub status: Vec<u64>,
@@ -76,7 +100,9 @@ impl EngineRecord {
 /// A decoded payload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpDebugRecord {
+    /// The payload layout it came from.
     pub layout: OpDebugLayout,
+    /// One record per engine that reported.
     pub engines: Vec<EngineRecord>,
 }
 
@@ -365,14 +391,20 @@ pub fn aicore_status_names(status: u64) -> Vec<&'static str> {
 /// What an atomic-add unit reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtomicStatus {
+    /// The sum overflowed.
     Overflow,
+    /// The sum underflowed.
     Underflow,
+    /// The value added was NaN.
     SrcNan,
+    /// The value added to was NaN.
     DstNan,
+    /// Both were NaN.
     BothNan,
 }
 
 impl AtomicStatus {
+    /// The status in words, for reports.
     pub fn name(self) -> &'static str {
         match self {
             AtomicStatus::Overflow => "overflow",

@@ -13,19 +13,31 @@ use accutrace_proto::dumpdata::OutputFormat;
 /// One row: the statistics of one input or output tensor. Absent or empty cells are `None`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatsRow {
+    /// Input or output.
     pub io: Io,
+    /// Position among the op's inputs (or outputs).
     pub index: usize,
+    /// Size of the tensor's data in bytes.
     pub data_size: Option<u64>,
+    /// The element type.
     pub dtype: Option<DType>,
     /// `OutputFormat` code.
     pub format: Option<i32>,
+    /// The tensor's shape.
     pub shape: Option<Vec<u64>>,
+    /// Largest value.
     pub max: Option<f64>,
+    /// Smallest value.
     pub min: Option<f64>,
+    /// Mean.
     pub avg: Option<f64>,
+    /// Number of elements.
     pub count: Option<u64>,
+    /// NaN elements.
     pub nan_count: Option<u64>,
+    /// -inf elements.
     pub neg_inf_count: Option<u64>,
+    /// +inf elements.
     pub pos_inf_count: Option<u64>,
     /// From an `L2Norm Value` column, when `dump_stats` asked for it.
     pub l2norm: Option<f64>,

@@ -16,14 +16,19 @@ const MAX_DEPTH: usize = 12;
 /// One dump file found in a tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DumpEntry {
+    /// Where the file is.
     pub path: PathBuf,
     /// Parsed from the original name when the file was renamed through `mapping.csv`.
     pub name: DumpFileName,
     /// The op name from the (original) file name: sanitized, see `DumpData.op_name` for the real one.
     pub op_name: String,
+    /// From the `{device}` directory.
     pub device_id: Option<u32>,
+    /// From the `{model}` directory (graph dumps).
     pub model_name: Option<String>,
+    /// From the `{model_id}` directory (graph dumps).
     pub model_id: Option<u32>,
+    /// From the `{step}` directory (graph dumps).
     pub step: Option<u64>,
     /// The `YYYYMMDDhhmmss` directory.
     pub time_dir: Option<String>,
@@ -32,6 +37,7 @@ pub struct DumpEntry {
 /// Entries in execution order, and the files that were skipped and why.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DumpTree {
+    /// The dump files, in execution order.
     pub entries: Vec<DumpEntry>,
     /// Unparseable file names and unreadable mapping files; not fatal.
     pub warnings: Vec<FormatError>,

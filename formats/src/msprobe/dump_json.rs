@@ -16,11 +16,17 @@ use std::fmt;
 /// feature would change ordering for the whole workspace), and dump order is the order of the calls.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A number, as serde_json parsed it.
     Number(serde_json::Number),
+    /// A string.
     String(String),
+    /// An array.
     Array(Vec<Value>),
+    /// An object, its keys in file order.
     Object(Vec<(String, Value)>),
 }
 
@@ -105,10 +111,15 @@ impl<'de> Deserialize<'de> for Value {
 /// One statistic as msprobe wrote it (numbers, bools for bool tensors, `null` where it has none).
 #[derive(Clone, Debug, PartialEq)]
 pub enum StatValue {
+    /// `null`: msprobe has none.
     None,
+    /// A bool tensor's statistic.
     Bool(bool),
+    /// An integer statistic.
     Int(i64),
+    /// A float statistic (inf and NaN included).
     Float(f64),
+    /// Anything else, as written.
     Str(String),
 }
 
@@ -168,11 +179,17 @@ pub struct TensorMeta {
     pub dtype_name: String,
     /// The dtype, when accutrace knows it.
     pub dtype: Option<DType>,
+    /// The tensor's shape.
     pub shape: Vec<u64>,
+    /// Largest value.
     pub max: StatValue,
+    /// Smallest value.
     pub min: StatValue,
+    /// Mean.
     pub mean: StatValue,
+    /// L2 norm.
     pub norm: StatValue,
+    /// Whether the tensor required a gradient, when recorded.
     pub requires_grad: Option<bool>,
     /// File under `dump_tensor_data/` (`.pt` for PyTorch, `.npy` for MindSpore); absent in statistics dumps.
     pub data_name: Option<String>,
@@ -183,15 +200,20 @@ pub struct TensorMeta {
 /// One leaf of an API record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryKind {
+    /// A tensor.
     Tensor(TensorMeta),
     /// A Python scalar argument (`int`, `float`, `bool`, `str`, ...): type name and value.
     Scalar {
+        /// The Python type (`int`, `float`, ...).
         type_name: String,
+        /// The value.
         value: StatValue,
     },
     /// Any other recorded object (`slice`, `torch.dtype`, `torch.Size`, ...), kept as raw JSON.
     Other {
+        /// The recorded type name.
         type_name: String,
+        /// The recorded value.
         value: Value,
     },
     /// `null`: an absent optional argument or a gradient that does not exist.
@@ -201,32 +223,43 @@ pub enum EntryKind {
 /// Forward or backward pass of the call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
+    /// The forward call.
     Forward,
+    /// Its backward.
     Backward,
 }
 
-/// Which side of the call a leaf is on.
+/// What a leaf is to the call: an argument (positional or keyword), a result, a module parameter, or a
+/// parameter's gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Io {
+pub enum Role {
+    /// `input_args`, `input_kwargs` (forward) or `input` (backward).
     Input,
+    /// `output`.
     Output,
+    /// `parameters` (module dumps).
     Parameters,
+    /// `parameters_grad`.
     ParametersGrad,
 }
 
 /// One flattened leaf with msprobe's full name.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MsprobeTensor {
+pub struct MsprobeEntry {
     /// `{api_type}.{api}.{call}.{forward|backward}.{input|output}.{i}[.{j}...]` exactly as msprobe names it.
     pub name: String,
     /// The record's key, `{api_type}.{api}.{call}.{forward|backward}`.
     pub op_name: String,
+    /// Forward or backward, from the record's key (absent for module records without it).
     pub direction: Option<Direction>,
-    pub io: Io,
+    /// What the leaf is to the call.
+    pub role: Role,
+    /// What the leaf holds.
     pub kind: EntryKind,
 }
 
-impl MsprobeTensor {
+impl MsprobeEntry {
+    /// The tensor's metadata, when the leaf is a tensor.
     pub fn tensor(&self) -> Option<&TensorMeta> {
         match &self.kind {
             EntryKind::Tensor(t) => Some(t),
@@ -238,11 +271,16 @@ impl MsprobeTensor {
 /// The top of `dump.json` with its entries flattened.
 #[derive(Clone, Debug, Default)]
 pub struct ParsedDump {
+    /// `tensor`, `statistics`, `md5`, ...
     pub task: String,
+    /// `L0` (modules), `L1` (APIs), `mix`, ...
     pub level: String,
+    /// `pytorch` or `mindspore`, when recorded.
     pub framework: Option<String>,
+    /// The directory recorded by the machine that made the dump.
     pub dump_data_dir: Option<String>,
-    pub entries: Vec<MsprobeTensor>,
+    /// Every leaf of every record, in dump order.
+    pub entries: Vec<MsprobeEntry>,
 }
 
 /// Python's json writes `NaN`, `Infinity`, `-Infinity` for non-finite floats, which strict JSON (and
@@ -308,19 +346,19 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedDump> {
         }
         let direction = direction_of(op_name);
         // Inputs first (positional, then keyword), then outputs, then parameters: msprobe's row order.
-        let sections: [(&str, Io, &str); 6] = [
-            ("input_args", Io::Input, "input"),
-            ("input", Io::Input, "input"),
-            ("input_kwargs", Io::Input, "input"),
-            ("output", Io::Output, "output"),
-            ("parameters", Io::Parameters, "parameters"),
-            ("parameters_grad", Io::ParametersGrad, "parameters_grad"),
+        let sections: [(&str, Role, &str); 6] = [
+            ("input_args", Role::Input, "input"),
+            ("input", Role::Input, "input"),
+            ("input_kwargs", Role::Input, "input"),
+            ("output", Role::Output, "output"),
+            ("parameters", Role::Parameters, "parameters"),
+            ("parameters_grad", Role::ParametersGrad, "parameters_grad"),
         ];
-        for (key, io, label) in sections {
+        for (key, role, label) in sections {
             if let Some(section) = record.get(key) {
                 let prefix = format!("{op_name}.{label}");
                 let mut leaf = |name: String, kind: EntryKind| {
-                    entries.push(MsprobeTensor { name, op_name: op_name.clone(), direction, io, kind })
+                    entries.push(MsprobeEntry { name, op_name: op_name.clone(), direction, role, kind })
                 };
                 flatten(section, &prefix, &mut leaf, op_name)?;
             }

@@ -11,7 +11,7 @@ pub mod pt;
 mod py_float;
 mod values_hash;
 
-pub use dump_json::{Direction, EntryKind, Io, MsprobeTensor, StatValue, TensorMeta};
+pub use dump_json::{Direction, EntryKind, MsprobeEntry, Role, StatValue, TensorMeta};
 pub use py_float::py_float_repr;
 
 use crate::{DType, FormatError, Result};
@@ -28,11 +28,12 @@ pub struct MsprobeDump {
     pub task: String,
     /// `L0` (modules), `L1` (APIs), `mix`, ...
     pub level: String,
+    /// `pytorch` or `mindspore`, when recorded.
     pub framework: Option<String>,
     /// The directory recorded in the dump (informational: it names the dumping machine's filesystem).
     pub dump_data_dir: Option<String>,
     /// Every leaf of every record, in dump order.
-    pub entries: Vec<MsprobeTensor>,
+    pub entries: Vec<MsprobeEntry>,
     /// `construct.json` (parent module of each API), when present and non-empty.
     pub construct: Option<serde_json::Value>,
     /// `stack.json` (Python call stacks), when present.
@@ -73,13 +74,13 @@ impl MsprobeDump {
     }
 
     /// The entry with this full name (linear scan; build a map for repeated lookups).
-    pub fn find(&self, name: &str) -> Option<&MsprobeTensor> {
+    pub fn find(&self, name: &str) -> Option<&MsprobeEntry> {
         self.entries.iter().find(|e| e.name == name)
     }
 
     /// The data file of a tensor entry; `data_name` must be a plain file name (no directories), so a
     /// crafted dump.json cannot point outside the dump.
-    pub fn data_path(&self, entry: &MsprobeTensor) -> Result<PathBuf> {
+    pub fn data_path(&self, entry: &MsprobeEntry) -> Result<PathBuf> {
         let meta = entry.tensor().ok_or_else(|| self.err(format!("{} is not a tensor", entry.name)))?;
         let name = meta.data_name.as_deref().ok_or_else(|| {
             self.err(format!("{} has no data file (task {:?} keeps statistics only)", entry.name, self.task))
@@ -92,7 +93,7 @@ impl MsprobeDump {
     }
 
     /// Reads a tensor's values as f32 (bf16 and fp16 exactly, int64 rounded beyond 2^24).
-    pub fn load_values(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<f32>)> {
+    pub fn load_values(&self, entry: &MsprobeEntry) -> Result<(DType, Vec<u64>, Vec<f32>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
         crate::tensor::decode_f32(dtype, &bytes, element_count(&shape), &mut out)
@@ -103,7 +104,7 @@ impl MsprobeDump {
     /// Reads a tensor's values as f32 into `out` (like [`MsprobeDump::load_values`], same values), reusing
     /// its memory; a `.pt` file's storage is streamed and decoded chunk by chunk ([`pt::stream_pt_file`]).
     /// Returns the dtype.
-    pub fn load_values_into(&self, entry: &MsprobeTensor, out: &mut Vec<f32>) -> Result<DType> {
+    pub fn load_values_into(&self, entry: &MsprobeEntry, out: &mut Vec<f32>) -> Result<DType> {
         self.load_into(entry, out, None)
     }
 
@@ -111,7 +112,7 @@ impl MsprobeDump {
     /// from the same read.
     pub fn load_values_and_hash_into(
         &self,
-        entry: &MsprobeTensor,
+        entry: &MsprobeEntry,
         out: &mut Vec<f32>,
     ) -> Result<(DType, u64)> {
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
@@ -121,7 +122,7 @@ impl MsprobeDump {
 
     fn load_into(
         &self,
-        entry: &MsprobeTensor,
+        entry: &MsprobeEntry,
         out: &mut Vec<f32>,
         hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
     ) -> Result<DType> {
@@ -139,7 +140,7 @@ impl MsprobeDump {
     }
 
     /// Reads a tensor's values as f64 (exact for every dtype but 64-bit integers beyond 2^53).
-    pub fn load_values_f64(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<f64>)> {
+    pub fn load_values_f64(&self, entry: &MsprobeEntry) -> Result<(DType, Vec<u64>, Vec<f64>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
         crate::tensor::decode_f64(dtype, &bytes, element_count(&shape), &mut out)
@@ -147,7 +148,7 @@ impl MsprobeDump {
         Ok((dtype, shape, out))
     }
 
-    fn load_raw(&self, entry: &MsprobeTensor) -> Result<(DType, Vec<u64>, Vec<u8>, PathBuf)> {
+    fn load_raw(&self, entry: &MsprobeEntry) -> Result<(DType, Vec<u64>, Vec<u8>, PathBuf)> {
         let path = self.data_path(entry)?;
         match path.extension().and_then(|e| e.to_str()) {
             Some("pt") => {

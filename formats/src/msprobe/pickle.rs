@@ -3,7 +3,7 @@
 //! `data.pkl` is a program for Python's pickle machine; running it with Python can call any importable
 //! function. Here nothing is ever called: the interpreter knows the handful of opcodes torch emits, resolves
 //! `GLOBAL`s against a whitelist (tensor rebuild functions, storage classes, `OrderedDict`) into inert
-//! markers, and turns `REDUCE` of a whitelisted rebuild function into a [`TensorRef`] description. Anything
+//! markers, and turns `REDUCE` of a whitelisted rebuild function into a [`PickledTensor`] description. Anything
 //! else is refused with the byte offset of the opcode.
 //!
 //! Resource bounds: every value counts its nodes and nesting depth when it is built, memo copies are
@@ -25,9 +25,11 @@ const MAX_MARKS: usize = 1 << 12;
 /// A `torch.*Storage` reference made by the persistent-id loader: the archive entry `data/{key}`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StorageRef {
+    /// Element type of the storage.
     pub dtype: DType,
     /// Name of the storage class, e.g. `BFloat16Storage` (for messages).
     pub class: String,
+    /// The storage's key: its bytes are the archive entry `data/{key}`.
     pub key: String,
     /// Elements the storage declares (checked against the entry's real size by the caller).
     pub numel: u64,
@@ -35,10 +37,14 @@ pub struct StorageRef {
 
 /// A tensor as the pickle describes it: a view (offset, size, stride) into a storage.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TensorRef {
+pub struct PickledTensor {
+    /// The storage the tensor views.
     pub storage: StorageRef,
+    /// First element of the view, in elements.
     pub storage_offset: u64,
+    /// The tensor's shape.
     pub size: Vec<u64>,
+    /// Elements between neighbours along each dimension.
     pub stride: Vec<u64>,
 }
 
@@ -67,7 +73,7 @@ enum Value {
     Dict(Box<Container>),
     Global(Global),
     Storage(StorageRef),
-    Tensor(TensorRef),
+    Tensor(PickledTensor),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -153,7 +159,7 @@ struct Machine<'a> {
 
 /// Runs `data` (the bytes of `data.pkl`) and returns the tensor it rebuilds. Offsets in errors are
 /// relative to the start of `data`.
-pub fn load_tensor(data: &[u8]) -> Result<TensorRef> {
+pub fn load_tensor(data: &[u8]) -> Result<PickledTensor> {
     let mut m =
         Machine { data, pos: 0, stack: Vec::new(), marks: Vec::new(), memo: HashMap::new(), budget: 0 };
     match m.run()? {
@@ -563,7 +569,7 @@ fn reduce(func: Value, args: Value, at: u64) -> Result<Value> {
                     format!("tensor has {} sizes but {} strides", size.len(), stride.len()),
                 ));
             }
-            Ok(Value::Tensor(TensorRef { storage, storage_offset, size, stride }))
+            Ok(Value::Tensor(PickledTensor { storage, storage_offset, size, stride }))
         }
         Value::Global(Global::RebuildParameter) => match args.into_iter().next() {
             Some(t @ Value::Tensor(_)) => Ok(t),

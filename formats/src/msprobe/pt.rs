@@ -10,7 +10,7 @@
 //! target's bytes); [`stream_pt_file`], what `compare` uses, streams a stored storage member through a
 //! small per-thread buffer, checking its CRC-32 and decoding it chunk by chunk into the caller's buffer.
 
-use super::pickle::{self, TensorRef};
+use super::pickle::{self, PickledTensor};
 use crate::dump::MappedFile;
 use crate::{DType, FormatError, Result};
 use std::borrow::Cow;
@@ -26,12 +26,16 @@ const MAX_EXPANSION: u64 = 64;
 /// A tensor read from a `.pt` file: dtype, shape and its elements in C order as little-endian bytes.
 #[derive(Debug)]
 pub struct RawTensor {
+    /// Element type.
     pub dtype: DType,
+    /// Shape.
     pub shape: Vec<u64>,
+    /// Elements in C order, little-endian.
     pub bytes: Vec<u8>,
 }
 
 impl RawTensor {
+    /// Number of elements (the product of the shape).
     pub fn elements(&self) -> usize {
         self.shape.iter().product::<u64>() as usize
     }
@@ -41,12 +45,16 @@ impl RawTensor {
 /// archive where they can be (a stored, contiguous, little-endian storage: what `torch.save` writes).
 #[derive(Debug)]
 pub struct PtTensor<'a> {
+    /// Element type.
     pub dtype: DType,
+    /// Shape.
     pub shape: Vec<u64>,
+    /// Elements in C order, little-endian.
     pub bytes: Cow<'a, [u8]>,
 }
 
 impl PtTensor<'_> {
+    /// Number of elements (the product of the shape).
     pub fn elements(&self) -> usize {
         self.shape.iter().product::<u64>() as usize
     }
@@ -148,7 +156,7 @@ fn entry_bytes<'a>(
 
 /// What `data.pkl` and the archive's directory say about the tensor, before its storage is read.
 struct Header {
-    tensor: TensorRef,
+    tensor: PickledTensor,
     big_endian: bool,
     /// Bytes per storage element.
     elsize: usize,
@@ -163,7 +171,7 @@ struct Header {
 /// `byteorder`, and checks that the storage the pickle names exists and is large enough.
 fn read_header<R: Read + Seek>(
     zip: &mut zip::ZipArchive<R>,
-    load_pkl: impl FnOnce(&mut zip::ZipArchive<R>, &str) -> Result<TensorRef>,
+    load_pkl: impl FnOnce(&mut zip::ZipArchive<R>, &str) -> Result<PickledTensor>,
 ) -> Result<Header> {
     let pkl_name = zip
         .file_names()
@@ -476,7 +484,7 @@ struct ViewSpan {
 
 /// Checks that every index the view can reach lies inside a storage of `storage_len` bytes and that the
 /// view's size is bounded by the storage's (at most [`MAX_EXPANSION`] times).
-fn check_view(t: &TensorRef, storage_len: usize, elsize: usize) -> Result<ViewSpan> {
+fn check_view(t: &PickledTensor, storage_len: usize, elsize: usize) -> Result<ViewSpan> {
     let storage_elems = (storage_len / elsize) as u64;
     let numel = t
         .size
@@ -515,7 +523,7 @@ fn check_view(t: &TensorRef, storage_len: usize, elsize: usize) -> Result<ViewSp
 
 /// Copies the view's elements in C order. Every index the view can reach is checked to lie inside the
 /// storage first, so the loop below cannot go out of bounds and the output size is bounded by the input.
-fn gather<'a>(t: &TensorRef, storage: &'a [u8], elsize: usize) -> Result<Cow<'a, [u8]>> {
+fn gather<'a>(t: &PickledTensor, storage: &'a [u8], elsize: usize) -> Result<Cow<'a, [u8]>> {
     let span = check_view(t, storage.len(), elsize)?;
     if span.bytes == 0 {
         return Ok(Cow::Borrowed(&[]));
@@ -562,8 +570,8 @@ mod tests {
     use super::pickle::StorageRef;
     use super::*;
 
-    fn view(size: &[u64], stride: &[u64], offset: u64) -> TensorRef {
-        TensorRef {
+    fn view(size: &[u64], stride: &[u64], offset: u64) -> PickledTensor {
+        PickledTensor {
             storage: StorageRef {
                 dtype: DType::INT8,
                 class: "CharStorage".into(),

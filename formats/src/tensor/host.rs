@@ -7,11 +7,17 @@ use crate::{DType, Result};
 
 /// Where a tensor's bytes came from and how they are laid out on the device.
 pub struct DeviceTensor<'a> {
+    /// The element type.
     pub dtype: DType,
+    /// CANN `OutputFormat` code of the device layout.
     pub format: i32,
+    /// Shape as laid out on the device.
     pub device_shape: &'a [u64],
+    /// Host shape before device padding (empty when unknown).
     pub original_shape: &'a [u64],
+    /// Groups of a grouped FRACTAL_Z, else 0.
     pub sub_format: i32,
+    /// The bytes as the device wrote them.
     pub bytes: &'a [u8],
 }
 

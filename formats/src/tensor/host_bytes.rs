@@ -8,7 +8,9 @@ use crate::{FormatError, Result};
 
 /// Host-layout bytes (C order, the tensor's dtype, little-endian as on the device) and the host shape.
 pub struct HostBytes {
+    /// Host-layout bytes: C order, the tensor's dtype, little-endian.
     pub bytes: Vec<u8>,
+    /// The host shape.
     pub shape: Vec<u64>,
 }
 
