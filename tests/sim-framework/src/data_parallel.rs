@@ -126,7 +126,7 @@ impl Device<'_> {
         if bufs.is_empty() {
             return Ok(d);
         }
-        // SAFETY (this block): the runtime's dataset calls, on handles it returned and live buffers.
+        // SAFETY: this block: the runtime's dataset calls, on handles it returned and live buffers.
         unsafe {
             d.handle = (self.mem.create_dataset)();
             for b in bufs {
@@ -239,7 +239,7 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
     // Rank 0's sampler seed reaches every rank (a torch job broadcasts it so shards never overlap).
     let seed_buf = dev.alloc(8)?;
     dev.upload(&seed_buf, &(if env.rank == 0 { cfg.seed } else { 0 }).to_le_bytes())?;
-    // SAFETY (HCCL calls below): live device buffers holding `count` elements of the type passed.
+    // SAFETY: HCCL calls below: live device buffers holding `count` elements of the type passed.
     hccl::check("HcclBroadcast", unsafe {
         (h.broadcast)(seed_buf.ptr, 1, HCCL_DATA_TYPE_UINT64, 0, comm, stream)
     })?;
@@ -274,7 +274,7 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
             // SAFETY: a live communicator and a NUL-terminated fault name.
             hccl::check("simHcclInjectFault", unsafe { inject(comm, c"reverse_reduction_order".as_ptr()) })?;
         }
-        // SAFETY (HCCL calls): in-place reductions of live device buffers of the counts given.
+        // SAFETY: HCCL calls: in-place reductions of live device buffers of the counts given.
         unsafe {
             let count = grad_values as u64;
             hccl::check(

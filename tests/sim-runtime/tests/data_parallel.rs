@@ -5,38 +5,49 @@ use ascend_sys::*;
 use common::*;
 use std::ffi::c_void;
 
-// Thin wrappers over the loaded library's exports.
-// SAFETY (all): the pointers come from the loaded library, which `lib()` keeps loaded, and the arguments
-// satisfy each function's C contract.
+// Thin wrappers over the loaded library's exports. Every call is sound for the same reason: the pointers
+// come from the loaded library, which `lib()` keeps loaded, and the arguments satisfy each function's C
+// contract.
 fn malloc(size: usize) -> *mut c_void {
     let mut p = std::ptr::null_mut();
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     assert_eq!(unsafe { lib().aclrt_malloc().unwrap()(&mut p, size, ACL_MEM_MALLOC_HUGE_FIRST) }, 0);
     p
 }
 fn free(p: *mut c_void) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_free().unwrap()(p) }
 }
 fn memcpy(dst: *mut c_void, max: usize, src: *const c_void, n: usize, kind: aclrtMemcpyKind) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclrt_memcpy().unwrap()(dst, max, src, n, kind) }
 }
 /// A dataset of data buffers over `(ptr, size)` pairs.
 fn dataset(bufs: &[(*mut c_void, usize)]) -> *mut aclmdlDataset {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     let d = unsafe { lib().aclmdl_create_dataset().unwrap()() };
     for &(p, n) in bufs {
+        // SAFETY: a resolved export of the loaded library, called per its C contract.
         let b = unsafe { lib().acl_create_data_buffer().unwrap()(p, n) };
+        // SAFETY: a resolved export of the loaded library, called per its C contract.
         assert_eq!(unsafe { lib().aclmdl_add_dataset_buffer().unwrap()(d, b) }, 0);
     }
     d
 }
 fn destroy(d: *mut aclmdlDataset) {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     let n = unsafe { lib().aclmdl_get_dataset_num_buffers().unwrap()(d) };
     for i in 0..n {
+        // SAFETY: a resolved export of the loaded library, called per its C contract.
         let b = unsafe { lib().aclmdl_get_dataset_buffer().unwrap()(d, i) };
+        // SAFETY: a resolved export of the loaded library, called per its C contract.
         assert_eq!(unsafe { lib().acl_destroy_data_buffer().unwrap()(b) }, 0);
     }
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     assert_eq!(unsafe { lib().aclmdl_destroy_dataset().unwrap()(d) }, 0);
 }
 fn execute_with(id: u32, input: *mut aclmdlDataset, output: *mut aclmdlDataset) -> aclError {
+    // SAFETY: a resolved export of the loaded library, called per its C contract.
     unsafe { lib().aclmdl_execute().unwrap()(id, input, output) }
 }
 fn put_f32(p: *mut c_void, v: f32) {
@@ -45,11 +56,15 @@ fn put_f32(p: *mut c_void, v: f32) {
 fn last_report() -> String {
     type ReportFn = unsafe extern "C" fn(*mut std::ffi::c_char, usize) -> usize;
     // The runtime was loaded RTLD_LOCAL by the loader: look the symbol up in its own handle.
+    // SAFETY: NUL-terminated names; dlopen/dlsym have no other requirement.
     let handle = unsafe { libc::dlopen(c"libascendcl.so".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    // SAFETY: NUL-terminated names; dlopen/dlsym have no other requirement.
     let sym = unsafe { libc::dlsym(handle, c"simAclLastStepReport".as_ptr()) };
     let f =
+        // SAFETY: the symbol is the runtime's simAclLastStepReport, whose C type is ReportFn.
         unsafe { std::mem::transmute::<*mut c_void, Option<ReportFn>>(sym) }.expect("the runtime exports it");
     let mut buf = vec![0u8; 4096];
+    // SAFETY: the report function writes at most `buf.len()` bytes into `buf`.
     let n = unsafe { f(buf.as_mut_ptr().cast(), buf.len()) };
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
@@ -252,8 +267,8 @@ fn bad_memory_and_dataset_use_is_refused() {
         execute_with(id, (&mut fake as *mut u64).cast(), std::ptr::null_mut()),
         ACL_ERROR_INVALID_PARAM
     );
-    // SAFETY: a handle the runtime never made is a documented invalid argument.
     assert_eq!(
+        // SAFETY: a handle the runtime never made is a documented invalid argument.
         unsafe { lib().aclmdl_destroy_dataset().unwrap()((&fake as *const u64).cast()) },
         ACL_ERROR_INVALID_PARAM
     );
