@@ -2,7 +2,13 @@
 //!
 //! Every source (capture, CANN dump tree, .npy directory, msprobe dump) produces one [`Index`]; matching,
 //! `diff` and `overflow` work on it alone, and only the metrics ask the source for values.
+//!
+//! Execution order is what the runtime says about each op ([`Launch`]: the dump's timestamp, task id and
+//! stream id), never the order in which a source happened to meet the ops: a capture records a file when
+//! its last chunk arrives, and a big tensor's file completes after a smaller one that started later. Every
+//! source ends with [`Index::order_by_execution`], so that in every index op ids follow execution order.
 
+use accutrace_formats::dump::DumpFileName;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 use serde::Serialize;
@@ -44,6 +50,36 @@ pub struct TensorInfo {
     pub locator: u64,
 }
 
+/// When the runtime says an op ran: the fields of its dump file name (cann-facts §1). Ordered field by
+/// field: the dump timestamp first; task and stream ids break ties between ops of one microsecond; FFTS+
+/// sub-tasks of one task follow their context and thread ids.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Launch {
+    pub timestamp_us: u64,
+    pub task_id: u64,
+    pub stream_id: u64,
+    pub context_id: u64,
+    pub thread_id: u64,
+}
+
+impl Launch {
+    /// The launch a dump file name describes (a four-field name has no stream id: 0).
+    pub fn of_dump_name(name: &DumpFileName) -> Launch {
+        Launch {
+            timestamp_us: name.timestamp_us,
+            task_id: name.task_id,
+            stream_id: name.stream_id.unwrap_or(0),
+            context_id: name.ffts.map_or(0, |f| f.context_id),
+            thread_id: name.ffts.map_or(0, |f| f.thread_id),
+        }
+    }
+
+    /// A source that only knows a time (a vendor benchmark's `{op}.{i}.{timestamp}.npy`).
+    pub fn at(timestamp_us: u64) -> Launch {
+        Launch { timestamp_us, ..Launch::default() }
+    }
+}
+
 /// One executed op (a kernel launch, or an API call in framework-level dumps).
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexedOp {
@@ -52,8 +88,12 @@ pub struct IndexedOp {
     pub op_type: String,
     pub step: u64,
     pub rank: u32,
-    /// Execution order within the source (monotonic across steps).
+    /// Position in execution order within the source (monotonic across steps): equal to the op's id once
+    /// [`Index::order_by_execution`] has run, its arrival position before.
     pub order: u64,
+    /// What the runtime said about when the op ran; `None` where the source only has its own order
+    /// (an msprobe `dump.json` lists the calls in the order they were made).
+    pub launch: Option<Launch>,
     pub inputs: Vec<TensorId>,
     pub outputs: Vec<TensorId>,
 }
@@ -100,11 +140,43 @@ pub struct Index {
     pub overflow_records: Vec<OverflowRecord>,
     /// Problems found while indexing that did not stop it (unparseable names, torn tails, ...).
     pub warnings: Vec<String>,
+    /// The dump holds only the ops the device flagged as overflowing (CANN's `dump_debug: on`, exclusive
+    /// with the data dump): how far an overflow spread cannot be seen in it.
+    pub only_overflowing_ops: bool,
+}
+
+/// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
+/// source applies it to its own tables indexed by op or tensor id ([`Reorder::apply`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reorder {
+    pub ops: Vec<OpId>,
+    pub tensors: Vec<TensorId>,
+}
+
+impl Reorder {
+    /// `table` (indexed by previous ids, `previous[new]` giving each new id's previous one) in new order.
+    pub fn apply<T>(previous: &[usize], table: Vec<T>) -> Vec<T> {
+        debug_assert_eq!(previous.len(), table.len());
+        let mut slots: Vec<Option<T>> = table.into_iter().map(Some).collect();
+        previous.iter().map(|&p| slots[p].take().expect("a permutation takes each entry once")).collect()
+    }
 }
 
 impl Index {
-    /// Adds an op with no tensors yet; returns its id.
+    /// Adds an op with no tensors yet, about which the source knows no launch; returns its id.
     pub fn push_op(&mut self, name: String, op_type: String, step: u64, rank: u32) -> OpId {
+        self.push_op_at(name, op_type, step, rank, None)
+    }
+
+    /// Adds an op with no tensors yet and what the runtime said about its launch; returns its id.
+    pub fn push_op_at(
+        &mut self,
+        name: String,
+        op_type: String,
+        step: u64,
+        rank: u32,
+        launch: Option<Launch>,
+    ) -> OpId {
         let order = self.ops.len() as u64;
         self.ops.push(IndexedOp {
             name,
@@ -112,10 +184,60 @@ impl Index {
             step,
             rank,
             order,
+            launch,
             inputs: Vec::new(),
             outputs: Vec::new(),
         });
         self.ops.len() - 1
+    }
+
+    /// Puts ops in execution order: by rank, step, then launch (ops without one after those with one, in
+    /// the order they were added). Tensors are renumbered to follow their ops (an op's tensors keep their
+    /// relative order), op and overflow-record references are rewritten, and `order` becomes the op id.
+    /// Returns the permutation for the source's own tables.
+    pub fn order_by_execution(&mut self) -> Reorder {
+        let mut op_order: Vec<OpId> = (0..self.ops.len()).collect();
+        op_order.sort_by_key(|&o| {
+            let op = &self.ops[o];
+            (op.rank, op.step, op.launch.is_none(), op.launch, op.order)
+        });
+        let mut new_op = vec![0; self.ops.len()];
+        for (new, &old) in op_order.iter().enumerate() {
+            new_op[old] = new;
+        }
+        let mut tensors_of: Vec<Vec<TensorId>> = vec![Vec::new(); self.ops.len()];
+        for (t, tensor) in self.tensors.iter().enumerate() {
+            tensors_of[tensor.op].push(t);
+        }
+        let tensor_order: Vec<TensorId> =
+            op_order.iter().flat_map(|&o| tensors_of[o].iter().copied()).collect();
+        let mut new_tensor = vec![0; self.tensors.len()];
+        for (new, &old) in tensor_order.iter().enumerate() {
+            new_tensor[old] = new;
+        }
+        let ops = Reorder::apply(&op_order, std::mem::take(&mut self.ops));
+        self.ops = ops
+            .into_iter()
+            .enumerate()
+            .map(|(id, mut op)| {
+                op.order = id as u64;
+                op.inputs.iter_mut().for_each(|t| *t = new_tensor[*t]);
+                op.outputs.iter_mut().for_each(|t| *t = new_tensor[*t]);
+                op
+            })
+            .collect();
+        let tensors = Reorder::apply(&tensor_order, std::mem::take(&mut self.tensors));
+        self.tensors = tensors
+            .into_iter()
+            .map(|mut t| {
+                t.op = new_op[t.op];
+                t
+            })
+            .collect();
+        for record in &mut self.overflow_records {
+            record.op = record.op.map(|o| new_op[o]);
+        }
+        Reorder { ops: op_order, tensors: tensor_order }
     }
 
     /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]).
@@ -153,5 +275,112 @@ impl Index {
             return label.clone();
         }
         format!("{}.{}.{}", self.ops[t.op].name, t.io.as_str(), t.index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(op: OpId, io: Io, index: u32) -> TensorInfo {
+        TensorInfo {
+            op,
+            io,
+            index,
+            dtype: DType::FLOAT16,
+            shape: vec![2],
+            device_format: None,
+            device_shape: None,
+            original_op: None,
+            stats: None,
+            hash: None,
+            label: None,
+            requires_grad: None,
+            has_data: true,
+            locator: 0,
+        }
+    }
+
+    /// Ops added as they arrived (b's file completed first), with the launch the runtime gave each.
+    fn arrived() -> Index {
+        let mut index = Index::default();
+        let at = |ts: u64, task: u64| Some(Launch { timestamp_us: ts, task_id: task, ..Launch::default() });
+        for (name, step, launch) in [
+            ("b", 0, at(20, 2)),
+            ("late_step", 1, at(5, 1)),
+            ("a", 0, at(10, 1)),
+            ("untimed", 0, None),
+            ("tie", 0, at(20, 1)),
+        ] {
+            let op = index.push_op_at(name.into(), "T".into(), step, 0, launch);
+            index.push_tensor(tensor(op, Io::Input, 0));
+            index.push_tensor(tensor(op, Io::Output, 0));
+        }
+        index.overflow_records.push(OverflowRecord {
+            step: 0,
+            rank: 0,
+            op: Some(0),
+            engine: "AIC".into(),
+            task_id: 2,
+            stream_id: 0,
+            status: vec![],
+            status_names: vec![],
+            file: String::new(),
+        });
+        index
+    }
+
+    #[test]
+    fn ops_follow_their_launch_not_their_arrival() {
+        let mut index = arrived();
+        let before = index.clone();
+        let reorder = index.order_by_execution();
+        let names: Vec<&str> = index.ops.iter().map(|o| o.name.as_str()).collect();
+        // Step 0 by timestamp (the task id breaks the tie at 20), its untimed op after the timed ones; then
+        // step 1, although its timestamp is the smallest.
+        assert_eq!(names, ["a", "tie", "b", "untimed", "late_step"]);
+        assert!(index.ops.iter().enumerate().all(|(id, op)| op.order == id as u64));
+        assert_eq!(reorder.ops, [2, 4, 0, 3, 1]);
+        // Every reference still points at the same thing.
+        for (new, &old) in reorder.tensors.iter().enumerate() {
+            let (t, was) = (&index.tensors[new], &before.tensors[old]);
+            assert_eq!((index.ops[t.op].name.as_str(), t.io), (before.ops[was.op].name.as_str(), was.io));
+        }
+        for op in &index.ops {
+            for &t in op.inputs.iter().chain(&op.outputs) {
+                assert_eq!(index.ops[index.tensors[t].op].name, op.name);
+            }
+        }
+        assert_eq!(index.ops[index.overflow_records[0].op.unwrap()].name, "b");
+        // Tensor ids follow op ids.
+        assert!(index.tensors.windows(2).all(|w| w[0].op <= w[1].op));
+    }
+
+    #[test]
+    fn ordering_does_not_depend_on_arrival() {
+        let mut expected = arrived();
+        expected.order_by_execution();
+        let names = |index: &Index| index.ops.iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        // The same ops arriving in every rotation of the timed ones give the same order.
+        for shift in 1..4 {
+            let original = arrived();
+            let mut index = Index::default();
+            let mut ids: Vec<usize> =
+                (0..original.ops.len()).filter(|&o| original.ops[o].launch.is_some()).collect();
+            ids.rotate_left(shift);
+            ids.extend((0..original.ops.len()).filter(|&o| original.ops[o].launch.is_none()));
+            for o in ids {
+                let op = &original.ops[o];
+                let id = index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, op.rank, op.launch);
+                index.push_tensor(tensor(id, Io::Output, 0));
+            }
+            index.order_by_execution();
+            assert_eq!(names(&index), names(&expected), "rotation {shift}");
+        }
+    }
+
+    #[test]
+    fn reorder_applies_a_permutation() {
+        assert_eq!(Reorder::apply(&[2, 0, 1], vec!['a', 'b', 'c']), vec!['c', 'a', 'b']);
     }
 }

@@ -5,7 +5,7 @@
 
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::index::{Index, Io, Launch, Reorder, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 pub struct CannDumpSource {
     root: PathBuf,
     index: Index,
-    /// The file of each op (by op id).
-    files: Vec<PathBuf>,
+    /// The file of each op (by op id); `None` for the ops of statistics CSVs, which hold no tensor data.
+    files: Vec<Option<PathBuf>>,
 }
 
 /// What one header contributes to the index, parsed in parallel before the index is assembled in order.
@@ -49,7 +49,8 @@ impl CannDumpSource {
             let parsed = parsed?;
             let step = entry.step.unwrap_or(0);
             let rank = entry.device_id.unwrap_or(0);
-            let op = index.push_op(parsed.name, parsed.op_type, step, rank);
+            let launch = Launch::of_dump_name(&entry.name);
+            let op = index.push_op_at(parsed.name, parsed.op_type, step, rank, Some(launch));
             for mut tensor in parsed.tensors {
                 tensor.op = op;
                 index.push_tensor(tensor);
@@ -70,6 +71,14 @@ impl CannDumpSource {
         for entry in &op_debug_files {
             read_op_debug(entry, &tensor_entries, &mut index)?;
         }
+        // CANN makes overflow detection exclusive with the data dump: with op-debug files, the tensor files
+        // are those of the overflowing ops alone.
+        index.only_overflowing_ops = !op_debug_files.is_empty();
+        // Statistics CSVs were added after the tensor files: one order for all, from the file names.
+        let reorder = index.order_by_execution();
+        let mut files: Vec<Option<PathBuf>> = files.into_iter().map(Some).collect();
+        files.resize(reorder.ops.len(), None);
+        let files = Reorder::apply(&reorder.ops, files);
         Ok(CannDumpSource { root: root.to_path_buf(), index, files })
     }
 
@@ -79,7 +88,7 @@ impl CannDumpSource {
         f: impl FnOnce(&dump::DumpTensor<'_>) -> Result<R>,
     ) -> Result<R> {
         let info = &self.index.tensors[tensor];
-        let path = self.files.get(info.op).context("a device statistics op has no tensor data")?;
+        let path = self.files[info.op].as_ref().context("a device statistics op has no tensor data")?;
         let map = MappedFile::open(path)?;
         let file = dump::parse_dump_file(&map)?;
         let list = match info.io {

@@ -3,7 +3,7 @@
 
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, TensorId, TensorInfo};
+use crate::index::{Index, Launch, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
@@ -62,7 +62,7 @@ impl CaptureSource {
                 }
                 match item.record {
                     Record::Op(op) => {
-                        let id = index.push_op(op.name.clone(), op.op_type.clone(), op.step, rank);
+                        let id = push_op(&mut index, &op, rank);
                         op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
                         current = Some((id, op));
                     }
@@ -70,8 +70,7 @@ impl CaptureSource {
                         let op_id = match &current {
                             Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
                             _ => {
-                                let id =
-                                    index.push_op(t.op.name.clone(), t.op.op_type.clone(), t.op.step, rank);
+                                let id = push_op(&mut index, &t.op, rank);
                                 current = Some((id, t.op.clone()));
                                 id
                             }
@@ -151,6 +150,14 @@ impl CaptureSource {
                 ));
             }
         }
+        if let Some(manifest) = &run.manifest {
+            index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
+        }
+        index.only_overflowing_ops |= !index.overflow_records.is_empty();
+        // Records are in the order files completed (a big file after a small one that started later, and
+        // several writer threads append in turn): execution order comes from the ops' own launch fields.
+        let reorder = index.order_by_execution();
+        let metas = crate::index::Reorder::apply(&reorder.tensors, metas);
         Ok(CaptureSource { root: root.to_path_buf(), run, index, metas })
     }
 
@@ -184,6 +191,27 @@ impl CaptureSource {
             })
         })
     }
+}
+
+/// Adds a captured op with its launch: the record's task id, stream id and timestamp, and the FFTS+
+/// sub-task ids that only its dump file name keeps.
+fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
+    let ffts = dump::parse_file_name(&op.dump_file).ok().and_then(|n| n.ffts);
+    let launch = Launch {
+        timestamp_us: op.timestamp_us,
+        task_id: u64::from(op.task_id),
+        stream_id: u64::from(op.stream_id),
+        context_id: ffts.map_or(0, |f| f.context_id),
+        thread_id: ffts.map_or(0, |f| f.thread_id),
+    };
+    index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(launch))
+}
+
+/// Whether the collector ran with the runtime's overflow detection (`ACCUTRACE_OVERFLOW=1`, the dump JSON's
+/// `dump_debug: on`): then only overflowing ops were dumped.
+fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
+    config.pointer("/dump_json/dump/dump_debug").and_then(|v| v.as_str()) == Some("on")
+        || config.pointer("/collector/overflow").and_then(|v| v.as_bool()) == Some(true)
 }
 
 impl Source for CaptureSource {

@@ -1,7 +1,7 @@
 //! CANN's statistics dumps (`dump_data: stats`): one CSV per op, computed by the device. They index as
 //! ops whose tensors carry statistics and no data, which is all `overflow` needs.
 
-use crate::index::{Index, TensorInfo};
+use crate::index::{Index, Launch, TensorInfo};
 use accutrace_formats::dump::{parse_file_name, parse_stats_csv};
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::{DType, FormatError};
@@ -18,7 +18,8 @@ pub fn add_stats_csv(
     let base = file_name.rsplit('/').next().unwrap_or(file_name);
     let name = parse_file_name(base)?;
     let rows = parse_stats_csv(csv)?;
-    let op = index.push_op(name.op_name.clone(), name.op_type.clone(), step, rank);
+    let launch = Launch::of_dump_name(&name);
+    let op = index.push_op_at(name.op_name.clone(), name.op_type.clone(), step, rank, Some(launch));
     for row in rows {
         let dtype = row.dtype.unwrap_or(DType::UNDEFINED);
         let shape = row.shape.clone().unwrap_or_default();

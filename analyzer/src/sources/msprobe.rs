@@ -88,6 +88,10 @@ impl MsprobeSource {
             }
             dumps.push(dump);
         }
+        // msprobe records no launch: `dump.json` lists the calls in the order they were made, which is the
+        // order they were added in (per step and rank).
+        let reorder = index.order_by_execution();
+        let entries = crate::index::Reorder::apply(&reorder.tensors, entries);
         Ok(MsprobeSource { root: root.to_path_buf(), dumps, index, entries })
     }
 }

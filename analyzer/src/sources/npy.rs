@@ -13,7 +13,7 @@
 //! Indexing maps each file and parses its header only, so data pages are never read.
 
 use super::source::Source;
-use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::index::{Index, Io, Launch, TensorId, TensorInfo};
 use accutrace_formats::dump::{parse_file_name, MappedFile, NameMapping};
 use accutrace_formats::npy::NpyView;
 use accutrace_formats::stats::content_hash;
@@ -44,8 +44,8 @@ pub struct NpyName {
     pub op_type: String,
     pub io: Io,
     pub index: u32,
-    /// Timestamp (dump and vendor names) or execution order (convert's names): orders the ops.
-    pub time: Option<u64>,
+    /// When the op ran: a dump file name's fields, a vendor name's timestamp, or convert's execution order.
+    pub launch: Option<Launch>,
 }
 
 /// One entry of `sim-train bench`'s `mapping.json`.
@@ -89,31 +89,25 @@ impl NpyDirSource {
                 Ok((view.shape, view.dtype))
             })
             .collect::<Result<_>>()?;
-        // Group files into ops: same place, step, rank, op and time.
+        // Group files into ops: same place, step, rank, op and launch. The map's order (by directory and
+        // name where launches tie or are unknown) is the arrival order the execution order falls back on.
         let mut groups: BTreeMap<OpKey, Vec<usize>> = BTreeMap::new();
         for (i, f) in found.iter().enumerate() {
             let dir = f.path.parent().map(Path::to_path_buf).unwrap_or_default();
             let key = OpKey {
                 step: f.step,
                 rank: f.rank,
-                untimed: f.name.time.is_none(),
-                time: f.name.time.unwrap_or(0),
+                untimed: f.name.launch.is_none(),
+                launch: f.name.launch.unwrap_or_default(),
                 dir,
                 op_name: f.name.op_name.clone(),
                 op_type: f.name.op_type.clone(),
             };
             groups.entry(key).or_default().push(i);
         }
-        // Within a step and rank: by time when known, else by the first file's name.
-        let mut ops: Vec<(OpKey, Vec<usize>)> = groups.into_iter().collect();
-        ops.sort_by(|(a, fa), (b, fb)| {
-            (a.step, a.rank, a.untimed, a.time)
-                .cmp(&(b.step, b.rank, b.untimed, b.time))
-                .then_with(|| found[fa[0]].path.cmp(&found[fb[0]].path))
-        });
         let mut index = Index { warnings, ..Index::default() };
         let mut files = Vec::with_capacity(found.len());
-        for (key, mut members) in ops {
+        for (key, mut members) in groups {
             members.sort_by_key(|&i| (found[i].name.io, found[i].name.index));
             if let Some(w) = members.windows(2).find(|w| {
                 let (a, b) = (&found[w[0]].name, &found[w[1]].name);
@@ -128,7 +122,8 @@ impl NpyDirSource {
                     key.op_name
                 ));
             }
-            let op = index.push_op(key.op_name, key.op_type, key.step, key.rank);
+            let launch = (!key.untimed).then_some(key.launch);
+            let op = index.push_op_at(key.op_name, key.op_type, key.step, key.rank, launch);
             for i in members {
                 let (shape, dtype) = headers[i].clone();
                 index.push_tensor(TensorInfo {
@@ -150,6 +145,8 @@ impl NpyDirSource {
                 files.push(found[i].path.clone());
             }
         }
+        // Tensors find their file through `locator`: no table of ours to reorder.
+        index.order_by_execution();
         Ok(NpyDirSource { root: root.to_path_buf(), index, files })
     }
 
@@ -167,7 +164,7 @@ struct OpKey {
     step: u64,
     rank: u32,
     untimed: bool,
-    time: u64,
+    launch: Launch,
     dir: PathBuf,
     op_name: String,
     op_type: String,
@@ -478,30 +475,26 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
             if n == 5 && !fields[0].is_empty() && !fields[1].is_empty() {
                 if let Some(order) = number(fields[2]) {
                     let (op_type, op_name) = (fields[0].to_string(), fields[1].to_string());
-                    return NpyName { op_name, op_type, io, index, time: Some(order) };
+                    return NpyName { op_name, op_type, io, index, launch: Some(Launch::at(order)) };
                 }
             }
             // A dump file name, possibly renamed through mapping.csv.
             let dump_name = csv_original(mappings, &prefix).unwrap_or(&prefix);
             if let Ok(d) = parse_file_name(dump_name) {
-                return NpyName {
-                    op_name: d.op_name,
-                    op_type: d.op_type,
-                    io,
-                    index,
-                    time: Some(d.timestamp_us),
-                };
+                let launch = Some(Launch::of_dump_name(&d));
+                return NpyName { op_name: d.op_name, op_type: d.op_type, io, index, launch };
             }
-            return NpyName { op_name: prefix, op_type: String::new(), io, index, time: None };
+            return NpyName { op_name: prefix, op_type: String::new(), io, index, launch: None };
         }
         if let (Some(index), Some(ts)) = (small(fields[n - 2]), number(fields[n - 1])) {
             let op_name = fields[..n - 2].join(".");
             if !op_name.is_empty() {
-                return NpyName { op_name, op_type: String::new(), io: Io::Output, index, time: Some(ts) };
+                let launch = Some(Launch::at(ts));
+                return NpyName { op_name, op_type: String::new(), io: Io::Output, index, launch };
             }
         }
     }
-    NpyName { op_name: stem.to_string(), op_type: String::new(), io: Io::Output, index: 0, time: None }
+    NpyName { op_name: stem.to_string(), op_type: String::new(), io: Io::Output, index: 0, launch: None }
 }
 
 #[cfg(test)]
@@ -553,29 +546,35 @@ mod tests {
             (n.op_type.as_str(), n.op_name.as_str(), n.io, n.index),
             ("MatMul", "layer_0_attn_mm", Io::Output, 1)
         );
-        assert_eq!(n.time, Some(1700000000000123));
+        assert_eq!(
+            n.launch,
+            Some(Launch { timestamp_us: 1700000000000123, task_id: 7, stream_id: 3, ..Launch::default() })
+        );
 
         let n = parse("Add.add_1.5.42.input.0");
         assert_eq!(
-            (n.op_type.as_str(), n.op_name.as_str(), n.io, n.time),
-            ("Add", "add_1", Io::Input, Some(42))
+            (n.op_type.as_str(), n.op_name.as_str(), n.io, n.launch.map(|l| (l.timestamp_us, l.task_id))),
+            ("Add", "add_1", Io::Input, Some((42, 5)))
         );
 
         let n = parse("Conv2D.conv1.12.output.0");
-        assert_eq!((n.op_type.as_str(), n.op_name.as_str(), n.time), ("Conv2D", "conv1", Some(12)));
+        assert_eq!(
+            (n.op_type.as_str(), n.op_name.as_str(), n.launch),
+            ("Conv2D", "conv1", Some(Launch::at(12)))
+        );
 
         let n = parse("model_layer_0_attn_MatMul.2.1700000000000005");
         assert_eq!(
-            (n.op_name.as_str(), n.io, n.index, n.time),
-            ("model_layer_0_attn_MatMul", Io::Output, 2, Some(1700000000000005))
+            (n.op_name.as_str(), n.io, n.index, n.launch),
+            ("model_layer_0_attn_MatMul", Io::Output, 2, Some(Launch::at(1700000000000005)))
         );
 
         let n = parse("weights");
-        assert_eq!((n.op_name.as_str(), n.io, n.index, n.time), ("weights", Io::Output, 0, None));
+        assert_eq!((n.op_name.as_str(), n.io, n.index, n.launch), ("weights", Io::Output, 0, None));
 
         // Not a dump name and not convert's: the prefix is the op.
         let n = parse("x.input.3");
-        assert_eq!((n.op_name.as_str(), n.io, n.index, n.time), ("x", Io::Input, 3, None));
+        assert_eq!((n.op_name.as_str(), n.io, n.index, n.launch), ("x", Io::Input, 3, None));
     }
 
     #[test]
