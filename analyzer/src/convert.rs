@@ -1,6 +1,8 @@
 //! The convert engine (`analyzer convert SOURCE -o DIR`): every selected tensor as a `.npy` file in host layout, named
 //! `DIR/step{S}/rank{R}/{op_type}.{op}.{order}.{input|output}.{i}.npy` (docs/CLI.md), which the npy source
-//! reads back. Op names are sanitized for file names; `DIR/mapping.csv` keeps the real ones.
+//! reads back. Op names are sanitized for file names; `DIR/mapping.csv` keeps the real ones, and each
+//! directory's `mapping.json` the fusion provenance of fused kernels' outputs (`original_op`), so that a
+//! comparison of the export still matches them to the unfused ops of a benchmark.
 //!
 //! A tensor whose dtype NumPy has is written from its own bytes (`Source::read_host_bytes`): bit for bit,
 //! fp64 and 64-bit integers included. The others (bf16, fp8, int4, ...), and sources that cannot hand out
@@ -46,6 +48,7 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
     let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
     let progress = Progress::new("converting", total as u64, false);
     let renamed = Mutex::new(Vec::new());
+    let provenance: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
     let results: Vec<Converted> = ops
         .par_iter()
         .flat_map_iter(|&o| {
@@ -67,6 +70,14 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
                             .unwrap_or_else(|e| e.into_inner())
                             .push((stem.clone(), op.name.clone()));
                     }
+                    if let Some((original, index)) = &index.tensors[t].original_op {
+                        let entry = serde_json::json!({
+                            "file": format!("{stem}.npy"), "op_name": op.name, "op_type": op.op_type,
+                            "original_op": original, "original_output_index": index,
+                        });
+                        let mut all = provenance.lock().unwrap_or_else(|e| e.into_inner());
+                        all.entry(dir.clone()).or_default().push(entry);
+                    }
                     out.push(convert_one(source, t, &dir, &stem));
                     progress.inc(1);
                 }
@@ -77,6 +88,9 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
     progress.finish();
     let renamed = renamed.into_inner().unwrap_or_else(|e| e.into_inner());
     write_mapping(output, renamed)?;
+    for (dir, entries) in provenance.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        write_provenance(&dir, entries)?;
+    }
     Ok(results)
 }
 
@@ -223,6 +237,29 @@ fn write_mapping(dir: &Path, mut rows: Vec<(String, String)>) -> Result<()> {
         }
     }
     let path: PathBuf = dir.join("mapping.csv");
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Adds entries `{file, op_name, op_type, original_op, original_output_index}` to `dir/mapping.json` (the
+/// npy source's per-directory mapping), replacing earlier conversions' entries for the same files.
+fn write_provenance(dir: &Path, entries: Vec<serde_json::Value>) -> Result<()> {
+    let path = dir.join("mapping.json");
+    let mut all: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let existing: Vec<serde_json::Value> = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{}: not an array of mapping entries", path.display()))?;
+            for e in existing {
+                all.insert(e["file"].as_str().unwrap_or_default().to_string(), e);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    for e in entries {
+        all.insert(e["file"].as_str().unwrap_or_default().to_string(), e);
+    }
+    let text = serde_json::to_string_pretty(&all.into_values().collect::<Vec<_>>())?;
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -9,6 +9,7 @@
 //! - [`loader`] finds or attaches to `libascendcl.so` / `libascend_dump.so` at run time; nothing here links
 //!   against CANN, so the crate builds on machines without it.
 
+pub mod chunk;
 pub mod fns;
 pub mod hccl;
 pub mod loader;

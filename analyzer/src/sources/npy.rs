@@ -7,8 +7,9 @@
 //! - anything else: `{name}`, the op's output 0.
 //!
 //! `step{N}` and `rank{N}` directories give step and rank. A `mapping.csv` (`{file name or stem},{original}`)
-//! or a `mapping.json` (`sim-train bench`: `[{"file", "op_name", "op_type", "output_index"}]`) in a
-//! directory or any directory above it restores the real names that sanitizing lost.
+//! or a `mapping.json` (`sim-train bench`: `[{"file", "op_name", "op_type", "output_index"}]`; `analyzer
+//! convert` adds `"original_op"` and `"original_output_index"`, fusion provenance) in a directory or any
+//! directory above it restores the real names that sanitizing lost.
 //!
 //! Indexing maps each file and parses its header only, so data pages are never read.
 
@@ -46,6 +47,8 @@ pub struct NpyName {
     pub index: u32,
     /// When the op ran: a dump file name's fields, a vendor name's timestamp, or convert's execution order.
     pub launch: Option<Launch>,
+    /// Fusion provenance (`analyzer convert` keeps it in `mapping.json`): the framework op and output.
+    pub original_op: Option<(String, u32)>,
 }
 
 /// One entry of `sim-train bench`'s `mapping.json`.
@@ -54,6 +57,7 @@ struct JsonEntry {
     op_name: String,
     op_type: Option<String>,
     output_index: Option<u32>,
+    original_op: Option<(String, u32)>,
 }
 
 /// The mapping files of one directory.
@@ -134,7 +138,7 @@ impl NpyDirSource {
                     shape,
                     device_format: None,
                     device_shape: None,
-                    original_op: None,
+                    original_op: found[i].name.original_op.clone(),
                     stats: None,
                     hash: None,
                     label: None,
@@ -408,10 +412,14 @@ fn read_mapping_json(path: &Path) -> Result<HashMap<String, JsonEntry>> {
                 };
                 let output_index =
                     row.get("output_index").and_then(|v| v.as_u64()).and_then(|n| u32::try_from(n).ok());
+                let original_index = row.get("original_output_index").and_then(|v| v.as_u64());
                 let entry = JsonEntry {
                     op_name: op_name.to_string(),
                     op_type: field("op_type").map(str::to_string),
                     output_index,
+                    original_op: field("original_op").map(|n| {
+                        (n.to_string(), original_index.and_then(|i| u32::try_from(i).ok()).unwrap_or(0))
+                    }),
                 };
                 out.insert(file.to_string(), entry);
             }
@@ -445,6 +453,7 @@ fn name_of(stem: &str, file_name: &str, mappings: &Mappings) -> NpyName {
         if let Some(i) = entry.output_index {
             (name.io, name.index) = (Io::Output, i);
         }
+        name.original_op = entry.original_op.clone();
         return name;
     }
     match csv_original(mappings, file_name).or_else(|| csv_original(mappings, stem)) {
@@ -475,26 +484,61 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
             if n == 5 && !fields[0].is_empty() && !fields[1].is_empty() {
                 if let Some(order) = number(fields[2]) {
                     let (op_type, op_name) = (fields[0].to_string(), fields[1].to_string());
-                    return NpyName { op_name, op_type, io, index, launch: Some(Launch::at(order)) };
+                    return NpyName {
+                        op_name,
+                        op_type,
+                        io,
+                        index,
+                        launch: Some(Launch::at(order)),
+                        original_op: None,
+                    };
                 }
             }
             // A dump file name, possibly renamed through mapping.csv.
             let dump_name = csv_original(mappings, &prefix).unwrap_or(&prefix);
             if let Ok(d) = parse_file_name(dump_name) {
                 let launch = Some(Launch::of_dump_name(&d));
-                return NpyName { op_name: d.op_name, op_type: d.op_type, io, index, launch };
+                return NpyName {
+                    op_name: d.op_name,
+                    op_type: d.op_type,
+                    io,
+                    index,
+                    launch,
+                    original_op: None,
+                };
             }
-            return NpyName { op_name: prefix, op_type: String::new(), io, index, launch: None };
+            return NpyName {
+                op_name: prefix,
+                op_type: String::new(),
+                io,
+                index,
+                launch: None,
+                original_op: None,
+            };
         }
         if let (Some(index), Some(ts)) = (small(fields[n - 2]), number(fields[n - 1])) {
             let op_name = fields[..n - 2].join(".");
             if !op_name.is_empty() {
                 let launch = Some(Launch::at(ts));
-                return NpyName { op_name, op_type: String::new(), io: Io::Output, index, launch };
+                return NpyName {
+                    op_name,
+                    op_type: String::new(),
+                    io: Io::Output,
+                    index,
+                    launch,
+                    original_op: None,
+                };
             }
         }
     }
-    NpyName { op_name: stem.to_string(), op_type: String::new(), io: Io::Output, index: 0, launch: None }
+    NpyName {
+        op_name: stem.to_string(),
+        op_type: String::new(),
+        io: Io::Output,
+        index: 0,
+        launch: None,
+        original_op: None,
+    }
 }
 
 #[cfg(test)]

@@ -9,16 +9,7 @@ use std::path::{Path, PathBuf};
 fn recorded_run(dir: &Path, tag: &str, model_json: &str, steps: u64, options: &[&str]) -> PathBuf {
     let model = model_file(dir, &format!("{tag}.json"), model_json);
     let run = dir.join(tag);
-    let collector = collector_lib();
-    let mut args: Vec<&str> = vec!["record", "-o", path_str(&run), "--collector", path_str(&collector)];
-    args.extend(options);
-    let steps = steps.to_string();
-    let lib = runtime_lib();
-    let sim_train = sim_train_bin();
-    args.extend(["--", path_str(&sim_train), "--model", path_str(&model), "--steps", &steps]);
-    args.extend(["--lib", path_str(&lib)]);
-    let (code, stdout, stderr) = analyzer(&args);
-    assert_eq!(code, 0, "record failed:\n{stdout}\n{stderr}");
+    let stdout = record(&run, &model, steps, options, &[]);
     assert!(
         stdout.contains("collector: writer threads used") && stdout.contains("for free slots"),
         "the summary tells what the collector cost:\n{stdout}"

@@ -80,6 +80,28 @@ pub fn sim_train(model: &Path, steps: u64, acl_config: Option<&Path>, env: &[(&s
     out
 }
 
+/// Records `sim-train --model <model> --steps <steps>` with `analyzer record` into `run`, with extra `record`
+/// options and environment (collector and simulated-runtime variables); panics with the output on failure.
+pub fn record(run: &Path, model: &Path, steps: u64, options: &[&str], env: &[(&str, &str)]) -> String {
+    let collector = collector_lib();
+    let mut args: Vec<&str> = vec!["record", "-o", path_str(run), "--collector", path_str(&collector)];
+    args.extend(options);
+    let steps = steps.to_string();
+    let (lib, sim_train) = (runtime_lib(), sim_train_bin());
+    args.extend(["--", path_str(&sim_train), "--model", path_str(model), "--steps", &steps]);
+    args.extend(["--lib", path_str(&lib)]);
+    let out =
+        Command::new(analyzer_bin()).args(&args).envs(env.iter().copied()).output().expect("run analyzer");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "record {} failed:\n{stdout}\n{}",
+        run.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Runs the fp32 benchmark into `out_dir`.
 pub fn sim_bench(model: &Path, steps: u64, out_dir: &Path) {
     let out = Command::new(sim_train_bin())
