@@ -50,12 +50,14 @@ pub struct TensorInfo {
     pub locator: u64,
 }
 
-/// When the runtime says an op ran: the fields of its dump file name (cann-facts §1). Ordered field by
-/// field: the dump timestamp first; task and stream ids break ties between ops of one microsecond; FFTS+
-/// sub-tasks of one task follow their context and thread ids.
+/// When the runtime says an op ran: the fields of its dump file name (cann-facts §1, §5). Ordered field by
+/// field: the dump timestamp first; the producer's dump number (six-field names: a process-wide count of
+/// dumped files), then task and stream ids break ties between ops of one microsecond; FFTS+ sub-tasks of
+/// one task follow their context and thread ids.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Launch {
     pub timestamp_us: u64,
+    pub dump_number: Option<u64>,
     pub task_id: u64,
     pub stream_id: u64,
     pub context_id: u64,
@@ -67,6 +69,7 @@ impl Launch {
     pub fn of_dump_name(name: &DumpFileName) -> Launch {
         Launch {
             timestamp_us: name.timestamp_us,
+            dump_number: name.dump_number,
             task_id: name.task_id,
             stream_id: name.stream_id.unwrap_or(0),
             context_id: name.ffts.map_or(0, |f| f.context_id),

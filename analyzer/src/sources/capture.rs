@@ -193,12 +193,13 @@ impl CaptureSource {
     }
 }
 
-/// Adds a captured op with its launch: the record's task id, stream id and timestamp, and the FFTS+
-/// sub-task ids that only its dump file name keeps.
+/// Adds a captured op with its launch: the record's timestamp, dump number, task id and stream id, and the
+/// FFTS+ sub-task ids that only its dump file name keeps.
 fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
     let ffts = dump::parse_file_name(&op.dump_file).ok().and_then(|n| n.ffts);
     let launch = Launch {
         timestamp_us: op.timestamp_us,
+        dump_number: op.dump_number,
         task_id: u64::from(op.task_id),
         stream_id: u64::from(op.stream_id),
         context_id: ffts.map_or(0, |f| f.context_id),
