@@ -186,7 +186,7 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     cfg.segment_size = crate::limits::segment_size_within_file_limit(cfg.segment_size);
 
     let env_num = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<i64>().ok());
-    let rank = env_num("RANK_ID").and_then(|r| u32::try_from(r).ok());
+    let rank = job_rank(&env_num);
     let device = env_num("ASCEND_DEVICE_ID").or_else(|| env_num("DEVICE_ID")).unwrap_or(0) as i32;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
     let (stream, stream_dir) = {
@@ -256,6 +256,15 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     Ok(p)
 }
 
+/// The rank of this process in the job: HCCL's `RANK_ID` (what Ascend launchers set), else the `RANK` of
+/// torchrun and its kin; a job that says it has one process (or says nothing of its size) is rank 0.
+/// `None` only for a process of a larger job that names no rank.
+fn job_rank(env_num: &dyn Fn(&str) -> Option<i64>) -> Option<u32> {
+    let named = env_num("RANK_ID").or_else(|| env_num("RANK")).and_then(|r| u32::try_from(r).ok());
+    let size = env_num("RANK_SIZE").or_else(|| env_num("WORLD_SIZE"));
+    named.or_else(|| (size.is_none_or(|n| n <= 1)).then_some(0))
+}
+
 /// The runtime the framework loaded: by SONAME (RTLD_NOLOAD), else the file that defines the real aclInit.
 fn attach() -> Result<AclLibrary, String> {
     match AclLibrary::attach_loaded() {
@@ -301,4 +310,21 @@ fn register(p: &Pipeline) -> Result<(), String> {
         return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::job_rank;
+
+    #[test]
+    fn the_rank_comes_from_the_launcher_or_is_0_for_a_single_process() {
+        let env =
+            |vars: &'static [(&'static str, i64)]| move |k: &str| vars.iter().find(|v| v.0 == k).map(|v| v.1);
+        assert_eq!(job_rank(&env(&[("RANK_ID", 3), ("RANK", 5)])), Some(3));
+        assert_eq!(job_rank(&env(&[("RANK", 5), ("WORLD_SIZE", 8)])), Some(5));
+        assert_eq!(job_rank(&env(&[])), Some(0), "one process, no launcher: rank 0");
+        assert_eq!(job_rank(&env(&[("RANK_SIZE", 1)])), Some(0));
+        assert_eq!(job_rank(&env(&[("RANK_SIZE", 8)])), None, "a rank of eight that does not say which");
+        assert_eq!(job_rank(&env(&[("RANK_ID", -1)])), Some(0), "nonsense is no rank");
+    }
 }

@@ -197,6 +197,37 @@ fn every_record_kind_round_trips_across_segments() {
     let got = read_back(&stream);
     assert_eq!(got.len(), expect.len());
     assert!(same(&got, &expect), "records differ");
+    // The last segment is cut at its sealed end, below the size its header gives; the ones before it keep
+    // their size.
+    let paths: Vec<&Path> = stream.segment_paths().collect();
+    let sizes: Vec<u64> = paths.iter().map(|p| std::fs::metadata(p).unwrap().len()).collect();
+    let (last, full) = sizes.split_last().unwrap();
+    let header = std::fs::read(paths[paths.len() - 1]).unwrap();
+    let header_size = u64::from_le_bytes(header[16..24].try_into().unwrap());
+    assert!(*last < header_size && *last % 8 == 0, "last segment {last} bytes of {header_size}");
+    assert!(full.iter().all(|&s| s >= 32 * 1024), "{sizes:?}");
+}
+
+#[test]
+fn a_small_capture_takes_little_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(
+        dir.path(),
+        info(0),
+        accutrace_formats::capture::DEFAULT_SEGMENT_SIZE,
+        Policy::KeepAll,
+    )
+    .unwrap();
+    let expect = vec![
+        Expect::Op(op(0, "layer0/matmul")),
+        tensor(meta(Io::Output, 0, DType::FLOAT16, &[4, 300], None), &fp16_activations(1200, 1), true),
+    ];
+    write_all(&mut w, &expect, 1);
+    w.seal().unwrap();
+    let stream = only_stream(dir.path());
+    let bytes: u64 = stream.segment_paths().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert!(bytes < 8 * 1024, "one op and one 2.4 KB tensor take {bytes} bytes of a 64 MiB segment");
+    assert!(same(&read_back(&stream), &expect), "records differ");
 }
 
 #[test]

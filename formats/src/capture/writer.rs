@@ -404,7 +404,14 @@ impl StreamWriter {
     /// Seals the last segment (publishes its end, flushes it to disk) and returns the summary.
     pub fn seal(mut self) -> Result<StreamSummary> {
         self.discard_preparation();
+        let last = self.seg.as_ref().map(|s| (s.path.clone(), s.pos));
         self.seal_current(true)?;
+        // The last segment was made at full size and is usually mostly empty: once sealed (and unmapped),
+        // it is cut at its sealed end, so a small capture takes little disk. Readers stop at the sealed end.
+        if let Some((path, end)) = last {
+            let file = OpenOptions::new().write(true).open(&path).map_err(|e| FormatError::io(&path, &e))?;
+            file.set_len(end).map_err(|e| FormatError::io(&path, &e))?;
+        }
         self.sealed = true;
         Ok(self.summary())
     }
