@@ -29,19 +29,44 @@ use std::sync::Mutex;
 /// Integers up to this magnitude survive the trip through f32 exactly.
 const F32_EXACT_INT: f32 = 16_777_216.0;
 
+/// One tensor, where it was to go, and what happened to it.
+#[derive(serde::Serialize)]
+pub struct ConvertedTensor {
+    /// The tensor's name (`op.output.0`).
+    pub tensor: String,
+    /// Its `.npy` file (written unless the result says otherwise).
+    pub file: PathBuf,
+    /// What happened.
+    #[serde(flatten)]
+    pub result: Converted,
+}
+
 /// What happened to one tensor.
+#[derive(serde::Serialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
 pub enum Converted {
     /// Written: the file's size, and what the user should know about its values.
-    Written { bytes: u64, note: Option<String> },
+    Written {
+        /// Bytes written.
+        bytes: u64,
+        /// What the user should know about the values (a dtype widened, integers rounded).
+        note: Option<String>,
+    },
     /// Not written, and why (no data, a dtype without numbers).
-    Skipped(String),
+    Skipped {
+        /// Why.
+        reason: String,
+    },
     /// Could not be read or written: what went wrong.
-    Failed(String),
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Writes every tensor of the ops that `filter` keeps under `output` (created if missing), plus
 /// `mapping.csv` for op names that had to be sanitized; says what happened to each tensor.
-pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Vec<Converted>> {
+pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Vec<ConvertedTensor>> {
     let index = source.index();
     let ops = filter.op_ids(index);
     std::fs::create_dir_all(output).with_context(|| format!("cannot create {}", output.display()))?;
@@ -49,7 +74,7 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
     let progress = Progress::new("converting", total as u64, false);
     let renamed = Mutex::new(Vec::new());
     let provenance: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
-    let results: Vec<Converted> = ops
+    let results: Vec<ConvertedTensor> = ops
         .par_iter()
         .flat_map_iter(|&o| {
             let op = &index.ops[o];
@@ -78,7 +103,11 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
                         let mut all = provenance.lock().unwrap_or_else(|e| e.into_inner());
                         all.entry(dir.clone()).or_default().push(entry);
                     }
-                    out.push(convert_one(source, t, &dir, &stem));
+                    out.push(ConvertedTensor {
+                        tensor: index.tensor_label(t),
+                        file: dir.join(format!("{stem}.npy")),
+                        result: convert_one(source, t, &dir, &stem),
+                    });
                     progress.inc(1);
                 }
             }
@@ -139,24 +168,23 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     let label = source.index().tensor_label(t);
     if !info.has_data {
         let hint = if source.kind() == "capture" { "; record with --mode tensor to keep data" } else { "" };
-        return Converted::Skipped(format!(
-            "no data in the {} source (statistics only{hint})",
-            source.kind()
-        ));
+        return Converted::Skipped {
+            reason: format!("no data in the {} source (statistics only{hint})", source.kind()),
+        };
     }
     let Some((target, mut note)) = target_dtype(info.dtype) else {
-        return Converted::Skipped(format!("dtype {} cannot be decoded", info.dtype));
+        return Converted::Skipped { reason: format!("dtype {} cannot be decoded", info.dtype) };
     };
     if target == info.dtype {
         match source.read_host_bytes(t) {
             Ok(Some(host)) => return write_converted(&dir.join(format!("{stem}.npy")), target, &host, label),
             Ok(None) => {}
-            Err(e) => return Converted::Failed(format!("{label}: {e:#}")),
+            Err(e) => return Converted::Failed { reason: format!("{label}: {e:#}") },
         }
     }
     let mut values = Vec::new();
     if let Err(e) = source.read_values(t, &mut values) {
-        return Converted::Failed(format!("{label}: {e:#}"));
+        return Converted::Failed { reason: format!("{label}: {e:#}") };
     }
     let lanes = lanes_per_element(target) as u64;
     let expected =
@@ -174,12 +202,12 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     }
     let bytes = match encode_f32(target, &values) {
         Ok(bytes) => bytes,
-        Err(e) => return Converted::Failed(format!("{label}: cannot encode as {target}: {e}")),
+        Err(e) => return Converted::Failed { reason: format!("{label}: cannot encode as {target}: {e}") },
     };
     let path = dir.join(format!("{stem}.npy"));
     match write_file(&path, target, &shape, &bytes) {
         Ok(written) => Converted::Written { bytes: written, note: note.map(str::to_string) },
-        Err(e) => Converted::Failed(format!("{label}: {e:#}")),
+        Err(e) => Converted::Failed { reason: format!("{label}: {e:#}") },
     }
 }
 
@@ -198,7 +226,7 @@ fn write_converted(path: &Path, dtype: DType, host: &HostBytes, label: String) -
     };
     match write_file(path, dtype, &shape, &host.bytes) {
         Ok(written) => Converted::Written { bytes: written, note: note.map(str::to_string) },
-        Err(e) => Converted::Failed(format!("{label}: {e:#}")),
+        Err(e) => Converted::Failed { reason: format!("{label}: {e:#}") },
     }
 }
 

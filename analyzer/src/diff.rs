@@ -73,6 +73,9 @@ pub struct CensusRow {
 /// Everything `diff` found; the reports print it, JSON serialises it as is.
 #[derive(Serialize)]
 pub struct DiffReport {
+    /// `identical` (every matched tensor identical, none unmatched), `different` (some tensor differs),
+    /// or `unmatched` (none differs, but some tensor is in one run only).
+    pub verdict: &'static str,
     pub run1: String,
     pub run2: String,
     pub compared_tensors: usize,
@@ -141,7 +144,17 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     let first_differences = first_differences(i1, &by_target);
     let census = census(i1, &by_target);
     let differing = by_target.values().filter(|d| !d.identical).count();
+    let (unmatched_run1, unmatched_run2): (Vec<String>, Vec<String>) = (
+        matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
+        matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
+    );
+    let verdict = match (differing, unmatched_run1.is_empty() && unmatched_run2.is_empty()) {
+        (0, true) => "identical",
+        (0, false) => "unmatched",
+        _ => "different",
+    };
     Ok(DiffReport {
+        verdict,
         run1: run1.root().display().to_string(),
         run2: run2.root().display().to_string(),
         compared_tensors: by_target.len(),
@@ -149,8 +162,8 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         decoded_tensors: decoded,
         first_differences,
         census,
-        unmatched_run1: matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
-        unmatched_run2: matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
+        unmatched_run1,
+        unmatched_run2,
     })
 }
 

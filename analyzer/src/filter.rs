@@ -41,14 +41,19 @@ impl Filter {
     /// Whether the filter keeps this op. A pattern without wildcards matches as a substring, which is what
     /// people type (`--op attn`); with wildcards it must match the whole name.
     pub fn keeps(&self, op: &IndexedOp) -> bool {
-        (self.steps.is_empty() || self.steps.contains(&op.step))
-            && (self.ranks.is_empty() || self.ranks.contains(&op.rank))
+        self.keeps_at(&op.name, op.step, op.rank)
+    }
+
+    /// [`Filter::keeps`] for an op known by its name, step and rank.
+    pub fn keeps_at(&self, name: &str, step: u64, rank: u32) -> bool {
+        (self.steps.is_empty() || self.steps.contains(&step))
+            && (self.ranks.is_empty() || self.ranks.contains(&rank))
             && (self.ops.is_empty()
                 || self.ops.iter().any(|p| {
                     if p.contains('*') || p.contains('?') {
-                        glob_match(p, &op.name)
+                        glob_match(p, name)
                     } else {
-                        op.name.contains(p.as_str())
+                        name.contains(p.as_str())
                     }
                 }))
     }

@@ -134,6 +134,36 @@ pub struct OverflowRecord {
     pub file: String,
 }
 
+/// One argument of an op as a framework-level dump records it, tensor or not (msprobe lists Python
+/// scalars, `None` and the like beside the tensors), with the cells msprobe's own table shows for it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordedArg {
+    /// msprobe's full name (`Functional.linear.0.forward.input.0`).
+    pub name: String,
+    /// The op (API call) it belongs to, its step and its rank.
+    pub op_name: String,
+    pub step: u64,
+    pub rank: u32,
+    /// The index's tensor, when the argument is a tensor the index holds.
+    pub tensor: Option<TensorId>,
+    /// The type as recorded: `torch.float32`, `<class 'int'>`; `None` for a `None` argument.
+    pub dtype: Option<String>,
+    /// `[]` for scalars; `None` for a `None` argument.
+    pub shape: Option<Vec<u64>>,
+    pub requires_grad: Option<bool>,
+    /// Max, min, mean and norm as the dump spells them (`988`, `0.0011091812048107386`, `None`).
+    pub stats: [String; 4],
+    /// The tensor's data file (`Functional.linear.0.forward.input.0.pt`), when it has one.
+    pub data_name: Option<String>,
+}
+
+impl RecordedArg {
+    /// The dtype cell: the recorded type, or `N/A`.
+    pub fn dtype_text(&self) -> String {
+        self.dtype.clone().unwrap_or_else(|| "N/A".into())
+    }
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
@@ -146,6 +176,9 @@ pub struct Index {
     /// The dump holds only the ops the device flagged as overflowing (CANN's `dump_debug: on`, exclusive
     /// with the data dump): how far an overflow spread cannot be seen in it.
     pub only_overflowing_ops: bool,
+    /// Every argument a framework-level dump (msprobe) recorded, tensors and others, in dump order; empty
+    /// for sources that record tensors only.
+    pub recorded_args: Vec<RecordedArg>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
@@ -196,8 +229,8 @@ impl Index {
 
     /// Puts ops in execution order: by rank, step, then launch (ops without one after those with one, in
     /// the order they were added). Tensors are renumbered to follow their ops (an op's tensors keep their
-    /// relative order), op and overflow-record references are rewritten, and `order` becomes the op id.
-    /// Returns the permutation for the source's own tables.
+    /// relative order), op, overflow-record and recorded-argument references are rewritten, and `order`
+    /// becomes the op id. Returns the permutation for the source's own tables.
     pub fn order_by_execution(&mut self) -> Reorder {
         let mut op_order: Vec<OpId> = (0..self.ops.len()).collect();
         op_order.sort_by_key(|&o| {
@@ -239,6 +272,10 @@ impl Index {
             .collect();
         for record in &mut self.overflow_records {
             record.op = record.op.map(|o| new_op[o]);
+        }
+        // Recorded arguments keep their dump order; only their tensor references move.
+        for arg in &mut self.recorded_args {
+            arg.tensor = arg.tensor.map(|t| new_tensor[t]);
         }
         Reorder { ops: op_order, tensors: tensor_order }
     }

@@ -1,9 +1,9 @@
-//! `analyzer compare target bench --format csv` on the real msprobe fixture reproduces msprobe's own CSV:
-//! every metric and statistic to 1e-6 relative, and the Result column row for row.
-//!
-//! Row sets: msprobe also lists non-tensor arguments (Python scalars, `None`) as rows whose every metric is
-//! "unsupported"; accutrace indexes tensors only, so those rows are absent here. The test asserts that every
-//! msprobe row we lack is such a row, and that we list nothing msprobe does not.
+//! `analyzer compare target bench` on the real msprobe fixture reproduces msprobe's own CSV:
+//! - `--format msprobe-csv` is msprobe's file: the same header, the same rows in the same order (non-tensor
+//!   arguments included), and every cell the same text, but for the six metrics, which agree to 1e-6
+//!   relative (msprobe sums in numpy's pairwise order, we in lanes: the last digits of a long sum differ);
+//! - `--format csv` (accutrace's columns) carries msprobe's metrics, statistics and Result for every tensor:
+//!   msprobe's non-tensor rows are the only ones it lacks.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -97,6 +97,51 @@ fn compare_reproduces_msprobe_compare_result_csv() {
     assert!(mismatches.is_empty(), "{} cells differ:\n{}", mismatches.len(), mismatches.join("\n"));
     assert_eq!(compared, ours.len(), "we list rows msprobe does not");
     assert!(compared >= 140, "only {compared} rows compared");
+}
+
+#[test]
+fn msprobe_csv_is_msprobes_file_cell_by_cell() {
+    let dir = fixture();
+    let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
+        .args(["compare", "target", "bench", "--format", "msprobe-csv"])
+        .current_dir(&dir)
+        .output()
+        .expect("run analyzer");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let ours = String::from_utf8(out.stdout).expect("utf-8");
+    let theirs = std::fs::read_to_string(dir.join("msprobe_compare_result.csv")).expect("fixture csv");
+    assert!(!ours.contains('\r'), "msprobe writes LF line ends");
+    let table = |text: &str| -> (csv::StringRecord, Vec<csv::StringRecord>) {
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        (r.headers().expect("header").clone(), r.records().map(|r| r.expect("row")).collect())
+    };
+    let ((our_header, our_rows), (their_header, their_rows)) = (table(&ours), table(&theirs));
+    assert_eq!(our_header, their_header, "columns");
+    let names = |rows: &[csv::StringRecord]| rows.iter().map(|r| r[0].to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&our_rows), names(&their_rows), "rows, in msprobe's order");
+    let metrics = [
+        "Cosine",
+        "EucDist",
+        "MaxAbsErr",
+        "MaxRelativeErr",
+        "One Thousandth Err Ratio",
+        "Five Thousandths Err Ratio",
+    ];
+    let (mut exact, mut close, mut differ) = (0, 0, Vec::new());
+    for (ours, theirs) in our_rows.iter().zip(&their_rows) {
+        for ((column, a), b) in their_header.iter().zip(ours).zip(theirs) {
+            if a == b {
+                exact += 1;
+            } else if metrics.contains(&column) && same_cell(a, b) {
+                close += 1;
+            } else {
+                differ.push(format!("{} {column}: ours {a:?}, msprobe {b:?}", &theirs[0]));
+            }
+        }
+    }
+    assert!(differ.is_empty(), "{} cells differ:\n{}", differ.len(), differ.join("\n"));
+    assert!(their_rows.len() >= 180 && exact > 20 * their_rows.len(), "{exact} exact cells");
+    println!("{exact} cells identical, {close} metric cells within 1e-6");
 }
 
 #[test]

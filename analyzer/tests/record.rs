@@ -77,6 +77,41 @@ fn a_command_that_leaves_no_capture_is_an_error() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("nothing was captured"), "{stderr}");
+    assert!(!run.exists(), "the empty run directory is left behind");
+}
+
+#[test]
+fn a_failing_command_is_named_as_the_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let collector = fake_collector(tmp.path());
+    let run = tmp.path().join("run");
+    let args =
+        ["-o", run.to_str().unwrap(), "--collector", collector.to_str().unwrap(), "--", "sh", "-c", "exit 7"];
+    let out = record(&args, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("sh exited with status 7 before anything was captured"), "{stderr}");
+    assert!(!stderr.contains("did not activate"), "the collector is not to blame: {stderr}");
+    assert!(!run.exists());
+}
+
+#[test]
+fn a_missing_separator_gets_a_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    for args in [
+        vec!["-o", run.to_str().unwrap(), "python", "train.py"],
+        vec!["-o", run.to_str().unwrap(), "python", "train.py", "--lr", "0.1"],
+    ] {
+        let out = record(&args, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("hint: put the training command after `--`"), "{args:?}: {stderr}");
+    }
+    // With the separator there is no such hint, whatever else is wrong.
+    let out = record(&["-o", run.to_str().unwrap(), "--mode", "nope", "--", "true"], &[]);
+    assert!(!text(&out.stderr).contains("hint"), "{}", text(&out.stderr));
+    assert!(!run.exists());
 }
 
 #[test]
@@ -130,11 +165,20 @@ fn bad_options_stop_before_the_command_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("not empty"), "{}", text(&out.stderr));
     assert!(!marker.exists());
-    // A command that cannot be started.
+    // A command that cannot be started leaves no directory behind, not even the parents it needed.
     let fresh = tmp.path().join("fresh");
-    let out = record(&["-o", fresh.to_str().unwrap(), "--collector", col, "--", "/nonexistent/train"], &[]);
+    let nested = fresh.join("runs/a");
+    let out = record(&["-o", nested.to_str().unwrap(), "--collector", col, "--", "/nonexistent/train"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot run"), "{}", text(&out.stderr));
+    assert!(!fresh.exists(), "a failed start left {}", fresh.display());
+    // Nor do bad options (checked before anything is made).
+    let out = record(
+        &["-o", nested.to_str().unwrap(), "--collector", col, "--policy", "ring:0", "--", "true"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!fresh.exists());
 }
 
 /// The whole chain on the simulated stack: sim-train on libascendcl.so with libcollector.so preloaded.
@@ -174,6 +218,43 @@ fn records_the_simulated_framework_when_it_is_built() {
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("indexed:") && stdout.contains("step 1,"), "{stdout}");
     assert!(run.join("manifest.json").is_file());
+    // A one-process job is rank 0, in the summary and in the stream's name.
+    assert!(stdout.contains(": rank 0 device"), "{stdout}");
+    let streams: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("stream-"))
+        .collect();
+    assert!(!streams.is_empty() && streams.iter().all(|n| n.contains("-rank0-")), "{streams:?}");
+    // The last segment is cut at its end: two small steps take well under one 64 MiB segment.
+    let bytes: u64 = streams
+        .iter()
+        .flat_map(|s| std::fs::read_dir(run.join(s)).unwrap())
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(bytes < 16 << 20, "the capture takes {bytes} bytes");
+    // The summary in the other forms.
+    let out = record(
+        &[
+            "-o",
+            tmp.path().join("run2").to_str().unwrap(),
+            "--format",
+            "json",
+            "--steps",
+            "1",
+            "--",
+            sim.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+            "--steps",
+            "2",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((summary["schema_version"].as_u64(), summary["command"].as_str()), (Some(1), Some("record")));
+    assert_eq!(summary["streams"][0]["info"]["rank"], 0);
     // Tensor mode keeps data: convert finds values to write.
     let npy = tmp.path().join("npy");
     let out = Command::new(ANALYZER)

@@ -77,7 +77,7 @@ fn tensor_capture_equals_the_disk_dump_bit_for_bit() {
         std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     assert!(
-        names.contains("manifest.json") && names.iter().any(|n| n.starts_with("stream-000-rankx-dev0-pid"))
+        names.contains("manifest.json") && names.iter().any(|n| n.starts_with("stream-000-rank0-dev0-pid"))
     );
 }
 

@@ -201,6 +201,31 @@ impl DType {
         })
     }
 
+    /// PyTorch's name of the dtype (`torch.float32`), as msprobe writes it; `None` where torch has none.
+    pub fn torch_name(self) -> Option<&'static str> {
+        Some(match self {
+            DType::FLOAT => "torch.float32",
+            DType::FLOAT16 => "torch.float16",
+            DType::BF16 => "torch.bfloat16",
+            DType::DOUBLE => "torch.float64",
+            DType::INT8 => "torch.int8",
+            DType::UINT8 => "torch.uint8",
+            DType::INT16 => "torch.int16",
+            DType::UINT16 => "torch.uint16",
+            DType::INT32 => "torch.int32",
+            DType::UINT32 => "torch.uint32",
+            DType::INT64 => "torch.int64",
+            DType::UINT64 => "torch.uint64",
+            DType::BOOL => "torch.bool",
+            DType::COMPLEX32 => "torch.complex32",
+            DType::COMPLEX64 => "torch.complex64",
+            DType::COMPLEX128 => "torch.complex128",
+            DType::FLOAT8_E4M3FN => "torch.float8_e4m3fn",
+            DType::FLOAT8_E5M2 => "torch.float8_e5m2",
+            _ => return None,
+        })
+    }
+
     /// Parses the names other tools print: `DT_FLOAT16`, `FLOAT16`, `float16`, `torch.float16`, `fp16`,
     /// `half`, `bfloat16`, `float32`, `int64`, `bool`, ... Case-insensitive.
     pub fn from_name(name: &str) -> Option<DType> {
@@ -352,6 +377,13 @@ mod tests {
     #[test]
     fn parses_other_tools_names() {
         assert_eq!(DType::from_name("torch.bfloat16"), Some(DType::BF16));
+        // Every torch name reads back as its dtype.
+        for code in 0..64 {
+            let dtype = DType(code);
+            if let Some(name) = dtype.torch_name() {
+                assert_eq!(DType::from_name(name), Some(dtype), "{name}");
+            }
+        }
         assert_eq!(DType::from_name("DT_FLOAT16"), Some(DType::FLOAT16));
         assert_eq!(DType::from_name("float32"), Some(DType::FLOAT));
         assert_eq!(DType::from_name("DT_QINT8"), Some(DType::QINT8));

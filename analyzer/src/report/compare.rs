@@ -1,7 +1,8 @@
 //! The reports of `analyzer compare`: a terminal summary that leads with the culprit, CSV whose columns
-//! keep msprobe's names (then msaccucmp's, then accutrace's), and JSON.
+//! keep msprobe's names (then msaccucmp's, then accutrace's), JSON, and msprobe's own CSV.
 
-use super::{fmt_num, Format, Output};
+use super::{fmt_num, paint, write_json, Destination, Output};
+use crate::compare::msprobe_table::bool_text;
 use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison};
 use crate::index::Io;
 use crate::metrics::{Cell, MsaccucmpMetrics};
@@ -9,41 +10,37 @@ use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
 use anyhow::Result;
 use serde_json::json;
-use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::io::Write;
 
-/// Writes the report in `format` to `output` (standard output when `None`); `all` lists every compared
-/// tensor in the table, not only the failures.
-pub fn write(c: &Comparison<'_>, format: Format, output: Option<&Path>, all: bool) -> Result<()> {
-    match (format, output) {
-        (Format::Table, _) => {
-            let mut out = Output::open(output)?;
-            let colour = output.is_none() && std::io::stdout().is_terminal();
-            summary(&mut out, c, all, colour)?;
-        }
-        (format, output) => {
-            let mut out = Output::open(output)?;
-            match format {
-                Format::Csv => write_csv(&mut out, c)?,
-                _ => write_json(&mut out, c)?,
-            }
-            out.flush()?;
-            if output.is_some() {
-                // A file was written: the person at the terminal still gets the headline.
-                let mut err = std::io::stderr().lock();
-                headline(&mut err, c, std::io::stderr().is_terminal())?;
-            }
-        }
-    }
-    Ok(())
+/// The forms of compare's report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CompareFormat {
+    /// The summary that leads with the culprit.
+    #[default]
+    Table,
+    /// Every compared pair: msprobe's columns, then msaccucmp's, then accutrace's.
+    Csv,
+    /// Everything, for machines.
+    Json,
+    /// msprobe's own `compare_result` CSV.
+    MsprobeCsv,
 }
 
-fn paint(text: &str, code: &str, colour: bool) -> String {
-    if colour {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_string()
+/// Writes the report in `format` to its destination; `all` lists every compared tensor in the table, not
+/// only the failures. When the report goes to a file, the headline still goes to the terminal (stderr).
+pub fn write(c: &Comparison<'_>, format: CompareFormat, to: &Destination<'_>, all: bool) -> Result<()> {
+    let mut out = Output::open(to.output)?;
+    match format {
+        CompareFormat::Table => summary(&mut out, c, all, to.paints())?,
+        CompareFormat::Csv => write_csv(&mut out, c)?,
+        CompareFormat::Json => write_report_json(&mut out, c)?,
+        CompareFormat::MsprobeCsv => write_msprobe_csv(&mut out, c)?,
     }
+    out.flush()?;
+    if to.output.is_some() {
+        headline(&mut std::io::stderr().lock(), c, to.colour.for_stderr())?;
+    }
+    Ok(())
 }
 
 fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
@@ -339,7 +336,7 @@ fn json_cell(c: Cell) -> serde_json::Value {
     }
 }
 
-fn write_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
+fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let (ti, bi) = (c.target.index(), c.bench.index());
     let op_json = |o: usize| {
         let op = &ti.ops[o];
@@ -395,7 +392,73 @@ fn write_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
         "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
     });
-    serde_json::to_writer_pretty(&mut *out, &report)?;
-    writeln!(out)?;
+    write_json(out, "compare", &report)
+}
+
+/// msprobe's `compare_result` columns (real-data mode), in its order.
+const MSPROBE_HEADER: [&str; 26] = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Dtype",
+    "Bench Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+    "NPU Requires_grad",
+    "Bench Requires_grad",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    "NPU max",
+    "NPU min",
+    "NPU mean",
+    "NPU l2norm",
+    "Bench max",
+    "Bench min",
+    "Bench mean",
+    "Bench l2norm",
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "Data_name",
+];
+
+/// msprobe's own CSV, row for row ([`crate::compare::msprobe_table`]): what msprobe's downstream tools read.
+fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
+    w.write_record(MSPROBE_HEADER)?;
+    let na = || "N/A".to_string();
+    let shape = |s: &Option<Vec<u64>>| s.as_deref().map_or_else(na, shape_text);
+    for row in &c.msprobe_table {
+        let (t, b) = (&row.target, row.bench.as_ref());
+        let (t_grad, b_grad) =
+            (bool_text(t.requires_grad), b.map_or_else(na, |b| bool_text(b.requires_grad)));
+        let data_name = |d: Option<&String>| d.cloned().unwrap_or_else(|| "-1".into());
+        let mut record = vec![
+            t.name.clone(),
+            b.map_or_else(na, |b| b.name.clone()),
+            t.dtype_text(),
+            b.map_or_else(na, |b| b.dtype_text()),
+            shape(&t.shape),
+            b.map_or_else(na, |b| shape(&b.shape)),
+            t_grad.clone(),
+            b_grad.clone(),
+        ];
+        record.extend(row.metrics.iter().map(Cell::to_string));
+        record.extend(t.stats.iter().cloned());
+        record.extend(b.map_or_else(|| std::array::from_fn(|_| na()), |b| b.stats.clone()));
+        record.push(if t_grad == b_grad { "True" } else { "False" }.into());
+        record.push(row.verdict.level.to_string());
+        record.push(crate::metrics::verdict::messages_cell(&row.verdict));
+        record.push(format!(
+            "['{}', '{}']",
+            data_name(t.data_name.as_ref()),
+            data_name(b.and_then(|b| b.data_name.as_ref()))
+        ));
+        w.write_record(&record)?;
+    }
+    w.flush()?;
     Ok(())
 }

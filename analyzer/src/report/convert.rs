@@ -1,21 +1,67 @@
 //! The report of `analyzer convert`: what was written, what was skipped and why, and what failed (an
-//! error: some tensor could not be converted).
+//! error: some tensor could not be converted): a summary, or one CSV row or JSON entry per tensor.
 
-use super::{human_bytes, plural};
-use crate::convert::Converted;
+use super::{human_bytes, plural, write_json, Format, Output};
+use crate::convert::{Converted, ConvertedTensor};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-/// Summarises `results` on standard output; an error when any tensor failed.
-pub fn write(dir: &Path, results: &[Converted]) -> Result<()> {
+/// Writes the report of the conversion into `dir` on standard output, in `format`.
+pub fn write(dir: &Path, results: &[ConvertedTensor], format: Format) -> Result<()> {
+    let mut out = Output::open(None)?;
+    match format {
+        Format::Table => summary(&mut out, dir, results)?,
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            w.write_record(["tensor", "file", "status", "bytes", "note"])?;
+            for r in results {
+                let (status, bytes, note) = match &r.result {
+                    Converted::Written { bytes, note } => ("written", bytes.to_string(), note.clone()),
+                    Converted::Skipped { reason } => ("skipped", String::new(), Some(reason.clone())),
+                    Converted::Failed { reason } => ("failed", String::new(), Some(reason.clone())),
+                };
+                let file = r.file.display().to_string();
+                w.write_record([r.tensor.as_str(), &file, status, &bytes, &note.unwrap_or_default()])?;
+            }
+            w.flush()?;
+        }
+        Format::Json => {
+            let body = serde_json::json!({ "output": dir, "tensors": results });
+            write_json(&mut out, "convert", &body)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// An error naming the tensors that could not be converted, if any: the report lists them, and the exit
+/// status must not say all was well.
+pub fn failures(results: &[ConvertedTensor]) -> Result<()> {
+    let failed: Vec<&str> = results
+        .iter()
+        .filter_map(|r| match &r.result {
+            Converted::Failed { reason } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = failed.first() {
+        bail!(
+            "{} tensor{} could not be converted; first: {first}",
+            failed.len(),
+            plural(failed.len() as u64)
+        );
+    }
+    Ok(())
+}
+
+fn summary(out: &mut impl Write, dir: &Path, results: &[ConvertedTensor]) -> Result<()> {
     let (mut files, mut bytes) = (0u64, 0u64);
     let mut notes: BTreeMap<&str, u64> = BTreeMap::new();
     let mut skipped: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut failed = Vec::new();
     for r in results {
-        match r {
+        match &r.result {
             Converted::Written { bytes: b, note } => {
                 files += 1;
                 bytes += b;
@@ -23,12 +69,10 @@ pub fn write(dir: &Path, results: &[Converted]) -> Result<()> {
                     *notes.entry(note).or_default() += 1;
                 }
             }
-            Converted::Skipped(why) => *skipped.entry(why).or_default() += 1,
-            Converted::Failed(why) => failed.push(why.as_str()),
+            Converted::Skipped { reason } => *skipped.entry(reason).or_default() += 1,
+            Converted::Failed { .. } => {}
         }
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     writeln!(out, "wrote {files} .npy files ({}) to {}", human_bytes(bytes), dir.display())?;
     for (note, n) in &notes {
         writeln!(out, "note: {note}: {n} tensor{}", plural(*n))?;
@@ -36,15 +80,10 @@ pub fn write(dir: &Path, results: &[Converted]) -> Result<()> {
     for (why, n) in &skipped {
         writeln!(out, "skipped {n} tensor{}: {why}", plural(*n))?;
     }
-    if let Some(first) = failed.first() {
-        for why in &failed {
-            writeln!(out, "failed: {why}")?;
+    for r in results {
+        if let Converted::Failed { reason } = &r.result {
+            writeln!(out, "failed: {reason}")?;
         }
-        bail!(
-            "{} tensor{} could not be converted; first: {first}",
-            failed.len(),
-            plural(failed.len() as u64)
-        );
     }
     Ok(())
 }

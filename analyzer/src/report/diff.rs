@@ -1,28 +1,25 @@
 //! The reports of `analyzer diff`: a terminal summary (the first differing op per step and rank, then the
-//! census of every op that differed), CSV of the census, and JSON of everything.
+//! census of every op that differed), CSV of both (the first differences with their verdicts, then the
+//! census), and JSON of everything.
 
-use super::{fmt_num, Format, Output};
+use super::{fmt_num, paint, write_json, Destination, Format, Output};
 use crate::diff::{DiffReport, TensorDiff};
 use anyhow::Result;
 use std::io::Write;
-use std::path::Path;
 
-/// Writes the report in `format` to `output` (standard output when `None`).
-pub fn write(r: &DiffReport, format: Format, output: Option<&Path>) -> Result<()> {
-    let mut out = Output::open(output)?;
+/// Writes the report in `format` to its destination.
+pub fn write(r: &DiffReport, format: Format, to: &Destination<'_>) -> Result<()> {
+    let mut out = Output::open(to.output)?;
     match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, r)?;
-            writeln!(out)?;
-        }
+        Format::Json => write_json(&mut out, "diff", r)?,
         Format::Csv => write_csv(&mut out, r)?,
-        Format::Table => print_table(&mut out, r)?,
+        Format::Table => print_table(&mut out, r, to.paints())?,
     }
     out.flush()?;
     Ok(())
 }
 
-fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
+fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()> {
     writeln!(out, "diff {} vs {}", r.run1, r.run2)?;
     writeln!(
         out,
@@ -30,7 +27,7 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
         r.compared_tensors, r.differing_tensors, r.decoded_tensors
     )?;
     if r.first_differences.is_empty() {
-        writeln!(out, "\nThe runs are bit-identical on every matched tensor.")?;
+        writeln!(out, "\nThe runs are {} on every matched tensor.", paint("bit-identical", "1;32", colour))?;
     } else {
         writeln!(out, "\nFirst differing op per step and rank:")?;
         for f in &r.first_differences {
@@ -42,9 +39,10 @@ fn print_table(out: &mut impl Write, r: &DiffReport) -> Result<()> {
                 f.op,
                 f.op_type,
                 match f.verdict {
-                    "nondeterministic" => "NONDETERMINISTIC: its inputs were identical",
-                    "propagating" => "propagating a difference from its inputs",
-                    _ => "different (its inputs were not dumped)",
+                    "nondeterministic" =>
+                        paint("NONDETERMINISTIC: its inputs were identical", "1;31", colour),
+                    "propagating" => "propagating a difference from its inputs".to_string(),
+                    _ => "different (its inputs were not dumped)".to_string(),
                 },
                 size_of_difference(&f.output)
             )?;
@@ -118,22 +116,53 @@ fn size_of_difference(d: &TensorDiff) -> String {
     }
 }
 
+/// One table: a row per first difference (`kind` `first_difference`: step, rank, the op, its verdict and
+/// differing inputs, how its output differs), then a row per op of the census (`kind` `census`: how often
+/// and how much it differed).
 fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
+        "kind",
+        "step",
+        "rank",
         "op",
         "op_type",
+        "verdict",
+        "differing_inputs",
         "times",
         "max_abs_diff",
         "max_ulp",
-        "max_share_differing",
-        "max_stats_delta",
+        "share_differing",
+        "stats_delta",
         "measured",
     ])?;
+    for f in &r.first_differences {
+        let d = &f.output;
+        w.write_record([
+            "first_difference".to_string(),
+            f.step.to_string(),
+            f.rank.to_string(),
+            f.op.clone(),
+            f.op_type.clone(),
+            f.verdict.to_string(),
+            f.differing_inputs.join(";"),
+            "1".to_string(),
+            d.max_abs_diff.to_string(),
+            d.max_ulp.to_string(),
+            d.share_differing().to_string(),
+            d.stats_delta.map(|v| v.to_string()).unwrap_or_default(),
+            d.measured.to_string(),
+        ])?;
+    }
     for c in &r.census {
         w.write_record([
+            "census".to_string(),
+            String::new(),
+            String::new(),
             c.op.clone(),
             c.op_type.clone(),
+            String::new(),
+            String::new(),
             c.times.to_string(),
             c.max_abs_diff.to_string(),
             c.max_ulp.to_string(),

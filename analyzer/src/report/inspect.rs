@@ -1,14 +1,15 @@
-//! The reports of `analyzer inspect`: a table per op, or JSON.
+//! The reports of `analyzer inspect`: a table per op, CSV with a row per tensor, or JSON.
 
-use super::{fmt_num, Format, Output};
+use super::{fmt_num, write_json, Format, Output};
 use crate::inspect::OpRow;
 use crate::sources::Source;
 use anyhow::Result;
 use std::io::Write;
+use std::path::Path;
 
-/// Writes the listing in `format` to standard output.
-pub fn write(source: &dyn Source, rows: &[OpRow], format: Format) -> Result<()> {
-    let mut out = Output::open(None)?;
+/// Writes the listing in `format` to `output` (standard output when `None`).
+pub fn write(source: &dyn Source, rows: &[OpRow], format: Format, output: Option<&Path>) -> Result<()> {
+    let mut out = Output::open(output)?;
     let index = source.index();
     match format {
         Format::Json => {
@@ -17,12 +18,70 @@ pub fn write(source: &dyn Source, rows: &[OpRow], format: Format) -> Result<()> 
                 "warnings": index.warnings,
                 "ops": rows,
             });
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            writeln!(out)?;
+            write_json(&mut out, "inspect", &report)?;
         }
-        _ => print_table(&mut out, source, rows)?,
+        Format::Csv => write_csv(&mut out, rows)?,
+        Format::Table => print_table(&mut out, source, rows)?,
     }
     out.flush()?;
+    Ok(())
+}
+
+/// One row per tensor: its op, where it sits, its layout, its statistics (empty when unknown), and why it
+/// could not be decoded when it could not.
+fn write_csv(out: &mut impl Write, rows: &[OpRow]) -> Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "op",
+        "op_type",
+        "step",
+        "rank",
+        "io",
+        "index",
+        "dtype",
+        "device_format",
+        "device_shape",
+        "shape",
+        "original_op",
+        "count",
+        "min",
+        "max",
+        "mean",
+        "l2norm",
+        "nan",
+        "inf",
+        "error",
+    ])?;
+    let dims = |s: &[u64]| format!("{s:?}");
+    for op in rows {
+        for t in &op.tensors {
+            let stat = |f: fn(&accutrace_formats::stats::TensorStats) -> String| {
+                t.stats.as_ref().map(f).unwrap_or_default()
+            };
+            w.write_record([
+                op.name.clone(),
+                op.op_type.clone(),
+                op.step.to_string(),
+                op.rank.to_string(),
+                t.io.to_string(),
+                t.index.to_string(),
+                t.dtype.clone(),
+                t.device_format.clone().unwrap_or_default(),
+                t.device_shape.as_deref().map(dims).unwrap_or_default(),
+                dims(&t.shape),
+                t.original_op.clone().unwrap_or_default(),
+                stat(|s| s.count.to_string()),
+                stat(|s| s.min.to_string()),
+                stat(|s| s.max.to_string()),
+                stat(|s| s.mean.to_string()),
+                stat(|s| s.l2_norm.to_string()),
+                stat(|s| s.nan.to_string()),
+                stat(|s| (s.pos_inf + s.neg_inf).to_string()),
+                t.error.clone().unwrap_or_default(),
+            ])?;
+        }
+    }
+    w.flush()?;
     Ok(())
 }
 

@@ -1,5 +1,10 @@
 //! The reports, one module per command, and what they share: the output formats, where a report goes,
-//! and how numbers and sizes read.
+//! colour, JSON's envelope, a reader that leaves early, and how numbers and sizes read.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 
 pub mod compare;
 pub mod convert;
@@ -18,6 +23,100 @@ pub enum Format {
     Csv,
     /// JSON.
     Json,
+}
+
+/// The version of the JSON reports' layout, in every report as `schema_version`: bumped when a field
+/// changes meaning or goes away (new fields may appear without a bump).
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// Writes `body` as pretty JSON, its fields preceded by `schema_version` and `command`.
+pub fn write_json<T: Serialize>(out: &mut impl Write, command: &str, body: &T) -> Result<()> {
+    #[derive(Serialize)]
+    struct Envelope<'a, T> {
+        schema_version: u32,
+        command: &'a str,
+        #[serde(flatten)]
+        body: &'a T,
+    }
+    serde_json::to_writer_pretty(
+        &mut *out,
+        &Envelope { schema_version: JSON_SCHEMA_VERSION, command, body },
+    )?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// When table reports use colour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Colour {
+    /// When the report goes to a terminal and `NO_COLOR` is unset or empty (no-color.org).
+    #[default]
+    Auto,
+    /// Always, whatever `NO_COLOR` says (the user asked).
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Colour {
+    /// Whether to paint a report going to a terminal (`terminal`), given the `NO_COLOR` variable.
+    pub fn decide(self, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+        match self {
+            Colour::Always => true,
+            Colour::Never => false,
+            Colour::Auto => terminal && no_color.is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// [`Colour::decide`] for standard output and this process's `NO_COLOR`.
+    pub fn for_stdout(self) -> bool {
+        self.decide(std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR").as_deref())
+    }
+
+    /// [`Colour::decide`] for standard error and this process's `NO_COLOR`.
+    pub fn for_stderr(self) -> bool {
+        self.decide(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref())
+    }
+}
+
+/// Where a report goes and whether it may be coloured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Destination<'a> {
+    /// A file (`-o`), or standard output when `None`.
+    pub output: Option<&'a Path>,
+    /// Colour for table reports on standard output (never in files).
+    pub colour: Colour,
+}
+
+impl Destination<'_> {
+    /// Whether a table report to this destination is painted.
+    pub fn paints(&self) -> bool {
+        self.output.is_none() && self.colour.for_stdout()
+    }
+}
+
+/// `text` in the ANSI colour `code` (`1;31` bold red) when `on`.
+pub fn paint(text: &str, code: &str, on: bool) -> String {
+    if on {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// A report the reader stopped reading (`analyzer ... | head`) is not an error: what the command found is
+/// still its exit status. Any other failure to write stays an error.
+pub fn reader_may_leave(written: Result<()>) -> Result<()> {
+    match written {
+        Err(err)
+            if err.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// A number in at most 11 characters: plain when readable, scientific otherwise.
@@ -61,20 +160,23 @@ pub fn plural(n: u64) -> &'static str {
     }
 }
 
-/// Where a report goes: a file named by `-o`, or standard output.
+/// Where a report goes: a file named by `-o`, or standard output; buffered either way (each report
+/// flushes at its end, so a write error is reported, not lost in a drop).
 pub enum Output {
+    /// `-o FILE`.
     File(std::io::BufWriter<std::fs::File>),
-    Stdout(std::io::Stdout),
+    /// Standard output.
+    Stdout(std::io::BufWriter<std::io::Stdout>),
 }
 
 impl Output {
-    pub fn open(path: Option<&std::path::Path>) -> anyhow::Result<Output> {
-        use anyhow::Context;
+    /// Creates `path`, or takes standard output when `None`.
+    pub fn open(path: Option<&Path>) -> Result<Output> {
         Ok(match path {
             Some(path) => Output::File(std::io::BufWriter::new(
                 std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
             )),
-            None => Output::Stdout(std::io::stdout()),
+            None => Output::Stdout(std::io::BufWriter::new(std::io::stdout())),
         })
     }
 }
@@ -104,6 +206,27 @@ mod tests {
         assert_eq!(super::fmt_num(1e-7), "1.0000e-7");
         assert_eq!(super::fmt_num(0.0), "0");
         assert_eq!(super::fmt_num(f64::NAN), "nan");
+    }
+
+    #[test]
+    fn colour_follows_the_terminal_and_no_color() {
+        use super::Colour;
+        let set = Some(std::ffi::OsStr::new("1"));
+        let empty = Some(std::ffi::OsStr::new(""));
+        assert!(Colour::Auto.decide(true, None));
+        assert!(Colour::Auto.decide(true, empty), "an empty NO_COLOR does not count");
+        assert!(!Colour::Auto.decide(true, set));
+        assert!(!Colour::Auto.decide(false, None));
+        assert!(Colour::Always.decide(false, set), "--color always overrides NO_COLOR");
+        assert!(!Colour::Never.decide(true, None));
+    }
+
+    #[test]
+    fn a_reader_that_left_is_not_an_error_other_failures_are() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(super::reader_may_leave(Err(anyhow::Error::from(pipe).context("writing"))).is_ok());
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert!(super::reader_may_leave(Err(full.into())).is_err());
     }
 
     #[test]

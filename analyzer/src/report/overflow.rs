@@ -1,20 +1,16 @@
 //! The reports of `analyzer overflow`: a terminal summary that leads with the first overflow, CSV of the
 //! origins (one per step and rank), and JSON of everything.
 
-use super::{fmt_num, Format, Output};
+use super::{fmt_num, paint, write_json, Destination, Format, Output};
 use crate::overflow::OverflowReport;
 use anyhow::Result;
 use std::io::Write;
-use std::path::Path;
 
-/// Writes the report in `format` to `output` (standard output when `None`).
-pub fn write(report: &OverflowReport, format: Format, output: Option<&Path>) -> Result<()> {
-    let mut out = Output::open(output)?;
+/// Writes the report in `format` to its destination.
+pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> Result<()> {
+    let mut out = Output::open(to.output)?;
     match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut out, report)?;
-            writeln!(out)?;
-        }
+        Format::Json => write_json(&mut out, "overflow", report)?,
         Format::Csv => {
             let mut w = csv::Writer::from_writer(&mut out);
             w.write_record([
@@ -47,20 +43,22 @@ pub fn write(report: &OverflowReport, format: Format, output: Option<&Path>) -> 
             }
             w.flush()?;
         }
-        Format::Table => print_table(&mut out, report)?,
+        Format::Table => print_table(&mut out, report, to.paints())?,
     }
     out.flush()?;
     Ok(())
 }
 
-fn print_table(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
+fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result<()> {
     writeln!(out, "overflow analysis of {}", r.run)?;
     if r.origins.is_empty() {
-        writeln!(out, "\nNo op produced inf/NaN or saturated values from finite inputs.")?;
+        let none = paint("No op produced inf/NaN or saturated values", "1;32", colour);
+        writeln!(out, "\n{none} from finite inputs.")?;
     }
     for (i, o) in r.origins.iter().enumerate() {
         if i == 0 {
-            writeln!(out, "\nFIRST OVERFLOW: step {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
+            let first = paint("FIRST OVERFLOW", "1;31", colour);
+            writeln!(out, "\n{first}: step {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
         } else {
             writeln!(out, "\nstep {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
         }

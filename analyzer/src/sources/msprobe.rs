@@ -1,13 +1,14 @@
 //! msprobe dumps as a [`Source`]: every `dump.json` found (`step{N}/rank{N}/dump.json`), its API calls as
 //! ops and its tensor arguments as tensors, named exactly as msprobe names them.
 //!
-//! Non-tensor arguments (Python scalars, `None`, slices) are not tensors and are left out of the index;
-//! msprobe's own CSV lists them as "unsupported" rows. Statistics come from `dump.json` (what msprobe
+//! Non-tensor arguments (Python scalars, `None`, slices) are not tensors and are left out of the index's
+//! tensors; every argument is listed in [`Index::recorded_args`], from which `--format msprobe-csv`
+//! writes msprobe's own table (non-tensor arguments as "unsupported" rows). Statistics come from `dump.json` (what msprobe
 //! computed on the device, in the tensor's dtype), so statistics-only dumps compare too.
 
 use super::source::Source;
-use crate::index::{Index, Io, TensorId, TensorInfo};
-use accutrace_formats::msprobe::{self, EntryKind, MsprobeDump, StatValue};
+use crate::index::{Index, Io, RecordedArg, TensorId, TensorInfo};
+use accutrace_formats::msprobe::{self, EntryKind, MsprobeDump, MsprobeEntry, StatValue};
 use accutrace_formats::stats::TensorStats;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ impl MsprobeSource {
             let mut current: Option<(String, usize)> = None;
             let mut counts = (0u32, 0u32);
             for (e, entry) in dump.entries.iter().enumerate() {
+                // Every argument is listed for msprobe's own table; the tensors are indexed too.
+                let arg = index.recorded_args.len();
+                index.recorded_args.push(recorded_arg(entry, step, rank));
                 let EntryKind::Tensor(meta) = &entry.kind else { continue };
                 let op = match &current {
                     Some((name, id)) if *name == entry.op_name => *id,
@@ -68,7 +72,7 @@ impl MsprobeSource {
                     index.warnings.push(warning);
                     continue;
                 };
-                index.push_tensor(TensorInfo {
+                let tensor = index.push_tensor(TensorInfo {
                     op,
                     io,
                     index: position,
@@ -84,6 +88,7 @@ impl MsprobeSource {
                     has_data: meta.data_name.is_some(),
                     locator: 0,
                 });
+                index.recorded_args[arg].tensor = Some(tensor);
                 entries.push((d, e));
             }
             dumps.push(dump);
@@ -93,6 +98,48 @@ impl MsprobeSource {
         let reorder = index.order_by_execution();
         let entries = crate::index::Reorder::apply(&reorder.tensors, entries);
         Ok(MsprobeSource { root: root.to_path_buf(), dumps, index, entries })
+    }
+}
+
+/// An argument as msprobe's table shows it: a tensor's dtype name, shape, statistics and data file; a
+/// scalar as `<class 'int'>` with its value in every statistic; `None` as N/A.
+fn recorded_arg(entry: &MsprobeEntry, step: u64, rank: u32) -> RecordedArg {
+    let none = || StatValue::None.py_repr();
+    let (dtype, shape, requires_grad, stats, data_name) = match &entry.kind {
+        EntryKind::Tensor(t) => (
+            Some(t.dtype_name.clone()),
+            Some(t.shape.clone()),
+            t.requires_grad,
+            [t.max.py_repr(), t.min.py_repr(), t.mean.py_repr(), t.norm.py_repr()],
+            t.data_name.clone(),
+        ),
+        EntryKind::Scalar { type_name, value } => (
+            Some(format!("<class '{type_name}'>")),
+            Some(Vec::new()),
+            None,
+            std::array::from_fn(|_| value.py_repr()),
+            None,
+        ),
+        EntryKind::Other { type_name, .. } => (
+            Some(format!("<class '{type_name}'>")),
+            Some(Vec::new()),
+            None,
+            std::array::from_fn(|_| none()),
+            None,
+        ),
+        EntryKind::None => (None, None, None, std::array::from_fn(|_| none()), None),
+    };
+    RecordedArg {
+        name: entry.name.clone(),
+        op_name: entry.op_name.clone(),
+        step,
+        rank,
+        tensor: None,
+        dtype,
+        shape,
+        requires_grad,
+        stats,
+        data_name,
     }
 }
 

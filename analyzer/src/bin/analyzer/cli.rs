@@ -1,8 +1,12 @@
 //! The command line: a user-facing contract, documented in docs/CLI.md and tested in analyzer/tests/cli*.rs.
 //! Only the binary sees these types: each command turns them into the plain options of its engine.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+
+/// The version of the command-line contract (docs/CLI.md): bumped when something a script may rely on
+/// changes.
+pub const CLI_VERSION: u32 = 2;
 
 /// Find where a model ported to Ascend NPUs leaves its benchmark.
 ///
@@ -10,42 +14,100 @@ use std::path::PathBuf;
 /// trees, directories of .npy files, or msprobe dumps (dump.json); the kind is detected automatically.
 ///
 /// Exit status: 0 when everything passes, 1 when the command found failures (mismatches, differences,
-/// overflows), 2 on a usage or input error.
+/// overflows), 2 on a usage or input error. A reader that closes the output early (`| head`) changes
+/// nothing: the status still says what was found.
 #[derive(Parser, Debug)]
-#[command(name = "analyzer", version, propagate_version = true, max_term_width = 110)]
+#[command(name = "analyzer", version = version_line(), propagate_version = true, max_term_width = 110)]
 pub struct Cli {
+    /// When to colour the table reports: `auto` (standard output is a terminal and NO_COLOR is unset or
+    /// empty), `always`, or `never`.
+    #[arg(long = "color", global = true, value_enum, value_name = "WHEN", default_value_t = ColourArg::Auto)]
+    pub colour: ColourArg,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The clap command (completions, man page, tests).
+pub fn command() -> clap::Command {
+    Cli::command()
+}
+
+/// `analyzer --version`: the release, the commit it was built from, and the versions of the capture format
+/// it reads and of this command-line contract: `0.1.0 (commit 1a2b3c4, capture format 2, CLI 2)`.
+pub fn version_line() -> &'static str {
+    static LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LINE.get_or_init(|| {
+        format!(
+            "{} (commit {}, capture format {}, CLI {CLI_VERSION})",
+            env!("CARGO_PKG_VERSION"),
+            env!("ACCUTRACE_COMMIT"),
+            accutrace_formats::capture::FORMAT_VERSION,
+        )
+    })
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List each op of a dump file, dump tree or capture with its tensors and statistics.
     ///
-    /// Example: analyzer inspect runs/npu --op 'layer_0/*'
+    /// Examples:
+    ///   analyzer inspect runs/npu --op 'layer_0/*'
+    ///   analyzer inspect runs/npu --step 2 --format json -o ops.json
+    #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
     /// Compare a target run (NPU) with a benchmark run (GPU/CPU), op by op, and name the first op that
     /// fails while its inputs pass.
     ///
-    /// Example: analyzer compare runs/npu bench/ --step 0 --format csv -o result.csv
+    /// Examples:
+    ///   analyzer compare runs/npu bench/ --step 0
+    ///   analyzer compare runs/npu bench/ --step 0 --format csv -o result.csv
+    ///   analyzer compare npu_dump/ gpu_dump/ --format msprobe-csv -o compare_result.csv
+    #[command(verbatim_doc_comment)]
     Compare(CompareArgs),
     /// Compare two runs of the same configuration bit for bit and name, per step and rank, the first op
     /// whose output differs.
     ///
-    /// Example: analyzer diff runs/a runs/b
+    /// Examples:
+    ///   analyzer diff runs/a runs/b
+    ///   analyzer diff runs/a runs/b --format csv -o diff.csv
+    #[command(verbatim_doc_comment)]
     Diff(DiffArgs),
     /// Name the first op (per step and rank) that produced inf/NaN, or saturated values, from finite inputs.
     ///
-    /// Example: analyzer overflow runs/npu
+    /// Examples:
+    ///   analyzer overflow runs/npu
+    ///   analyzer overflow runs/npu --rank 3 --format json
+    #[command(verbatim_doc_comment)]
     Overflow(OverflowArgs),
     /// Export tensors of any source to .npy files in host layout.
     ///
-    /// Example: analyzer convert runs/npu -o npy/ --step 3 --op '*MatMul*'
+    /// Examples:
+    ///   analyzer convert runs/npu -o npy/ --step 3 --op '*MatMul*'
+    ///   analyzer convert runs/npu -o npy/ --format csv
+    #[command(verbatim_doc_comment)]
     Convert(ConvertArgs),
     /// Run a command with the collector preloaded and capture its dumps (like `perf record`).
     ///
-    /// Example: analyzer record -o runs/npu -- python train.py
+    /// Examples:
+    ///   analyzer record -o runs/npu -- python train.py
+    ///   analyzer record -o runs/npu --mode tensor --steps '0|5' -- python train.py --epochs 1
+    #[command(verbatim_doc_comment)]
     Record(RecordArgs),
+    /// Print a shell completion script for analyzer.
+    ///
+    /// Examples:
+    ///   analyzer completions bash > ~/.local/share/bash-completion/completions/analyzer
+    ///   analyzer completions zsh > ~/.zfunc/_analyzer
+    ///   analyzer completions fish > ~/.config/fish/completions/analyzer.fish
+    #[command(verbatim_doc_comment)]
+    Completions(CompletionsArgs),
+    /// Print analyzer's man page (roff) on standard output.
+    ///
+    /// Examples:
+    ///   analyzer manpage > analyzer.1
+    ///   analyzer manpage | man -l -
+    #[command(verbatim_doc_comment)]
+    Manpage,
 }
 
 /// Which ops, steps and ranks a command looks at.
@@ -73,14 +135,15 @@ impl FilterArgs {
     }
 }
 
+/// The form of a report.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Format {
-    /// A human summary (colour on a terminal).
+    /// A summary for people, coloured on a terminal (see --color).
     #[default]
     Table,
-    /// CSV; columns keep msprobe's names where they exist.
+    /// CSV with a header row.
     Csv,
-    /// JSON, for machines.
+    /// JSON for machines, with a `schema_version`.
     Json,
 }
 
@@ -94,14 +157,85 @@ impl From<Format> for analyzer::report::Format {
     }
 }
 
+/// The form of compare's report.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CompareFormat {
+    /// A summary for people that leads with the culprit, coloured on a terminal (see --color).
+    #[default]
+    Table,
+    /// CSV: msprobe's columns under msprobe's names, then msaccucmp's, then accutrace's (step, rank, match,
+    /// status, reason).
+    Csv,
+    /// JSON for machines, with a `schema_version`.
+    Json,
+    /// msprobe's own compare_result CSV, column for column and value for value (`torch.float32`,
+    /// Requires_grad, Data_name, rows for non-tensor arguments, `None`), for msprobe's downstream tools.
+    MsprobeCsv,
+}
+
+impl From<CompareFormat> for analyzer::report::compare::CompareFormat {
+    fn from(format: CompareFormat) -> Self {
+        use analyzer::report::compare::CompareFormat as F;
+        match format {
+            CompareFormat::Table => F::Table,
+            CompareFormat::Csv => F::Csv,
+            CompareFormat::Json => F::Json,
+            CompareFormat::MsprobeCsv => F::MsprobeCsv,
+        }
+    }
+}
+
+/// When to colour.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ColourArg {
+    /// On a terminal, unless NO_COLOR is set to something.
+    #[default]
+    Auto,
+    /// Always, NO_COLOR or not.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl From<ColourArg> for analyzer::report::Colour {
+    fn from(colour: ColourArg) -> Self {
+        match colour {
+            ColourArg::Auto => analyzer::report::Colour::Auto,
+            ColourArg::Always => analyzer::report::Colour::Always,
+            ColourArg::Never => analyzer::report::Colour::Never,
+        }
+    }
+}
+
+/// `--format` and `-o`: a report's form and where it goes.
+#[derive(Args, Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// The report's form.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `analyzer completions SHELL`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
 #[derive(Args, Debug)]
 pub struct InspectArgs {
     /// A dump file, a dump tree, a capture, a .npy directory or an msprobe dump.
     pub path: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Print JSON instead of a table.
-    #[arg(long)]
+    #[command(flatten)]
+    pub report: OutputArgs,
+    /// The same as `--format json` (contract version 1's spelling).
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
 }
 
@@ -113,9 +247,10 @@ pub struct CompareArgs {
     pub bench: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    /// Write the report here instead of standard output (the summary still goes to the terminal).
+    /// The report's form.
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+    /// Write the report here instead of standard output (the headline still goes to the terminal).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// A mapping file of `target_name,bench_name` lines for ops whose names differ.
@@ -145,37 +280,42 @@ pub struct CompareArgs {
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
+    /// One run (a capture, a dump tree, a .npy directory or an msprobe dump).
     pub run1: PathBuf,
+    /// The other run, made with the same configuration and seed.
     pub run2: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: OutputArgs,
+    /// No progress bar on stderr.
     #[arg(long)]
     pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct OverflowArgs {
+    /// The run to look into (a capture, a dump tree with or without op-debug files, a .npy directory or an
+    /// msprobe dump).
     pub run: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: OutputArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
+    /// What to export: a capture, a dump tree or file, a .npy directory or an msprobe dump.
     pub source: PathBuf,
     /// Directory to write the .npy files into (created if missing).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
+    /// The form of the summary on standard output (`csv`/`json`: one entry per tensor).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 #[derive(Args, Debug)]
@@ -188,13 +328,13 @@ pub struct RecordArgs {
     pub mode: RecordMode,
     /// Retention: `keep` (everything), `ring:SIZE` (newest SIZE bytes, e.g. ring:4G), or
     /// `trigger:SIZE:K` (ring until the first overflow/NaN, then keep K more steps).
-    #[arg(long, default_value = "keep")]
+    #[arg(long, default_value = "keep", value_name = "POLICY")]
     pub policy: String,
     /// Steps to dump, CANN syntax (`0|5|10-20`).
     #[arg(long, value_name = "STEPS")]
     pub steps: Option<String>,
     /// zstd level for tensor data (1 is fast; higher is smaller).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     pub zstd_level: i32,
     /// Capture the device's overflow (op-debug) records instead of data: CANN makes overflow detection
     /// exclusive with the data dump, so only the ops that overflowed are dumped, with their status bits.
@@ -209,11 +349,15 @@ pub struct RecordArgs {
     /// The collector library (default: libcollector.so next to this binary).
     #[arg(long, value_name = "PATH")]
     pub collector: Option<PathBuf>,
-    /// The training command and its arguments.
+    /// The form of the summary on standard output (`csv`: one row per stream).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// The training command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
+/// Which metric families compare computes.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricFamilies {
     /// msprobe's: cosine, Euclidean distance, max absolute/relative error, the two error ratios; these
@@ -233,6 +377,7 @@ impl From<MetricFamilies> for analyzer::metrics::Families {
     }
 }
 
+/// What record keeps per tensor.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordMode {
     /// Statistics and a content hash per tensor (under 128 bytes each); enough for diff and overflow.
@@ -243,10 +388,14 @@ pub enum RecordMode {
     DeviceStats,
 }
 
+/// Which tensors of each op record asks the runtime to dump.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordIo {
+    /// Each op's inputs.
     Input,
+    /// Each op's outputs.
     Output,
+    /// Both.
     All,
 }
 
@@ -258,5 +407,146 @@ impl RecordIo {
             RecordIo::Output => "output",
             RecordIo::All => "all",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every subcommand, depth first, with its path (`analyzer compare`).
+    fn commands(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        out.push((path.clone(), cmd.clone()));
+        for sub in cmd.get_subcommands() {
+            commands(sub, format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    fn all() -> Vec<(String, clap::Command)> {
+        let mut cmd = command();
+        cmd.build();
+        let mut out = Vec::new();
+        commands(&cmd, "analyzer".into(), &mut out);
+        out
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_argument_and_command_says_what_it_is() {
+        let mut missing = Vec::new();
+        for (path, cmd) in all() {
+            if cmd.get_about().is_none() && path != "analyzer help" && !path.starts_with("analyzer help ") {
+                missing.push(format!("{path}: no description"));
+            }
+            for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path}: {} has no help", arg.get_id()));
+                }
+                // Every value of an enumerated option is explained too.
+                for value in arg.get_possible_values().iter().filter(|v| !v.is_hide_set()) {
+                    if value.get_help().is_none() && arg.get_id() != "shell" {
+                        missing.push(format!(
+                            "{path}: {} value {} has no help",
+                            arg.get_id(),
+                            value.get_name()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+    }
+
+    /// Splits an example line as a shell would (single quotes; a redirection or pipe ends the command).
+    fn words(line: &str) -> Vec<String> {
+        let (mut out, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+        for c in line.chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    any = true;
+                }
+                '>' | '|' if !quoted => break,
+                c if c.is_whitespace() && !quoted => {
+                    if any {
+                        out.push(std::mem::take(&mut word));
+                        any = false;
+                    }
+                }
+                c => {
+                    word.push(c);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            out.push(word);
+        }
+        out
+    }
+
+    #[test]
+    fn every_command_has_examples_and_they_parse() {
+        let mut tried = 0;
+        for (path, cmd) in all().into_iter().filter(|(p, _)| p.matches(' ').count() == 1) {
+            if path == "analyzer help" {
+                continue;
+            }
+            let long = cmd.get_long_about().map(|s| s.to_string()).unwrap_or_default();
+            let examples: Vec<&str> =
+                long.lines().map(str::trim).filter(|l| l.starts_with("analyzer ")).collect();
+            assert!(!examples.is_empty(), "{path} --help shows no example");
+            for example in examples {
+                let argv = words(example);
+                assert_eq!(format!("analyzer {}", argv[1]), path, "{example} is not an example of {path}");
+                if let Err(e) = command().try_get_matches_from(&argv) {
+                    panic!("{path}: the example `{example}` does not parse: {e}");
+                }
+                tried += 1;
+            }
+        }
+        assert!(tried >= 16, "only {tried} examples");
+    }
+
+    #[test]
+    fn the_version_names_the_commit_and_both_contracts() {
+        let line = version_line();
+        assert!(line.starts_with(env!("CARGO_PKG_VERSION")), "{line}");
+        assert!(line.contains("(commit "), "{line}");
+        let format = accutrace_formats::capture::FORMAT_VERSION;
+        assert!(line.contains(&format!("capture format {format}")), "{line}");
+        assert!(line.ends_with(&format!("CLI {CLI_VERSION})")), "{line}");
+    }
+
+    #[test]
+    fn docs_cli_md_is_the_contract_this_binary_keeps() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CLI.md")).unwrap();
+        let title = doc.lines().next().unwrap_or_default();
+        assert!(title.contains(&format!("(contract version {CLI_VERSION})")), "docs/CLI.md says: {title}");
+        assert!(
+            doc.contains(&format!("- {CLI_VERSION}: ")),
+            "docs/CLI.md lists no change for version {CLI_VERSION}"
+        );
+        // Every command is documented there.
+        for (path, _) in
+            all().into_iter().filter(|(p, _)| p.matches(' ').count() == 1 && p != "analyzer help")
+        {
+            assert!(doc.contains(&format!("`{path}")), "docs/CLI.md does not document {path}");
+        }
+    }
+
+    #[test]
+    fn record_reads_everything_after_the_separator_as_the_command() {
+        let cli = Cli::try_parse_from([
+            "analyzer", "record", "-o", "r", "--", "python", "train.py", "--format", "x",
+        ])
+        .unwrap();
+        let Command::Record(args) = cli.command else { panic!("not record") };
+        assert_eq!(args.command, ["python", "train.py", "--format", "x"]);
+        assert_eq!(args.format, Format::Table);
     }
 }

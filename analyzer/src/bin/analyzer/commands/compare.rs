@@ -5,10 +5,11 @@ use crate::cli::CompareArgs;
 use analyzer::compare::{compare, CompareOptions};
 use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
-use analyzer::{report, sources};
+use analyzer::report::{self, Colour, Destination};
+use analyzer::sources;
 use anyhow::Result;
 
-pub fn run(args: CompareArgs) -> Result<Outcome> {
+pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
     let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
     let (target, bench) = (target?, bench?);
     let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
@@ -34,6 +35,7 @@ pub fn run(args: CompareArgs) -> Result<Outcome> {
             bench.index().tensors.len()
         );
     }
-    report::compare::write(&comparison, args.format.into(), args.output.as_deref(), args.all)?;
+    let to = Destination { output: args.output.as_deref(), colour };
+    report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;
     Ok(comparison.outcome())
 }

@@ -3,14 +3,16 @@
 use crate::cli::DiffArgs;
 use analyzer::diff::{diff, DiffOptions};
 use analyzer::outcome::Outcome;
-use analyzer::{report, sources};
+use analyzer::report::{self, Colour, Destination};
+use analyzer::sources;
 use anyhow::Result;
 
-pub fn run(args: DiffArgs) -> Result<Outcome> {
+pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     let run1 = sources::open(&args.run1)?;
     let run2 = sources::open(&args.run2)?;
     let options = DiffOptions { filter: args.filter.to_filter(), progress: !args.no_progress };
     let found = diff(run1.as_ref(), run2.as_ref(), &options)?;
-    report::diff::write(&found, args.format.into(), args.output.as_deref())?;
+    let to = Destination { output: args.report.output.as_deref(), colour };
+    report::reader_may_leave(report::diff::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome())
 }

@@ -3,6 +3,7 @@
 
 use crate::cli::Command;
 use analyzer::outcome::Outcome;
+use analyzer::report::Colour;
 use anyhow::Result;
 
 mod compare;
@@ -11,15 +12,18 @@ mod diff;
 mod inspect;
 mod overflow;
 mod record;
+mod shell;
 
 /// Runs one parsed command.
-pub fn run(command: Command) -> Result<Outcome> {
+pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
     match command {
         Command::Inspect(args) => inspect::run(args),
-        Command::Diff(args) => diff::run(args),
-        Command::Overflow(args) => overflow::run(args),
-        Command::Compare(args) => compare::run(args),
+        Command::Diff(args) => diff::run(args, colour),
+        Command::Overflow(args) => overflow::run(args, colour),
+        Command::Compare(args) => compare::run(args, colour),
         Command::Convert(args) => convert::run(args),
         Command::Record(args) => record::run(args),
+        Command::Completions(args) => shell::completions(args.shell),
+        Command::Manpage => shell::manpage(),
     }
 }

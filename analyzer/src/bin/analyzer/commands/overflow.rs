@@ -3,12 +3,14 @@
 use crate::cli::OverflowArgs;
 use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
-use analyzer::{report, sources};
+use analyzer::report::{self, Colour, Destination};
+use analyzer::sources;
 use anyhow::Result;
 
-pub fn run(args: OverflowArgs) -> Result<Outcome> {
+pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     let source = sources::open(&args.run)?;
     let found = overflow(source.as_ref(), &args.filter.to_filter());
-    report::overflow::write(&found, args.format.into(), args.output.as_deref())?;
+    let to = Destination { output: args.report.output.as_deref(), colour };
+    report::reader_may_leave(report::overflow::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome())
 }

@@ -5,14 +5,14 @@
 //! wrapper script keeps working; 2 when the options are wrong or the command cannot be started. A command
 //! that succeeds but leaves no capture behind (the collector never activated) is an error (2).
 
-use crate::cli::{RecordArgs, RecordMode};
+use crate::cli::{Format, RecordArgs, RecordMode};
 use accutrace_formats::capture::Policy;
 use accutrace_formats::steps::StepSet;
 use analyzer::outcome::Outcome;
 use analyzer::report;
+use analyzer::report::record::CaptureSummary;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const COLLECTOR_FILE: &str = "libcollector.so";
@@ -27,33 +27,63 @@ pub enum EnvChange {
 
 pub fn run(args: RecordArgs) -> Result<Outcome> {
     let collector = find_collector(args.collector.as_deref(), std::env::current_exe().ok().as_deref())?;
-    let dir = prepare_output(&args.output)?;
-    let env = collector_env(&args, &dir, &collector, std::env::var_os("LD_PRELOAD"))?;
+    let env_for = |dir: &Path| collector_env(&args, dir, &collector, std::env::var_os("LD_PRELOAD"));
     let (program, rest) = args.command.split_first().context("no command to run after `--`")?;
+    // Everything that can be checked is checked before the run directory is made.
+    env_for(Path::new("/"))?;
+    let (dir, created) = prepare_output(&args.output)?;
     let mut child = std::process::Command::new(program);
     child.args(rest);
-    for change in &env {
+    for change in &env_for(&dir)? {
         match change {
             EnvChange::Set(k, v) => child.env(k, v),
             EnvChange::Remove(k) => child.env_remove(k),
         };
     }
-    eprintln!("recording into {} with {}", dir.display(), collector.display());
-    let status = child.status().with_context(|| format!("cannot run {program:?}"))?;
-    let code = exit_code(&status);
-    if code != 0 {
-        eprintln!("{program}: {}", describe(&status));
+    if args.format != Format::Table {
+        // Standard output is the summary's, for a machine to read: the command's own goes to stderr.
+        child.stdout(std::io::stderr());
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let captured = report::record::write(&mut out, &dir, args.overflow);
-    out.flush()?;
-    match (code, captured) {
-        (0, Ok(())) => Ok(Outcome::Pass),
+    eprintln!("recording into {} with {}", dir.display(), collector.display());
+    let status = match child.status() {
+        Ok(status) => status,
+        Err(e) => {
+            remove_if_empty(&created);
+            bail!("cannot run {program:?}: {e}");
+        }
+    };
+    let code = exit_code(&status);
+    let summary = CaptureSummary::read(&dir);
+    if matches!(summary, Ok(None)) {
+        // Nothing was captured: the run directory stays as empty as it was made.
+        remove_if_empty(&created);
+    }
+    match (code, summary) {
+        (0, Ok(Some(summary))) => {
+            report::reader_may_leave(report::record::write(&summary, args.format.into(), args.overflow))?;
+            Ok(Outcome::Pass)
+        }
+        (0, Ok(None)) => bail!(
+            "{}: nothing was captured (no manifest.json, no streams): the collector did not activate; check \
+             that the command loads libascendcl.so and enables dumping, and see the collector's log line on stderr",
+            dir.display()
+        ),
         (0, Err(e)) => Err(e),
-        (code, captured) => {
-            if let Err(e) = captured {
-                eprintln!("error: {e:#}");
+        (code, summary) => {
+            match summary {
+                Ok(Some(summary)) => {
+                    eprintln!("{program}: {}; the capture below may be partial", describe(&status));
+                    let written = report::record::write(&summary, args.format.into(), args.overflow);
+                    if let Err(e) = report::reader_may_leave(written) {
+                        eprintln!("error: {e:#}");
+                    }
+                }
+                // The command itself failed: that is the news, not the collector.
+                Ok(None) => eprintln!("error: {program} {} before anything was captured", describe(&status)),
+                Err(e) => {
+                    eprintln!("{program}: {}", describe(&status));
+                    eprintln!("error: {e:#}");
+                }
             }
             // The child's status is the answer: main only knows 0, 1 and 2.
             std::process::exit(code)
@@ -84,15 +114,27 @@ pub fn find_collector(given: Option<&Path>, exe: Option<&Path>) -> Result<PathBu
     }
 }
 
-/// Creates the run directory; refuses one that already holds files, so two runs never mix.
-fn prepare_output(dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut entries = std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+/// Creates the run directory; refuses one that already holds files, so two runs never mix. Returns its
+/// absolute path and the directories this call created, outermost first.
+fn prepare_output(dir: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+    // Absolute, because the command may change its working directory before the collector starts.
+    let dir = std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    let created: Vec<PathBuf> = dir.ancestors().take_while(|d| !d.exists()).map(Path::to_path_buf).collect();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut entries = std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
     if entries.next().is_some() {
         bail!("{}: not empty; record into a new directory (a capture run owns its directory)", dir.display());
     }
-    // Absolute, because the command may change its working directory before the collector starts.
-    std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))
+    Ok((dir, created.into_iter().rev().collect()))
+}
+
+/// Removes the directories `prepare_output` created, innermost first, as long as they are empty.
+fn remove_if_empty(created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        if std::fs::remove_dir(dir).is_err() {
+            return;
+        }
+    }
 }
 
 /// The environment the collector reads (names from docs/COLLECTOR.md), validated.
@@ -172,11 +214,12 @@ fn exit_code(status: &std::process::ExitStatus) -> i32 {
     status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
 }
 
+/// How the command ended, in words: `exited with status 3`, `was killed by signal 9`.
 fn describe(status: &std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}; the capture below may be partial"),
-        (None, Some(signal)) => format!("killed by signal {signal}; the capture below may be partial"),
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
         _ => "ended abnormally".into(),
     }
 }
@@ -295,8 +338,19 @@ mod tests {
     fn output_directory_must_be_new_or_empty() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        assert!(prepare_output(&run).unwrap().is_absolute());
+        let nested = run.join("a/b");
+        let (made, created) = prepare_output(&nested).unwrap();
+        assert!(made.is_absolute() && made.is_dir());
+        assert_eq!(created, vec![run.clone(), run.join("a"), run.join("a/b")], "outermost first");
+        remove_if_empty(&created);
+        assert!(!run.exists(), "what it made is gone again");
+        std::fs::create_dir_all(&run).unwrap();
         std::fs::write(run.join("manifest.json"), b"{}").unwrap();
         assert!(prepare_output(&run).unwrap_err().to_string().contains("not empty"));
+        // Only empty directories go: a file inside keeps its directory.
+        let (_, created) = prepare_output(&run.join("c")).unwrap();
+        std::fs::write(run.join("c/keep"), b"").unwrap();
+        remove_if_empty(&created);
+        assert!(run.join("c/keep").exists());
     }
 }

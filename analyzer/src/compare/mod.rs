@@ -7,17 +7,19 @@
 //! threshold. msprobe's Result also flags a dtype change, which every mixed-precision run has, so it is
 //! reported but does not make an op fail.
 
+pub mod msprobe_table;
+
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, producers, MatchKind, MatchOptions};
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
-use crate::metrics::verdict::{verdicts, Level, VerdictRow};
+use crate::metrics::verdict::Level;
 use crate::metrics::{measure, Cell, Families, MetricsRequest, MsaccucmpMetrics, MsprobeMetrics};
 use crate::outcome::Outcome;
 use crate::progress::Progress;
 use crate::sources::Source;
-use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
+pub use msprobe_table::MsprobeRow;
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -79,6 +81,8 @@ pub struct Comparison<'a> {
     pub culprit: Option<usize>,
     pub unmatched_target: Vec<TensorId>,
     pub unmatched_bench: Vec<TensorId>,
+    /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
+    pub msprobe_table: Vec<MsprobeRow>,
 }
 
 impl Comparison<'_> {
@@ -113,7 +117,15 @@ pub fn compare<'a>(
         })
         .unzip();
     progress.finish();
-    apply_msprobe_result(ti, bi, &mut rows);
+    // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
+    // tensors: the table does it, and the compared rows take their verdicts from it.
+    let msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
+    for entry in &msprobe_table {
+        if let Some(i) = entry.compared {
+            rows[i].result = entry.verdict.level;
+            rows[i].messages = entry.verdict.messages.clone();
+        }
+    }
     // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
     // hashed the compared target tensors while reading their values. The culprit search looks up the
     // producers of failing ops only, so besides every output (a possible producer) only the inputs of
@@ -151,6 +163,7 @@ pub fn compare<'a>(
         failing_ops,
         culprit,
         unmatched_target,
+        msprobe_table,
         unmatched_bench: matching
             .unmatched_bench
             .into_iter()
@@ -258,49 +271,6 @@ fn judge(row: &mut CompareRow, options: &CompareOptions) {
     if row.error.is_some() {
         row.failed = true;
         row.reason = Some("could not be decoded".into());
-    }
-}
-
-/// msprobe's Result column is decided per API call over the rows in msprobe's CSV order.
-fn apply_msprobe_result(ti: &Index, bi: &Index, rows: &mut [CompareRow]) {
-    let fmt_stat = |s: &Option<TensorStats>, f: fn(&TensorStats) -> f64| match s {
-        Some(s) => py_float_repr(f(s)),
-        None => "None".to_string(),
-    };
-    let verdict_rows: Vec<VerdictRow> = rows
-        .iter()
-        .map(|r| {
-            let t = &ti.tensors[r.target];
-            let b = r.bench.map(|b| &bi.tensors[b]);
-            VerdictRow {
-                name: ti.tensor_label(r.target),
-                matched: b.is_some(),
-                npu_dtype: t.dtype.to_string(),
-                bench_dtype: b.map(|b| b.dtype.to_string()).unwrap_or_else(|| "N/A".into()),
-                npu_shape: Some(t.shape.clone()),
-                bench_shape: b.map(|b| b.shape.clone()),
-                npu_requires_grad: bool_text(t.requires_grad),
-                bench_requires_grad: b.map(|b| bool_text(b.requires_grad)).unwrap_or_else(|| "N/A".into()),
-                npu_max: fmt_stat(&r.target_stats, |s| s.max),
-                npu_min: fmt_stat(&r.target_stats, |s| s.min),
-                bench_max: fmt_stat(&r.bench_stats, |s| s.max),
-                bench_min: fmt_stat(&r.bench_stats, |s| s.min),
-                cosine: r.msprobe.cosine,
-                one_thousandth: r.msprobe.one_thousandth_err_ratio,
-            }
-        })
-        .collect();
-    for (row, verdict) in rows.iter_mut().zip(verdicts(&verdict_rows)) {
-        row.result = verdict.level;
-        row.messages = verdict.messages;
-    }
-}
-
-fn bool_text(value: Option<bool>) -> String {
-    match value {
-        Some(true) => "True".into(),
-        Some(false) => "False".into(),
-        None => "N/A".into(),
     }
 }
 

@@ -1,0 +1,183 @@
+//! The command-line contract of docs/CLI.md, through the binary: `--format table|csv|json` on every command,
+//! JSON's `schema_version`, diff's verdicts in CSV and JSON, colour and NO_COLOR, a reader that closes the
+//! pipe early, `--version`, completions and the man page. The runs are the msprobe-tiny fixture (small,
+//! real) and copies of it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const ANALYZER: &str = env!("CARGO_BIN_EXE_analyzer");
+
+fn fixture() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny");
+    assert!(dir.is_dir(), "fixture {} missing: ../shared must sit beside the repository", dir.display());
+    dir
+}
+
+fn analyzer(args: &[&str]) -> Output {
+    Command::new(ANALYZER).args(args).current_dir(fixture()).output().expect("run analyzer")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("utf-8")
+}
+
+/// Runs and checks the exit status is one of `codes`.
+fn run(args: &[&str], codes: &[i32]) -> String {
+    let out = analyzer(args);
+    let code = out.status.code().unwrap_or(-1);
+    assert!(codes.contains(&code), "{args:?} exited {code}: {}", String::from_utf8_lossy(&out.stderr));
+    stdout(&out)
+}
+
+fn json(text: &str, command: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    assert_eq!(v["schema_version"], 1, "{command}: {text:.200}");
+    assert_eq!(v["command"], command);
+    v
+}
+
+fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().expect("a header").iter().map(str::to_string).collect();
+    let rows = reader.records().map(|r| r.expect("a CSV row").iter().map(str::to_string).collect()).collect();
+    (header, rows)
+}
+
+#[test]
+fn every_command_speaks_table_csv_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    // inspect (which spelled JSON `--json` in contract version 1; that still works)
+    let table = run(&["inspect", "target", "--op", "linear"], &[0]);
+    assert!(table.contains("Functional.linear.0.forward"), "{table}");
+    let (header, rows) = csv_rows(&run(&["inspect", "target", "--op", "linear", "--format", "csv"], &[0]));
+    assert_eq!(header[..3], ["op", "op_type", "step"]);
+    assert!(rows.len() >= 6 && rows.iter().all(|r| r[0].contains("linear")), "{rows:?}");
+    let v = json(&run(&["inspect", "target", "--op", "linear", "--format", "json"], &[0]), "inspect");
+    assert_eq!(
+        v["ops"].as_array().map(Vec::len),
+        json(&run(&["inspect", "target", "--op", "linear", "--json"], &[0]), "inspect")["ops"]
+            .as_array()
+            .map(Vec::len)
+    );
+    let file = tmp.path().join("inspect.json");
+    run(&["inspect", "target", "--format", "json", "-o", file.to_str().unwrap()], &[0]);
+    json(&std::fs::read_to_string(&file).unwrap(), "inspect");
+
+    // compare
+    let v = json(&run(&["compare", "target", "bench", "--format", "json"], &[0, 1]), "compare");
+    assert!(v["rows"].as_array().is_some_and(|r| r.len() > 100));
+    let (header, _) = csv_rows(&run(&["compare", "target", "bench", "--format", "csv"], &[0, 1]));
+    assert_eq!(header[0], "NPU Name");
+
+    // overflow
+    let v = json(&run(&["overflow", "target", "--format", "json"], &[0, 1]), "overflow");
+    assert!(v["origins"].is_array());
+    let (header, _) = csv_rows(&run(&["overflow", "target", "--format", "csv"], &[0, 1]));
+    assert_eq!(header[..3], ["step", "rank", "op"]);
+
+    // convert: the summary, or one entry per tensor
+    let npy = tmp.path().join("npy");
+    let n = npy.to_str().unwrap();
+    let v =
+        json(&run(&["convert", "target", "-o", n, "--op", "linear", "--format", "json"], &[0]), "convert");
+    let tensors = v["tensors"].as_array().unwrap();
+    assert!(!tensors.is_empty() && tensors.iter().all(|t| t["status"] == "written"), "{v}");
+    let (header, rows) =
+        csv_rows(&run(&["convert", "target", "-o", n, "--op", "linear", "--format", "csv"], &[0]));
+    assert_eq!(header, ["tensor", "file", "status", "bytes", "note"]);
+    assert_eq!(rows.len(), tensors.len());
+    assert!(run(&["convert", "target", "-o", n, "--op", "linear"], &[0]).starts_with("wrote "));
+}
+
+#[test]
+fn diff_reports_carry_the_verdicts() {
+    // The same dump twice: identical.
+    let v = json(&run(&["diff", "target", "target", "--format", "json"], &[0]), "diff");
+    assert_eq!(v["verdict"], "identical");
+    let (_, rows) = csv_rows(&run(&["diff", "target", "target", "--format", "csv"], &[0]));
+    assert!(rows.is_empty(), "{rows:?}");
+
+    // The bf16 run against the fp32 one: different from the very first op, whose inputs were identical.
+    let v = json(&run(&["diff", "target", "bench", "--format", "json"], &[1]), "diff");
+    assert_eq!(v["verdict"], "different");
+    let first = &v["first_differences"][0];
+    let (header, rows) = csv_rows(&run(&["diff", "target", "bench", "--format", "csv"], &[1]));
+    let col =
+        |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let firsts: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("kind")] == "first_difference").collect();
+    assert_eq!(firsts.len(), v["first_differences"].as_array().unwrap().len());
+    assert_eq!(firsts[0][col("op")], first["op"].as_str().unwrap());
+    assert_eq!(firsts[0][col("verdict")], first["verdict"].as_str().unwrap());
+    assert!(["nondeterministic", "propagating", "unknown"].contains(&firsts[0][col("verdict")].as_str()));
+    let census = rows.iter().filter(|r| r[col("kind")] == "census").count();
+    assert_eq!(census, v["census"].as_array().unwrap().len());
+    assert!(census > 0);
+}
+
+#[test]
+fn colour_is_real_and_asked_for() {
+    let plain = run(&["compare", "target", "bench", "--cosine-min", "1.1"], &[1]);
+    assert!(!plain.contains('\x1b'), "no colour into a pipe");
+    let coloured = run(&["compare", "target", "bench", "--cosine-min", "1.1", "--color", "always"], &[1]);
+    assert!(coloured.contains("\x1b[1;31mCULPRIT\x1b[0m"), "{coloured:.400}");
+    // `always` is the user's explicit wish, over NO_COLOR; `never` wins over a terminal.
+    let out = Command::new(ANALYZER)
+        .args(["overflow", "target", "--color", "always"])
+        .env("NO_COLOR", "1")
+        .current_dir(fixture())
+        .output()
+        .unwrap();
+    assert!(stdout(&out).contains('\x1b'));
+    let never = run(&["diff", "target", "target", "--color", "never"], &[0]);
+    assert!(!never.contains('\x1b') && never.contains("bit-identical"), "{never}");
+}
+
+/// `analyzer ... | head`: the reader leaves before the report is written. Nothing on stderr, and the exit
+/// status is still what was found.
+#[test]
+fn a_closed_pipe_ends_quietly_with_the_findings_status() {
+    for (args, expected) in [
+        (vec!["compare", "target", "bench", "--all", "--cosine-min", "1.1"], 1),
+        (vec!["compare", "target", "target", "--all"], 0),
+        (vec!["inspect", "target"], 0),
+        (vec!["diff", "target", "bench", "--format", "csv"], 1),
+    ] {
+        let mut child = Command::new(ANALYZER)
+            .args(&args)
+            .current_dir(fixture())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the analyzer has read its sources, let alone written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(expected), "{args:?}: {stderr}");
+        assert!(stderr.trim().is_empty(), "{args:?} said: {stderr}");
+    }
+}
+
+#[test]
+fn version_completions_and_man_page() {
+    let version = run(&["--version"], &[0]);
+    assert!(version.starts_with("analyzer ") && version.contains("(commit "), "{version}");
+    assert!(version.contains("capture format ") && version.contains(", CLI 2)"), "{version}");
+    assert!(run(&["compare", "--version"], &[0]).contains("(commit "));
+    for (shell, marker) in
+        [("bash", "complete -F"), ("zsh", "#compdef analyzer"), ("fish", "complete -c analyzer")]
+    {
+        let script = run(&["completions", shell], &[0]);
+        assert!(script.contains(marker), "{shell}: {script:.300}");
+        for sub in ["compare", "diff", "overflow", "inspect", "convert", "record", "msprobe-csv"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let man = run(&["manpage"], &[0]);
+    assert!(man.starts_with(".ie") || man.contains(".TH analyzer"), "{man:.300}");
+    for sub in ["compare", "diff", "overflow", "record", "completions"] {
+        assert!(man.contains(sub), "man page lacks {sub}");
+    }
+}
