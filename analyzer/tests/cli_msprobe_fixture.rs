@@ -38,21 +38,22 @@ fn same_cell(ours: &str, theirs: &str) -> bool {
     }
 }
 
+/// `analyzer compare target bench FORMAT-AND-MORE` in the fixture: its report (exit 0 or 1, as found).
+fn compare(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
+        .args(["compare", "target", "bench"])
+        .args(args)
+        .current_dir(fixture())
+        .output()
+        .expect("run analyzer");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 #[test]
 fn compare_reproduces_msprobe_compare_result_csv() {
     let dir = fixture();
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
-        .args(["compare", "target", "bench", "--format", "csv"])
-        .current_dir(&dir)
-        .output()
-        .expect("run analyzer");
-    let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(
-        out.status.code() == Some(0) || out.status.code() == Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ours = read_csv(&stdout);
+    let ours = read_csv(&compare(&["--format", "csv"]));
     let theirs =
         read_csv(&std::fs::read_to_string(dir.join("msprobe_compare_result.csv")).expect("fixture csv"));
     let ours_by_name: HashMap<&str, &HashMap<String, String>> =
@@ -102,13 +103,7 @@ fn compare_reproduces_msprobe_compare_result_csv() {
 #[test]
 fn msprobe_csv_is_msprobes_file_cell_by_cell() {
     let dir = fixture();
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
-        .args(["compare", "target", "bench", "--format", "msprobe-csv"])
-        .current_dir(&dir)
-        .output()
-        .expect("run analyzer");
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
-    let ours = String::from_utf8(out.stdout).expect("utf-8");
+    let ours = compare(&["--format", "msprobe-csv"]);
     let theirs = std::fs::read_to_string(dir.join("msprobe_compare_result.csv")).expect("fixture csv");
     assert!(!ours.contains('\r'), "msprobe writes LF line ends");
     let table = |text: &str| -> (csv::StringRecord, Vec<csv::StringRecord>) {
@@ -146,17 +141,7 @@ fn msprobe_csv_is_msprobes_file_cell_by_cell() {
 
 #[test]
 fn msaccucmp_metrics_are_opt_in_for_msprobe_dumps() {
-    let dir = fixture();
-    let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
-            .args(["compare", "target", "bench", "--format", "csv"])
-            .args(extra)
-            .current_dir(&dir)
-            .output()
-            .expect("run analyzer");
-        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));
-        read_csv(&String::from_utf8(out.stdout).expect("utf-8"))
-    };
+    let run = |extra: &[&str]| read_csv(&compare(&[&["--format", "csv"], extra].concat()));
     let filled = |rows: &[HashMap<String, String>]| {
         rows.iter().filter(|r| r["KullbackLeiblerDivergence"].parse::<f64>().is_ok()).count()
     };

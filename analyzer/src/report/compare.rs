@@ -239,44 +239,37 @@ fn stat_cells(stats: &Option<TensorStats>) -> [String; 4] {
     }
 }
 
-const CSV_HEADER: [&str; 36] = [
-    "NPU Name",
-    "Bench Name",
-    "NPU Dtype",
-    "Bench Dtype",
-    "NPU Tensor Shape",
-    "Bench Tensor Shape",
+/// msprobe's names for the pair's names, dtypes and shapes.
+const NAME_COLUMNS: [&str; 6] =
+    ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape"];
+/// msprobe's metric columns, in its order.
+const METRIC_COLUMNS: [&str; 6] = [
     "Cosine",
     "EucDist",
     "MaxAbsErr",
     "MaxRelativeErr",
     "One Thousandth Err Ratio",
     "Five Thousandths Err Ratio",
-    "NPU max",
-    "NPU min",
-    "NPU mean",
-    "NPU l2norm",
-    "Bench max",
-    "Bench min",
-    "Bench mean",
-    "Bench l2norm",
-    "Accuracy Reached or Not",
-    "Result",
-    "Err_message",
-    "MeanAbsoluteError",
-    "RootMeanSquareError",
-    "RelativeEuclideanDistance",
-    "MeanRelativeError",
-    "AccumulatedRelativeError",
-    "KullbackLeiblerDivergence",
-    "OverFlow",
-    "Step",
-    "Rank",
-    "Op Type",
-    "Match",
-    "Status",
-    "Reason",
 ];
+/// msprobe's statistics columns.
+const STAT_COLUMNS: [&str; 8] =
+    ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm"];
+
+/// `--format csv`: msprobe's columns, then msaccucmp's, then accutrace's.
+fn csv_header() -> Vec<&'static str> {
+    let msprobe_verdicts = ["Accuracy Reached or Not", "Result", "Err_message"];
+    let msaccucmp = [
+        "MeanAbsoluteError",
+        "RootMeanSquareError",
+        "RelativeEuclideanDistance",
+        "MeanRelativeError",
+        "AccumulatedRelativeError",
+        "KullbackLeiblerDivergence",
+        "OverFlow",
+    ];
+    let ours = ["Step", "Rank", "Op Type", "Match", "Status", "Reason"];
+    [&NAME_COLUMNS[..], &METRIC_COLUMNS, &STAT_COLUMNS, &msprobe_verdicts, &msaccucmp, &ours].concat()
+}
 
 fn shape_text(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
@@ -286,7 +279,7 @@ fn shape_text(shape: &[u64]) -> String {
 fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let (ti, bi) = (c.target.index(), c.bench.index());
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(CSV_HEADER)?;
+    w.write_record(csv_header())?;
     for row in &c.rows {
         let t = &ti.tensors[row.target];
         let b = row.bench.map(|b| &bi.tensors[b]);
@@ -396,39 +389,16 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
 }
 
 /// msprobe's `compare_result` columns (real-data mode), in its order.
-const MSPROBE_HEADER: [&str; 26] = [
-    "NPU Name",
-    "Bench Name",
-    "NPU Dtype",
-    "Bench Dtype",
-    "NPU Tensor Shape",
-    "Bench Tensor Shape",
-    "NPU Requires_grad",
-    "Bench Requires_grad",
-    "Cosine",
-    "EucDist",
-    "MaxAbsErr",
-    "MaxRelativeErr",
-    "One Thousandth Err Ratio",
-    "Five Thousandths Err Ratio",
-    "NPU max",
-    "NPU min",
-    "NPU mean",
-    "NPU l2norm",
-    "Bench max",
-    "Bench min",
-    "Bench mean",
-    "Bench l2norm",
-    "Requires_grad Consistent",
-    "Result",
-    "Err_message",
-    "Data_name",
-];
+fn msprobe_header() -> Vec<&'static str> {
+    let grads = ["NPU Requires_grad", "Bench Requires_grad"];
+    let tail = ["Requires_grad Consistent", "Result", "Err_message", "Data_name"];
+    [&NAME_COLUMNS[..], &grads, &METRIC_COLUMNS, &STAT_COLUMNS, &tail].concat()
+}
 
 /// msprobe's own CSV, row for row ([`crate::compare::msprobe_table`]): what msprobe's downstream tools read.
 fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
-    w.write_record(MSPROBE_HEADER)?;
+    w.write_record(msprobe_header())?;
     let na = || "N/A".to_string();
     let shape = |s: &Option<Vec<u64>>| s.as_deref().map_or_else(na, shape_text);
     for row in &c.msprobe_table {
