@@ -50,7 +50,7 @@ pub struct TensorInfo {
     pub locator: u64,
 }
 
-/// When the runtime says an op ran: the fields of its dump file name (cann-facts §1, §5). Ordered field by
+/// When the runtime says an op ran: the fields of its dump file name (docs/CANN.md §1, §5). Ordered field by
 /// field: the dump timestamp first; the producer's dump number (six-field names: a process-wide count of
 /// dumped files), then task and stream ids break ties between ops of one microsecond; FFTS+ sub-tasks of
 /// one task follow their context and thread ids.

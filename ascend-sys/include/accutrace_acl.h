@@ -2,7 +2,7 @@
  * accutrace_acl.h: the subset of CANN's AscendCL C ABI that accutrace touches.
  *
  * Written for accutrace from the public CANN documentation and headers (acl_base.h, acl_rt.h, acl_mdl.h,
- * acl_dump.h); see shared/docs/cann-facts.md section 3. Only declarations are here: the definitions come from
+ * acl_dump.h); see docs/CANN.md section 3. Only declarations are here: the definitions come from
  * a real libascendcl.so / libascend_dump.so, or from the simulated runtime in tests/sim-runtime.
  *
  * Regenerate ascend-sys/src/bindings.rs after editing: scripts/regen-bindings (needs libclang).

@@ -4,7 +4,7 @@
  * point-to-point send/receive.
  *
  * Written for accutrace from the public HCCL documentation and headers (hccl.h, hccl_types.h); see
- * shared/docs/cluster.md. Only declarations are here: the definitions come from a real libhccl.so, or from
+ * docs/CANN.md section 6. Only declarations are here: the definitions come from a real libhccl.so, or from
  * the stand-in in tests/sim-hccl.
  *
  * Regenerate ascend-sys/src/hccl_bindings.rs after editing: scripts/regen-bindings (needs libclang).

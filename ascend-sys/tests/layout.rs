@@ -1,4 +1,4 @@
-//! Pins the ABI facts the collector and the simulated runtime both depend on (cann-facts §3): if the
+//! Pins the ABI facts the collector and the simulated runtime both depend on (docs/CANN.md §3): if the
 //! header or a regenerated bindings.rs drifts, this fails before any chunk is misread.
 
 use ascend_sys::*;

@@ -21,7 +21,7 @@ pub const NOTE_ROOM: usize = 1024;
 ///
 /// # Safety
 /// Called by the runtime with `chunk` pointing at an `acldumpChunk` whose `dataBuf` holds `bufLen` bytes,
-/// readable for the duration of the call (cann-facts §3). Both are re-checked against `len`.
+/// readable for the duration of the call (docs/CANN.md §3). Both are re-checked against `len`.
 pub unsafe extern "C" fn dump_callback(chunk: *const acldumpChunk, len: i32) -> i32 {
     let Some(p) = crate::pipeline::current() else { return 0 };
     let outcome = catch_unwind(AssertUnwindSafe(|| {

@@ -15,7 +15,7 @@
 //! progress whose hashes agree in their top 56 bits would share an entry (probability about 2^-56 per pair).
 //!
 //! Only the dump callback routes. It may run on several threads at once, but the chunks of one file
-//! arrive in order (cann-facts §3), never two at once.
+//! arrive in order (docs/CANN.md §3), never two at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 

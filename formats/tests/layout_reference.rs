@@ -1,5 +1,5 @@
 //! An independent, deliberately naive reference for the device layouts: for every host index, the device
-//! offset computed by formula (cann-facts §2 and CANN's transfer code), checked against `layout::to_host` on
+//! offset computed by formula (docs/CANN.md §2 and CANN's transfer code), checked against `layout::to_host` on
 //! random data and random shapes. Nothing here reuses the library's tables or plans.
 
 use accutrace_formats::layout::{self, Format};

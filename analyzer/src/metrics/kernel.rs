@@ -106,7 +106,7 @@ impl RePrecision {
     /// `|n' - b'| / |b'|` with epsilon added to both where `b == 0`, in this precision.
     ///
     /// The epsilon is the machine epsilon of the array's float type (numpy's `finfo(dtype).eps`), not
-    /// float64's as metrics.md says: the fixture proves it. `Tensor.add_.4.forward.input.1` has five zero
+    /// float64's (docs/METRICS.md): the fixture proves it. `Tensor.add_.4.forward.input.1` has five zero
     /// bench elements facing NPU values of about 5e-6; msprobe reports MaxRelativeErr 204801 (an element
     /// with a nonzero bench) and counts the five as failing both ratios. With float64's 2.2e-16 they would
     /// give 3e10; float32's 1.19e-7 gives about 60: above the thresholds, below the max, as msprobe shows.

@@ -1,4 +1,4 @@
-//! Comparison metrics of the two vendor families, reproduced number for number (`shared/docs/metrics.md`).
+//! Comparison metrics of the two vendor families, reproduced number for number (docs/METRICS.md).
 //!
 //! - [`msprobe`]: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, the thousandth ratios, the statistics
 //!   comparison and the "Accuracy Reached or Not" verdict, with msprobe's special cases and rounding.

@@ -1,6 +1,6 @@
 //! msprobe's tensor comparison (`msprobe compare`, real-data mode) and statistics comparison.
 //!
-//! Reproduces msprobe's numbers, not just its formulas (metrics.md; msprobe's `npy_compare.py`):
+//! Reproduces msprobe's numbers, not just its formulas (docs/METRICS.md; msprobe's `npy_compare.py`):
 //! - inf/NaN at identical positions on both sides are set to 0; elsewhere every metric is "N/A" with the
 //!   message "The position of inf or nan in NPU and bench Tensor do not match.";
 //! - relative error `|N' - B'| / |B'|` (epsilon added to both where B == 0) is computed in the precision

@@ -14,7 +14,7 @@
 use super::msprobe::Cell;
 use std::fmt;
 
-/// Output threshold of the One Thousandth rule. metrics.md (after msprobe's message text) says 0.6;
+/// Output threshold of the One Thousandth rule. msprobe's message text says 0.6;
 /// msprobe 26.2's checker compares with 0.1, and the fixture proves it: `Functional.linear.0.forward`
 /// has inputs at 1.0 and output 0.19 and carries no One Thousandth error.
 pub const ONE_THOUSANDTH_OUT: f64 = 0.1;

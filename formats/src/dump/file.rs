@@ -1,6 +1,6 @@
 //! Reading one CANN dump file without copying tensor bytes.
 //!
-//! Two layouts exist (cann-facts §1). The binary layout is `u64 LE header_len`, a `DumpData` header whose
+//! Two layouts exist (docs/CANN.md §1). The binary layout is `u64 LE header_len`, a `DumpData` header whose
 //! `data` fields are empty, then the raw bytes of inputs, outputs, buffers and workspaces in that order.
 //! The old layout is one `DumpData` with the bytes inline. [`parse_dump`] tries the binary layout first:
 //! its size equation is a strong check, and a binary file almost never decodes as a whole protobuf (the

@@ -9,7 +9,7 @@ use crate::error::{FormatError, Result};
 use accutrace_proto::dumpdata::DumpData;
 use prost::Message;
 
-// Field numbers of cann-facts §1: (repeated field in DumpData, its `data` field).
+// Field numbers of docs/CANN.md §1: (repeated field in DumpData, its `data` field).
 const INPUT: (u64, u64) = (4, 4);
 const OUTPUT: (u64, u64) = (3, 5);
 const BUFFER: (u64, u64) = (5, 2);

@@ -1,5 +1,5 @@
 //! CANN dump files: both file layouts, file names, dump directory trees, op-debug (overflow) records and
-//! statistics CSVs (facts in `shared/docs/cann-facts.md` §1 and §4).
+//! statistics CSVs (facts in docs/CANN.md §1 and §4).
 //!
 //! - [`file`](mod@file): parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
 //! - [`write`](mod@write): write dump files exactly as CANN does (the simulated runtime uses it).

@@ -23,7 +23,7 @@ use crate::error::{FormatError, Result};
 pub enum FileKind {
     /// A protobuf dump of an op's tensors.
     Tensor,
-    /// An overflow record, `Opdebug.Node_OpDebug.*` (cann-facts §4).
+    /// An overflow record, `Opdebug.Node_OpDebug.*` (docs/CANN.md §4).
     OpDebug,
     /// A `dump_data: stats` CSV.
     StatsCsv,

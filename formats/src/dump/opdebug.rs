@@ -1,4 +1,4 @@
-//! Op-debug (overflow) records, cann-facts §4: the payload of each output of an `Opdebug.Node_OpDebug.*`
+//! Op-debug (overflow) records, docs/CANN.md §4: the payload of each output of an `Opdebug.Node_OpDebug.*`
 //! dump file. Two layouts:
 //! - legacy: 2048 bytes of u64 LE with fixed slots for DHA atomic-add, L2 atomic-add and AI Core;
 //! - tagged: u32 magic 0x5A5A5A5A, u32 version, then per engine {u32 valid, u32 acc_type, u32 rsv,

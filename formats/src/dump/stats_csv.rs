@@ -1,6 +1,6 @@
 //! The statistics dump (`dump_data: "stats"`): one CSV per op instead of tensor bytes, with header
 //! `Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,Count,Nan Count,
-//! Negative Inf Count,Positive Inf Count` (cann-facts §1).
+//! Negative Inf Count,Positive Inf Count` (docs/CANN.md §1).
 //!
 //! Columns are found by header name (case, spaces and `/` ignored), so a subset or superset of columns
 //! reads; only `Input/Output` and `Index` are required. Errors give the line number and its byte offset.

@@ -1,4 +1,4 @@
-//! Walking a dump directory tree (cann-facts §1):
+//! Walking a dump directory tree (docs/CANN.md §1):
 //! graph dumps `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/{model_name}/{model_id}/{step}/files`, single-op
 //! dumps `{dump_path}/{YYYYMMDDhhmmss}/{device_id}/files`.
 //!

@@ -18,7 +18,7 @@ macro_rules! format_consts {
     };
 }
 
-// Codes from proto/dump_data.proto (cann-facts §1); a unit test checks each against the generated enum.
+// Codes from proto/dump_data.proto (docs/CANN.md §1); a unit test checks each against the generated enum.
 format_consts! {
     NCHW = 0, NHWC = 1, ND = 2, NC1HWC0 = 3, FRACTAL_Z = 4, NC1HWC0_C04 = 12, HWCN = 16,
     C1HWNCOC0 = 25, MD = 26, NDHWC = 27, FRACTAL_NZ = 29, NCDHW = 30, DHWCN = 31, NDC1HWC0 = 32,

@@ -1,7 +1,7 @@
 //! Device formats (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ...) to and from the host layout.
 //!
 //! Conversions work on decoded values of any `Copy` type (f32 lanes, f64, or `[f32; 2]` for complex), so
-//! one implementation serves every dtype; the dtype only picks the cube block C0 (cann-facts §2: 16 for
+//! one implementation serves every dtype; the dtype only picks the cube block C0 (docs/CANN.md §2: 16 for
 //! 16/32-bit types, 32 for 8-bit, 64 for 4-bit; NC1HWC0_C04 uses 4). Device buffers are padded and the
 //! padding is not guaranteed to be zero, so [`to_host`] always crops to the host shape.
 //!

@@ -129,7 +129,7 @@ fn lcm_over(a: u64, b: u64) -> u64 {
 
 /// FRACTAL_Z (and _3D with `d`): `(N, C, [D,] H, W)` -> `(G*D*C1*H*W, N1, 16, C0)`.
 ///
-/// Ungrouped: logical device axes (D, C1, H, W, N1, 16, C0). Grouped (`groups > 1`, cann-facts §2): `e_mult`
+/// Ungrouped: logical device axes (D, C1, H, W, N1, 16, C0). Grouped (`groups > 1`, docs/CANN.md §2): `e_mult`
 /// groups share one padded block; group `g` packs its channels at `e = g % e_mult` inside block
 /// `g / e_mult`, so its input channel `c` sits at `e*Cin + c` and its output channel `j` at `e*Cout + j`.
 fn fractal_z(n: u64, c: u64, d: Option<u64>, h: u64, w: u64, c0: u64, groups: i32) -> Result<Plan> {

@@ -1,5 +1,5 @@
 //! Driving libhccl.so the way torch_npu does: `dlopen` the library, then `dlsym(handle, name)` for every
-//! entry point (its `FunctionLoader`; cann-facts §5).
+//! entry point (its `FunctionLoader`; docs/CANN.md §5).
 //!
 //! Unlike ACL (see `acl`), HCCL is deliberately NOT resolved through the global scope: a lookup through the
 //! handle searches libhccl.so and its dependencies only, so a collector that merely defines `HcclAllReduce`

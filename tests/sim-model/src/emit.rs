@@ -21,7 +21,7 @@ pub enum Fmt {
     Nc1hwc0,
 }
 
-/// `OutputFormat` codes (cann-facts §1).
+/// `OutputFormat` codes (docs/CANN.md §1).
 pub const FORMAT_ND: i32 = Format::ND.code();
 pub const FORMAT_NC1HWC0: i32 = Format::NC1HWC0.code();
 pub const FORMAT_FRACTAL_NZ: i32 = Format::FRACTAL_NZ.code();

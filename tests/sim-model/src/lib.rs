@@ -82,7 +82,7 @@ pub enum Precision {
     Fp32,
 }
 
-/// How the device reports a float overflow (cann-facts §3): saturate to +-max / NaN to 0, or produce inf/NaN.
+/// How the device reports a float overflow (docs/CANN.md §3): saturate to +-max / NaN to 0, or produce inf/NaN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OverflowMode {
@@ -114,7 +114,7 @@ pub struct OpEvent<'a> {
     pub op_name: &'a str,
     pub inputs: Vec<TensorView<'a>>,
     pub outputs: Vec<TensorView<'a>>,
-    /// AI Core overflow status bits this op raised (0 = none; cann-facts §4 names the bits).
+    /// AI Core overflow status bits this op raised (0 = none; docs/CANN.md §4 names the bits).
     pub overflow_status: u64,
 }
 

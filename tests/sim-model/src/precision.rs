@@ -5,9 +5,9 @@ use crate::{OverflowMode, Precision};
 use accutrace_formats::DType;
 use half::{bf16, f16};
 
-/// AI Core status bit: a float computation produced inf/NaN from finite inputs (cann-facts §4).
+/// AI Core status bit: a float computation produced inf/NaN from finite inputs (docs/CANN.md §4).
 pub const STATUS_FLOAT_OVERFLOW: u64 = 0x20;
-/// AI Core status bit: fp32 -> fp16 conversion overflow (cann-facts §4).
+/// AI Core status bit: fp32 -> fp16 conversion overflow (docs/CANN.md §4).
 pub const STATUS_CONVERSION_OVERFLOW: u64 = 0x100;
 
 /// The largest finite value of each precision (the saturation limit).
@@ -48,7 +48,7 @@ pub fn round_slice(p: Precision, xs: &mut [f32]) {
 ///
 /// `inputs_finite` tells a compute overflow (inf/NaN out of finite inputs: 0x20) from a value that merely
 /// carries an upstream inf/NaN along (no bit: the vendor's "first anomaly" rule finds the origin).
-/// Saturation mode clamps to +-max and turns NaN into 0 (cann-facts §3); the bits are raised all the same.
+/// Saturation mode clamps to +-max and turns NaN into 0 (docs/CANN.md §3); the bits are raised all the same.
 pub fn quantize(p: Precision, mode: OverflowMode, xs: &mut [f32], inputs_finite: bool) -> u64 {
     let max = max_finite(p);
     let mut status = 0;

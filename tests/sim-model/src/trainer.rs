@@ -20,7 +20,7 @@ pub struct StepReport {
     pub overflowed: bool,
     /// The update was skipped (because of the overflow).
     pub skipped: bool,
-    /// OR of every op's status bits (0x20, 0x100: cann-facts §4).
+    /// OR of every op's status bits (0x20, 0x100: docs/CANN.md §4).
     pub overflow_status: u64,
 }
 

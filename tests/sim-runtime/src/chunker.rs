@@ -1,5 +1,5 @@
 //! Slicing dump files into `acldumpChunk`s, interleaving the chunks of several files as the real dump
-//! thread may (cann-facts §3: chunks of one file arrive in order, files interleave).
+//! thread may (docs/CANN.md §3: chunks of one file arrive in order, files interleave).
 //!
 //! Kept free of threads and globals so the slicing and the interleaving order are unit-testable.
 

@@ -1,4 +1,4 @@
-//! The dump configuration JSON (`{"dump": {...}}`, cann-facts §3), as `aclInit` and `aclmdlSetDump` read it.
+//! The dump configuration JSON (`{"dump": {...}}`, docs/CANN.md §3), as `aclInit` and `aclmdlSetDump` read it.
 //!
 //! Parsing is strict about values (an unknown `dump_mode` is a configuration error, as on a real device)
 //! and lenient about keys this simulator does not act on (`dump_level`, `dump_op_switch`), which it keeps

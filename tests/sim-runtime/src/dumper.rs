@@ -1,5 +1,5 @@
 //! The runtime's own dump thread: it writes dump files to disk, or slices them into chunks for the
-//! registered callback, never on the caller's (compute) thread (cann-facts §3).
+//! registered callback, never on the caller's (compute) thread (docs/CANN.md §3).
 //!
 //! The compute thread hands over batches of finished files through a bounded channel, so a slow callback
 //! backs the device up instead of growing memory without bound, as on real hardware. [`drain`] waits until
@@ -133,7 +133,7 @@ fn deliver(files: Vec<OutFile>, cb: AcldumpCallbackFn, chunk_size: usize, buf: &
             buf.fill(name, data, last);
             // SAFETY: `cb` was registered through acldumpRegCallback with the acldumpCallback signature;
             // the chunk pointer is valid, aligned and initialised for `callback_len` bytes for the whole
-            // call, and the callback contract (cann-facts §3) is that it copies what it needs and returns.
+            // call, and the callback contract (docs/CANN.md §3) is that it copies what it needs and returns.
             let _ = unsafe { cb(buf.as_ptr(), buf.callback_len()) };
         });
         if !more {

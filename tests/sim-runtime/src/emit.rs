@@ -17,7 +17,7 @@ use std::path::PathBuf;
 pub const MODEL_STREAM_ID: u32 = 2;
 /// Task id of the first op of a step; ops keep their task ids from step to step, as graph tasks do.
 pub const FIRST_TASK_ID: u32 = 10;
-/// Task id of the op-debug node (cann-facts §4: not the overflowing op's, the payload names that one).
+/// Task id of the op-debug node (docs/CANN.md §4: not the overflowing op's, the payload names that one).
 pub const OPDEBUG_TASK_ID: u32 = 1;
 
 /// Where and how one step of one model is dumped.

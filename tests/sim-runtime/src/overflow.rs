@@ -1,6 +1,6 @@
 //! The device's float overflow mode and status register, and the op-debug records of dump_debug.
 //!
-//! The status is the OR of the AI Core status bits (cann-facts §4) of every op that overflowed since the
+//! The status is the OR of the AI Core status bits (docs/CANN.md §4) of every op that overflowed since the
 //! last reset, as `aclrtGetOverflowStatus` reports it. On hardware the call writes device memory
 //! asynchronously; here the buffer is host memory and the value is there when the call returns.
 

@@ -194,7 +194,7 @@ fn overflow_writes_opdebug_records_naming_the_op_in_both_layouts() {
             named.iter().any(|n| n.op_name == accutrace_formats::dump::sanitize_op_name(FAULT_OP)),
             "{named:?}"
         );
-        // ... and its dump is the first with that task/stream after the record (cann-facts §4).
+        // ... and its dump is the first with that task/stream after the record (docs/CANN.md §4).
         assert!(named.iter().all(|n| n.timestamp_us > file.header.dump_time), "{named:?}");
     }
 }
