@@ -8,41 +8,21 @@
 //! reported but does not make an op fail.
 
 pub mod msprobe_table;
+mod row;
 
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, producers, MatchKind, MatchOptions};
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
-use crate::metrics::{measure, Cell, Families, MetricsRequest, MsaccucmpMetrics, MsprobeMetrics};
+use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics};
 use crate::outcome::Outcome;
 use crate::progress::Progress;
 use crate::sources::Source;
-use accutrace_formats::stats::TensorStats;
 pub use msprobe_table::MsprobeRow;
 use rayon::prelude::*;
+pub use row::CompareRow;
 use std::collections::HashMap;
-
-/// One compared tensor pair (or an unmatched target tensor).
-#[derive(Clone, Debug)]
-pub struct CompareRow {
-    pub target: TensorId,
-    pub bench: Option<TensorId>,
-    pub how: Option<MatchKind>,
-    pub msprobe: MsprobeMetrics,
-    pub msaccucmp: Option<MsaccucmpMetrics>,
-    pub target_stats: Option<TensorStats>,
-    pub bench_stats: Option<TensorStats>,
-    pub accuracy: Accuracy,
-    /// msprobe's Result column and its messages.
-    pub result: Level,
-    pub messages: Vec<String>,
-    /// accutrace's verdict: this tensor fails on precision.
-    pub failed: bool,
-    /// Why it failed, in words.
-    pub reason: Option<String>,
-    pub error: Option<String>,
-}
 
 /// An op that fails, with the reason its inputs are or are not clean.
 #[derive(Clone, Debug)]

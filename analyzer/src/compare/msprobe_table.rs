@@ -8,7 +8,7 @@
 //! tensors, described the way msprobe would: torch dtype names, integer statistics as integers with no
 //! mean or norm (what msprobe records for integer tensors), no data file (`-1`).
 
-use super::CompareRow;
+use super::row::CompareRow;
 use crate::filter::Filter;
 use crate::index::{Index, RecordedArg, TensorId};
 use crate::metrics::verdict::{verdicts, Verdict, VerdictRow};
