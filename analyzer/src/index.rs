@@ -164,6 +164,14 @@ impl RecordedArg {
     }
 }
 
+/// An HCCL call one rank made, as the collector recorded it (captures only).
+#[derive(Clone, Debug, Serialize)]
+pub struct CollectiveCall {
+    pub rank: u32,
+    #[serde(skip)]
+    pub info: accutrace_formats::capture::CollectiveInfo,
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
@@ -179,6 +187,8 @@ pub struct Index {
     /// Every argument a framework-level dump (msprobe) recorded, tensors and others, in dump order; empty
     /// for sources that record tensors only.
     pub recorded_args: Vec<RecordedArg>,
+    /// HCCL calls, per rank in the order they were made (captures with collective records only).
+    pub collectives: Vec<CollectiveCall>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A

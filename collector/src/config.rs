@@ -33,6 +33,19 @@ pub enum QueueFull {
     Drop,
 }
 
+/// What the collector records of each HCCL call (`ACCUTRACE_COLLECTIVES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Collectives {
+    /// Communicator, sequence number, op, count, type, root or peer, and the statistics and content hash
+    /// of the input and output buffers (read after synchronizing the call's stream).
+    Stats,
+    /// The same without the buffers: nothing is read and no stream is synchronized.
+    Meta,
+    /// Nothing.
+    Off,
+}
+
 /// A test-only fault: panic at this point (`ACCUTRACE_TEST_PANIC`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -64,6 +77,7 @@ pub struct Config {
     pub writers: usize,
     /// Keep the framework's own dump configuration; only register the callback.
     pub respect_framework_dump: bool,
+    pub collectives: Collectives,
     pub test_panic: Option<PanicPoint>,
     pub test_slow_writer_ms: u64,
 }
@@ -85,6 +99,7 @@ impl Default for Config {
             segment_size: accutrace_formats::capture::DEFAULT_SEGMENT_SIZE,
             writers: 1,
             respect_framework_dump: false,
+            collectives: Collectives::Stats,
             test_panic: None,
             test_slow_writer_ms: 0,
         }
@@ -116,6 +131,7 @@ pub const KEYS: &[&str] = &[
     "segment_size",
     "writers",
     "respect_framework_dump",
+    "collectives",
     "test_panic",
     "test_slow_writer_ms",
 ];
@@ -245,6 +261,14 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
             }
             "writers" => c.writers = parse_int(t, 1, 64).map_err(bad)? as usize,
             "respect_framework_dump" => c.respect_framework_dump = parse_bool(t).map_err(bad)?,
+            "collectives" => {
+                c.collectives = match t {
+                    "stats" => Collectives::Stats,
+                    "meta" => Collectives::Meta,
+                    "off" => Collectives::Off,
+                    _ => return Err(bad("expected stats, meta or off".into())),
+                }
+            }
             "test_panic" => {
                 c.test_panic = match t {
                     "" => None,
@@ -364,6 +388,7 @@ mod tests {
             ("ACCUTRACE_SEGMENT_SIZE", "1M"),
             ("ACCUTRACE_WRITERS", "2"),
             ("ACCUTRACE_RESPECT_FRAMEWORK_DUMP", "1"),
+            ("ACCUTRACE_COLLECTIVES", "meta"),
             ("ACCUTRACE_TEST_PANIC", "writer"),
             ("ACCUTRACE_TEST_SLOW_WRITER_MS", "5"),
             ("ACCUTRACE_SOMETHING_ELSE", "ignored"),
@@ -375,6 +400,7 @@ mod tests {
         assert_eq!((c.io.as_str(), c.zstd_level, c.overflow), ("output", 3, true));
         assert_eq!((c.queue_full, c.slots, c.slot_size), (QueueFull::Drop, 8, 64 << 10));
         assert_eq!((c.segment_size, c.writers, c.respect_framework_dump), (1 << 20, 2, true));
+        assert_eq!(c.collectives, Collectives::Meta);
         assert_eq!((c.test_panic, c.test_slow_writer_ms), (Some(PanicPoint::Writer), 5));
     }
 

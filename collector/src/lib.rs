@@ -12,13 +12,17 @@
 //!   [`pipeline`]: the shared state, and the process's current pipeline.
 //! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
 //! - [`counters`]: what the manifest reports.
+//! - [`hccl`]: the HCCL calls, recorded as collective records; [`dlsym`]: how lookups through a library
+//!   handle reach them.
 //! - [`signals`], [`limits`]: living in the job's process without changing it (signals, rlimits).
 
 pub mod activate;
 pub mod callback;
 pub mod config;
 pub mod counters;
+pub mod dlsym;
 pub mod finish;
+pub mod hccl;
 pub mod hooks;
 pub mod limits;
 pub mod manifest;

@@ -125,6 +125,9 @@ impl CaptureSource {
                         // Stats ops have no tensor records: keep the positional maps aligned.
                         metas.resize(index.tensors.len(), None);
                     }
+                    Record::Collective(info) => {
+                        index.collectives.push(crate::index::CollectiveCall { rank, info });
+                    }
                     Record::StepMark(_) | Record::Unknown { .. } => {}
                 }
             }

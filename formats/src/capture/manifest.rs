@@ -50,6 +50,9 @@ pub struct StreamCounts {
     pub overflow_records: u64,
     /// Stats-CSV records written.
     pub stats_csv_records: u64,
+    /// Collective records written (format version 3).
+    #[serde(default)]
+    pub collectives: u64,
     /// Raw tensor bytes offered for storage (data that was stored, before compression).
     pub bytes_in: u64,
     /// Frame bytes written (framing, metadata and stored data).

@@ -8,7 +8,8 @@
 //!     seg-000000.acc, seg-000001.acc, ...         fixed-size segments of framed, checksummed records
 //! ```
 //! - [`segment`]: the header and the frame (length-prefixed, CRC, committed last).
-//! - [`record`]: the record kinds (string, op, tensor, overflow, stats CSV, step mark) and their protobuf form.
+//! - [`record`]: the record kinds (string, op, tensor, overflow, stats CSV, step mark) and their protobuf form;
+//!   [`collective`]: collective records (HCCL calls).
 //! - [`step_marks`]: the steps of a stream's ops from its marker step marks (`ACCUTRACE_STEP_MARKER`).
 //! - [`shuffle`]: the byte shuffle applied before zstd; [`encode`]: shuffle + zstd of tensor data.
 //! - [`policy`]: retention (keep all, ring, trigger).
@@ -59,6 +60,7 @@
 //! ```
 //! [`tensor::host`](crate::tensor::host) turns such bytes into host-layout values.
 
+pub mod collective;
 pub mod encode;
 pub mod manifest;
 pub mod policy;
@@ -69,6 +71,7 @@ pub mod shuffle;
 pub mod step_marks;
 pub mod writer;
 
+pub use collective::{BufferSummary, CollectiveInfo, CollectiveOp};
 pub use encode::{encode_data, DataEncoder, EncodedData};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use policy::{Policy, PolicyState};
@@ -80,9 +83,11 @@ pub use writer::{Appended, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE};
 
 /// Version of the capture format written by this build (segment headers and the manifest).
 /// 2: step-boundary records (kind 6), an op's dump number and step source.
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: collective records (kind 7): the HCCL calls of the process.
+pub const FORMAT_VERSION: u32 = 3;
 
-/// The oldest version this build reads (a version-1 stream reads as version 2 without the new fields).
+/// The oldest version this build reads (an older stream reads as the current version without the newer
+/// fields and records).
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// Largest protobuf message of one record (its metadata; tensor data does not count): larger frames are

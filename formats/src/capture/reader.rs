@@ -7,6 +7,7 @@
 //! anywhere else (a sealed segment, or an unsealed one with valid frames after the bad one) is corruption
 //! and is reported as a [`FormatError`] naming the file and offset.
 
+use super::collective::CollectiveInfo;
 use super::manifest::{read_json, Manifest, StreamInfo, MANIFEST_FILE, STREAM_FILE};
 use super::record::*;
 use super::segment::{self, Frame, SegmentHeader, HEADER_LEN};
@@ -238,6 +239,8 @@ pub enum Record<'a> {
     StatsCsv(StatsCsv),
     /// A step boundary (format version 2).
     StepMark(StepMark),
+    /// An HCCL call (format version 3).
+    Collective(CollectiveInfo),
     /// A kind this build does not know (skipped safely: its frame is valid).
     Unknown {
         /// The record kind.
@@ -567,6 +570,11 @@ impl<'a> Records<'a> {
                     op_dump_number: r.op_dump_number,
                     op_type: self.string(r.op_type)?.map(|s| s.to_string()).unwrap_or_default(),
                 })
+            }
+            KIND_COLLECTIVE => {
+                let r: pb::CollectiveRecord = decode_message(m, "collective")?;
+                let comm = self.string(r.comm)?.map(|s| s.to_string()).unwrap_or_default();
+                Record::Collective(CollectiveInfo::from_proto(&r, comm)?)
             }
             kind => Record::Unknown { kind },
         }))

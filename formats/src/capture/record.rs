@@ -21,6 +21,8 @@ pub const KIND_OVERFLOW: u8 = 4;
 pub const KIND_STATS_CSV: u8 = 5;
 /// Record kind (version 2): a step boundary ([`pb::StepMark`]).
 pub const KIND_STEP_MARK: u8 = 6;
+/// Record kind (version 3): an HCCL collective or point-to-point call ([`pb::CollectiveRecord`]).
+pub const KIND_COLLECTIVE: u8 = 7;
 
 /// Where an op's step number came from (format version 2; every version-1 op reads as [`StepSource::Model`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

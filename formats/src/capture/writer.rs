@@ -2,6 +2,7 @@
 //! full, and applies the retention policy. One writer per stream (one process, one device); the collector's
 //! writer threads own it. Nothing here allocates per record once the scratch buffers have grown.
 
+use super::collective::CollectiveInfo;
 use super::encode::{pays, shuffle_width, DataEncoder, EncodedData};
 use super::manifest::{write_json_atomic, StreamCounts, StreamInfo, StreamSummary, STREAM_FILE};
 use super::policy::{Policy, PolicyState};
@@ -128,6 +129,7 @@ enum Msg<'a> {
     Overflow(&'a OverflowInfo),
     Csv(&'a StatsCsv),
     Mark(&'a StepMark),
+    Collective(&'a CollectiveInfo),
 }
 
 impl StreamWriter {
@@ -389,6 +391,14 @@ impl StreamWriter {
         Ok(r)
     }
 
+    /// Appends an HCCL call. Written even after a trigger stopped recording (a few dozen bytes that keep
+    /// the ranks' collective sequences whole).
+    pub fn append_collective(&mut self, c: &CollectiveInfo) -> Result<Appended> {
+        let r = self.append(Msg::Collective(c), &[])?;
+        self.counts.collectives += 1;
+        Ok(r)
+    }
+
     /// What was written so far, for the manifest.
     pub fn summary(&self) -> StreamSummary {
         StreamSummary {
@@ -518,6 +528,10 @@ impl StreamWriter {
                     op_type: id(&m.op_type, strings, defs),
                 };
                 encode_head(KIND_STEP_MARK, &rec, &mut self.head);
+            }
+            Msg::Collective(c) => {
+                let rec = c.to_proto(id(&c.comm, strings, defs));
+                encode_head(KIND_COLLECTIVE, &rec, &mut self.head);
             }
         }
         // The string definitions this record needs, as frames' heads, concatenated with their lengths.
