@@ -70,6 +70,7 @@ enum Expect {
     Overflow(OverflowInfo),
     Csv(StatsCsv),
     Mark(StepMark),
+    Collective(CollectiveInfo),
 }
 
 fn write_all(w: &mut StreamWriter, records: &[Expect], level: i32) {
@@ -80,6 +81,7 @@ fn write_all(w: &mut StreamWriter, records: &[Expect], level: i32) {
             Expect::Overflow(o) => w.append_overflow(o),
             Expect::Csv(c) => w.append_stats_csv(c),
             Expect::Mark(m) => w.append_step_mark(m),
+            Expect::Collective(c) => w.append_collective(c),
         };
         assert!(matches!(a.unwrap(), Appended::Written { .. }));
     }
@@ -107,6 +109,7 @@ fn read_back(stream: &StreamReader) -> Vec<Expect> {
             Record::Overflow(o) => Expect::Overflow(o),
             Record::StatsCsv(c) => Expect::Csv(c),
             Record::StepMark(m) => Expect::Mark(m),
+            Record::Collective(c) => Expect::Collective(c),
             Record::Unknown { kind } => panic!("unknown kind {kind}"),
         });
     }
@@ -148,6 +151,33 @@ fn only_stream(dir: &Path) -> StreamReader {
     run.streams.remove(0)
 }
 
+/// An HCCL call of every kind in turn, some with buffers read and some without.
+fn collective(step: u64) -> Expect {
+    let op = CollectiveOp::ALL[step as usize % CollectiveOp::ALL.len()];
+    let values: Vec<u8> = fp16_activations(64, step);
+    let summary = BufferSummary {
+        stats: TensorStats::of_bytes(DType::FLOAT16, &values).unwrap(),
+        content_hash: content_hash(&values),
+        size: values.len() as u64,
+    };
+    Expect::Collective(CollectiveInfo {
+        comm: format!("root-{:016x}", step % 2),
+        comm_rank: 3,
+        comm_size: 8,
+        seq: step / 2,
+        op,
+        count: 64,
+        dtype: 3,
+        reduce_op: (step % 3 == 0).then_some(2),
+        peer: op.is_point_to_point().then_some(5),
+        input: (step % 4 != 1).then_some(summary),
+        output: (step % 4 != 2).then_some(summary),
+        start_us: 1_700_000_000_000_000 + step,
+        end_us: 1_700_000_000_000_100 + step,
+        result: (step % 5) as i32,
+    })
+}
+
 #[test]
 fn every_record_kind_round_trips_across_segments() {
     let dir = tempfile::tempdir().unwrap();
@@ -180,6 +210,7 @@ fn every_record_kind_round_trips_across_segments() {
                 csv: b"Input/Output,Index\nInput,0\n".to_vec(),
             }));
         }
+        expect.push(collective(step));
     }
     // A tensor larger than a segment gets a segment of its own.
     expect.push(Expect::Op(op(40, "big")));
