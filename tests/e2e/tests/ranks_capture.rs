@@ -1,0 +1,131 @@
+//! The collector in a 4-rank `sim-train --ranks` job: every HCCL call is recorded on every rank (reached
+//! through the collector's `dlsym`, as sim-train resolves HCCL like torch_npu), members agree on the
+//! communicator and its sequence numbers, the buffers' hashes say what the collectives did, the host-clock
+//! times place each call among the dumped ops, and the job trains exactly as without the collector.
+
+mod common;
+
+use accutrace_formats::capture::{CaptureRun, CollectiveInfo, CollectiveOp, Record};
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+const RANKS: u32 = 4;
+const STEPS: u64 = 3;
+
+/// Runs the job, with the collector recording into `run` when given; returns stdout.
+fn train(dir: &Path, run: Option<&Path>) -> String {
+    let model = model_file(dir, "model.json", r#"{"n_layers": 2, "seq": 12}"#);
+    let mut cmd = Command::new(sim_train_bin());
+    cmd.args(["--ranks", &RANKS.to_string(), "--steps", &STEPS.to_string(), "--model"])
+        .arg(&model)
+        .arg("--lib")
+        .arg(runtime_lib())
+        .arg("--hccl-lib")
+        .arg(artifact("libhccl.so"));
+    if let Some(run) = run {
+        cmd.env("LD_PRELOAD", collector_lib()).env("ACCUTRACE_DIR", run);
+    }
+    let out = cmd.output().expect("run sim-train");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "sim-train failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// One rank's collective records, and its ops as (step, timestamp, name).
+struct RankCapture {
+    collectives: Vec<CollectiveInfo>,
+    ops: Vec<(u64, u64, String)>,
+}
+
+fn read(run: &Path) -> BTreeMap<u32, RankCapture> {
+    let capture = CaptureRun::open(run).unwrap();
+    let mut out = BTreeMap::new();
+    for stream in &capture.streams {
+        let rank = stream.info().rank.expect("RANK_ID names the stream's rank");
+        let mut r = RankCapture { collectives: Vec::new(), ops: Vec::new() };
+        for item in stream.records() {
+            match item.unwrap().record {
+                Record::Collective(c) => r.collectives.push(c),
+                Record::Op(op) => r.ops.push((op.step, op.timestamp_us, op.name.clone())),
+                _ => {}
+            }
+        }
+        assert!(out.insert(rank, r).is_none(), "one stream per rank");
+    }
+    out
+}
+
+#[test]
+fn every_rank_records_its_collectives_matchable_across_ranks() {
+    let dir = scratch();
+    let run = dir.path().join("run");
+    let with = train(dir.path(), Some(&run));
+    let without = train(dir.path(), None);
+    let lines = |s: &str| {
+        let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(lines(&with), lines(&without), "the collector changes nothing in training");
+
+    let ranks = read(&run);
+    assert_eq!(ranks.keys().copied().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    // Per rank: the seed broadcast, then per step the gradient and overflow all-reduces and the loss
+    // all-gather, in that order, numbered 0, 1, 2, ... on one communicator.
+    let expected_ops: Vec<CollectiveOp> = std::iter::once(CollectiveOp::Broadcast)
+        .chain(
+            (0..STEPS)
+                .flat_map(|_| [CollectiveOp::AllReduce, CollectiveOp::AllReduce, CollectiveOp::AllGather]),
+        )
+        .collect();
+    let comm = ranks[&0].collectives[0].comm.clone();
+    assert!(comm.starts_with("root-"), "{comm}");
+    for (&rank, r) in &ranks {
+        let ops: Vec<CollectiveOp> = r.collectives.iter().map(|c| c.op).collect();
+        assert_eq!(ops, expected_ops, "rank {rank}");
+        for (i, c) in r.collectives.iter().enumerate() {
+            assert_eq!(
+                (c.comm.as_str(), c.comm_rank, c.comm_size, c.seq),
+                (comm.as_str(), rank, RANKS, i as u64)
+            );
+            assert_eq!(c.result, 0);
+            assert!(c.start_us <= c.end_us);
+            assert!(c.output.is_some(), "rank {rank} #{i}: output read");
+        }
+        assert_eq!(r.collectives[0].peer, Some(0), "broadcast from rank 0");
+        assert_eq!(r.collectives[0].input.is_some(), rank == 0, "only the root's broadcast input is read");
+    }
+    for i in 0..expected_ops.len() {
+        let out_hashes: Vec<u64> =
+            ranks.values().map(|r| r.collectives[i].output.unwrap().content_hash).collect();
+        assert!(out_hashes.iter().all(|&h| h == out_hashes[0]), "#{i}: every member gets the same result");
+        if expected_ops[i] == CollectiveOp::AllReduce && i % 3 == 1 {
+            // The gradients: each rank's own before the reduction.
+            let in_hashes: Vec<u64> =
+                ranks.values().map(|r| r.collectives[i].input.unwrap().content_hash).collect();
+            assert!(
+                in_hashes.windows(2).all(|w| w[0] != w[1]),
+                "#{i}: each rank contributes its own gradients"
+            );
+            let c = &ranks[&0].collectives[i];
+            assert_eq!((c.dtype, c.reduce_op), (3, Some(0)), "fp16 gradients, summed");
+            assert_eq!(c.input.unwrap().stats.count, c.count);
+        }
+    }
+    // Host-clock order: the step's backward ops before its gradient all-reduce, its optimizer ops after.
+    for (&rank, r) in &ranks {
+        for step in 0..STEPS {
+            let grads = &r.collectives[1 + 3 * step as usize];
+            let of_step = r.ops.iter().filter(|o| o.0 == step);
+            for (_, ts, name) in of_step {
+                if name.starts_with("optimizer/") {
+                    assert!(*ts >= grads.end_us, "rank {rank} step {step}: {name} after the all-reduce");
+                } else {
+                    assert!(*ts <= grads.start_us, "rank {rank} step {step}: {name} before the all-reduce");
+                }
+            }
+        }
+    }
+}
