@@ -344,8 +344,10 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     code
 }
 
+/// # Safety
+/// HCCL's contract for HcclCommDestroy.
 #[no_mangle]
-pub extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
+pub unsafe extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
     let f = real_fn!(DESTROY, HcclCommDestroyFn);
     let _ = catch_unwind(|| with_comms(|c| c.remove(&comm.addr())));
     // SAFETY: forwarding the caller's argument unchanged.
@@ -466,8 +468,10 @@ pub unsafe extern "C" fn HcclReduceScatter(
     observed(call, || unsafe { f(send_buf, recv_buf, recv_count, data_type, op, comm, stream) })
 }
 
+/// # Safety
+/// HCCL's contract for HcclBarrier.
 #[no_mangle]
-pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
+pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
     let f = real_fn!(BARRIER, HcclBarrierFn);
     let call = Call {
         op: CollectiveOp::Barrier,

@@ -168,7 +168,7 @@ fn collective(step: u64) -> Expect {
         op,
         count: 64,
         dtype: 3,
-        reduce_op: (step % 3 == 0).then_some(2),
+        reduce_op: step.is_multiple_of(3).then_some(2),
         peer: op.is_point_to_point().then_some(5),
         input: (step % 4 != 1).then_some(summary),
         output: (step % 4 != 2).then_some(summary),

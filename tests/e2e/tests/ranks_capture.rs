@@ -97,11 +97,11 @@ fn every_rank_records_its_collectives_matchable_across_ranks() {
         assert_eq!(r.collectives[0].peer, Some(0), "broadcast from rank 0");
         assert_eq!(r.collectives[0].input.is_some(), rank == 0, "only the root's broadcast input is read");
     }
-    for i in 0..expected_ops.len() {
+    for (i, op) in expected_ops.iter().enumerate() {
         let out_hashes: Vec<u64> =
             ranks.values().map(|r| r.collectives[i].output.unwrap().content_hash).collect();
         assert!(out_hashes.iter().all(|&h| h == out_hashes[0]), "#{i}: every member gets the same result");
-        if expected_ops[i] == CollectiveOp::AllReduce && i % 3 == 1 {
+        if *op == CollectiveOp::AllReduce && i % 3 == 1 {
             // The gradients: each rank's own before the reduction.
             let in_hashes: Vec<u64> =
                 ranks.values().map(|r| r.collectives[i].input.unwrap().content_hash).collect();
