@@ -2,7 +2,7 @@
 //! name)` (torch_npu's `FunctionLoader` does so for HCCL, cann-facts §5) never reach an `LD_PRELOAD`ed
 //! definition, because a lookup through a handle searches that library and its dependencies only. So the
 //! collector exports `dlsym` itself: it asks the real one, then lets each interposing module swap the
-//! result for its wrapper ([`INTERPOSERS`]; the module remembers the real function and forwards to it).
+//! result for its wrapper (`INTERPOSERS`; the module remembers the real function and forwards to it).
 //!
 //! `dlsym(RTLD_NEXT, name)` means "the next definition after the CALLER's object", and glibc finds the
 //! caller from the return address. A Rust function calling the real `dlsym` would make every such lookup
@@ -10,7 +10,7 @@
 //! definition and recurse. The export is therefore a few instructions of assembly: RTLD_NEXT jumps straight
 //! into the real `dlsym` with the caller's return address untouched (nothing to interpose there: a
 //! framework never asks RTLD_NEXT for a library it loaded itself); every other handle goes to
-//! [`dlsym_hook`]. x86_64 and aarch64 only (where Ascend hosts run); elsewhere nothing is interposed and the
+//! `dlsym_hook`. x86_64 and aarch64 only (where Ascend hosts run); elsewhere nothing is interposed and the
 //! HCCL wrappers are reached only through the global scope.
 //!
 //! Everything on this path runs in every process the library is preloaded into, possibly before `main`
@@ -72,7 +72,7 @@ extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char) -> *mut c_voi
 }
 
 /// The exported `dlsym` (see the module docs): RTLD_NEXT tail-jumps into the real one, everything else goes
-/// to [`dlsym_hook`].
+/// to `dlsym_hook`.
 ///
 /// # Safety
 /// dlsym's contract: `name` is a NUL-terminated string, `handle` a handle or a pseudo-handle.
@@ -107,7 +107,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
 }
 
 /// The exported `dlsym` (see the module docs): RTLD_NEXT tail-jumps into the real one, everything else goes
-/// to [`dlsym_hook`].
+/// to `dlsym_hook`.
 ///
 /// # Safety
 /// dlsym's contract: `name` is a NUL-terminated string, `handle` a handle or a pseudo-handle.
