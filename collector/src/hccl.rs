@@ -156,8 +156,8 @@ fn hccl_symbol(name: &CStr) -> Option<usize> {
 fn describe_unknown(comm: HcclComm) -> CommState {
     let (mut rank, mut size) = (0u32, 0u32);
     let mut id = format!("unknown-{:x}", comm.addr());
-    // SAFETY (this block): HCCL's query functions with a live communicator of the caller's and writable
-    // outputs of the documented sizes.
+    // SAFETY: HCCL's query functions (resolved by name, so of the accutrace_hccl.h signatures) with a live
+    // communicator of the caller's and writable outputs of the documented sizes.
     unsafe {
         if let Some(f) = hccl_symbol(c"HcclGetRankId") {
             std::mem::transmute::<usize, HcclGetRankIdFn>(f)(comm, &mut rank);

@@ -11,12 +11,19 @@ use accutrace_proto::capture as pb;
 /// Which HCCL call a record describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CollectiveOp {
+    /// `HcclAllReduce`: every member gets the reduction of all members' buffers.
     AllReduce,
+    /// `HcclBroadcast`: every member gets the root's buffer.
     Broadcast,
+    /// `HcclAllGather`: every member gets all members' buffers, in rank order.
     AllGather,
+    /// `HcclReduceScatter`: member i gets part i of the reduction.
     ReduceScatter,
+    /// `HcclBarrier`: no data.
     Barrier,
+    /// `HcclSend`: to one peer.
     Send,
+    /// `HcclRecv`: from one peer.
     Recv,
 }
 
@@ -39,6 +46,7 @@ impl CollectiveOp {
         CollectiveOp::ALL.into_iter().find(|op| op.api_name() == name)
     }
 
+    /// Every op, in code order.
     pub const ALL: [CollectiveOp; 7] = [
         CollectiveOp::AllReduce,
         CollectiveOp::Broadcast,
@@ -83,10 +91,11 @@ impl CollectiveOp {
 /// What was seen of one buffer: its statistics and content hash.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BufferSummary {
+    /// Statistics over the buffer's elements, as a tensor's.
     pub stats: TensorStats,
     /// XXH3-64 of the raw bytes (`stats::content_hash`).
     pub content_hash: u64,
-    /// Bytes.
+    /// The buffer's size in bytes.
     pub size: u64,
 }
 
@@ -95,10 +104,13 @@ pub struct BufferSummary {
 pub struct CollectiveInfo {
     /// Communicator identity, the same on every member (see docs/CAPTURE_FORMAT.md).
     pub comm: String,
+    /// This process's rank in the communicator (0 when unknown).
     pub comm_rank: u32,
+    /// Members of the communicator (0 when unknown).
     pub comm_size: u32,
     /// Collectives: the communicator's count, from 0; send/recv: per (communicator, peer, direction).
     pub seq: u64,
+    /// Which call.
     pub op: CollectiveOp,
     /// The element count argument as passed (`sendCount` for AllGather, `recvCount` for ReduceScatter).
     pub count: u64,
@@ -108,7 +120,9 @@ pub struct CollectiveInfo {
     pub reduce_op: Option<u32>,
     /// Broadcast: the root; Send: the destination; Recv: the source.
     pub peer: Option<u32>,
+    /// The send buffer before the call, when it was read.
     pub input: Option<BufferSummary>,
+    /// The receive buffer after the call, when it was read.
     pub output: Option<BufferSummary>,
     /// Host clock, µs since the epoch, when the call began (its stream synchronized: earlier work is done).
     pub start_us: u64,
