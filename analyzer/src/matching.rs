@@ -237,23 +237,18 @@ fn align_by_order(
     (pairs, unmatched_target, unmatched_bench)
 }
 
-/// For each op, the ops that produced its inputs, found by content hash (an input's bytes equal the
-/// producer's output bytes in a dump). `hash` gives a tensor's hash (stored, or computed by the caller);
-/// tensors without one link nothing.
-pub fn producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) -> Vec<Vec<OpId>> {
+/// For each input tensor, the op that produced it, found by content hash (an input's bytes equal the
+/// producer's output bytes in a dump): the latest op before it in execution order with such an output.
+/// `hash` gives a tensor's hash (stored, or computed by the caller); tensors without one link nothing, and
+/// inputs no earlier op produced (graph inputs: data, weights) have none.
+pub fn input_producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) -> HashMap<TensorId, OpId> {
     let mut by_hash: HashMap<u64, OpId> = HashMap::new();
-    let mut result = vec![Vec::new(); index.ops.len()];
-    let mut ops: Vec<OpId> = (0..index.ops.len()).collect();
-    ops.sort_by_key(|&o| index.ops[o].order);
-    for o in ops {
-        let op = &index.ops[o];
+    let mut result = HashMap::new();
+    // Op ids follow execution order (`Index::order_by_execution`).
+    for (o, op) in index.ops.iter().enumerate() {
         for &input in &op.inputs {
-            if let Some(h) = hash(input) {
-                if let Some(&producer) = by_hash.get(&h) {
-                    if producer != o && !result[o].contains(&producer) {
-                        result[o].push(producer);
-                    }
-                }
+            if let Some(&producer) = hash(input).and_then(|h| by_hash.get(&h)) {
+                result.insert(input, producer);
             }
         }
         for &output in &op.outputs {

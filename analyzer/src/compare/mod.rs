@@ -12,7 +12,7 @@ mod row;
 
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
-use crate::matching::{match_runs, producers, MatchKind, MatchOptions};
+use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions};
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
 use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics};
@@ -22,7 +22,7 @@ use crate::sources::Source;
 pub use msprobe_table::MsprobeRow;
 use rayon::prelude::*;
 pub use row::CompareRow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// An op that fails, with the reason its inputs are or are not clean.
 #[derive(Clone, Debug)]
@@ -30,8 +30,24 @@ pub struct FailingOp {
     pub op: usize,
     /// Rows of the op's outputs that fail.
     pub failing_rows: Vec<usize>,
-    /// Whether every input that could be judged passes (the op is a culprit, not a propagator).
+    /// Whether the comparison shows its inputs pass: none fails, none comes from an op the benchmark has no
+    /// counterpart of, and at least one was judged (the op is a culprit, not a propagator).
     pub inputs_pass: bool,
+    /// When no input fails but the comparison cannot vouch for the inputs either: why, in words. The op may
+    /// still be the culprit (inputs from no dumped op, after ops of its step that pass).
+    pub inputs_unverified: Option<String>,
+}
+
+/// What the comparison says about one input of a failing op.
+enum InputEvidence {
+    /// Compared and passes, or produced by an op whose compared outputs pass.
+    Passes,
+    /// Compared and fails, or produced by an op that fails.
+    Fails,
+    /// Produced by an op none of whose outputs was compared (no counterpart in the benchmark).
+    FromUncompared(usize),
+    /// Produced by no dumped op: data fed to the model, weights, or a tensor from before the dump.
+    GraphInput,
 }
 
 /// What to compare and how to judge it: built from the command line, or by any other caller.
@@ -271,43 +287,83 @@ fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
     needed
 }
 
-/// Ops whose outputs fail, in execution order, and the first of them whose inputs pass. An input passes
-/// when its own comparison passes, or, when it was not compared, when the op that produced it (found by
-/// content hash) does not fail.
+/// Ops whose outputs fail, in execution order, and the culprit: the first of them that the comparison
+/// clears of inherited blame. An input passes when its own comparison passes, or, when it was not compared,
+/// when the op that produced it (found by content hash) was compared and does not fail. An input from an op
+/// that was not compared is no evidence. An op whose inputs come from no dumped op at all (data fed to the
+/// model, weights, optimizer state) is cleared only when ops before it in its step were compared and pass:
+/// they read the same data, so what is left is the op itself (or its weights).
 fn find_culprit(
     index: &Index,
     rows: &[CompareRow],
     hashes: &[Option<u64>],
 ) -> (Vec<FailingOp>, Option<usize>) {
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
-    let mut ops: Vec<usize> = (0..index.ops.len()).collect();
-    ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
-    let failing_output_rows = |o: usize| -> Vec<usize> {
-        index.ops[o]
-            .outputs
-            .iter()
-            .filter_map(|t| row_of.get(t))
-            .copied()
-            .filter(|&r| rows[r].failed)
-            .collect()
+    let output_rows = |o: usize| index.ops[o].outputs.iter().filter_map(|t| row_of.get(t)).copied();
+    let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).any(|r| rows[r].failed)).collect();
+    let op_compared: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).next().is_some()).collect();
+    let producer = input_producers(index, |t| hashes[t]);
+    let evidence = |t: TensorId| match (row_of.get(&t), producer.get(&t)) {
+        (Some(&r), _) if rows[r].failed => InputEvidence::Fails,
+        (Some(_), _) => InputEvidence::Passes,
+        (None, Some(&p)) if !op_compared[p] => InputEvidence::FromUncompared(p),
+        (None, Some(&p)) if op_fails[p] => InputEvidence::Fails,
+        (None, Some(_)) => InputEvidence::Passes,
+        (None, None) => InputEvidence::GraphInput,
     };
-    let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| !failing_output_rows(o).is_empty()).collect();
-    let producers = producers(index, |t| hashes[t]);
     let mut failing = Vec::new();
     let mut culprit = None;
-    for o in ops {
-        let failing_rows = failing_output_rows(o);
+    // Steps (per rank) in which an op was compared and passes, and in which one fails, so far.
+    let (mut passing_seen, mut failing_seen): (HashSet<(u32, u64)>, HashSet<(u32, u64)>) = Default::default();
+    // Op ids follow execution order (`Index::order_by_execution`).
+    for o in 0..index.ops.len() {
+        let op = &index.ops[o];
+        let failing_rows: Vec<usize> = output_rows(o).filter(|&r| rows[r].failed).collect();
         if failing_rows.is_empty() {
+            if op_compared[o] {
+                passing_seen.insert((op.rank, op.step));
+            }
             continue;
         }
-        let inputs_compared_pass =
-            index.ops[o].inputs.iter().filter_map(|t| row_of.get(t)).all(|&r| !rows[r].failed);
-        let producers_pass = producers[o].iter().all(|&p| !op_fails[p]);
-        let inputs_pass = inputs_compared_pass && producers_pass;
-        if inputs_pass && culprit.is_none() {
+        let inputs: Vec<(TensorId, InputEvidence)> = op.inputs.iter().map(|&t| (t, evidence(t))).collect();
+        let any = |f: fn(&InputEvidence) -> bool| inputs.iter().any(|(_, e)| f(e));
+        let uncompared = inputs.iter().find_map(|(t, e)| match e {
+            InputEvidence::FromUncompared(p) => Some((*t, *p)),
+            _ => None,
+        });
+        let key = (op.rank, op.step);
+        let first_failure_of_step = failing_seen.insert(key);
+        let after_passing_ops = first_failure_of_step && passing_seen.contains(&key);
+        let (inputs_pass, inputs_unverified) = if any(|e| matches!(e, InputEvidence::Fails)) {
+            (false, None)
+        } else if let Some((t, p)) = uncompared {
+            let why = format!(
+                "its input {} comes from {} [{}], which has no counterpart in the benchmark (pass --mapping, or \
+                 look at that op)",
+                index.tensor_label(t),
+                index.ops[p].name,
+                index.ops[p].op_type
+            );
+            (false, Some(why))
+        } else if any(|e| matches!(e, InputEvidence::Passes)) {
+            (true, None)
+        } else if after_passing_ops {
+            let why =
+                "its inputs come from no dumped op (weights, optimizer state) and the benchmark did not \
+                       dump them, but the ops before it in its step pass";
+            (false, Some(why.to_string()))
+        } else {
+            let why = "it reads only inputs no dumped op produced (data fed to the model, weights) and the \
+                       benchmark did not dump them: either they differ (data order, preprocessing, initial \
+                       weights) or the op itself is wrong";
+            (false, Some(why.to_string()))
+        };
+        let cleared =
+            inputs_pass || (after_passing_ops && uncompared.is_none() && inputs_unverified.is_some());
+        if cleared && culprit.is_none() {
             culprit = Some(failing.len());
         }
-        failing.push(FailingOp { op: o, failing_rows, inputs_pass });
+        failing.push(FailingOp { op: o, failing_rows, inputs_pass, inputs_unverified });
     }
     (failing, culprit)
 }

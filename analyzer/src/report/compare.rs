@@ -58,9 +58,13 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
     match c.culprit.map(|i| &c.failing_ops[i]) {
         Some(f) => {
             let op = &index.ops[f.op];
+            let inputs = match &f.inputs_unverified {
+                Some(why) => format!("fails; {why}"),
+                None => "fails while its inputs pass".to_string(),
+            };
             writeln!(
                 out,
-                "{} step {} rank {}: {} [{}] fails while its inputs pass",
+                "{} step {} rank {}: {} [{}] {inputs}",
                 paint("CULPRIT", "1;31", colour),
                 op.step,
                 op.rank,
@@ -82,13 +86,22 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
             }
         }
         None if !c.failing_ops.is_empty() => {
-            let op = &index.ops[c.failing_ops[0].op];
+            let first = &c.failing_ops[0];
+            let op = &index.ops[first.op];
+            let why = match &first.inputs_unverified {
+                Some(reason) => format!("cannot be blamed: {reason}"),
+                None => {
+                    "already has failing inputs: the difference comes from data fed to the model or from \
+                         ops that were not dumped"
+                        .to_string()
+                }
+            };
             writeln!(
                 out,
-                "{}: the first failing op, {} (step {}), already has failing inputs: the difference comes from \
-                 data fed to the model or from ops that were not dumped",
+                "{}: the first failing op, {} [{}] (step {}), {why}",
                 paint("NO CLEAN CULPRIT", "1;33", colour),
                 op.name,
+                op.op_type,
                 op.step
             )?;
         }
@@ -166,6 +179,8 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
                 "culprit"
             } else if f.inputs_pass {
                 "fails, inputs pass"
+            } else if f.inputs_unverified.is_some() {
+                "fails, inputs unverified"
             } else {
                 "propagates"
             };
@@ -379,6 +394,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "failing_ops": c.failing_ops.iter().map(|f| {
             let mut v = op_json(f.op);
             v["inputs_pass"] = json!(f.inputs_pass);
+            v["inputs_unverified"] = json!(f.inputs_unverified);
             v
         }).collect::<Vec<_>>(),
         "rows": rows,

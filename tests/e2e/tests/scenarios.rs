@@ -4,7 +4,8 @@
 //!
 //! Rows: the `tiny` and `small` presets, and a shape no preset has (3 layers, d_model 96, 3 heads, d_ff 200,
 //! so FRACTAL_NZ weights are padded). Columns: an imprecise fused kernel, a nondeterministic op in a middle
-//! layer, an overflow at a given step and op, a changed learning rate. Each target run is read as:
+//! layer, an overflow at a given step and op, shuffled data, a changed learning rate. Each target run is
+//! read as:
 //! - a capture with one writer and the runtime's default 64 KiB chunks (files of the larger ops span
 //!   several chunks);
 //! - a capture with three writers, 8 KiB slots and 3000-byte chunks: on every row, chunks of several files
@@ -169,12 +170,30 @@ fn overflow_at_step_1(size: Size) {
     }
 }
 
+fn shuffled_data(size: Size) {
+    let dir = scratch();
+    let json = size.model(r#""faults": {"shuffle_data": true}"#);
+    let bench = bench(dir.path(), &json, 1);
+    for (via, target) in sources(dir.path(), "shuffled", &json, 1) {
+        // No op is to blame: the first one to fail reads the (different) data, and everything after it
+        // inherits the difference.
+        let report = compare_step0(via, &target, &bench);
+        assert!(report["culprit"].is_null(), "{via}: {}", report["culprit"]);
+        let first = &report["failing_ops"][0];
+        assert_eq!(first["name"], "model/embedding/GatherV2", "{via}: {first}");
+        let why = first["inputs_unverified"].as_str().unwrap_or_default();
+        assert!(why.contains("data fed to the model"), "{via}: {first}");
+        assert_no_overflow(via, &target);
+    }
+}
+
 fn changed_learning_rate(size: Size) {
     let dir = scratch();
     let json = size.model(r#""faults": {"lr_scale": 10.0}"#);
     let bench = bench(dir.path(), &json, 1);
     for (via, target) in sources(dir.path(), "lr", &json, 1) {
-        // The forward and backward passes of step 0 match; the first update of the weights does not.
+        // The forward and backward passes of step 0 match; the first update of the weights does not. Its
+        // inputs (weights, unscaled gradients) come from no dumped op, but every op before it passes.
         let report = compare_step0(via, &target, &bench);
         let culprit = &report["culprit"];
         assert_eq!(culprit["op_type"], "ApplyAdamD", "{via}: {culprit}");
@@ -205,6 +224,9 @@ matrix! {
     tiny_overflow_at_step_1: overflow_at_step_1(Tiny);
     small_overflow_at_step_1: overflow_at_step_1(Small);
     odd_shape_overflow_at_step_1: overflow_at_step_1(Odd);
+    tiny_shuffled_data: shuffled_data(Tiny);
+    small_shuffled_data: shuffled_data(Small);
+    odd_shape_shuffled_data: shuffled_data(Odd);
     tiny_changed_learning_rate: changed_learning_rate(Tiny);
     small_changed_learning_rate: changed_learning_rate(Small);
     odd_shape_changed_learning_rate: changed_learning_rate(Odd);
