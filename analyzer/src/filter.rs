@@ -1,6 +1,7 @@
 //! Which ops, steps and ranks a command looks at (`--step`, `--rank`, `--op`), shared by every command.
 
 use crate::index::{Index, IndexedOp};
+use std::path::Path;
 
 /// A selection of ops: each list empty means "all"; otherwise an op must match one entry of each.
 #[derive(Clone, Debug, Default)]
@@ -62,6 +63,88 @@ impl Filter {
     pub fn op_ids(&self, index: &Index) -> Vec<usize> {
         (0..index.ops.len()).filter(|&o| self.keeps(&index.ops[o])).collect()
     }
+
+    /// Whether it selects anything at all.
+    pub fn is_everything(&self) -> bool {
+        self.steps.is_empty() && self.ranks.is_empty() && self.ops.is_empty()
+    }
+
+    /// Refuses a selection that asks for what the source (`path`) does not have: a step or rank it lacks (the
+    /// message lists those it has), a pattern that matches no op name (with a hint when it looks like a
+    /// part of a name given as a glob), or selectors that each match but keep no op together. An empty
+    /// answer to a selection that misses is not an answer.
+    pub fn check(&self, index: &Index, path: &Path) -> anyhow::Result<()> {
+        let source = path.display();
+        let steps = index.steps();
+        let missing: Vec<u64> = self.steps.iter().copied().filter(|s| !steps.contains(s)).collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "{} not in {source}: its steps are {}",
+                plural_list("step", &missing),
+                ranges(&steps)
+            );
+        }
+        let ranks: Vec<u64> = index.ranks().into_iter().map(u64::from).collect();
+        let missing: Vec<u64> =
+            self.ranks.iter().map(|&r| u64::from(r)).filter(|r| !ranks.contains(r)).collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "{} not in {source}: its ranks are {}",
+                plural_list("rank", &missing),
+                ranges(&ranks)
+            );
+        }
+        for pattern in &self.ops {
+            let single = Filter { ops: vec![pattern.clone()], ..Filter::default() };
+            if index.ops.iter().any(|op| single.keeps(op)) {
+                continue;
+            }
+            let example = index.ops.first().map(|o| o.name.as_str()).unwrap_or("");
+            let hint = match pattern.contains(['*', '?']) {
+                true if !pattern.starts_with('*') => format!(
+                    "; a pattern with * or ? must match the whole name (op names look like {example:?}): \
+                     try '*{pattern}'"
+                ),
+                _ => format!("; op names look like {example:?}"),
+            };
+            anyhow::bail!("--op '{pattern}' matches no op of {source}{hint}");
+        }
+        if !index.ops.iter().any(|op| self.keeps(op)) {
+            anyhow::bail!(
+                "{source} has the steps, ranks and op names asked for, but no op has them all at once \
+                 (--step, --rank and --op must all match one op)"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// "step 5 is" / "steps 5, 7 are".
+fn plural_list(what: &str, items: &[u64]) -> String {
+    let list: Vec<String> = items.iter().map(u64::to_string).collect();
+    match items.len() {
+        1 => format!("{what} {} is", list[0]),
+        _ => format!("{what}s {} are", list.join(", ")),
+    }
+}
+
+/// Ascending numbers with runs shortened: `0-2, 5, 7-9`.
+fn ranges(sorted: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i { format!("{}-{}", sorted[i], sorted[j]) } else { sorted[i].to_string() });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +158,47 @@ mod tests {
         assert!(!glob_match("*MatMul", "model/layer_0/attn/MatMul_1"));
         assert!(glob_match("*", ""));
         assert!(!glob_match("a*b", "acbd"));
+    }
+
+    fn index() -> Index {
+        let mut index = Index::default();
+        for step in [0, 1, 2, 5] {
+            for name in ["model/layer_0/attn/MatMul", "model/layer_1/mlp/Gelu"] {
+                index.push_op(name.into(), "T".into(), step, 0);
+            }
+        }
+        index
+    }
+
+    fn refusal(filter: Filter) -> String {
+        filter.check(&index(), Path::new("runs/npu")).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_selection_that_misses_says_what_there_is() {
+        let ok = Filter { steps: vec![1], ops: vec!["attn".into(), "*/Gelu".into()], ..Filter::default() };
+        ok.check(&index(), Path::new("runs/npu")).unwrap();
+        assert_eq!(
+            refusal(Filter { steps: vec![1, 3], ..Filter::default() }),
+            "step 3 is not in runs/npu: its steps are 0-2, 5"
+        );
+        assert_eq!(
+            refusal(Filter { ranks: vec![1, 2], ..Filter::default() }),
+            "ranks 1, 2 are not in runs/npu: its ranks are 0"
+        );
+        let why = refusal(Filter { ops: vec!["layer_0/*".into()], ..Filter::default() });
+        assert!(
+            why.starts_with("--op 'layer_0/*' matches no op of runs/npu; a pattern with * or ? must match")
+        );
+        assert!(why.ends_with("try '*layer_0/*'"), "{why}");
+        let why = refusal(Filter { ops: vec!["softmax".into()], ..Filter::default() });
+        assert!(why.contains("op names look like \"model/layer_0/attn/MatMul\""), "{why}");
+        let why = refusal(Filter { steps: vec![1], ops: vec!["layer_2".into()], ..Filter::default() });
+        assert!(why.contains("'layer_2'"), "{why}");
+        // Each selector matches, yet no op has both.
+        let mut index = index();
+        index.ops.retain(|o| !(o.step == 5 && o.name.contains("Gelu")));
+        let both = Filter { steps: vec![5], ops: vec!["Gelu".into()], ..Filter::default() };
+        assert!(both.check(&index, Path::new("r")).unwrap_err().to_string().contains("all match one op"));
     }
 }

@@ -87,14 +87,15 @@ fn write_csv(out: &mut impl Write, rows: &[OpRow]) -> Result<()> {
 
 fn print_table(out: &mut impl Write, source: &dyn Source, rows: &[OpRow]) -> Result<()> {
     let index = source.index();
-    writeln!(
-        out,
-        "{} ({}): {} ops, {} tensors",
-        source.root().display(),
-        source.kind(),
-        index.ops.len(),
-        index.tensors.len()
-    )?;
+    let (ops, tensors) = (rows.len(), rows.iter().map(|r| r.tensors.len()).sum::<usize>());
+    // The totals of what is listed; the source's own when a filter left some out.
+    let (all_ops, all_tensors) = (index.ops.len(), index.tensors.len());
+    let counts = if ops == all_ops {
+        format!("{ops} ops, {tensors} tensors")
+    } else {
+        format!("{ops} of {all_ops} ops, {tensors} of {all_tensors} tensors (selected by --step/--rank/--op)")
+    };
+    writeln!(out, "{} ({}): {counts}", source.root().display(), source.kind())?;
     for warning in &index.warnings {
         writeln!(out, "warning: {warning}")?;
     }

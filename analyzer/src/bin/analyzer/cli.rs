@@ -51,7 +51,7 @@ pub enum Command {
     /// List each op of a dump file, dump tree or capture with its tensors and statistics.
     ///
     /// Examples:
-    ///   analyzer inspect runs/npu --op 'layer_0/*'
+    ///   analyzer inspect runs/npu --op 'model/layer_0/*'
     ///   analyzer inspect runs/npu --step 2 --format json -o ops.json
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),

@@ -12,12 +12,15 @@ use anyhow::Result;
 pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
     let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
     let (target, bench) = (target?, bench?);
+    let filter = args.filter.to_filter();
+    filter.check(target.index(), &args.target)?;
+    filter.check(bench.index(), &args.bench)?;
     let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
     if let Some(path) = &args.mapping {
         matching.mapping = read_mapping_file(path)?;
     }
     let options = CompareOptions {
-        filter: args.filter.to_filter(),
+        filter,
         matching,
         families: args.metrics.map(Into::into),
         cosine_min: args.cosine_min,

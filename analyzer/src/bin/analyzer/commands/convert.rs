@@ -8,7 +8,9 @@ use anyhow::Result;
 
 pub fn run(args: ConvertArgs) -> Result<Outcome> {
     let source = sources::open(&args.source)?;
-    let results = convert(source.as_ref(), &args.filter.to_filter(), &args.output)?;
+    let filter = args.filter.to_filter();
+    filter.check(source.index(), &args.source)?;
+    let results = convert(source.as_ref(), &filter, &args.output)?;
     report::reader_may_leave(report::convert::write(&args.output, &results, args.format.into()))?;
     // Every tensor that could not be converted was listed; that is an input error, not an all-clear.
     report::convert::failures(&results)?;

@@ -10,7 +10,10 @@ use anyhow::Result;
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     let run1 = sources::open(&args.run1)?;
     let run2 = sources::open(&args.run2)?;
-    let options = DiffOptions { filter: args.filter.to_filter(), progress: !args.no_progress };
+    let filter = args.filter.to_filter();
+    filter.check(run1.index(), &args.run1)?;
+    filter.check(run2.index(), &args.run2)?;
+    let options = DiffOptions { filter, progress: !args.no_progress };
     let found = diff(run1.as_ref(), run2.as_ref(), &options)?;
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::diff::write(&found, args.report.format.into(), &to))?;

@@ -9,7 +9,9 @@ use anyhow::Result;
 
 pub fn run(args: InspectArgs) -> Result<Outcome> {
     let source = sources::open(&args.path)?;
-    let rows = inspect(source.as_ref(), &args.filter.to_filter());
+    let filter = args.filter.to_filter();
+    filter.check(source.index(), &args.path)?;
+    let rows = inspect(source.as_ref(), &filter);
     let format = if args.json { Format::Json } else { args.report.format };
     let written =
         report::inspect::write(source.as_ref(), &rows, format.into(), args.report.output.as_deref());

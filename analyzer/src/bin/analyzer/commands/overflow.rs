@@ -9,7 +9,9 @@ use anyhow::Result;
 
 pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     let source = sources::open(&args.run)?;
-    let found = overflow(source.as_ref(), &args.filter.to_filter());
+    let filter = args.filter.to_filter();
+    filter.check(source.index(), &args.run)?;
+    let found = overflow(source.as_ref(), &filter);
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::overflow::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome())
