@@ -2,6 +2,7 @@
 //! hashes differ are decoded. Per step and rank, the first op whose output differs is named, and classified: its inputs were
 //! identical (the op itself is nondeterministic) or already different (it only propagates).
 
+use crate::comparable::{configuration_differences, not_one_configuration};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, MatchOptions};
@@ -106,10 +107,16 @@ pub struct DiffOptions {
     pub progress: bool,
 }
 
-/// Matches the two runs by name, compares every pair (hashes, then values where they differ), and names
+/// Refuses runs that are not one configuration ([`configuration_differences`]); then matches the two runs
+/// by name, compares every pair (hashes, then values where they differ), and names
 /// the first differing op of each step and rank.
 pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Result<DiffReport> {
     let (i1, i2) = (run1.index(), run2.index());
+    // Not one configuration: every difference would be the change, not nondeterminism. Refuse first.
+    let differences = configuration_differences(i1, i2, &options.filter);
+    if !differences.is_empty() {
+        anyhow::bail!(not_one_configuration(run1, run2, &differences));
+    }
     let matching = match_runs(i1, i2, &MatchOptions::default());
     let pairs: Vec<_> =
         matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();

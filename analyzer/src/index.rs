@@ -12,6 +12,7 @@ use accutrace_formats::dump::DumpFileName;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Whether a tensor was an op's input or output (the dump format's own type).
 pub use accutrace_formats::dump::Io;
@@ -189,6 +190,10 @@ pub struct Index {
     pub recorded_args: Vec<RecordedArg>,
     /// HCCL calls, per rank in the order they were made (captures with collective records only).
     pub collectives: Vec<CollectiveCall>,
+    /// What the run recorded about the settings that change results (a capture's manifest: the device
+    /// overflow mode and the runtime's environment variables that matter), to tell whether two runs share a
+    /// configuration; `None` when the source records none.
+    pub settings: Option<BTreeMap<String, String>>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
@@ -366,6 +371,18 @@ mod tests {
             index.push_tensor(tensor(op, Io::Input, 0));
             index.push_tensor(tensor(op, Io::Output, 0));
         }
+        index.recorded_args.push(RecordedArg {
+            name: "b.output.0".into(),
+            op_name: "b".into(),
+            step: 0,
+            rank: 0,
+            tensor: Some(1),
+            dtype: None,
+            shape: None,
+            requires_grad: None,
+            stats: Default::default(),
+            data_name: None,
+        });
         index.overflow_records.push(OverflowRecord {
             step: 0,
             rank: 0,
@@ -402,6 +419,11 @@ mod tests {
             }
         }
         assert_eq!(index.ops[index.overflow_records[0].op.unwrap()].name, "b");
+        let arg = index.recorded_args[0].tensor.unwrap();
+        assert_eq!(
+            (index.ops[index.tensors[arg].op].name.as_str(), index.tensors[arg].io),
+            ("b", Io::Output)
+        );
         // Tensor ids follow op ids.
         assert!(index.tensors.windows(2).all(|w| w[0].op <= w[1].op));
     }

@@ -8,6 +8,7 @@
 //! command. The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
 //! library never sees it.
 
+pub mod comparable;
 pub mod compare;
 pub mod convert;
 pub mod diff;

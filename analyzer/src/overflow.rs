@@ -60,8 +60,9 @@ pub struct Origin {
     pub anomaly: Anomaly,
     /// `finite inputs` when every input was clean, `inputs not dumped` otherwise.
     pub inputs: &'static str,
-    /// Ops of the same step after the origin whose outputs were anomalous too.
-    pub spread_to: usize,
+    /// Ops of the same step after the origin whose outputs were anomalous too; `None` when the dump holds
+    /// only the ops the device flagged ([`Index::only_overflowing_ops`]): the others were not dumped.
+    pub spread_to: Option<usize>,
     pub device_status: Vec<DeviceStatus>,
 }
 
@@ -77,6 +78,9 @@ pub struct LossScale {
     pub step: u64,
     pub rank: u32,
     pub op: String,
+    /// Which tensor of `op` holds it: `input` (the power-of-two scalar multiplying the loss) or `output`
+    /// (a scale-update op's new scale).
+    pub tensor: &'static str,
     pub value: f64,
 }
 
@@ -88,6 +92,8 @@ pub struct OverflowReport {
     /// Maximal runs of consecutive steps with an overflow: a run means the loss scale kept collapsing.
     pub consecutive_runs: Vec<(u64, u64)>,
     pub loss_scale: Vec<LossScale>,
+    /// The dump holds only the ops the device flagged as overflowing (CANN's overflow detection).
+    pub only_overflowing_ops: bool,
     pub unattributed_device_records: usize,
     pub tensors_without_statistics: usize,
 }
@@ -149,8 +155,8 @@ fn analyse(
     for ((rank, step), mut list) in by_step {
         list.sort_by_key(|&o| index.ops[o].order);
         for &o in &list {
-            if let Some(value) = loss_scale_value(index, o, stats) {
-                loss_scale.push(LossScale { step, rank, op: index.ops[o].name.clone(), value });
+            if let Some((tensor, value)) = loss_scale_value(index, o, stats) {
+                loss_scale.push(LossScale { step, rank, op: index.ops[o].name.clone(), tensor, value });
             }
         }
         let is_bad = |o: OpId| index.ops[o].outputs.iter().any(|&t| anomaly(t).is_some_and(|a| a.any()));
@@ -187,7 +193,8 @@ fn analyse(
             output: index.tensor_label(output),
             anomaly: found,
             inputs: if inputs_known { "finite inputs" } else { "inputs not dumped" },
-            spread_to: list[pos + 1..].iter().filter(|&&later| is_bad(later)).count(),
+            spread_to: (!index.only_overflowing_ops)
+                .then(|| list[pos + 1..].iter().filter(|&&later| is_bad(later)).count()),
             device_status,
         });
     }
@@ -213,15 +220,21 @@ fn analyse(
         steps_with_overflow: steps,
         consecutive_runs: runs.into_iter().filter(|(a, b)| b > a).collect(),
         loss_scale,
+        only_overflowing_ops: index.only_overflowing_ops,
         unattributed_device_records: unattributed,
         tensors_without_statistics: without_stats,
     }
 }
 
-/// The loss scale, where the run dumps it: an op named like `loss_scale` / `loss/scale` with a one-element
-/// tensor that is a power of two (the scale multiplying the loss), else its one-element output (an
-/// `AmpUpdateScale`-style op whose output is the new scale).
-fn loss_scale_value(index: &Index, o: OpId, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+/// The loss scale, where the run dumps it, and which tensor holds it: an op named like `loss_scale` /
+/// `loss/scale` with a one-element input that is a power of two (the scale multiplying the loss), or the
+/// one-element output of a scale-update op (`AmpUpdateScale`-style: `update` in its name or type). The
+/// output of the multiplication itself is the loss times the scale, not the scale: never taken.
+fn loss_scale_value(
+    index: &Index,
+    o: OpId,
+    stats: &BTreeMap<TensorId, TensorStats>,
+) -> Option<(&'static str, f64)> {
     let op = &index.ops[o];
     let name = op.name.to_ascii_lowercase();
     if !(name.contains("loss_scale") || name.contains("loss/scale") || name.contains("lossscale")) {
@@ -229,5 +242,9 @@ fn loss_scale_value(index: &Index, o: OpId, stats: &BTreeMap<TensorId, TensorSta
     }
     let scalar = |t: &TensorId| stats.get(t).filter(|s| s.count == 1).map(|s| s.max);
     let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
-    op.inputs.iter().filter_map(scalar).find(power_of_two).or_else(|| op.outputs.first().and_then(scalar))
+    if let Some(v) = op.inputs.iter().filter_map(scalar).find(power_of_two) {
+        return Some(("input", v));
+    }
+    let updates = name.contains("update") || op.op_type.to_ascii_lowercase().contains("update");
+    updates.then(|| op.outputs.first().and_then(scalar).map(|v| ("output", v))).flatten()
 }

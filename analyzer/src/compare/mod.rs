@@ -10,6 +10,7 @@
 pub mod msprobe_table;
 mod row;
 
+use crate::comparable::{different_model, swapped_sides};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions};
@@ -79,6 +80,10 @@ pub struct Comparison<'a> {
     pub unmatched_bench: Vec<TensorId>,
     /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
     pub msprobe_table: Vec<MsprobeRow>,
+    /// Why the runs cannot be compared (not one model): nothing was measured, and the command refuses.
+    pub refused: Option<String>,
+    /// What the user should know before reading the answer (target and benchmark look swapped).
+    pub warnings: Vec<String>,
 }
 
 impl Comparison<'_> {
@@ -100,6 +105,21 @@ pub fn compare<'a>(
 ) -> Comparison<'a> {
     let (ti, bi) = (target.index(), bench.index());
     let matching = match_runs(ti, bi, &options.matching);
+    let warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
+    if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
+        return Comparison {
+            target,
+            bench,
+            rows: Vec::new(),
+            failing_ops: Vec::new(),
+            culprit: None,
+            unmatched_target: matching.unmatched_target,
+            unmatched_bench: matching.unmatched_bench,
+            msprobe_table: Vec::new(),
+            refused: Some(why),
+            warnings,
+        };
+    }
     let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
@@ -165,6 +185,8 @@ pub fn compare<'a>(
             .into_iter()
             .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))
             .collect(),
+        refused: None,
+        warnings,
     }
 }
 

@@ -39,11 +39,23 @@ pub fn write(c: &Comparison<'_>, format: CompareFormat, to: &Destination<'_>, al
     out.flush()?;
     if to.output.is_some() {
         headline(&mut std::io::stderr().lock(), c, to.colour.for_stderr())?;
+    } else if format != CompareFormat::Table {
+        // The report is on standard output (JSON has them as "warnings"): the person still sees them.
+        warnings(&mut std::io::stderr().lock(), c, to.colour.for_stderr())?;
+    }
+    Ok(())
+}
+
+/// What the reader must know before the answer, one `WARNING:` line each.
+fn warnings(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
+    for w in &c.warnings {
+        writeln!(out, "{}: {w}", paint("WARNING", "1;33", colour))?;
     }
     Ok(())
 }
 
 fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
+    warnings(out, c, colour)?;
     let index = c.target.index();
     let compared = c.rows.len();
     let failed = c.rows.iter().filter(|r| r.failed).count();
@@ -388,6 +400,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         .collect();
     let report = json!({
         "target": {"path": c.target.root(), "kind": c.target.kind()},
+        "warnings": c.warnings,
         "fused_kernels": fused,
         "bench": {"path": c.bench.root(), "kind": c.bench.kind()},
         "culprit": c.culprit.map(|i| op_json(c.failing_ops[i].op)),

@@ -37,7 +37,7 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                     o.anomaly.nan.to_string(),
                     o.anomaly.inf.to_string(),
                     o.anomaly.saturated.to_string(),
-                    o.spread_to.to_string(),
+                    o.spread_to.map(|n| n.to_string()).unwrap_or_default(),
                     status.join("; "),
                 ])?;
             }
@@ -46,6 +46,25 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
         Format::Table => print_table(&mut out, report, to.paints())?,
     }
     out.flush()?;
+    Ok(())
+}
+
+/// `loss scale by step (input of model/loss/scale/Mul): 0:1024 1:512`, a line per rank when there are
+/// several (each labelled), and the op and tensor it was read from.
+fn loss_scale_history(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
+    let mut ranks: Vec<u32> = r.loss_scale.iter().map(|l| l.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    for &rank in &ranks {
+        let of_rank: Vec<&crate::overflow::LossScale> =
+            r.loss_scale.iter().filter(|l| l.rank == rank).collect();
+        let mut sources: Vec<String> = of_rank.iter().map(|l| format!("{} of {}", l.tensor, l.op)).collect();
+        sources.dedup();
+        let history: Vec<String> =
+            of_rank.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
+        let who = if ranks.len() > 1 { format!(", rank {rank}") } else { String::new() };
+        writeln!(out, "loss scale by step{who} ({}): {}", sources.join("; "), history.join(" "))?;
+    }
     Ok(())
 }
 
@@ -72,7 +91,13 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
                 d.status_names.join(", ")
             )?;
         }
-        writeln!(out, "  spread to {} later op(s) of the same step", o.spread_to)?;
+        match o.spread_to {
+            Some(n) => writeln!(out, "  spread to {n} later op(s) of the same step")?,
+            None => writeln!(
+                out,
+                "  spread: not visible (overflow detection dumps only the ops the device flagged)"
+            )?,
+        }
     }
     if !r.steps_with_overflow.is_empty() {
         let steps: Vec<String> = r.steps_with_overflow.iter().map(|s| s.to_string()).collect();
@@ -81,11 +106,7 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
         }
     }
-    if !r.loss_scale.is_empty() {
-        let history: Vec<String> =
-            r.loss_scale.iter().map(|l| format!("{}:{}", l.step, fmt_num(l.value))).collect();
-        writeln!(out, "loss scale by step: {}", history.join(" "))?;
-    }
+    loss_scale_history(out, r)?;
     if r.unattributed_device_records > 0 {
         writeln!(
             out,

@@ -155,6 +155,7 @@ impl CaptureSource {
         }
         if let Some(manifest) = &run.manifest {
             index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
+            index.settings = Some(settings(manifest));
         }
         index.only_overflowing_ops |= !index.overflow_records.is_empty();
         // Records are in the order files completed (a big file after a small one that started later, and
@@ -209,6 +210,30 @@ fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
         thread_id: ffts.map_or(0, |f| f.thread_id),
     };
     index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(launch))
+}
+
+/// The environment variables of the real stack that change results or their reproducibility
+/// (cann-facts §3): the toolkit (a CANN version has its own kernels), the device's inf/NaN mode, HCCL's
+/// deterministic reductions, synchronous launches, the number of ranks.
+const SETTINGS_ENV: [&str; 5] = [
+    "ASCEND_TOOLKIT_HOME",
+    "INF_NAN_MODE_ENABLE",
+    "HCCL_DETERMINISTIC",
+    "ASCEND_LAUNCH_BLOCKING",
+    "RANK_SIZE",
+];
+
+/// What the manifest says about the settings that change results: the device overflow mode the collector
+/// read, and [`SETTINGS_ENV`] where set.
+fn settings(manifest: &accutrace_formats::capture::Manifest) -> std::collections::BTreeMap<String, String> {
+    let mut settings: std::collections::BTreeMap<String, String> = SETTINGS_ENV
+        .iter()
+        .filter_map(|&key| manifest.env.get(key).map(|v| (key.to_string(), v.clone())))
+        .collect();
+    if let Some(mode) = &manifest.overflow_mode {
+        settings.insert("the device overflow mode".into(), mode.clone());
+    }
+    settings
 }
 
 /// Whether the collector ran with the runtime's overflow detection (`ACCUTRACE_OVERFLOW=1`, the dump JSON's

@@ -28,6 +28,9 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         progress: !args.no_progress,
     };
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
+    if let Some(why) = &comparison.refused {
+        anyhow::bail!("{} vs {}: {why}", args.target.display(), args.bench.display());
+    }
     if comparison.rows.is_empty() {
         anyhow::bail!(
             "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \

@@ -1,0 +1,255 @@
+//! Whether two runs can answer the question asked of them, checked before any verdict.
+//!
+//! - `diff` asks "is this configuration reproducible?": only runs of one configuration can answer, so
+//!   [`configuration_differences`] lists what differs (settings the capture recorded, the op sequence,
+//!   dtypes, shapes) and `diff` refuses when anything does: a bf16 run against an fp32 one differs
+//!   everywhere, and calling that nondeterminism is wrong.
+//! - `compare` asks "where does the target leave the benchmark?": [`different_model`] refuses runs of
+//!   different models (most pairs differ in shape, or the op sequences do not align), and [`swapped_sides`]
+//!   warns when the target and the benchmark look exchanged.
+
+use crate::filter::Filter;
+use crate::index::{Index, Io, OpId};
+use crate::matching::Matching;
+use crate::sources::Source;
+use std::collections::{BTreeMap, HashMap};
+
+/// One way in which two runs are not the same configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigurationDifference {
+    /// `settings`, `op sequence`, `precision` or `shapes`.
+    pub aspect: &'static str,
+    /// How many ops or tensors differ in this aspect.
+    pub count: usize,
+    /// The first one, in words, with where it is.
+    pub first: String,
+}
+
+/// The ops of one rank and step, in execution order.
+fn by_step(index: &Index, filter: &Filter) -> BTreeMap<(u32, u64), Vec<OpId>> {
+    let mut groups: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
+    for o in filter.op_ids(index) {
+        groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+    }
+    groups
+}
+
+/// (name, type) of each op, in order.
+fn sequence<'a>(index: &'a Index, ops: &[OpId]) -> Vec<(&'a str, &'a str)> {
+    ops.iter().map(|&o| (index.ops[o].name.as_str(), index.ops[o].op_type.as_str())).collect()
+}
+
+/// What differs between two runs that should be one configuration, aspect by aspect (empty: nothing
+/// found). Only ops both runs dumped, in steps and ranks both have, are looked at: a run that dumped fewer
+/// steps is not another configuration. Settings are compared where both runs recorded them.
+pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<ConfigurationDifference> {
+    let mut found = Vec::new();
+    let mut settings = Vec::new();
+    if let (Some(sa), Some(sb)) = (&a.settings, &b.settings) {
+        let keys: std::collections::BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
+        for key in keys {
+            let (x, y) = (sa.get(key), sb.get(key));
+            if x != y {
+                let show = |v: Option<&String>| v.map_or("unset".to_string(), |v| format!("{v:?}"));
+                settings.push(format!("{key} is {} in run 1 and {} in run 2", show(x), show(y)));
+            }
+        }
+    }
+    if let Some(first) = settings.first() {
+        found.push(ConfigurationDifference {
+            aspect: "settings",
+            count: settings.len(),
+            first: first.clone(),
+        });
+    }
+    let (groups_a, groups_b) = (by_step(a, filter), by_step(b, filter));
+    let (mut sequences, mut dtypes, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
+    for (key @ (rank, step), ops_a) in &groups_a {
+        let Some(ops_b) = groups_b.get(key) else { continue };
+        let place = format!("step {step} rank {rank}");
+        let (seq_a, seq_b) = (sequence(a, ops_a), sequence(b, ops_b));
+        if let Some(i) = (0..seq_a.len().max(seq_b.len())).find(|&i| seq_a.get(i) != seq_b.get(i)) {
+            let show = |s: Option<(&str, &str)>| {
+                s.map_or("nothing (the step ends)".into(), |(n, t)| format!("{n} [{t}]"))
+            };
+            sequences.push(format!(
+                "{place}: op {} is {} in run 1 and {} in run 2",
+                i + 1,
+                show(seq_a.get(i).copied()),
+                show(seq_b.get(i).copied())
+            ));
+        }
+        // Tensors of the ops both runs have, by name: precision and shapes.
+        let named_b: HashMap<&str, OpId> = ops_b.iter().rev().map(|&o| (b.ops[o].name.as_str(), o)).collect();
+        for &oa in ops_a {
+            let Some(&ob) = named_b.get(a.ops[oa].name.as_str()) else { continue };
+            let tensors_b: HashMap<(Io, u32), usize> = b.ops[ob]
+                .inputs
+                .iter()
+                .chain(&b.ops[ob].outputs)
+                .map(|&t| ((b.tensors[t].io, b.tensors[t].index), t))
+                .collect();
+            for &ta in a.ops[oa].inputs.iter().chain(&a.ops[oa].outputs) {
+                let x = &a.tensors[ta];
+                let Some(&tb) = tensors_b.get(&(x.io, x.index)) else { continue };
+                let y = &b.tensors[tb];
+                let label = a.tensor_label(ta);
+                if x.dtype != y.dtype {
+                    dtypes
+                        .push(format!("{label} is {} in run 1 and {} in run 2 ({place})", x.dtype, y.dtype));
+                } else if x.shape != y.shape {
+                    shapes.push(format!(
+                        "{label} is {:?} in run 1 and {:?} in run 2 ({place})",
+                        x.shape, y.shape
+                    ));
+                }
+            }
+        }
+    }
+    for (aspect, list) in [("precision", dtypes), ("shapes", shapes), ("op sequence", sequences)] {
+        if let Some(first) = list.first() {
+            found.push(ConfigurationDifference { aspect, count: list.len(), first: first.clone() });
+        }
+    }
+    found
+}
+
+/// The refusal `diff` gives when the runs are not one configuration, naming what differs and where.
+pub fn not_one_configuration(
+    run1: &dyn Source,
+    run2: &dyn Source,
+    differences: &[ConfigurationDifference],
+) -> String {
+    let mut text = format!(
+        "{} and {} are not the same configuration, so `diff` cannot tell nondeterminism from the change:",
+        run1.root().display(),
+        run2.root().display()
+    );
+    for d in differences {
+        let unit = match d.aspect {
+            "settings" => "",
+            "op sequence" => " steps",
+            _ => " tensors",
+        };
+        let many = if d.count > 1 { format!("{}{unit} differ; first: ", d.count) } else { String::new() };
+        text.push_str(&format!("\n  {}: {many}{}", d.aspect, d.first));
+    }
+    let what = match differences.first().map(|d| d.aspect) {
+        Some("precision") => "precision",
+        Some("shapes") => "shapes (another model, batch or sequence length)",
+        Some("op sequence") => "their ops (fusion, another model or framework version)",
+        _ => "their settings",
+    };
+    text.push_str(&format!(
+        "\nthese runs differ in {what}: compare them with `analyzer compare {} {}`",
+        run1.root().display(),
+        run2.root().display()
+    ));
+    text
+}
+
+/// Mismatches listed in a refusal before "...".
+const LISTED: usize = 3;
+
+/// Why the target and the benchmark are not runs of one model, when they are not: most matched pairs
+/// differ in element count, or most of the target's outputs (of the ops `filter` keeps) found no
+/// counterpart at all (the op sequences do not align). `None` when they look like one model.
+pub fn different_model(
+    target: &Index,
+    bench: &Index,
+    matching: &Matching,
+    filter: &Filter,
+) -> Option<String> {
+    let keep = |t: usize| filter.keeps(&target.ops[target.tensors[t].op]);
+    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
+    let count = |shape: &[u64]| shape.iter().product::<u64>();
+    let reshaped: Vec<String> = pairs
+        .iter()
+        .filter(|p| count(&target.tensors[p.target].shape) != count(&bench.tensors[p.bench].shape))
+        .map(|p| {
+            let (t, b) = (target.tensor_label(p.target), bench.tensor_label(p.bench));
+            let bench_name = if b == t { String::new() } else { format!("{b} ") };
+            format!(
+                "{t} is {:?} in the target and {bench_name}{:?} in the benchmark",
+                target.tensors[p.target].shape, bench.tensors[p.bench].shape
+            )
+        })
+        .collect();
+    let outputs =
+        |ids: &mut dyn Iterator<Item = usize>| ids.filter(|&t| target.tensors[t].io == Io::Output).count();
+    let selected_outputs = outputs(&mut (0..target.tensors.len()).filter(|&t| keep(t)));
+    let matched_outputs = outputs(&mut pairs.iter().map(|p| p.target));
+    let why = if !pairs.is_empty() && reshaped.len() * 2 > pairs.len() {
+        let first: Vec<&str> = reshaped.iter().take(LISTED).map(String::as_str).collect();
+        format!(
+            "{} of {} matched tensor pairs differ in shape: {}",
+            reshaped.len(),
+            pairs.len(),
+            first.join("; ")
+        )
+    } else if selected_outputs > 0 && matched_outputs * 2 < selected_outputs {
+        let unmatched: Vec<String> = matching
+            .unmatched_target
+            .iter()
+            .filter(|&&t| keep(t) && target.tensors[t].io == Io::Output)
+            .take(LISTED)
+            .map(|&t| target.tensor_label(t))
+            .collect();
+        format!(
+            "only {matched_outputs} of the target's {selected_outputs} outputs have a counterpart in the benchmark \
+             (by name, --mapping, fusion provenance or execution order): the op sequences do not align; \
+             without one: {}",
+            unmatched.join(", ")
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "these are not runs of the same model: {why}. Compare a run with a benchmark of the same model (or \
+         pass --mapping for ops that only have other names)"
+    ))
+}
+
+/// A float dtype's width in bits (fp16/bf16 16, fp32 32, ...), `None` for other types.
+fn float_bits(dtype: accutrace_formats::DType) -> Option<u32> {
+    dtype.is_float().then(|| dtype.bits()).flatten()
+}
+
+/// Why the target and the benchmark look exchanged, when they do: the benchmark is an NPU dump (a
+/// capture or a CANN dump) while the target is a framework-level dump (.npy, msprobe), or most matched
+/// float pairs with different widths are narrower on the benchmark side (fp16/bf16 against fp32). The
+/// sentence says how to swap them.
+pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matching) -> Option<String> {
+    let (ti, bi) = (target.index(), bench.index());
+    let npu_dump = |kind: &str| kind == "capture" || kind == "cann-dump";
+    let host_dump = |kind: &str| kind == "npy" || kind == "msprobe";
+    let (mut narrower_bench, mut narrower_target) = (0usize, 0usize);
+    for p in &matching.pairs {
+        if let (Some(t), Some(b)) =
+            (float_bits(ti.tensors[p.target].dtype), float_bits(bi.tensors[p.bench].dtype))
+        {
+            narrower_bench += usize::from(b < t);
+            narrower_target += usize::from(t < b);
+        }
+    }
+    let why = if npu_dump(bench.kind()) && host_dump(target.kind()) {
+        format!(
+            "the benchmark is an NPU dump ({}) and the target a framework dump ({})",
+            bench.kind(),
+            target.kind()
+        )
+    } else if narrower_bench > narrower_target {
+        format!(
+            "{narrower_bench} matched tensors have lower precision in the benchmark than in the target \
+             (fp16/bf16 against fp32)"
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the target and the benchmark look swapped: {why}. The run under suspicion comes first: \
+         `analyzer compare {} {}`",
+        bench.root().display(),
+        target.root().display()
+    ))
+}

@@ -1,0 +1,189 @@
+//! The mistakes users make, and what the analyzer says instead of a wrong answer (issue #11, points 2-6):
+//! `diff` of runs that are not one configuration, target and benchmark swapped, a benchmark of another
+//! model, overflow output that would mislead, selections that match nothing.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+const FUSED: &str = r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/msprobe-tiny")
+}
+
+/// Records `model_json` (tensor mode) into `dir/tag`; `train` adds sim-train options after the model.
+fn captured(dir: &Path, tag: &str, model_json: &str, steps: u64, options: &[&str]) -> PathBuf {
+    let model = model_file(dir, &format!("{tag}.json"), model_json);
+    let run = dir.join(tag);
+    record(&run, &model, steps, options, &[]);
+    run
+}
+
+/// Runs the analyzer expecting a refusal: exit 2, nothing on standard output, the message on stderr.
+fn refusal(args: &[&str]) -> String {
+    let (code, stdout, stderr) = analyzer(args);
+    assert_eq!(code, 2, "{args:?} is refused:\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("NONDETERMINISTIC") && !stdout.contains("CULPRIT"), "no verdict: {stdout}");
+    stderr
+}
+
+#[test]
+fn diff_refuses_runs_of_another_precision_and_points_to_compare() {
+    let (target, bench) = (fixture().join("target"), fixture().join("bench"));
+    let why = refusal(&["diff", path_str(&target), path_str(&bench)]);
+    assert!(why.contains("are not the same configuration"), "{why}");
+    assert!(
+        why.contains("precision: 43 tensors differ; first: Functional.linear.0.forward.output.0 is BF16 in run 1 and FLOAT in run 2"),
+        "{why}"
+    );
+    assert!(why.contains("these runs differ in precision: compare them with `analyzer compare"), "{why}");
+
+    // A capture against its fp32 benchmark: precision, and the fused kernel against the unfused ops.
+    let dir = scratch();
+    let run = captured(dir.path(), "npu", FUSED, 1, &["--mode", "tensor"]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", FUSED), 1, &bench);
+    let why = refusal(&["diff", path_str(&run), path_str(&bench)]);
+    assert!(why.contains("is FLOAT16 in run 1 and FLOAT in run 2"), "{why}");
+    assert!(
+        why.contains(
+            "op 13 is model/layer_0/mlp/fused_matmul_biasadd_gelu [FusedMatMulBiasGelu] in run 1 and \
+                      model/layer_0/mlp/fc1/MatMul [MatMulV2] in run 2"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn diff_refuses_another_fusion_or_device_mode_and_accepts_the_same_configuration() {
+    let dir = scratch();
+    let plain = captured(dir.path(), "plain", "{}", 1, &[]);
+    let fused = captured(dir.path(), "fused", r#"{"fusion": true}"#, 1, &[]);
+    let why = refusal(&["diff", path_str(&plain), path_str(&fused)]);
+    assert!(why.contains("op sequence: step 0 rank 0: op "), "{why}");
+    assert!(why.contains("these runs differ in their ops"), "{why}");
+
+    // The same model under the other device overflow mode: the manifests tell.
+    let saturation = dir.path().join("saturation");
+    let model = model_file(dir.path(), "sat.json", "{}");
+    record(&saturation, &model, 1, &[], &[("SIM_ACL_SAT_MODE", "saturation")]);
+    let why = refusal(&["diff", path_str(&plain), path_str(&saturation)]);
+    assert!(why.contains("settings: the device overflow mode is"), "{why}");
+    assert!(why.contains("\"saturation\" in run 2"), "{why}");
+
+    // One configuration twice: no refusal, identical.
+    let again = captured(dir.path(), "again", "{}", 1, &[]);
+    let (code, report) = analyzer_json(&["diff", path_str(&plain), path_str(&again)]);
+    assert_eq!(code, 0, "{report}");
+}
+
+#[test]
+fn compare_warns_when_target_and_benchmark_look_swapped() {
+    let dir = scratch();
+    let run = captured(dir.path(), "npu", FUSED, 1, &["--mode", "tensor"]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", FUSED), 1, &bench);
+    let (_, stdout, _) = analyzer(&["compare", path_str(&bench), path_str(&run)]);
+    let swap = format!("`analyzer compare {} {}`", run.display(), bench.display());
+    assert!(stdout.contains("WARNING: the target and the benchmark look swapped"), "{stdout}");
+    assert!(stdout.contains("the benchmark is an NPU dump (capture)") && stdout.contains(&swap), "{stdout}");
+    // JSON carries it, and standard error still shows it.
+    let (_, report) = analyzer_json(&["compare", path_str(&bench), path_str(&run)]);
+    assert!(report["warnings"][0].as_str().is_some_and(|w| w.contains(&swap)), "{}", report["warnings"]);
+    // The right way round: no warning.
+    let (_, report) = analyzer_json(&["compare", path_str(&run), path_str(&bench)]);
+    assert_eq!(report["warnings"].as_array().map(Vec::len), Some(0), "{}", report["warnings"]);
+
+    // Two framework dumps: the benchmark side has the lower precision.
+    let (target, bench) = (fixture().join("target"), fixture().join("bench"));
+    let (_, stdout, _) = analyzer(&["compare", path_str(&bench), path_str(&target)]);
+    assert!(
+        stdout.contains("matched tensors have lower precision in the benchmark than in the target"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn compare_refuses_a_benchmark_of_another_model() {
+    let dir = scratch();
+    let run = captured(dir.path(), "npu", FUSED, 1, &["--mode", "tensor"]);
+    let other = dir.path().join("other");
+    sim_bench(&model_file(dir.path(), "other.json", r#"{"d_model": 24}"#), 1, &other);
+    let why = refusal(&["compare", path_str(&run), path_str(&other)]);
+    assert!(why.contains("these are not runs of the same model"), "{why}");
+    assert!(why.contains("matched tensor pairs differ in shape: model/embedding/GatherV2.output.0 is [2, 8, 16] in the target and [2, 8, 24] in the benchmark"), "{why}");
+}
+
+#[test]
+fn overflow_output_says_only_what_the_dump_shows() {
+    let dir = scratch();
+    let op = "model/layer_0/mlp/fc1/MatMul";
+    let faulty = format!(r#"{{"faults": {{"overflow": {{"op": "{op}", "step": 1}}}}}}"#);
+    // Overflow detection dumps only the flagged ops: nothing downstream to count.
+    let run = captured(dir.path(), "detect", &faulty, 3, &["--overflow"]);
+    let (code, report) = analyzer_json(&["overflow", path_str(&run)]);
+    assert_eq!((code, report["origins"][0]["op"].as_str()), (1, Some(op)), "{report}");
+    assert!(report["origins"][0]["spread_to"].is_null(), "{}", report["origins"][0]);
+    assert_eq!(report["only_overflowing_ops"], true);
+    let (_, table, _) = analyzer(&["overflow", path_str(&run)]);
+    assert!(table.contains("spread: not visible") && !table.contains("spread to"), "{table}");
+
+    // A full dump counts the spread and reads the loss scale from the power-of-two input of its op.
+    let full = captured(dir.path(), "full", &faulty, 3, &[]);
+    let (_, report) = analyzer_json(&["overflow", path_str(&full)]);
+    assert!(report["origins"][0]["spread_to"].as_u64().is_some_and(|n| n > 0), "{}", report["origins"][0]);
+    let (_, table, _) = analyzer(&["overflow", path_str(&full)]);
+    assert!(
+        table.contains("loss scale by step (input of model/loss/scale/Mul): 0:1024 1:1024 2:512"),
+        "{table}"
+    );
+
+    // The benchmark dumps outputs only: the loss times the scale is not a loss scale.
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", &faulty), 3, &bench);
+    let (_, report) = analyzer_json(&["overflow", path_str(&bench)]);
+    assert_eq!(report["loss_scale"].as_array().map(Vec::len), Some(0), "{}", report["loss_scale"]);
+
+    // Two ranks: a labelled history per rank.
+    let ranks = captured(dir.path(), "ranks", "{}", 2, &[]);
+    let (sim_train, lib) = (sim_train_bin(), runtime_lib());
+    let two = dir.path().join("two");
+    let model = model_file(dir.path(), "two.json", "{}");
+    let collector = collector_lib();
+    let mut args = vec!["record", "-o", path_str(&two), "--collector", path_str(&collector), "--"];
+    args.extend([path_str(&sim_train), "--model", path_str(&model), "--lib", path_str(&lib), "--steps", "2"]);
+    args.extend(["--ranks", "2"]);
+    let (code, stdout, stderr) = analyzer(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (_, table, _) = analyzer(&["overflow", path_str(&two)]);
+    for rank in ["rank 0", "rank 1"] {
+        assert!(
+            table.contains(&format!(
+                "loss scale by step, {rank} (input of model/loss/scale/Mul): 0:1024 1:1024"
+            )),
+            "{table}"
+        );
+    }
+    let (_, single, _) = analyzer(&["overflow", path_str(&ranks)]);
+    assert!(!single.contains("rank 0 ("), "one rank needs no label: {single}");
+}
+
+#[test]
+fn selections_that_match_nothing_say_what_there_is() {
+    let dir = scratch();
+    let run = captured(dir.path(), "npu", FUSED, 3, &["--mode", "tensor"]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", FUSED), 3, &bench);
+    let why = refusal(&["compare", path_str(&run), path_str(&bench), "--step", "5"]);
+    assert!(why.contains(&format!("step 5 is not in {}: its steps are 0-2", run.display())), "{why}");
+    let why = refusal(&["inspect", path_str(&run), "--op", "layer_0/*"]);
+    assert!(why.contains("matches no op") && why.contains("try '*layer_0/*'"), "{why}");
+    let why = refusal(&["overflow", path_str(&run), "--rank", "3"]);
+    assert!(why.contains("rank 3 is not in") && why.contains("its ranks are 0"), "{why}");
+    // The header counts the selection, out of the whole run.
+    let (code, stdout, _) = analyzer(&["inspect", path_str(&run), "--step", "1", "--op", "*/Softmax"]);
+    assert_eq!(code, 0);
+    let header = stdout.lines().next().unwrap_or_default();
+    assert!(header.contains(": 2 of ") && header.contains("selected by --step/--rank/--op"), "{header}");
+}
