@@ -336,13 +336,13 @@ fn find_culprit(
     let mut failing = Vec::new();
     let mut culprit = None;
     // Steps (per rank) in which an op was compared and passes, and in which one fails, so far.
-    let (mut passing_seen, mut failing_seen): (HashSet<(u32, u64)>, HashSet<(u32, u64)>) = Default::default();
+    let mut passing_seen: HashSet<(u32, u64)> = HashSet::new();
+    let mut failing_seen: HashSet<(u32, u64)> = HashSet::new();
     // Op ids follow execution order (`Index::order_by_execution`).
-    for o in 0..index.ops.len() {
-        let op = &index.ops[o];
+    for (o, (op, &compared)) in index.ops.iter().zip(&op_compared).enumerate() {
         let failing_rows: Vec<usize> = output_rows(o).filter(|&r| rows[r].failed).collect();
         if failing_rows.is_empty() {
-            if op_compared[o] {
+            if compared {
                 passing_seen.insert((op.rank, op.step));
             }
             continue;
