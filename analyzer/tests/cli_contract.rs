@@ -38,6 +38,24 @@ fn json(text: &str, command: &str) -> serde_json::Value {
     v
 }
 
+/// A copy of the bf16 run in which GELU's output holds its input instead: the same configuration (names,
+/// dtypes, shapes), one op that differs while its inputs are identical.
+fn altered_target(tmp: &std::path::Path) -> PathBuf {
+    let from = fixture().join("target/step0/rank0");
+    let to = tmp.join("altered/step0/rank0");
+    std::fs::create_dir_all(to.join("dump_tensor_data")).unwrap();
+    for entry in std::fs::read_dir(from.join("dump_tensor_data")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join("dump_tensor_data").join(entry.file_name())).unwrap();
+    }
+    let dump = std::fs::read_to_string(from.join("dump.json")).unwrap();
+    let gelu = "\"data_name\": \"Functional.gelu.0.forward.output.0.pt\"";
+    assert!(dump.contains(gelu));
+    let altered = dump.replace(gelu, "\"data_name\": \"Functional.gelu.0.forward.input.0.pt\"");
+    std::fs::write(to.join("dump.json"), altered).unwrap();
+    tmp.join("altered")
+}
+
 fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let header = reader.headers().expect("a header").iter().map(str::to_string).collect();
@@ -99,11 +117,25 @@ fn diff_reports_carry_the_verdicts() {
     let (_, rows) = csv_rows(&run(&["diff", "target", "target", "--format", "csv"], &[0]));
     assert!(rows.is_empty(), "{rows:?}");
 
-    // The bf16 run against the fp32 one: different from the very first op, whose inputs were identical.
-    let v = json(&run(&["diff", "target", "bench", "--format", "json"], &[1]), "diff");
+    // The bf16 run against the fp32 one is not one configuration: refused (exit 2), no verdict.
+    let out = analyzer(&["diff", "target", "bench", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        out.stdout.is_empty() && String::from_utf8_lossy(&out.stderr).contains("not the same configuration")
+    );
+
+    // One configuration in which GELU's output changed while its input did not.
+    let tmp = tempfile::tempdir().unwrap();
+    let altered = altered_target(tmp.path());
+    let altered = altered.to_str().unwrap();
+    let v = json(&run(&["diff", "target", altered, "--format", "json"], &[1]), "diff");
     assert_eq!(v["verdict"], "different");
     let first = &v["first_differences"][0];
-    let (header, rows) = csv_rows(&run(&["diff", "target", "bench", "--format", "csv"], &[1]));
+    assert_eq!(
+        (first["op"].as_str(), first["verdict"].as_str()),
+        (Some("Functional.gelu.0.forward"), Some("nondeterministic"))
+    );
+    let (header, rows) = csv_rows(&run(&["diff", "target", altered, "--format", "csv"], &[1]));
     let col =
         |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {name}"));
     let firsts: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("kind")] == "first_difference").collect();
@@ -138,11 +170,13 @@ fn colour_is_real_and_asked_for() {
 /// status is still what was found.
 #[test]
 fn a_closed_pipe_ends_quietly_with_the_findings_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let altered = altered_target(tmp.path());
     for (args, expected) in [
         (vec!["compare", "target", "bench", "--all", "--cosine-min", "1.1"], 1),
         (vec!["compare", "target", "target", "--all"], 0),
         (vec!["inspect", "target"], 0),
-        (vec!["diff", "target", "bench", "--format", "csv"], 1),
+        (vec!["diff", "target", altered.to_str().unwrap(), "--format", "csv"], 1),
     ] {
         let mut child = Command::new(ANALYZER)
             .args(&args)
