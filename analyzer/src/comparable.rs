@@ -152,8 +152,9 @@ pub fn not_one_configuration(
 const LISTED: usize = 3;
 
 /// Why the target and the benchmark are not runs of one model, when they are not: most matched pairs
-/// differ in element count, or most of the target's outputs (of the ops `filter` keeps) found no
-/// counterpart at all (the op sequences do not align). `None` when they look like one model.
+/// differ in element count, or most of the target's outputs (of the ops `filter` keeps, in steps and ranks
+/// the benchmark has) found no counterpart at all (the op sequences do not align). `None` when they look
+/// like one model.
 pub fn different_model(
     target: &Index,
     bench: &Index,
@@ -175,9 +176,15 @@ pub fn different_model(
             )
         })
         .collect();
+    // Only where the benchmark has the step and rank at all: fewer steps or ranks are not another model.
+    let places: std::collections::HashSet<(u32, u64)> = bench.ops.iter().map(|o| (o.rank, o.step)).collect();
+    let in_bench = |t: usize| {
+        let op = &target.ops[target.tensors[t].op];
+        places.contains(&(op.rank, op.step))
+    };
     let outputs =
         |ids: &mut dyn Iterator<Item = usize>| ids.filter(|&t| target.tensors[t].io == Io::Output).count();
-    let selected_outputs = outputs(&mut (0..target.tensors.len()).filter(|&t| keep(t)));
+    let selected_outputs = outputs(&mut (0..target.tensors.len()).filter(|&t| keep(t) && in_bench(t)));
     let matched_outputs = outputs(&mut pairs.iter().map(|p| p.target));
     let why = if !pairs.is_empty() && reshaped.len() * 2 > pairs.len() {
         let first: Vec<&str> = reshaped.iter().take(LISTED).map(String::as_str).collect();
@@ -191,7 +198,7 @@ pub fn different_model(
         let unmatched: Vec<String> = matching
             .unmatched_target
             .iter()
-            .filter(|&&t| keep(t) && target.tensors[t].io == Io::Output)
+            .filter(|&&t| keep(t) && in_bench(t) && target.tensors[t].io == Io::Output)
             .take(LISTED)
             .map(|&t| target.tensor_label(t))
             .collect();

@@ -1,14 +1,18 @@
 //! Every example in `analyzer --help` and each command's `--help` runs, as printed, against runs recorded
-//! under the names the examples use (runs/npu, runs/a, runs/b, bench/), and answers: exit status 0 or 1 and
-//! some output. An example whose filter matches nothing exits 2 (`Filter::check`) and fails here.
+//! under the names the examples use (runs/npu with 4 ranks, runs/a, runs/b, bench/, and the msprobe fixture
+//! as npu_dump/ and gpu_dump/), and answers: exit status 0 or 1, and some output (or the file it names with
+//! `-o`). An example whose filter matches nothing exits 2 (`Filter::check`) and fails here. A shell
+//! redirection or pipe ends the command line that is run (`analyzer manpage | man -l -` runs
+//! `analyzer manpage`); `record` runs the simulated training instead of `python train.py`.
 
 mod common;
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The commands whose help is read (`analyzer --help` too).
-const COMMANDS: [&str; 6] = ["inspect", "compare", "diff", "overflow", "convert", "record"];
+const COMMANDS: [&str; 8] =
+    ["inspect", "compare", "diff", "overflow", "convert", "record", "completions", "manpage"];
 
 /// The example command lines of one help text: lines that read `Example: analyzer ...`, `$ analyzer ...`
 /// or `analyzer ...`.
@@ -46,12 +50,23 @@ fn words(line: &str) -> Vec<String> {
     out
 }
 
-/// The places the examples name, recorded from the tiny model (4 steps: `convert --step 3` selects one).
+/// The places the examples name, recorded from the tiny model (4 steps and 4 ranks: `convert --step 3` and
+/// `overflow --rank 3` select something).
 fn world(dir: &Path) {
     let fused = r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#;
     let model = model_file(dir, "npu.json", fused);
-    record(&dir.join("runs/npu"), &model, 4, &["--mode", "tensor"], &[]);
+    let (collector, sim_train, lib) = (collector_lib(), sim_train_bin(), runtime_lib());
+    let npu = dir.join("runs/npu");
+    let mut args =
+        vec!["record", "-o", path_str(&npu), "--collector", path_str(&collector), "--mode", "tensor"];
+    args.extend(["--", path_str(&sim_train), "--model", path_str(&model), "--lib", path_str(&lib)]);
+    args.extend(["--steps", "4", "--ranks", "4"]);
+    let (code, stdout, stderr) = analyzer(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
     sim_bench(&model, 4, &dir.join("bench"));
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/msprobe-tiny");
+    std::os::unix::fs::symlink(fixture.join("target"), dir.join("npu_dump")).expect("link the fixture");
+    std::os::unix::fs::symlink(fixture.join("bench"), dir.join("gpu_dump")).expect("link the fixture");
     for (run, seed) in [("runs/a", 1), ("runs/b", 2)] {
         let json = format!(
             r#"{{"run_seed": {seed}, "faults": {{"nondeterministic_op": "model/layer_1/attn/Softmax"}}}}"#
@@ -76,6 +91,9 @@ fn every_help_example_runs_and_answers() {
         for example in examples(&help) {
             let mut argv = words(&example);
             assert_eq!(argv.remove(0), "analyzer");
+            if let Some(shell) = argv.iter().position(|w| w == ">" || w == "|") {
+                argv.truncate(shell);
+            }
             if argv[0] == "record" {
                 // The training command and a fresh run directory stand in for the example's.
                 let end = argv.iter().position(|a| a == "--").expect("record examples end in -- COMMAND");
@@ -97,7 +115,13 @@ fn every_help_example_runs_and_answers() {
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
-            assert!(!out.stdout.is_empty() || !out.stderr.is_empty(), "`{example}` printed nothing");
+            let written = argv.iter().position(|a| a == "-o").map(|o| dir.path().join(&argv[o + 1]));
+            match written {
+                Some(file) if argv[0] != "record" => {
+                    assert!(file.exists(), "`{example}` wrote no {}", file.display())
+                }
+                _ => assert!(!out.stdout.is_empty() || !out.stderr.is_empty(), "`{example}` printed nothing"),
+            }
             ran += 1;
         }
     }
