@@ -2,7 +2,8 @@
 //! answers the questions of a diverging port: where does it leave the benchmark (`compare`), is it
 //! reproducible (`diff`), where did the first inf/NaN come from (`overflow`).
 //!
-//! Layout: [`sources`] read runs into an [`index::Index`]; [`matching`] pairs two indexes; [`metrics`]
+//! Layout: [`sources`] read runs into an [`index::Index`] ([`steps`]: the steps of eager dumps);
+//! [`matching`] pairs two indexes; [`metrics`]
 //! compute the vendor-compatible numbers; the engines ([`compare`], [`diff`], [`overflow`], [`inspect`],
 //! [`convert`]) take plain options structs and return what they found; [`report`] prints it, one module per
 //! command. The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
@@ -23,3 +24,4 @@ pub mod overflow_records;
 pub mod progress;
 pub mod report;
 pub mod sources;
+pub mod steps;

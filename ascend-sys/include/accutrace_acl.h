@@ -2,8 +2,8 @@
  * accutrace_acl.h: the subset of CANN's AscendCL C ABI that accutrace touches.
  *
  * Written for accutrace from the public CANN documentation and headers (acl_base.h, acl_rt.h, acl_mdl.h,
- * acl_dump.h); see docs/CANN.md section 3. Only declarations are here: the definitions come from
- * a real libascendcl.so / libascend_dump.so, or from the simulated runtime in tests/sim-runtime.
+ * acl_op.h, acl_dump.h); see docs/CANN.md sections 3 and 5. Only declarations are here: the definitions
+ * come from a real libascendcl.so / libascend_dump.so, or from the simulated runtime in tests/sim-runtime.
  *
  * Regenerate ascend-sys/src/bindings.rs after editing: scripts/regen-bindings (needs libclang).
  */
@@ -101,6 +101,54 @@ size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffer);
 aclError aclmdlLoadFromFile(const char *modelPath, uint32_t *modelId);
 aclError aclmdlExecute(uint32_t modelId, const aclmdlDataset *input, aclmdlDataset *output);
 aclError aclmdlUnload(uint32_t modelId);
+
+/* ---- single-operator execution (acl_base.h, acl_op.h) ----
+ * The generic single-op path (torch_npu's OpCommand): describe each operand, hand its device memory over as
+ * a data buffer, and launch the op by type. Operand shapes are the framework's (origin) shapes; a tensor
+ * stored in another device format also gets its storage format and shape. */
+typedef struct aclTensorDesc aclTensorDesc;
+typedef struct aclopAttr aclopAttr;
+
+/* aclDataType numbers types differently from the dump's OutputDataType (the runtime converts). */
+typedef enum aclDataType {
+    ACL_DT_UNDEFINED = -1,
+    ACL_FLOAT = 0,
+    ACL_FLOAT16 = 1,
+    ACL_INT8 = 2,
+    ACL_INT32 = 3,
+    ACL_UINT8 = 4,
+    ACL_INT16 = 6,
+    ACL_UINT16 = 7,
+    ACL_UINT32 = 8,
+    ACL_INT64 = 9,
+    ACL_UINT64 = 10,
+    ACL_DOUBLE = 11,
+    ACL_BOOL = 12,
+    ACL_BF16 = 27,
+} aclDataType;
+
+typedef enum aclFormat {
+    ACL_FORMAT_UNDEFINED = -1,
+    ACL_FORMAT_NCHW = 0,
+    ACL_FORMAT_NHWC = 1,
+    ACL_FORMAT_ND = 2,
+    ACL_FORMAT_NC1HWC0 = 3,
+    ACL_FORMAT_FRACTAL_Z = 4,
+    ACL_FORMAT_FRACTAL_NZ = 29,
+} aclFormat;
+
+aclTensorDesc *aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t *dims, aclFormat format);
+void aclDestroyTensorDesc(const aclTensorDesc *desc);
+aclError aclSetTensorStorageFormat(aclTensorDesc *desc, aclFormat format);
+aclError aclSetTensorStorageShape(aclTensorDesc *desc, int numDims, const int64_t *dims);
+aclopAttr *aclopCreateAttr(void);
+void aclopDestroyAttr(const aclopAttr *attr);
+aclError aclopSetAttrInt(aclopAttr *attr, const char *attrName, int64_t attrValue);
+aclError aclopSetAttrString(aclopAttr *attr, const char *attrName, const char *attrValue);
+/* Launches op opType on stream (NULL: the default stream); asynchronous. attr may be NULL. */
+aclError aclopExecuteV2(const char *opType, int numInputs, aclTensorDesc *inputDesc[], aclDataBuffer *inputs[],
+                        int numOutputs, aclTensorDesc *outputDesc[], aclDataBuffer *outputs[], aclopAttr *attr,
+                        aclrtStream stream);
 
 /* ---- dump (acl_mdl.h, acl_dump.h) ---- */
 aclError aclmdlInitDump(void);

@@ -167,6 +167,93 @@ unsafe extern "C" {
 unsafe extern "C" {
     pub fn aclmdlUnload(modelId: u32) -> aclError;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct aclTensorDesc {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct aclopAttr {
+    _unused: [u8; 0],
+}
+pub const ACL_DT_UNDEFINED: aclDataType = -1;
+pub const ACL_FLOAT: aclDataType = 0;
+pub const ACL_FLOAT16: aclDataType = 1;
+pub const ACL_INT8: aclDataType = 2;
+pub const ACL_INT32: aclDataType = 3;
+pub const ACL_UINT8: aclDataType = 4;
+pub const ACL_INT16: aclDataType = 6;
+pub const ACL_UINT16: aclDataType = 7;
+pub const ACL_UINT32: aclDataType = 8;
+pub const ACL_INT64: aclDataType = 9;
+pub const ACL_UINT64: aclDataType = 10;
+pub const ACL_DOUBLE: aclDataType = 11;
+pub const ACL_BOOL: aclDataType = 12;
+pub const ACL_BF16: aclDataType = 27;
+pub type aclDataType = ::core::ffi::c_int;
+pub const ACL_FORMAT_UNDEFINED: aclFormat = -1;
+pub const ACL_FORMAT_NCHW: aclFormat = 0;
+pub const ACL_FORMAT_NHWC: aclFormat = 1;
+pub const ACL_FORMAT_ND: aclFormat = 2;
+pub const ACL_FORMAT_NC1HWC0: aclFormat = 3;
+pub const ACL_FORMAT_FRACTAL_Z: aclFormat = 4;
+pub const ACL_FORMAT_FRACTAL_NZ: aclFormat = 29;
+pub type aclFormat = ::core::ffi::c_int;
+unsafe extern "C" {
+    pub fn aclCreateTensorDesc(
+        dataType: aclDataType,
+        numDims: ::core::ffi::c_int,
+        dims: *const i64,
+        format: aclFormat,
+    ) -> *mut aclTensorDesc;
+}
+unsafe extern "C" {
+    pub fn aclDestroyTensorDesc(desc: *const aclTensorDesc);
+}
+unsafe extern "C" {
+    pub fn aclSetTensorStorageFormat(desc: *mut aclTensorDesc, format: aclFormat) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclSetTensorStorageShape(
+        desc: *mut aclTensorDesc,
+        numDims: ::core::ffi::c_int,
+        dims: *const i64,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopCreateAttr() -> *mut aclopAttr;
+}
+unsafe extern "C" {
+    pub fn aclopDestroyAttr(attr: *const aclopAttr);
+}
+unsafe extern "C" {
+    pub fn aclopSetAttrInt(
+        attr: *mut aclopAttr,
+        attrName: *const ::core::ffi::c_char,
+        attrValue: i64,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopSetAttrString(
+        attr: *mut aclopAttr,
+        attrName: *const ::core::ffi::c_char,
+        attrValue: *const ::core::ffi::c_char,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopExecuteV2(
+        opType: *const ::core::ffi::c_char,
+        numInputs: ::core::ffi::c_int,
+        inputDesc: *mut *mut aclTensorDesc,
+        inputs: *mut *mut aclDataBuffer,
+        numOutputs: ::core::ffi::c_int,
+        outputDesc: *mut *mut aclTensorDesc,
+        outputs: *mut *mut aclDataBuffer,
+        attr: *mut aclopAttr,
+        stream: aclrtStream,
+    ) -> aclError;
+}
 unsafe extern "C" {
     pub fn aclmdlInitDump() -> aclError;
 }

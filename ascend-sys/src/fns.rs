@@ -4,8 +4,8 @@
 //! passed to `acldumpRegCallback`.
 
 use crate::bindings::{
-    aclDataBuffer, aclError, acldumpChunk, aclmdlDataset, aclrtFloatOverflowMode, aclrtMemMallocPolicy,
-    aclrtMemcpyKind, aclrtStream,
+    aclDataBuffer, aclDataType, aclError, aclFormat, aclTensorDesc, acldumpChunk, aclmdlDataset, aclopAttr,
+    aclrtFloatOverflowMode, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
 };
 use core::ffi::{c_char, c_void};
 
@@ -49,6 +49,35 @@ pub type AclmdlLoadFromFileFn =
 pub type AclmdlExecuteFn =
     unsafe extern "C" fn(model_id: u32, input: *const aclmdlDataset, output: *mut aclmdlDataset) -> aclError;
 pub type AclmdlUnloadFn = unsafe extern "C" fn(model_id: u32) -> aclError;
+
+pub type AclCreateTensorDescFn = unsafe extern "C" fn(
+    data_type: aclDataType,
+    num_dims: i32,
+    dims: *const i64,
+    format: aclFormat,
+) -> *mut aclTensorDesc;
+pub type AclDestroyTensorDescFn = unsafe extern "C" fn(desc: *const aclTensorDesc);
+pub type AclSetTensorStorageFormatFn =
+    unsafe extern "C" fn(desc: *mut aclTensorDesc, format: aclFormat) -> aclError;
+pub type AclSetTensorStorageShapeFn =
+    unsafe extern "C" fn(desc: *mut aclTensorDesc, num_dims: i32, dims: *const i64) -> aclError;
+pub type AclopCreateAttrFn = unsafe extern "C" fn() -> *mut aclopAttr;
+pub type AclopDestroyAttrFn = unsafe extern "C" fn(attr: *const aclopAttr);
+pub type AclopSetAttrIntFn =
+    unsafe extern "C" fn(attr: *mut aclopAttr, name: *const c_char, value: i64) -> aclError;
+pub type AclopSetAttrStringFn =
+    unsafe extern "C" fn(attr: *mut aclopAttr, name: *const c_char, value: *const c_char) -> aclError;
+pub type AclopExecuteV2Fn = unsafe extern "C" fn(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    stream: aclrtStream,
+) -> aclError;
 
 pub type AclmdlInitDumpFn = unsafe extern "C" fn() -> aclError;
 pub type AclmdlSetDumpFn = unsafe extern "C" fn(dump_cfg_path: *const c_char) -> aclError;

@@ -15,80 +15,18 @@ use crate::pool::SlotPool;
 use crate::routing::Router;
 use accutrace_formats::capture::{Manifest, StreamInfo, StreamWriter, WriterOptions};
 use ascend_sys::*;
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, OnceLock};
-
-/// Interposes the runtime's `aclInit`: forwards to it, then starts the collector when configured.
-///
-/// # Safety
-/// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
-#[no_mangle]
-pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
-    // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
-    match catch_unwind(|| unsafe { acl_init_hook(config_path) }) {
-        Ok(code) => code,
-        Err(_) => {
-            // The hook forwards before doing anything else, so a panic here means the runtime's result is
-            // lost; report the generic failure rather than unwind into C.
-            crate::log("aclInit hook panicked");
-            ascend_sys::ACL_ERROR_INTERNAL_ERROR
-        }
-    }
-}
-
-/// Interposes the runtime's `aclFinalize`: seals the capture, then forwards.
-#[no_mangle]
-pub extern "C" fn aclFinalize() -> aclError {
-    match catch_unwind(acl_finalize_hook) {
-        Ok(code) => code,
-        Err(_) => {
-            crate::log("aclFinalize hook panicked");
-            ascend_sys::ACL_ERROR_INTERNAL_ERROR
-        }
-    }
-}
-
-/// `dlsym(RTLD_NEXT, name)`: the definition after ours in the lookup order (the runtime's).
-fn next_symbol(name: &std::ffi::CStr) -> *mut c_void {
-    // SAFETY: `name` is NUL-terminated; RTLD_NEXT lookups have no other requirement.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
-}
-
-fn real_init() -> Option<AclInitFn> {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let addr = *REAL.get_or_init(|| {
-        let p = next_symbol(c"aclInit");
-        if !p.is_null() {
-            return p as usize;
-        }
-        // Not reachable through RTLD_NEXT (an unusual load order): ask the loaded runtime itself.
-        AclLibrary::attach_loaded().ok().and_then(|l| l.fns.acl_init.map(|f| f as usize)).unwrap_or(0)
-    });
-    // SAFETY: a non-zero value is the address of the runtime's aclInit, whose C signature is AclInitFn.
-    (addr != 0).then(|| unsafe { std::mem::transmute::<usize, AclInitFn>(addr) })
-}
-
-fn real_finalize() -> Option<AclFinalizeFn> {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let addr = *REAL.get_or_init(|| {
-        let p = next_symbol(c"aclFinalize");
-        if !p.is_null() {
-            return p as usize;
-        }
-        AclLibrary::attach_loaded().ok().and_then(|l| l.fns.acl_finalize.map(|f| f as usize)).unwrap_or(0)
-    });
-    // SAFETY: as in real_init, for aclFinalize.
-    (addr != 0).then(|| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(addr) })
-}
+use std::sync::Mutex;
 
 /// The interposed `aclInit`: forward, then activate on success (or on a harmless repeat init).
 ///
 /// # Safety
 /// `config_path` is what the caller passed to `aclInit`: NULL or a NUL-terminated path (aclInit's contract).
-pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
-    let Some(real) = real_init() else {
+pub(crate) unsafe fn acl_init_hook(config_path: *const c_char, real_init: Option<AclInitFn>) -> aclError {
+    let real_init = real_init.or_else(|| AclLibrary::attach_loaded().ok().and_then(|l| l.fns.acl_init));
+    let Some(real) = real_init else {
         crate::log(
             "the real aclInit cannot be found (is libascendcl.so loaded?); returning ACL_ERROR_UNINITIALIZE",
         );
@@ -100,7 +38,7 @@ pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
     // Activation writes files on the job's thread: a write failure must not signal the job.
     let _shield = crate::signals::Shield::new();
     if (code == ACL_SUCCESS || code == ACL_ERROR_REPEAT_INITIALIZE)
-        && catch_unwind(activate_from_env).is_err()
+        && catch_unwind(|| activate_from_env(real)).is_err()
     {
         crate::log("activation panicked; the collector is inactive, the job continues without it");
         if let Some(p) = current() {
@@ -111,7 +49,7 @@ pub(crate) unsafe fn acl_init_hook(config_path: *const c_char) -> aclError {
 }
 
 /// The interposed `aclFinalize`: seal the capture while the runtime still runs, then forward.
-pub fn acl_finalize_hook() -> aclError {
+pub fn acl_finalize_hook(real_finalize: Option<AclFinalizeFn>) -> aclError {
     if let Some(_guard) = Reentry::enter() {
         if let Some(p) = current() {
             let _shield = crate::signals::Shield::new();
@@ -120,7 +58,7 @@ pub fn acl_finalize_hook() -> aclError {
             }
         }
     }
-    match real_finalize() {
+    match real_finalize.or_else(|| AclLibrary::attach_loaded().ok().and_then(|l| l.fns.acl_finalize)) {
         // SAFETY: the runtime's aclFinalize, no arguments.
         Some(f) => unsafe { f() },
         None => {
@@ -130,7 +68,8 @@ pub fn acl_finalize_hook() -> aclError {
     }
 }
 
-fn activate_from_env() {
+/// Activation after the runtime's `aclInit` (`real_init`) succeeded.
+fn activate_from_env(real_init: AclInitFn) {
     if !pipeline::claim_activation() {
         return; // already active (a repeated aclInit) or being activated
     }
@@ -145,14 +84,20 @@ fn activate_from_env() {
     if cfg.test_panic == Some(PanicPoint::Init) {
         panic!("ACCUTRACE_TEST_PANIC=init");
     }
-    if let Err(e) = activate(cfg) {
+    if let Err(e) = activate_with(cfg, Some(real_init)) {
         crate::log(&format!("{e}; the collector is inactive, the job continues without it"));
     }
 }
 
 /// Attaches, starts the pipeline, registers the callback and sets the dump configuration.
 pub fn activate(cfg: Config) -> Result<(), String> {
-    let acl = attach()?;
+    activate_with(cfg, None)
+}
+
+/// [`activate`], knowing the runtime's `aclInit` (which names the file to attach to when the runtime is
+/// not found by its name).
+fn activate_with(cfg: Config, real_init: Option<AclInitFn>) -> Result<(), String> {
+    let acl = attach(real_init)?;
     let p = start(cfg, Some(acl))?;
     pipeline::make_current(p);
     install_process_hooks();
@@ -208,7 +153,12 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     base.env = crate::manifest::selected_env();
     base.config = serde_json::json!({
         "collector": serde_json::to_value(&cfg).unwrap_or_default(),
-        "dump_json": if cfg.respect_framework_dump { serde_json::Value::Null } else { cfg.dump_json() },
+        "dump_json": if cfg.respect_framework_dump {
+            serde_json::Value::Null
+        } else {
+            let step0 = run_dir.join(crate::steps::DUMP_PATH_DIR).join(format!("{}0", crate::writer::STEP_DIR_PREFIX));
+            cfg.dump_json_at(&step0, cfg.steps.as_deref())
+        },
     });
 
     let mut senders = Vec::new();
@@ -221,6 +171,7 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     let wakers = (0..cfg.writers).map(|_| Waker::default()).collect();
     let wake_batch = crate::pipeline::wake_batch(cfg.slots, cfg.writers);
     let router = Router::new(cfg.writers);
+    let cfg_marker = cfg.step_marker.clone();
     let p: &'static Pipeline = Box::leak(Box::new(Pipeline {
         cfg,
         run_dir,
@@ -239,6 +190,7 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
         acl,
         manifest_base: base,
         overflow_mode: Mutex::new(None),
+        steps: crate::step_state::Steps::new(cfg_marker.as_deref()),
     }));
     for (i, rx) in receivers.into_iter().enumerate() {
         match crate::signals::spawn_quiet(&format!("accutrace-w{i}"), move || crate::writer::run(p, rx, i)) {
@@ -266,11 +218,11 @@ fn job_rank(env_num: &dyn Fn(&str) -> Option<i64>) -> Option<u32> {
 }
 
 /// The runtime the framework loaded: by SONAME (RTLD_NOLOAD), else the file that defines the real aclInit.
-fn attach() -> Result<AclLibrary, String> {
+fn attach(real_init: Option<AclInitFn>) -> Result<AclLibrary, String> {
     match AclLibrary::attach_loaded() {
         Ok(l) if l.fns.acldump_reg_callback.is_some() => Ok(l),
         first => {
-            let path = real_init().and_then(|f| library_path_of(f as *const c_void));
+            let path = real_init.and_then(|f| library_path_of(f as *const c_void));
             match path.map(AclLibrary::from_path) {
                 Some(Ok(l)) if l.fns.acldump_reg_callback.is_some() => Ok(l),
                 _ => Err(match first {
@@ -293,23 +245,8 @@ fn register(p: &Pipeline) -> Result<(), String> {
     if p.cfg.respect_framework_dump {
         return Ok(());
     }
-    let init_dump = f.aclmdl_init_dump().map_err(|e| e.to_string())?;
-    let set_dump = f.aclmdl_set_dump().map_err(|e| e.to_string())?;
-    // SAFETY: no arguments.
-    let code = unsafe { init_dump() };
-    if code != ACL_SUCCESS && code != ACL_ERROR_DUMP_ALREADY_RUN {
-        return Err(format!("aclmdlInitDump returned {}({code})", error_name(code)));
-    }
-    let path = p.run_dir.join(format!(".dump-config-{}.json", std::process::id()));
-    std::fs::write(&path, p.cfg.dump_json().to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
-    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    // SAFETY: a NUL-terminated path that outlives the call; the runtime reads the file during it.
-    let code = unsafe { set_dump(c.as_ptr()) };
-    let _ = std::fs::remove_file(&path);
-    if code != ACL_SUCCESS {
-        return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
-    }
-    Ok(())
+    // The dump path of step 0: a framework that calls accutrace_step_end() moves to step1, step2, ...
+    crate::steps::set_dump(p, 0, false)
 }
 
 #[cfg(test)]

@@ -78,6 +78,10 @@ pub struct Config {
     /// Keep the framework's own dump configuration; only register the callback.
     pub respect_framework_dump: bool,
     pub collectives: Collectives,
+    /// `dump_level` (`op`, `kernel` or `all`); `None` leaves CANN's default (`all`).
+    pub dump_level: Option<String>,
+    /// A regular expression on op types: a run of matching ops ends a step (e.g. the optimizer's apply op).
+    pub step_marker: Option<String>,
     pub test_panic: Option<PanicPoint>,
     pub test_slow_writer_ms: u64,
 }
@@ -100,6 +104,8 @@ impl Default for Config {
             writers: 1,
             respect_framework_dump: false,
             collectives: Collectives::Stats,
+            dump_level: None,
+            step_marker: None,
             test_panic: None,
             test_slow_writer_ms: 0,
         }
@@ -132,6 +138,8 @@ pub const KEYS: &[&str] = &[
     "writers",
     "respect_framework_dump",
     "collectives",
+    "dump_level",
+    "step_marker",
     "test_panic",
     "test_slow_writer_ms",
 ];
@@ -269,6 +277,17 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
                     _ => return Err(bad("expected stats, meta or off".into())),
                 }
             }
+            "dump_level" => {
+                if !matches!(t, "op" | "kernel" | "all") {
+                    return Err(bad("expected op, kernel or all".into()));
+                }
+                c.dump_level = Some(t.to_string());
+            }
+            "step_marker" => {
+                regex::Regex::new(t)
+                    .map_err(|e| bad(format!("not a regular expression: {}", one_line(&e))))?;
+                c.step_marker = (!t.is_empty()).then(|| t.to_string());
+            }
             "test_panic" => {
                 c.test_panic = match t {
                     "" => None,
@@ -326,23 +345,45 @@ fn in_range(n: u64, min: u64, max: u64) -> Result<u64, String> {
     Ok(n)
 }
 
+/// An error message on one line (regex errors come with a caret diagram).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 impl Config {
     /// The CANN dump JSON (`{"dump": {...}}`) that makes the runtime deliver what this configuration asks
-    /// for. `dump_path` is required by CANN even with a callback registered (nothing is written there).
-    pub fn dump_json(&self) -> serde_json::Value {
+    /// for, dumping "to" `dump_path` (CANN requires an existing directory even with a callback registered;
+    /// nothing is written there). `steps` is the `dump_step` to set, if any.
+    ///
+    /// It passes CANN's `NeedDump`: a data dump turns `dump_op_switch` on (single-operator calls, the eager
+    /// path, are dumped only then, and it sets the dump even with an empty `dump_list`); the overflow dump
+    /// (`dump_debug: on`) excludes both the op switch and any `dump_list` key.
+    pub fn dump_json_at(&self, dump_path: &std::path::Path, steps: Option<&str>) -> serde_json::Value {
         let mut dump = serde_json::Map::new();
-        dump.insert("dump_path".into(), self.dir.display().to_string().into());
+        dump.insert("dump_path".into(), dump_path.display().to_string().into());
         dump.insert("dump_mode".into(), self.io.clone().into());
-        let list: Vec<serde_json::Value> =
-            if self.ops.is_empty() { Vec::new() } else { vec![serde_json::json!({ "layer": self.ops })] };
-        dump.insert("dump_list".into(), list.into());
-        if let Some(steps) = &self.steps {
-            dump.insert("dump_step".into(), steps.clone().into());
+        if self.overflow {
+            dump.insert("dump_debug".into(), "on".into());
+        } else {
+            let list: Vec<serde_json::Value> =
+                if self.ops.is_empty() { Vec::new() } else { vec![serde_json::json!({ "layer": self.ops })] };
+            dump.insert("dump_list".into(), list.into());
+            dump.insert("dump_op_switch".into(), "on".into());
+            let data = if self.mode == Mode::DeviceStats { "stats" } else { "tensor" };
+            dump.insert("dump_data".into(), data.into());
+            if let Some(level) = &self.dump_level {
+                dump.insert("dump_level".into(), level.clone().into());
+            }
         }
-        let data = if self.mode == Mode::DeviceStats { "stats" } else { "tensor" };
-        dump.insert("dump_data".into(), data.into());
-        dump.insert("dump_debug".into(), (if self.overflow { "on" } else { "off" }).into());
+        if let Some(steps) = steps {
+            dump.insert("dump_step".into(), steps.into());
+        }
         serde_json::json!({ "dump": dump })
+    }
+
+    /// [`Config::dump_json_at`] the run directory, with the configured steps: what activation sets.
+    pub fn dump_json(&self) -> serde_json::Value {
+        self.dump_json_at(&self.dir, self.steps.as_deref())
     }
 }
 
@@ -391,6 +432,8 @@ mod tests {
             ("ACCUTRACE_COLLECTIVES", "meta"),
             ("ACCUTRACE_TEST_PANIC", "writer"),
             ("ACCUTRACE_TEST_SLOW_WRITER_MS", "5"),
+            ("ACCUTRACE_DUMP_LEVEL", "op"),
+            ("ACCUTRACE_STEP_MARKER", "^ApplyAdamD$|^AmpUpdateScale$"),
             ("ACCUTRACE_SOMETHING_ELSE", "ignored"),
         ]);
         assert_eq!(c.mode, Mode::Tensor);
@@ -402,6 +445,8 @@ mod tests {
         assert_eq!((c.segment_size, c.writers, c.respect_framework_dump), (1 << 20, 2, true));
         assert_eq!(c.collectives, Collectives::Meta);
         assert_eq!((c.test_panic, c.test_slow_writer_ms), (Some(PanicPoint::Writer), 5));
+        assert_eq!(c.dump_level.as_deref(), Some("op"));
+        assert_eq!(c.step_marker.as_deref(), Some("^ApplyAdamD$|^AmpUpdateScale$"));
     }
 
     #[test]
@@ -424,6 +469,8 @@ mod tests {
             ("ACCUTRACE_WRITERS", "0"),
             ("ACCUTRACE_IO", "both"),
             ("ACCUTRACE_TEST_PANIC", "everywhere"),
+            ("ACCUTRACE_DUMP_LEVEL", "layer"),
+            ("ACCUTRACE_STEP_MARKER", "Apply(Adam"),
         ] {
             let err = from_sources(&env(&[("ACCUTRACE_DIR", "d"), (k, v)]), None).unwrap_err();
             assert!(err.starts_with(k), "{k}={v}: {err}");
@@ -467,8 +514,15 @@ mod tests {
         assert_eq!(j["dump"]["dump_step"], "1-2");
         assert_eq!(j["dump"]["dump_list"][0]["layer"][0], "a");
         assert_eq!(j["dump"]["dump_data"], "tensor");
-        assert_eq!(j["dump"]["dump_debug"], "off");
+        assert_eq!(j["dump"]["dump_op_switch"], "on");
+        assert!(j["dump"].get("dump_level").is_none() && j["dump"].get("dump_debug").is_none());
         c.mode = Mode::DeviceStats;
+        c.dump_level = Some("kernel".into());
         assert_eq!(c.dump_json()["dump"]["dump_data"], "stats");
+        assert_eq!(c.dump_json()["dump"]["dump_level"], "kernel");
+        c.overflow = true;
+        let j = c.dump_json();
+        assert_eq!(j["dump"]["dump_debug"], "on");
+        assert!(j["dump"].get("dump_list").is_none() && j["dump"].get("dump_op_switch").is_none());
     }
 }

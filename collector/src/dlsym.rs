@@ -10,18 +10,19 @@
 //! definition and recurse. The export is therefore a few instructions of assembly: RTLD_NEXT jumps straight
 //! into the real `dlsym` with the caller's return address untouched (nothing to interpose there: a
 //! framework never asks RTLD_NEXT for a library it loaded itself); every other handle goes to
-//! `dlsym_hook`. x86_64 and aarch64 only (where Ascend hosts run); elsewhere nothing is interposed and the
+//! `dlsym_hook`, which also gets the caller's return address: a lookup made by the collector's own code
+//! (attaching to the runtime, finding the real functions) always gets the real symbol. x86_64 and aarch64 only (where Ascend hosts run); elsewhere nothing is interposed and the
 //! HCCL wrappers are reached only through the global scope.
 //!
 //! Everything on this path runs in every process the library is preloaded into, possibly before `main`
 //! and from inside other libraries' initialisation: it neither allocates nor takes locks nor panics.
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// The modules that hand out wrappers: each returns `Some(pointer to return)` for a name it watches.
-/// (ACL names join here when their hooks need it.)
-const INTERPOSERS: &[fn(&CStr, *mut c_void) -> Option<*mut c_void>] = &[crate::hccl::interpose];
+const INTERPOSERS: &[fn(&CStr, *mut c_void) -> Option<*mut c_void>] =
+    &[crate::acl_hooks::interpose, crate::hccl::interpose];
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
@@ -55,8 +56,32 @@ extern "C" fn resolve_real_dlsym() -> *mut c_void {
     found
 }
 
-/// `dlsym` for every handle but RTLD_NEXT: the real lookup, then the interposers' say.
-extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char) -> *mut c_void {
+/// Whether `addr` lies in the collector's own object: the collector's own lookups (attaching to the
+/// runtime, finding the real functions) must get the real symbols, never its own hooks.
+fn is_ours(addr: usize) -> bool {
+    static OWN_BASE: AtomicUsize = AtomicUsize::new(0);
+    let base_of = |a: usize| -> usize {
+        // SAFETY: dladdr only reads the loader's tables; a zeroed Dl_info is a valid output buffer.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(a as *const c_void, &mut info) != 0 {
+                info.dli_fbase as usize
+            } else {
+                0
+            }
+        }
+    };
+    let mut own = OWN_BASE.load(Ordering::Relaxed);
+    if own == 0 {
+        own = base_of(is_ours as *const () as usize);
+        OWN_BASE.store(own, Ordering::Relaxed);
+    }
+    own != 0 && base_of(addr) == own
+}
+
+/// `dlsym` for every handle but RTLD_NEXT: the real lookup, then the interposers' say, unless the caller
+/// (whose return address the trampoline passes as `caller`) is the collector itself.
+extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char, caller: usize) -> *mut c_void {
     // SAFETY: `resolve_real_dlsym` returns glibc's dlsym (or `no_dlsym`), both of the DlsymFn signature.
     let real: DlsymFn = unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(resolve_real_dlsym()) };
     // SAFETY: forwarding the caller's arguments unchanged.
@@ -66,6 +91,9 @@ extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char) -> *mut c_voi
     }
     // SAFETY: a non-null name that the real dlsym just read as a NUL-terminated string.
     let name = unsafe { CStr::from_ptr(name) };
+    if is_ours(caller) {
+        return found;
+    }
     // Nothing below allocates or panics (the interposers compare names and store atomics), so no
     // catch_unwind is needed here, and none could run before the Rust runtime is ready anyway.
     INTERPOSERS.iter().find_map(|f| f(name, found)).unwrap_or(found)
@@ -85,6 +113,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     core::arch::naked_asm!(
         "cmp rdi, -1",
         "je 2f",
+        // The caller's return address becomes dlsym_hook's third argument.
+        "mov rdx, [rsp]",
         "jmp {hook}",
         "2:",
         "mov rax, qword ptr [rip + {real}]",
@@ -120,6 +150,8 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut
     core::arch::naked_asm!(
         "cmn x0, #1",
         "b.eq 2f",
+        // The caller's return address (the link register) becomes dlsym_hook's third argument.
+        "mov x2, x30",
         "b {hook}",
         "2:",
         "adrp x16, {real}",
@@ -160,6 +192,11 @@ mod tests {
             assert!(dlsym(libc_handle, c"HcclAllReduce".as_ptr()).is_null());
             assert_eq!(dlsym(libc_handle, c"getpid".as_ptr()), getpid);
         }
+        // A caller inside the collector is never handed a hook; one outside is.
+        let ours = is_ours as *const () as usize;
+        let outside = libc::getpid as *const () as usize;
+        assert!(is_ours(ours) && !is_ours(outside));
+        assert_eq!(crate::acl_hooks::interpose(c"getpid", std::ptr::null_mut()), None);
         assert!(!REAL_DLSYM.load(Ordering::Acquire).is_null());
     }
 }

@@ -53,6 +53,7 @@ pub fn finish(p: &'static Pipeline, end: End) {
         }
         None => None,
     };
+    crate::steps::remove_dump_paths(p);
     if let Err(e) = crate::manifest::merge(p, summary, true) {
         crate::log(&format!("cannot write {}/manifest.json: {e}", p.run_dir.display()));
     }

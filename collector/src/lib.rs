@@ -6,16 +6,20 @@
 //! `callback` (copy into a pre-allocated slot) -> queue -> `writer` threads (`reassembly`, parse, statistics,
 //! hash, compression) -> capture segments, sealed with a `manifest` at `aclFinalize`, exit or SIGTERM.
 //!
-//! - [`config`]: options. [`activate`]: the interposed `aclInit`/`aclFinalize`, attach, start.
+//! - [`config`]: options. [`acl_hooks`]: the exported `aclInit`/`aclFinalize`. [`activate`]: what they do
+//!   (attach, start).
 //!   [`finish`]: the end of a capture. [`hooks`]: reentry guard; exit, fork and SIGTERM hooks.
 //! - [`callback`]: the hot path. [`pool`]: the slots. [`routing`]: which writer gets a file.
 //!   [`pipeline`]: the shared state, and the process's current pipeline.
 //! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
 //! - [`counters`]: what the manifest reports.
 //! - [`hccl`]: the HCCL calls, recorded as collective records; [`dlsym`]: how lookups through a library
-//!   handle reach them.
+//!   handle reach them and the ACL hooks.
+//! - [`steps`]: steps in eager mode (`accutrace_step_end()`, `ACCUTRACE_STEP_MARKER`); [`step_state`]: the
+//!   pipeline's step counters.
 //! - [`signals`], [`limits`]: living in the job's process without changing it (signals, rlimits).
 
+pub mod acl_hooks;
 pub mod activate;
 pub mod callback;
 pub mod config;
@@ -31,6 +35,8 @@ pub mod pool;
 pub mod reassembly;
 pub mod routing;
 pub mod signals;
+pub mod step_state;
+pub mod steps;
 pub mod writer;
 
 /// Logs one line to stderr, prefixed `accutrace:`. Never fails, never panics, and never raises SIGPIPE in

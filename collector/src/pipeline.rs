@@ -73,6 +73,8 @@ pub struct Pipeline {
     pub manifest_base: Manifest,
     /// Device float overflow mode, once read.
     pub overflow_mode: Mutex<Option<String>>,
+    /// Steps in eager mode: the hook's step and the marker count.
+    pub steps: crate::step_state::Steps,
 }
 
 impl Pipeline {

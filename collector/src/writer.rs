@@ -13,15 +13,17 @@
 //! chunks or a short timeout passes (`pipeline::Waker`): no wake-up system call per chunk.
 //!
 //! Steps: the callback's file name is the path the file would have had on disk; in the graph-dump layout
-//! `{dump_path}/{time}/{device}/{model}/{model_id}/{step}/{file}` the step is that path component. Files
-//! outside that layout (single-operator dumps) are step 0.
+//! `{dump_path}/{time}/{device}/{model}/{model_id}/{step}/{file}` the step is that path component; in the
+//! single-op layout under a per-step dump path (`{run}/.dump/step{N}/{time}/{device}/{file}`, set at each
+//! `accutrace_step_end()`) it is N. Other single-op files are step 0, or counted from
+//! `ACCUTRACE_STEP_MARKER` ops (see `crate::steps`).
 
 use crate::config::{Mode, PanicPoint};
 use crate::counters::add;
 use crate::pipeline::{Msg, Pipeline, BUSY_NAP, BUSY_WINDOW, SPIN};
 use crate::reassembly::{Done, Reassembler};
 use accutrace_formats::capture::{
-    Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepSource,
+    Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource,
     TensorMeta,
 };
 use accutrace_formats::dump::{self, FileKind};
@@ -278,16 +280,36 @@ fn record_file(
                     original_names.push(o.name.clone());
                 }
             }
+            let op_type = parsed.as_ref().map(|n| n.op_type.clone()).unwrap_or_default();
+            let dump_number = parsed.as_ref().and_then(|n| n.dump_number);
+            // The step-0 dump path of a framework that never called accutrace_step_end() says nothing.
+            let step_source = match step_source {
+                StepSource::Hook if step == 0 && !p.steps.hook_called() => StepSource::None,
+                other => other,
+            };
+            // Nothing in the path says the step: count ACCUTRACE_STEP_MARKER runs, when there is a marker.
+            let (step, step_source, marker) = match (step_source, p.steps.count_marker(&op_type)) {
+                (StepSource::None, Some((counted, is_marker))) => (counted, StepSource::Marker, is_marker),
+                _ => (step, step_source, false),
+            };
+            let mark = marker.then(|| StepMark {
+                source: StepSource::Marker,
+                step,
+                wall_time_us: 0,
+                op_timestamp_us: timestamp_us,
+                op_dump_number: dump_number,
+                op_type: op_type.clone(),
+            });
             let op = OpInfo {
                 name: file.header.op_name.clone(),
-                op_type: parsed.as_ref().map(|n| n.op_type.clone()).unwrap_or_default(),
+                op_type,
                 step,
                 task_id,
                 stream_id,
                 timestamp_us,
                 dump_file: base,
                 original_names,
-                dump_number: parsed.as_ref().and_then(|n| n.dump_number),
+                dump_number,
                 step_source,
             };
             // Statistics, hashes and (tensor mode) shuffle + zstd outside the stream lock: they are the work.
@@ -308,6 +330,9 @@ fn record_file(
             }
             let level = p.cfg.zstd_level;
             let written = with_stream(p, |w| {
+                if let Some(mark) = &mark {
+                    w.append_step_mark(mark)?;
+                }
                 if let Appended::Stopped = w.append_op(&op)? {
                     add(&c.refused_after_stop, 1);
                     return Ok(Appended::Stopped);

@@ -50,6 +50,9 @@ impl CaptureSource {
             let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
             // Overflow records arrive before the dump of the op they blame: resolved once the stream is read.
             let mut pending: Vec<(crate::index::OverflowRecord, u64)> = Vec::new();
+            // Every op of the stream with its record, and the step marks: the steps are resolved at the end.
+            let mut stream_ops: Vec<(usize, std::sync::Arc<record::OpInfo>)> = Vec::new();
+            let mut marks = Vec::new();
             for item in stream.records() {
                 let item = item?;
                 if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
@@ -64,6 +67,7 @@ impl CaptureSource {
                     Record::Op(op) => {
                         let id = push_op(&mut index, &op, rank);
                         op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
+                        stream_ops.push((id, op.clone()));
                         current = Some((id, op));
                     }
                     Record::Tensor(t) => {
@@ -71,6 +75,7 @@ impl CaptureSource {
                             Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
                             _ => {
                                 let id = push_op(&mut index, &t.op, rank);
+                                stream_ops.push((id, t.op.clone()));
                                 current = Some((id, t.op.clone()));
                                 id
                             }
@@ -128,9 +133,25 @@ impl CaptureSource {
                     Record::Collective(info) => {
                         index.collectives.push(crate::index::CollectiveCall { rank, info });
                     }
-                    Record::StepMark(_) | Record::Unknown { .. } => {}
+                    Record::StepMark(mark) => marks.push(mark),
+                    Record::Unknown { .. } => {}
                 }
             }
+            let starts_at_first_segment = stream
+                .segment_paths()
+                .next()
+                .and_then(|p| {
+                    p.file_name()?.to_str().and_then(accutrace_formats::capture::parse_segment_file_name)
+                })
+                .is_none_or(|first| first == 0);
+            let label = stream.dir().display().to_string();
+            crate::steps::resolve_capture_steps(
+                &mut index,
+                &stream_ops,
+                &marks,
+                starts_at_first_segment,
+                &label,
+            );
             for (mut found, timestamp) in pending {
                 // The blamed op: same task and stream id, the first dump at or after the record.
                 found.op = op_keys

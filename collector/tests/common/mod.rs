@@ -62,11 +62,12 @@ impl Scratch {
         self.dir.path().join(rel)
     }
 
-    /// An aclInit config that dumps to `rel` on disk with `dump_mode` all.
+    /// An aclInit config that dumps to `rel` on disk with `dump_mode` all (msprobe's: the op switch on).
     pub fn disk_config(&self, rel: &str, extra: &str) -> PathBuf {
         let p = self.path(&format!("{rel}.acl.json"));
+        std::fs::create_dir_all(self.path(rel)).unwrap();
         let json = format!(
-            r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all"{extra}}}}}"#,
+            r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all", "dump_list": [], "dump_op_switch": "on"{extra}}}}}"#,
             self.path(rel).display()
         );
         std::fs::write(&p, json).unwrap();
@@ -81,9 +82,21 @@ impl Scratch {
         preload: bool,
         env: &[(&str, String)],
     ) -> Command {
+        self.command_with(steps, acl_config, preload, env, &[])
+    }
+
+    /// [`Scratch::command`] with more sim-train arguments (`--eager`, `--resolve handle`, ...).
+    pub fn command_with(
+        &self,
+        steps: u64,
+        acl_config: Option<&Path>,
+        preload: bool,
+        env: &[(&str, String)],
+        args: &[&str],
+    ) -> Command {
         let a = artifacts();
         let mut cmd = Command::new(&a.sim_train);
-        cmd.arg("--model").arg(self.path("model.json")).arg("--steps").arg(steps.to_string());
+        cmd.arg("--model").arg(self.path("model.json")).arg("--steps").arg(steps.to_string()).args(args);
         if let Some(c) = acl_config {
             cmd.arg("--acl-config").arg(c);
         }
@@ -108,6 +121,18 @@ impl Scratch {
         env: &[(&str, String)],
     ) -> Output {
         self.command(steps, acl_config, preload, env).output().unwrap()
+    }
+
+    /// [`Scratch::run`] with more sim-train arguments.
+    pub fn run_with(
+        &self,
+        steps: u64,
+        acl_config: Option<&Path>,
+        preload: bool,
+        env: &[(&str, String)],
+        args: &[&str],
+    ) -> Output {
+        self.command_with(steps, acl_config, preload, env, args).output().unwrap()
     }
 }
 

@@ -1,22 +1,35 @@
 //! Driving libascendcl.so the way a framework (torch_npu, a TF adapter) does: load it, then call the ACL
-//! entry points it resolved.
+//! entry points it resolved. Two ways, as frameworks differ (docs/CANN.md §5):
 //!
-//! Every entry point is resolved through the GLOBAL symbol scope, `dlsym(RTLD_DEFAULT, name)`, never through
-//! the library handle. With `LD_PRELOAD=libcollector.so`, the collector's `aclInit`/`aclFinalize` come first
-//! in the global scope and interpose the runtime's; they chain to the real ones. A lookup through the handle
-//! would bypass the collector (it only searches libascendcl.so and its dependencies), which is exactly the
-//! mistake that makes an injected collector see nothing. The library is loaded with RTLD_GLOBAL so that its
-//! symbols are in that global scope at all.
+//! - [`Resolve::Global`] (the default): the library is loaded with RTLD_GLOBAL and every entry point is
+//!   resolved through the global symbol scope, `dlsym(RTLD_DEFAULT, name)`, as a framework linked against
+//!   libascendcl.so gets them. With `LD_PRELOAD=libcollector.so` the collector's `aclInit`/`aclFinalize`
+//!   come first in that scope and interpose the runtime's.
+//! - [`Resolve::Handle`]: the library is loaded without RTLD_GLOBAL and every entry point is looked up with
+//!   `dlsym(handle, name)`, as torch_npu's `FunctionLoader` does. That lookup searches the library and its
+//!   dependencies only, never an `LD_PRELOAD`ed object: a collector that only defines `aclInit` is bypassed,
+//!   one that interposes `dlsym` itself is not.
 
 use anyhow::{anyhow, bail, Context, Result};
 use ascend_sys::fns::*;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
+/// How a framework finds the runtime's functions (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Resolve {
+    /// RTLD_GLOBAL, then `dlsym(RTLD_DEFAULT, name)`.
+    #[default]
+    Global,
+    /// RTLD_LOCAL, then `dlsym(handle, name)`.
+    Handle,
+}
+
 /// The loaded runtime; the handle is kept open (never closed) for the life of the process, as frameworks do.
 pub struct Acl {
     pub path: String,
-    _handle: *mut c_void,
+    handle: *mut c_void,
+    resolve: Resolve,
 }
 
 /// Where to load the runtime from: `--lib`, else `$SIM_ACL_LIB`, else `libascendcl.so` next to this
@@ -41,40 +54,62 @@ pub fn library_path(cli: Option<&Path>) -> String {
 }
 
 impl Acl {
+    /// Loads the runtime at `path` (RTLD_GLOBAL, the default resolution).
     pub fn load(path: &str) -> Result<Acl> {
+        Acl::load_with(path, Resolve::Global)
+    }
+
+    pub fn load_with(path: &str, resolve: Resolve) -> Result<Acl> {
         let c = CString::new(path).context("library path contains NUL")?;
+        let flags = match resolve {
+            Resolve::Global => libc::RTLD_NOW | libc::RTLD_GLOBAL,
+            Resolve::Handle => libc::RTLD_NOW | libc::RTLD_LOCAL,
+        };
         // SAFETY: `c` is a valid NUL-terminated string; dlopen has no other preconditions.
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        let handle = unsafe { libc::dlopen(c.as_ptr(), flags) };
         if handle.is_null() {
             bail!("dlopen({path}) failed: {}", dl_error());
         }
-        Ok(Acl { path: path.to_string(), _handle: handle })
+        Ok(Acl { path: path.to_string(), handle, resolve })
     }
 
-    /// Resolves `name` in the global scope (see the module docs for why not through the handle).
+    /// Resolves `name` the way this runtime was loaded to be resolved (module docs).
     ///
     /// # Safety
     /// `T` must be the C function-pointer type of the symbol `name`.
-    pub unsafe fn global<T: Copy>(&self, name: &CStr) -> Result<T> {
-        // SAFETY: our caller owes global_opt's contract, which is ours.
-        let found = unsafe { self.global_opt(name) };
+    pub unsafe fn symbol<T: Copy>(&self, name: &CStr) -> Result<T> {
+        // SAFETY: our caller owes symbol_opt's contract, which is ours.
+        let found = unsafe { self.symbol_opt(name) };
         found.ok_or_else(|| anyhow!("{} not found: {}", name.to_string_lossy(), dl_error()))
     }
 
-    /// Like [`Acl::global`], `None` when the symbol is absent.
+    /// Like [`Acl::symbol`], `None` when the symbol is absent.
     ///
     /// # Safety
     /// `T` must be the C function-pointer type of the symbol `name`.
-    pub unsafe fn global_opt<T: Copy>(&self, name: &CStr) -> Option<T> {
-        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
-        // SAFETY: `name` is NUL-terminated; RTLD_DEFAULT searches the global scope in load order.
-        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: T is pointer-sized (asserted) and, per the caller's contract, the symbol's fn type.
-        Some(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
+    pub unsafe fn symbol_opt<T: Copy>(&self, name: &CStr) -> Option<T> {
+        let scope = match self.resolve {
+            Resolve::Global => libc::RTLD_DEFAULT,
+            Resolve::Handle => self.handle,
+        };
+        // SAFETY: forwarded from this function's contract; the handle stays open for the process's life.
+        unsafe { lookup(scope, name) }
     }
+}
+
+/// `dlsym(scope, name)` as a function pointer of type `T`, `None` when absent.
+///
+/// # Safety
+/// `scope` is RTLD_DEFAULT or a live handle; `T` is the C function-pointer type of `name`.
+pub unsafe fn lookup<T: Copy>(scope: *mut c_void, name: &CStr) -> Option<T> {
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: `name` is NUL-terminated and `scope` valid (the caller's contract).
+    let p = unsafe { libc::dlsym(scope, name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: T is pointer-sized (asserted) and, per the caller's contract, the symbol's fn type.
+    Some(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
 }
 
 fn dl_error() -> String {
@@ -106,7 +141,7 @@ pub fn check(what: &str, code: i32) -> Result<()> {
 pub fn last_step_report(acl: &Acl) -> Option<String> {
     type ReportFn = unsafe extern "C" fn(buf: *mut c_char, len: usize) -> usize;
     // SAFETY: the simulated runtime exports this symbol with exactly this signature (sim-model docs).
-    let f: ReportFn = unsafe { acl.global_opt(c"simAclLastStepReport") }?;
+    let f: ReportFn = unsafe { acl.symbol_opt(c"simAclLastStepReport") }?;
     let mut buf = vec![0u8; 4096];
     // SAFETY: buf is writable for buf.len() bytes; the callee writes at most len bytes incl. the NUL.
     let n = unsafe { f(buf.as_mut_ptr().cast(), buf.len()) };
@@ -133,14 +168,14 @@ impl Entry {
         // SAFETY: each type is the accutrace_acl.h signature of the symbol named beside it.
         unsafe {
             Ok(Entry {
-                init: acl.global(c"aclInit")?,
-                finalize: acl.global(c"aclFinalize")?,
-                set_device: acl.global(c"aclrtSetDevice")?,
-                reset_device: acl.global(c"aclrtResetDevice")?,
-                set_sat_mode: acl.global_opt(c"aclrtSetDeviceSatMode"),
-                load: acl.global(c"aclmdlLoadFromFile")?,
-                execute: acl.global(c"aclmdlExecute")?,
-                unload: acl.global(c"aclmdlUnload")?,
+                init: acl.symbol(c"aclInit")?,
+                finalize: acl.symbol(c"aclFinalize")?,
+                set_device: acl.symbol(c"aclrtSetDevice")?,
+                reset_device: acl.symbol(c"aclrtResetDevice")?,
+                set_sat_mode: acl.symbol_opt(c"aclrtSetDeviceSatMode"),
+                load: acl.symbol(c"aclmdlLoadFromFile")?,
+                execute: acl.symbol(c"aclmdlExecute")?,
+                unload: acl.symbol(c"aclmdlUnload")?,
             })
         }
     }
@@ -164,14 +199,49 @@ impl Memory {
         // SAFETY: each type is the accutrace_acl.h signature of the symbol named beside it.
         unsafe {
             Ok(Memory {
-                malloc: acl.global(c"aclrtMalloc")?,
-                free: acl.global(c"aclrtFree")?,
-                memcpy: acl.global(c"aclrtMemcpy")?,
-                create_dataset: acl.global(c"aclmdlCreateDataset")?,
-                destroy_dataset: acl.global(c"aclmdlDestroyDataset")?,
-                add_dataset_buffer: acl.global(c"aclmdlAddDatasetBuffer")?,
-                create_data_buffer: acl.global(c"aclCreateDataBuffer")?,
-                destroy_data_buffer: acl.global(c"aclDestroyDataBuffer")?,
+                malloc: acl.symbol(c"aclrtMalloc")?,
+                free: acl.symbol(c"aclrtFree")?,
+                memcpy: acl.symbol(c"aclrtMemcpy")?,
+                create_dataset: acl.symbol(c"aclmdlCreateDataset")?,
+                destroy_dataset: acl.symbol(c"aclmdlDestroyDataset")?,
+                add_dataset_buffer: acl.symbol(c"aclmdlAddDatasetBuffer")?,
+                create_data_buffer: acl.symbol(c"aclCreateDataBuffer")?,
+                destroy_data_buffer: acl.symbol(c"aclDestroyDataBuffer")?,
+            })
+        }
+    }
+}
+
+/// The single-operator path an eager framework takes (`eager`): descriptions, attributes, the launch,
+/// and the device memory the operands live in.
+pub struct SingleOp {
+    pub memory: Memory,
+    pub create_desc: AclCreateTensorDescFn,
+    pub destroy_desc: AclDestroyTensorDescFn,
+    pub set_storage_format: AclSetTensorStorageFormatFn,
+    pub set_storage_shape: AclSetTensorStorageShapeFn,
+    pub create_attr: AclopCreateAttrFn,
+    pub destroy_attr: AclopDestroyAttrFn,
+    pub set_attr_int: AclopSetAttrIntFn,
+    pub execute: AclopExecuteV2Fn,
+    pub get_sat_mode: Option<AclrtGetDeviceSatModeFn>,
+}
+
+impl SingleOp {
+    pub fn resolve(acl: &Acl) -> Result<SingleOp> {
+        // SAFETY: each type is the accutrace_acl.h signature of the symbol named beside it.
+        unsafe {
+            Ok(SingleOp {
+                memory: Memory::resolve(acl)?,
+                create_desc: acl.symbol(c"aclCreateTensorDesc")?,
+                destroy_desc: acl.symbol(c"aclDestroyTensorDesc")?,
+                set_storage_format: acl.symbol(c"aclSetTensorStorageFormat")?,
+                set_storage_shape: acl.symbol(c"aclSetTensorStorageShape")?,
+                create_attr: acl.symbol(c"aclopCreateAttr")?,
+                destroy_attr: acl.symbol(c"aclopDestroyAttr")?,
+                set_attr_int: acl.symbol(c"aclopSetAttrInt")?,
+                execute: acl.symbol(c"aclopExecuteV2")?,
+                get_sat_mode: acl.symbol_opt(c"aclrtGetDeviceSatMode"),
             })
         }
     }

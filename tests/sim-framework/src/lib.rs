@@ -1,8 +1,9 @@
-//! `sim-train`'s pieces: driving the (simulated) ACL runtime like a framework, data parallel over HCCL
-//! (`--ranks`, with its launcher), and the fp32 benchmark dump.
+//! `sim-train`'s pieces: driving the (simulated) ACL runtime like a framework (graph mode, or op by op in
+//! eager mode), data parallel over HCCL (`--ranks`, with its launcher), and the fp32 benchmark dump.
 
 pub mod acl;
 pub mod bench;
 pub mod data_parallel;
+pub mod eager;
 pub mod hccl;
 pub mod launch;

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sim_framework::{acl, bench, data_parallel, hccl, launch};
+use sim_framework::{acl, bench, data_parallel, eager, hccl, launch};
 use sim_model::{ModelConfig, StepReport};
 use std::path::{Path, PathBuf};
 
@@ -38,10 +38,30 @@ struct TrainArgs {
     /// or mpirun, map their rank variable to RANK_ID and set SIM_TRAIN_RENDEZVOUS to a shared path).
     #[arg(long, value_name = "N")]
     ranks: Option<u32>,
+    /// Eager mode, as PyTorch on torch_npu: no model is loaded; every op is launched on its own with
+    /// aclopExecuteV2 and dumped in the single-operator layout. Calls accutrace_step_end() after each
+    /// step when the process has it (the collector), as `analyzer record`'s Python hook would.
+    #[arg(long, conflicts_with = "ranks")]
+    eager: bool,
+    /// With --eager: never call accutrace_step_end(), as a training script run without the Python hook
+    /// (the collector then counts steps by ACCUTRACE_STEP_MARKER, or the analyzer infers them).
+    #[arg(long, requires = "eager")]
+    no_step_end: bool,
+    /// How the runtime's functions are found: `global` (RTLD_GLOBAL, then the global scope, as a
+    /// framework linked against libascendcl.so) or `handle` (dlopen, then dlsym(handle, name), as
+    /// torch_npu's FunctionLoader: an LD_PRELOADed collector sees these calls only by interposing dlsym).
+    #[arg(long, value_enum, default_value = "global")]
+    resolve: ResolveArg,
     /// libhccl.so to load with --ranks (else $SIM_HCCL_LIB, else the one next to this executable, else
     /// the name). Resolved with dlopen + dlsym(handle), as torch_npu does.
     #[arg(long)]
     hccl_lib: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ResolveArg {
+    Global,
+    Handle,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -86,7 +106,7 @@ fn run_bench(model: &Path, steps: u64, out: &Path) -> Result<()> {
 fn train(args: &TrainArgs) -> Result<()> {
     let Some(model) = &args.model else { bail!("--model is required (or use `sim-train bench`)") };
     // Validate here too, so a bad model file is reported in our words before the runtime sees it.
-    ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
+    let model_cfg = ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
     let rank_env = match args.ranks {
         // A launcher (ours, or srun/mpirun with RANK_ID mapped) started this process as one rank.
         Some(ranks) if std::env::var_os("RANK_ID").is_some() => {
@@ -96,7 +116,11 @@ fn train(args: &TrainArgs) -> Result<()> {
         None => None,
     };
     let lib = acl::library_path(args.lib.as_deref());
-    let rt = acl::Acl::load(&lib)?;
+    let resolve = match args.resolve {
+        ResolveArg::Global => acl::Resolve::Global,
+        ResolveArg::Handle => acl::Resolve::Handle,
+    };
+    let rt = acl::Acl::load_with(&lib, resolve)?;
     let f = acl::Entry::resolve(&rt)?;
     let device: i32 = match std::env::var("ASCEND_DEVICE_ID").or_else(|_| std::env::var("DEVICE_ID")) {
         Ok(v) => v.trim().parse().with_context(|| format!("ASCEND_DEVICE_ID/DEVICE_ID={v:?}"))?,
@@ -125,6 +149,7 @@ fn train(args: &TrainArgs) -> Result<()> {
                 let h = hccl::Hccl::load(&hccl::library_path(args.hccl_lib.as_deref()))?;
                 data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
             }
+            None if args.eager => eager::run(&rt, &model_cfg, args.steps, !args.no_step_end, print_report)?,
             None => {
                 let model_path = acl::path_cstring(model)?;
                 let mut model_id = 0u32;
@@ -158,11 +183,13 @@ fn print_step(step: u64, rt: &acl::Acl, seen_lines: &mut usize) {
         new.then(|| lines.last().map(|l| l.to_string())).flatten()
     });
     match line.as_deref().map(StepReport::from_json_line) {
-        Some(Ok((_, r))) => {
-            let flags = if r.skipped { " overflow: step skipped" } else { "" };
-            println!("step {step} loss {:.6} loss_scale {}{flags}", r.loss, r.loss_scale);
-        }
+        Some(Ok((_, r))) => print_report(step, &r),
         Some(Err(e)) => println!("step {step} (bad step report: {e})"),
         None => println!("step {step} (the runtime reports no loss)"),
     }
+}
+
+fn print_report(step: u64, r: &StepReport) {
+    let flags = if r.skipped { " overflow: step skipped" } else { "" };
+    println!("step {step} loss {:.6} loss_scale {}{flags}", r.loss, r.loss_scale);
 }

@@ -13,7 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-fn guard(name: &str, body: impl FnOnce() -> aclError) -> aclError {
+pub(crate) fn guard(name: &str, body: impl FnOnce() -> aclError) -> aclError {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
         eprintln!("sim-ascendcl: {name} panicked; returning ACL_ERROR_INTERNAL_ERROR");
         ACL_ERROR_INTERNAL_ERROR
@@ -40,13 +40,18 @@ fn read_dump_config(path: &std::path::Path) -> Result<Option<DumpConfig>, aclErr
         eprintln!("sim-ascendcl: cannot read {}: {e}", path.display());
         ACL_ERROR_INVALID_FILE
     })?;
-    parse_dump_json(&text).map_err(|e| {
+    let cfg = parse_dump_json(&text).map_err(|e| {
         eprintln!("sim-ascendcl: {}: {e:?}", path.display());
         match e {
             ConfigError::Parse(_) => ACL_ERROR_PARSE_FILE,
             ConfigError::Invalid(_) => ACL_ERROR_INVALID_DUMP_CONFIG,
         }
-    })
+    })?;
+    if cfg.is_none() && text.contains("\"dump\"") {
+        // CANN's log line when NeedDump turns a valid configuration down.
+        eprintln!("sim-ascendcl: {}: No dump config need to be set", path.display());
+    }
+    Ok(cfg)
 }
 
 /// # Safety
@@ -89,6 +94,8 @@ pub extern "C" fn aclFinalize() -> aclError {
         dumper::shutdown();
         state::set_callback(None);
         state::with(|rt| *rt = state::Runtime::default());
+        crate::emit::reset_single_op();
+        crate::single_op::reset_counters();
         ACL_SUCCESS
     })
 }
@@ -360,7 +367,8 @@ pub unsafe extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError
         let Some(path) = (unsafe { c_path(dump_cfg_path) }) else { return ACL_ERROR_INVALID_PARAM };
         let cfg = match read_dump_config(&path) {
             Ok(Some(cfg)) => cfg,
-            Ok(None) => return ACL_ERROR_INVALID_DUMP_CONFIG,
+            // Valid, and nothing to set (NeedDump): success, and the dump stays as it was.
+            Ok(None) => return ACL_SUCCESS,
             Err(code) => return code,
         };
         state::with(|rt| {

@@ -127,6 +127,11 @@ pub struct DeviceSlice {
 }
 
 impl DeviceSlice {
+    /// `len` bytes at `addr`, when they lie inside one live block (or `len` is 0).
+    pub fn checked(addr: usize, len: usize) -> Option<DeviceSlice> {
+        (len == 0 || in_device_memory(addr, len)).then_some(DeviceSlice { addr, len })
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

@@ -29,10 +29,13 @@ fn init_config_errors() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(init(Some(&dir.path().join("missing.json"))), ACL_ERROR_INVALID_FILE);
     assert_eq!(init(Some(&write(dir.path(), "bad.json", "{"))), ACL_ERROR_PARSE_FILE);
+    // A dump section without dump_path is refused; an empty one sets nothing, as CANN's converter has it.
     assert_eq!(
-        init(Some(&write(dir.path(), "nodump.json", r#"{"dump": {}}"#))),
+        init(Some(&write(dir.path(), "nopath.json", r#"{"dump": {"dump_mode": "all"}}"#))),
         ACL_ERROR_INVALID_DUMP_CONFIG
     );
+    assert_eq!(init(Some(&write(dir.path(), "nodump.json", r#"{"dump": {}}"#))), ACL_SUCCESS);
+    assert_eq!(finalize(), ACL_SUCCESS);
     // A config without a dump section is fine.
     assert_eq!(init(Some(&write(dir.path(), "empty.json", "{}"))), ACL_SUCCESS);
     assert_eq!(finalize(), ACL_SUCCESS);
@@ -42,8 +45,11 @@ fn init_config_errors() {
 fn dump_api_codes() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
-    let cfg =
-        write(dir.path(), "d.json", &format!(r#"{{"dump": {{"dump_path": "{}"}}}}"#, dir.path().display()));
+    let cfg = write(
+        dir.path(),
+        "d.json",
+        &format!(r#"{{"dump": {{"dump_path": "{}", "dump_op_switch": "on"}}}}"#, dir.path().display()),
+    );
     assert_eq!(init(None), ACL_SUCCESS);
     assert_eq!(reg_callback(1), ACL_ERROR_INVALID_PARAM);
     // SAFETY: the pointer comes from the loaded library; a null callback is a documented invalid argument.
@@ -53,7 +59,12 @@ fn dump_api_codes() {
     assert_eq!(finalize_dump(), ACL_ERROR_DUMP_NOT_RUN);
     assert_eq!(init_dump(), ACL_SUCCESS);
     assert_eq!(set_dump(&dir.path().join("missing.json")), ACL_ERROR_INVALID_FILE);
-    assert_eq!(set_dump(&write(dir.path(), "x.json", "{}")), ACL_ERROR_INVALID_DUMP_CONFIG);
+    // Nothing to set (no dump section; NeedDump turning a valid section down) is success, as on CANN.
+    assert_eq!(set_dump(&write(dir.path(), "x.json", "{}")), ACL_SUCCESS);
+    let old = format!(r#"{{"dump": {{"dump_path": "{}", "dump_list": []}}}}"#, dir.path().display());
+    assert_eq!(set_dump(&write(dir.path(), "old.json", &old)), ACL_SUCCESS);
+    let bad = format!(r#"{{"dump": {{"dump_path": "{}", "dump_mode": "both"}}}}"#, dir.path().display());
+    assert_eq!(set_dump(&write(dir.path(), "bad.json", &bad)), ACL_ERROR_INVALID_DUMP_CONFIG);
     assert_eq!(set_dump(&cfg), ACL_SUCCESS);
     assert_eq!(finalize_dump(), ACL_SUCCESS);
     unreg_callback();

@@ -121,7 +121,12 @@ const MODEL: &str =
 /// Runs 3 steps (one overflows, so one update is skipped) dumping to disk under `root`, whole or in
 /// halves; returns the dump files (paths relative to `root`) and each step's report line.
 fn run(root: &std::path::Path, halves: bool) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
-    let cfg = write(root, "acl.json", &format!(r#"{{"dump": {{"dump_path": "{}/dump"}}}}"#, root.display()));
+    std::fs::create_dir_all(root.join("dump")).unwrap();
+    let cfg = write(
+        root,
+        "acl.json",
+        &format!(r#"{{"dump": {{"dump_path": "{}/dump", "dump_op_switch": "on"}}}}"#, root.display()),
+    );
     let model = write(root, "m.json", MODEL);
     assert_eq!(init(Some(&cfg)), ACL_SUCCESS);
     assert_eq!(set_device(0), ACL_SUCCESS);

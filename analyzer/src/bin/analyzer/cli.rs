@@ -346,6 +346,18 @@ pub struct RecordArgs {
     /// Which tensors of each op the runtime dumps.
     #[arg(long, value_enum, default_value_t = RecordIo::All)]
     pub io: RecordIo,
+    /// CANN's `dump_level`: op-level files, kernel-level files (one per FFTS+ sub-task), or both (CANN's
+    /// default).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub dump_level: Option<RecordDumpLevel>,
+    /// Eager mode without the Python hook: a regular expression on op types; a run of matching ops ends a
+    /// step (e.g. '^(ApplyAdamD|AmpUpdateScale)$').
+    #[arg(long, value_name = "REGEX")]
+    pub step_marker: Option<String>,
+    /// Do not put accutrace's Python start-up hook on PYTHONPATH (it calls accutrace_step_end() after every
+    /// optimizer step, so eager-mode steps are exact).
+    #[arg(long)]
+    pub no_python_hook: bool,
     /// The collector library (default: libcollector.so next to this binary).
     #[arg(long, value_name = "PATH")]
     pub collector: Option<PathBuf>,
@@ -389,6 +401,16 @@ pub enum RecordMode {
 }
 
 /// Which tensors of each op record asks the runtime to dump.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordDumpLevel {
+    /// Op-level files only.
+    Op,
+    /// Kernel-level files only (one per sub-task of an op that runs as an FFTS+ task).
+    Kernel,
+    /// Both (CANN's default).
+    All,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordIo {
     /// Each op's inputs.

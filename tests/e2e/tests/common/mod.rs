@@ -57,8 +57,9 @@ pub fn model_file(dir: &Path, name: &str, json: &str) -> PathBuf {
 /// An ACL config that dumps every op's inputs and outputs of the given steps to `dump_path` on disk.
 pub fn dump_config(dir: &Path, name: &str, dump_path: &Path, extra: &str) -> PathBuf {
     let path = dir.join(name);
+    std::fs::create_dir_all(dump_path).expect("create the dump path");
     let json = format!(
-        r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all", "dump_list": []{extra}}}}}"#,
+        r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all", "dump_list": [], "dump_op_switch": "on"{extra}}}}}"#,
         dump_path.display()
     );
     std::fs::write(&path, json).expect("write acl config");

@@ -5,7 +5,7 @@
 //! wrapper script keeps working; 2 when the options are wrong or the command cannot be started. A command
 //! that succeeds but leaves no capture behind (the collector never activated) is an error (2).
 
-use crate::cli::{Format, RecordArgs, RecordMode};
+use crate::cli::{Format, RecordArgs, RecordDumpLevel, RecordMode};
 use accutrace_formats::capture::Policy;
 use accutrace_formats::steps::StepSet;
 use analyzer::outcome::Outcome;
@@ -40,12 +40,21 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
             EnvChange::Remove(k) => child.env_remove(k),
         };
     }
+    let hook = match args.no_python_hook {
+        false => Some(PythonHook::install(&dir)?),
+        true => None,
+    };
+    if let Some(hook) = &hook {
+        child.env("PYTHONPATH", hook.python_path(std::env::var_os("PYTHONPATH")));
+    }
     if args.format != Format::Table {
         // Standard output is the summary's, for a machine to read: the command's own goes to stderr.
         child.stdout(std::io::stderr());
     }
     eprintln!("recording into {} with {}", dir.display(), collector.display());
-    let status = match child.status() {
+    let status = child.status();
+    drop(hook);
+    let status = match status {
         Ok(status) => status,
         Err(e) => {
             remove_if_empty(&created);
@@ -173,7 +182,70 @@ pub fn collector_env(
         true => EnvChange::Set("ACCUTRACE_OVERFLOW", "1".into()),
         false => EnvChange::Remove("ACCUTRACE_OVERFLOW"),
     });
+    env.push(match args.dump_level {
+        Some(level) => EnvChange::Set(
+            "ACCUTRACE_DUMP_LEVEL",
+            match level {
+                RecordDumpLevel::Op => "op",
+                RecordDumpLevel::Kernel => "kernel",
+                RecordDumpLevel::All => "all",
+            }
+            .into(),
+        ),
+        None => EnvChange::Remove("ACCUTRACE_DUMP_LEVEL"),
+    });
+    env.push(match &args.step_marker {
+        Some(marker) => {
+            regex_check(marker)?;
+            EnvChange::Set("ACCUTRACE_STEP_MARKER", marker.into())
+        }
+        None => EnvChange::Remove("ACCUTRACE_STEP_MARKER"),
+    });
     Ok(env)
+}
+
+/// The marker must compile where the collector compiles it; say so before the job runs.
+fn regex_check(marker: &str) -> Result<()> {
+    regex::Regex::new(marker).map(|_| ()).map_err(|e| {
+        let one_line = e.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        anyhow::anyhow!("--step-marker {marker:?}: not a regular expression: {one_line}")
+    })
+}
+
+/// accutrace's Python start-up hook (`sitecustomize.py`), in a directory of the run that is removed when
+/// the command ends.
+pub struct PythonHook {
+    dir: PathBuf,
+}
+
+/// The hook's source, shipped inside the analyzer.
+pub const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
+
+impl PythonHook {
+    /// Writes the hook under `run_dir/.python-hook/`.
+    pub fn install(run_dir: &Path) -> Result<PythonHook> {
+        let dir = run_dir.join(".python-hook");
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let file = dir.join("sitecustomize.py");
+        std::fs::write(&file, SITECUSTOMIZE).with_context(|| format!("cannot write {}", file.display()))?;
+        Ok(PythonHook { dir })
+    }
+
+    /// PYTHONPATH with the hook first, then what the command would have had.
+    pub fn python_path(&self, inherited: Option<OsString>) -> OsString {
+        let mut value = self.dir.as_os_str().to_owned();
+        if let Some(rest) = inherited.filter(|v| !v.is_empty()) {
+            value.push(":");
+            value.push(rest);
+        }
+        value
+    }
+}
+
+impl Drop for PythonHook {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// The collector first, then whatever the user already preloads. ld.so splits the list at spaces and
@@ -320,6 +392,37 @@ mod tests {
         let err =
             collector_env(&args(&["--steps", "x"]), Path::new("/r"), Path::new("/c.so"), None).unwrap_err();
         assert!(err.to_string().contains("--steps"), "{err}");
+        let err =
+            collector_env(&args(&["--step-marker", "Apply(Adam"]), Path::new("/r"), Path::new("/c.so"), None)
+                .unwrap_err();
+        assert!(err.to_string().contains("--step-marker") && !err.to_string().contains('\n'), "{err}");
+    }
+
+    #[test]
+    fn eager_options_reach_the_collector_and_the_hook_comes_first_on_pythonpath() {
+        let a = args(&["--dump-level", "kernel", "--step-marker", "^ApplyAdamD$"]);
+        let env = collector_env(&a, Path::new("/r"), Path::new("/c.so"), None).unwrap();
+        assert_eq!(
+            get(&env, "ACCUTRACE_DUMP_LEVEL"),
+            Some(&EnvChange::Set("ACCUTRACE_DUMP_LEVEL", "kernel".into()))
+        );
+        assert_eq!(
+            get(&env, "ACCUTRACE_STEP_MARKER"),
+            Some(&EnvChange::Set("ACCUTRACE_STEP_MARKER", "^ApplyAdamD$".into()))
+        );
+        let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), None).unwrap();
+        assert_eq!(get(&env, "ACCUTRACE_STEP_MARKER"), Some(&EnvChange::Remove("ACCUTRACE_STEP_MARKER")));
+        let dir = tempfile::tempdir().unwrap();
+        let hook = PythonHook::install(dir.path()).unwrap();
+        let file = dir.path().join(".python-hook/sitecustomize.py");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), SITECUSTOMIZE);
+        let path = hook.python_path(Some("/a:/b".into()));
+        assert_eq!(
+            path,
+            std::ffi::OsString::from(format!("{}:/a:/b", dir.path().join(".python-hook").display()))
+        );
+        drop(hook);
+        assert!(!file.exists(), "removed with the hook");
     }
 
     #[test]

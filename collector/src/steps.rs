@@ -1,0 +1,130 @@
+//! Steps in eager mode, where the runtime's single-operator dumps carry no step (docs/CANN.md §5).
+//!
+//! - **The framework's hook**: `accutrace_step_end()`, exported for the Python start-up hook that `analyzer
+//!   record` installs (called after each `optimizer.step()` / `GradScaler.step()`) and for any framework
+//!   that wants to call it. As msprobe does per step, the collector then re-sets the dump with a per-step
+//!   path, `{run}/.dump/step{N}` (finalize, init, set), so every op launched from then on is dumped under
+//!   that path and its file name tells the writer its step exactly, however late it is delivered. It also
+//!   writes a HOOK step mark. The first configuration already uses `.../step0`; `ACCUTRACE_STEPS` is applied
+//!   per step (msprobe's `dump_step` 2147483647 for a step not wanted).
+//! - **A marker op**: `ACCUTRACE_STEP_MARKER=<regex on op types>`. Writers count steps as they record the
+//!   files (a run of marker ops ends a step) and write a MARKER step mark per marker op; readers recompute
+//!   the exact steps from the marks (`accutrace_formats::capture::step_marks`).
+//! - Neither: ops of the single-op layout are step 0 with step source NONE, and the analyzer infers steps
+//!   from the period of the op sequence.
+
+use crate::hooks::Reentry;
+use crate::pipeline::{current, Pipeline};
+use accutrace_formats::capture::{Appended, StepMark, StepSource};
+use accutrace_formats::steps::{StepSet, NO_STEP};
+use ascend_sys::*;
+use std::ffi::CString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+/// The directory under the run directory that holds the per-step dump paths (empty: the runtime writes
+/// nothing to disk while the callback is registered).
+pub const DUMP_PATH_DIR: &str = ".dump";
+
+/// The dump path of step `step`: `{run}/.dump/step{step}`.
+pub fn step_dump_path(p: &Pipeline, step: u64) -> PathBuf {
+    p.run_dir.join(DUMP_PATH_DIR).join(format!("{}{step}", crate::writer::STEP_DIR_PREFIX))
+}
+
+/// The `dump_step` to set for step `step` of the hook: none when every step is wanted or the
+/// configuration's selection has it; msprobe's never-reached step otherwise.
+fn dump_step_for(p: &Pipeline, step: u64) -> Option<String> {
+    let wanted = p.cfg.steps.as_deref().and_then(|s| StepSet::parse_cann(s).ok());
+    match wanted {
+        Some(set) if !set.contains(step) => Some(NO_STEP.to_string()),
+        _ => None,
+    }
+}
+
+/// Sets the dump for step `step` (`reinit`: finalize and initialize dumping first, as msprobe does between
+/// steps). At activation (`step` 0) the configured `dump_step` is set as given, for graph models too.
+pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
+    let f = p.acl.as_ref().ok_or("no runtime attached")?;
+    let init_dump = f.aclmdl_init_dump().map_err(|e| e.to_string())?;
+    let set = f.aclmdl_set_dump().map_err(|e| e.to_string())?;
+    let dir = step_dump_path(p, step);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let steps = if reinit { dump_step_for(p, step) } else { p.cfg.steps.clone() };
+    let json = p.cfg.dump_json_at(&dir, steps.as_deref());
+    if reinit {
+        if let Some(fin) = f.fns.aclmdl_finalize_dump {
+            // SAFETY: no arguments.
+            unsafe { fin() };
+        }
+    }
+    // SAFETY: no arguments.
+    let code = unsafe { init_dump() };
+    if code != ACL_SUCCESS && code != ACL_ERROR_DUMP_ALREADY_RUN {
+        return Err(format!("aclmdlInitDump returned {}({code})", error_name(code)));
+    }
+    let path = p.run_dir.join(format!(".dump-config-{}.json", std::process::id()));
+    std::fs::write(&path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path that outlives the call; the runtime reads the file during it.
+    let code = unsafe { set(c.as_ptr()) };
+    let _ = std::fs::remove_file(&path);
+    if code != ACL_SUCCESS {
+        return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
+    }
+    Ok(())
+}
+
+/// Removes the (empty) per-step dump directories at the end of a capture; anything the runtime did write
+/// there stays.
+pub fn remove_dump_paths(p: &Pipeline) {
+    let root = p.run_dir.join(DUMP_PATH_DIR);
+    let Ok(entries) = std::fs::read_dir(&root) else { return };
+    for e in entries.flatten() {
+        let _ = std::fs::remove_dir(e.path());
+    }
+    let _ = std::fs::remove_dir(&root);
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// A training step ended (the framework's hook): step N + 1 begins. Returns it, or -1 when no capture is
+/// running. Safe to call from any thread, any number of times; a no-op without a capture.
+#[no_mangle]
+pub extern "C" fn accutrace_step_end() -> i32 {
+    let Some(p) = current() else { return -1 };
+    let Some(_guard) = Reentry::enter() else { return -1 };
+    let _shield = crate::signals::Shield::new();
+    match catch_unwind(AssertUnwindSafe(|| step_end(p))) {
+        Ok(step) => step,
+        Err(_) => {
+            p.disable("accutrace_step_end panicked");
+            -1
+        }
+    }
+}
+
+fn step_end(p: &Pipeline) -> i32 {
+    if !p.accepting() {
+        return -1;
+    }
+    let step = p.steps.begin_next_step();
+    let mark = StepMark { source: StepSource::Hook, step, wall_time_us: now_us(), ..StepMark::default() };
+    let written = match p.stream().as_mut() {
+        Some(w) => w.append_step_mark(&mark),
+        None => Ok(Appended::Stopped),
+    };
+    if let Err(e) = written {
+        p.disable(&format!("cannot write the capture: {e}"));
+        return -1;
+    }
+    if !p.cfg.respect_framework_dump {
+        if let Err(e) = set_dump(p, step, true) {
+            // Later ops would be filed under the previous step: stop rather than mislabel them.
+            p.disable(&format!("cannot set the dump of step {step}: {e}"));
+            return -1;
+        }
+    }
+    i32::try_from(step).unwrap_or(i32::MAX)
+}

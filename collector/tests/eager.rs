@@ -1,0 +1,153 @@
+//! Eager mode end to end: `sim-train --eager` launches every op with aclopExecuteV2, the simulated runtime
+//! dumps them in the single-operator layout, and the collector captures them, reached through
+//! `dlsym(handle, name)` (`--resolve handle`, as torch_npu resolves) as well as through the global scope.
+
+mod common;
+
+use accutrace_formats::capture::{CaptureRun, Record, StepSource};
+use accutrace_formats::dump::{parse_dump, parse_file_name, FftsForm};
+use accutrace_formats::stats::content_hash;
+use collector::config::{from_sources, Activation};
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Two layers, the fused MLP kernel (an FFTS+ task), fp16 with a loss scale.
+const MODEL: &str = r#"{"n_layers": 2, "fusion": true}"#;
+
+/// Every file under `root`, by file name (single-op names are unique: they carry the dump number).
+fn files_by_name(root: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    disk_dump(root).into_iter().map(|((_, name), bytes)| (name, bytes)).collect()
+}
+
+#[test]
+fn eager_capture_through_dlsym_equals_the_on_disk_eager_dump_bit_for_bit() {
+    let s = Scratch::new(MODEL);
+    let acl = s.disk_config("disk", "");
+    let base = s.run_with(3, Some(&acl), false, &[], &["--eager"]);
+    assert_ok(&base);
+    let disk = files_by_name(&s.path("disk"));
+    assert!(disk.len() > 200, "the disk dump has {} files", disk.len());
+    // The single-op layout on disk: {dump_path}/{time}/{device}/{file}, six-field names, FFTS+ sub-tasks.
+    let names: Vec<_> = disk.keys().filter_map(|n| parse_file_name(n).ok()).collect();
+    assert_eq!(names.len(), disk.len(), "every file name parses");
+    assert!(names.iter().all(|n| n.dump_number.is_some()));
+    let ffts: Vec<_> = names.iter().filter_map(|n| n.ffts).collect();
+    assert!(!ffts.is_empty() && ffts.iter().all(|f| f.form == FftsForm::FftsPlus && f.context_id > 0));
+
+    let run = s.path("run");
+    let env = env(&[
+        ("ACCUTRACE_DIR", run.to_str().unwrap()),
+        ("ACCUTRACE_MODE", "tensor"),
+        ("ACCUTRACE_SLOTS", "4"),
+        ("ACCUTRACE_WRITERS", "2"),
+        ("SIM_ACL_CHUNK_SIZE", "3000"),
+        ("ACCUTRACE_SLOT_SIZE", "8K"),
+    ]);
+    let out = s.run_with(3, None, true, &env, &["--eager", "--resolve", "handle"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&base), "training output changed");
+    assert_eq!(stderr(&out), "", "the collector logged something");
+
+    let caps = captured(&run);
+    let mut seen = BTreeSet::new();
+    for c in &caps {
+        let bytes = disk.get(&c.dump_file).unwrap_or_else(|| panic!("{} not on disk", c.dump_file));
+        seen.insert(c.dump_file.clone());
+        let f = parse_dump(bytes).unwrap();
+        assert_eq!(c.op_name, f.header.op_name);
+        let t = if c.input { &f.inputs[c.index as usize] } else { &f.outputs[c.index as usize] };
+        assert_eq!(c.data.as_deref(), Some(t.bytes), "{} {}", c.dump_file, c.index);
+        assert_eq!(c.hash, content_hash(t.bytes));
+    }
+    assert_eq!(seen.len(), disk.len(), "every file on disk is captured");
+    let tensors: usize =
+        disk.values().map(|b| parse_dump(b).map(|f| f.inputs.len() + f.outputs.len()).unwrap()).sum();
+    assert_eq!(caps.len(), tensors);
+
+    // Steps: the per-step dump path set at each accutrace_step_end() (sim-train calls it after each step).
+    let capture = CaptureRun::open(&run).unwrap();
+    let mut ops = Vec::new();
+    let mut hook_marks = 0;
+    for r in capture.streams[0].records() {
+        match r.unwrap().record {
+            Record::Op(o) => ops.push(o),
+            Record::StepMark(m) => hook_marks += usize::from(m.source == StepSource::Hook),
+            _ => {}
+        }
+    }
+    assert_eq!(hook_marks, 3);
+    ops.sort_by_key(|o| o.dump_number);
+    let steps: Vec<u64> = ops.iter().map(|o| o.step).collect();
+    assert!(steps.windows(2).all(|w| w[0] <= w[1]), "steps follow execution order");
+    assert_eq!(steps.iter().collect::<BTreeSet<_>>().len(), 3);
+    for (i, o) in ops.iter().enumerate() {
+        if i == 0 || ops[i - 1].step != o.step {
+            assert_eq!(o.op_type, "GatherV2", "step {} starts with the embedding", o.step);
+        }
+        assert!(o.step_source == StepSource::Hook || (o.step == 0 && o.step_source == StepSource::None));
+    }
+    let m = manifest(&run);
+    assert_eq!(m.streams[0].counts.step_marks, 3);
+    assert!(!run.join(".dump").exists(), "the per-step dump paths are removed at the end");
+}
+
+#[test]
+fn steps_selected_with_the_hook_are_dumped_through_msprobes_skip_step() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let run = s.path("run");
+    let env = env(&[("ACCUTRACE_DIR", run.to_str().unwrap()), ("ACCUTRACE_STEPS", "1|3")]);
+    let out = s.run_with(5, None, true, &env, &["--eager"]);
+    assert_ok(&out);
+    let steps: BTreeSet<u64> = captured(&run).iter().map(|c| c.step).collect();
+    assert_eq!(steps, BTreeSet::from([1, 3]));
+}
+
+#[test]
+fn the_generated_dump_config_dumps_in_both_modes_and_the_old_one_dumps_nothing() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    for (i, extra) in [
+        vec![],
+        vec![("ACCUTRACE_MODE", "device-stats")],
+        vec![("ACCUTRACE_DUMP_LEVEL", "kernel"), ("ACCUTRACE_IO", "output")],
+        vec![("ACCUTRACE_OVERFLOW", "1")],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dump = s.path(&format!("gen{i}"));
+        std::fs::create_dir_all(&dump).unwrap();
+        let mut pairs = vec![("ACCUTRACE_DIR".to_string(), dump.to_str().unwrap().to_string())];
+        pairs.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let Activation::Active(cfg) = from_sources(&pairs, None).unwrap() else { panic!("inert") };
+        let acl = s.path(&format!("gen{i}.json"));
+        std::fs::write(&acl, cfg.dump_json().to_string()).unwrap();
+        for args in [&[][..], &["--eager"][..]] {
+            let out = s.run_with(1, Some(&acl), false, &[], args);
+            assert_ok(&out);
+            let files = disk_dump(&dump).len();
+            if cfg.overflow {
+                // Only overflowing ops are dumped: none here, but the runtime took the configuration.
+                assert_eq!(files, 0, "{extra:?}");
+            } else {
+                assert!(files > 0, "{extra:?} {args:?}: nothing dumped");
+            }
+            std::fs::remove_dir_all(&dump).unwrap();
+            std::fs::create_dir_all(&dump).unwrap();
+        }
+    }
+    // The collector's old configuration: valid, but CANN's NeedDump sets no dump for it.
+    let dump = s.path("old");
+    std::fs::create_dir_all(&dump).unwrap();
+    let old = s.path("old.json");
+    let json = format!(
+        r#"{{"dump": {{"dump_path": "{}", "dump_mode": "all", "dump_list": [], "dump_data": "tensor", "dump_debug": "off"}}}}"#,
+        dump.display()
+    );
+    std::fs::write(&old, json).unwrap();
+    for args in [&[][..], &["--eager"][..]] {
+        let out = s.run_with(1, Some(&old), false, &[], args);
+        assert_ok(&out);
+        assert_eq!(disk_dump(&dump).len(), 0, "{args:?}: the old config dumped something");
+        assert!(stderr(&out).contains("No dump config need to be set"), "{}", stderr(&out));
+    }
+}

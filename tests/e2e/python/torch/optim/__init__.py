@@ -1,0 +1,2 @@
+from .optimizer import Optimizer
+from .sgd import SGD

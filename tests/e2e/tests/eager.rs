@@ -1,0 +1,79 @@
+//! Steps of an eager (single-operator) capture: from the framework's hook (`accutrace_step_end`, which
+//! `sim-train --eager` calls as the Python hook would), from `ACCUTRACE_STEP_MARKER`, and inferred by the
+//! analyzer from the period of the op sequence. A step that an overflow skips runs fewer ops (no optimizer
+//! update); all three ways must still agree op for op.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// fp16, two layers; the MLP overflows at step 1, which is skipped.
+const MODEL: &str =
+    r#"{"n_layers": 2, "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1}}}"#;
+const STEPS: u64 = 4;
+
+/// Records an eager run into `run` with the collector preloaded; returns sim-train's stdout.
+fn record(model: &Path, run: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
+    let mut cmd = Command::new(sim_train_bin());
+    cmd.arg("--model").arg(model).arg("--steps").arg(STEPS.to_string()).arg("--lib").arg(runtime_lib());
+    cmd.arg("--eager").args(args).env("LD_PRELOAD", collector_lib()).env("ACCUTRACE_DIR", run);
+    // Two writers and small slots: files are recorded out of execution order.
+    cmd.env("ACCUTRACE_WRITERS", "2").env("ACCUTRACE_SLOTS", "4").env("ACCUTRACE_SLOT_SIZE", "8K");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run sim-train");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "sim-train failed or the collector logged: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Op name -> step, and the capture's warnings, from `analyzer inspect --json`.
+fn steps_of(run: &Path) -> (BTreeMap<String, u64>, Vec<String>) {
+    let (code, stdout, stderr) = analyzer(&["inspect", path_str(run), "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let ops = v["ops"].as_array().unwrap();
+    let steps =
+        ops.iter().map(|o| (o["name"].as_str().unwrap().to_string(), o["step"].as_u64().unwrap())).collect();
+    let warnings =
+        v["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().to_string()).collect();
+    (steps, warnings)
+}
+
+#[test]
+fn hook_marker_and_inference_give_the_same_steps_with_a_skipped_step() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "model.json", MODEL);
+    let (hook, marker, inferred) =
+        (dir.path().join("hook"), dir.path().join("marker"), dir.path().join("inferred"));
+    let out = record(&model, &hook, &[], &[]);
+    assert!(out.contains("step 1 loss NaN loss_scale 1024 overflow: step skipped"), "{out}");
+    let marker_env = [("ACCUTRACE_STEP_MARKER", "^(ApplyAdamD|AmpUpdateScale)$")];
+    assert_eq!(record(&model, &marker, &marker_env, &["--no-step-end"]), out);
+    assert_eq!(record(&model, &inferred, &[], &["--no-step-end"]), out);
+
+    let (by_hook, hook_warnings) = steps_of(&hook);
+    assert!(hook_warnings.is_empty(), "{hook_warnings:?}");
+    let mut per_step = [0usize; STEPS as usize];
+    for &s in by_hook.values() {
+        per_step[s as usize] += 1;
+    }
+    // The skipped step ran no optimizer update: fewer ops, every other step the same count.
+    assert!(per_step[1] < per_step[0], "{per_step:?}");
+    assert_eq!((per_step[0], per_step[0]), (per_step[2], per_step[3]), "{per_step:?}");
+
+    let (by_marker, marker_warnings) = steps_of(&marker);
+    assert!(marker_warnings.is_empty(), "{marker_warnings:?}");
+    assert_eq!(by_marker, by_hook, "marker steps");
+
+    let (by_inference, warnings) = steps_of(&inferred);
+    assert_eq!(by_inference, by_hook, "inferred steps");
+    assert!(
+        warnings.iter().any(|w| w.contains("steps INFERRED") && w.contains(&format!("{STEPS} steps"))),
+        "the analyzer says that it inferred: {warnings:?}"
+    );
+}

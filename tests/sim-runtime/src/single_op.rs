@@ -1,0 +1,417 @@
+//! Single-operator execution, the path eager frameworks take (torch_npu's OpCommand): tensor
+//! descriptions, op attributes, and `aclopExecuteV2`.
+//!
+//! `aclopExecuteV2(opType, inputs, outputs, attr, stream)` launches one op on operands in device memory.
+//! The simulated device does not compute here: the framework side (sim-model, driven by `sim-train
+//! --eager`) has already written each output's device values into its buffer, as a kernel would have. What
+//! the runtime does is what it does around every launch: check the operands, give the task an id, raise
+//! the op's overflow status bits (the simulator-private attribute `_sim_overflow_status`, standing in for
+//! the kernel's own status), and dump the op in the single-op layout (`emit::dump_single_op`) when
+//! `dump_op_switch` is on.
+//!
+//! Op names: an aclop call carries none, so the runtime names each launch `{op_type}_{n}` (n counts that
+//! type's launches in the process), the name its dump file and `DumpData.op_name` show.
+//!
+//! Handles (tensor descriptions, attributes) are checked against their tables before use, as in
+//! `memory`: a foreign or destroyed handle is `ACL_ERROR_INVALID_PARAM`, never undefined behaviour.
+
+use crate::abi::guard;
+use crate::dumper::Delivery;
+use crate::emit::{dump_single_op, SingleOpTarget};
+use crate::{memory, overflow, state};
+use accutrace_formats::DType;
+use ascend_sys::*;
+use sim_model::{OpEvent, TensorView};
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr};
+use std::sync::Mutex;
+
+/// The attribute through which the simulated kernel reports the overflow status bits it raised.
+pub const OVERFLOW_STATUS_ATTR: &str = "_sim_overflow_status";
+
+/// The most dimensions a tensor description takes (CANN's limit is far below this).
+const MAX_DIMS: i32 = 64;
+
+#[derive(Clone, Debug)]
+struct Desc {
+    dtype: aclDataType,
+    dims: Vec<i64>,
+    format: aclFormat,
+    storage_format: Option<aclFormat>,
+    storage_dims: Option<Vec<i64>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Attr {
+    ints: HashMap<String, i64>,
+    strings: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct Tables {
+    descs: HashMap<usize, Desc>,
+    attrs: HashMap<usize, Attr>,
+    /// Launches per op type (the `{n}` of op names).
+    launches: HashMap<String, u64>,
+    /// The default stream's next task id.
+    next_task: u32,
+}
+
+static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
+
+fn with<R>(f: impl FnOnce(&mut Tables) -> R) -> R {
+    let mut guard = state::lock(&TABLES);
+    f(guard.get_or_insert_with(Tables::default))
+}
+
+/// Forgets the launch counts and task ids (aclFinalize); live handles stay valid.
+pub fn reset_counters() {
+    with(|t| {
+        t.launches.clear();
+        t.next_task = 0;
+    });
+}
+
+/// A unique handle: a real allocation, so no two live handles compare equal.
+fn new_handle() -> usize {
+    Box::into_raw(Box::new(0u8)).expose_provenance()
+}
+
+fn drop_handle(h: usize) {
+    // SAFETY: `h` came from `new_handle` (`Box::into_raw(Box::new(0u8))`) and the caller removed it from its
+    // table first, so this is the only drop.
+    drop(unsafe { Box::from_raw(std::ptr::with_exposed_provenance_mut::<u8>(h)) });
+}
+
+/// `n` dims at `dims` (NULL allowed when `n` is 0).
+///
+/// # Safety
+/// `dims` is NULL or points at `n` readable `int64_t`s.
+unsafe fn read_dims(n: i32, dims: *const i64) -> Option<Vec<i64>> {
+    if !(0..=MAX_DIMS).contains(&n) || (n > 0 && dims.is_null()) {
+        return None;
+    }
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: non-null and `n` elements long (the caller's contract).
+    Some(unsafe { std::slice::from_raw_parts(dims, n as usize) }.to_vec())
+}
+
+/// # Safety
+/// `dims` is NULL or points at `num_dims` readable `int64_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn aclCreateTensorDesc(
+    data_type: aclDataType,
+    num_dims: i32,
+    dims: *const i64,
+    format: aclFormat,
+) -> *mut aclTensorDesc {
+    let mut out = std::ptr::null_mut();
+    guard("aclCreateTensorDesc", || {
+        // SAFETY: forwarded from this function's contract.
+        let Some(dims) = (unsafe { read_dims(num_dims, dims) }) else { return ACL_ERROR_INVALID_PARAM };
+        let desc = Desc { dtype: data_type, dims, format, storage_format: None, storage_dims: None };
+        let h = new_handle();
+        with(|t| t.descs.insert(h, desc));
+        out = std::ptr::with_exposed_provenance_mut(h);
+        ACL_SUCCESS
+    });
+    out
+}
+
+#[no_mangle]
+pub extern "C" fn aclDestroyTensorDesc(desc: *const aclTensorDesc) {
+    guard("aclDestroyTensorDesc", || {
+        if with(|t| t.descs.remove(&desc.addr())).is_some() {
+            drop_handle(desc.addr());
+        }
+        ACL_SUCCESS
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn aclSetTensorStorageFormat(desc: *mut aclTensorDesc, format: aclFormat) -> aclError {
+    guard("aclSetTensorStorageFormat", || {
+        with(|t| match t.descs.get_mut(&desc.addr()) {
+            Some(d) => {
+                d.storage_format = Some(format);
+                ACL_SUCCESS
+            }
+            None => ACL_ERROR_INVALID_PARAM,
+        })
+    })
+}
+
+/// # Safety
+/// `dims` is NULL or points at `num_dims` readable `int64_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn aclSetTensorStorageShape(
+    desc: *mut aclTensorDesc,
+    num_dims: i32,
+    dims: *const i64,
+) -> aclError {
+    guard("aclSetTensorStorageShape", || {
+        // SAFETY: forwarded from this function's contract.
+        let Some(dims) = (unsafe { read_dims(num_dims, dims) }) else { return ACL_ERROR_INVALID_PARAM };
+        with(|t| match t.descs.get_mut(&desc.addr()) {
+            Some(d) => {
+                d.storage_dims = Some(dims);
+                ACL_SUCCESS
+            }
+            None => ACL_ERROR_INVALID_PARAM,
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclopCreateAttr() -> *mut aclopAttr {
+    let mut out = std::ptr::null_mut();
+    guard("aclopCreateAttr", || {
+        let h = new_handle();
+        with(|t| t.attrs.insert(h, Attr::default()));
+        out = std::ptr::with_exposed_provenance_mut(h);
+        ACL_SUCCESS
+    });
+    out
+}
+
+#[no_mangle]
+pub extern "C" fn aclopDestroyAttr(attr: *const aclopAttr) {
+    guard("aclopDestroyAttr", || {
+        if with(|t| t.attrs.remove(&attr.addr())).is_some() {
+            drop_handle(attr.addr());
+        }
+        ACL_SUCCESS
+    });
+}
+
+/// A C string argument, `None` when NULL or not UTF-8.
+///
+/// # Safety
+/// `p` is NULL or NUL-terminated and valid for the call.
+unsafe fn c_str(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated (the caller's contract).
+    unsafe { CStr::from_ptr(p) }.to_str().ok().map(String::from)
+}
+
+/// # Safety
+/// `name` is NULL or a NUL-terminated string valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn aclopSetAttrInt(attr: *mut aclopAttr, name: *const c_char, value: i64) -> aclError {
+    guard("aclopSetAttrInt", || {
+        // SAFETY: forwarded from this function's contract.
+        let Some(name) = (unsafe { c_str(name) }) else { return ACL_ERROR_INVALID_PARAM };
+        with(|t| match t.attrs.get_mut(&attr.addr()) {
+            Some(a) => {
+                a.ints.insert(name, value);
+                ACL_SUCCESS
+            }
+            None => ACL_ERROR_INVALID_PARAM,
+        })
+    })
+}
+
+/// # Safety
+/// `name` and `value` are NULL or NUL-terminated strings valid for the call.
+#[no_mangle]
+pub unsafe extern "C" fn aclopSetAttrString(
+    attr: *mut aclopAttr,
+    name: *const c_char,
+    value: *const c_char,
+) -> aclError {
+    guard("aclopSetAttrString", || {
+        // SAFETY: forwarded from this function's contract.
+        let (Some(name), Some(value)) = (unsafe { c_str(name) }, unsafe { c_str(value) }) else {
+            return ACL_ERROR_INVALID_PARAM;
+        };
+        with(|t| match t.attrs.get_mut(&attr.addr()) {
+            Some(a) => {
+                a.strings.insert(name, value);
+                ACL_SUCCESS
+            }
+            None => ACL_ERROR_INVALID_PARAM,
+        })
+    })
+}
+
+/// One operand, read out of device memory.
+struct Operand {
+    dtype: DType,
+    format: i32,
+    device_shape: Vec<u64>,
+    original_shape: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
+/// Checks operand `i` (description and buffer) and copies its bytes out.
+fn operand(what: &str, desc: usize, buffer: usize) -> Result<Operand, String> {
+    let d =
+        with(|t| t.descs.get(&desc).cloned()).ok_or_else(|| format!("{what}: not a tensor description"))?;
+    let (addr, len) = memory::buffer(std::ptr::with_exposed_provenance(buffer))
+        .ok_or_else(|| format!("{what}: not a data buffer"))?;
+    let dtype = DType::from_acl(d.dtype).ok_or_else(|| format!("{what}: aclDataType {} unknown", d.dtype))?;
+    let dims = |v: &[i64]| -> Result<Vec<u64>, String> {
+        v.iter()
+            .map(|&x| u64::try_from(x).map_err(|_| format!("{what}: dimension {x} is not static")))
+            .collect()
+    };
+    let original_shape = dims(&d.dims)?;
+    let device_shape = dims(d.storage_dims.as_deref().unwrap_or(&d.dims))?;
+    let elements = device_shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
+    let needed = elements
+        .and_then(|n| dtype.byte_size(n))
+        .ok_or_else(|| format!("{what}: shape {device_shape:?} of {} has no byte size", dtype.name()))?;
+    if needed > len as u64 {
+        return Err(format!("{what}: {} bytes of data for {needed} needed by {device_shape:?}", len));
+    }
+    let slice = memory::DeviceSlice::checked(addr, needed as usize)
+        .ok_or_else(|| format!("{what}: buffer at {addr:#x} is not inside memory from aclrtMalloc"))?;
+    Ok(Operand {
+        dtype,
+        format: d.storage_format.unwrap_or(d.format),
+        device_shape,
+        original_shape,
+        bytes: slice.read(),
+    })
+}
+
+/// `n` handles at `p` (NULL allowed when `n` is 0).
+///
+/// # Safety
+/// `p` is NULL or points at `n` readable pointers.
+unsafe fn handles<T>(n: i32, p: *mut *mut T) -> Option<Vec<usize>> {
+    if n < 0 || (n > 0 && p.is_null()) {
+        return None;
+    }
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: non-null and `n` elements long (the caller's contract).
+    Some(unsafe { std::slice::from_raw_parts(p, n as usize) }.iter().map(|h| h.expose_provenance()).collect())
+}
+
+/// # Safety
+/// `op_type` is NULL or NUL-terminated; each array is NULL or holds its count of handles; all valid for the
+/// call (aclopExecuteV2's contract).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn aclopExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    _stream: aclrtStream,
+) -> aclError {
+    guard("aclopExecuteV2", || {
+        let (initialized, device) = state::with(|rt| (rt.initialized, rt.device));
+        if !initialized {
+            return ACL_ERROR_UNINITIALIZE;
+        }
+        let Some(device_id) = device else { return ACL_ERROR_INVALID_DEVICE };
+        // SAFETY: forwarded from this function's contract.
+        let Some(op_type) = (unsafe { c_str(op_type) }).filter(|t| !t.is_empty()) else {
+            return ACL_ERROR_INVALID_PARAM;
+        };
+        // SAFETY: forwarded from this function's contract.
+        let lists = unsafe {
+            (
+                handles(num_inputs, input_desc),
+                handles(num_inputs, inputs),
+                handles(num_outputs, output_desc),
+                handles(num_outputs, outputs),
+            )
+        };
+        let (Some(in_desc), Some(in_buf), Some(out_desc), Some(out_buf)) = lists else {
+            return ACL_ERROR_INVALID_PARAM;
+        };
+        let attr = if attr.is_null() {
+            Attr::default()
+        } else {
+            match with(|t| t.attrs.get(&attr.addr()).cloned()) {
+                Some(a) => a,
+                None => return ACL_ERROR_INVALID_PARAM,
+            }
+        };
+        let read = |kind: &str, descs: &[usize], bufs: &[usize]| -> Result<Vec<Operand>, String> {
+            descs
+                .iter()
+                .zip(bufs)
+                .enumerate()
+                .map(|(i, (&d, &b))| operand(&format!("{kind} {i}"), d, b))
+                .collect()
+        };
+        let (ins, outs) = match (read("input", &in_desc, &in_buf), read("output", &out_desc, &out_buf)) {
+            (Ok(i), Ok(o)) => (i, o),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("sim-ascendcl: aclopExecuteV2({op_type}): {e}");
+                return ACL_ERROR_INVALID_PARAM;
+            }
+        };
+        let (task_id, op_name) = with(|t| {
+            let n = t.launches.entry(op_type.clone()).or_insert(0);
+            let name = format!("{op_type}_{n}");
+            *n += 1;
+            t.next_task = t.next_task.wrapping_add(1);
+            (t.next_task, name)
+        });
+        let status = attr.ints.get(OVERFLOW_STATUS_ATTR).map_or(0, |&s| s as u64);
+        if status != 0 {
+            overflow::record(status);
+        }
+        let target = state::with(|rt| {
+            rt.dump.clone().filter(|c| c.dumps_single_ops()).map(|cfg| SingleOpTarget {
+                cfg,
+                device_id,
+                session_dir: rt.session_dir.clone(),
+                opdebug_layout: overflow::layout_from_env(),
+                delivery: match state::callback() {
+                    Some(cb) => Delivery::Callback(cb),
+                    None => Delivery::Disk,
+                },
+            })
+        });
+        if let Some(target) = target {
+            fn view(o: &Operand) -> TensorView<'_> {
+                TensorView {
+                    dtype: o.dtype,
+                    format: o.format,
+                    device_shape: o.device_shape.clone(),
+                    original_shape: o.original_shape.clone(),
+                    bytes: &o.bytes,
+                    original_op: None,
+                }
+            }
+            let event = OpEvent {
+                op_type: &op_type,
+                op_name: &op_name,
+                inputs: ins.iter().map(view).collect(),
+                outputs: outs.iter().map(view).collect(),
+                overflow_status: status,
+            };
+            dump_single_op(&target, &event, task_id);
+        }
+        ACL_SUCCESS
+    })
+}
+
+/// Compile-time check that every export has the exact signature of `accutrace_acl.h`.
+#[allow(dead_code)]
+const SIGNATURES: () = {
+    let _: AclCreateTensorDescFn = aclCreateTensorDesc;
+    let _: AclDestroyTensorDescFn = aclDestroyTensorDesc;
+    let _: AclSetTensorStorageFormatFn = aclSetTensorStorageFormat;
+    let _: AclSetTensorStorageShapeFn = aclSetTensorStorageShape;
+    let _: AclopCreateAttrFn = aclopCreateAttr;
+    let _: AclopDestroyAttrFn = aclopDestroyAttr;
+    let _: AclopSetAttrIntFn = aclopSetAttrInt;
+    let _: AclopSetAttrStringFn = aclopSetAttrString;
+    let _: AclopExecuteV2Fn = aclopExecuteV2;
+};
