@@ -8,7 +8,8 @@
 //! its last chunk arrives, and a big tensor's file completes after a smaller one that started later. Every
 //! source ends with [`Index::order_by_execution`], so that in every index op ids follow execution order.
 
-use accutrace_formats::dump::DumpFileName;
+/// When the runtime says an op ran (the execution-order key, shared with the capture's step marks).
+pub use accutrace_formats::dump::Launch;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 use serde::Serialize;
@@ -49,39 +50,6 @@ pub struct TensorInfo {
     /// Source-private locator of the bytes.
     #[serde(skip)]
     pub locator: u64,
-}
-
-/// When the runtime says an op ran: the fields of its dump file name (docs/CANN.md §1, §5). Ordered field by
-/// field: the dump timestamp first; the producer's dump number (six-field names: a process-wide count of
-/// dumped files), then task and stream ids break ties between ops of one microsecond; FFTS+ sub-tasks of
-/// one task follow their context and thread ids.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct Launch {
-    pub timestamp_us: u64,
-    pub dump_number: Option<u64>,
-    pub task_id: u64,
-    pub stream_id: u64,
-    pub context_id: u64,
-    pub thread_id: u64,
-}
-
-impl Launch {
-    /// The launch a dump file name describes (a four-field name has no stream id: 0).
-    pub fn of_dump_name(name: &DumpFileName) -> Launch {
-        Launch {
-            timestamp_us: name.timestamp_us,
-            dump_number: name.dump_number,
-            task_id: name.task_id,
-            stream_id: name.stream_id.unwrap_or(0),
-            context_id: name.ffts.map_or(0, |f| f.context_id),
-            thread_id: name.ffts.map_or(0, |f| f.thread_id),
-        }
-    }
-
-    /// A source that only knows a time (a vendor benchmark's `{op}.{i}.{timestamp}.npy`).
-    pub fn at(timestamp_us: u64) -> Launch {
-        Launch { timestamp_us, ..Launch::default() }
-    }
 }
 
 /// One executed op (a kernel launch, or an API call in framework-level dumps).

@@ -49,7 +49,7 @@ impl CannDumpSource {
             let parsed = parsed?;
             let step = entry.step.unwrap_or(0);
             let rank = entry.device_id.unwrap_or(0);
-            let launch = Launch::of_dump_name(&entry.name);
+            let launch = Launch::of_name(&entry.name);
             let op = index.push_op_at(parsed.name, parsed.op_type, step, rank, Some(launch));
             for mut tensor in parsed.tensors {
                 tensor.op = op;

@@ -3,7 +3,7 @@
 
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, Launch, TensorId, TensorInfo};
+use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
@@ -218,19 +218,9 @@ impl CaptureSource {
     }
 }
 
-/// Adds a captured op with its launch: the record's timestamp, dump number, task id and stream id, and the
-/// FFTS+ sub-task ids that only its dump file name keeps.
+/// Adds a captured op with what the runtime said about its launch.
 fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
-    let ffts = dump::parse_file_name(&op.dump_file).ok().and_then(|n| n.ffts);
-    let launch = Launch {
-        timestamp_us: op.timestamp_us,
-        dump_number: op.dump_number,
-        task_id: u64::from(op.task_id),
-        stream_id: u64::from(op.stream_id),
-        context_id: ffts.map_or(0, |f| f.context_id),
-        thread_id: ffts.map_or(0, |f| f.thread_id),
-    };
-    index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(launch))
+    index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(op.launch()))
 }
 
 /// The environment variables of the real stack that change results or their reproducibility

@@ -18,7 +18,7 @@ pub fn add_stats_csv(
     let base = file_name.rsplit('/').next().unwrap_or(file_name);
     let name = parse_file_name(base)?;
     let rows = parse_stats_csv(csv)?;
-    let launch = Launch::of_dump_name(&name);
+    let launch = Launch::of_name(&name);
     let op = index.push_op_at(name.op_name.clone(), name.op_type.clone(), step, rank, Some(launch));
     for row in rows {
         let dtype = row.dtype.unwrap_or(DType::UNDEFINED);

@@ -497,7 +497,7 @@ fn parse_stem(stem: &str, mappings: &Mappings) -> NpyName {
             // A dump file name, possibly renamed through mapping.csv.
             let dump_name = csv_original(mappings, &prefix).unwrap_or(&prefix);
             if let Ok(d) = parse_file_name(dump_name) {
-                let launch = Some(Launch::of_dump_name(&d));
+                let launch = Some(Launch::of_name(&d));
                 return NpyName {
                     op_name: d.op_name,
                     op_type: d.op_type,

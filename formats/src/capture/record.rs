@@ -104,6 +104,20 @@ pub struct OpInfo {
 }
 
 impl OpInfo {
+    /// When the runtime says this op ran: its timestamp, dump number, task and stream ids, and the FFTS+
+    /// ids only its dump file name keeps. Records arrive in the order files completed; this orders them.
+    pub fn launch(&self) -> crate::dump::Launch {
+        let ffts = crate::dump::parse_file_name(&self.dump_file).ok().and_then(|n| n.ffts);
+        crate::dump::Launch {
+            timestamp_us: self.timestamp_us,
+            dump_number: self.dump_number,
+            task_id: u64::from(self.task_id),
+            stream_id: u64::from(self.stream_id),
+            context_id: ffts.map_or(0, |f| f.context_id),
+            thread_id: ffts.map_or(0, |f| f.thread_id),
+        }
+    }
+
     /// The dump file name CANN gives an op with these fields (`{op_type}.{op_name}[.{dump_number}]
     /// .{task_id}.{stream_id}.{timestamp_us}`, op name sanitized). The writer stores `dump_file` only when it
     /// differs from this (e.g. FFTS+ suffixes), which keeps statistics-mode records small; the reader fills

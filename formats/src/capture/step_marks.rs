@@ -6,7 +6,7 @@
 //!
 //! A step ends after a run of consecutive marker ops in execution order (an optimizer applies one op per
 //! parameter): the ops of the run belong to the step they end, the next op starts the next step. Execution
-//! order is (dump timestamp, dump number), the order the runtime dumped the ops in.
+//! order is [`OpInfo::launch`] (dump timestamp, dump number, ...), the order the runtime dumped the ops in.
 
 use super::record::{OpInfo, StepMark, StepSource};
 use std::collections::HashSet;
@@ -20,7 +20,7 @@ pub fn marker_steps(ops: &[&OpInfo], marks: &[StepMark], first_step: u64) -> Vec
         .map(|m| (m.op_timestamp_us, m.op_dump_number))
         .collect();
     let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by_key(|&i| (ops[i].timestamp_us, ops[i].dump_number, i));
+    order.sort_by_cached_key(|&i| (ops[i].launch(), i));
     let mut steps = vec![0; ops.len()];
     let (mut step, mut in_run) = (first_step, false);
     for i in order {

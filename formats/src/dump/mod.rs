@@ -4,12 +4,14 @@
 //! - [`file`](mod@file): parse a dump file (binary or old layout) into zero-copy tensor slices; memory-map files.
 //! - [`write`](mod@write): write dump files exactly as CANN does (the simulated runtime uses it).
 //! - [`names`]: six-, five- and four-field file names and FFTS+ suffixes; [`mapping`]: `mapping.csv`.
+//! - [`launch`]: execution order, from what a file name says about when its op ran.
 //! - [`tree`]: walk a dump directory tree into entries in execution order.
 //! - [`opdebug`]: decode and encode op-debug overflow payloads; name the status bits.
 //! - [`stats_csv`]: the `dump_data: stats` CSV.
 
 pub mod file;
 pub mod fuzzing;
+pub mod launch;
 mod legacy;
 pub mod mapping;
 pub mod names;
@@ -19,6 +21,7 @@ pub mod tree;
 pub mod write;
 
 pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, DumpTensor, Io, MappedFile};
+pub use launch::Launch;
 pub use mapping::NameMapping;
 pub use names::{
     format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsForm, FftsSuffix, FileKind,
