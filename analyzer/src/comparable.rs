@@ -40,8 +40,9 @@ fn sequence<'a>(index: &'a Index, ops: &[OpId]) -> Vec<(&'a str, &'a str)> {
 }
 
 /// What differs between two runs that should be one configuration, aspect by aspect (empty: nothing
-/// found). Only ops both runs dumped, in steps and ranks both have, are looked at: a run that dumped fewer
-/// steps is not another configuration. Settings are compared where both runs recorded them.
+/// found). Only steps and ranks both runs have are looked at, and a step one run holds only the start or
+/// the end of is no difference: a run that dumped less is not another configuration. Settings are compared
+/// where both runs recorded them.
 pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<ConfigurationDifference> {
     let mut found = Vec::new();
     let mut settings = Vec::new();
@@ -68,7 +69,13 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
         let Some(ops_b) = groups_b.get(key) else { continue };
         let place = format!("step {step} rank {rank}");
         let (seq_a, seq_b) = (sequence(a, ops_a), sequence(b, ops_b));
-        if let Some(i) = (0..seq_a.len().max(seq_b.len())).find(|&i| seq_a.get(i) != seq_b.get(i)) {
+        // A step one run holds only the start or the end of (a ring that deleted old segments, a capture
+        // cut short) is not another configuration: its ops are those of the other run.
+        let (short, long) = if seq_a.len() <= seq_b.len() { (&seq_a, &seq_b) } else { (&seq_b, &seq_a) };
+        let cut_short = long.starts_with(short) || long.ends_with(short);
+        if let Some(i) =
+            (0..seq_a.len().max(seq_b.len())).find(|&i| !cut_short && seq_a.get(i) != seq_b.get(i))
+        {
             let show = |s: Option<(&str, &str)>| {
                 s.map_or("nothing (the step ends)".into(), |(n, t)| format!("{n} [{t}]"))
             };
@@ -79,7 +86,7 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
                 show(seq_b.get(i).copied())
             ));
         }
-        // Tensors of the ops both runs have, by name: precision and shapes.
+        // Tensors of the ops both runs have, by name (the first op of a name): precision and shapes.
         let named_b: HashMap<&str, OpId> = ops_b.iter().rev().map(|&o| (b.ops[o].name.as_str(), o)).collect();
         for &oa in ops_a {
             let Some(&ob) = named_b.get(a.ops[oa].name.as_str()) else { continue };
@@ -259,4 +266,111 @@ pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matchin
         bench.root().display(),
         target.root().display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::TensorInfo;
+    use crate::matching::{match_runs, MatchOptions};
+    use accutrace_formats::DType;
+
+    /// A run of `ops` (name, output dtype, output shape) in one step.
+    fn run(ops: &[(&str, DType, &[u64])]) -> Index {
+        let mut index = Index::default();
+        for &(name, dtype, shape) in ops {
+            let op = index.push_op(name.into(), "T".into(), 0, 0);
+            index.push_tensor(TensorInfo {
+                op,
+                io: Io::Output,
+                index: 0,
+                dtype,
+                shape: shape.to_vec(),
+                device_format: None,
+                device_shape: None,
+                original_op: None,
+                stats: None,
+                hash: None,
+                label: None,
+                requires_grad: None,
+                has_data: true,
+                locator: 0,
+            });
+        }
+        index
+    }
+
+    const F16: DType = DType::FLOAT16;
+
+    fn aspects(a: &Index, b: &Index) -> Vec<(&'static str, usize, String)> {
+        configuration_differences(a, b, &Filter::default())
+            .into_iter()
+            .map(|d| (d.aspect, d.count, d.first))
+            .collect()
+    }
+
+    #[test]
+    fn one_configuration_has_no_differences_even_cut_short() {
+        let a = run(&[("x", F16, &[2]), ("y", F16, &[2]), ("z", F16, &[2])]);
+        assert!(aspects(&a, &a).is_empty());
+        // The other run holds only the end, or only the start, of the step.
+        assert!(aspects(&a, &run(&[("y", F16, &[2]), ("z", F16, &[2])])).is_empty());
+        assert!(aspects(&a, &run(&[("x", F16, &[2])])).is_empty());
+    }
+
+    #[test]
+    fn precision_shapes_sequence_and_settings_are_named_where_they_differ() {
+        let a = run(&[("x", F16, &[2]), ("y", F16, &[2])]);
+        let b = run(&[("x", DType::FLOAT, &[2]), ("y", F16, &[3])]);
+        assert_eq!(
+            aspects(&a, &b),
+            [
+                (
+                    "precision",
+                    1,
+                    "x.output.0 is FLOAT16 in run 1 and FLOAT in run 2 (step 0 rank 0)".to_string()
+                ),
+                ("shapes", 1, "y.output.0 is [2] in run 1 and [3] in run 2 (step 0 rank 0)".to_string()),
+            ]
+        );
+        let fused = run(&[("x", F16, &[2]), ("xy", F16, &[2])]);
+        assert_eq!(
+            aspects(&a, &fused),
+            [("op sequence", 1, "step 0 rank 0: op 2 is y [T] in run 1 and xy [T] in run 2".to_string())]
+        );
+        let (mut s1, mut s2) = (a.clone(), a.clone());
+        s1.settings = Some([("HCCL_DETERMINISTIC".to_string(), "TRUE".to_string())].into());
+        s2.settings = Some(BTreeMap::new());
+        assert_eq!(
+            aspects(&s1, &s2),
+            [("settings", 1, "HCCL_DETERMINISTIC is \"TRUE\" in run 1 and unset in run 2".to_string())]
+        );
+        // A source that records no settings is not compared on them.
+        assert!(aspects(&s1, &a).is_empty());
+    }
+
+    #[test]
+    fn another_model_is_told_by_its_shapes_or_by_what_has_no_counterpart() {
+        let a = run(&[("x", F16, &[2, 8]), ("y", F16, &[2, 8]), ("z", F16, &[4])]);
+        let wider = run(&[("x", F16, &[2, 12]), ("y", F16, &[2, 12]), ("z", F16, &[4])]);
+        let why = different_model(
+            &a,
+            &wider,
+            &match_runs(&a, &wider, &MatchOptions::default()),
+            &Filter::default(),
+        );
+        assert!(why.unwrap().contains(
+            "2 of 3 matched tensor pairs differ in shape: x.output.0 is [2, 8] in the target and [2, 12]"
+        ));
+        let other = run(&[("p", F16, &[7]), ("q", F16, &[9]), ("z", F16, &[4])]);
+        let why = different_model(
+            &a,
+            &other,
+            &match_runs(&a, &other, &MatchOptions::default()),
+            &Filter::default(),
+        );
+        assert!(why.unwrap().contains("only 1 of the target's 3 outputs have a counterpart"));
+        let same = different_model(&a, &a, &match_runs(&a, &a, &MatchOptions::default()), &Filter::default());
+        assert_eq!(same, None);
+    }
 }

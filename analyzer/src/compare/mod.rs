@@ -422,3 +422,101 @@ pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
     }
     kernels
 }
+
+#[cfg(test)]
+mod culprit_tests {
+    use super::*;
+    use crate::index::TensorInfo;
+    use accutrace_formats::DType;
+
+    /// A step of ops given as (name, input hashes, output hash); returns the index and the hash of each
+    /// tensor (inputs, then the output, per op).
+    fn step(ops: &[(&str, &[u64], u64)]) -> (Index, Vec<Option<u64>>) {
+        let mut index = Index::default();
+        let mut hashes = Vec::new();
+        for &(name, inputs, output) in ops {
+            let op = index.push_op(name.into(), "T".into(), 0, 0);
+            let tensor = |io, i| TensorInfo {
+                op,
+                io,
+                index: i,
+                dtype: DType::FLOAT,
+                shape: vec![4],
+                device_format: None,
+                device_shape: None,
+                original_op: None,
+                stats: None,
+                hash: None,
+                label: None,
+                requires_grad: None,
+                has_data: true,
+                locator: 0,
+            };
+            for (i, &h) in inputs.iter().enumerate() {
+                index.push_tensor(tensor(Io::Input, i as u32));
+                hashes.push(Some(h));
+            }
+            index.push_tensor(tensor(Io::Output, 0));
+            hashes.push(Some(output));
+        }
+        (index, hashes)
+    }
+
+    /// Rows for the outputs of the ops named in `compared`, failing where `fails` names them.
+    fn rows(index: &Index, compared: &[&str], fails: &[&str]) -> Vec<CompareRow> {
+        index
+            .ops
+            .iter()
+            .filter(|op| compared.contains(&op.name.as_str()))
+            .map(|op| CompareRow {
+                target: op.outputs[0],
+                bench: None,
+                how: None,
+                msprobe: MsprobeMetrics::unsupported(),
+                msaccucmp: None,
+                target_stats: None,
+                bench_stats: None,
+                accuracy: Accuracy::NotComparable,
+                result: Level::Pass,
+                messages: Vec::new(),
+                failed: fails.contains(&op.name.as_str()),
+                reason: None,
+                error: None,
+            })
+            .collect()
+    }
+
+    fn verdict(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (Option<String>, Vec<bool>) {
+        let (failing, culprit) = find_culprit(index, rows, hashes);
+        let culprit = culprit.map(|c| index.ops[failing[c].op].name.clone());
+        (culprit, failing.iter().map(|f| f.inputs_unverified.is_some()).collect())
+    }
+
+    #[test]
+    fn inputs_clear_an_op_only_on_evidence() {
+        // data -> embed -> mm (weights) -> act: embed reads only graph inputs (data 1, table 2).
+        let (index, hashes) = step(&[("embed", &[1, 2], 10), ("mm", &[10, 3], 11), ("act", &[11], 12)]);
+        // mm fails and its input from embed passes: mm is the culprit.
+        let (culprit, unverified) =
+            verdict(&index, &rows(&index, &["embed", "mm", "act"], &["mm", "act"]), &hashes);
+        assert_eq!((culprit.as_deref(), unverified), (Some("mm"), vec![false, false]));
+        // The first op fails reading graph inputs only: not the culprit, and nothing after it either.
+        let (culprit, unverified) =
+            verdict(&index, &rows(&index, &["embed", "mm", "act"], &["embed", "mm", "act"]), &hashes);
+        assert_eq!((culprit, unverified), (None, vec![true, false, false]));
+        // embed was not compared (no benchmark counterpart): mm's input clears nothing.
+        let (culprit, unverified) = verdict(&index, &rows(&index, &["mm", "act"], &["mm", "act"]), &hashes);
+        assert_eq!((culprit, unverified), (None, vec![true, false]));
+        // An op reading graph inputs only, after ops of its step that pass: the culprit, said so.
+        let (index, hashes) = step(&[("embed", &[1], 10), ("update", &[2, 3], 11)]);
+        let (failing, culprit) =
+            find_culprit(&index, &rows(&index, &["embed", "update"], &["update"]), &hashes);
+        let f = &failing[culprit.expect("a culprit")];
+        assert_eq!(index.ops[f.op].name, "update");
+        assert!(f
+            .inputs_unverified
+            .as_deref()
+            .unwrap_or_default()
+            .contains("the ops before it in its step pass"));
+    }
+}
