@@ -7,7 +7,7 @@
 
 mod header;
 
-use crate::tensor::{decode_f32, decode_f64, lanes_per_element};
+use crate::tensor::{decode_f32, decode_f64, element_count, element_count_usize, lanes_per_element};
 use crate::{DType, FormatError, Result};
 use header::{Parser, Value};
 use std::borrow::Cow;
@@ -149,10 +149,7 @@ impl<'a> NpyView<'a> {
         let (dtype, big_endian) = parse_descr(&descr).ok_or_else(|| {
             FormatError::at(descr_at, format!("npy dtype '{descr}' is not a supported numeric type"))
         })?;
-        let elements = shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .and_then(|n| dtype.byte_size(n).map(|b| (n, b)));
+        let elements = element_count(&shape).and_then(|n| dtype.byte_size(n).map(|b| (n, b)));
         let Some((_, nbytes)) = elements else {
             return Err(FormatError::at(header_start, format!("npy shape {shape:?} overflows 64 bits")));
         };
@@ -176,8 +173,8 @@ impl<'a> NpyView<'a> {
 
     /// Number of elements (1 for a 0-d array).
     pub fn elements(&self) -> u64 {
-        // Checked when parsing: the product fits.
-        self.shape.iter().product()
+        // Checked when parsing: the product fits (0 would only come of a shape that does not).
+        element_count(&self.shape).unwrap_or(0)
     }
 
     /// The data as little-endian bytes in storage order: borrowed, or byte-swapped for big-endian files.
@@ -264,8 +261,7 @@ pub fn write_npy_ordered(
     fortran_order: bool,
 ) -> io::Result<()> {
     let descr = descr_of(dtype).ok_or_else(|| invalid(format!("numpy has no dtype for {}", dtype.name())))?;
-    let elements = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-    let expected = elements.and_then(|n| dtype.byte_size(n));
+    let expected = element_count(shape).and_then(|n| dtype.byte_size(n));
     if expected != Some(data_le.len() as u64) {
         return Err(invalid(format!(
             "shape {shape:?} of {} needs {expected:?} bytes, got {}",
@@ -337,9 +333,7 @@ pub fn write_for_numpy(
         DType::UINT1 => (DType::UINT8, "numpy has no 1-bit type; unpacked, one value per byte"),
         _ => return Err(invalid(format!("dtype {} cannot be written for numpy", dtype.name()))),
     };
-    let elements =
-        shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| usize::try_from(n).ok());
-    let elements = elements.ok_or_else(|| invalid(format!("shape {shape:?} overflows")))?;
+    let elements = element_count_usize(shape).map_err(|e| invalid(e.problem))?;
     let mut values = Vec::new();
     decode_f32(dtype, data_le, elements, &mut values).map_err(|e| invalid(e.to_string()))?;
     // Every value of the narrow type is exactly representable in the wider one, so this re-encoding is exact.

@@ -125,6 +125,20 @@ fn regenerate_seed_corpora() {
             h.space.push(Default::default());
             encode_dump(&h, &[&[1]], &[&[2, 3]], &[&[4, 5, 6]], &[&[7]]).unwrap()
         }),
+        // A header whose sizes add up but whose shape's element count overflows 64 bits (issue #12).
+        ("valid_forged_shape", {
+            let mut h = header("2.0", 2, 2);
+            h.output[0].shape = Some(Shape { dim: vec![1 << 32, 1 << 32, 1 << 32] });
+            h.output[0].original_shape = Some(Shape { dim: vec![1 << 40, 1 << 40] });
+            encode_dump(&h, &[&fp16], &[&fp16], &[], &[]).unwrap()
+        }),
+        // A device format (NC1HWC0) with a forged shape: the layout planner must refuse it too.
+        ("valid_forged_shape_nc1hwc0", {
+            let mut h = header("2.0", 2, 3);
+            h.output[0].shape = Some(Shape { dim: vec![u64::MAX, 2, 2, 2, 16] });
+            h.output[0].original_shape = Some(Shape { dim: vec![u64::MAX / 2, 2, 2, 2] });
+            encode_dump(&h, &[&fp16], &[&fp16], &[], &[]).unwrap()
+        }),
         ("payload_opdebug_tagged", tagged.clone()),
         ("payload_opdebug_legacy", legacy_payload),
         ("bad_empty", Vec::new()),

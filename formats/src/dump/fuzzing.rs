@@ -2,8 +2,12 @@
 //! (`formats/tests/dump_fuzz_corpus.rs`). Each returns whether the input parsed; a panic is a bug.
 
 use super::{decode_opdebug, format_file_name, parse_dump, parse_file_name, parse_stats_csv, NameMapping};
+use crate::tensor::host::{host_values, DeviceTensor};
+use crate::tensor::host_bytes::host_bytes;
 
-/// `parse_dump` (both layouts) and the op-debug decoder, checking that every slice lies where it says.
+/// `parse_dump` (both layouts) and the op-debug decoder, checking that every slice lies where it says; then
+/// every tensor through the host conversions (values and raw host bytes), as a reader does: forged shapes
+/// and dtypes must be refused, never overflow or allocate by what the header claims.
 pub fn dump_parser(data: &[u8]) -> bool {
     let _ = decode_opdebug(data);
     let Ok(file) = parse_dump(data) else {
@@ -20,6 +24,16 @@ pub fn dump_parser(data: &[u8]) -> bool {
         );
         let _ = decode_opdebug(t.bytes);
         let _ = t.dtype.name();
+        let device = DeviceTensor {
+            dtype: t.dtype,
+            format: t.format,
+            device_shape: &t.device_shape,
+            original_shape: &t.original_shape,
+            sub_format: t.sub_format,
+            bytes: t.bytes,
+        };
+        let _ = host_values(&device, &mut Vec::new(), &mut Vec::new());
+        let _ = host_bytes(&device);
     }
     for b in file.buffers.iter().chain(&file.workspaces) {
         let start = b.as_ptr() as usize - base;

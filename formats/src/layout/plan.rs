@@ -49,8 +49,7 @@ pub(crate) struct Plan {
 
 /// Product of `dims`, or an error naming what overflowed.
 pub(crate) fn checked_product(dims: &[u64], what: &str) -> Result<u64> {
-    dims.iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    crate::tensor::element_count(dims)
         .ok_or_else(|| FormatError::at(0, format!("{what} {dims:?} has more than 2^64 elements")))
 }
 

@@ -96,8 +96,13 @@ impl MsprobeDump {
     pub fn load_values(&self, entry: &MsprobeEntry) -> Result<(DType, Vec<u64>, Vec<f32>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
-        crate::tensor::decode_f32(dtype, &bytes, element_count(&shape), &mut out)
-            .map_err(|e| e.in_file(&path))?;
+        crate::tensor::decode_f32(
+            dtype,
+            &bytes,
+            element_count(&shape).map_err(|e| e.in_file(&path))?,
+            &mut out,
+        )
+        .map_err(|e| e.in_file(&path))?;
         Ok((dtype, shape, out))
     }
 
@@ -131,8 +136,13 @@ impl MsprobeDump {
             return pt::stream_pt_file(&path, out, hasher);
         }
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
-        crate::tensor::host::decode_reusing(dtype, &bytes, element_count(&shape), out)
-            .map_err(|e| e.in_file(&path))?;
+        crate::tensor::host::decode_reusing(
+            dtype,
+            &bytes,
+            element_count(&shape).map_err(|e| e.in_file(&path))?,
+            out,
+        )
+        .map_err(|e| e.in_file(&path))?;
         if let Some(h) = hasher {
             values_hash::hash_f32_le(h, out);
         }
@@ -143,8 +153,13 @@ impl MsprobeDump {
     pub fn load_values_f64(&self, entry: &MsprobeEntry) -> Result<(DType, Vec<u64>, Vec<f64>)> {
         let (dtype, shape, bytes, path) = self.load_raw(entry)?;
         let mut out = Vec::new();
-        crate::tensor::decode_f64(dtype, &bytes, element_count(&shape), &mut out)
-            .map_err(|e| e.in_file(&path))?;
+        crate::tensor::decode_f64(
+            dtype,
+            &bytes,
+            element_count(&shape).map_err(|e| e.in_file(&path))?,
+            &mut out,
+        )
+        .map_err(|e| e.in_file(&path))?;
         Ok((dtype, shape, out))
     }
 
@@ -174,7 +189,6 @@ impl MsprobeDump {
     }
 }
 
-fn element_count(shape: &[u64]) -> usize {
-    // The pt reader has already checked that the product fits in the bytes it returned.
-    shape.iter().product::<u64>() as usize
+fn element_count(shape: &[u64]) -> Result<usize> {
+    crate::tensor::element_count_usize(shape)
 }

@@ -35,9 +35,9 @@ pub struct RawTensor {
 }
 
 impl RawTensor {
-    /// Number of elements (the product of the shape).
-    pub fn elements(&self) -> usize {
-        self.shape.iter().product::<u64>() as usize
+    /// Number of elements (the product of the shape), checked: the shape comes from the file.
+    pub fn elements(&self) -> Result<usize> {
+        crate::tensor::element_count_usize(&self.shape)
     }
 }
 
@@ -54,9 +54,9 @@ pub struct PtTensor<'a> {
 }
 
 impl PtTensor<'_> {
-    /// Number of elements (the product of the shape).
-    pub fn elements(&self) -> usize {
-        self.shape.iter().product::<u64>() as usize
+    /// Number of elements (the product of the shape), checked: the shape comes from the file.
+    pub fn elements(&self) -> Result<usize> {
+        crate::tensor::element_count_usize(&self.shape)
     }
 
     fn into_raw(self) -> RawTensor {
@@ -360,7 +360,7 @@ fn read_whole(
 ) -> Result<DType> {
     let bytes = std::fs::read(path).map_err(|e| FormatError::io(path, &e))?;
     let t = parse_pt(&bytes)?;
-    crate::tensor::host::decode_reusing(t.dtype, &t.bytes, t.elements(), out)?;
+    crate::tensor::host::decode_reusing(t.dtype, &t.bytes, t.elements()?, out)?;
     if let Some(h) = hasher {
         super::values_hash::hash_f32_le(h, out);
     }
@@ -637,7 +637,7 @@ mod tests {
     fn in_memory(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
         let t = read_pt_bytes(bytes)?;
         let mut values = Vec::new();
-        crate::tensor::decode_f32(t.dtype, &t.bytes, t.elements(), &mut values)?;
+        crate::tensor::decode_f32(t.dtype, &t.bytes, t.elements()?, &mut values)?;
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         Ok((t.dtype, values, crate::stats::content_hash(&bytes)))
     }

@@ -2,7 +2,7 @@
 //! Every source that holds device-format tensors (CANN dumps, captures) goes through here.
 
 use crate::layout::{self, Format};
-use crate::tensor::{decode_f32, decode_f32_into, lanes_per_element};
+use crate::tensor::{decode_f32, decode_f32_into, element_count, element_count_usize, lanes_per_element};
 use crate::{DType, Result};
 
 /// Where a tensor's bytes came from and how they are laid out on the device.
@@ -29,11 +29,11 @@ pub fn host_values(
     out: &mut Vec<f32>,
 ) -> Result<Vec<u64>> {
     let format = Format::from_code(tensor.format);
-    let elements = element_count(tensor.device_shape)?;
+    let elements = element_count_usize(tensor.device_shape)?;
     if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
         decode_reusing(tensor.dtype, tensor.bytes, elements, out)?;
         let shape = if layout::host_shape_is_usable(tensor.original_shape)
-            && product(tensor.original_shape) == Some(elements as u64)
+            && element_count(tensor.original_shape) == Some(elements as u64)
         {
             tensor.original_shape.to_vec()
         } else {
@@ -102,20 +102,10 @@ pub fn decode_reusing(dtype: DType, bytes: &[u8], elements: usize, out: &mut Vec
 pub fn host_shape(format: i32, device_shape: &[u64], original_shape: &[u64]) -> Vec<u64> {
     let format = Format::from_code(format);
     if layout::host_shape_is_usable(original_shape)
-        && (!format.is_identity() || product(original_shape) == product(device_shape))
+        && (!format.is_identity() || element_count(original_shape) == element_count(device_shape))
     {
         original_shape.to_vec()
     } else {
         device_shape.to_vec()
     }
-}
-
-fn product(shape: &[u64]) -> Option<u64> {
-    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
-}
-
-fn element_count(shape: &[u64]) -> Result<usize> {
-    product(shape)
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| crate::FormatError::whole(format!("shape {shape:?} overflows the element count")))
 }

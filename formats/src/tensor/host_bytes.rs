@@ -21,10 +21,7 @@ pub fn host_bytes(tensor: &DeviceTensor<'_>) -> Result<Option<HostBytes>> {
         Some(bits) if bits >= 8 && bits % 8 == 0 => (bits / 8) as usize,
         _ => return Ok(None),
     };
-    let elements = tensor
-        .device_shape
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
+    let elements = crate::tensor::element_count(tensor.device_shape)
         .and_then(|n| n.checked_mul(width as u64))
         .filter(|&n| n == tensor.bytes.len() as u64)
         .map(|n| n as usize / width);

@@ -23,6 +23,20 @@ pub use fp16::fp16_to_f32;
 use crate::dtype::Kind;
 use crate::{DType, FormatError, Result};
 
+/// Elements of a tensor of `shape` (1 for a 0-d tensor), or `None` when the product of the dims overflows
+/// 64 bits. Dims come from files, so every product of them goes through here (or [`element_count_usize`]):
+/// a forged shape is an error, never a wrapped count or an overflow panic.
+pub fn element_count(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
+/// [`element_count`] as a `usize` (for decoding), or an error naming the shape.
+pub fn element_count_usize(shape: &[u64]) -> Result<usize> {
+    element_count(shape)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| FormatError::whole(format!("shape {shape:?} has more elements than 64 bits count")))
+}
+
 /// Output lanes per element: 2 for complex types (re, im), 1 otherwise.
 pub fn lanes_per_element(dtype: DType) -> usize {
     if dtype.kind() == Kind::Complex {
