@@ -12,12 +12,13 @@
 
 use crate::filter::Filter;
 use crate::index::{Io, TensorId};
+use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
 use accutrace_formats::dump::{sanitize_op_name, NameMapping};
 use accutrace_formats::npy::{descr_of, write_npy};
 use accutrace_formats::tensor::host_bytes::HostBytes;
-use accutrace_formats::tensor::{encode_f32, lanes_per_element};
+use accutrace_formats::tensor::{element_count, encode_f32, lanes_per_element};
 use accutrace_formats::DType;
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
@@ -123,6 +124,18 @@ pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Ve
     Ok(results)
 }
 
+/// What the source misses, and every tensor that could not be read or written: everything else was
+/// written, and these make the exit status 2.
+pub fn input_problems(source: &dyn Source, results: &[ConvertedTensor]) -> InputProblems {
+    let mut problems = InputProblems::of_sources(&[source]);
+    for r in results {
+        if let Converted::Failed { reason } = &r.result {
+            problems.push(InputProblem::unreadable(reason.clone()));
+        }
+    }
+    problems
+}
+
 /// The `{i}` of a tensor's file: its index, or its position when indices repeat within the op (msprobe's
 /// nested arguments share one), so that no file overwrites another.
 fn file_index(source: &dyn Source, list: &[TensorId], position: usize) -> u32 {
@@ -172,6 +185,15 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
             reason: format!("no data in the {} source (statistics only{hint})", source.kind()),
         };
     }
+    if !info.dtype.is_known() {
+        // Not a type without numbers: a code no CANN version defines, so the bytes cannot be read. The
+        // source's own error names the file.
+        let why = match source.read_values(t, &mut Vec::new()) {
+            Err(e) => format!("{e:#}"),
+            Ok(()) => format!("dtype code {} is not a CANN data type", info.dtype.code()),
+        };
+        return Converted::Failed { reason: format!("{label}: {why}") };
+    }
     let Some((target, mut note)) = target_dtype(info.dtype) else {
         return Converted::Skipped { reason: format!("dtype {} cannot be decoded", info.dtype) };
     };
@@ -187,8 +209,7 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
         return Converted::Failed { reason: format!("{label}: {e:#}") };
     }
     let lanes = lanes_per_element(target) as u64;
-    let expected =
-        info.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(lanes));
+    let expected = element_count(&info.shape).and_then(|n| n.checked_mul(lanes));
     // A source whose host shape does not fit its values still gets its numbers out, flat.
     let shape = if expected == Some(values.len() as u64) {
         info.shape.clone()
@@ -214,8 +235,7 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
 /// Writes host bytes as they are; a shape they do not fill is written flat, as on the f32 path.
 fn write_converted(path: &Path, dtype: DType, host: &HostBytes, label: String) -> Converted {
     let width = dtype.byte_size(1).unwrap_or(1).max(1);
-    let fits = host.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| n.checked_mul(width))
-        == Some(host.bytes.len() as u64);
+    let fits = element_count(&host.shape).and_then(|n| n.checked_mul(width)) == Some(host.bytes.len() as u64);
     let (shape, note) = if fits {
         (host.shape.clone(), None)
     } else {

@@ -7,13 +7,15 @@ use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, MatchOptions};
 use crate::outcome::Outcome;
+use crate::problems::InputProblems;
 use crate::progress::Progress;
 use crate::sources::Source;
+use accutrace_formats::tensor::element_count;
 use accutrace_formats::DType;
 use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How two matched tensors differ (all zero when their bytes are equal).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -75,7 +77,8 @@ pub struct CensusRow {
 #[derive(Serialize)]
 pub struct DiffReport {
     /// `identical` (every matched tensor identical, none unmatched), `different` (some tensor differs),
-    /// or `unmatched` (none differs, but some tensor is in one run only).
+    /// `unmatched` (none differs, but some tensor is in one run only), or `incomplete` (none of what was
+    /// read differs, but input problems lead the report).
     pub verdict: &'static str,
     pub run1: String,
     pub run2: String,
@@ -86,6 +89,9 @@ pub struct DiffReport {
     pub census: Vec<CensusRow>,
     pub unmatched_run1: Vec<String>,
     pub unmatched_run2: Vec<String>,
+    /// What the runs miss and which tensors could not be read (neither identical nor different): they
+    /// lead the report.
+    pub input_problems: InputProblems,
 }
 
 impl DiffReport {
@@ -140,22 +146,35 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     progress.finish();
     let mut by_target: BTreeMap<TensorId, TensorDiff> = BTreeMap::new();
     let mut decoded = 0;
+    let mut input_problems = InputProblems::of_sources(&[run1, run2]);
+    // A tensor that could not be read on either side is neither identical nor different.
+    let mut unread: BTreeSet<TensorId> = BTreeSet::new();
     for (p, d) in pairs.iter().zip(diffs) {
-        let d = d.unwrap_or_else(|e| TensorDiff { error: Some(format!("{e:#}")), ..Default::default() });
-        if d.measured {
-            decoded += 1;
+        match d {
+            Ok(d) => {
+                if d.measured {
+                    decoded += 1;
+                }
+                by_target.insert(p.target, d);
+            }
+            Err(e) => {
+                let label = format!("{} vs {}", i1.tensor_label(p.target), i2.tensor_label(p.bench));
+                input_problems.push_unreadable(&label, &e);
+                unread.insert(p.target);
+            }
         }
-        by_target.insert(p.target, d);
     }
 
-    let first_differences = first_differences(i1, &by_target);
+    let first_differences = first_differences(i1, &by_target, &unread);
     let census = census(i1, &by_target);
     let differing = by_target.values().filter(|d| !d.identical).count();
     let (unmatched_run1, unmatched_run2): (Vec<String>, Vec<String>) = (
         matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
         matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
     );
+    // Nothing differing among what was read is no "identical" while something was not read.
     let verdict = match (differing, unmatched_run1.is_empty() && unmatched_run2.is_empty()) {
+        (0, _) if !input_problems.is_empty() => "incomplete",
         (0, true) => "identical",
         (0, false) => "unmatched",
         _ => "different",
@@ -171,6 +190,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         census,
         unmatched_run1,
         unmatched_run2,
+        input_problems,
     })
 }
 
@@ -185,7 +205,8 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
         Some(h) => h,
         None => b.content_hash(tb)?,
     };
-    let elements = ia.shape.iter().product::<u64>();
+    // Only reported (as a share of differing elements); a shape whose product overflows counts as 0.
+    let elements = element_count(&ia.shape).unwrap_or(0);
     if ha == hb && ia.dtype == ib.dtype {
         return Ok(TensorDiff { identical: true, elements, ..Default::default() });
     }
@@ -256,7 +277,11 @@ pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
     (ordered(bx, sign) - ordered(by, sign)).unsigned_abs().min(u64::MAX as u128) as u64
 }
 
-fn first_differences(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<FirstDifference> {
+fn first_differences(
+    index: &Index,
+    diffs: &BTreeMap<TensorId, TensorDiff>,
+    unread: &BTreeSet<TensorId>,
+) -> Vec<FirstDifference> {
     let mut ops: Vec<usize> = (0..index.ops.len()).collect();
     ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
     let mut seen: BTreeMap<(u64, u32), ()> = BTreeMap::new();
@@ -274,7 +299,8 @@ fn first_differences(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> V
             op.inputs.iter().filter_map(|&t| diffs.get(&t).map(|d| (t, d))).collect();
         let differing_inputs: Vec<String> =
             input_diffs.iter().filter(|(_, d)| !d.identical).map(|(t, _)| index.tensor_label(*t)).collect();
-        let verdict = if input_diffs.is_empty() {
+        // An input that could not be read may have differed: the op cannot be called nondeterministic.
+        let verdict = if input_diffs.is_empty() || op.inputs.iter().any(|t| unread.contains(t)) {
             "unknown"
         } else if differing_inputs.is_empty() {
             "nondeterministic"

@@ -75,6 +75,14 @@ impl Filter {
     /// answer to a selection that misses is not an answer.
     pub fn check(&self, index: &Index, path: &Path) -> anyhow::Result<()> {
         let source = path.display();
+        if self.is_everything() && index.ops.is_empty() {
+            // Nothing to select from. When the source knows why (lost segments or streams), its input
+            // problems lead the report and fail the run; otherwise an empty answer would read as a clean one.
+            if index.problems.is_empty() {
+                anyhow::bail!("{source} holds no ops");
+            }
+            return Ok(());
+        }
         let steps = index.steps();
         let missing: Vec<u64> = self.steps.iter().copied().filter(|s| !steps.contains(s)).collect();
         if !missing.is_empty() {

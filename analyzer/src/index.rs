@@ -12,6 +12,8 @@
 pub use accutrace_formats::dump::Launch;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
+
+use crate::problems::InputProblem;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -148,7 +150,7 @@ pub struct Index {
     pub tensors: Vec<TensorInfo>,
     /// Device overflow records (op-debug files, or captured overflow records), in the order found.
     pub overflow_records: Vec<OverflowRecord>,
-    /// Problems found while indexing that did not stop it (unparseable names, torn tails, ...).
+    /// Notes found while indexing that change nothing about the answer (unparseable file names, ...).
     pub warnings: Vec<String>,
     /// The dump holds only the ops the device flagged as overflowing (CANN's `dump_debug: on`, exclusive
     /// with the data dump): how far an overflow spread cannot be seen in it.
@@ -162,6 +164,9 @@ pub struct Index {
     /// overflow mode and the runtime's environment variables that matter), to tell whether two runs share a
     /// configuration; `None` when the source records none.
     pub settings: Option<BTreeMap<String, String>>,
+    /// What the source knows it is missing (lost segments or streams, dropped chunks, unsealed streams,
+    /// dump files that could not be read): these lead every report and make the exit status 2.
+    pub problems: Vec<InputProblem>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A

@@ -3,6 +3,8 @@
 
 use crate::filter::Filter;
 use crate::index::TensorId;
+use crate::outcome::Outcome;
+use crate::problems::{InputProblem, InputProblems};
 use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
 use rayon::prelude::*;
@@ -32,11 +34,26 @@ pub struct OpRow {
     pub tensors: Vec<TensorRow>,
 }
 
+/// What `inspect` found: the ops, and what could not be read.
+pub struct Inspection {
+    pub ops: Vec<OpRow>,
+    /// What the source misses and the tensors that could not be decoded: they lead the listing.
+    pub input_problems: InputProblems,
+}
+
+impl Inspection {
+    /// `inspect` lists; it finds nothing to fail on, unless the input had problems (main decides).
+    pub fn outcome(&self) -> Outcome {
+        Outcome::Pass
+    }
+}
+
 /// The ops of `source` that `filter` keeps, in execution order, with their tensors.
-pub fn inspect(source: &dyn Source, filter: &Filter) -> Vec<OpRow> {
+pub fn inspect(source: &dyn Source, filter: &Filter) -> Inspection {
     let index = source.index();
     let ops = filter.op_ids(index);
-    ops.par_iter()
+    let rows: Vec<OpRow> = ops
+        .par_iter()
         .map(|&o| {
             let op = &index.ops[o];
             let tensors = op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source, t)).collect();
@@ -48,7 +65,16 @@ pub fn inspect(source: &dyn Source, filter: &Filter) -> Vec<OpRow> {
                 tensors,
             }
         })
-        .collect()
+        .collect();
+    let mut input_problems = InputProblems::of_sources(&[source]);
+    for op in &rows {
+        for t in op.tensors.iter().filter(|t| t.error.is_some()) {
+            let label = format!("{}.{}.{}", op.name, t.io, t.index);
+            input_problems
+                .push(InputProblem::unreadable(format!("{label}: {}", t.error.as_deref().unwrap_or(""))));
+        }
+    }
+    Inspection { ops: rows, input_problems }
 }
 
 fn tensor_row(source: &dyn Source, t: TensorId) -> TensorRow {

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod outcome;
 pub mod overflow;
 pub mod overflow_records;
+pub mod problems;
 pub mod progress;
 pub mod report;
 pub mod sources;

@@ -6,6 +6,7 @@
 use crate::filter::Filter;
 use crate::index::{Index, OpId, TensorId};
 use crate::outcome::Outcome;
+use crate::problems::InputProblems;
 use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
 use rayon::prelude::*;
@@ -96,6 +97,8 @@ pub struct OverflowReport {
     pub only_overflowing_ops: bool,
     pub unattributed_device_records: usize,
     pub tensors_without_statistics: usize,
+    /// What the run misses and which tensors could not be read: they lead the report.
+    pub input_problems: InputProblems,
 }
 
 impl OverflowReport {
@@ -113,30 +116,48 @@ impl OverflowReport {
 pub fn overflow(source: &dyn Source, filter: &Filter) -> OverflowReport {
     let index = source.index();
     let ops = filter.op_ids(index);
-    let stats = gather_stats(source, &ops);
-    analyse(index, &ops, &stats, source.root().display().to_string())
+    let mut problems = InputProblems::of_sources(&[source]);
+    let stats = gather_stats(source, &ops, &mut problems);
+    let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
+    report.input_problems = problems;
+    report
 }
 
-/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel).
-fn gather_stats(source: &dyn Source, ops: &[OpId]) -> BTreeMap<TensorId, TensorStats> {
+/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel). A tensor that
+/// cannot be read is an input problem.
+fn gather_stats(
+    source: &dyn Source,
+    ops: &[OpId],
+    problems: &mut InputProblems,
+) -> BTreeMap<TensorId, TensorStats> {
     let index = source.index();
     let tensors: Vec<TensorId> =
         ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
-    tensors
+    let found: Vec<(TensorId, anyhow::Result<TensorStats>)> = tensors
         .par_iter()
         .filter_map(|&t| {
             let info = &index.tensors[t];
             if let Some(stats) = &info.stats {
-                return Some((t, *stats));
+                return Some((t, Ok(*stats)));
             }
             if !info.has_data {
                 return None;
             }
             let mut values = Vec::new();
-            source.read_values(t, &mut values).ok()?;
-            Some((t, TensorStats::of_f32(&values, info.dtype)))
+            let read = source.read_values(t, &mut values);
+            Some((t, read.map(|()| TensorStats::of_f32(&values, info.dtype))))
         })
-        .collect()
+        .collect();
+    let mut stats = BTreeMap::new();
+    for (t, found) in found {
+        match found {
+            Ok(s) => {
+                stats.insert(t, s);
+            }
+            Err(e) => problems.push_unreadable(&index.tensor_label(t), &e),
+        }
+    }
+    stats
 }
 
 fn analyse(
@@ -223,6 +244,7 @@ fn analyse(
         only_overflowing_ops: index.only_overflowing_ops,
         unattributed_device_records: unattributed,
         tensors_without_statistics: without_stats,
+        input_problems: InputProblems::default(),
     }
 }
 

@@ -255,7 +255,7 @@ fn a_capture_converts_its_fp64_tensors_bit_for_bit() {
     let dir = tempfile::tempdir().unwrap();
     let (run, out) = (dir.path().join("run"), dir.path().join("npy"));
     std::fs::create_dir_all(&run).unwrap();
-    Manifest::new("test", vec!["train".into()]).write(&run).unwrap();
+    let mut manifest = Manifest::new("test", vec!["train".into()]);
     let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "test".into() };
     let mut w = StreamWriter::create(&run, info, 1 << 20, Policy::KeepAll).unwrap();
     let op = OpInfo {
@@ -287,7 +287,8 @@ fn a_capture_converts_its_fp64_tensors_bit_for_bit() {
     };
     let stats = TensorStats::of_bytes(DType::DOUBLE, &bytes).unwrap();
     w.append_tensor(&meta, &stats, content_hash(&bytes), Some(&bytes), 1).unwrap();
-    w.seal().unwrap();
+    manifest.streams.push(w.seal().unwrap());
+    manifest.write(&run).unwrap();
 
     let result = analyzer(&["convert", run.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&result.stdout);

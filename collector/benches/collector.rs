@@ -380,7 +380,7 @@ impl Timing {
 }
 
 /// The pipeline counters a standalone run left in its manifest.
-fn pipeline_counters(m: &Manifest) -> collector::counters::Snapshot {
+fn pipeline_counters(m: &Manifest) -> accutrace_formats::capture::PipelineCounters {
     serde_json::from_value(m.config["pipeline"].as_object().unwrap().values().next().unwrap().clone())
         .unwrap()
 }

@@ -2,7 +2,7 @@
 //! the manifest. The invariant the tests check: once the writers have drained,
 //! `chunks == chunks_written + dropped (all reasons)`.
 
-use serde::{Deserialize, Serialize};
+use accutrace_formats::capture::PipelineCounters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Laid out in two groups, 128-byte aligned: the ones the dump callback bumps first, then (past a pad) the
@@ -56,60 +56,15 @@ pub struct Counters {
     pub writer_cpu_ns: AtomicU64,
 }
 
-/// A plain copy of [`Counters`], for the manifest (fields a manifest lacks read as 0).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Snapshot {
-    pub chunks: u64,
-    pub bytes_in: u64,
-    pub chunks_split: u64,
-    pub chunks_written: u64,
-    pub dropped_bad_length: u64,
-    pub dropped_queue_full: u64,
-    pub dropped_inactive: u64,
-    pub dropped_panic: u64,
-    pub dropped_disabled: u64,
-    pub drop_notes_lost: u64,
-    pub block_waits: u64,
-    pub block_wait_ns: u64,
-    pub files: u64,
-    pub files_recorded: u64,
-    pub files_incomplete: u64,
-    pub files_unparsed: u64,
-    pub files_mapping: u64,
-    pub files_lost: u64,
-    pub tensors: u64,
-    pub tensors_without_stats: u64,
-    pub overflow_records: u64,
-    pub stats_csv_records: u64,
-    pub refused_after_stop: u64,
-    pub writer_cpu_ns: u64,
-}
-
-impl Snapshot {
-    /// Chunks dropped for any reason.
-    pub fn dropped(&self) -> u64 {
-        self.dropped_bad_length
-            + self.dropped_queue_full
-            + self.dropped_inactive
-            + self.dropped_panic
-            + self.dropped_disabled
-    }
-
-    /// What the capture is missing, for the manifest's run-wide `drops`: dropped chunks and lost files.
-    pub fn losses(&self) -> u64 {
-        self.dropped() + self.files_lost
-    }
-}
-
 pub fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Relaxed);
 }
 
 impl Counters {
-    pub fn snapshot(&self) -> Snapshot {
+    /// A plain copy, for the manifest.
+    pub fn snapshot(&self) -> PipelineCounters {
         let g = |c: &AtomicU64| c.load(Relaxed);
-        Snapshot {
+        PipelineCounters {
             chunks: g(&self.chunks),
             bytes_in: g(&self.bytes_in),
             chunks_split: g(&self.chunks_split),

@@ -5,9 +5,8 @@
 //! recomputes the run-wide counts as the sum over streams, and writes the file atomically. The same lock
 //! serialises stream id allocation. Written at start, every couple of seconds while running, and at the end.
 
-use crate::counters::Snapshot;
 use crate::pipeline::Pipeline;
-use accutrace_formats::capture::{Manifest, RunCounts, StreamSummary};
+use accutrace_formats::capture::{Manifest, PipelineCounters, RunCounts, StreamSummary};
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -122,7 +121,7 @@ pub fn merge(p: &Pipeline, summary: Option<StreamSummary>, finished: bool) -> Re
     }
     let mut counts = RunCounts::default();
     for v in pipeline.as_object().into_iter().flat_map(|o| o.values()) {
-        if let Ok(s) = serde_json::from_value::<Snapshot>(v.clone()) {
+        if let Ok(s) = serde_json::from_value::<PipelineCounters>(v.clone()) {
             counts.chunks += s.chunks;
             counts.files += s.files;
             counts.tensors += s.tensors;

@@ -18,8 +18,11 @@ use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
 use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics};
 use crate::outcome::Outcome;
+use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
+use accutrace_formats::tensor::element_count;
+use anyhow::Result;
 pub use msprobe_table::MsprobeRow;
 use rayon::prelude::*;
 pub use row::CompareRow;
@@ -84,6 +87,8 @@ pub struct Comparison<'a> {
     pub refused: Option<String>,
     /// What the user should know before reading the answer (target and benchmark look swapped).
     pub warnings: Vec<String>,
+    /// What the sources miss and which tensors could not be read: they lead the report.
+    pub problems: InputProblems,
 }
 
 impl Comparison<'_> {
@@ -118,6 +123,7 @@ pub fn compare<'a>(
             msprobe_table: Vec::new(),
             refused: Some(why),
             warnings,
+            problems: InputProblems::of_sources(&[target, bench]),
         };
     }
     let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
@@ -142,6 +148,15 @@ pub fn compare<'a>(
             rows[i].messages = entry.verdict.messages.clone();
         }
     }
+    let mut problems = InputProblems::of_sources(&[target, bench]);
+    let mut unread = vec![false; ti.tensors.len()];
+    for row in rows.iter().filter(|r| r.error.is_some()) {
+        unread[row.target] = true;
+        let bench_label = row.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+        let why = row.error.as_deref().unwrap_or_default();
+        problems
+            .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target))));
+    }
     // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
     // hashed the compared target tensors while reading their values. The culprit search looks up the
     // producers of failing ops only, so besides every output (a possible producer) only the inputs of
@@ -154,13 +169,25 @@ pub fn compare<'a>(
         }
     }
     let needed = hash_needed(ti, &rows);
-    let hashes: Vec<Option<u64>> = known
+    let hashes: Vec<Result<Option<u64>>> = known
         .into_par_iter()
         .enumerate()
         .map(|(t, known)| match (ti.tensors[t].hash, known) {
-            (Some(h), _) | (None, Some(h)) => Some(h),
-            (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data => target.content_hash(t).ok(),
-            (None, None) => None,
+            (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
+            (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t] => {
+                target.content_hash(t).map(Some)
+            }
+            (None, None) => Ok(None),
+        })
+        .collect();
+    let hashes: Vec<Option<u64>> = hashes
+        .into_iter()
+        .enumerate()
+        .map(|(t, hash)| {
+            hash.unwrap_or_else(|e| {
+                problems.push_unreadable(&ti.tensor_label(t), &e);
+                None
+            })
         })
         .collect();
     let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
@@ -187,6 +214,7 @@ pub fn compare<'a>(
             .collect(),
         refused: None,
         warnings,
+        problems,
     }
 }
 
@@ -231,7 +259,16 @@ fn compare_pair(
         error: None,
     };
     let mut hash = None;
-    if ti.shape.iter().product::<u64>() != bi.shape.iter().product::<u64>() {
+    // Element counts, checked: a shape whose product overflows 64 bits describes no tensor that exists,
+    // so its data cannot be read as that shape.
+    let (tn, bn) = (element_count(&ti.shape), element_count(&bi.shape));
+    if let Some((side, shape)) = [("target", &ti.shape), ("bench", &bi.shape)]
+        .into_iter()
+        .zip([tn, bn])
+        .find_map(|(side, n)| n.is_none().then_some(side))
+    {
+        row.error = Some(format!("{side} shape {shape:?} has more elements than 64 bits count"));
+    } else if tn != bn {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
         // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this thread
@@ -284,12 +321,9 @@ fn judge(row: &mut CompareRow, options: &CompareOptions) {
         }
         _ => None,
     };
-    row.failed = reason.is_some();
-    row.reason = reason;
-    if row.error.is_some() {
-        row.failed = true;
-        row.reason = Some("could not be decoded".into());
-    }
+    // A pair that could not be read is not judged: its metrics are empty, not bad.
+    row.failed = reason.is_some() && row.error.is_none();
+    row.reason = if row.error.is_none() { reason } else { None };
 }
 
 /// The target tensors whose content hash [`find_culprit`] can look at: every op's outputs (candidate
@@ -321,12 +355,15 @@ fn find_culprit(
     hashes: &[Option<u64>],
 ) -> (Vec<FailingOp>, Option<usize>) {
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
-    let output_rows = |o: usize| index.ops[o].outputs.iter().filter_map(|t| row_of.get(t)).copied();
+    // A pair that could not be read was not compared: it neither fails nor clears anything (its producer
+    // decides for an input).
+    let read_row = |t: &TensorId| row_of.get(t).copied().filter(|&r| rows[r].error.is_none());
+    let output_rows = |o: usize| index.ops[o].outputs.iter().filter_map(read_row);
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).any(|r| rows[r].failed)).collect();
     let op_compared: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).next().is_some()).collect();
     let producer = input_producers(index, |t| hashes[t]);
-    let evidence = |t: TensorId| match (row_of.get(&t), producer.get(&t)) {
-        (Some(&r), _) if rows[r].failed => InputEvidence::Fails,
+    let evidence = |t: TensorId| match (read_row(&t), producer.get(&t)) {
+        (Some(r), _) if rows[r].failed => InputEvidence::Fails,
         (Some(_), _) => InputEvidence::Passes,
         (None, Some(&p)) if !op_compared[p] => InputEvidence::FromUncompared(p),
         (None, Some(&p)) if op_fails[p] => InputEvidence::Fails,

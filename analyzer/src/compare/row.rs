@@ -25,5 +25,14 @@ pub struct CompareRow {
     pub failed: bool,
     /// Why it failed, in words.
     pub reason: Option<String>,
+    /// Why a side could not be read: the pair is not judged (neither pass nor fail) and is an input
+    /// problem of the comparison.
     pub error: Option<String>,
+}
+
+impl CompareRow {
+    /// Judged and not failed.
+    pub fn passed(&self) -> bool {
+        !self.failed && self.error.is_none()
+    }
 }

@@ -30,6 +30,7 @@ pub enum CompareFormat {
 /// only the failures. When the report goes to a file, the headline still goes to the terminal (stderr).
 pub fn write(c: &Comparison<'_>, format: CompareFormat, to: &Destination<'_>, all: bool) -> Result<()> {
     let mut out = Output::open(to.output)?;
+    super::lead(&c.problems, format == CompareFormat::Table, to.output.is_some(), &mut out)?;
     match format {
         CompareFormat::Table => summary(&mut out, c, all, to.paints())?,
         CompareFormat::Csv => write_csv(&mut out, c)?,
@@ -59,11 +60,12 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
     let index = c.target.index();
     let compared = c.rows.len();
     let failed = c.rows.iter().filter(|r| r.failed).count();
+    let unread = c.rows.iter().filter(|r| r.error.is_some()).count();
+    let unread_text = if unread > 0 { format!(", {unread} could not be read") } else { String::new() };
     writeln!(
         out,
-        "compared {compared} tensor pairs: {} pass, {} fail; {} target and {} bench tensors unmatched",
-        compared - failed,
-        failed,
+        "compared {compared} tensor pairs: {} pass, {failed} fail{unread_text}; {} target and {} bench tensors unmatched",
+        compared - failed - unread,
         c.unmatched_target.len(),
         c.unmatched_bench.len()
     )?;
@@ -117,6 +119,12 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
                 op.step
             )?;
         }
+        // Never a pass about what was not seen: the input problems above say what is missing.
+        None if !c.problems.is_empty() => writeln!(
+            out,
+            "{}: every tensor that could be compared passes, but the input problems above leave the answer open",
+            paint("NO VERDICT", "1;33", colour)
+        )?,
         None => writeln!(out, "{}: every compared tensor passes", paint("PASS", "1;32", colour))?,
     }
     Ok(())
@@ -236,7 +244,11 @@ fn table_header(out: &mut impl Write) -> Result<()> {
 
 fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour: bool) -> Result<()> {
     let m = &row.msprobe;
-    let status = if row.failed { paint("FAIL", "31", colour) } else { paint("ok", "32", colour) };
+    let status = match (row.failed, &row.error) {
+        (_, Some(_)) => paint("UNREAD", "33", colour),
+        (true, None) => paint("FAIL", "31", colour),
+        (false, None) => paint("ok", "32", colour),
+    };
     writeln!(
         out,
         "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
@@ -341,12 +353,21 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.push(op.rank.to_string());
         record.push(op.op_type.clone());
         record.push(row.how.map(|h| format!("{h:?}").to_lowercase()).unwrap_or_default());
-        record.push(if row.failed { "fail" } else { "pass" }.into());
+        record.push(status_word(row).into());
         record.push(row.reason.clone().or_else(|| row.error.clone()).unwrap_or_default());
         w.write_record(&record)?;
     }
     w.flush()?;
     Ok(())
+}
+
+/// The CSV's and JSON's Status: `pass`, `fail`, or `unreadable` (not judged).
+fn status_word(row: &CompareRow) -> &'static str {
+    match (row.failed, &row.error) {
+        (_, Some(_)) => "unreadable",
+        (true, None) => "fail",
+        (false, None) => "pass",
+    }
 }
 
 fn json_cell(c: Cell) -> serde_json::Value {
@@ -385,7 +406,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
                 })),
                 "target_stats": row.target_stats, "bench_stats": row.bench_stats,
                 "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
-                "messages": row.messages, "status": if row.failed { "fail" } else { "pass" },
+                "messages": row.messages, "status": status_word(row),
                 "reason": row.reason, "error": row.error,
             })
         })
@@ -413,6 +434,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "rows": rows,
         "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
         "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
+        "input_problems": c.problems,
     });
     write_json(out, "compare", &report)
 }

@@ -1,16 +1,25 @@
-//! The report of `analyzer convert`: what was written, what was skipped and why, and what failed (an
-//! error: some tensor could not be converted): a summary, or one CSV row or JSON entry per tensor.
+//! The report of `analyzer convert`: the input problems first (what the source misses, the tensors that
+//! could not be read or written), then what was written and what was skipped and why: a summary, or one
+//! CSV row or JSON entry per tensor.
 
 use super::{human_bytes, plural, write_json, Format, Output};
 use crate::convert::{Converted, ConvertedTensor};
-use anyhow::{bail, Result};
+use crate::problems::InputProblems;
+use anyhow::Result;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-/// Writes the report of the conversion into `dir` on standard output, in `format`.
-pub fn write(dir: &Path, results: &[ConvertedTensor], format: Format) -> Result<()> {
+/// Writes the report of the conversion into `dir` on standard output, in `format`, led by `problems`
+/// (which hold every failed tensor).
+pub fn write(
+    dir: &Path,
+    results: &[ConvertedTensor],
+    format: Format,
+    problems: &InputProblems,
+) -> Result<()> {
     let mut out = Output::open(None)?;
+    super::lead(problems, format == Format::Table, false, &mut out)?;
     match format {
         Format::Table => summary(&mut out, dir, results)?,
         Format::Csv => {
@@ -28,31 +37,11 @@ pub fn write(dir: &Path, results: &[ConvertedTensor], format: Format) -> Result<
             w.flush()?;
         }
         Format::Json => {
-            let body = serde_json::json!({ "output": dir, "tensors": results });
+            let body = serde_json::json!({ "output": dir, "tensors": results, "input_problems": problems });
             write_json(&mut out, "convert", &body)?;
         }
     }
     out.flush()?;
-    Ok(())
-}
-
-/// An error naming the tensors that could not be converted, if any: the report lists them, and the exit
-/// status must not say all was well.
-pub fn failures(results: &[ConvertedTensor]) -> Result<()> {
-    let failed: Vec<&str> = results
-        .iter()
-        .filter_map(|r| match &r.result {
-            Converted::Failed { reason } => Some(reason.as_str()),
-            _ => None,
-        })
-        .collect();
-    if let Some(first) = failed.first() {
-        bail!(
-            "{} tensor{} could not be converted; first: {first}",
-            failed.len(),
-            plural(failed.len() as u64)
-        );
-    }
     Ok(())
 }
 

@@ -7,9 +7,10 @@ use crate::diff::{DiffReport, TensorDiff};
 use anyhow::Result;
 use std::io::Write;
 
-/// Writes the report in `format` to its destination.
+/// Writes the report in `format` to its destination, led by the input problems.
 pub fn write(r: &DiffReport, format: Format, to: &Destination<'_>) -> Result<()> {
     let mut out = Output::open(to.output)?;
+    super::lead(&r.input_problems, format == Format::Table, to.output.is_some(), &mut out)?;
     match format {
         Format::Json => write_json(&mut out, "diff", r)?,
         Format::Csv => write_csv(&mut out, r)?,
@@ -26,7 +27,12 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
         "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",
         r.compared_tensors, r.differing_tensors, r.decoded_tensors
     )?;
-    if r.first_differences.is_empty() {
+    if r.first_differences.is_empty() && !r.input_problems.is_empty() {
+        writeln!(
+            out,
+            "\nNo difference among the tensors that could be read; the input problems above leave the answer open."
+        )?;
+    } else if r.first_differences.is_empty() {
         writeln!(out, "\nThe runs are {} on every matched tensor.", paint("bit-identical", "1;32", colour))?;
     } else {
         writeln!(out, "\nFirst differing op per step and rank:")?;

@@ -1,20 +1,23 @@
 //! The reports of `analyzer inspect`: a table per op, CSV with a row per tensor, or JSON.
 
 use super::{fmt_num, write_json, Format, Output};
-use crate::inspect::OpRow;
+use crate::inspect::{Inspection, OpRow};
 use crate::sources::Source;
 use anyhow::Result;
 use std::io::Write;
 use std::path::Path;
 
-/// Writes the listing in `format` to `output` (standard output when `None`).
-pub fn write(source: &dyn Source, rows: &[OpRow], format: Format, output: Option<&Path>) -> Result<()> {
+/// Writes the listing in `format` to `output` (standard output when `None`), led by the input problems.
+pub fn write(source: &dyn Source, found: &Inspection, format: Format, output: Option<&Path>) -> Result<()> {
     let mut out = Output::open(output)?;
     let index = source.index();
+    super::lead(&found.input_problems, format == Format::Table, output.is_some(), &mut out)?;
+    let rows = &found.ops;
     match format {
         Format::Json => {
             let report = serde_json::json!({
-                "source": { "path": source.root(), "kind": source.kind() },
+                "source": { "path": source.root(), "kind": source.kind(), "about": source.about() },
+                "input_problems": found.input_problems,
                 "warnings": index.warnings,
                 "ops": rows,
             });
@@ -96,6 +99,9 @@ fn print_table(out: &mut impl Write, source: &dyn Source, rows: &[OpRow]) -> Res
         format!("{ops} of {all_ops} ops, {tensors} of {all_tensors} tensors (selected by --step/--rank/--op)")
     };
     writeln!(out, "{} ({}): {counts}", source.root().display(), source.kind())?;
+    for line in source.about() {
+        writeln!(out, "  {line}")?;
+    }
     for warning in &index.warnings {
         writeln!(out, "warning: {warning}")?;
     }

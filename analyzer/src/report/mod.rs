@@ -119,6 +119,23 @@ pub fn reader_may_leave(written: Result<()>) -> Result<()> {
     }
 }
 
+/// Puts the input problems where the reader looks first: at the top of a table, and on standard error when
+/// the report is CSV or JSON (JSON reports also carry them as `input_problems`) or goes to a file.
+pub fn lead(
+    problems: &crate::problems::InputProblems,
+    table: bool,
+    to_file: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    if table {
+        problems.lead(out)?;
+    }
+    if !table || to_file {
+        problems.lead(&mut std::io::stderr().lock())?;
+    }
+    Ok(())
+}
+
 /// A number in at most 11 characters: plain when readable, scientific otherwise.
 pub fn fmt_num(x: f64) -> String {
     if x.is_nan() {

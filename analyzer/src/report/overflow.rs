@@ -6,9 +6,10 @@ use crate::overflow::OverflowReport;
 use anyhow::Result;
 use std::io::Write;
 
-/// Writes the report in `format` to its destination.
+/// Writes the report in `format` to its destination, led by the input problems.
 pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> Result<()> {
     let mut out = Output::open(to.output)?;
+    super::lead(&report.input_problems, format == Format::Table, to.output.is_some(), &mut out)?;
     match format {
         Format::Json => write_json(&mut out, "overflow", report)?,
         Format::Csv => {
@@ -70,7 +71,13 @@ fn loss_scale_history(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
 
 fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result<()> {
     writeln!(out, "overflow analysis of {}", r.run)?;
-    if r.origins.is_empty() {
+    if r.origins.is_empty() && !r.input_problems.is_empty() {
+        writeln!(
+            out,
+            "\nNo op produced inf/NaN or saturated values from finite inputs among the tensors that could be read; \
+             the input problems above leave the answer open."
+        )?;
+    } else if r.origins.is_empty() {
         let none = paint("No op produced inf/NaN or saturated values", "1;32", colour);
         writeln!(out, "\n{none} from finite inputs.")?;
     }

@@ -4,6 +4,7 @@
 use super::{human_bytes, write_json, Format, Output};
 use accutrace_formats::capture::manifest::{Manifest, RunCounts, StreamSummary, MANIFEST_FILE};
 use accutrace_formats::capture::reader::CaptureRun;
+use accutrace_formats::capture::PipelineCounters;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::Write;
@@ -51,6 +52,8 @@ pub struct Indexed {
     pub steps: Vec<u64>,
     pub ranks: Vec<u32>,
     pub overflow_records: usize,
+    /// What the capture misses (lost segments or streams, dropped chunks, unsealed streams).
+    pub problems: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -86,6 +89,7 @@ impl CaptureSummary {
                 steps: index.steps(),
                 ranks: index.ranks(),
                 overflow_records: index.overflow_records.len(),
+                problems: index.problems.iter().map(|p| p.message.clone()).collect(),
                 warnings: index.warnings.clone(),
             }
         });
@@ -148,12 +152,15 @@ pub fn write(summary: &CaptureSummary, format: Format, overflow: bool) -> Result
 /// writer threads' CPU time and the time the dump callback waited for a free slot. None when the manifest
 /// has no such counters (another collector version).
 fn collector_cost(m: &Manifest) -> Option<CollectorCost> {
-    let pipelines = m.config.get("pipeline")?.as_object()?;
-    let sum = |field: &str| -> u64 { pipelines.values().filter_map(|p| p.get(field)?.as_u64()).sum() };
+    let pipelines = m.pipeline_counters();
+    if pipelines.is_empty() {
+        return None;
+    }
+    let sum = |field: fn(&PipelineCounters) -> u64| -> u64 { pipelines.iter().map(|(_, p)| field(p)).sum() };
     Some(CollectorCost {
-        writer_cpu_s: sum("writer_cpu_ns") as f64 * 1e-9,
-        callback_wait_ms: sum("block_wait_ns") as f64 * 1e-6,
-        callback_waits: sum("block_waits"),
+        writer_cpu_s: sum(|p| p.writer_cpu_ns) as f64 * 1e-9,
+        callback_wait_ms: sum(|p| p.block_wait_ns) as f64 * 1e-6,
+        callback_waits: sum(|p| p.block_waits),
     })
 }
 
@@ -182,7 +189,11 @@ fn print_table(out: &mut impl Write, s: &CaptureSummary, overflow: bool) -> Resu
                 )?;
             }
             if c.drops > 0 {
-                writeln!(out, "  warning: {} chunks or files dropped (queue full)", c.drops)?;
+                writeln!(
+                    out,
+                    "  warning: {} chunks or files dropped or lost: the capture is missing data",
+                    c.drops
+                )?;
             }
             if overflow && c.tensors == 0 {
                 // CANN's overflow dump (dump_debug) excludes the data dump: only overflowing ops leave records.
@@ -231,6 +242,9 @@ fn print_table(out: &mut impl Write, s: &CaptureSummary, overflow: bool) -> Resu
                 "  indexed: {} ops, {} tensors, {span}, ranks {:?}, {} overflow records",
                 i.ops, i.tensors, i.ranks, i.overflow_records
             )?;
+            for p in &i.problems {
+                writeln!(out, "  incomplete: {p}")?;
+            }
             for w in &i.warnings {
                 writeln!(out, "  warning: {w}")?;
             }

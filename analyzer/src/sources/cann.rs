@@ -1,33 +1,63 @@
 //! CANN dump trees (graph and single-op layouts, `mapping.csv`) and single dump files.
 //!
-//! Indexing reads only headers (the files are memory-mapped, so tensor pages are never touched); values and
-//! hashes are decoded on demand from a fresh map of the one file that holds them.
+//! Indexing parses each file's header once (the files are memory-mapped, so tensor pages are never
+//! touched) and keeps where every tensor's bytes lie; reading a tensor maps its file and takes that slice,
+//! without parsing the header again (a file with 20,000 descriptors used to be parsed 20,000 times).
+//!
+//! A file that cannot be read is an input problem of the source (named, with the reason), and the rest of
+//! the tree is read: one bad file does not hide the others.
 
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, Io, Launch, Reorder, TensorId, TensorInfo};
+use crate::index::{Index, Io, Launch, TensorId, TensorInfo};
 use crate::overflow_records;
+use crate::problems::InputProblem;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
 use accutrace_formats::stats::content_hash;
+use accutrace_formats::tensor::element_count;
 use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
 use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 pub struct CannDumpSource {
     root: PathBuf,
     index: Index,
-    /// The file of each op (by op id); `None` for the ops of statistics CSVs, which hold no tensor data.
-    files: Vec<Option<PathBuf>>,
+    /// The dump files that hold tensors ([`StoredTensor::file`] indexes it).
+    files: Vec<PathBuf>,
+    /// Where each tensor's bytes lie and how they are laid out (`TensorInfo::locator` indexes it).
+    stored: Vec<StoredTensor>,
+    /// By file: the map, kept once made, of files holding many tensors (see [`KEEP_MAPPED`]); `None` for
+    /// the others, which are mapped per read.
+    kept_maps: Vec<Option<OnceLock<MappedFile>>>,
+}
+
+/// Files with at least this many tensors stay mapped once read: mapping the file again for each of its
+/// tensors would cost more than the tensors. Few files are that large, so few maps stay open (a tree of
+/// 100,000 small files must not hold 100,000 maps).
+const KEEP_MAPPED: usize = 64;
+
+/// A tensor's place in its dump file and its device layout, from the header parsed at indexing.
+struct StoredTensor {
+    file: usize,
+    offset: usize,
+    len: usize,
+    format: i32,
+    original_shape: Vec<u64>,
+    sub_format: i32,
 }
 
 /// What one header contributes to the index, parsed in parallel before the index is assembled in order.
 struct ParsedOp {
     name: String,
     op_type: String,
-    tensors: Vec<TensorInfo>,
+    /// The header's `dump_time` (µs): with the op name, what makes a dump file unique.
+    dump_time: u64,
+    tensors: Vec<(TensorInfo, StoredTensor)>,
 }
 
 impl CannDumpSource {
@@ -45,67 +75,138 @@ impl CannDumpSource {
             tree.entries.into_iter().partition(|e| e.name.kind == FileKind::Tensor);
         let parsed: Vec<Result<ParsedOp>> = tensor_entries.par_iter().map(parse_header).collect();
         let mut files = Vec::with_capacity(tensor_entries.len());
+        let mut stored = Vec::new();
+        // The op of each tensor entry (None: the file could not be read), for the op-debug records.
+        let mut op_of_entry = Vec::with_capacity(tensor_entries.len());
+        // CANN writes one file per op execution, and the header holds the op and the time it was dumped:
+        // two files with the same device, op and time are one dump twice (a copy), not two executions.
+        let mut seen: HashMap<(Option<u32>, String, u64), &Path> = HashMap::new();
         for (entry, parsed) in tensor_entries.iter().zip(parsed) {
-            let parsed = parsed?;
+            let parsed = match parsed {
+                Ok(p) => p,
+                Err(e) => {
+                    index.problems.push(unreadable_file(&e));
+                    op_of_entry.push(None);
+                    continue;
+                }
+            };
+            if parsed.dump_time != 0 {
+                let key = (entry.device_id, parsed.name.clone(), parsed.dump_time);
+                if let Some(first) = seen.insert(key, &entry.path) {
+                    index.problems.push(InputProblem::incomplete(format!(
+                        "{} and {} hold the same dump ({} dumped at {} us): one is a copy; both were read",
+                        first.display(),
+                        entry.path.display(),
+                        parsed.name,
+                        parsed.dump_time
+                    )));
+                }
+            }
             let step = entry.step.unwrap_or(0);
             let rank = entry.device_id.unwrap_or(0);
             let launch = Launch::of_name(&entry.name);
             let op = index.push_op_at(parsed.name, parsed.op_type, step, rank, Some(launch));
-            for mut tensor in parsed.tensors {
+            op_of_entry.push(Some(op));
+            for (mut tensor, mut place) in parsed.tensors {
                 tensor.op = op;
+                tensor.locator = stored.len() as u64;
+                place.file = files.len();
+                stored.push(place);
                 index.push_tensor(tensor);
             }
             files.push(entry.path.clone());
         }
+        if index.ops.is_empty() && !tensor_entries.is_empty() {
+            // Every tensor file is unreadable: there is nothing to answer about.
+            let first = index.problems.first().map(|p| p.message.clone()).unwrap_or_default();
+            anyhow::bail!("{}: no dump file could be read; first: {first}", root.display());
+        }
         let (stats_files, op_debug_files): (Vec<_>, Vec<_>) =
             op_debug_files.into_iter().partition(|e| e.name.kind == FileKind::StatsCsv);
         for entry in &stats_files {
-            let bytes = std::fs::read(&entry.path)
-                .with_context(|| format!("cannot read {}", entry.path.display()))?;
-            let file_name =
-                entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
-            device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
-                .map_err(|e| e.in_file(&entry.path))?;
+            let added = std::fs::read(&entry.path)
+                .with_context(|| format!("cannot read {}", entry.path.display()))
+                .and_then(|bytes| {
+                    let file_name =
+                        entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
+                    device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
+                        .map_err(|e| anyhow::Error::new(e.in_file(&entry.path)))
+                });
+            if let Err(e) = added {
+                index.problems.push(unreadable_file(&e));
+            }
         }
         for entry in &op_debug_files {
-            read_op_debug(entry, &tensor_entries, &mut index)?;
+            if let Err(e) = read_op_debug(entry, &tensor_entries, &op_of_entry, &mut index) {
+                index.problems.push(unreadable_file(&e));
+            }
         }
         // CANN makes overflow detection exclusive with the data dump: with op-debug files, the tensor files
         // are those of the overflowing ops alone.
         index.only_overflowing_ops = !op_debug_files.is_empty();
-        // Statistics CSVs were added after the tensor files: one order for all, from the file names.
-        let reorder = index.order_by_execution();
-        let mut files: Vec<Option<PathBuf>> = files.into_iter().map(Some).collect();
-        files.resize(reorder.ops.len(), None);
-        let files = Reorder::apply(&reorder.ops, files);
-        Ok(CannDumpSource { root: root.to_path_buf(), index, files })
+        // Statistics CSVs were added after the tensor files: one order for all, from the file names. The
+        // tables here follow tensors through their locator, so the new order needs nothing from them.
+        index.order_by_execution();
+        let mut tensors_per_file = vec![0usize; files.len()];
+        for place in &stored {
+            tensors_per_file[place.file] += 1;
+        }
+        let kept_maps = tensors_per_file.iter().map(|&n| (n >= KEEP_MAPPED).then(OnceLock::new)).collect();
+        Ok(CannDumpSource { root: root.to_path_buf(), index, files, stored, kept_maps })
     }
 
-    fn with_tensor<R>(
-        &self,
-        tensor: TensorId,
-        f: impl FnOnce(&dump::DumpTensor<'_>) -> Result<R>,
-    ) -> Result<R> {
+    fn with_tensor<R>(&self, tensor: TensorId, f: impl FnOnce(&DeviceTensor<'_>) -> Result<R>) -> Result<R> {
         let info = &self.index.tensors[tensor];
-        let path = self.files[info.op].as_ref().context("a device statistics op has no tensor data")?;
-        let map = MappedFile::open(path)?;
-        let file = dump::parse_dump_file(&map)?;
-        let list = match info.io {
-            Io::Input => &file.inputs,
-            Io::Output => &file.outputs,
+        if !info.has_data {
+            anyhow::bail!("{}: device statistics carry no tensor data", self.index.tensor_label(tensor));
+        }
+        let place = &self.stored[info.locator as usize];
+        let path = &self.files[place.file];
+        let fresh;
+        let map = match &self.kept_maps[place.file] {
+            Some(cell) => match cell.get() {
+                Some(map) => map,
+                None => {
+                    let map = MappedFile::open(path)?;
+                    cell.get_or_init(|| map)
+                }
+            },
+            None => {
+                fresh = MappedFile::open(path)?;
+                &fresh
+            }
         };
-        let t = list.get(info.index as usize).with_context(|| {
-            format!("{}: tensor {} changed since it was indexed", path.display(), info.index)
+        let bytes = map.bytes().get(place.offset..place.offset + place.len).with_context(|| {
+            format!(
+                "{}: the file is shorter than when it was indexed ({} {})",
+                path.display(),
+                info.io.as_str(),
+                info.index
+            )
         })?;
-        f(t).with_context(|| format!("{}: {} {}", path.display(), info.io.as_str(), info.index))
+        let device = DeviceTensor {
+            dtype: info.dtype,
+            format: place.format,
+            device_shape: info.device_shape.as_deref().unwrap_or_default(),
+            original_shape: &place.original_shape,
+            sub_format: place.sub_format,
+            bytes,
+        };
+        f(&device).with_context(|| format!("{}: {} {}", path.display(), info.io.as_str(), info.index))
     }
 }
 
-/// Decodes one op-debug file and blames the op its records name (tensor entries and ops share positions).
+/// A dump file that could not be read: what the source is missing.
+fn unreadable_file(e: &anyhow::Error) -> InputProblem {
+    InputProblem::incomplete(format!("{e:#}; the rest of the dump was read"))
+}
+
+/// Decodes one op-debug file and blames the op its records name.
 fn read_op_debug(
     entry: &dump::DumpEntry,
     tensor_entries: &[dump::DumpEntry],
+    op_of_entry: &[Option<usize>],
     index: &mut Index,
 ) -> Result<()> {
     let map = MappedFile::open(&entry.path)?;
@@ -121,7 +222,8 @@ fn read_op_debug(
                 continue;
             };
             found.op = dump::find_overflowing_op(entry, engine, tensor_entries)
-                .and_then(|op_entry| tensor_entries.iter().position(|e| std::ptr::eq(e, op_entry)));
+                .and_then(|op_entry| tensor_entries.iter().position(|e| std::ptr::eq(e, op_entry)))
+                .and_then(|position| op_of_entry[position]);
             index.overflow_records.push(found);
         }
     }
@@ -135,8 +237,18 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
     let mut tensors = Vec::with_capacity(file.inputs.len() + file.outputs.len());
     for (io, list) in [(Io::Input, &file.inputs), (Io::Output, &file.outputs)] {
         for t in list {
+            if element_count(&t.device_shape).is_none() || element_count(&t.original_shape).is_none() {
+                anyhow::bail!(
+                    "{}: {} {}: shape {:?} (original {:?}) has more elements than 64 bits count",
+                    entry.path.display(),
+                    io.as_str(),
+                    t.index,
+                    t.device_shape,
+                    t.original_shape
+                );
+            }
             let format = Format::from_code(t.format);
-            tensors.push(TensorInfo {
+            let info = TensorInfo {
                 op: 0,
                 io,
                 index: t.index as u32,
@@ -151,10 +263,19 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
                 requires_grad: None,
                 has_data: true,
                 locator: 0,
-            });
+            };
+            let place = StoredTensor {
+                file: 0,
+                offset: t.offset as usize,
+                len: t.bytes.len(),
+                format: t.format,
+                original_shape: t.original_shape.clone(),
+                sub_format: t.sub_format,
+            };
+            tensors.push((info, place));
         }
     }
-    Ok(ParsedOp { name, op_type: entry.name.op_type.clone(), tensors })
+    Ok(ParsedOp { name, op_type: entry.name.op_type.clone(), dump_time: file.header.dump_time, tensors })
 }
 
 impl Source for CannDumpSource {
@@ -171,37 +292,24 @@ impl Source for CannDumpSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
-        self.with_tensor(tensor, |t| {
-            let mut scratch = Vec::new();
-            host_values(&device_tensor(t), &mut scratch, out)?;
+        self.with_tensor(tensor, |device| {
+            host_values(device, &mut Vec::new(), out)?;
             Ok(())
         })
     }
 
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
-        self.with_tensor(tensor, |t| Ok(content_hash(t.bytes)))
+        self.with_tensor(tensor, |device| Ok(content_hash(device.bytes)))
     }
 
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
-        self.with_tensor(tensor, |t| {
-            let mut scratch = Vec::new();
-            host_values(&device_tensor(t), &mut scratch, out)?;
-            Ok(content_hash(t.bytes))
+        self.with_tensor(tensor, |device| {
+            host_values(device, &mut Vec::new(), out)?;
+            Ok(content_hash(device.bytes))
         })
     }
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
-        self.with_tensor(tensor, |t| Ok(host_bytes::host_bytes(&device_tensor(t))?))
-    }
-}
-
-fn device_tensor<'a>(t: &'a dump::DumpTensor<'a>) -> DeviceTensor<'a> {
-    DeviceTensor {
-        dtype: t.dtype,
-        format: t.format,
-        device_shape: &t.device_shape,
-        original_shape: &t.original_shape,
-        sub_format: t.sub_format,
-        bytes: t.bytes,
+        self.with_tensor(tensor, |device| Ok(host_bytes::host_bytes(device)?))
     }
 }

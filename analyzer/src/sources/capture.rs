@@ -5,10 +5,13 @@ use super::device_stats;
 use super::source::Source;
 use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
+use crate::problems::InputProblem;
+use accutrace_formats::capture::completeness::{self, RecordTally};
 use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
 use accutrace_formats::layout::Format;
+use accutrace_formats::tensor::element_count;
 use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
 use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use anyhow::{Context, Result};
@@ -37,12 +40,8 @@ impl CaptureSource {
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         let mut index = Index::default();
         let mut metas = Vec::new();
-        if run.manifest.is_none() {
-            index.warnings.push(format!(
-                "{}: no manifest.json (the collector did not finish); reading the segments alone",
-                root.display()
-            ));
-        }
+        // Records found per stream, held against the manifest's counts at the end.
+        let mut tallies = vec![RecordTally::default(); run.streams.len()];
         for (s, stream) in run.streams.iter().enumerate() {
             let rank = stream.info().rank.unwrap_or(0);
             let mut current: Option<(usize, std::sync::Arc<record::OpInfo>)> = None;
@@ -55,6 +54,7 @@ impl CaptureSource {
             let mut marks = Vec::new();
             for item in stream.records() {
                 let item = item?;
+                tallies[s].count(&item.record);
                 if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
                     anyhow::bail!(
                         "{}: capture too large to index (segment {} offset {})",
@@ -82,6 +82,17 @@ impl CaptureSource {
                         };
                         let m = &t.meta;
                         let original = m.original_shape.clone().unwrap_or_default();
+                        if element_count(&m.device_shape).is_none() || element_count(&original).is_none() {
+                            index.problems.push(InputProblem::incomplete(format!(
+                                "{}: at byte {}: tensor shape {:?} (original {:?}) has more elements than 64 \
+                                 bits count; the tensor is left out",
+                                item.segment.display(),
+                                item.offset,
+                                m.device_shape,
+                                original
+                            )));
+                            continue;
+                        }
                         let format = Format::from_code(m.format);
                         index.push_tensor(TensorInfo {
                             op: op_id,
@@ -114,18 +125,20 @@ impl CaptureSource {
                                     }
                                 }
                             }
-                            Err(e) => index.warnings.push(format!("{file}: {e}")),
+                            Err(e) => index.problems.push(InputProblem::incomplete(format!(
+                                "{file}: overflow record unreadable: {e}"
+                            ))),
                         }
                     }
                     Record::StatsCsv(csv) => {
                         if let Err(e) =
                             device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank)
                         {
-                            index.warnings.push(format!(
-                                "{} ({}): {e}",
+                            index.problems.push(InputProblem::incomplete(format!(
+                                "{} ({}): statistics CSV unreadable: {e}",
                                 item.segment.display(),
                                 csv.dump_file
-                            ));
+                            )));
                         }
                         // Stats ops have no tensor records: keep the positional maps aligned.
                         metas.resize(index.tensors.len(), None);
@@ -165,14 +178,6 @@ impl CaptureSource {
                     .map(|(_, _, _, id)| *id);
                 index.overflow_records.push(found);
             }
-            if let Some(torn) = stream.torn_tail() {
-                index.warnings.push(format!(
-                    "{}: records end at byte {} ({}); everything before it was read",
-                    torn.segment.display(),
-                    torn.offset,
-                    torn.reason
-                ));
-            }
         }
         if let Some(manifest) = &run.manifest {
             index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
@@ -183,6 +188,11 @@ impl CaptureSource {
         // several writer threads append in turn): execution order comes from the ops' own launch fields.
         let reorder = index.order_by_execution();
         let metas = crate::index::Reorder::apply(&reorder.tensors, metas);
+        index.problems.extend(
+            completeness::check(&run, &tallies)
+                .iter()
+                .map(|short| InputProblem::incomplete(short.to_string())),
+        );
         Ok(CaptureSource { root: root.to_path_buf(), run, index, metas })
     }
 
@@ -283,6 +293,39 @@ impl Source for CaptureSource {
         let hash = self.content_hash(tensor)?;
         self.read_values(tensor, out)?;
         Ok(hash)
+    }
+
+    fn about(&self) -> Vec<String> {
+        let Some(m) = &self.run.manifest else {
+            return vec!["no manifest.json: stream and collector counters unknown".into()];
+        };
+        let mut lines = vec![format!(
+            "collector: {} chunks, {} files, {} tensors; {} chunks or files dropped or lost",
+            m.counts.chunks, m.counts.files, m.counts.tensors, m.counts.drops
+        )];
+        let pipelines = m.pipeline_counters();
+        for s in &m.streams {
+            let rank = s.info.rank.map_or_else(|| "x".into(), |r| r.to_string());
+            let mut line = format!(
+                "stream {} (rank {rank}, pid {}): {}, {} tensors in {} segments ({} deleted by the ring)",
+                s.dir,
+                s.info.pid,
+                if s.sealed { "sealed" } else { "NOT SEALED" },
+                s.counts.tensors,
+                s.counts.segments_created,
+                s.counts.segments_deleted
+            );
+            if let Some((_, p)) = pipelines.iter().find(|(dir, _)| *dir == s.dir) {
+                let losses: Vec<String> =
+                    p.nonzero_losses().iter().map(|(n, v)| format!("{n} {v}")).collect();
+                line.push_str(&format!(
+                    "; drops: {}",
+                    if losses.is_empty() { "none".to_string() } else { losses.join(", ") }
+                ));
+            }
+            lines.push(line);
+        }
+        lines
     }
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {

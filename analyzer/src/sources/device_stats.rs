@@ -4,6 +4,7 @@
 use crate::index::{Index, Launch, TensorInfo};
 use accutrace_formats::dump::{parse_file_name, parse_stats_csv};
 use accutrace_formats::stats::TensorStats;
+use accutrace_formats::tensor::element_count;
 use accutrace_formats::{DType, FormatError};
 
 /// Adds the op of one statistics CSV (`file_name` is the dump file's name, which carries the op) to
@@ -23,7 +24,12 @@ pub fn add_stats_csv(
     for row in rows {
         let dtype = row.dtype.unwrap_or(DType::UNDEFINED);
         let shape = row.shape.clone().unwrap_or_default();
-        let count = row.count.unwrap_or_else(|| shape.iter().product());
+        let count = match row.count {
+            Some(count) => count,
+            None => element_count(&shape).ok_or_else(|| {
+                FormatError::whole(format!("{base}: shape {shape:?} has more elements than 64 bits count"))
+            })?,
+        };
         let stats = TensorStats {
             count,
             nan: row.nan_count.unwrap_or(0),

@@ -8,9 +8,11 @@
 
 use super::source::Source;
 use crate::index::{Index, Io, RecordedArg, TensorId, TensorInfo};
+use crate::problems::InputProblem;
 use accutrace_formats::msprobe::{self, EntryKind, MsprobeDump, MsprobeEntry, StatValue};
 use accutrace_formats::stats::TensorStats;
-use anyhow::{Context, Result};
+use accutrace_formats::tensor::element_count;
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 pub struct MsprobeSource {
@@ -31,9 +33,21 @@ impl MsprobeSource {
         let mut dumps = Vec::new();
         let mut index = Index::default();
         let mut entries = Vec::new();
+        let mut first_error = None;
         for path in dump_jsons {
-            let dump = MsprobeDump::open(path)
-                .with_context(|| format!("cannot read msprobe dump {}", path.display()))?;
+            // One unreadable dump.json (of one step or rank) is an input problem; the others are read.
+            let dump = match MsprobeDump::open(path) {
+                Ok(dump) => dump,
+                Err(e) => {
+                    let e =
+                        anyhow::Error::new(e).context(format!("cannot read msprobe dump {}", path.display()));
+                    index
+                        .problems
+                        .push(InputProblem::incomplete(format!("{e:#}; the other dumps were read")));
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+            };
             let dir = path.parent().unwrap_or(Path::new("."));
             let step = numbered_component(dir, "step").unwrap_or(0);
             let rank = numbered_component(dir, "rank").unwrap_or(0) as u32;
@@ -63,13 +77,12 @@ impl MsprobeSource {
                 let position = *slot;
                 *slot += 1;
                 let Some(dtype) = meta.dtype else {
-                    let warning = format!(
-                        "{}: {}: dtype {} is not decodable",
+                    index.problems.push(InputProblem::unreadable(format!(
+                        "{}: {}: dtype {} is not one this reader decodes; the tensor is left out",
                         path.display(),
                         entry.name,
                         meta.dtype_name
-                    );
-                    index.warnings.push(warning);
+                    )));
                     continue;
                 };
                 let tensor = index.push_tensor(TensorInfo {
@@ -92,6 +105,9 @@ impl MsprobeSource {
                 entries.push((d, e));
             }
             dumps.push(dump);
+        }
+        if let (true, Some(e)) = (dumps.is_empty(), first_error) {
+            return Err(e);
         }
         // msprobe records no launch: `dump.json` lists the calls in the order they were made, which is the
         // order they were added in (per step and rank).
@@ -148,7 +164,7 @@ fn recorded_arg(entry: &MsprobeEntry, step: u64, rank: u32) -> RecordedArg {
 fn stats_of(meta: &msprobe::TensorMeta) -> Option<TensorStats> {
     let (max, min) = (meta.max.as_f64()?, meta.min.as_f64()?);
     let num = |v: &StatValue| v.as_f64().unwrap_or(f64::NAN);
-    let count = meta.shape.iter().product::<u64>();
+    let count = element_count(&meta.shape)?;
     Some(TensorStats {
         count,
         nan: u64::from(max.is_nan() || min.is_nan()),

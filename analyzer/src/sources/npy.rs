@@ -15,6 +15,7 @@
 
 use super::source::Source;
 use crate::index::{Index, Io, Launch, TensorId, TensorInfo};
+use crate::problems::InputProblem;
 use accutrace_formats::dump::{parse_file_name, MappedFile, NameMapping};
 use accutrace_formats::npy::NpyView;
 use accutrace_formats::stats::content_hash;
@@ -84,15 +85,36 @@ impl NpyDirSource {
         let mut warnings = Vec::new();
         let location = Location::default().enter(root.file_name().and_then(|n| n.to_str()).unwrap_or(""));
         walk(root, 0, &Vec::new(), location, &mut found, &mut warnings)?;
-        // Headers only, in parallel: each file is mapped and its first bytes parsed.
-        let headers: Vec<(Vec<u64>, DType)> = found
+        // Headers only, in parallel: each file is mapped and its first bytes parsed. A file that does not
+        // parse is an input problem; the others are read.
+        let headers: Vec<Result<(Vec<u64>, DType)>> = found
             .par_iter()
             .map(|f| {
                 let map = MappedFile::open(&f.path)?;
                 let view = NpyView::parse(map.bytes()).map_err(|e| e.in_file(&f.path))?;
                 Ok((view.shape, view.dtype))
             })
-            .collect::<Result<_>>()?;
+            .collect();
+        let mut problems = Vec::new();
+        let mut readable = Vec::with_capacity(found.len());
+        let mut kept_headers = Vec::with_capacity(found.len());
+        for (f, header) in found.into_iter().zip(headers) {
+            match header {
+                Ok(h) => {
+                    readable.push(f);
+                    kept_headers.push(h);
+                }
+                Err(e) => {
+                    problems.push(InputProblem::incomplete(format!("{e:#}; the other files were read")))
+                }
+            }
+        }
+        if readable.is_empty() {
+            if let Some(first) = problems.first() {
+                anyhow::bail!("{}: no .npy file could be read; first: {}", root.display(), first.message);
+            }
+        }
+        let (found, headers) = (readable, kept_headers);
         // Group files into ops: same place, step, rank, op and launch. The map's order (by directory and
         // name where launches tie or are unknown) is the arrival order the execution order falls back on.
         let mut groups: BTreeMap<OpKey, Vec<usize>> = BTreeMap::new();
@@ -109,7 +131,7 @@ impl NpyDirSource {
             };
             groups.entry(key).or_default().push(i);
         }
-        let mut index = Index { warnings, ..Index::default() };
+        let mut index = Index { warnings, problems, ..Index::default() };
         let mut files = Vec::with_capacity(found.len());
         for (key, mut members) in groups {
             members.sort_by_key(|&i| (found[i].name.io, found[i].name.index));
@@ -117,14 +139,14 @@ impl NpyDirSource {
                 let (a, b) = (&found[w[0]].name, &found[w[1]].name);
                 (a.io, a.index) == (b.io, b.index)
             }) {
-                index.warnings.push(format!(
-                    "{} and {} both hold {} {} of op {}",
+                index.problems.push(InputProblem::incomplete(format!(
+                    "{} and {} both hold {} {} of op {}: one is a copy, or names clash",
                     found[w[0]].path.display(),
                     found[w[1]].path.display(),
                     found[w[0]].name.io.as_str(),
                     found[w[0]].name.index,
                     key.op_name
-                ));
+                )));
             }
             let launch = (!key.untimed).then_some(key.launch);
             let op = index.push_op_at(key.op_name, key.op_type, key.step, key.rank, launch);

@@ -36,4 +36,9 @@ pub trait Source: Send + Sync {
     fn read_host_bytes(&self, _tensor: TensorId) -> Result<Option<HostBytes>> {
         Ok(None)
     }
+    /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
+    /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
+    fn about(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

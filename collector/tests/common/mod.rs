@@ -226,7 +226,7 @@ pub fn manifest(run_dir: &Path) -> Manifest {
 }
 
 /// The pipeline counters of the only stream.
-pub fn pipeline(m: &Manifest) -> collector::counters::Snapshot {
+pub fn pipeline(m: &Manifest) -> accutrace_formats::capture::PipelineCounters {
     let p = m.config["pipeline"].as_object().unwrap();
     assert_eq!(p.len(), 1, "one stream expected: {p:?}");
     serde_json::from_value(p.values().next().unwrap().clone()).unwrap()

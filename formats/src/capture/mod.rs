@@ -14,7 +14,8 @@
 //! - [`shuffle`]: the byte shuffle applied before zstd; [`encode`]: shuffle + zstd of tensor data.
 //! - [`policy`]: retention (keep all, ring, trigger).
 //! - [`writer`]: [`StreamWriter`]. [`reader`]: [`CaptureRun`], [`StreamReader`], [`Records`].
-//! - [`manifest`]: `manifest.json` and `stream.json`.
+//! - [`manifest`]: `manifest.json` and `stream.json`; [`pipeline`]: the collector's counters in it.
+//! - [`completeness`]: what the manifest says should be there against what a reader found.
 //!
 //! # Reading a capture
 //! Open the run directory (what `analyzer record` or `LD_PRELOAD=libcollector.so` wrote) and walk each
@@ -61,8 +62,10 @@
 //! [`tensor::host`](crate::tensor::host) turns such bytes into host-layout values.
 
 pub mod collective;
+pub mod completeness;
 pub mod encode;
 pub mod manifest;
+pub mod pipeline;
 pub mod policy;
 pub mod reader;
 pub mod record;
@@ -72,8 +75,10 @@ pub mod step_marks;
 pub mod writer;
 
 pub use collective::{BufferSummary, CollectiveInfo, CollectiveOp};
+pub use completeness::{RecordTally, Shortfall};
 pub use encode::{encode_data, DataEncoder, EncodedData};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
+pub use pipeline::PipelineCounters;
 pub use policy::{Policy, PolicyState};
 pub use reader::{CaptureRun, CapturedTensor, Record, RecordRef, Records, StreamReader, TornTail};
 pub use record::{

@@ -86,11 +86,9 @@ impl StreamReader {
                 files.push((index, path));
             }
         }
+        // A gap in the indices (a lost segment) is not an error here: segments are self-contained, so the
+        // others are read, and `capture::completeness` reports what is missing.
         files.sort();
-        if let Some(w) = files.windows(2).find(|w| w[1].0 != w[0].0 + 1) {
-            return Err(FormatError::whole(format!("segment {} missing before this one", w[0].0 + 1))
-                .in_file(&w[1].1));
-        }
         let mut segments = Vec::new();
         let mut torn_tail = None;
         let last = files.len().saturating_sub(1);
@@ -129,6 +127,11 @@ impl StreamReader {
     /// The segment files, in order.
     pub fn segment_paths(&self) -> impl Iterator<Item = &Path> {
         self.segments.iter().map(|s| s.path.as_path())
+    }
+
+    /// The indices of the segments found, ascending (contiguous unless segments were lost).
+    pub fn segment_indices(&self) -> impl Iterator<Item = u64> + '_ {
+        self.segments.iter().map(|s| s.index)
     }
 
     /// Where the records end when the stream was not sealed (the writer died): the last segment and offset.

@@ -14,8 +14,9 @@ pub const CLI_VERSION: u32 = 2;
 /// trees, directories of .npy files, or msprobe dumps (dump.json); the kind is detected automatically.
 ///
 /// Exit status: 0 when everything passes, 1 when the command found failures (mismatches, differences,
-/// overflows), 2 on a usage or input error. A reader that closes the output early (`| head`) changes
-/// nothing: the status still says what was found.
+/// overflows), 2 on a usage or input error, or when the input kept the command from seeing everything
+/// (missing segments or streams, dropped chunks, unreadable tensors: listed first in the report). A reader
+/// that closes the output early (`| head`) changes nothing: the status still says what was found.
 #[derive(Parser, Debug)]
 #[command(name = "analyzer", version = version_line(), propagate_version = true, max_term_width = 110)]
 pub struct Cli {
@@ -135,6 +136,16 @@ impl FilterArgs {
     }
 }
 
+/// How a command treats input that is incomplete.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct InputArgs {
+    /// Accept a source that says it is incomplete (lost segments or streams, dropped chunks, an unsealed
+    /// stream, an unreadable dump file): the warning still leads the report, but the exit status is the
+    /// answer's (0 or 1) instead of 2. Tensors that cannot be read still make it 2.
+    #[arg(long)]
+    pub allow_incomplete: bool,
+}
+
 /// The form of a report.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Format {
@@ -234,6 +245,8 @@ pub struct InspectArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// The same as `--format json` (contract version 1's spelling).
     #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
@@ -247,6 +260,8 @@ pub struct CompareArgs {
     pub bench: PathBuf,
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// The report's form.
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
@@ -288,6 +303,8 @@ pub struct DiffArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
     /// No progress bar on stderr.
     #[arg(long)]
     pub no_progress: bool,
@@ -302,6 +319,8 @@ pub struct OverflowArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
 }
 
 #[derive(Args, Debug)]
@@ -316,6 +335,8 @@ pub struct ConvertArgs {
     /// The form of the summary on standard output (`csv`/`json`: one entry per tensor).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    #[command(flatten)]
+    pub input: InputArgs,
 }
 
 #[derive(Args, Debug)]

@@ -32,6 +32,8 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         anyhow::bail!("{} vs {}: {why}", args.target.display(), args.bench.display());
     }
     if comparison.rows.is_empty() {
+        // Nothing to report on: what the sources miss (often the reason) goes out with the error.
+        comparison.problems.lead(&mut std::io::stderr().lock())?;
         anyhow::bail!(
             "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
              with `target_name,bench_name` lines",
@@ -43,5 +45,5 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
     }
     let to = Destination { output: args.output.as_deref(), colour };
     report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;
-    Ok(comparison.outcome())
+    Ok(comparison.outcome().or_input_errors(&comparison.problems, args.input.allow_incomplete))
 }

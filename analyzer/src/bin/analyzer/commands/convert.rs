@@ -1,7 +1,7 @@
 //! `analyzer convert SOURCE -o DIR`: every selected tensor as a `.npy` file in host layout.
 
 use crate::cli::ConvertArgs;
-use analyzer::convert::convert;
+use analyzer::convert::{convert, input_problems};
 use analyzer::outcome::Outcome;
 use analyzer::{report, sources};
 use anyhow::Result;
@@ -11,8 +11,8 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.source)?;
     let results = convert(source.as_ref(), &filter, &args.output)?;
-    report::reader_may_leave(report::convert::write(&args.output, &results, args.format.into()))?;
-    // Every tensor that could not be converted was listed; that is an input error, not an all-clear.
-    report::convert::failures(&results)?;
-    Ok(Outcome::Pass)
+    // Every tensor that could not be converted is an input problem: listed first, and exit status 2.
+    let problems = input_problems(source.as_ref(), &results);
+    report::reader_may_leave(report::convert::write(&args.output, &results, args.format.into(), &problems))?;
+    Ok(Outcome::Pass.or_input_errors(&problems, args.input.allow_incomplete))
 }

@@ -3,6 +3,7 @@
 use crate::cli::DiffArgs;
 use analyzer::diff::{diff, DiffOptions};
 use analyzer::outcome::Outcome;
+use analyzer::problems::InputProblems;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
 use anyhow::Result;
@@ -14,8 +15,12 @@ pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     filter.check(run1.index(), &args.run1)?;
     filter.check(run2.index(), &args.run2)?;
     let options = DiffOptions { filter, progress: !args.no_progress };
-    let found = diff(run1.as_ref(), run2.as_ref(), &options)?;
+    let found = diff(run1.as_ref(), run2.as_ref(), &options).inspect_err(|_| {
+        // Nothing to report on: what the sources miss (often the reason) goes out with the error.
+        let _ =
+            InputProblems::of_sources(&[run1.as_ref(), run2.as_ref()]).lead(&mut std::io::stderr().lock());
+    })?;
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::diff::write(&found, args.report.format.into(), &to))?;
-    Ok(found.outcome())
+    Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }

@@ -11,10 +11,10 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
     let source = sources::open(&args.path)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.path)?;
-    let rows = inspect(source.as_ref(), &filter);
+    let found = inspect(source.as_ref(), &filter);
     let format = if args.json { Format::Json } else { args.report.format };
     let written =
-        report::inspect::write(source.as_ref(), &rows, format.into(), args.report.output.as_deref());
+        report::inspect::write(source.as_ref(), &found, format.into(), args.report.output.as_deref());
     report::reader_may_leave(written)?;
-    Ok(Outcome::Pass)
+    Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }

@@ -14,5 +14,5 @@ pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     let found = overflow(source.as_ref(), &filter);
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::overflow::write(&found, args.report.format.into(), &to))?;
-    Ok(found.outcome())
+    Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }

@@ -1,0 +1,244 @@
+//! What a capture says it holds against what a reader found. The manifest counts every stream's records
+//! and segments and says whether each stream was sealed; `stream.json` makes a stream directory a stream.
+//! A reader that trusts what it happens to find turns a deleted segment or stream into a clean answer;
+//! [`check`] lists every way the capture is short, for the reader to put before its answer.
+//!
+//! Checked: a missing `manifest.json`; a stream the manifest lists whose `stream.json` is gone; a stream
+//! on disk the manifest does not list; segments missing at the start, in the middle or at the end
+//! (against `segments_created` and `segments_deleted`); fewer (or more) tensor, overflow and statistics
+//! records than the manifest counts (when the ring deleted nothing, so every record must still be there);
+//! a stream that was not sealed, or whose last segment ends torn; and the collector's own losses
+//! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters).
+
+use super::manifest::{StreamSummary, MANIFEST_FILE, STREAM_FILE};
+use super::reader::{CaptureRun, Record, StreamReader};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Records of one stream as a reader counted them while walking it ([`RecordTally::count`] each record).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordTally {
+    /// Op records.
+    pub ops: u64,
+    /// Tensor records.
+    pub tensors: u64,
+    /// Overflow (op-debug) records.
+    pub overflow_records: u64,
+    /// Statistics-mode CSV records.
+    pub stats_csv_records: u64,
+    /// Step-boundary records (format version 2).
+    pub step_marks: u64,
+    /// HCCL call records (format version 3).
+    pub collectives: u64,
+}
+
+impl RecordTally {
+    /// Counts one record of the stream.
+    pub fn count(&mut self, record: &Record<'_>) {
+        match record {
+            Record::Op(_) => self.ops += 1,
+            Record::Tensor(_) => self.tensors += 1,
+            Record::Overflow(_) => self.overflow_records += 1,
+            Record::StatsCsv(_) => self.stats_csv_records += 1,
+            Record::StepMark(_) => self.step_marks += 1,
+            Record::Collective(_) => self.collectives += 1,
+            Record::Unknown { .. } => {}
+        }
+    }
+
+    /// Walks every record of `stream` (stopping at the first unreadable one).
+    pub fn of_stream(stream: &StreamReader) -> RecordTally {
+        let mut tally = RecordTally::default();
+        for item in stream.records() {
+            match item {
+                Ok(r) => tally.count(&r.record),
+                Err(_) => break,
+            }
+        }
+        tally
+    }
+}
+
+/// One way the capture is short: where, and what is missing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortfall {
+    /// The run directory, a stream directory, or a segment file.
+    pub path: PathBuf,
+    /// What is missing or wrong, in words.
+    pub problem: String,
+}
+
+impl fmt::Display for Shortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.problem)
+    }
+}
+
+/// Every way `run` is short of what its manifest and stream files say; `tallies[i]` are the records a
+/// reader found in `run.streams[i]`. Empty when the capture is whole.
+pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
+    let mut found = Vec::new();
+    let mut short = |path: PathBuf, problem: String| found.push(Shortfall { path, problem });
+    let Some(manifest) = &run.manifest else {
+        short(
+            run.dir.join(MANIFEST_FILE),
+            "missing: the collector never wrote it or it was removed, so nothing says what the capture \
+             should hold (streams read as found)"
+                .into(),
+        );
+        for stream in &run.streams {
+            stream_on_disk(stream, None, &mut short);
+        }
+        return found;
+    };
+    if manifest.counts.drops > 0 {
+        short(
+            run.dir.join(MANIFEST_FILE),
+            format!(
+                "the collector dropped or lost {} chunk(s) or file(s) (counts.drops): ops and tensors are missing",
+                manifest.counts.drops
+            ),
+        );
+    }
+    for (dir, counters) in manifest.pipeline_counters() {
+        let losses: Vec<String> =
+            counters.nonzero_losses().iter().map(|(name, n)| format!("{name} {n}")).collect();
+        if !losses.is_empty() {
+            short(run.dir.join(&dir), format!("the collector's losses: {}", losses.join(", ")));
+        }
+    }
+    let dir_name = |s: &StreamReader| s.dir().file_name().map(|n| n.to_string_lossy().into_owned());
+    for summary in &manifest.streams {
+        let at = run.dir.join(&summary.dir);
+        match run.streams.iter().position(|s| dir_name(s).as_deref() == Some(summary.dir.as_str())) {
+            Some(i) => {
+                stream_on_disk(&run.streams[i], Some(summary), &mut short);
+                let tally = tallies.get(i).copied().unwrap_or_default();
+                record_counts(summary, &tally, at, &mut short);
+            }
+            None => {
+                let why = if at.is_dir() { format!("{STREAM_FILE} is missing") } else { "missing".into() };
+                short(
+                    at,
+                    format!(
+                        "listed in the manifest (rank {}, pid {}, {} tensors) but the stream directory's {why}: \
+                         none of its records were read",
+                        rank_text(summary.info.rank),
+                        summary.info.pid,
+                        summary.counts.tensors
+                    ),
+                );
+            }
+        }
+    }
+    for stream in &run.streams {
+        let name = dir_name(stream).unwrap_or_default();
+        if !manifest.streams.iter().any(|s| s.dir == name) {
+            short(
+                stream.dir().to_path_buf(),
+                "not in the manifest: it cannot vouch for what this stream holds (a copy? written after its \
+                 last update?)"
+                    .into(),
+            );
+            stream_on_disk(stream, None, &mut short);
+        }
+    }
+    found
+}
+
+fn rank_text(rank: Option<u32>) -> String {
+    rank.map_or_else(|| "x".into(), |r| r.to_string())
+}
+
+/// Segments and seal of one stream found on disk, against its manifest entry when there is one.
+fn stream_on_disk(
+    stream: &StreamReader,
+    summary: Option<&StreamSummary>,
+    short: &mut impl FnMut(PathBuf, String),
+) {
+    let dir = stream.dir().to_path_buf();
+    let indices: Vec<u64> = stream.segment_indices().collect();
+    // Gaps between the segments found are missing whatever the manifest says.
+    let mut missing: Vec<(u64, u64)> =
+        indices.windows(2).filter(|w| w[1] > w[0] + 1).map(|w| (w[0] + 1, w[1] - 1)).collect();
+    if let Some(s) = summary {
+        // The ring deletes the oldest: the kept ones are `deleted..created`. A stream still being written (or
+        // killed) may have rolled or deleted since the manifest's last update, so only a sealed one is held
+        // to the exact range.
+        let (first, end) = (s.counts.segments_deleted, s.counts.segments_created);
+        if s.sealed && end > first {
+            match (indices.first(), indices.last()) {
+                (Some(&lo), Some(&hi)) => {
+                    if lo > first {
+                        missing.push((first, lo - 1));
+                    }
+                    if hi + 1 < end {
+                        missing.push((hi + 1, end - 1));
+                    }
+                    if hi >= end {
+                        short(
+                            dir.clone(),
+                            format!("segment {hi} found, but the manifest says only {end} were created"),
+                        );
+                    }
+                }
+                _ => missing.push((first, end - 1)),
+            }
+        }
+    }
+    missing.sort_unstable();
+    for (lo, hi) in missing {
+        let which = if lo == hi { format!("segment {lo} is") } else { format!("segments {lo} to {hi} are") };
+        short(dir.clone(), format!("{which} missing: their records were not read"));
+    }
+    match (summary.map(|s| s.sealed), stream.torn_tail()) {
+        (Some(false), tail) => short(
+            dir,
+            format!(
+                "not sealed: its process did not finish (killed, or still running){}",
+                tail.map(|t| format!(
+                    "; records end at byte {} of {} ({})",
+                    t.offset,
+                    t.segment.display(),
+                    t.reason
+                ))
+                .unwrap_or_default()
+            ),
+        ),
+        (_, Some(t)) => short(
+            t.segment.clone(),
+            format!("records end at byte {} ({}) without a seal: what followed is lost", t.offset, t.reason),
+        ),
+        (_, None) => {}
+    }
+}
+
+/// Records found against the manifest's counts of a sealed stream (its final counts) where every record
+/// must still be on disk (nothing deleted by the ring).
+fn record_counts(
+    summary: &StreamSummary,
+    tally: &RecordTally,
+    at: PathBuf,
+    short: &mut impl FnMut(PathBuf, String),
+) {
+    if !summary.sealed || summary.counts.segments_deleted > 0 {
+        return;
+    }
+    let c = &summary.counts;
+    let pairs = [
+        ("op records", tally.ops, c.ops),
+        ("tensor records", tally.tensors, c.tensors),
+        ("overflow records", tally.overflow_records, c.overflow_records),
+        ("statistics CSV records", tally.stats_csv_records, c.stats_csv_records),
+        ("step marks", tally.step_marks, c.step_marks),
+        ("collective records", tally.collectives, c.collectives),
+    ];
+    let off: Vec<String> = pairs
+        .iter()
+        .filter(|(_, got, want)| got != want)
+        .map(|(what, got, want)| format!("{got} {what} found, the manifest counts {want}"))
+        .collect();
+    if !off.is_empty() {
+        short(at, off.join("; "));
+    }
+}

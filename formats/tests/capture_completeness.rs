@@ -1,0 +1,159 @@
+//! `capture::completeness`: a capture whose manifest and stream files say more than a reader finds is
+//! reported, one shortfall per way it is short; a whole capture reports nothing. Each case damages a copy
+//! of one capture of two streams (the first spans 6 segments) the way files get lost in practice.
+
+use accutrace_formats::capture::completeness::check;
+use accutrace_formats::capture::*;
+use accutrace_formats::stats::{content_hash, TensorStats};
+use accutrace_formats::DType;
+use std::path::Path;
+
+const STEPS: u64 = 60;
+
+fn info(stream_id: u32) -> StreamInfo {
+    StreamInfo { stream_id, rank: Some(stream_id), device: 0, pid: 10 + stream_id, host: String::new() }
+}
+
+/// A capture of two sealed streams with a manifest that counts them: stream 0 spans several segments.
+fn write_capture(dir: &Path) {
+    let mut manifest = Manifest::new("test", vec!["train".into()]);
+    for (id, steps) in [(0, STEPS), (1, 3)] {
+        let mut w = StreamWriter::create(dir, info(id), 8 * 1024, Policy::KeepAll).unwrap();
+        for step in 0..steps {
+            let op =
+                OpInfo { name: format!("net/op{step}"), op_type: "Add".into(), step, ..Default::default() };
+            w.append_op(&op).unwrap();
+            let data: Vec<u8> = (0..600u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+            let meta = TensorMeta {
+                io: Io::Output,
+                index: 0,
+                dtype: DType::UINT8,
+                format: 2,
+                sub_format: 0,
+                device_shape: vec![600],
+                original_shape: None,
+                original_op: None,
+            };
+            let stats = TensorStats::of_bytes(DType::UINT8, &data).unwrap();
+            w.append_tensor(&meta, &stats, content_hash(&data), Some(&data), 1).unwrap();
+        }
+        manifest.streams.push(w.seal().unwrap());
+    }
+    manifest.counts.tensors = STEPS + 3;
+    manifest.write(dir).unwrap();
+}
+
+/// The shortfalls of the capture in `dir`, as text, with the records found counted as a reader would.
+fn shortfalls(dir: &Path) -> Vec<String> {
+    let run = CaptureRun::open(dir).unwrap();
+    let tallies: Vec<RecordTally> = run.streams.iter().map(RecordTally::of_stream).collect();
+    check(&run, &tallies).iter().map(|s| s.to_string()).collect()
+}
+
+fn stream_dir(dir: &Path, id: u32) -> std::path::PathBuf {
+    dir.join(info(id).dir_name())
+}
+
+fn fresh() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_capture(dir.path());
+    let segments = std::fs::read_dir(stream_dir(dir.path(), 0)).unwrap().count() - 1;
+    assert!(segments >= 4, "the first stream spans several segments: {segments}");
+    dir
+}
+
+fn one_containing(found: &[String], parts: &[&str]) {
+    assert_eq!(found.len(), 1, "{found:#?}");
+    for p in parts {
+        assert!(found[0].contains(p), "{:?} lacks {p:?}", found[0]);
+    }
+}
+
+#[test]
+fn a_whole_capture_has_no_shortfall() {
+    let dir = fresh();
+    assert_eq!(shortfalls(dir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn lost_segments_at_the_start_middle_and_end_are_named_with_the_records_they_held() {
+    let segments = {
+        let dir = fresh();
+        std::fs::read_dir(stream_dir(dir.path(), 0)).unwrap().count() as u64 - 1
+    };
+    for lost in [0, segments / 2, segments - 1] {
+        let dir = fresh();
+        std::fs::remove_file(stream_dir(dir.path(), 0).join(segment_file_name(lost))).unwrap();
+        let found = shortfalls(dir.path());
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert!(found[0].contains(&format!("segment {lost} is missing")), "{found:#?}");
+        assert!(
+            found[1].contains(&format!("tensor records found, the manifest counts {STEPS}")),
+            "{found:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_stream_without_its_stream_file_or_directory_is_missing() {
+    let dir = fresh();
+    std::fs::remove_file(stream_dir(dir.path(), 1).join("stream.json")).unwrap();
+    one_containing(&shortfalls(dir.path()), &["stream.json is missing", "3 tensors", "rank 1"]);
+    std::fs::remove_dir_all(stream_dir(dir.path(), 1)).unwrap();
+    one_containing(&shortfalls(dir.path()), &["directory's missing"]);
+}
+
+#[test]
+fn without_a_manifest_nothing_vouches_for_the_capture() {
+    let dir = fresh();
+    std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
+    one_containing(&shortfalls(dir.path()), &["manifest.json: missing"]);
+    // A gap is still visible from the segment numbers alone.
+    std::fs::remove_file(stream_dir(dir.path(), 0).join(segment_file_name(1))).unwrap();
+    let found = shortfalls(dir.path());
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[1].contains("segment 1 is missing"));
+}
+
+#[test]
+fn a_copied_stream_is_not_vouched_for() {
+    let dir = fresh();
+    let copy = dir.path().join("stream-009-rank1-dev0-pid11");
+    std::fs::create_dir(&copy).unwrap();
+    for e in std::fs::read_dir(stream_dir(dir.path(), 1)).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, copy.join(p.file_name().unwrap())).unwrap();
+    }
+    one_containing(&shortfalls(dir.path()), &["stream-009", "not in the manifest"]);
+}
+
+#[test]
+fn drops_and_lost_files_in_the_manifest_are_shortfalls() {
+    let dir = fresh();
+    let mut m = Manifest::read(dir.path()).unwrap();
+    m.counts.drops = 650;
+    let counters = PipelineCounters {
+        dropped_queue_full: 640,
+        files_incomplete: 7,
+        files_lost: 10,
+        ..Default::default()
+    };
+    m.config = serde_json::json!({ "pipeline": { info(0).dir_name(): counters } });
+    m.write(dir.path()).unwrap();
+    let found = shortfalls(dir.path());
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].contains("dropped or lost 650"), "{found:#?}");
+    assert!(found[1].contains("dropped_queue_full 640, files_incomplete 7, files_lost 10"), "{found:#?}");
+}
+
+#[test]
+fn an_unsealed_stream_is_short_and_says_where_its_records_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 8 * 1024, Policy::KeepAll).unwrap();
+    w.append_op(&OpInfo { name: "a".into(), ..Default::default() }).unwrap();
+    let mut m = Manifest::new("test", vec![]);
+    m.streams.push(w.summary());
+    m.write(dir.path()).unwrap();
+    w.abandon();
+    one_containing(&shortfalls(dir.path()), &["not sealed", "records end at byte"]);
+}
