@@ -286,3 +286,28 @@ fn sigkill_mid_write_keeps_every_complete_record() {
     assert!(steps.len() > 100, "only {} steps", steps.len());
     assert_eq!(steps, (0..steps.len() as u64).collect::<Vec<_>>(), "every complete record, in order");
 }
+
+#[test]
+fn a_reader_of_a_live_stream_survives_the_seal_cutting_the_last_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 1 << 20, Policy::KeepAll).unwrap();
+    for step in 0..5 {
+        write_step(&mut w, step);
+    }
+    let path = segment(dir.path());
+    let full = std::fs::metadata(&path).unwrap().len();
+    // An analyzer opens the capture while the job still writes it...
+    let live = StreamReader::open(&dir.path().join(info().dir_name())).unwrap();
+    assert_eq!(complete_steps(&live), (0..5).collect::<Vec<_>>());
+    // ...and the job ends meanwhile. Cutting the segment at its sealed end now would make the reader's
+    // pages past it fault (SIGBUS kills this test process): the seal must leave the mapped file whole.
+    w.seal().unwrap();
+    assert!(live.sum_of_mapped_bytes() > 0);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), full, "not cut while a reader maps it");
+    assert_eq!(complete_steps(&live), (0..5).collect::<Vec<_>>());
+    drop(live);
+    // Opened after the seal: sealed, whole, the same records (the full-length file costs only disk).
+    let after = StreamReader::open(&dir.path().join(info().dir_name())).unwrap();
+    assert!(after.torn_tail().is_none());
+    assert_eq!(complete_steps(&after), (0..5).collect::<Vec<_>>());
+}

@@ -72,6 +72,7 @@ pub mod record;
 pub mod segment;
 pub mod shuffle;
 pub mod step_marks;
+mod trim_lock;
 pub mod writer;
 
 pub use collective::{BufferSummary, CollectiveInfo, CollectiveOp};

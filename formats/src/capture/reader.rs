@@ -11,7 +11,7 @@ use super::collective::CollectiveInfo;
 use super::manifest::{read_json, Manifest, StreamInfo, MANIFEST_FILE, STREAM_FILE};
 use super::record::*;
 use super::segment::{self, Frame, SegmentHeader, HEADER_LEN};
-use super::{parse_segment_file_name, shuffle};
+use super::{parse_segment_file_name, shuffle, trim_lock};
 use crate::stats::{content_hash, TensorStats};
 use crate::{FormatError, Result};
 use accutrace_proto::capture as pb;
@@ -65,6 +65,8 @@ struct Segment {
     end: u64,
     /// Sealed: every frame before `end` must be valid.
     sealed: bool,
+    /// The open file holding the shared lock that keeps a sealing writer from cutting the mapped file.
+    _lock: std::fs::File,
 }
 
 /// One stream: its segments, mapped, in order.
@@ -94,16 +96,20 @@ impl StreamReader {
         let last = files.len().saturating_sub(1);
         for (i, (index, path)) in files.into_iter().enumerate() {
             let file = std::fs::File::open(&path).map_err(|e| FormatError::io(&path, &e))?;
+            // Before the length is taken: a writer sealing the stream cuts the last segment only while no
+            // reader holds this lock (trim_lock), and the lock lasts as long as the segment is mapped.
+            trim_lock::hold_for_reading(&file);
             // SAFETY: the mapping is read-only. Segments are append-only files that no one truncates while
-            // they are read; a live writer (possibly in another process) only writes past the committed frames,
-            // and the words it races on (commit word, sealed end) are read atomically (segment.rs).
+            // they are read (the one cut, at the seal, waits for the lock taken above); a live writer (possibly
+            // in another process) only writes past the committed frames, and the words it races on (commit
+            // word, sealed end) are read atomically (segment.rs).
             let map = unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(&path, &e))?;
             match open_segment(&map, index, i == last) {
                 Ok((end, sealed, tail)) => {
                     if let Some((offset, reason)) = tail {
                         torn_tail = Some(TornTail { segment: path.clone(), offset, reason });
                     }
-                    segments.push(Segment { path, index, map, end, sealed });
+                    segments.push(Segment { path, index, map, end, sealed, _lock: file });
                 }
                 Err(e) => return Err(e.in_file(&path)),
             }
@@ -132,6 +138,14 @@ impl StreamReader {
     /// The indices of the segments found, ascending (contiguous unless segments were lost).
     pub fn segment_indices(&self) -> impl Iterator<Item = u64> + '_ {
         self.segments.iter().map(|s| s.index)
+    }
+
+    /// Reads every byte of every mapped segment, up to the length the file had when it was mapped, and
+    /// returns their sum: for tests that a segment stays readable while mapped (a file cut under a mapping
+    /// faults with SIGBUS).
+    #[doc(hidden)]
+    pub fn sum_of_mapped_bytes(&self) -> u64 {
+        self.segments.iter().flat_map(|s| s.map.iter()).map(|&b| u64::from(b)).sum()
     }
 
     /// Where the records end when the stream was not sealed (the writer died): the last segment and offset.

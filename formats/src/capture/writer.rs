@@ -418,9 +418,12 @@ impl StreamWriter {
         self.seal_current(true)?;
         // The last segment was made at full size and is usually mostly empty: once sealed (and unmapped),
         // it is cut at its sealed end, so a small capture takes little disk. Readers stop at the sealed end.
+        // Not while a reader maps it (trim_lock): the cut would fault its reads of the pages cut off.
         if let Some((path, end)) = last {
             let file = OpenOptions::new().write(true).open(&path).map_err(|e| FormatError::io(&path, &e))?;
-            file.set_len(end).map_err(|e| FormatError::io(&path, &e))?;
+            if super::trim_lock::may_cut(&file) {
+                file.set_len(end).map_err(|e| FormatError::io(&path, &e))?;
+            }
         }
         self.sealed = true;
         Ok(self.summary())
