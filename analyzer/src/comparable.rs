@@ -192,7 +192,15 @@ pub fn different_model(
     let outputs =
         |ids: &mut dyn Iterator<Item = usize>| ids.filter(|&t| target.tensors[t].io == Io::Output).count();
     let selected_outputs = outputs(&mut (0..target.tensors.len()).filter(|&t| keep(t) && in_bench(t)));
-    let matched_outputs = outputs(&mut pairs.iter().map(|p| p.target));
+    // Kernels against API calls: a kernel output inside a call (a linear's MatMul before its BiasAdd) has no
+    // pair of its own but is placed; what no call covers is what `unmatched_target` lists.
+    let matched_outputs = if matching.api_calls.is_empty() {
+        outputs(&mut pairs.iter().map(|p| p.target))
+    } else {
+        let unplaced =
+            outputs(&mut matching.unmatched_target.iter().copied().filter(|&t| keep(t) && in_bench(t)));
+        selected_outputs.saturating_sub(unplaced)
+    };
     let why = if !pairs.is_empty() && reshaped.len() * 2 > pairs.len() {
         let first: Vec<&str> = reshaped.iter().take(LISTED).map(String::as_str).collect();
         format!(

@@ -9,6 +9,7 @@
 //! command. The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
 //! library never sees it.
 
+pub mod api_matching;
 pub mod comparable;
 pub mod compare;
 pub mod convert;

@@ -1,9 +1,12 @@
 //! Pairs the tensors of two runs: exact names, a user mapping, fusion provenance, msprobe's fuzzy names,
-//! and finally an alignment of the two execution orders by op type, dtype and shape.
+//! and finally an alignment of the two execution orders by op type, dtype and shape; or, for a kernel-level
+//! target against an API-level (msprobe) benchmark, the kernels against the API calls
+//! ([`crate::api_matching`]).
 //!
 //! Names are compared after CANN's file-name sanitizing (space . / \ become _), because one side may only
 //! know a name from a file name (`model_layer_0_attn_MatMul.0.123.npy`) and the other from a header.
 
+use crate::api_matching::{align_kernels_to_apis, is_api_level};
 use crate::index::{Index, Io, OpId, TensorId};
 use accutrace_formats::dump::sanitize_op_name;
 use anyhow::{Context, Result};
@@ -20,6 +23,8 @@ pub enum MatchKind {
     Provenance,
     Fuzzy,
     Order,
+    /// A kernel's output against the output of the API call it implements.
+    Api,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -35,6 +40,11 @@ pub struct Matching {
     pub pairs: Vec<TensorPair>,
     pub unmatched_target: Vec<TensorId>,
     pub unmatched_bench: Vec<TensorId>,
+    /// Kernels against API calls: each call of the benchmark with the target kernels that implement it
+    /// (empty unless the target is kernel-level and the benchmark API-level).
+    pub api_calls: Vec<crate::api_matching::ApiCall>,
+    /// What the user must know about the matching (steps too large to align kernels against API calls).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -151,11 +161,27 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     }
 
     let bench_left: Vec<TensorId> = (0..bench.tensors.len()).filter(|&b| !bench_used[b]).collect();
-    let (order_pairs, unmatched_target, unmatched_bench) =
-        align_by_order(target, bench, &leftover, &bench_left);
-    pairs.extend(order_pairs);
+    let mut api_calls = Vec::new();
+    let mut warnings = Vec::new();
+    let (unmatched_target, unmatched_bench) = if is_api_level(bench) && !is_api_level(target) {
+        // Outputs against outputs: an API's arguments are not any one kernel's inputs.
+        let a = align_kernels_to_apis(target, bench, &leftover, &bench_left);
+        pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair {
+            target: t,
+            bench: b,
+            how: MatchKind::Api,
+        }));
+        api_calls = a.calls;
+        warnings = a.warnings;
+        (a.unplaced_target, a.unplaced_bench)
+    } else {
+        let (order_pairs, unmatched_target, unmatched_bench) =
+            align_by_order(target, bench, &leftover, &bench_left);
+        pairs.extend(order_pairs);
+        (unmatched_target, unmatched_bench)
+    };
     pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
-    Matching { pairs, unmatched_target, unmatched_bench }
+    Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings }
 }
 
 /// What makes two tensors plausibly the same when names say nothing: op type, io, index, dtype, shape.

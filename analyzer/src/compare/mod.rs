@@ -10,6 +10,7 @@
 pub mod msprobe_table;
 mod row;
 
+use crate::api_matching::ApiCall;
 use crate::comparable::{different_model, swapped_sides};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
@@ -89,6 +90,44 @@ pub struct Comparison<'a> {
     pub warnings: Vec<String>,
     /// What the sources miss and which tensors could not be read: they lead the report.
     pub problems: InputProblems,
+    /// Kernels against API calls (a kernel-level target against an API-level benchmark): every call of the
+    /// benchmark with the target kernels that implement it; empty otherwise.
+    pub api_calls: Vec<ApiCall>,
+}
+
+/// The first API call whose output diverges, in the target's execution order, and its kernels.
+#[derive(Clone, Debug)]
+pub struct DivergingApi<'c> {
+    /// The benchmark op (the API call).
+    pub bench_op: usize,
+    /// The row of its first failing output.
+    pub row: usize,
+    /// The target kernels that implement it.
+    pub kernels: &'c [usize],
+    /// Other calls that share one of these kernels (a fused kernel computes several calls).
+    pub sharing: Vec<usize>,
+}
+
+impl Comparison<'_> {
+    /// The first API call whose output fails (kernels against API calls only).
+    pub fn first_diverging_api(&self) -> Option<DivergingApi<'_>> {
+        let ti = self.target.index();
+        let (row, r) = self
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.failed && r.how == Some(MatchKind::Api) && r.bench.is_some())
+            .min_by_key(|(_, r)| (ti.ops[ti.tensors[r.target].op].order, r.target))?;
+        let bench_op = self.bench.index().tensors[r.bench?].op;
+        let call = self.api_calls.iter().find(|c| c.bench_op == bench_op)?;
+        let sharing = self
+            .api_calls
+            .iter()
+            .filter(|c| c.bench_op != bench_op && c.kernels.iter().any(|k| call.kernels.contains(k)))
+            .map(|c| c.bench_op)
+            .collect();
+        Some(DivergingApi { bench_op, row, kernels: &call.kernels, sharing })
+    }
 }
 
 impl Comparison<'_> {
@@ -110,7 +149,8 @@ pub fn compare<'a>(
 ) -> Comparison<'a> {
     let (ti, bi) = (target.index(), bench.index());
     let matching = match_runs(ti, bi, &options.matching);
-    let warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
+    let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
+    warnings.extend(matching.warnings.iter().cloned());
     if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
         return Comparison {
             target,
@@ -124,6 +164,7 @@ pub fn compare<'a>(
             refused: Some(why),
             warnings,
             problems: InputProblems::of_sources(&[target, bench]),
+            api_calls: matching.api_calls,
         };
     }
     let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
@@ -215,6 +256,7 @@ pub fn compare<'a>(
         refused: None,
         warnings,
         problems,
+        api_calls: matching.api_calls,
     }
 }
 

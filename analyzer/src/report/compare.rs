@@ -127,6 +127,59 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
         )?,
         None => writeln!(out, "{}: every compared tensor passes", paint("PASS", "1;32", colour))?,
     }
+    api_summary(out, c, colour)
+}
+
+/// Kernels against API calls: the first call whose output diverges, with its kernels, and what could not
+/// be placed.
+fn api_summary(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
+    if c.api_calls.is_empty() {
+        return Ok(());
+    }
+    let (ti, bi) = (c.target.index(), c.bench.index());
+    let kernels = |ops: &[usize]| -> String {
+        let names: Vec<String> =
+            ops.iter().map(|&k| format!("{} [{}]", ti.ops[k].name, ti.ops[k].op_type)).collect();
+        if names.is_empty() {
+            "no kernel".into()
+        } else {
+            names.join(", ")
+        }
+    };
+    if let Some(d) = c.first_diverging_api() {
+        let op = &bi.ops[d.bench_op];
+        writeln!(
+            out,
+            "{} step {} rank {}: {}, implemented by {}",
+            paint("FIRST DIVERGING API", "1;31", colour),
+            op.step,
+            op.rank,
+            op.name,
+            kernels(d.kernels)
+        )?;
+        if !d.sharing.is_empty() {
+            let names: Vec<&str> = d.sharing.iter().map(|&b| bi.ops[b].name.as_str()).collect();
+            writeln!(out, "  the same kernel(s) also compute {}", names.join(", "))?;
+        }
+        let row = &c.rows[d.row];
+        writeln!(
+            out,
+            "  {} against {}: {}",
+            ti.tensor_label(row.target),
+            row.bench.map_or_else(String::new, |b| bi.tensor_label(b)),
+            row.reason.as_deref().unwrap_or("")
+        )?;
+    }
+    let empty_calls = c.api_calls.iter().filter(|a| a.kernels.is_empty()).count();
+    writeln!(
+        out,
+        "kernels against {} API calls: {} kernel outputs belong to no call (e.g. an optimizer's kernels), {} API \
+         outputs found no kernel, {} calls no kernel",
+        c.api_calls.len(),
+        c.unmatched_target.len(),
+        c.unmatched_bench.len(),
+        empty_calls
+    )?;
     Ok(())
 }
 
@@ -435,6 +488,19 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
         "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
         "input_problems": c.problems,
+        "api_calls": c.api_calls.iter().map(|a| json!({
+            "api": bi.ops[a.bench_op].name,
+            "step": bi.ops[a.bench_op].step,
+            "rank": bi.ops[a.bench_op].rank,
+            "kernels": a.kernels.iter().map(|&k| ti.ops[k].name.as_str()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "first_diverging_api": c.first_diverging_api().map(|d| json!({
+            "api": bi.ops[d.bench_op].name,
+            "step": bi.ops[d.bench_op].step,
+            "rank": bi.ops[d.bench_op].rank,
+            "kernels": d.kernels.iter().map(|&k| ti.ops[k].name.as_str()).collect::<Vec<_>>(),
+            "also_computes": d.sharing.iter().map(|&b| bi.ops[b].name.as_str()).collect::<Vec<_>>(),
+        })),
     });
     write_json(out, "compare", &report)
 }

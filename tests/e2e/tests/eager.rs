@@ -15,7 +15,7 @@ const MODEL: &str =
     r#"{"n_layers": 2, "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1}}}"#;
 const STEPS: u64 = 4;
 
-/// Records an eager run into `run` with the collector preloaded; returns sim-train's stdout.
+/// Records an eager run of STEPS steps into `run` with the collector preloaded; returns sim-train's stdout.
 fn record(model: &Path, run: &Path, env: &[(&str, &str)], args: &[&str]) -> String {
     let mut cmd = Command::new(sim_train_bin());
     cmd.arg("--model").arg(model).arg("--steps").arg(STEPS.to_string()).arg("--lib").arg(runtime_lib());
@@ -76,4 +76,58 @@ fn hook_marker_and_inference_give_the_same_steps_with_a_skipped_step() {
         warnings.iter().any(|w| w.contains("steps INFERRED") && w.contains(&format!("{STEPS} steps"))),
         "the analyzer says that it inferred: {warnings:?}"
     );
+}
+
+/// An eager capture (kernels, fp16) against the fp32 benchmark as msprobe dumps a PyTorch run (API
+/// calls): the alignment names the API whose output first diverges, with the kernel that computes it.
+#[test]
+fn a_kernel_capture_against_an_api_level_benchmark_names_the_culprits_api() {
+    let dir = scratch();
+    // Three layers; layer 0's fused MLP kernel is imprecise (the injected culprit).
+    let model = model_file(
+        dir.path(),
+        "model.json",
+        r#"{"preset": "small", "n_layers": 3, "fusion": true, "faults": {"imprecise_fused_kernel": true}}"#,
+    );
+    let healthy = model_file(dir.path(), "healthy.json", r#"{"n_layers": 2}"#);
+    for (m, run, bench) in [(&model, "run", "bench"), (&healthy, "healthy-run", "healthy-bench")] {
+        let run = dir.path().join(run);
+        record(m, &run, &[("ACCUTRACE_MODE", "tensor")], &[]);
+        sim_bench_as(m, STEPS, &dir.path().join(bench), "msprobe");
+    }
+    let (code, v) =
+        analyzer_json(&["compare", path_str(&dir.path().join("run")), path_str(&dir.path().join("bench"))]);
+    assert_eq!(code, 1, "{v}");
+    let first = &v["first_diverging_api"];
+    assert!(first["api"].as_str().unwrap().starts_with("Functional.gelu.0."), "{first}");
+    assert_eq!((first["step"].as_u64(), first["rank"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(first["kernels"], serde_json::json!(["FusedMatMulBiasGelu_0"]));
+    assert!(first["also_computes"].to_string().contains("Functional.linear."), "{first}");
+    assert_eq!(v["culprit"]["name"], "FusedMatMulBiasGelu_0", "{}", v["culprit"]);
+    // Every API output found its kernel; what is left over is the optimizer (and the loss-scale update).
+    assert_eq!(v["unmatched_bench"].as_array().unwrap().len(), 0, "{}", v["unmatched_bench"]);
+    let leftover = v["unmatched_target"].as_array().unwrap();
+    assert!(!leftover.is_empty());
+    assert!(
+        leftover.iter().all(|t| {
+            let t = t.as_str().unwrap();
+            t.starts_with("ApplyAdamD_") || t.starts_with("AmpUpdateScale_")
+        }),
+        "{leftover:?}"
+    );
+    // A linear's kernels (MatMul, BiasAdd) are one call's.
+    let calls = v["api_calls"].as_array().unwrap();
+    assert!(
+        calls.iter().any(|c| c["api"].as_str().unwrap().starts_with("Functional.linear.")
+            && c["kernels"].as_array().unwrap().len() == 2),
+        "no linear with two kernels"
+    );
+    // No false culprit: the same model without the fault passes.
+    let (code, v) = analyzer_json(&[
+        "compare",
+        path_str(&dir.path().join("healthy-run")),
+        path_str(&dir.path().join("healthy-bench")),
+    ]);
+    assert_eq!(code, 0, "{}", v["failing_ops"]);
+    assert!(v["first_diverging_api"].is_null());
 }

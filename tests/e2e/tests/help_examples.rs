@@ -1,5 +1,6 @@
 //! Every example in `analyzer --help` and each command's `--help` runs, as printed, against runs recorded
-//! under the names the examples use (runs/npu with 4 ranks, runs/a, runs/b, bench/, and the msprobe fixture
+//! under the names the examples use (runs/npu with 4 ranks, runs/a, runs/b, bench/, an eager runs/eager with
+//! its API-level benchmark msprobe_dump/, and the msprobe fixture
 //! as npu_dump/ and gpu_dump/), and answers: exit status 0 or 1, and some output (or the file it names with
 //! `-o`). An example whose filter matches nothing exits 2 (`Filter::check`) and fails here. A shell
 //! redirection or pipe ends the command line that is run (`analyzer manpage | man -l -` runs
@@ -64,6 +65,15 @@ fn world(dir: &Path) {
     let (code, stdout, stderr) = analyzer(&args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     sim_bench(&model, 4, &dir.join("bench"));
+    // An eager run (kernels) and msprobe's dump of the same model's PyTorch run (API calls).
+    let eager = dir.join("runs/eager");
+    let mut args =
+        vec!["record", "-o", path_str(&eager), "--collector", path_str(&collector), "--mode", "tensor"];
+    args.extend(["--", path_str(&sim_train), "--model", path_str(&model), "--lib", path_str(&lib)]);
+    args.extend(["--steps", "2", "--eager"]);
+    let (code, stdout, stderr) = analyzer(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    sim_bench_as(&model, 2, &dir.join("msprobe_dump"), "msprobe");
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/msprobe-tiny");
     std::os::unix::fs::symlink(fixture.join("target"), dir.join("npu_dump")).expect("link the fixture");
     std::os::unix::fs::symlink(fixture.join("bench"), dir.join("gpu_dump")).expect("link the fixture");

@@ -3,6 +3,7 @@
 
 pub mod acl;
 pub mod bench;
+pub mod bench_msprobe;
 pub mod data_parallel;
 pub mod eager;
 pub mod hccl;

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sim_framework::{acl, bench, data_parallel, eager, hccl, launch};
+use sim_framework::{acl, bench, bench_msprobe, data_parallel, eager, hccl, launch};
 use sim_model::{ModelConfig, StepReport};
 use std::path::{Path, PathBuf};
 
@@ -72,7 +72,8 @@ enum SatMode {
 
 #[derive(Subcommand)]
 enum Command {
-    /// The fp32 benchmark on the CPU (no runtime): DIR/step{k}/{op}.{i}.{ts}.npy plus mapping.json.
+    /// The fp32 benchmark on the CPU (no runtime): DIR/step{k}/{op}.{i}.{ts}.npy plus mapping.json, or
+    /// (--format msprobe) msprobe's API-level dump of a PyTorch run, DIR/step{k}/rank0/dump.json plus .npy.
     Bench {
         #[arg(long)]
         model: PathBuf,
@@ -80,13 +81,23 @@ enum Command {
         steps: u64,
         #[arg(short = 'o', long = "out")]
         out: PathBuf,
+        /// `npy`: one file per original op output (the vendor tools' benchmark); `msprobe`: one record per
+        /// torch API call, the kernels grouped as torch would launch them.
+        #[arg(long, value_enum, default_value = "npy")]
+        format: BenchFormat,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BenchFormat {
+    Npy,
+    Msprobe,
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Bench { model, steps, out }) => run_bench(&model, steps, &out),
+        Some(Command::Bench { model, steps, out, format }) => run_bench(&model, steps, &out, format),
         None => train(&cli.train),
     };
     if let Err(e) = result {
@@ -95,9 +106,13 @@ fn main() {
     }
 }
 
-fn run_bench(model: &Path, steps: u64, out: &Path) -> Result<()> {
+fn run_bench(model: &Path, steps: u64, out: &Path, format: BenchFormat) -> Result<()> {
     let cfg = ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
-    for (k, loss) in bench::run(&cfg, steps, out)?.into_iter().enumerate() {
+    let losses = match format {
+        BenchFormat::Npy => bench::run(&cfg, steps, out)?,
+        BenchFormat::Msprobe => bench_msprobe::run(&cfg, steps, out)?,
+    };
+    for (k, loss) in losses.into_iter().enumerate() {
         println!("step {k} loss {loss:.6} (fp32 benchmark)");
     }
     Ok(())

@@ -59,10 +59,15 @@ pub enum Command {
     /// Compare a target run (NPU) with a benchmark run (GPU/CPU), op by op, and name the first op that
     /// fails while its inputs pass.
     ///
+    /// A kernel-level target (an eager capture: MatMulV2_3, BiasAdd_3) against an API-level benchmark
+    /// (msprobe's dump of the PyTorch run: Functional.linear.0.forward) is aligned by execution order,
+    /// shapes and statistics; the report then names the first diverging API and its kernels.
+    ///
     /// Examples:
     ///   analyzer compare runs/npu bench/ --step 0
     ///   analyzer compare runs/npu bench/ --step 0 --format csv -o result.csv
     ///   analyzer compare npu_dump/ gpu_dump/ --format msprobe-csv -o compare_result.csv
+    ///   analyzer compare runs/eager msprobe_dump/
     #[command(verbatim_doc_comment)]
     Compare(CompareArgs),
     /// Compare two runs of the same configuration bit for bit and name, per step and rank, the first op

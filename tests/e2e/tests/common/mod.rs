@@ -105,13 +105,19 @@ pub fn record(run: &Path, model: &Path, steps: u64, options: &[&str], env: &[(&s
 
 /// Runs the fp32 benchmark into `out_dir`.
 pub fn sim_bench(model: &Path, steps: u64, out_dir: &Path) {
+    sim_bench_as(model, steps, out_dir, "npy")
+}
+
+/// Runs the fp32 benchmark into `out_dir` in `format` (`npy`, or `msprobe`: API calls, as msprobe dumps
+/// a PyTorch run).
+pub fn sim_bench_as(model: &Path, steps: u64, out_dir: &Path, format: &str) {
     let out = Command::new(sim_train_bin())
         .arg("bench")
         .arg("--model")
         .arg(model)
         .arg("--steps")
         .arg(steps.to_string())
-        .arg("-o")
+        .args(["--format", format, "-o"])
         .arg(out_dir)
         .output()
         .expect("run sim-train bench");
