@@ -12,6 +12,7 @@ use crate::filter::Filter;
 use crate::index::{Index, Io, OpId};
 use crate::matching::Matching;
 use crate::sources::Source;
+use accutrace_formats::tensor::element_count;
 use std::collections::{BTreeMap, HashMap};
 
 /// One way in which two runs are not the same configuration.
@@ -170,7 +171,8 @@ pub fn different_model(
 ) -> Option<String> {
     let keep = |t: usize| filter.keeps(&target.ops[target.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
-    let count = |shape: &[u64]| shape.iter().product::<u64>();
+    // Untrusted dims: a product past 64 bits has no count (checked, never wrapped).
+    let count = |shape: &[u64]| element_count(shape);
     let reshaped: Vec<String> = pairs
         .iter()
         .filter(|p| count(&target.tensors[p.target].shape) != count(&bench.tensors[p.bench].shape))
@@ -380,5 +382,14 @@ mod tests {
         assert!(why.unwrap().contains("only 1 of the target's 3 outputs have a counterpart"));
         let same = different_model(&a, &a, &match_runs(&a, &a, &MatchOptions::default()), &Filter::default());
         assert_eq!(same, None);
+    }
+
+    #[test]
+    fn a_forged_shape_is_counted_without_overflow() {
+        let forged = run(&[("x", F16, &[1 << 32, 1 << 32, 1 << 32]), ("y", F16, &[2, 8])]);
+        let plain = run(&[("x", F16, &[2, 8]), ("y", F16, &[2, 8])]);
+        let matching = match_runs(&forged, &plain, &MatchOptions::default());
+        // One of two pairs differs: not "most", and above all no panic on the product of the dims.
+        assert_eq!(different_model(&forged, &plain, &matching, &Filter::default()), None);
     }
 }

@@ -116,6 +116,16 @@ fn without_a_manifest_nothing_vouches_for_the_capture() {
 }
 
 #[test]
+fn bytes_appended_to_a_segment_are_a_shortfall_though_every_record_reads() {
+    let dir = fresh();
+    let segment = stream_dir(dir.path(), 0).join(segment_file_name(1));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend([0x5A; 100]);
+    std::fs::write(&segment, bytes).unwrap();
+    one_containing(&shortfalls(dir.path()), &["seg-000001.acc", "100 bytes past the segment's size"]);
+}
+
+#[test]
 fn a_copied_stream_is_not_vouched_for() {
     let dir = fresh();
     let copy = dir.path().join("stream-009-rank1-dev0-pid11");

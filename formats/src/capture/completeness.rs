@@ -7,7 +7,8 @@
 //! on disk the manifest does not list; segments missing at the start, in the middle or at the end
 //! (against `segments_created` and `segments_deleted`); fewer (or more) tensor, overflow and statistics
 //! records than the manifest counts (when the ring deleted nothing, so every record must still be there);
-//! a stream that was not sealed, or whose last segment ends torn; and the collector's own losses
+//! a stream that was not sealed, or whose last segment ends torn; a segment file longer than its header
+//! says (appended to after the capture); and the collector's own losses
 //! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters).
 
 use super::manifest::{StreamSummary, MANIFEST_FILE, STREAM_FILE};
@@ -185,6 +186,12 @@ fn stream_on_disk(
                 _ => missing.push((first, end - 1)),
             }
         }
+    }
+    for (segment, extra) in stream.bytes_past_segment_size() {
+        short(
+            segment.to_path_buf(),
+            format!("{extra} bytes past the segment's size: the file was changed after the capture"),
+        );
     }
     missing.sort_unstable();
     for (lo, hi) in missing {

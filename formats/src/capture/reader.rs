@@ -140,6 +140,19 @@ impl StreamReader {
         self.segments.iter().map(|s| s.index)
     }
 
+    /// Segment files longer than the size their header gives, with the bytes past it: nothing the writer
+    /// made (it sizes each file exactly), so something was appended to the file after the capture.
+    pub fn bytes_past_segment_size(&self) -> Vec<(&Path, u64)> {
+        self.segments
+            .iter()
+            .filter_map(|s| {
+                let size = SegmentHeader::decode(&s.map).ok().flatten()?.segment_size;
+                let len = s.map.len() as u64;
+                (len > size).then(|| (s.path.as_path(), len - size))
+            })
+            .collect()
+    }
+
     /// Reads every byte of every mapped segment, up to the length the file had when it was mapped, and
     /// returns their sum: for tests that a segment stays readable while mapped (a file cut under a mapping
     /// faults with SIGBUS).
