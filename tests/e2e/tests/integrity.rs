@@ -22,19 +22,6 @@ fn capture(dir: &Path, tag: &str, model_json: &str, steps: u64, env: &[(&str, &s
     run
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let dest = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
-
 fn stream_dir(run: &Path) -> PathBuf {
     std::fs::read_dir(run)
         .unwrap()

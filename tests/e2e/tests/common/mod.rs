@@ -147,3 +147,17 @@ pub fn analyzer_json(args: &[&str]) -> (i32, serde_json::Value) {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("UTF-8 temp path")
 }
+
+/// Copies the directory tree `from` to `to` (made if missing), to damage or change a copy of a run.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
