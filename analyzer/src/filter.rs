@@ -137,7 +137,7 @@ fn plural_list(what: &str, items: &[u64]) -> String {
 }
 
 /// Ascending numbers with runs shortened: `0-2, 5, 7-9`.
-fn ranges(sorted: &[u64]) -> String {
+pub fn ranges(sorted: &[u64]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < sorted.len() {

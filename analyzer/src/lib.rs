@@ -5,8 +5,8 @@
 //! Layout: [`sources`] read runs into an [`index::Index`] ([`steps`]: the steps of eager dumps);
 //! [`matching`] pairs two indexes; [`metrics`]
 //! compute the vendor-compatible numbers; the engines ([`compare`], [`diff`], [`overflow`], [`inspect`],
-//! [`convert`]) take plain options structs and return what they found; [`report`] prints it, one module per
-//! command. The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
+//! [`convert`], and [`series`]: a run over its steps) take plain options structs and return what they
+//! found; [`report`] prints it, one module per command (`report::html`: the page of `analyzer report`). The command line (clap) lives in the binary only (`src/bin/analyzer/`): the
 //! library never sees it.
 
 pub mod api_matching;
@@ -25,5 +25,6 @@ pub mod overflow_records;
 pub mod problems;
 pub mod progress;
 pub mod report;
+pub mod series;
 pub mod sources;
 pub mod steps;

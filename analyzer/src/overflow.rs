@@ -125,7 +125,7 @@ pub fn overflow(source: &dyn Source, filter: &Filter) -> OverflowReport {
 
 /// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel). A tensor that
 /// cannot be read is an input problem.
-fn gather_stats(
+pub fn gather_stats(
     source: &dyn Source,
     ops: &[OpId],
     problems: &mut InputProblems,

@@ -27,3 +27,30 @@ impl Progress {
         self.0.finish_and_clear();
     }
 }
+
+/// The stages of a job that runs several engines in turn (`analyzer report`), one line each on stderr as
+/// it starts, with the time the previous one took; silent when stderr is not a terminal or when asked.
+pub struct Stages {
+    shown: bool,
+    what: &'static str,
+    total: usize,
+    done: usize,
+    since: std::time::Instant,
+}
+
+impl Stages {
+    pub fn new(what: &'static str, total: usize, disabled: bool) -> Stages {
+        let shown = !disabled && std::io::stderr().is_terminal();
+        Stages { shown, what, total, done: 0, since: std::time::Instant::now() }
+    }
+
+    /// Announces the next stage.
+    pub fn start(&mut self, stage: &str) {
+        self.done += 1;
+        if self.shown {
+            let took = self.since.elapsed().as_secs_f64();
+            eprintln!("{}: [{}/{}] {stage} (+{took:.1} s)", self.what, self.done.min(self.total), self.total);
+        }
+        self.since = std::time::Instant::now();
+    }
+}

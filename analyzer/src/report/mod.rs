@@ -9,6 +9,7 @@ use std::path::Path;
 pub mod compare;
 pub mod convert;
 pub mod diff;
+pub mod html;
 pub mod inspect;
 pub mod overflow;
 pub mod record;

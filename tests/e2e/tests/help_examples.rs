@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The commands whose help is read (`analyzer --help` too).
-const COMMANDS: [&str; 8] =
-    ["inspect", "compare", "diff", "overflow", "convert", "record", "completions", "manpage"];
+const COMMANDS: [&str; 9] =
+    ["inspect", "compare", "diff", "overflow", "report", "convert", "record", "completions", "manpage"];
 
 /// The example command lines of one help text: lines that read `Example: analyzer ...`, `$ analyzer ...`
 /// or `analyzer ...`.

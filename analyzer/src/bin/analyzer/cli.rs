@@ -85,6 +85,17 @@ pub enum Command {
     ///   analyzer overflow runs/npu --rank 3 --format json
     #[command(verbatim_doc_comment)]
     Overflow(OverflowArgs),
+    /// Write one HTML page that leads with the verdicts of compare, diff and overflow and shows the
+    /// evidence: error along execution order, loss and loss scale, gradient norms, layer x step and rank x
+    /// step heatmaps, sortable and filterable tables. The file is self-contained: it opens offline, with
+    /// nothing beside it.
+    ///
+    /// Examples:
+    ///   analyzer report runs/npu bench/ -o report.html
+    ///   analyzer report runs/npu -o npu.html
+    ///   analyzer report runs/a runs/b --step 1 -o ab.html
+    #[command(verbatim_doc_comment)]
+    Report(ReportArgs),
     /// Export tensors of any source to .npy files in host layout.
     ///
     /// Examples:
@@ -326,6 +337,31 @@ pub struct OverflowArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The run under suspicion (a capture, a dump tree, a .npy directory or an msprobe dump).
+    pub target: PathBuf,
+    /// A benchmark to compare with (GPU/CPU run, an unfused run, or a second run of the same
+    /// configuration, which is also diffed bit for bit). Without it: overflow and the run's own series.
+    pub bench: Option<PathBuf>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// The HTML file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "report.html")]
+    pub output: PathBuf,
+    /// A mapping file of `target_name,bench_name` lines for ops whose names differ (as compare).
+    #[arg(long, value_name = "FILE")]
+    pub mapping: Option<PathBuf>,
+    /// Match msprobe API names ignoring the call index (as compare).
+    #[arg(long)]
+    pub fuzzy: bool,
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// No progress on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]

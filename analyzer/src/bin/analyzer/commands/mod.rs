@@ -12,6 +12,7 @@ mod diff;
 mod inspect;
 mod overflow;
 mod record;
+mod report;
 mod shell;
 
 /// Runs one parsed command.
@@ -21,6 +22,7 @@ pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
         Command::Diff(args) => diff::run(args, colour),
         Command::Overflow(args) => overflow::run(args, colour),
         Command::Compare(args) => compare::run(args, colour),
+        Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Record(args) => record::run(args),
         Command::Completions(args) => shell::completions(args.shell),

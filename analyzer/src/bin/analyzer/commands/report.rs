@@ -1,0 +1,125 @@
+//! `analyzer report TARGET [BENCH] -o report.html`: runs the engines the inputs can answer (compare and,
+//! for one configuration, diff against the benchmark; overflow and the series over steps of each run) and
+//! writes their results as one self-contained HTML page.
+
+use crate::cli::ReportArgs;
+use analyzer::comparable::configuration_differences;
+use analyzer::compare::{compare, CompareOptions};
+use analyzer::diff::{diff, DiffOptions};
+use analyzer::matching::{read_mapping_file, MatchOptions};
+use analyzer::outcome::Outcome;
+use analyzer::overflow::overflow;
+use analyzer::problems::{InputProblem, InputProblems, ProblemKind};
+use analyzer::progress::Stages;
+use analyzer::report::html::{self, Findings};
+use analyzer::report::human_bytes;
+use analyzer::series::series;
+use analyzer::sources;
+use anyhow::{Context, Result};
+use std::io::Write;
+
+pub fn run(args: ReportArgs) -> Result<Outcome> {
+    let mut stages = Stages::new("report", 6, args.no_progress);
+    stages.start("reading the runs");
+    let target = sources::open(&args.target)?;
+    let bench = args.bench.as_deref().map(sources::open).transpose()?;
+    let filter = args.filter.to_filter();
+    filter.check(target.index(), &args.target)?;
+    if let (Some(bench), Some(path)) = (&bench, &args.bench) {
+        filter.check(bench.index(), path)?;
+    }
+    let bench = bench.as_deref();
+
+    let comparison = match bench {
+        Some(bench) => {
+            stages.start("comparing with the benchmark");
+            let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
+            if let Some(path) = &args.mapping {
+                matching.mapping = read_mapping_file(path)?;
+            }
+            let options = CompareOptions {
+                filter: filter.clone(),
+                matching,
+                progress: !args.no_progress,
+                ..Default::default()
+            };
+            Some(compare(target.as_ref(), bench, &options))
+        }
+        None => None,
+    };
+    let diffed = bench.map(|bench| {
+        stages.start("diffing, when the runs are one configuration");
+        let differences = configuration_differences(target.index(), bench.index(), &filter);
+        if let Some(first) = differences.first() {
+            let aspects: Vec<&str> = differences.iter().map(|d| d.aspect).collect();
+            return Err(format!(
+                "the runs are not one configuration ({}; first: {}), so a bit-for-bit diff would only show the change",
+                aspects.join(", "),
+                first.first
+            ));
+        }
+        let options = DiffOptions { filter: filter.clone(), progress: !args.no_progress };
+        diff(target.as_ref(), bench, &options).map_err(|e| format!("{e:#}"))
+    });
+    stages.start("looking for overflows");
+    let overflowed = overflow(target.as_ref(), &filter);
+    stages.start("reading the series over steps");
+    let (target_series, bench_series) =
+        rayon::join(|| series(target.as_ref(), &filter), || bench.map(|b| series(b, &filter)));
+
+    // What every engine found missing or unreadable, once each: the sources' own problems, then compare's
+    // refusal, then the tensors compare, overflow and the series could not read.
+    let mut problems = InputProblems::default();
+    let mut add = |p: &InputProblem| {
+        if !problems.items().contains(p) {
+            problems.push(p.clone());
+        }
+    };
+    if let Some(why) = comparison.as_ref().and_then(|c| c.refused.as_ref()) {
+        add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
+    }
+    let diffed_problems = diffed.as_ref().and_then(|d| d.as_ref().ok()).map(|d| &d.input_problems);
+    let found = comparison
+        .iter()
+        .map(|c| &c.problems)
+        .chain(diffed_problems)
+        .chain([&overflowed.input_problems, &target_series.problems]);
+    for p in found.chain(bench_series.iter().map(|s| &s.problems)).flat_map(|p| p.items()) {
+        add(p);
+    }
+
+    let findings = Findings {
+        target: target.as_ref(),
+        bench,
+        comparison: comparison.as_ref(),
+        diff: diffed,
+        overflow: &overflowed,
+        series: &target_series,
+        bench_series: bench_series.as_ref(),
+        problems: &problems,
+        version: crate::cli::version_line().to_string(),
+        command_line: command_line(),
+    };
+    let mut page = Vec::new();
+    html::write(&findings, &mut page, &mut |part| stages.start(&format!("writing the page: {part}")))?;
+    std::fs::File::create(&args.output)
+        .and_then(|mut f| f.write_all(&page))
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    println!("report written to {} ({})", args.output.display(), human_bytes(page.len() as u64));
+
+    let diff_findings = matches!(&findings.diff, Some(Ok(d)) if d.outcome() == Outcome::Findings);
+    let compare_findings = comparison.as_ref().is_some_and(|c| c.outcome() == Outcome::Findings);
+    let outcome = if compare_findings || diff_findings || overflowed.outcome() == Outcome::Findings {
+        Outcome::Findings
+    } else {
+        Outcome::Pass
+    };
+    Ok(outcome.or_input_errors(&problems, args.input.allow_incomplete))
+}
+
+/// The command line as typed, for the page's header.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().collect();
+    let name = args.first().and_then(|a| a.rsplit('/').next()).unwrap_or("analyzer").to_string();
+    std::iter::once(name).chain(args.into_iter().skip(1)).collect::<Vec<_>>().join(" ")
+}

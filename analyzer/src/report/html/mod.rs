@@ -1,0 +1,300 @@
+//! `analyzer report`: one self-contained HTML page (no network, nothing beside it: inline SVG, CSS and a
+//! few lines of script) that leads with the commands' verdicts, then shows the plots and the tables
+//! behind them. It prints what the engines found ([`Findings`]): compare, diff and overflow results and the
+//! run's series over steps; it measures nothing itself.
+
+mod plots;
+pub mod svg;
+mod tables;
+
+use crate::compare::Comparison;
+use crate::diff::DiffReport;
+use crate::overflow::OverflowReport;
+use crate::problems::{InputProblems, ProblemKind};
+use crate::series::RunSeries;
+use crate::sources::Source;
+use anyhow::Result;
+use std::io::Write;
+
+/// Everything the page shows, as the engines found it.
+pub struct Findings<'a> {
+    pub target: &'a dyn Source,
+    pub bench: Option<&'a dyn Source>,
+    /// compare's result, when there is a benchmark.
+    pub comparison: Option<&'a Comparison<'a>>,
+    /// diff's result when the two runs are one configuration; `Err`: why it did not run.
+    pub diff: Option<std::result::Result<DiffReport, String>>,
+    /// overflow's result on the target.
+    pub overflow: &'a OverflowReport,
+    pub series: &'a RunSeries,
+    pub bench_series: Option<&'a RunSeries>,
+    /// What the inputs lack, what could not be read, and why an answer cannot be given: leads the page.
+    pub problems: &'a InputProblems,
+    /// `analyzer --version`'s line, and the command line that made the page.
+    pub version: String,
+    pub command_line: String,
+}
+
+/// Writes the page. `stage` is told each part as it is built (progress).
+pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)) -> Result<()> {
+    stage("verdicts");
+    let mut page = String::with_capacity(1 << 20);
+    page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    page.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    page.push_str(&format!(
+        "<title>accutrace report: {}</title>",
+        escape(&f.target.root().display().to_string())
+    ));
+    page.push_str("<style>");
+    page.push_str(include_str!("page.css"));
+    page.push_str("</style></head><body>\n");
+    header(&mut page, f);
+    problems(&mut page, f);
+    verdicts(&mut page, f);
+    stage("plots");
+    plots::all(&mut page, f);
+    stage("tables");
+    tables::all(&mut page, f);
+    page.push_str("<div id=\"tip\" hidden></div>\n<script>");
+    page.push_str(include_str!("page.js"));
+    page.push_str("</script></body></html>\n");
+    out.write_all(page.as_bytes())?;
+    Ok(())
+}
+
+/// Text made safe for HTML content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn header(page: &mut String, f: &Findings<'_>) {
+    page.push_str("<header><h1>accutrace report</h1><p>");
+    let run =
+        |s: &dyn Source| format!("<code>{}</code> ({})", escape(&s.root().display().to_string()), s.kind());
+    page.push_str(&format!("target {}", run(f.target)));
+    if let Some(bench) = f.bench {
+        page.push_str(&format!(" vs benchmark {}", run(bench)));
+    }
+    page.push_str(&format!(
+        "</p><p class=\"small\">made by <code>{}</code> (analyzer {})</p></header>\n",
+        escape(&f.command_line),
+        escape(&f.version)
+    ));
+}
+
+fn problems(page: &mut String, f: &Findings<'_>) {
+    if f.problems.is_empty() {
+        return;
+    }
+    page.push_str(
+        "<section id=\"problems\" class=\"problems\"><h2>Read this first: the answer below does not cover \
+         everything</h2><ul>",
+    );
+    // Refusals first, then what the sources miss, then unreadable tensors (the first few named).
+    for (kind, title, listed) in [
+        (ProblemKind::Refused, "REFUSED", usize::MAX),
+        (ProblemKind::Incomplete, "INCOMPLETE INPUT", 50),
+        (ProblemKind::Unreadable, "UNREADABLE INPUT", 10),
+    ] {
+        let items: Vec<_> = f.problems.items().iter().filter(|p| p.kind == kind).collect();
+        for p in items.iter().take(listed) {
+            page.push_str(&format!("<li><b>{title}</b>: {}</li>", escape(&p.message)));
+        }
+        if items.len() > listed {
+            page.push_str(&format!(
+                "<li><b>{title}</b>: ... and {} more (the commands' JSON lists every one)</li>",
+                items.len() - listed
+            ));
+        }
+    }
+    page.push_str(
+        "</ul><p>No verdict below is an all-clear for what is listed here; unreadable tensors are left out of \
+         every verdict and plot.</p></section>\n",
+    );
+}
+
+/// The same answers the commands lead with, each linking to its evidence.
+fn verdicts(page: &mut String, f: &Findings<'_>) {
+    page.push_str("<section id=\"verdicts\"><h2>Verdicts</h2>");
+    if let Some(c) = f.comparison {
+        compare_verdict(page, c);
+    }
+    match &f.diff {
+        Some(Ok(d)) => diff_verdict(page, d),
+        Some(Err(why)) => {
+            page.push_str(&format!("<p class=\"verdict info\"><b>diff</b> not run: {}</p>", escape(why)))
+        }
+        None => {}
+    }
+    overflow_verdict(page, f.overflow);
+    page.push_str("</section>\n");
+}
+
+fn compare_verdict(page: &mut String, c: &Comparison<'_>) {
+    for w in &c.warnings {
+        page.push_str(&format!("<p class=\"verdict warn\"><b>WARNING</b>: {}</p>", escape(w)));
+    }
+    if let Some(why) = &c.refused {
+        page.push_str(&format!(
+            "<p class=\"verdict refused\"><b>NOT COMPARED</b>: {} (<a href=\"#t-unmatched\">unmatched tensors</a>)</p>",
+            escape(why)
+        ));
+        return;
+    }
+    let index = c.target.index();
+    let failed = c.rows.iter().filter(|r| r.failed).count();
+    page.push_str(&format!(
+        "<p class=\"verdict info\">compare: {} tensor pairs, {} pass, {} fail; {} target and {} benchmark tensors \
+         unmatched (<a href=\"#t-unmatched\">list</a>)</p>",
+        c.rows.len(),
+        c.rows.len() - failed,
+        failed,
+        c.unmatched_target.len(),
+        c.unmatched_bench.len()
+    ));
+    match c.culprit.map(|i| (i, &c.failing_ops[i])) {
+        Some((i, culprit)) => {
+            let op = &index.ops[culprit.op];
+            let inputs = match &culprit.inputs_unverified {
+                Some(why) => format!("fails; {why}"),
+                None => "fails while its inputs pass".into(),
+            };
+            page.push_str(&format!(
+                "<p class=\"verdict bad\"><b>CULPRIT</b> step {} rank {}: <a href=\"#failing-{i}\"><code>{}</code></a> [{}] {} \
+                 (<a href=\"#fig-error\">error along execution order</a>)</p>",
+                op.step,
+                op.rank,
+                escape(&op.name),
+                escape(&op.op_type),
+                escape(&inputs)
+            ));
+            let originals = op.original_names(index);
+            if !originals.is_empty() && originals.iter().any(|n| *n != op.name) {
+                page.push_str(&format!(
+                    "<p class=\"verdict detail\">fused kernel of original op(s): {}</p>",
+                    escape(&originals.join(", "))
+                ));
+            }
+            for &r in &culprit.failing_rows {
+                let row = &c.rows[r];
+                page.push_str(&format!(
+                    "<p class=\"verdict detail\"><code>{}</code>: {}</p>",
+                    escape(&index.tensor_label(row.target)),
+                    escape(row.reason.as_deref().unwrap_or(""))
+                ));
+            }
+        }
+        None if !c.failing_ops.is_empty() => {
+            let first = &c.failing_ops[0];
+            let op = &index.ops[first.op];
+            let why = match &first.inputs_unverified {
+                Some(reason) => format!("cannot be blamed: {reason}"),
+                None => {
+                    "already has failing inputs: the difference comes from data fed to the model or from \
+                         ops that were not dumped"
+                        .into()
+                }
+            };
+            page.push_str(&format!(
+                "<p class=\"verdict warn\"><b>NO CLEAN CULPRIT</b>: the first failing op, <a href=\"#failing-0\"><code>{}</code></a> [{}] \
+                 (step {}), {}</p>",
+                escape(&op.name),
+                escape(&op.op_type),
+                op.step,
+                escape(&why)
+            ));
+        }
+        None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
+    }
+}
+
+fn diff_verdict(page: &mut String, d: &DiffReport) {
+    match d.verdict {
+        "identical" => page.push_str(&format!(
+            "<p class=\"verdict good\"><b>IDENTICAL</b>: {} tensors compared bit for bit, none differs</p>",
+            d.compared_tensors
+        )),
+        "unmatched" => page.push_str(&format!(
+            "<p class=\"verdict warn\"><b>UNMATCHED</b>: no compared tensor differs, but {} and {} tensors are in one \
+             run only (<a href=\"#t-diff\">details</a>)</p>",
+            d.unmatched_run1.len(),
+            d.unmatched_run2.len()
+        )),
+        _ => {
+            for first in d.first_differences.iter().take(8) {
+                page.push_str(&format!(
+                    "<p class=\"verdict bad\"><b>FIRST DIFFERENCE</b> step {} rank {}: <a href=\"#t-diff\"><code>{}</code></a> [{}] is {}</p>",
+                    first.step,
+                    first.rank,
+                    escape(&first.op),
+                    escape(&first.op_type),
+                    match first.verdict {
+                        "nondeterministic" => "NONDETERMINISTIC: its inputs were identical",
+                        "propagating" => "different because its inputs were already different",
+                        _ => "different; its inputs were not dumped",
+                    }
+                ));
+            }
+            if d.first_differences.len() > 8 {
+                page.push_str(&format!(
+                    "<p class=\"verdict detail\">... and {} more steps/ranks (<a href=\"#t-diff\">table</a>)</p>",
+                    d.first_differences.len() - 8
+                ));
+            }
+        }
+    }
+}
+
+fn overflow_verdict(page: &mut String, o: &OverflowReport) {
+    let Some(first) = o.origins.first() else {
+        let qualifier = if o.tensors_without_statistics > 0 {
+            format!(
+                " among the tensors with statistics ({} had none and were not looked at)",
+                o.tensors_without_statistics
+            )
+        } else {
+            String::new()
+        };
+        page.push_str(&format!(
+            "<p class=\"verdict good\"><b>NO OVERFLOW</b>: no op produced inf/NaN from finite inputs{}</p>",
+            escape(&qualifier)
+        ));
+        return;
+    };
+    page.push_str(&format!(
+        "<p class=\"verdict bad\"><b>FIRST OVERFLOW</b> step {} rank {}: <a href=\"#t-overflow\"><code>{}</code></a> [{}]: <code>{}</code> {} ({})</p>",
+        first.step,
+        first.rank,
+        escape(&first.op),
+        escape(&first.op_type),
+        escape(&first.output),
+        escape(&first.anomaly.describe()),
+        first.inputs
+    ));
+    for status in &first.device_status {
+        page.push_str(&format!(
+            "<p class=\"verdict detail\">device: {} status {}: {}</p>",
+            escape(&status.engine),
+            escape(&status.status.join(" ")),
+            escape(&status.status_names.join(", "))
+        ));
+    }
+    if o.steps_with_overflow.len() > 1 {
+        page.push_str(&format!(
+            "<p class=\"verdict detail\">overflows in {} steps: {} (<a href=\"#fig-loss\">loss and loss scale</a>)</p>",
+            o.steps_with_overflow.len(),
+            escape(&crate::filter::ranges(&o.steps_with_overflow))
+        ));
+    }
+}

@@ -1,0 +1,412 @@
+//! The page's plots, from the engines' results: error along execution order, loss and loss scale over
+//! steps, gradient norms, the layer x step heatmaps and the rank x step heatmap. Each figure has axes with
+//! units and a caption that says how to read it; a plot the runs cannot feed says why instead.
+
+use super::svg::{Colouring, Heatmap, Line, Mark, Marker, Plot, Scale, PALETTE, PLOT_WIDTH};
+use super::{escape, Findings};
+use crate::compare::Comparison;
+use crate::index::TensorId;
+use crate::report::fmt_num;
+use crate::series::{layer_of, phase, Grid};
+use std::collections::{HashMap, HashSet};
+
+const CULPRIT: &str = "#d00000";
+const FAILING: &str = "#d55e00";
+const FUSED: &str = "#cc79a7";
+const FUSED_FAILING: &str = "#7b2d8e";
+const OVERFLOW: &str = "#d55e00";
+
+pub fn all(page: &mut String, f: &Findings<'_>) {
+    page.push_str("<section id=\"plots\"><h2>Plots</h2>");
+    if let Some(c) = f.comparison.filter(|c| c.refused.is_none()) {
+        error_along_order(page, c);
+    }
+    loss(page, f);
+    grad_norms(page, f);
+    layer_heatmaps(page, f);
+    rank_heatmap(page, f);
+    page.push_str("</section>\n");
+}
+
+fn figure(page: &mut String, id: &str, title: &str, body: &str, caption: &str) {
+    page.push_str(&format!(
+        "<figure id=\"{id}\"><h3>{}</h3><div class=\"frame\">{body}</div><figcaption>{}</figcaption></figure>\n",
+        escape(title),
+        escape(caption)
+    ));
+}
+
+fn not_drawn(page: &mut String, id: &str, title: &str, why: &str) {
+    page.push_str(&format!(
+        "<figure id=\"{id}\" class=\"empty\"><h3>{}</h3><p>Not drawn: {}</p></figure>\n",
+        escape(title),
+        escape(why)
+    ));
+}
+
+/// Per op of one step (the culprit's, else the first failing op's, else the first compared): the worst
+/// 1 - cosine and max relative error of its compared outputs, on a log axis.
+fn error_along_order(page: &mut String, c: &Comparison<'_>) {
+    const TITLE: &str = "Error along execution order";
+    let index = c.target.index();
+    let focus = c
+        .culprit
+        .map(|i| c.failing_ops[i].op)
+        .or_else(|| c.failing_ops.first().map(|f| f.op))
+        .or_else(|| c.rows.first().map(|r| index.tensors[r.target].op));
+    let Some(focus) = focus else {
+        return not_drawn(page, "fig-error", TITLE, "no tensor pair was compared");
+    };
+    let (step, rank) = (index.ops[focus].step, index.ops[focus].rank);
+    let row_of: HashMap<TensorId, usize> = c.rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
+    let failing: HashSet<usize> = c.failing_ops.iter().map(|f| f.op).collect();
+    let ops: Vec<usize> =
+        (0..index.ops.len()).filter(|&o| index.ops[o].step == step && index.ops[o].rank == rank).collect();
+    let n = ops.len();
+    let (mut cos_points, mut rel_points) = (Vec::new(), Vec::new());
+    // Markers, one per pixel column and colour (the worst), so that 10^5 ops stay readable and small.
+    let mut markers: HashMap<(usize, &str), Marker> = HashMap::new();
+    let mut culprit_x = None;
+    for (x, &o) in ops.iter().enumerate() {
+        let op = &index.ops[o];
+        let rows: Vec<usize> = op.outputs.iter().filter_map(|t| row_of.get(t).copied()).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let worst = |get: &dyn Fn(usize) -> Option<f64>| {
+            rows.iter()
+                .filter_map(|&r| get(r))
+                .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))
+        };
+        let cos = worst(&|r| c.rows[r].msprobe.cosine.value().map(|v| (1.0 - v).max(0.0)));
+        let rel = worst(&|r| c.rows[r].msprobe.max_relative_err.value());
+        let x = x as f64;
+        if let Some(v) = cos {
+            cos_points.push((x, v));
+        }
+        if let Some(v) = rel {
+            rel_points.push((x, v));
+        }
+        let originals = op.original_names(index);
+        let fused = !originals.is_empty() && originals.iter().any(|n| *n != op.name);
+        let fails = failing.contains(&o);
+        if c.culprit.is_some_and(|i| c.failing_ops[i].op == o) {
+            culprit_x = Some(x);
+        }
+        let colour = match (fused, fails) {
+            (true, true) => FUSED_FAILING,
+            (true, false) => FUSED,
+            (false, true) => FAILING,
+            (false, false) => continue,
+        };
+        let y = cos.into_iter().chain(rel).fold(0.0, f64::max);
+        let column = (x / n.max(1) as f64 * PLOT_WIDTH) as usize;
+        let title = format!(
+            "#{} {} [{}]{}: 1 - cosine {}, max rel err {}{}",
+            x as u64,
+            op.name,
+            op.op_type,
+            if fused { format!(" (fused: {})", originals.join(" + ")) } else { String::new() },
+            cos.map_or("n/a".into(), fmt_num),
+            rel.map_or("n/a".into(), fmt_num),
+            if fails { ", fails" } else { ", passes" }
+        );
+        let slot = markers.entry((column, colour)).or_insert(Marker { x, y, colour, title: title.clone() });
+        if y > slot.y {
+            *slot = Marker { x, y, colour, title };
+        }
+    }
+    if cos_points.is_empty() && rel_points.is_empty() {
+        return not_drawn(page, "fig-error", TITLE, "no compared pair of this step has metrics");
+    }
+    let mut markers: Vec<Marker> = markers.into_values().collect();
+    markers.sort_by(|a, b| a.x.total_cmp(&b.x));
+    let y = Scale::log(cos_points.iter().chain(&rel_points).map(|p| p.1), 1e-9);
+    let mut marks = Vec::new();
+    if let Some(x) = culprit_x {
+        let name = c.culprit.map(|i| index.ops[c.failing_ops[i].op].name.clone()).unwrap_or_default();
+        marks.push(Mark { x, colour: CULPRIT, label: format!("CULPRIT {name}") });
+    }
+    let plot = Plot {
+        id: "plot-error".into(),
+        x_label: format!("op in execution order (step {step}, rank {rank}; {n} ops)"),
+        y_label: "error (log, dimensionless)".into(),
+        y2_label: None,
+        x: Scale { whole: true, ..Scale::linear([0.0, n.saturating_sub(1) as f64].into_iter(), true) },
+        y,
+        y2: None,
+        lines: vec![
+            line("1 - cosine", PALETTE[0], 1.2, cos_points),
+            line("max relative error", PALETTE[1], 1.2, rel_points),
+        ],
+        markers,
+        marker_legend: vec![
+            (FAILING, "failing op".into()),
+            (FUSED, "fused kernel".into()),
+            (FUSED_FAILING, "fused, failing".into()),
+        ],
+        marks,
+        bands: Vec::new(),
+        rules: vec![(0.01, "cosine 0.99 (msprobe)".into())],
+    };
+    figure(
+        page,
+        "fig-error",
+        TITLE,
+        &plot.svg(),
+        "Each op of the step, left to right in the order the device ran them, with the worst of its compared \
+         outputs: 1 - cosine similarity (blue) and max relative error (orange) against the benchmark, log \
+         scale; zero sits on the bottom edge. Below the dotted line an output meets msprobe's cosine rule. \
+         Dots mark failing ops (red), fused kernels (pink) and failing fused kernels (purple); hover for the \
+         op. The red line is the culprit: where the error jumps while the ops before it pass. A long series \
+         keeps each pixel column's lowest and highest point, so no spike is lost.",
+    );
+}
+
+fn line(name: &str, colour: &'static str, width: f64, points: Vec<(f64, f64)>) -> Line {
+    Line { name: name.into(), colour, width, dashed: false, right: false, steps: false, points }
+}
+
+fn as_xy(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
+    points.iter().map(|&(s, v)| (s as f64, v)).collect()
+}
+
+/// Steps with an overflow on the series' rank, as shaded bands.
+fn overflow_bands(f: &Findings<'_>) -> Vec<(f64, f64, &'static str, String)> {
+    f.overflow
+        .origins
+        .iter()
+        .filter(|o| o.rank == f.series.rank)
+        .map(|o| {
+            let s = o.step as f64;
+            let title = format!(
+                "step {}: {} in {} [{}]; a dynamic loss scaler skips this update and lowers the scale",
+                o.step,
+                o.anomaly.describe(),
+                o.op,
+                o.op_type
+            );
+            (s - 0.4, s + 0.4, OVERFLOW, title)
+        })
+        .collect()
+}
+
+fn loss(page: &mut String, f: &Findings<'_>) {
+    const TITLE: &str = "Loss over steps";
+    let Some((op, target)) = &f.series.loss else {
+        return not_drawn(
+            page,
+            "fig-loss",
+            TITLE,
+            "no op named like a loss (loss, cross_entropy, nll) has a one-element output in the target",
+        );
+    };
+    let mut lines = vec![line(&format!("target ({op})"), PALETTE[0], 2.0, as_xy(&target.points))];
+    if let Some((_, bench)) = f.bench_series.and_then(|b| b.loss.as_ref()) {
+        let mut l = line("benchmark", "#555555", 1.5, as_xy(&bench.points));
+        l.dashed = true;
+        lines.push(l);
+    }
+    let scale: Vec<(f64, f64)> = f
+        .overflow
+        .loss_scale
+        .iter()
+        .filter(|l| l.rank == f.series.rank)
+        .map(|l| (l.step as f64, l.value))
+        .collect();
+    let y2 = (!scale.is_empty()).then(|| Scale::log(scale.iter().map(|p| p.1), 1e-30));
+    let y2_label = (!scale.is_empty()).then(|| "loss scale (log)".to_string());
+    let scale_source =
+        f.overflow.loss_scale.first().map_or(String::new(), |l| format!(" (the {} of {})", l.tensor, l.op));
+    if !scale.is_empty() {
+        lines.push(Line {
+            name: "loss scale".into(),
+            colour: PALETTE[2],
+            width: 1.5,
+            dashed: false,
+            right: true,
+            steps: true,
+            points: scale,
+        });
+    }
+    let values =
+        lines.iter().filter(|l| !l.right).flat_map(|l| l.points.iter().map(|p| p.1)).collect::<Vec<_>>();
+    let steps = f.series.steps.iter().map(|&s| s as f64);
+    let plot = Plot {
+        id: "plot-loss".into(),
+        x_label: "training step".into(),
+        y_label: "loss (as the loss op computed it)".into(),
+        y2_label,
+        x: Scale::whole(steps),
+        y: Scale::linear(values.into_iter(), true),
+        y2,
+        lines,
+        markers: Vec::new(),
+        marker_legend: vec![(OVERFLOW, "overflow step".into())],
+        marks: Vec::new(),
+        bands: overflow_bands(f),
+        rules: Vec::new(),
+    };
+    figure(
+        page,
+        "fig-loss",
+        TITLE,
+        &plot.svg(),
+        &format!(
+            "The loss per step on rank {} (blue), read from the one-element output of {op}, against the \
+             benchmark's (grey, dashed) when it has one. Green, right axis: the loss scale{scale_source}, \
+             where the run dumps it. Shaded steps had an overflow (inf/NaN from finite inputs): a dynamic loss scaler skips \
+             their update and halves the scale, so a run of them is a collapsing scale. A triangle on the top \
+             edge is a loss that was inf or NaN.",
+            f.series.rank
+        ),
+    );
+}
+
+/// The first step where the runs part: compare's first failing op, else diff's first difference, else the
+/// first overflow; with what says so.
+fn first_divergence(f: &Findings<'_>) -> Option<(u64, &'static str)> {
+    let compared = f.comparison.and_then(|c| {
+        let index = c.target.index();
+        c.failing_ops.iter().map(|o| index.ops[o.op].step).min().map(|s| (s, "first failing step"))
+    });
+    let differing = || match &f.diff {
+        Some(Ok(d)) => d.first_differences.iter().map(|d| d.step).min().map(|s| (s, "first differing step")),
+        _ => None,
+    };
+    compared
+        .or_else(differing)
+        .or_else(|| f.overflow.steps_with_overflow.first().map(|&s| (s, "first overflow")))
+}
+
+fn grad_norms(page: &mut String, f: &Findings<'_>) {
+    const TITLE: &str = "Gradient norms over steps";
+    if f.series.grad_norms.is_empty() {
+        return not_drawn(
+            page,
+            "fig-grad",
+            TITLE,
+            "the target dumps no optimizer op (Apply*) whose gradient input has statistics",
+        );
+    }
+    let mut lines = Vec::new();
+    for (i, l) in f.series.grad_norms.iter().enumerate() {
+        let (colour, width, name) = match i {
+            0 => ("#000000", 2.5, l.name.clone()),
+            i if i <= 6 => (PALETTE[(i - 1) % 7], 1.2, l.name.clone()),
+            _ => ("#bbbbbb", 0.8, if i == 7 { "other layers".into() } else { String::new() }),
+        };
+        lines.push(line(&name, colour, width, as_xy(&l.points)));
+    }
+    let y = Scale::log(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), 1e-12);
+    let marks = first_divergence(f)
+        .map(|(step, what)| vec![Mark { x: step as f64, colour: CULPRIT, label: format!("{what}: {step}") }])
+        .unwrap_or_default();
+    let plot = Plot {
+        id: "plot-grad".into(),
+        x_label: "training step".into(),
+        y_label: "gradient L2 norm (log)".into(),
+        y2_label: None,
+        x: Scale::whole(f.series.steps.iter().map(|&s| s as f64)),
+        y,
+        y2: None,
+        lines,
+        markers: Vec::new(),
+        marker_legend: Vec::new(),
+        marks,
+        bands: overflow_bands(f),
+        rules: Vec::new(),
+    };
+    figure(
+        page,
+        "fig-grad",
+        TITLE,
+        &plot.svg(),
+        &format!(
+            "The L2 norm of the gradients the optimizer applied on rank {} (the input of each Apply* op shaped \
+             like its parameter), globally (black) and per layer, log scale. A step without a point applied \
+             no update (an overflow skipped it: shaded). The red line marks where the runs first part; a \
+             norm that grows by decades or jumps to the top edge (inf/NaN) before it points at the cause.",
+            f.series.rank
+        ),
+    );
+}
+
+/// The worst 1 - cosine per heatmap row and step, from the compared pairs.
+fn error_grid(c: &Comparison<'_>, rows: &[String], steps: &[u64]) -> Grid {
+    let index = c.target.index();
+    let row_pos: HashMap<&str, usize> = rows.iter().enumerate().map(|(i, r)| (r.as_str(), i)).collect();
+    let step_pos: HashMap<u64, usize> = steps.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+    let mut grid = Grid::new(rows.to_vec(), steps.to_vec());
+    for row in &c.rows {
+        let op = &index.ops[index.tensors[row.target].op];
+        let label = crate::series::row_label(phase(op), &layer_of(&op.name));
+        let (Some(&r), Some(&s), Some(cos)) =
+            (row_pos.get(label.as_str()), step_pos.get(&op.step), row.msprobe.cosine.value())
+        else {
+            continue;
+        };
+        grid.merge(r, s, (1.0 - cos).max(0.0), f64::max);
+    }
+    grid
+}
+
+fn heatmap(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) -> String {
+    Heatmap {
+        id: id.into(),
+        rows: grid.rows.clone(),
+        columns: grid.steps.clone(),
+        cells: grid.cells.clone(),
+        colouring,
+        x_label: "training step".into(),
+        value_label: value_label.into(),
+    }
+    .svg()
+}
+
+fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
+    let s = f.series;
+    if s.max_abs.rows.is_empty() || s.steps.is_empty() {
+        return not_drawn(page, "fig-layers", "Layer x step", "the selection holds no op");
+    }
+    let mut maps = vec![
+        ("max |x|", heatmap("heat-maxabs", &s.max_abs, Colouring::LogMagnitude, "max |x|"), "The largest finite magnitude among each layer's outputs (max over ranks), log colour scale: a layer whose values climb by decades towards the dtype's limit (65504 in fp16) is about to overflow."),
+        ("inf/NaN count", heatmap("heat-nonfinite", &s.nonfinite, Colouring::Count, "inf + NaN values"), "How many inf and NaN values each layer's outputs held (summed over ranks): the first coloured cell in a column is where a step's overflow starts, the cells after it are where it spread."),
+    ];
+    if let Some(c) = f.comparison.filter(|c| c.refused.is_none() && !c.rows.is_empty()) {
+        let grid = error_grid(c, &s.max_abs.rows, &s.steps);
+        maps.push(("error vs benchmark", heatmap("heat-error", &grid, Colouring::LogMagnitude, "max 1 - cosine"), "The worst 1 - cosine similarity against the benchmark among each layer's compared outputs, log colour scale: the first row (in execution order) that turns bright in a step is where the runs part; grey cells were not compared."));
+    }
+    page.push_str("<figure id=\"fig-layers\"><h3>Layer x step</h3><div class=\"tabs\">");
+    for (i, (name, _, _)) in maps.iter().enumerate() {
+        page.push_str(&format!("<button type=\"button\" data-map=\"{i}\">{}</button>", escape(name)));
+    }
+    page.push_str("</div>");
+    for (i, (_, svg, caption)) in maps.iter().enumerate() {
+        page.push_str(&format!(
+            "<div class=\"map\" data-map=\"{i}\"><div class=\"frame\">{svg}</div><figcaption>{} Rows are layers \
+             (from op names) in the order they first run, forward, then backward, then the optimizer's update; \
+             hover a cell for its value. Long runs merge adjacent steps or rows, keeping the largest value.</figcaption></div>",
+            escape(caption)
+        ));
+    }
+    page.push_str("</figure>\n");
+}
+
+fn rank_heatmap(page: &mut String, f: &Findings<'_>) {
+    let s = f.series;
+    if s.ranks.len() < 2 {
+        return;
+    }
+    let svg =
+        heatmap("heat-ranks", &s.rank_anomalies, Colouring::Count, "tensors with inf/NaN/saturated values");
+    figure(
+        page,
+        "fig-ranks",
+        "Rank x step",
+        &svg,
+        "How many tensors of each rank held inf, NaN or values at the dtype's saturation limit, per step. \
+         One rank lit while the others stay quiet is a rank-local fault (its data, its device); a whole column \
+         lit is a step that overflowed everywhere, usually after the collective that spread it.",
+    );
+}

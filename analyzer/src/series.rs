@@ -1,0 +1,316 @@
+//! What a run says over its steps, read from per-tensor statistics (stored, else decoded the way the
+//! overflow engine does): the loss, the gradient norms (global and per layer), the largest magnitude and
+//! the inf/NaN count of each layer, and the anomalies of each rank. `analyzer report` plots it.
+//!
+//! The names of the ops carry the structure: the loss is the last one-element output of an op named like a
+//! loss, a gradient is the input of an optimizer op (`Apply*`) shaped like the parameter it updates, and a
+//! layer is the `layer_N` / `layers.N` / `blocks.N` part of a name (else the name's first part after
+//! `model/`), split into forward, backward (`gradients/`, `.backward`) and update (`optimizer/`, `Apply*`).
+
+use crate::filter::Filter;
+use crate::index::{Index, IndexedOp, OpId, TensorId};
+use crate::overflow::{gather_stats, Anomaly};
+use crate::problems::InputProblems;
+use crate::sources::Source;
+use accutrace_formats::stats::TensorStats;
+use std::collections::{BTreeMap, HashMap};
+
+/// A value per step (one rank's).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Line {
+    /// What it is (`loss`, `global`, `layer_0`).
+    pub name: String,
+    /// `(step, value)`, ascending by step; a non-finite value is kept (a spike the plot must show).
+    pub points: Vec<(u64, f64)>,
+}
+
+/// A table of values, `rows` x `steps`, row-major; `None` where the run has nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Grid {
+    pub rows: Vec<String>,
+    pub steps: Vec<u64>,
+    pub cells: Vec<Option<f64>>,
+}
+
+impl Grid {
+    /// An empty grid of this shape.
+    pub fn new(rows: Vec<String>, steps: Vec<u64>) -> Grid {
+        let cells = vec![None; rows.len() * steps.len()];
+        Grid { rows, steps, cells }
+    }
+
+    /// The cell of row `r` and step position `s`.
+    pub fn get(&self, r: usize, s: usize) -> Option<f64> {
+        self.cells[r * self.steps.len() + s]
+    }
+
+    /// Folds `value` into the cell of row `r` and step position `s` with `merge`.
+    pub fn merge(&mut self, r: usize, s: usize, value: f64, merge: fn(f64, f64) -> f64) {
+        let cell = &mut self.cells[r * self.steps.len() + s];
+        *cell = Some(cell.map_or(value, |old| merge(old, value)));
+    }
+}
+
+/// A run's series over its steps.
+#[derive(Clone, Debug, Default)]
+pub struct RunSeries {
+    /// Every step of the selection, ascending.
+    pub steps: Vec<u64>,
+    /// Every rank of the selection, ascending.
+    pub ranks: Vec<u32>,
+    /// The rank the lines below follow (the lowest).
+    pub rank: u32,
+    /// The loss per step, and the op it was read from.
+    pub loss: Option<(String, Line)>,
+    /// The global gradient norm (the root of the sum of the squared per-parameter norms) and one line per
+    /// layer; empty when the run dumps no optimizer op.
+    pub grad_norms: Vec<Line>,
+    /// Largest |x| of each layer's outputs per step (max over ranks).
+    pub max_abs: Grid,
+    /// inf and NaN values in each layer's outputs per step (summed over ranks).
+    pub nonfinite: Grid,
+    /// Tensors with inf, NaN or saturated values, per rank and step.
+    pub rank_anomalies: Grid,
+    /// Tensors the series could not use: no statistics stored and no data to compute them from.
+    pub tensors_without_statistics: usize,
+    /// What the source misses and the tensors that could not be read (the series leave them out).
+    pub problems: InputProblems,
+}
+
+/// Whether an op runs forward, backward or updates the weights (the heatmap's rows are split by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    Forward,
+    Backward,
+    Update,
+}
+
+/// The phase of an op, from its name and type.
+pub fn phase(op: &IndexedOp) -> Phase {
+    let name = op.name.as_str();
+    if is_optimizer(op) || name.starts_with("optimizer/") {
+        Phase::Update
+    } else if name.starts_with("gradients/") || name.contains(".backward") || name.contains("_grad/") {
+        Phase::Backward
+    } else {
+        Phase::Forward
+    }
+}
+
+/// Whether the op updates a parameter (CANN's optimizer kernels are `ApplyAdamD`, `ApplyGradientDescent`,
+/// `ApplyMomentum`, ...).
+fn is_optimizer(op: &IndexedOp) -> bool {
+    op.op_type.starts_with("Apply")
+}
+
+/// The layer an op (or parameter) belongs to: a `layer_3` / `layer3` / `block_2` part of its name, or a
+/// number after `layers` / `blocks` / `h` (`model.layers.3.mlp`); else the first part after the common
+/// prefixes (`model/embedding/GatherV2` -> `embedding`).
+pub fn layer_of(name: &str) -> String {
+    const GROUPS: [&str; 6] = ["layer", "layers", "block", "blocks", "h", "encoder"];
+    let parts: Vec<&str> = name.split(['/', '.']).filter(|p| !p.is_empty()).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let digits = part.trim_start_matches(|c: char| !c.is_ascii_digit());
+        let prefix = part[..part.len() - digits.len()].trim_end_matches(['_', '-']);
+        if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
+            if GROUPS.contains(&prefix.to_ascii_lowercase().as_str()) {
+                return part.to_string();
+            }
+            if prefix.is_empty() && i > 0 && GROUPS.contains(&parts[i - 1].to_ascii_lowercase().as_str()) {
+                return format!("{}.{}", parts[i - 1], part);
+            }
+        }
+    }
+    const SKIP: [&str; 6] = ["model", "gradients", "optimizer", "Module", "Functional", "Tensor"];
+    parts.iter().find(|p| !SKIP.contains(p)).map_or_else(|| name.to_string(), |p| p.to_string())
+}
+
+/// The row label of an op in the layer heatmaps: its layer, marked by phase.
+pub fn row_label(phase: Phase, layer: &str) -> String {
+    match phase {
+        Phase::Forward => layer.to_string(),
+        Phase::Backward => format!("{layer} (backward)"),
+        Phase::Update => format!("{layer} (update)"),
+    }
+}
+
+/// Whether an op's name says it computes the loss (and not its gradient or its scaling).
+fn names_a_loss(op: &IndexedOp) -> bool {
+    let name = op.name.to_ascii_lowercase();
+    let lossy = ["loss", "cross_entropy", "crossentropy", "nll"].iter().any(|k| name.contains(k));
+    lossy && !name.contains("grad") && !name.contains("scale") && !name.contains("backward")
+}
+
+/// The series of the ops `filter` keeps.
+pub fn series(source: &dyn Source, filter: &Filter) -> RunSeries {
+    let index = source.index();
+    let ops = filter.op_ids(index);
+    let mut problems = InputProblems::of_sources(&[source]);
+    let stats = gather_stats(source, &ops, &mut problems);
+    RunSeries { problems, ..build(index, &ops, &stats) }
+}
+
+/// [`series`] from statistics already gathered (`stats` may lack tensors: they are counted, not guessed).
+pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats>) -> RunSeries {
+    let mut steps: Vec<u64> = ops.iter().map(|&o| index.ops[o].step).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut ranks: Vec<u32> = ops.iter().map(|&o| index.ops[o].rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let rank = ranks.first().copied().unwrap_or(0);
+    let step_pos: HashMap<u64, usize> = steps.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+
+    // Rows: layers in the order they first run, forward rows first, then backward, then update.
+    let mut first_seen: HashMap<String, usize> = HashMap::new();
+    let mut keys: Vec<(Phase, String)> = Vec::new();
+    let mut key_of: Vec<usize> = Vec::with_capacity(ops.len());
+    let mut key_ids: HashMap<(Phase, String), usize> = HashMap::new();
+    for &o in ops {
+        let op = &index.ops[o];
+        let layer = layer_of(&op.name);
+        let n = first_seen.len();
+        first_seen.entry(layer.clone()).or_insert(n);
+        let key = (phase(op), layer);
+        let id = *key_ids.entry(key.clone()).or_insert_with(|| {
+            keys.push(key);
+            keys.len() - 1
+        });
+        key_of.push(id);
+    }
+    let mut row_order: Vec<usize> = (0..keys.len()).collect();
+    row_order.sort_by_key(|&k| (keys[k].0, first_seen[&keys[k].1]));
+    let mut row_of_key = vec![0; keys.len()];
+    for (row, &k) in row_order.iter().enumerate() {
+        row_of_key[k] = row;
+    }
+    let rows: Vec<String> = row_order.iter().map(|&k| row_label(keys[k].0, &keys[k].1)).collect();
+    let mut max_abs = Grid::new(rows.clone(), steps.clone());
+    let mut nonfinite = Grid::new(rows, steps.clone());
+    let mut rank_anomalies = Grid::new(ranks.iter().map(|r| format!("rank {r}")).collect(), steps.clone());
+    let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+
+    let mut loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
+    // Per step: the sum of squared parameter-gradient norms, globally and per layer.
+    let mut grad_sq: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut layer_grad_sq: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
+    let mut layer_first: HashMap<String, usize> = HashMap::new();
+    let mut without = 0;
+
+    for (&o, &key) in ops.iter().zip(&key_of) {
+        let op = &index.ops[o];
+        let s = step_pos[&op.step];
+        let row = row_of_key[key];
+        for &t in op.inputs.iter().chain(&op.outputs) {
+            let Some(st) = stats.get(&t) else {
+                without += 1;
+                continue;
+            };
+            let anomaly = Anomaly::of(st, index.tensors[t].dtype.is_float());
+            let found = if anomaly.any() { 1.0 } else { 0.0 };
+            rank_anomalies.merge(rank_pos[&op.rank], s, found, |a, b| a + b);
+        }
+        for &t in &op.outputs {
+            let Some(st) = stats.get(&t) else { continue };
+            let biggest = st.max.abs().max(st.min.abs());
+            if biggest.is_finite() {
+                max_abs.merge(row, s, biggest, f64::max);
+            }
+            nonfinite.merge(row, s, (st.nan + st.pos_inf + st.neg_inf) as f64, |a, b| a + b);
+        }
+        if op.rank != rank {
+            continue;
+        }
+        if names_a_loss(op) {
+            if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
+                loss.insert(op.step, (o, scalar_value(st)));
+            }
+        }
+        if let Some(norm) = gradient_norm(index, op, stats) {
+            *grad_sq.entry(op.step).or_default() += norm * norm;
+            let layer = layer_of(parameter_name(op));
+            let n = layer_first.len();
+            layer_first.entry(layer.clone()).or_insert(n);
+            *layer_grad_sq.entry(layer).or_default().entry(op.step).or_default() += norm * norm;
+        }
+    }
+
+    let loss = loss.values().next().map(|&(o, _)| {
+        let points = loss.iter().map(|(&step, &(_, v))| (step, v)).collect();
+        (index.ops[o].name.clone(), Line { name: "loss".into(), points })
+    });
+    let mut grad_norms = Vec::new();
+    if !grad_sq.is_empty() {
+        let points = grad_sq.iter().map(|(&s, &sq)| (s, sq.sqrt())).collect();
+        grad_norms.push(Line { name: "global".into(), points });
+        let mut layers: Vec<(String, BTreeMap<u64, f64>)> = layer_grad_sq.into_iter().collect();
+        layers.sort_by_key(|(layer, _)| layer_first[layer]);
+        for (layer, by_step) in layers {
+            let points = by_step.into_iter().map(|(s, sq)| (s, sq.sqrt())).collect();
+            grad_norms.push(Line { name: layer, points });
+        }
+    }
+    RunSeries {
+        steps,
+        ranks,
+        rank,
+        loss,
+        grad_norms,
+        max_abs,
+        nonfinite,
+        rank_anomalies,
+        tensors_without_statistics: without,
+        problems: InputProblems::default(),
+    }
+}
+
+/// The value of a one-element tensor from its statistics: NaN or inf when that is what it held.
+fn scalar_value(st: &TensorStats) -> f64 {
+    if st.nan > 0 {
+        f64::NAN
+    } else if st.pos_inf > 0 {
+        f64::INFINITY
+    } else if st.neg_inf > 0 {
+        f64::NEG_INFINITY
+    } else {
+        st.max
+    }
+}
+
+/// The parameter an optimizer op updates: its name without the `optimizer/` prefix and the op's own last
+/// part (`optimizer/model/layer_0/attn/qkv/weight/ApplyAdam` -> `model/layer_0/attn/qkv/weight`).
+fn parameter_name(op: &IndexedOp) -> &str {
+    let name = op.name.strip_prefix("optimizer/").unwrap_or(&op.name);
+    name.rsplit_once('/').map_or(name, |(param, _)| param)
+}
+
+/// The L2 norm of the gradient an optimizer op applies: its last input shaped like the parameter (input 0),
+/// which is where CANN's `Apply*` kernels take it (`ApplyAdamD`: var, m, v, ..., grad; `ApplyMomentum`:
+/// var, accum, lr, grad, momentum). Infinite when the gradient holds inf or NaN.
+fn gradient_norm(index: &Index, op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+    if !is_optimizer(op) {
+        return None;
+    }
+    let (&var, rest) = op.inputs.split_first()?;
+    let shape = &index.tensors[var].shape;
+    let &grad = rest.iter().rev().find(|&&t| index.tensors[t].shape == *shape)?;
+    let st = stats.get(&grad)?;
+    Some(if st.has_nonfinite() { f64::INFINITY } else { st.l2_norm })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_come_from_the_names_people_give_them() {
+        assert_eq!(layer_of("model/layer_0/attn/qkv/MatMul"), "layer_0");
+        assert_eq!(layer_of("gradients/model/layer_12/mlp/Gelu_grad/GeluGrad"), "layer_12");
+        assert_eq!(layer_of("Module.layers.3.mlp.forward.0"), "layers.3");
+        assert_eq!(layer_of("transformer/h_2/attn"), "h_2");
+        assert_eq!(layer_of("model/embedding/GatherV2"), "embedding");
+        assert_eq!(layer_of("optimizer/model/ln_f/gamma/ApplyAdam"), "ln_f");
+        // A number that is not a layer's stays part of the name.
+        assert_eq!(layer_of("model/fc1/MatMul"), "fc1");
+    }
+}

@@ -1,0 +1,149 @@
+//! `analyzer report`: the page made from real runs of the simulated runtime leads with the commands'
+//! verdicts and carries the plots the runs can feed, with their series and marks, and nothing from outside
+//! the file. (The real browser opens the demo's pages in `scripts/browser-check`; the page's size on a large
+//! run is bounded in analyzer/tests/report_html.rs.)
+
+mod common;
+use common::*;
+use std::path::Path;
+
+/// The page at `path`, after checking it references nothing outside itself.
+fn page(path: &Path) -> String {
+    let html = std::fs::read_to_string(path).expect("the report was written");
+    assert!(html.starts_with("<!DOCTYPE html>"), "not an HTML page");
+    for outside in ["http://", "https://", " src=", "url(", "@import"] {
+        assert!(!html.contains(outside), "the page references something outside itself: {outside}");
+    }
+    for (i, _) in html.match_indices("href=\"") {
+        assert!(
+            html[i + 6..].starts_with('#'),
+            "a link leaves the page: {}",
+            &html[i..(i + 60).min(html.len())]
+        );
+    }
+    html
+}
+
+/// The SVG element with this id.
+fn svg<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("no plot {id}"));
+    let end = html[start..].find("</svg>").expect("closed") + start;
+    &html[start..end]
+}
+
+fn report(args: &[&str]) -> (i32, String) {
+    let (code, stdout, stderr) = analyzer(args);
+    assert!(stdout.contains("report written to"), "{stdout}\n{stderr}");
+    (code, stderr)
+}
+
+#[test]
+fn a_fused_kernel_against_its_benchmark_on_two_ranks() {
+    let dir = scratch();
+    let model =
+        model_file(dir.path(), "npu.json", r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#);
+    let npu = dir.path().join("npu");
+    let (collector, sim_train, lib) = (collector_lib(), sim_train_bin(), runtime_lib());
+    let (code, out, err) = analyzer(&[
+        "record",
+        "-o",
+        path_str(&npu),
+        "--collector",
+        path_str(&collector),
+        "--mode",
+        "tensor",
+        "--",
+        path_str(&sim_train),
+        "--model",
+        path_str(&model),
+        "--lib",
+        path_str(&lib),
+        "--steps",
+        "3",
+        "--ranks",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let bench = dir.path().join("bench");
+    sim_bench(&model, 3, &bench);
+    let file = dir.path().join("report.html");
+    let (code, _) =
+        report(&["report", path_str(&npu), path_str(&bench), "-o", path_str(&file), "--no-progress"]);
+    assert_eq!(code, 1, "a failing op is a finding");
+    let html = page(&file);
+    let culprit = "model/layer_0/mlp/fused_matmul_biasadd_gelu";
+    // The verdict leads (before the plots), names the fused kernel and links to its row.
+    let verdict = html.find("<b>CULPRIT</b> step 0 rank 0").expect("the culprit verdict");
+    assert!(verdict < html.find("id=\"plots\"").expect("plots"), "the verdict does not lead");
+    assert!(html[verdict..].starts_with("<b>CULPRIT</b> step 0 rank 0: <a href=\"#failing-"));
+    assert!(html.contains("<tr id=\"failing-0\">"));
+    // Error along execution order: both series, the culprit marked, the fused kernel coloured.
+    let error = svg(&html, "plot-error");
+    assert!(
+        error.contains("<title>1 - cosine</title>") && error.contains("<title>max relative error</title>")
+    );
+    assert!(error.contains(&format!("CULPRIT {culprit}")), "the culprit is not marked");
+    assert!(
+        error.contains("fill=\"#7b2d8e\"><title>") && error.contains("(fused: "),
+        "no failing fused kernel"
+    );
+    // Loss of target and benchmark, gradient norms, the three layer heatmaps and, with two ranks, rank x step.
+    let loss = svg(&html, "plot-loss");
+    assert!(
+        loss.contains("<title>target (model/loss/Mean)</title>") && loss.contains("<title>benchmark</title>")
+    );
+    assert!(loss.contains("<title>loss scale</title>"), "the fp16 run dumps its loss scale");
+    assert!(svg(&html, "plot-grad").contains("<title>global</title>"));
+    for id in ["heat-maxabs", "heat-nonfinite", "heat-error", "heat-ranks"] {
+        assert!(svg(&html, id).contains("data-values=\""), "{id} has no values");
+    }
+    assert!(svg(&html, "heat-ranks").contains("rank 0\u{1f}rank 1"));
+    // An fp16 run against an fp32 benchmark is not one configuration: diff says why it did not run.
+    assert!(html.contains("<b>diff</b> not run: the runs are not one configuration (precision"));
+    assert!(
+        html.contains("id=\"t-failing\"")
+            && html.contains("id=\"t-unmatched\"")
+            && html.contains("id=\"t-config\"")
+    );
+}
+
+#[test]
+fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
+    let dir = scratch();
+    let json = r#"{"faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 2}}}"#;
+    let model = model_file(dir.path(), "overflow.json", json);
+    let run = dir.path().join("run");
+    record(&run, &model, 5, &[], &[]);
+    let file = dir.path().join("overflow.html");
+    let (code, _) = report(&["report", path_str(&run), "-o", path_str(&file)]);
+    assert_eq!(code, 1, "an overflow is a finding");
+    let html = page(&file);
+    assert!(html.contains("<b>FIRST OVERFLOW</b> step 2 rank 0: <a href=\"#t-overflow\"><code>model/layer_0/mlp/fc1/MatMul</code>"));
+    assert!(!html.contains("id=\"plot-error\""), "no benchmark, no error plot");
+    let loss = svg(&html, "plot-loss");
+    assert!(
+        loss.contains("<title>step 2: 260 inf in model/layer_0/mlp/fc1/MatMul"),
+        "the skipped step is not shaded"
+    );
+    assert!(loss.contains("<title>loss scale</title>"));
+    // The NaN loss of the skipped step is a triangle on the top edge.
+    assert!(loss.contains("<title>target (model/loss/Mean) at 2: nan</title>"), "the NaN loss is not shown");
+    // Gradient norms skip the step that applied no update, and the first overflow is marked.
+    let grad = svg(&html, "plot-grad");
+    assert!(grad.contains("first overflow: 2"));
+    assert!(!html.contains("id=\"heat-ranks\""), "one rank: no rank x step heatmap");
+    assert!(svg(&html, "heat-nonfinite").contains("data-values=\""));
+}
+
+#[test]
+fn a_selection_that_matches_nothing_writes_no_page() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "m.json", "{}");
+    let run = dir.path().join("run");
+    record(&run, &model, 1, &[], &[]);
+    let file = dir.path().join("r.html");
+    let (code, _, stderr) = analyzer(&["report", path_str(&run), "--step", "7", "-o", path_str(&file)]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("step 7 is not in"), "{stderr}");
+    assert!(!file.exists(), "a page for a selection that matches nothing");
+}
