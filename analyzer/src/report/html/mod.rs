@@ -3,37 +3,21 @@
 //! behind them. It prints what the engines found ([`Findings`]): compare, diff and overflow results and the
 //! run's series over steps; it measures nothing itself.
 
+mod findings;
 mod plots;
 pub mod svg;
 mod tables;
+mod text;
 
 use crate::compare::Comparison;
 use crate::diff::DiffReport;
 use crate::overflow::OverflowReport;
-use crate::problems::{InputProblems, ProblemKind};
-use crate::series::RunSeries;
+use crate::problems::ProblemKind;
 use crate::sources::Source;
 use anyhow::Result;
+pub use findings::Findings;
 use std::io::Write;
-
-/// Everything the page shows, as the engines found it.
-pub struct Findings<'a> {
-    pub target: &'a dyn Source,
-    pub bench: Option<&'a dyn Source>,
-    /// compare's result, when there is a benchmark.
-    pub comparison: Option<&'a Comparison<'a>>,
-    /// diff's result when the two runs are one configuration; `Err`: why it did not run.
-    pub diff: Option<std::result::Result<DiffReport, String>>,
-    /// overflow's result on the target.
-    pub overflow: &'a OverflowReport,
-    pub series: &'a RunSeries,
-    pub bench_series: Option<&'a RunSeries>,
-    /// What the inputs lack, what could not be read, and why an answer cannot be given: leads the page.
-    pub problems: &'a InputProblems,
-    /// `analyzer --version`'s line, and the command line that made the page.
-    pub version: String,
-    pub command_line: String,
-}
+pub use text::escape;
 
 /// Writes the page. `stage` is told each part as it is built (progress).
 pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)) -> Result<()> {
@@ -60,22 +44,6 @@ pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)
     page.push_str("</script></body></html>\n");
     out.write_all(page.as_bytes())?;
     Ok(())
-}
-
-/// Text made safe for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn header(page: &mut String, f: &Findings<'_>) {

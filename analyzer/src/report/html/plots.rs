@@ -2,8 +2,9 @@
 //! steps, gradient norms, the layer x step heatmaps and the rank x step heatmap. Each figure has axes with
 //! units and a caption that says how to read it; a plot the runs cannot feed says why instead.
 
+use super::findings::Findings;
 use super::svg::{Colouring, Heatmap, Line, Mark, Marker, Plot, Scale, PALETTE, PLOT_WIDTH};
-use super::{escape, Findings};
+use super::text::escape;
 use crate::compare::Comparison;
 use crate::index::TensorId;
 use crate::report::fmt_num;

@@ -3,7 +3,7 @@
 //! markers with hover titles; vertical marks and shaded steps; heatmaps whose values the page's script
 //! shows on hover. No `xmlns` and no URL: the SVG lives inside the HTML page.
 
-use super::escape;
+use super::text::escape;
 use crate::report::fmt_num;
 use std::fmt::Write;
 

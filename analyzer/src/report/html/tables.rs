@@ -2,7 +2,8 @@
 //! runs' configuration. Each is sortable (click a heading) and filterable (the box above it); a long one
 //! shows its first rows and says where the rest is.
 
-use super::{escape, Findings};
+use super::findings::Findings;
+use super::text::escape;
 use crate::compare::Comparison;
 use crate::index::Index;
 use crate::report::fmt_num;

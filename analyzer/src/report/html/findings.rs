@@ -1,0 +1,27 @@
+//! What `analyzer report`'s page shows: the engines' results, as they found them.
+
+use crate::compare::Comparison;
+use crate::diff::DiffReport;
+use crate::overflow::OverflowReport;
+use crate::problems::InputProblems;
+use crate::series::RunSeries;
+use crate::sources::Source;
+
+/// Everything the page shows, as the engines found it.
+pub struct Findings<'a> {
+    pub target: &'a dyn Source,
+    pub bench: Option<&'a dyn Source>,
+    /// compare's result, when there is a benchmark.
+    pub comparison: Option<&'a Comparison<'a>>,
+    /// diff's result when the two runs are one configuration; `Err`: why it did not run.
+    pub diff: Option<std::result::Result<DiffReport, String>>,
+    /// overflow's result on the target.
+    pub overflow: &'a OverflowReport,
+    pub series: &'a RunSeries,
+    pub bench_series: Option<&'a RunSeries>,
+    /// What the inputs lack, what could not be read, and why an answer cannot be given: leads the page.
+    pub problems: &'a InputProblems,
+    /// `analyzer --version`'s line, and the command line that made the page.
+    pub version: String,
+    pub command_line: String,
+}
