@@ -147,3 +147,45 @@ fn a_selection_that_matches_nothing_writes_no_page() {
     assert!(stderr.contains("step 7 is not in"), "{stderr}");
     assert!(!file.exists(), "a page for a selection that matches nothing");
 }
+
+#[test]
+fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
+    let dir = scratch();
+    let clean = "{}";
+    let model = model_file(dir.path(), "clean.json", clean);
+    let run = dir.path().join("run");
+    // 64 KiB segments: the capture spans many, and losing the first loses real tensors.
+    record(&run, &model, 2, &["--mode", "tensor"], &[("ACCUTRACE_SEGMENT_SIZE", "64K")]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model, 2, &bench);
+    let intact = dir.path().join("intact.html");
+    let (code, _) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&intact)]);
+    assert_eq!(code, 0, "the intact pair passes and has no overflow");
+    let html = page(&intact);
+    assert!(
+        html.contains("<b>PASS</b>")
+            && html.contains("<b>NO OVERFLOW</b>")
+            && !html.contains("id=\"problems\"")
+    );
+
+    let stream =
+        std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("stream.json").is_file());
+    std::fs::remove_file(stream.expect("a stream directory").join("seg-000000.acc")).unwrap();
+    let file = dir.path().join("lost.html");
+    let (code, stderr) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
+    assert_eq!(code, 2, "an incomplete input fails the run\n{stderr}");
+    let html = page(&file);
+    let problems = html.find("id=\"problems\"").expect("the problems lead");
+    assert!(problems < html.find("id=\"verdicts\"").unwrap(), "the problems do not lead");
+    assert!(html.contains("<b>INCOMPLETE INPUT</b>") && html.contains("segment 0 is missing"));
+    assert!(
+        !html.contains("<b>PASS</b>") && !html.contains("<b>NO OVERFLOW</b>"),
+        "an all-clear about data not seen"
+    );
+    assert!(html.contains("<b>NO VERDICT</b>"));
+    // Accepted: the problems still lead, the exit status is the answer's.
+    let (code, _) =
+        report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file), "--allow-incomplete"]);
+    assert_eq!(code, 0);
+    assert!(page(&file).contains("<b>INCOMPLETE INPUT</b>"));
+}

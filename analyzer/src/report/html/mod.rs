@@ -95,21 +95,23 @@ fn problems(page: &mut String, f: &Findings<'_>) {
 /// The same answers the commands lead with, each linking to its evidence.
 fn verdicts(page: &mut String, f: &Findings<'_>) {
     page.push_str("<section id=\"verdicts\"><h2>Verdicts</h2>");
+    // Never an all-clear about what was not seen: with input problems a clean answer stays open.
+    let open = !f.problems.is_empty();
     if let Some(c) = f.comparison {
-        compare_verdict(page, c);
+        compare_verdict(page, c, open);
     }
     match &f.diff {
-        Some(Ok(d)) => diff_verdict(page, d),
+        Some(Ok(d)) => diff_verdict(page, d, open),
         Some(Err(why)) => {
             page.push_str(&format!("<p class=\"verdict info\"><b>diff</b> not run: {}</p>", escape(why)))
         }
         None => {}
     }
-    overflow_verdict(page, f.overflow);
+    overflow_verdict(page, f.overflow, open);
     page.push_str("</section>\n");
 }
 
-fn compare_verdict(page: &mut String, c: &Comparison<'_>) {
+fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
     for w in &c.warnings {
         page.push_str(&format!("<p class=\"verdict warn\"><b>WARNING</b>: {}</p>", escape(w)));
     }
@@ -183,12 +185,20 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>) {
                 escape(&why)
             ));
         }
+        None if open => page.push_str(
+            "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
+             <a href=\"#problems\">input problems</a> leave the answer open</p>",
+        ),
         None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
     }
 }
 
-fn diff_verdict(page: &mut String, d: &DiffReport) {
+fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {
     match d.verdict {
+        "identical" if open => page.push_str(
+            "<p class=\"verdict warn\"><b>NO VERDICT</b>: no difference among the tensors that could be read; the \
+             <a href=\"#problems\">input problems</a> leave the answer open</p>",
+        ),
         "identical" => page.push_str(&format!(
             "<p class=\"verdict good\"><b>IDENTICAL</b>: {} tensors compared bit for bit, none differs</p>",
             d.compared_tensors
@@ -224,8 +234,15 @@ fn diff_verdict(page: &mut String, d: &DiffReport) {
     }
 }
 
-fn overflow_verdict(page: &mut String, o: &OverflowReport) {
+fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
     let Some(first) = o.origins.first() else {
+        if open {
+            page.push_str(
+                "<p class=\"verdict warn\"><b>NO VERDICT</b>: no op produced inf/NaN from finite inputs among the \
+                 tensors that could be read; the <a href=\"#problems\">input problems</a> leave the answer open</p>",
+            );
+            return;
+        }
         let qualifier = if o.tensors_without_statistics > 0 {
             format!(
                 " among the tensors with statistics ({} had none and were not looked at)",

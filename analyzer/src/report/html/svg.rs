@@ -573,15 +573,19 @@ impl Heatmap {
             steps.join(","),
             values.join(",")
         );
+        // Labels 11 px high: with thinner rows, every n-th row is labelled (hover names each one).
+        let label_every = (11.0 / cell_h).ceil().max(1.0) as usize;
         for (r, label) in rows.iter().enumerate() {
             let y = TOP + r as f64 * cell_h;
-            let _ = write!(
-                s,
-                r#"<text x="{}" y="{}" text-anchor="end" class="rowlabel">{}</text>"#,
-                px(label_width - 6.0),
-                px(y + cell_h * 0.8),
-                escape(&truncate(label, 30))
-            );
+            if r % label_every == 0 {
+                let _ = write!(
+                    s,
+                    r#"<text x="{}" y="{}" text-anchor="end" class="rowlabel">{}</text>"#,
+                    px(label_width - 6.0),
+                    px(y + cell_h.max(9.0) * 0.8),
+                    escape(&truncate(label, 30))
+                );
+            }
             // Adjacent cells of one colour are one rectangle.
             let mut c = 0;
             while c < cols.len() {
