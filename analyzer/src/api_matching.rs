@@ -12,8 +12,10 @@
 //! calls the API dump does not list).
 
 use crate::index::{Index, IndexedOp, Io, Launch, OpId, TensorId};
+use crate::sources::Source;
 use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The most table cells one rank and step may take (API outputs x kernels x a kernel's outputs, about 10
@@ -79,6 +81,34 @@ fn similarity(a: Option<&TensorStats>, b: Option<&TensorStats>) -> f64 {
         1.0 - ((x - y).abs() / scale).min(1.0)
     };
     (close(a.mean, b.mean) + close(a.l2_norm, b.l2_norm) + close(a.max, b.max) + close(a.min, b.min)) / 4.0
+}
+
+/// The index of `source` with statistics for every output tensor that has none (a CANN dump tree is
+/// indexed from its headers alone), read from the tensors: the alignment weighs statistics. `None` when
+/// nothing is missing. A tensor that cannot be read keeps none (the comparison reports it).
+pub fn with_output_stats(source: &dyn Source) -> Option<Index> {
+    let index = source.index();
+    let missing: Vec<TensorId> = (0..index.tensors.len())
+        .filter(|&t| {
+            let info = &index.tensors[t];
+            info.io == Io::Output && info.stats.is_none() && info.has_data
+        })
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let stats: Vec<(TensorId, Option<TensorStats>)> = missing
+        .par_iter()
+        .map_init(Vec::new, |values, &t| {
+            let read = source.read_values(t, values);
+            (t, read.ok().map(|()| TensorStats::of_f32(values, index.tensors[t].dtype)))
+        })
+        .collect();
+    let mut filled = index.clone();
+    for (t, s) in stats {
+        filled.tensors[t].stats = s;
+    }
+    Some(filled)
 }
 
 /// Aligns the target's kernels with the benchmark's API calls (module docs). `target_left`/`bench_left`:

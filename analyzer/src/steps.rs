@@ -101,12 +101,24 @@ pub fn resolve_capture_steps(
     if unknown.is_empty() {
         return;
     }
-    unknown.sort_by_key(|(id, o)| (o.timestamp_us, o.dump_number, *id));
-    let types: Vec<&str> = unknown.iter().map(|(_, o)| o.op_type.as_str()).collect();
+    unknown.sort_by_cached_key(|(id, o)| (o.launch(), *id));
+    let ids: Vec<OpId> = unknown.iter().map(|(id, _)| *id).collect();
+    infer_steps(index, &ids, stream);
+}
+
+/// Gives `ops` (one stream's ops that nothing told a step, in execution order) the steps inferred from the
+/// period of their op types, and says in `index.warnings` that it did (or that the sequence does not
+/// repeat: they keep step 0).
+pub fn infer_steps(index: &mut Index, ops: &[OpId], stream: &str) {
+    if ops.is_empty() {
+        return;
+    }
+    let types: Vec<String> = ops.iter().map(|&id| index.ops[id].op_type.clone()).collect();
+    let types: Vec<&str> = types.iter().map(String::as_str).collect();
     match infer(&types) {
         Some(inferred) => {
-            for (i, (id, _)) in unknown.iter().enumerate() {
-                index.ops[*id].step = inferred.step_of(i);
+            for (i, &id) in ops.iter().enumerate() {
+                index.ops[id].step = inferred.step_of(i);
             }
             let prefix: Vec<&str> = types[..inferred.prefix_len.min(4)].to_vec();
             index.warnings.push(format!(
@@ -119,7 +131,7 @@ pub fn resolve_capture_steps(
         }
         None => index.warnings.push(format!(
             "{stream}: {} ops carry no step and their sequence does not repeat: all are step 0",
-            unknown.len()
+            ops.len()
         )),
     }
 }

@@ -156,7 +156,7 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
         "dump_json": if cfg.respect_framework_dump {
             serde_json::Value::Null
         } else {
-            let step0 = run_dir.join(crate::steps::DUMP_PATH_DIR).join(format!("{}0", crate::writer::STEP_DIR_PREFIX));
+            let step0 = run_dir.join(crate::steps::DUMP_PATH_DIR).join(format!("{}0", accutrace_formats::dump::STEP_DIR_PREFIX));
             cfg.dump_json_at(&step0, cfg.steps.as_deref())
         },
     });

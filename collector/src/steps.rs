@@ -28,7 +28,7 @@ pub const DUMP_PATH_DIR: &str = ".dump";
 
 /// The dump path of step `step`: `{run}/.dump/step{step}`.
 pub fn step_dump_path(p: &Pipeline, step: u64) -> PathBuf {
-    p.run_dir.join(DUMP_PATH_DIR).join(format!("{}{step}", crate::writer::STEP_DIR_PREFIX))
+    p.run_dir.join(DUMP_PATH_DIR).join(format!("{}{step}", accutrace_formats::dump::STEP_DIR_PREFIX))
 }
 
 /// The `dump_step` to set for step `step` of the hook: none when every step is wanted or the

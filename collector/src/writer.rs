@@ -26,7 +26,7 @@ use accutrace_formats::capture::{
     Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource,
     TensorMeta,
 };
-use accutrace_formats::dump::{self, FileKind};
+use accutrace_formats::dump::{self, DumpLocation, FileKind};
 use accutrace_formats::stats::{stats_and_hash, TensorStats};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -193,30 +193,18 @@ fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], bytes: &[u8]) {
     p.disable(&why);
 }
 
-/// The directory the collector's per-step dump paths are named with: `{run}/.dump/step{N}` (see
-/// `activate::step_end`).
-pub const STEP_DIR_PREFIX: &str = "step";
-
 /// The training step of a file from its would-be path (module docs), and where it came from: the graph
 /// layout's step directory; else a per-step dump path `.../step{N}/{time}/{device}/{file}` set at
-/// `accutrace_step_end()`; else nothing (a single-operator dump, step 0).
+/// `accutrace_step_end()`; else nothing (a single-operator dump, step 0). The layout is read where dump
+/// trees are read (`accutrace_formats::dump::DumpLocation`).
 pub fn step_from_path(path: &str) -> (u64, StepSource) {
-    let c: Vec<&str> = path.rsplit('/').take(7).collect();
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let time_dir = |s: &str| s.len() == 14 && digits(s);
-    // c = [file, step, model_id, model_name, device, time]
-    if c.len() >= 6 && digits(c[1]) && digits(c[2]) && digits(c[4]) && time_dir(c[5]) {
-        if let Ok(step) = c[1].parse() {
-            return (step, StepSource::Model);
-        }
+    let dir = std::path::Path::new(path).parent().unwrap_or(std::path::Path::new(""));
+    let location = DumpLocation::of(dir);
+    match (location.step, location.step_path) {
+        (Some(step), _) => (step, StepSource::Model),
+        (None, Some(step)) => (step, StepSource::Hook),
+        (None, None) => (0, StepSource::None),
     }
-    // c = [file, device, time, step{N}]
-    if c.len() >= 4 && digits(c[1]) && time_dir(c[2]) {
-        if let Some(Ok(step)) = c[3].strip_prefix(STEP_DIR_PREFIX).filter(|n| digits(n)).map(str::parse) {
-            return (step, StepSource::Hook);
-        }
-    }
-    (0, StepSource::None)
 }
 
 /// One finished file to records. `Err` only for capture write failures (which disable the collector);

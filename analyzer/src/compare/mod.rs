@@ -10,7 +10,7 @@
 pub mod msprobe_table;
 mod row;
 
-use crate::api_matching::ApiCall;
+use crate::api_matching::{is_api_level, with_output_stats, ApiCall};
 use crate::comparable::{different_model, swapped_sides};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
@@ -86,7 +86,8 @@ pub struct Comparison<'a> {
     pub msprobe_table: Vec<MsprobeRow>,
     /// Why the runs cannot be compared (not one model): nothing was measured, and the command refuses.
     pub refused: Option<String>,
-    /// What the user should know before reading the answer (target and benchmark look swapped).
+    /// What the user should know before reading the answer (target and benchmark look swapped, steps a
+    /// source inferred, files it skipped).
     pub warnings: Vec<String>,
     /// What the sources miss and which tensors could not be read: they lead the report.
     pub problems: InputProblems,
@@ -148,9 +149,18 @@ pub fn compare<'a>(
     options: &CompareOptions,
 ) -> Comparison<'a> {
     let (ti, bi) = (target.index(), bench.index());
-    let matching = match_runs(ti, bi, &options.matching);
+    // Kernels against API calls weigh statistics: sources indexed without them get them read first.
+    let kernels_against_apis = is_api_level(bi) && !is_api_level(ti);
+    let (ts, bs) = match kernels_against_apis {
+        true => (with_output_stats(target), with_output_stats(bench)),
+        false => (None, None),
+    };
+    let matching = match_runs(ts.as_ref().unwrap_or(ti), bs.as_ref().unwrap_or(bi), &options.matching);
     let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
     warnings.extend(matching.warnings.iter().cloned());
+    // What each source said about itself (steps it inferred, files it skipped).
+    warnings.extend(ti.warnings.iter().map(|w| format!("target: {w}")));
+    warnings.extend(bi.warnings.iter().map(|w| format!("benchmark: {w}")));
     if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
         return Comparison {
             target,

@@ -137,9 +137,14 @@ fn api_summary(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result
         return Ok(());
     }
     let (ti, bi) = (c.target.index(), c.bench.index());
+    // A call's kernels, the first few (a call whose kernels span a whole step says the alignment failed).
+    const LISTED: usize = 8;
     let kernels = |ops: &[usize]| -> String {
-        let names: Vec<String> =
-            ops.iter().map(|&k| format!("{} [{}]", ti.ops[k].name, ti.ops[k].op_type)).collect();
+        let mut names: Vec<String> =
+            ops.iter().take(LISTED).map(|&k| format!("{} [{}]", ti.ops[k].name, ti.ops[k].op_type)).collect();
+        if ops.len() > LISTED {
+            names.push(format!("and {} more (--format json lists all)", ops.len() - LISTED));
+        }
         if names.is_empty() {
             "no kernel".into()
         } else {

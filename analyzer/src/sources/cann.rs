@@ -9,9 +9,10 @@
 
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, Io, Launch, TensorId, TensorInfo};
+use crate::index::{Index, Io, Launch, OpId, TensorId, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
+use crate::steps;
 use accutrace_formats::dump::{self, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
 use accutrace_formats::stats::content_hash;
@@ -20,6 +21,7 @@ use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
 use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -81,6 +83,8 @@ impl CannDumpSource {
         // CANN writes one file per op execution, and the header holds the op and the time it was dumped:
         // two files with the same device, op and time are one dump twice (a copy), not two executions.
         let mut seen: HashMap<(Option<u32>, String, u64), &Path> = HashMap::new();
+        // Single-operator ops with no per-step path, per device: their steps are inferred below.
+        let mut stepless: BTreeMap<u32, Vec<OpId>> = BTreeMap::new();
         for (entry, parsed) in tensor_entries.iter().zip(parsed) {
             let parsed = match parsed {
                 Ok(p) => p,
@@ -107,6 +111,9 @@ impl CannDumpSource {
             let launch = Launch::of_name(&entry.name);
             let op = index.push_op_at(parsed.name, parsed.op_type, step, rank, Some(launch));
             op_of_entry.push(Some(op));
+            if is_single_op_without_step(entry) {
+                stepless.entry(rank).or_default().push(op);
+            }
             for (mut tensor, mut place) in parsed.tensors {
                 tensor.op = op;
                 tensor.locator = stored.len() as u64;
@@ -130,8 +137,13 @@ impl CannDumpSource {
                     let file_name =
                         entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                     let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
+                    let first = index.ops.len();
                     device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
-                        .map_err(|e| anyhow::Error::new(e.in_file(&entry.path)))
+                        .map_err(|e| anyhow::Error::new(e.in_file(&entry.path)))?;
+                    if is_single_op_without_step(entry) {
+                        stepless.entry(rank).or_default().extend(first..index.ops.len());
+                    }
+                    Ok(())
                 });
             if let Err(e) = added {
                 index.problems.push(unreadable_file(&e));
@@ -141,6 +153,11 @@ impl CannDumpSource {
             if let Err(e) = read_op_debug(entry, &tensor_entries, &op_of_entry, &mut index) {
                 index.problems.push(unreadable_file(&e));
             }
+        }
+        for (rank, mut ops) in stepless {
+            ops.sort_by_key(|&op| (index.ops[op].launch, op));
+            let stream = format!("{} device {rank}", root.display());
+            steps::infer_steps(&mut index, &ops, &stream);
         }
         // CANN makes overflow detection exclusive with the data dump: with op-debug files, the tensor files
         // are those of the overflowing ops alone.
@@ -200,6 +217,11 @@ impl CannDumpSource {
 /// A dump file that could not be read: what the source is missing.
 fn unreadable_file(e: &anyhow::Error) -> InputProblem {
     InputProblem::incomplete(format!("{e:#}; the rest of the dump was read"))
+}
+
+/// A single-operator dump file (eager mode) outside any per-step dump path: CANN gives it no step.
+fn is_single_op_without_step(entry: &dump::DumpEntry) -> bool {
+    entry.step.is_none() && entry.model_name.is_none() && entry.time_dir.is_some()
 }
 
 /// Decodes one op-debug file and blames the op its records name.

@@ -31,5 +31,5 @@ pub use opdebug::{
     find_overflowing_op, l2_atomic_status, AtomicStatus, Engine, EngineRecord, OpDebugLayout, OpDebugRecord,
 };
 pub use stats_csv::{parse_stats_csv, write_stats_csv, StatsRow};
-pub use tree::{walk_dump_tree, DumpEntry, DumpTree};
+pub use tree::{step_dir_number, walk_dump_tree, DumpEntry, DumpLocation, DumpTree, STEP_DIR_PREFIX};
 pub use write::{encode_dump, encode_legacy_dump, write_dump};

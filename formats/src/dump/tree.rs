@@ -28,7 +28,8 @@ pub struct DumpEntry {
     pub model_name: Option<String>,
     /// From the `{model_id}` directory (graph dumps).
     pub model_id: Option<u32>,
-    /// From the `{step}` directory (graph dumps).
+    /// From the `{step}` directory (graph dumps), or a per-step dump path above a single-operator layout
+    /// ([`DumpLocation::step_path`]).
     pub step: Option<u64>,
     /// The `YYYYMMDDhhmmss` directory.
     pub time_dir: Option<String>,
@@ -58,7 +59,7 @@ pub fn walk_dump_tree(root: &Path) -> Result<DumpTree> {
             NameMapping::default()
         });
         let file_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        add_file(&mut tree, &Location::of(dir), &mapping, root.clone(), &file_name);
+        add_file(&mut tree, &DumpLocation::of(dir), &mapping, root.clone(), &file_name);
     }
     tree.entries.sort_by(|a, b| {
         let key = |e: &DumpEntry| (e.step, e.name.timestamp_us, e.name.task_id, e.device_id);
@@ -95,7 +96,7 @@ fn walk(dir: &Path, depth: usize, tree: &mut DumpTree) -> Result<()> {
             }),
             false => NameMapping::default(),
         };
-        let location = Location::of(dir);
+        let location = DumpLocation::of(dir);
         for (path, name) in files {
             if name != MAPPING_FILE {
                 add_file(tree, &location, &mapping, path, &name);
@@ -114,7 +115,13 @@ fn walk(dir: &Path, depth: usize, tree: &mut DumpTree) -> Result<()> {
     Ok(())
 }
 
-fn add_file(tree: &mut DumpTree, location: &Location, mapping: &NameMapping, path: PathBuf, file_name: &str) {
+fn add_file(
+    tree: &mut DumpTree,
+    location: &DumpLocation,
+    mapping: &NameMapping,
+    path: PathBuf,
+    file_name: &str,
+) {
     match parse_file_name(mapping.resolve(file_name)) {
         Ok(name) => tree.entries.push(DumpEntry {
             op_name: name.op_name.clone(),
@@ -123,25 +130,46 @@ fn add_file(tree: &mut DumpTree, location: &Location, mapping: &NameMapping, pat
             device_id: location.device_id,
             model_name: location.model_name.clone(),
             model_id: location.model_id,
-            step: location.step,
+            step: location.step.or(location.step_path),
             time_dir: location.time_dir.clone(),
         }),
         Err(e) => tree.warnings.push(e.in_file(&path)),
     }
 }
 
-/// Where a directory sits in the tree, read from its trailing path components.
-#[derive(Default)]
-struct Location {
-    device_id: Option<u32>,
-    model_name: Option<String>,
-    model_id: Option<u32>,
-    step: Option<u64>,
-    time_dir: Option<String>,
+/// The name of a per-step dump path: a framework's step hook sets the dump path `{dump_path}/step{N}` at
+/// every step (msprobe does, and the collector's `accutrace_step_end`), so that single-operator dumps,
+/// which carry no step, land under their step (docs/CANN.md §5).
+pub const STEP_DIR_PREFIX: &str = "step";
+
+/// The step of a per-step dump directory (`step3`; msprobe's `step_3` too), if `name` is one.
+pub fn step_dir_number(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(STEP_DIR_PREFIX)?;
+    number(rest.strip_prefix('_').unwrap_or(rest))
 }
 
-impl Location {
-    fn of(dir: &Path) -> Location {
+/// Where a directory sits in a dump tree, read from its trailing path components.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DumpLocation {
+    /// The `{device}` directory.
+    pub device_id: Option<u32>,
+    /// The `{model}` directory (graph dumps).
+    pub model_name: Option<String>,
+    /// The `{model_id}` directory (graph dumps).
+    pub model_id: Option<u32>,
+    /// The `{step}` directory (graph dumps).
+    pub step: Option<u64>,
+    /// The per-step dump path above a single-operator layout: `.../step{N}/{time}/{device}`, or with a
+    /// `rank{R}` directory between, as msprobe writes (`step_dir_number`).
+    pub step_path: Option<u64>,
+    /// The `YYYYMMDDhhmmss` directory.
+    pub time_dir: Option<String>,
+}
+
+impl DumpLocation {
+    /// The location of `dir`: graph `.../{time}/{device}/{model}/{model_id}/{step}`, or single-op
+    /// `.../{time}/{device}` (under a per-step path or not); nothing known otherwise.
+    pub fn of(dir: &Path) -> DumpLocation {
         let parts: Vec<String> = dir
             .components()
             .filter_map(|c| match c {
@@ -155,25 +183,35 @@ impl Location {
             if let (Some(device), Some(model_id), Some(step)) =
                 (number(&parts[n - 4]), number(&parts[n - 2]), number(&parts[n - 1]))
             {
-                return Location {
+                return DumpLocation {
                     device_id: u32::try_from(device).ok(),
                     model_name: Some(parts[n - 3].clone()),
                     model_id: u32::try_from(model_id).ok(),
                     step: Some(step),
+                    step_path: None,
                     time_dir: Some(parts[n - 5].clone()),
                 };
             }
         }
         if n >= 2 && is_time(&parts[n - 2]) {
             if let Some(device) = number(&parts[n - 1]) {
-                return Location {
+                let above: Vec<&str> = parts[..n - 2].iter().rev().take(2).map(String::as_str).collect();
+                let step_path = match above.as_slice() {
+                    [rank, step, ..] if rank.strip_prefix("rank").and_then(number).is_some() => {
+                        step_dir_number(step)
+                    }
+                    [step, ..] => step_dir_number(step),
+                    [] => None,
+                };
+                return DumpLocation {
                     device_id: u32::try_from(device).ok(),
+                    step_path,
                     time_dir: Some(parts[n - 2].clone()),
-                    ..Location::default()
+                    ..DumpLocation::default()
                 };
             }
         }
-        Location::default()
+        DumpLocation::default()
     }
 }
 
@@ -182,4 +220,36 @@ fn number(s: &str) -> Option<u64> {
         return None;
     }
     s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_of_graph_single_op_and_per_step_directories() {
+        let of = |p: &str| DumpLocation::of(Path::new(p));
+        let graph = of("/d/20240101000000/3/net/1/17");
+        assert_eq!(
+            (graph.device_id, graph.model_id, graph.step, graph.step_path),
+            (Some(3), Some(1), Some(17), None)
+        );
+        assert_eq!(graph.model_name.as_deref(), Some("net"));
+        let single = of("/d/20240101000000/0");
+        assert_eq!((single.device_id, single.step, single.step_path), (Some(0), None, None));
+        assert_eq!(of("/r/.dump/step12/20240101000000/0").step_path, Some(12));
+        assert_eq!(of("/dump/step_4/rank1/20240101000000/1").step_path, Some(4), "msprobe's layout");
+        assert_eq!(of("/dump/steps/20240101000000/1").step_path, None);
+        assert_eq!(of("/dump/step4x/20240101000000/1").step_path, None);
+        assert_eq!(
+            of("/dump/step2/other/20240101000000/1").step_path,
+            None,
+            "only a rank dir may sit between"
+        );
+        assert_eq!(of("/d/2024/0"), DumpLocation::default(), "not a dump time directory");
+        assert_eq!(
+            (step_dir_number("step7"), step_dir_number("step"), step_dir_number("stepx")),
+            (Some(7), None, None)
+        );
+    }
 }

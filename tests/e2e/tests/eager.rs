@@ -95,8 +95,28 @@ fn a_kernel_capture_against_an_api_level_benchmark_names_the_culprits_api() {
         record(m, &run, &[("ACCUTRACE_MODE", "tensor")], &[]);
         sim_bench_as(m, STEPS, &dir.path().join(bench), "msprobe");
     }
-    let (code, v) =
+    // The same eager run dumped to disk by the runtime (no collector): single-operator files with no step.
+    let dump = dir.path().join("dump");
+    let config = dump_config(dir.path(), "acl.json", &dump, "");
+    let out = Command::new(sim_train_bin())
+        .args(["--eager", "--steps", &STEPS.to_string(), "--model", path_str(&model), "--lib"])
+        .arg(runtime_lib())
+        .arg("--acl-config")
+        .arg(&config)
+        .output()
+        .expect("run sim-train");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, from_capture) =
         analyzer_json(&["compare", path_str(&dir.path().join("run")), path_str(&dir.path().join("bench"))]);
+    let (dump_code, from_dump) =
+        analyzer_json(&["compare", path_str(&dump), path_str(&dir.path().join("bench"))]);
+    // The dump's steps are inferred (and said); its answer is the capture's.
+    assert!(from_dump["warnings"].to_string().contains("steps INFERRED"), "{}", from_dump["warnings"]);
+    assert_eq!(dump_code, code);
+    for key in ["first_diverging_api", "culprit", "api_calls", "unmatched_target", "unmatched_bench"] {
+        assert_eq!(from_dump[key], from_capture[key], "{key}");
+    }
+    let v = from_capture;
     assert_eq!(code, 1, "{v}");
     let first = &v["first_diverging_api"];
     assert!(first["api"].as_str().unwrap().starts_with("Functional.gelu.0."), "{first}");
