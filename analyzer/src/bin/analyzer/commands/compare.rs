@@ -28,12 +28,14 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         progress: !args.no_progress,
     };
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
+    if comparison.refused.is_some() || comparison.rows.is_empty() {
+        // Nothing to report on: what the sources miss (often the reason) goes out with the error.
+        comparison.problems.lead(&mut std::io::stderr().lock())?;
+    }
     if let Some(why) = &comparison.refused {
         anyhow::bail!("{} vs {}: {why}", args.target.display(), args.bench.display());
     }
     if comparison.rows.is_empty() {
-        // Nothing to report on: what the sources miss (often the reason) goes out with the error.
-        comparison.problems.lead(&mut std::io::stderr().lock())?;
         anyhow::bail!(
             "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
              with `target_name,bench_name` lines",
