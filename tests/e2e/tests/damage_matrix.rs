@@ -1,7 +1,8 @@
-//! The damage matrix (issue #12): every command against every source kind with each kind of damage done
+//! The damage matrix (issue #12): every command that reads a source (inspect, compare, diff, overflow,
+//! convert, report) against every source kind with each kind of damage done
 //! to one of its files. A damaged input never gets a silent answer that differs from the intact input's:
 //! each cell ends with exit status 2, or an explicit warning (an input-problem lead, a `warning:` line), or
-//! exactly the intact input's answer (JSON report, and for convert the files written) because the command
+//! exactly the intact input's answer (JSON report, convert's files, report's page) because the command
 //! never needed the damaged bytes (a capture's statistics answer `inspect`, its hashes `diff`).
 //!
 //! Some damage no reader can see, and the cells listed in [`UNDETECTABLE`] say why; they must still end
@@ -182,15 +183,38 @@ fn tree_bytes(dir: &Path) -> Files {
         .collect()
 }
 
-/// The five commands on `source` (`intact` as the other side), JSON reports; convert writes into `out`.
-fn commands<'a>(source: &'a str, intact: &'a str, out: &'a str) -> [Vec<&'a str>; 5] {
+/// Every command that reads a source, on `source` (`intact` as the other side), with JSON reports; convert
+/// writes into the directory `out`, report its page to `out.html`.
+fn commands(source: &str, intact: &str, out: &str) -> Vec<Vec<String>> {
+    let page = format!("{out}.html");
     [
         vec!["inspect", source, "--format", "json"],
         vec!["compare", source, intact, "--format", "json"],
         vec!["diff", source, intact, "--format", "json"],
         vec!["overflow", source, "--format", "json"],
         vec!["convert", source, "-o", out, "--format", "json"],
+        vec!["report", source, intact, "-o", &page, "--no-progress"],
     ]
+    .iter()
+    .map(|args| args.iter().map(|a| a.to_string()).collect())
+    .collect()
+}
+
+/// What a command wrote besides its report: convert's directory and report's page, paths made the
+/// intact run's by `normal` where the files are text.
+fn written(out: &Path, normal: impl Fn(&str) -> String) -> Files {
+    let page = PathBuf::from(format!("{}.html", out.display()));
+    let mut files = tree_bytes(out);
+    if page.is_file() {
+        files.push((PathBuf::from("report.html"), std::fs::read(&page).unwrap()));
+        std::fs::remove_file(&page).unwrap();
+    }
+    for (_, bytes) in &mut files {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            *bytes = normal(text).into_bytes();
+        }
+    }
+    files
 }
 
 #[test]
@@ -205,9 +229,12 @@ fn no_damaged_input_gets_a_silent_answer() {
         let clean: Vec<(String, Files)> = commands(i, i, path_str(&clean_out))
             .iter()
             .map(|args| {
-                let (code, stdout, stderr) = analyzer(args);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (code, stdout, stderr) = analyzer(&args);
                 assert!(code == 0 || code == 1, "intact {kind:?} {args:?}: exit {code}\n{stdout}\n{stderr}");
-                (stdout, tree_bytes(&clean_out))
+                let files = written(&clean_out, str::to_string);
+                let _ = std::fs::remove_dir_all(&clean_out);
+                (stdout, files)
             })
             .collect();
         for how in DAMAGES {
@@ -217,12 +244,17 @@ fn no_damaged_input_gets_a_silent_answer() {
             damage(kind, &file, how);
             let out = dir.path().join(format!("{kind:?}-{how:?}-npy"));
             let (c, o) = (path_str(&cell), path_str(&out));
+            // The damaged run's answer with its paths made the intact run's (`out` first: `cell` is its prefix).
+            let normal = |text: &str| text.replace(o, path_str(&clean_out)).replace(c, i);
             for (args, (clean_stdout, clean_files)) in commands(c, i, o).iter().zip(&clean) {
-                let (code, stdout, stderr) = analyzer(args);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (code, stdout, stderr) = analyzer(&args);
                 let crashed = !(0..=2).contains(&code);
                 assert!(!crashed, "{kind:?} {how:?} {args:?}: exit {code}\n{stderr}");
-                let same_answer = stdout.replace(o, path_str(&clean_out)).replace(c, i) == *clean_stdout
-                    && tree_bytes(&out) == *clean_files;
+                // report's standard output only names its page and the page's size, which moves with the
+                // length of the paths in it: the page itself is the answer.
+                let same_stdout = args[0] == "report" || normal(&stdout) == *clean_stdout;
+                let same_answer = same_stdout && written(&out, normal) == *clean_files;
                 let ok = code == 2 || warned(&stdout, &stderr) || same_answer;
                 let verdict = match (ok, UNDETECTABLE.contains(&(kind, how))) {
                     (true, _) => "ok",
