@@ -30,7 +30,12 @@ for (const level of ["error", "warn"]) {
   const original = console[level];
   console[level] = (...args) => { __check.errors.push("console." + level + ": " + args.join(" ")); original(...args); };
 }
-addEventListener("load", () => setTimeout(() => {
+addEventListener("load", () => {
+  // The whole page laid out (reading a size forces layout): what a reader waits for.
+  __check.layout_ms = (document.body.offsetHeight, performance.now());
+  setTimeout(check, 200);
+});
+function check() {
   const out = __check;
   out.requests = performance.getEntriesByType("resource").map((r) => r.name);
   const measure = (svg) => {
@@ -86,7 +91,7 @@ addEventListener("load", () => setTimeout(() => {
   pre.id = "accutrace-check";
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
-}, 200));
+}
 </script>"""
 
 BROWSER_FLAGS = [
@@ -207,7 +212,7 @@ def check(browser, page, failures):
     f = found["filter"]
     if f is not None and not (f["all_match"] and f["kept_source_row"] and f["restored"] and (f["shown"] < f["rows"] or f["rows"] < 2)):
         fail(f"filtering {f['table']} failed: {f}")
-    print(f"{name}: {len(plots)} plots drawn, sorted {s and s['rows']} rows, filtered {f and f['rows']} -> "
+    print(f"{name}: loaded and laid out in {found['layout_ms']:.0f} ms, {len(plots)} plots drawn, sorted {s and s['rows']} rows, filtered {f and f['rows']} -> "
           f"{f and f['shown']}, screenshot {width}x{height} with {page_ink:.0%} ink, "
           f"{len(found['errors'])} errors, {len(found['requests'])} requests")
     return s is not None, f is not None
