@@ -5,7 +5,8 @@
 //! The names of the ops carry the structure: the loss is the last one-element output of an op named like a
 //! loss, a gradient is the input of an optimizer op (`Apply*`) shaped like the parameter it updates, and a
 //! layer is the `layer_N` / `layers.N` / `blocks.N` part of a name (else the name's first part after
-//! `model/`), split into forward, backward (`gradients/`, `.backward`) and update (`optimizer/`, `Apply*`).
+//! `model/`; an eager kernel's name, `MatMulV2_13`, gives its type), split into forward, backward
+//! (`gradients/`, `.backward`) and update (`optimizer/`, `Apply*`).
 
 use crate::filter::Filter;
 use crate::index::{Index, IndexedOp, OpId, TensorId};
@@ -120,6 +121,11 @@ pub fn layer_of(name: &str) -> String {
                 return format!("{}.{}", parts[i - 1], part);
             }
         }
+    }
+    // An eager kernel's name carries no layer (`MatMulV2_13`, a per-type counter): its type is the row.
+    if parts.len() == 1 {
+        let counter = name.trim_end_matches(|c: char| c.is_ascii_digit());
+        return counter.strip_suffix('_').filter(|t| !t.is_empty()).unwrap_or(name).to_string();
     }
     const SKIP: [&str; 6] = ["model", "gradients", "optimizer", "Module", "Functional", "Tensor"];
     parts.iter().find(|p| !SKIP.contains(p)).map_or_else(|| name.to_string(), |p| p.to_string())
@@ -245,7 +251,8 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         grad_norms.push(Line { name: "global".into(), points });
         let mut layers: Vec<(String, BTreeMap<u64, f64>)> = layer_grad_sq.into_iter().collect();
         layers.sort_by_key(|(layer, _)| layer_first[layer]);
-        for (layer, by_step) in layers {
+        // One layer's line would only repeat the global one.
+        for (layer, by_step) in layers.into_iter().filter(|_| layer_first.len() > 1) {
             let points = by_step.into_iter().map(|(s, sq)| (s, sq.sqrt())).collect();
             grad_norms.push(Line { name: layer, points });
         }
@@ -312,5 +319,8 @@ mod tests {
         assert_eq!(layer_of("optimizer/model/ln_f/gamma/ApplyAdam"), "ln_f");
         // A number that is not a layer's stays part of the name.
         assert_eq!(layer_of("model/fc1/MatMul"), "fc1");
+        // Eager kernels are grouped by type.
+        assert_eq!(layer_of("MatMulV2_13"), "MatMulV2");
+        assert_eq!(layer_of("ApplyAdamD_0"), "ApplyAdamD");
     }
 }

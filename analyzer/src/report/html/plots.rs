@@ -386,7 +386,7 @@ fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
     for (i, (_, svg, caption)) in maps.iter().enumerate() {
         page.push_str(&format!(
             "<div class=\"map\" data-map=\"{i}\"><div class=\"frame\">{svg}</div><figcaption>{} Rows are layers \
-             (from op names) in the order they first run, forward, then backward, then the optimizer's update; \
+             (from op names; op types for eager kernels, whose names carry no layer) in the order they first run, forward, then backward, then the optimizer's update; \
              hover a cell for its value. Long runs merge adjacent steps or rows, keeping the largest value.</figcaption></div>",
             escape(caption)
         ));
