@@ -43,6 +43,20 @@ pub struct FailingOp {
     pub inputs_unverified: Option<String>,
 }
 
+impl FailingOp {
+    /// Why this op, the first that fails, cannot be named the culprit (the reports' NO CLEAN CULPRIT).
+    pub fn why_not_culprit(&self) -> String {
+        match &self.inputs_unverified {
+            Some(reason) => format!("cannot be blamed: {reason}"),
+            None => {
+                "already has failing inputs: the difference comes from data fed to the model or from ops \
+                     that were not dumped"
+                    .to_string()
+            }
+        }
+    }
+}
+
 /// What the comparison says about one input of a failing op.
 enum InputEvidence {
     /// Compared and passes, or produced by an op whose compared outputs pass.
@@ -132,6 +146,21 @@ impl Comparison<'_> {
 }
 
 impl Comparison<'_> {
+    /// What the reports call failing op `i` (an index into `failing_ops`): the culprit, an op that fails
+    /// while its inputs pass or are unverified, or one that only propagates a failure.
+    pub fn failing_tag(&self, i: usize) -> &'static str {
+        let f = &self.failing_ops[i];
+        if Some(i) == self.culprit {
+            "culprit"
+        } else if f.inputs_pass {
+            "fails, inputs pass"
+        } else if f.inputs_unverified.is_some() {
+            "fails, inputs unverified"
+        } else {
+            "propagates"
+        }
+    }
+
     /// Findings when some op fails.
     pub fn outcome(&self) -> Outcome {
         if self.failing_ops.is_empty() {

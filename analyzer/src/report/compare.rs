@@ -102,14 +102,7 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
         None if !c.failing_ops.is_empty() => {
             let first = &c.failing_ops[0];
             let op = &index.ops[first.op];
-            let why = match &first.inputs_unverified {
-                Some(reason) => format!("cannot be blamed: {reason}"),
-                None => {
-                    "already has failing inputs: the difference comes from data fed to the model or from \
-                         ops that were not dumped"
-                        .to_string()
-                }
-            };
+            let why = first.why_not_culprit();
             writeln!(
                 out,
                 "{}: the first failing op, {} [{}] (step {}), {why}",
@@ -253,15 +246,7 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
         writeln!(out, "\nFailing ops in execution order ({}):", c.failing_ops.len())?;
         for (i, f) in c.failing_ops.iter().enumerate().take(if all { usize::MAX } else { 30 }) {
             let op = &index.ops[f.op];
-            let tag = if Some(i) == c.culprit {
-                "culprit"
-            } else if f.inputs_pass {
-                "fails, inputs pass"
-            } else if f.inputs_unverified.is_some() {
-                "fails, inputs unverified"
-            } else {
-                "propagates"
-            };
+            let tag = c.failing_tag(i);
             writeln!(out, "  step {:<4} {:<56} {:<18} {}", op.step, op.name, op.op_type, tag)?;
         }
         if !all && c.failing_ops.len() > 30 {

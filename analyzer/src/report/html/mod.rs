@@ -168,14 +168,7 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
         None if !c.failing_ops.is_empty() => {
             let first = &c.failing_ops[0];
             let op = &index.ops[first.op];
-            let why = match &first.inputs_unverified {
-                Some(reason) => format!("cannot be blamed: {reason}"),
-                None => {
-                    "already has failing inputs: the difference comes from data fed to the model or from \
-                         ops that were not dumped"
-                        .into()
-                }
-            };
+            let why = first.why_not_culprit();
             page.push_str(&format!(
                 "<p class=\"verdict warn\"><b>NO CLEAN CULPRIT</b>: the first failing op, <a href=\"#failing-0\"><code>{}</code></a> [{}] \
                  (step {}), {}</p>",

@@ -105,15 +105,7 @@ fn failing_ops(page: &mut String, c: &Comparison<'_>) {
         .take(MAX_ROWS)
         .map(|(i, f)| {
             let op = &index.ops[f.op];
-            let verdict = if Some(i) == c.culprit {
-                "culprit"
-            } else if f.inputs_pass {
-                "fails, inputs pass"
-            } else if f.inputs_unverified.is_some() {
-                "fails, inputs unverified"
-            } else {
-                "propagates"
-            };
+            let verdict = c.failing_tag(i);
             let worst = |get: &dyn Fn(usize) -> Option<f64>| {
                 f.failing_rows.iter().filter_map(|&r| get(r)).fold(f64::NAN, f64::max)
             };
