@@ -92,6 +92,8 @@ pub struct DiffReport {
     /// What the runs miss and which tensors could not be read (neither identical nor different): they
     /// lead the report.
     pub input_problems: InputProblems,
+    /// What each run said about itself (`run1: ...`: steps it inferred, files it skipped); no verdict.
+    pub warnings: Vec<String>,
 }
 
 impl DiffReport {
@@ -191,6 +193,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         unmatched_run1,
         unmatched_run2,
         input_problems,
+        warnings: i1.warnings_of("run1").chain(i2.warnings_of("run2")).collect(),
     })
 }
 

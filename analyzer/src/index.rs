@@ -187,6 +187,15 @@ impl Reorder {
 }
 
 impl Index {
+    /// This index's warnings, each prefixed with the side it describes (`target: ...`), for the report of a
+    /// command that reads two sources.
+    pub fn warnings_of(&self, side: &str) -> impl Iterator<Item = String> + '_ {
+        let side = side.to_string();
+        self.warnings.iter().map(move |w| format!("{side}: {w}"))
+    }
+}
+
+impl Index {
     /// Adds an op with no tensors yet, about which the source knows no launch; returns its id.
     pub fn push_op(&mut self, name: String, op_type: String, step: u64, rank: u32) -> OpId {
         self.push_op_at(name, op_type, step, rank, None)

@@ -99,6 +99,8 @@ pub struct OverflowReport {
     pub tensors_without_statistics: usize,
     /// What the run misses and which tensors could not be read: they lead the report.
     pub input_problems: InputProblems,
+    /// What the run said about itself (steps it inferred, files it skipped); no verdict.
+    pub warnings: Vec<String>,
 }
 
 impl OverflowReport {
@@ -120,6 +122,7 @@ pub fn overflow(source: &dyn Source, filter: &Filter) -> OverflowReport {
     let stats = gather_stats(source, &ops, &mut problems);
     let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
     report.input_problems = problems;
+    report.warnings = index.warnings.clone();
     report
 }
 
@@ -245,6 +248,7 @@ fn analyse(
         unattributed_device_records: unattributed,
         tensors_without_statistics: without_stats,
         input_problems: InputProblems::default(),
+        warnings: Vec::new(),
     }
 }
 

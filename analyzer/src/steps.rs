@@ -103,13 +103,19 @@ pub fn resolve_capture_steps(
     }
     unknown.sort_by_cached_key(|(id, o)| (o.launch(), *id));
     let ids: Vec<OpId> = unknown.iter().map(|(id, _)| *id).collect();
-    infer_steps(index, &ids, stream);
+    infer_steps(
+        index,
+        &ids,
+        stream,
+        "no Python hook and no ACCUTRACE_STEP_MARKER told them; `analyzer record` installs the hook, or set \
+         ACCUTRACE_STEP_MARKER for exact steps",
+    );
 }
 
 /// Gives `ops` (one stream's ops that nothing told a step, in execution order) the steps inferred from the
 /// period of their op types, and says in `index.warnings` that it did (or that the sequence does not
-/// repeat: they keep step 0).
-pub fn infer_steps(index: &mut Index, ops: &[OpId], stream: &str) {
+/// repeat: they keep step 0), with `how_to_know`: how the user gets exact steps.
+pub fn infer_steps(index: &mut Index, ops: &[OpId], stream: &str, how_to_know: &str) {
     if ops.is_empty() {
         return;
     }
@@ -123,8 +129,7 @@ pub fn infer_steps(index: &mut Index, ops: &[OpId], stream: &str) {
             let prefix: Vec<&str> = types[..inferred.prefix_len.min(4)].to_vec();
             index.warnings.push(format!(
                 "{stream}: steps INFERRED from the period of the op sequence: {} steps, each starting with \
-                 {} (no Python hook and no ACCUTRACE_STEP_MARKER told them; `analyzer record` installs the \
-                 hook, or set ACCUTRACE_STEP_MARKER for exact steps)",
+                 {} ({how_to_know})",
                 inferred.starts.len(),
                 prefix.join(", ")
             ));

@@ -188,8 +188,7 @@ pub fn compare<'a>(
     let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
     warnings.extend(matching.warnings.iter().cloned());
     // What each source said about itself (steps it inferred, files it skipped).
-    warnings.extend(ti.warnings.iter().map(|w| format!("target: {w}")));
-    warnings.extend(bi.warnings.iter().map(|w| format!("benchmark: {w}")));
+    warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
     if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
         return Comparison {
             target,

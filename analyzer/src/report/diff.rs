@@ -11,6 +11,7 @@ use std::io::Write;
 pub fn write(r: &DiffReport, format: Format, to: &Destination<'_>) -> Result<()> {
     let mut out = Output::open(to.output)?;
     super::lead(&r.input_problems, format == Format::Table, to.output.is_some(), &mut out)?;
+    super::lead_warnings(&r.warnings, format == Format::Table, to, &mut out)?;
     match format {
         Format::Json => write_json(&mut out, "diff", r)?,
         Format::Csv => write_csv(&mut out, r)?,

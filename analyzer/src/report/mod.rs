@@ -137,6 +137,30 @@ pub fn lead(
     Ok(())
 }
 
+/// Puts the warnings (what the sources said about themselves: steps they inferred, files they skipped) where
+/// [`lead`] puts the input problems, one `WARNING:` line each; they change no exit status. JSON reports also
+/// carry them as `warnings`.
+pub fn lead_warnings(
+    warnings: &[String],
+    table: bool,
+    to: &Destination<'_>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let write = |out: &mut dyn std::io::Write, colour: bool| -> std::io::Result<()> {
+        for w in warnings {
+            writeln!(out, "{}: {w}", paint("WARNING", "1;33", colour))?;
+        }
+        Ok(())
+    };
+    if table {
+        write(out, to.paints())?;
+    }
+    if !table || to.output.is_some() {
+        write(&mut std::io::stderr().lock(), to.colour.for_stderr())?;
+    }
+    Ok(())
+}
+
 /// A number in at most 11 characters: plain when readable, scientific otherwise.
 pub fn fmt_num(x: f64) -> String {
     if x.is_nan() {

@@ -10,6 +10,7 @@ use std::io::Write;
 pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> Result<()> {
     let mut out = Output::open(to.output)?;
     super::lead(&report.input_problems, format == Format::Table, to.output.is_some(), &mut out)?;
+    super::lead_warnings(&report.warnings, format == Format::Table, to, &mut out)?;
     match format {
         Format::Json => write_json(&mut out, "overflow", report)?,
         Format::Csv => {

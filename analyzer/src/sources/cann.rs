@@ -157,7 +157,10 @@ impl CannDumpSource {
         for (rank, mut ops) in stepless {
             ops.sort_by_key(|&op| (index.ops[op].launch, op));
             let stream = format!("{} device {rank}", root.display());
-            steps::infer_steps(&mut index, &ops, &stream);
+            let how =
+                "CANN's single-operator dumps carry no step; set the dump path to step{N}/ at each step, as \
+                       msprobe does, for exact steps";
+            steps::infer_steps(&mut index, &ops, &stream, how);
         }
         // CANN makes overflow detection exclusive with the data dump: with op-debug files, the tensor files
         // are those of the overflowing ops alone.

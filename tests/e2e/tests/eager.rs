@@ -116,6 +116,10 @@ fn a_kernel_capture_against_an_api_level_benchmark_names_the_culprits_api() {
     for key in ["first_diverging_api", "culprit", "api_calls", "unmatched_target", "unmatched_bench"] {
         assert_eq!(from_dump[key], from_capture[key], "{key}");
     }
+    // The capture is the runtime's own dump, bit for bit; diff says which run's steps were inferred.
+    let (diff_code, d) = analyzer_json(&["diff", path_str(&dir.path().join("run")), path_str(&dump)]);
+    assert_eq!((diff_code, d["verdict"].as_str()), (0, Some("identical")), "{d}");
+    assert!(d["warnings"].to_string().contains("run2: ") && d["warnings"].to_string().contains("INFERRED"));
     let v = from_capture;
     assert_eq!(code, 1, "{v}");
     let first = &v["first_diverging_api"];
