@@ -75,7 +75,7 @@ fn main() {
         let source = source.unwrap();
         let mut found = None;
         let listed =
-            seconds(|| found = Some(analyzer::inspect::inspect(source.as_ref(), &Filter::default())));
+            seconds(|| found = Some(analyzer::inspect::inspect(source.as_ref(), &Filter::default(), false)));
         let found = found.unwrap();
         assert_eq!(found.ops.iter().map(|o| o.tensors.len()).sum::<usize>(), n);
         assert!(found.input_problems.is_empty());

@@ -5,6 +5,7 @@ use crate::filter::Filter;
 use crate::index::TensorId;
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
+use crate::progress::Progress;
 use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
 use rayon::prelude::*;
@@ -48,15 +49,20 @@ impl Inspection {
     }
 }
 
-/// The ops of `source` that `filter` keeps, in execution order, with their tensors.
-pub fn inspect(source: &dyn Source, filter: &Filter) -> Inspection {
+/// The ops of `source` that `filter` keeps, in execution order, with their tensors (`progress`: a bar on
+/// stderr, when it is a terminal, while they are read).
+pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspection {
     let index = source.index();
     let ops = filter.op_ids(index);
+    let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
+    let bar = Progress::new("inspect", total as u64, !progress);
     let rows: Vec<OpRow> = ops
         .par_iter()
         .map(|&o| {
             let op = &index.ops[o];
-            let tensors = op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source, t)).collect();
+            let tensors: Vec<TensorRow> =
+                op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source, t)).collect();
+            bar.inc(tensors.len() as u64);
             OpRow {
                 name: op.name.clone(),
                 op_type: op.op_type.clone(),
@@ -66,6 +72,7 @@ pub fn inspect(source: &dyn Source, filter: &Filter) -> Inspection {
             }
         })
         .collect();
+    bar.finish();
     let mut input_problems = InputProblems::of_sources(&[source]);
     for op in &rows {
         for t in op.tensors.iter().filter(|t| t.error.is_some()) {

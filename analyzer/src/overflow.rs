@@ -7,6 +7,7 @@ use crate::filter::Filter;
 use crate::index::{Index, OpId, TensorId};
 use crate::outcome::Outcome;
 use crate::problems::InputProblems;
+use crate::progress::Progress;
 use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
 use rayon::prelude::*;
@@ -115,27 +116,33 @@ impl OverflowReport {
 }
 
 /// The overflow analysis of the ops of `source` that `filter` keeps.
-pub fn overflow(source: &dyn Source, filter: &Filter) -> OverflowReport {
+/// `progress`: a bar on stderr (when it is a terminal) while tensors without stored statistics are decoded.
+pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> OverflowReport {
     let index = source.index();
     let ops = filter.op_ids(index);
     let mut problems = InputProblems::of_sources(&[source]);
-    let stats = gather_stats(source, &ops, &mut problems);
+    let stats = gather_stats(source, &ops, &mut problems, progress);
     let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
     report.input_problems = problems;
     report.warnings = index.warnings.clone();
     report
 }
 
-/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel). A tensor that
-/// cannot be read is an input problem.
+/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel, with a progress
+/// bar on stderr when `progress` and it is a terminal). A tensor that cannot be read is an input problem.
 pub fn gather_stats(
     source: &dyn Source,
     ops: &[OpId],
     problems: &mut InputProblems,
+    progress: bool,
 ) -> BTreeMap<TensorId, TensorStats> {
     let index = source.index();
     let tensors: Vec<TensorId> =
         ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
+    let to_decode =
+        tensors.iter().filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data);
+    let to_decode = to_decode.count() as u64;
+    let bar = Progress::new("statistics", to_decode, !progress || to_decode == 0);
     let found: Vec<(TensorId, anyhow::Result<TensorStats>)> = tensors
         .par_iter()
         .filter_map(|&t| {
@@ -148,9 +155,11 @@ pub fn gather_stats(
             }
             let mut values = Vec::new();
             let read = source.read_values(t, &mut values);
+            bar.inc(1);
             Some((t, read.map(|()| TensorStats::of_f32(&values, info.dtype))))
         })
         .collect();
+    bar.finish();
     let mut stats = BTreeMap::new();
     for (t, found) in found {
         match found {

@@ -147,12 +147,12 @@ fn names_a_loss(op: &IndexedOp) -> bool {
     lossy && !name.contains("grad") && !name.contains("scale") && !name.contains("backward")
 }
 
-/// The series of the ops `filter` keeps.
-pub fn series(source: &dyn Source, filter: &Filter) -> RunSeries {
+/// The series of the ops `filter` keeps (`progress`: a bar on stderr while statistics are decoded).
+pub fn series(source: &dyn Source, filter: &Filter, progress: bool) -> RunSeries {
     let index = source.index();
     let ops = filter.op_ids(index);
     let mut problems = InputProblems::of_sources(&[source]);
-    let stats = gather_stats(source, &ops, &mut problems);
+    let stats = gather_stats(source, &ops, &mut problems, progress);
     RunSeries { problems, ..build(index, &ops, &stats) }
 }
 

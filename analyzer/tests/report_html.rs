@@ -199,8 +199,8 @@ fn a_large_run_makes_a_page_under_five_megabytes() {
     let filter = Filter::default();
     let comparison = compare(&target, &bench, &CompareOptions::default());
     assert!(comparison.refused.is_none(), "{:?}", comparison.refused);
-    let overflowed = overflow(&target, &filter);
-    let target_series = series(&target, &filter);
+    let overflowed = overflow(&target, &filter, false);
+    let target_series = series(&target, &filter, false);
     let findings = Findings {
         target: &target,
         bench: Some(&bench),

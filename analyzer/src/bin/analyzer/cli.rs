@@ -266,6 +266,9 @@ pub struct InspectArgs {
     /// The same as `--format json` (contract version 1's spelling).
     #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
+    /// No progress bar on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -337,6 +340,9 @@ pub struct OverflowArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress bar on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]

@@ -11,7 +11,7 @@ pub fn run(args: InspectArgs) -> Result<Outcome> {
     let source = sources::open(&args.path)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.path)?;
-    let found = inspect(source.as_ref(), &filter);
+    let found = inspect(source.as_ref(), &filter, !args.no_progress);
     let format = if args.json { Format::Json } else { args.report.format };
     let written =
         report::inspect::write(source.as_ref(), &found, format.into(), args.report.output.as_deref());

@@ -11,7 +11,7 @@ pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     let source = sources::open(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
-    let found = overflow(source.as_ref(), &filter);
+    let found = overflow(source.as_ref(), &filter, !args.no_progress);
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::overflow::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))

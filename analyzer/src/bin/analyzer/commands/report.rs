@@ -19,7 +19,9 @@ use anyhow::{Context, Result};
 use std::io::Write;
 
 pub fn run(args: ReportArgs) -> Result<Outcome> {
-    let mut stages = Stages::new("report", 6, args.no_progress);
+    // Reading, overflow, series and the page's three parts; with a benchmark, compare and diff too.
+    let total = if args.bench.is_some() { 8 } else { 6 };
+    let mut stages = Stages::new("report", total, args.no_progress);
     stages.start("reading the runs");
     let target = sources::open(&args.target)?;
     let bench = args.bench.as_deref().map(sources::open).transpose()?;
@@ -62,10 +64,12 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         diff(target.as_ref(), bench, &options).map_err(|e| format!("{e:#}"))
     });
     stages.start("looking for overflows");
-    let overflowed = overflow(target.as_ref(), &filter);
+    let overflowed = overflow(target.as_ref(), &filter, !args.no_progress);
     stages.start("reading the series over steps");
-    let (target_series, bench_series) =
-        rayon::join(|| series(target.as_ref(), &filter), || bench.map(|b| series(b, &filter)));
+    let (target_series, bench_series) = rayon::join(
+        || series(target.as_ref(), &filter, !args.no_progress),
+        || bench.map(|b| series(b, &filter, !args.no_progress)),
+    );
 
     // What every engine found missing or unreadable, once each: the sources' own problems, then compare's
     // refusal, then the tensors compare, overflow and the series could not read.
