@@ -124,6 +124,7 @@ pub fn standalone(cfg: Config) -> Result<&'static Pipeline, String> {
 fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, String> {
     // First what is most likely to fail under the job's limits (`ulimit -v`): then nothing is on disk yet.
     let pool = SlotPool::new(cfg.slots, cfg.slot_size)?;
+    crate::limits::threads_within_process_limit(cfg.writers)?;
     std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("cannot create {}: {e}", cfg.dir.display()))?;
     let run_dir = cfg.dir.canonicalize().map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
     let mut cfg = cfg;

@@ -7,8 +7,10 @@
 //!   kernel's SIGXFSZ from killing the job).
 //! - Memory (`RLIMIT_AS`, `RLIMIT_DATA`): the slot pool is allocated fallibly; no allocation failure at
 //!   start aborts the process.
-//! - `RLIMIT_NPROC` / threads: a writer thread that cannot start makes the collector inactive; the helper
-//!   that prepares segments ahead is optional.
+//! - `RLIMIT_NPROC` / threads (`ulimit -u`, counted over every process of the user): the collector stays
+//!   inactive when its threads would eat into what the job may still want (one thread per CPU, what a
+//!   thread pool takes) [`threads_within_process_limit`]; a writer thread that cannot start anyway makes it
+//!   inactive; the helper that prepares segments ahead is optional.
 //! - `RLIMIT_NOFILE`: segments are mapped and their descriptors closed at once; the collector keeps 4
 //!   descriptors open for its life (the SIGTERM pipes), all close-on-exec.
 
@@ -49,6 +51,68 @@ pub fn segment_size_within_file_limit(configured: u64) -> u64 {
     fitted
 }
 
+/// Threads the collector starts: each writer, its segment-preparing helper, and the SIGTERM watcher.
+pub fn collector_threads(writers: usize) -> u64 {
+    2 * writers as u64 + 1
+}
+
+/// Whether `needed` more threads leave the job its room under `limit` (RLIMIT_NPROC) when the user runs
+/// `running` threads now: the job keeps `reserve` (its thread pool, still to come) on top.
+pub fn thread_room(limit: Option<u64>, running: u64, needed: u64, reserve: u64) -> Result<(), String> {
+    match limit {
+        Some(limit) if running.saturating_add(needed).saturating_add(reserve) > limit => Err(format!(
+            "cannot start its {needed} threads within the limit of {limit} processes and threads (ulimit -u): \
+             the user runs {running}, and the job may want {reserve} more (one per CPU)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The soft `RLIMIT_NPROC` when Linux holds this process to it: `None` when unlimited, unknown, or for
+/// root (exempt).
+fn thread_limit() -> Option<u64> {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        return None;
+    }
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the limit into a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    Some(limit.rlim_cur)
+}
+
+/// Threads of this process's real user, over every process of the machine (`/proc/*/status`), which is
+/// what RLIMIT_NPROC counts.
+fn user_threads() -> u64 {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let mut total = 0;
+    for entry in dir.flatten() {
+        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+        if field("Uid:").and_then(|v| v.split_whitespace().next()) == Some(uid.as_str()) {
+            total += field("Threads:").and_then(|v| v.parse::<u64>().ok()).unwrap_or(1);
+        }
+    }
+    total
+}
+
+/// [`thread_room`] for `writers` writer threads in this process, under its limit (the machine's processes
+/// are counted only when a limit applies).
+pub fn threads_within_process_limit(writers: usize) -> Result<(), String> {
+    let Some(limit) = thread_limit() else { return Ok(()) };
+    let reserve = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    thread_room(Some(limit), user_threads(), collector_threads(writers), reserve)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +124,14 @@ mod tests {
         assert_eq!(fit_segment_size(64 << 20, Some((32 << 20) + 5)), 32 << 20);
         assert_eq!(fit_segment_size(1 << 20, Some(32 << 20)), 1 << 20, "already within");
         assert_eq!(fit_segment_size(1 << 20, Some(100)), 1 << 20, "below any segment: creation reports it");
+    }
+
+    #[test]
+    fn threads_start_only_with_room_left_for_the_job() {
+        assert!(thread_room(None, 10_000, 3, 2).is_ok(), "no limit");
+        assert!(thread_room(Some(100), 10, 3, 2).is_ok());
+        let refused = thread_room(Some(6), 2, 3, 2).unwrap_err();
+        assert!(refused.contains("3 threads") && refused.contains("limit of 6"), "{refused}");
+        assert!(thread_room(Some(u64::MAX - 1), u64::MAX, 3, 2).is_err(), "saturating, never wrapping");
     }
 }

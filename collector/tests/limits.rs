@@ -146,3 +146,60 @@ fn a_run_directory_that_cannot_be_created_leaves_the_job_alone() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("cannot create") && lines[0].contains("inactive"), "{}", lines[0]);
 }
+
+/// Runs `cmd` with at most `threads` processes and threads for its user (RLIMIT_NPROC). Linux does not
+/// hold root to that limit, so as root the child drops to the unprivileged `nobody` (65534), which runs
+/// nothing else here.
+fn with_thread_limit(mut cmd: Command, threads: u64) -> Output {
+    // SAFETY: the closure runs in the forked child before exec and only calls setrlimit, geteuid, setgid
+    // and setuid (async-signal-safe).
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit { rlim_cur: threads, rlim_max: threads };
+            if libc::setrlimit(libc::RLIMIT_NPROC, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::geteuid() == 0 && (libc::setgid(65534) != 0 || libc::setuid(65534) != 0) {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn too_few_threads_leave_the_job_unchanged() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        // Without root the limit would count every process of this user on the machine (other builds):
+        // no number would mean "what the job needs", so this test needs to run the job as another user.
+        eprintln!("too_few_threads_leave_the_job_unchanged: not root, cannot run the job as nobody; not run");
+        return;
+    }
+    let s = Scratch::new("{}");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.path(""), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The fewest threads the job itself needs: at that limit the collector has none to spare.
+    let need = (1..=32)
+        .find(|&n| with_thread_limit(s.command(1, None, false, &[]), n).status.success())
+        .expect("sim-train runs with 32 threads");
+    let plain = with_thread_limit(s.command(1, None, false, &[]), need);
+    for limit in [need, need + 1, need + 16] {
+        let run = s.path(&format!("run{limit}"));
+        let e = env(&[("ACCUTRACE_DIR", run.to_str().unwrap())]);
+        let out = with_thread_limit(s.command(1, None, true, &e), limit);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), stdout(&plain), "limit {limit} (job alone needs {need}): training changed");
+        let lines = collector_lines(&out);
+        if limit < need + 16 {
+            // No room for the collector's threads beside the job's: it stays out, and says so.
+            assert_eq!(lines.len(), 1, "{lines:?}");
+            assert!(lines[0].contains("ulimit -u") && lines[0].contains("inactive"), "{}", lines[0]);
+            assert!(!run.exists(), "an inactive collector creates nothing");
+        } else {
+            assert!(lines.is_empty(), "{lines:?}");
+            assert!(manifest(&run).streams[0].sealed, "limit {limit}: captured and sealed");
+        }
+    }
+}
