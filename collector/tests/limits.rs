@@ -168,6 +168,35 @@ fn with_thread_limit(mut cmd: Command, threads: u64) -> Output {
     cmd.output().unwrap()
 }
 
+/// `sim-train` (steps 1, the scratch model) from copies of the built files inside the scratch directory,
+/// which is opened to everyone: the job may run as `nobody`, who cannot reach a private target directory.
+fn job_as_anyone(s: &Scratch, preload: bool, e: &[(&str, String)]) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = s.path("bin");
+    let a = artifacts();
+    if !bin.is_dir() {
+        std::fs::create_dir(&bin).unwrap();
+        for file in [&a.sim_train, &a.runtime, &a.collector] {
+            std::fs::copy(file, bin.join(file.file_name().unwrap())).unwrap();
+        }
+        for dir in [s.path(""), bin.clone()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+    }
+    let name = |p: &std::path::Path| bin.join(p.file_name().unwrap());
+    let mut cmd = Command::new(name(&a.sim_train));
+    cmd.arg("--model").arg(s.path("model.json")).args(["--steps", "1"]);
+    cmd.env("SIM_ACL_LIB", name(&a.runtime)).env_remove("LD_PRELOAD").current_dir(s.path(""));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("ACCUTRACE_")) {
+        cmd.env_remove(k);
+    }
+    if preload {
+        cmd.env("LD_PRELOAD", name(&a.collector));
+    }
+    cmd.envs(e.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
 #[test]
 fn too_few_threads_leave_the_job_unchanged() {
     // SAFETY: geteuid has no preconditions.
@@ -178,17 +207,15 @@ fn too_few_threads_leave_the_job_unchanged() {
         return;
     }
     let s = Scratch::new("{}");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(s.path(""), std::fs::Permissions::from_mode(0o777)).unwrap();
     // The fewest threads the job itself needs: at that limit the collector has none to spare.
     let need = (1..=32)
-        .find(|&n| with_thread_limit(s.command(1, None, false, &[]), n).status.success())
+        .find(|&n| with_thread_limit(job_as_anyone(&s, false, &[]), n).status.success())
         .expect("sim-train runs with 32 threads");
-    let plain = with_thread_limit(s.command(1, None, false, &[]), need);
+    let plain = with_thread_limit(job_as_anyone(&s, false, &[]), need);
     for limit in [need, need + 1, need + 16] {
         let run = s.path(&format!("run{limit}"));
         let e = env(&[("ACCUTRACE_DIR", run.to_str().unwrap())]);
-        let out = with_thread_limit(s.command(1, None, true, &e), limit);
+        let out = with_thread_limit(job_as_anyone(&s, true, &e), limit);
         assert_ok(&out);
         assert_eq!(stdout(&out), stdout(&plain), "limit {limit} (job alone needs {need}): training changed");
         let lines = collector_lines(&out);
