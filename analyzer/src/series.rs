@@ -63,6 +63,9 @@ pub struct RunSeries {
     pub rank: u32,
     /// The loss per step, and the op it was read from.
     pub loss: Option<(String, Line)>,
+    /// The loss was read as the input of a loss scaler's multiply (no op is named like a loss), not as an
+    /// op's output.
+    pub loss_from_scaler: bool,
     /// The global gradient norm (the root of the sum of the squared per-parameter norms) and one line per
     /// layer; empty when the run dumps no optimizer op.
     pub grad_norms: Vec<Line>,
@@ -197,6 +200,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
 
     let mut loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
+    let mut scaled_loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
     // Per step: the sum of squared parameter-gradient norms, globally and per layer.
     let mut grad_sq: BTreeMap<u64, f64> = BTreeMap::new();
     let mut layer_grad_sq: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
@@ -231,6 +235,8 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
             if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
                 loss.insert(op.step, (o, scalar_value(st)));
             }
+        } else if let Some(value) = loss_being_scaled(op, stats) {
+            scaled_loss.entry(op.step).or_insert((o, value));
         }
         if let Some(norm) = gradient_norm(index, op, stats) {
             *grad_sq.entry(op.step).or_default() += norm * norm;
@@ -241,6 +247,9 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         }
     }
 
+    // Ops named like a loss first; else (eager kernels named by type) the loss a scaler multiplies.
+    let loss_from_scaler = loss.is_empty() && !scaled_loss.is_empty();
+    let loss = if loss_from_scaler { scaled_loss } else { loss };
     let loss = loss.values().next().map(|&(o, _)| {
         let points = loss.iter().map(|(&step, &(_, v))| (step, v)).collect();
         (index.ops[o].name.clone(), Line { name: "loss".into(), points })
@@ -262,6 +271,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         ranks,
         rank,
         loss,
+        loss_from_scaler,
         grad_norms,
         max_abs,
         nonfinite,
@@ -281,6 +291,22 @@ fn scalar_value(st: &TensorStats) -> f64 {
         f64::NEG_INFINITY
     } else {
         st.max
+    }
+}
+
+/// The loss as a loss scaler's multiply reads it: a `Mul` of two one-element inputs, one of them a power of
+/// two of at least 2 (the scale), the other the loss (where eager kernel names say nothing of a loss).
+fn loss_being_scaled(op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+    if op.op_type != "Mul" || op.inputs.len() != 2 {
+        return None;
+    }
+    let a = stats.get(&op.inputs[0]).filter(|st| st.count == 1)?;
+    let b = stats.get(&op.inputs[1]).filter(|st| st.count == 1)?;
+    let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
+    match (scale(a), scale(b)) {
+        (false, true) => Some(scalar_value(a)),
+        (true, false) => Some(scalar_value(b)),
+        _ => None,
     }
 }
 
@@ -308,6 +334,47 @@ fn gradient_norm(index: &Index, op: &IndexedOp, stats: &BTreeMap<TensorId, Tenso
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loss_is_found_by_name_or_as_what_a_scaler_multiplies() {
+        use crate::index::{Io, TensorInfo};
+        use accutrace_formats::DType;
+        let scalar = |v: f32| TensorStats::of_f32(&[v], DType::FLOAT);
+        let mut index = Index::default();
+        let mut stats = BTreeMap::new();
+        // Eager kernels: the loss, then the scaler's multiply (loss x 1024), then a multiply of two scalars
+        // neither of which is a scale.
+        for (step, loss) in [(0u64, 4.5f32), (1, 4.25)] {
+            for (name, inputs) in [("Mul_0", [loss, 1024.0]), ("Mul_1", [3.0, 5.0])] {
+                let op = index.push_op(name.into(), "Mul".into(), step, 0);
+                for (i, v) in inputs.into_iter().enumerate() {
+                    let t = index.push_tensor(TensorInfo {
+                        op,
+                        io: Io::Input,
+                        index: i as u32,
+                        dtype: DType::FLOAT,
+                        shape: vec![],
+                        device_format: None,
+                        device_shape: None,
+                        original_op: None,
+                        stats: None,
+                        hash: None,
+                        label: None,
+                        requires_grad: None,
+                        has_data: true,
+                        locator: 0,
+                    });
+                    stats.insert(t, scalar(v));
+                }
+            }
+        }
+        let ops: Vec<OpId> = (0..index.ops.len()).collect();
+        let found = build(&index, &ops, &stats);
+        assert!(found.loss_from_scaler);
+        let (op, line) = found.loss.expect("a loss");
+        assert_eq!(op, "Mul_0");
+        assert_eq!(line.points, [(0, 4.5), (1, 4.25)]);
+    }
 
     #[test]
     fn layers_come_from_the_names_people_give_them() {

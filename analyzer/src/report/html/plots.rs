@@ -199,7 +199,8 @@ fn loss(page: &mut String, f: &Findings<'_>) {
             page,
             "fig-loss",
             TITLE,
-            "no op named like a loss (loss, cross_entropy, nll) has a one-element output in the target",
+            "no op named like a loss (loss, cross_entropy, nll) has a one-element output in the target, and no \
+             Mul of two one-element inputs scales one by a power of two (a loss scaler)",
         );
     };
     let mut lines = vec![line(&format!("target ({op})"), PALETTE[0], 2.0, as_xy(&target.points))];
@@ -233,6 +234,11 @@ fn loss(page: &mut String, f: &Findings<'_>) {
     let values =
         lines.iter().filter(|l| !l.right).flat_map(|l| l.points.iter().map(|p| p.1)).collect::<Vec<_>>();
     let steps = f.series.steps.iter().map(|&s| s as f64);
+    let read = if f.series.loss_from_scaler {
+        format!("the one-element input of {op} that the loss scaler multiplies (no op is named like a loss)")
+    } else {
+        format!("the one-element output of {op}")
+    };
     let plot = Plot {
         id: "plot-loss".into(),
         x_label: "training step".into(),
@@ -254,7 +260,7 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         TITLE,
         &plot.svg(),
         &format!(
-            "The loss per step on rank {} (blue), read from the one-element output of {op}, against the \
+            "The loss per step on rank {} (blue), read from {read}, against the \
              benchmark's (grey, dashed) when it has one. Green, right axis: the loss scale{scale_source}, \
              where the run dumps it. Shaded steps had an overflow (inf/NaN from finite inputs): a dynamic loss scaler skips \
              their update and halves the scale, so a run of them is a collapsing scale. A triangle on the top \
