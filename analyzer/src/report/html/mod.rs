@@ -122,6 +122,13 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
         ));
         return;
     }
+    if c.rows.is_empty() {
+        page.push_str(
+            "<p class=\"verdict refused\"><b>NOT COMPARED</b>: no tensor of the target matched one of the \
+             benchmark (<a href=\"#problems\">why</a>, <a href=\"#t-unmatched\">unmatched tensors</a>)</p>",
+        );
+        return;
+    }
     let index = c.target.index();
     let failed = c.rows.iter().filter(|r| r.failed).count();
     page.push_str(&format!(

@@ -79,8 +79,23 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             problems.push(p.clone());
         }
     };
-    if let Some(why) = comparison.as_ref().and_then(|c| c.refused.as_ref()) {
-        add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
+    if let Some(c) = &comparison {
+        // A comparison that measured nothing is no pass.
+        let why = match (&c.refused, c.rows.is_empty()) {
+            (Some(why), _) => Some(why.clone()),
+            (None, true) => Some(format!(
+                "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass \
+                 --mapping with `target_name,bench_name` lines",
+                target.root().display(),
+                c.bench.root().display(),
+                target.index().tensors.len(),
+                c.bench.index().tensors.len()
+            )),
+            (None, false) => None,
+        };
+        if let Some(why) = why {
+            add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
+        }
     }
     let diffed_problems = diffed.as_ref().and_then(|d| d.as_ref().ok()).map(|d| &d.input_problems);
     let found = comparison
