@@ -47,9 +47,11 @@ impl Stages {
     /// Announces the next stage.
     pub fn start(&mut self, stage: &str) {
         self.done += 1;
-        if self.shown {
+        if self.shown && self.total > 1 {
             let took = self.since.elapsed().as_secs_f64();
             eprintln!("{}: [{}/{}] {stage} (+{took:.1} s)", self.what, self.done.min(self.total), self.total);
+        } else if self.shown {
+            eprintln!("{}: {stage}", self.what);
         }
         self.since = std::time::Instant::now();
     }

@@ -432,6 +432,9 @@ pub struct RecordArgs {
     /// The form of the summary on standard output (`csv`: one row per stream).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// No progress line on stderr while the capture is read at the end.
+    #[arg(long)]
+    pub no_progress: bool,
     /// The training command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -9,6 +9,7 @@ use crate::cli::{Format, RecordArgs, RecordDumpLevel, RecordMode};
 use accutrace_formats::capture::Policy;
 use accutrace_formats::steps::StepSet;
 use analyzer::outcome::Outcome;
+use analyzer::progress::Stages;
 use analyzer::report;
 use analyzer::report::record::CaptureSummary;
 use anyhow::{bail, Context, Result};
@@ -62,6 +63,8 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
         }
     };
     let code = exit_code(&status);
+    // Indexing a large capture takes a while: say so on a terminal.
+    Stages::new("record", 1, args.no_progress).start("reading what was captured");
     let summary = CaptureSummary::read(&dir);
     if matches!(summary, Ok(None)) {
         // Nothing was captured: the run directory stays as empty as it was made.
