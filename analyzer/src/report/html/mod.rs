@@ -131,6 +131,15 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
     }
     let index = c.target.index();
     let failed = c.rows.iter().filter(|r| r.failed).count();
+    let unmeasured = unmeasured_pairs(c);
+    if unmeasured > 0 {
+        page.push_str(&format!(
+            "<p class=\"verdict warn\"><b>NOT MEASURED</b>: {unmeasured} of {} matched pairs hold no tensor data on one \
+             side (a statistics-mode capture): their values were not compared; record with <code>--mode tensor</code> \
+             to compare them</p>",
+            c.rows.len()
+        ));
+    }
     page.push_str(&format!(
         "<p class=\"verdict info\">compare: {} tensor pairs, {} pass, {} fail; {} target and {} benchmark tensors \
          unmatched (<a href=\"#t-unmatched\">list</a>)</p>",
@@ -185,12 +194,23 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
                 escape(&why)
             ));
         }
-        None if open => page.push_str(
+        None if unmeasured == c.rows.len() => {}
+        None if open || unmeasured > 0 => page.push_str(
             "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
              <a href=\"#problems\">input problems</a> leave the answer open</p>",
         ),
         None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
     }
+}
+
+/// Matched pairs that pass only because nothing was measured: one side holds no tensor data.
+pub fn unmeasured_pairs(c: &Comparison<'_>) -> usize {
+    let (ti, bi) = (c.target.index(), c.bench.index());
+    c.rows
+        .iter()
+        .filter(|r| !r.failed && r.error.is_none())
+        .filter(|r| !ti.tensors[r.target].has_data || r.bench.is_none_or(|b| !bi.tensors[b].has_data))
+        .count()
 }
 
 fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {

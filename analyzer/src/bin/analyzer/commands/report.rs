@@ -96,6 +96,16 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         if let Some(why) = why {
             add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
         }
+        // Pairs without data on a side were not measured: no pass about them, unless diff (one
+        // configuration) answered by content hash.
+        let unmeasured = html::unmeasured_pairs(c);
+        if unmeasured > 0 && !matches!(diffed, Some(Ok(_))) {
+            add(&InputProblem::incomplete(format!(
+                "compare: {unmeasured} of {} matched pairs hold no tensor data on one side (a statistics-mode \
+                 capture) and were not compared; record with --mode tensor",
+                c.rows.len()
+            )));
+        }
     }
     let diffed_problems = diffed.as_ref().and_then(|d| d.as_ref().ok()).map(|d| &d.input_problems);
     let found = comparison
