@@ -172,6 +172,13 @@ fn bad_options_stop_before_the_command_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot run"), "{}", text(&out.stderr));
     assert!(!fresh.exists(), "a failed start left {}", fresh.display());
+    // The same for a name looked up in PATH, and for a file that is not executable.
+    for program in ["no-such-command-here", col] {
+        let out = record(&["-o", nested.to_str().unwrap(), "--collector", col, "--", program], &[]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(text(&out.stderr).contains("cannot run"), "{}", text(&out.stderr));
+        assert!(!fresh.exists(), "a failed start left {}", fresh.display());
+    }
     // Nor do bad options (checked before anything is made).
     let out = record(
         &["-o", nested.to_str().unwrap(), "--collector", col, "--policy", "ring:0", "--", "true"],

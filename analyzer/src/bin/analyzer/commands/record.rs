@@ -31,6 +31,7 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
     let env_for = |dir: &Path| collector_env(&args, dir, &collector, std::env::var_os("LD_PRELOAD"));
     let (program, rest) = args.command.split_first().context("no command to run after `--`")?;
     // Everything that can be checked is checked before the run directory is made.
+    check_runnable(program)?;
     env_for(Path::new("/"))?;
     let (dir, created) = prepare_output(&args.output)?;
     let mut child = std::process::Command::new(program);
@@ -101,6 +102,26 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
             std::process::exit(code)
         }
     }
+}
+
+/// Fails unless `program` names an executable file, as `execvp` looks it up: a name with a slash as given,
+/// else in `PATH`. Checked before spawning so that a command that cannot start is the same error (2)
+/// everywhere: under qemu-user (the aarch64 tests) a failed exec surfaces as the child exiting 127 instead,
+/// because qemu runs posix_spawn's vfork as a fork and the exec error never reaches the parent.
+fn check_runnable(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let found = if program.contains('/') {
+        executable(Path::new(program))
+    } else {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+    };
+    if !found {
+        bail!("cannot run {program:?}: no executable file of that name (as given, or in PATH)");
+    }
+    Ok(())
 }
 
 /// `--collector`, else `libcollector.so` beside the analyzer executable (where `cargo build` puts both).
