@@ -16,19 +16,27 @@ pub struct Artifacts {
 }
 
 /// `cargo build -p accutrace-collector -p sim-ascendcl -p sim-framework` into this test's target directory
-/// (a no-op when up to date), then the three files from `<target>/<profile>/`.
+/// and for this test's target (a no-op when up to date), then the three files from
+/// `<target>[/<triple>]/<profile>/`.
 pub fn artifacts() -> &'static Artifacts {
     static A: OnceLock<Artifacts> = OnceLock::new();
     A.get_or_init(|| {
         let exe = std::env::current_exe().unwrap();
         let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-        let target = profile_dir.parent().unwrap().to_path_buf();
+        let mut target = profile_dir.parent().unwrap().to_path_buf();
         let profile = profile_dir.file_name().unwrap().to_str().unwrap().to_string();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "-p", "accutrace-collector", "-p", "sim-ascendcl", "-p", "sim-framework"])
-            .env("CARGO_TARGET_DIR", &target)
             .current_dir(env!("CARGO_MANIFEST_DIR"));
+        // A build with `--target <triple>` (the aarch64 run under qemu in scripts/test) puts its profiles one
+        // level down, in `<target>/<triple>/`, and the triple starts with this test's own architecture.
+        let dir_name = target.file_name().unwrap().to_str().unwrap().to_string();
+        if dir_name.starts_with(&format!("{}-", std::env::consts::ARCH)) {
+            target = target.parent().unwrap().to_path_buf();
+            cmd.args(["--target", &dir_name]);
+        }
+        cmd.env("CARGO_TARGET_DIR", &target);
         if profile == "release" {
             cmd.arg("--release");
         }
