@@ -24,6 +24,7 @@ pub mod overflow;
 pub mod overflow_records;
 pub mod problems;
 pub mod progress;
+pub mod ranks;
 pub mod report;
 pub mod series;
 pub mod sources;

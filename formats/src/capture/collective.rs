@@ -187,3 +187,10 @@ impl CollectiveInfo {
         })
     }
 }
+
+/// Serialized as the HCCL function's name (`"HcclAllReduce"`), as reports show it.
+impl serde::Serialize for CollectiveOp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.api_name())
+    }
+}

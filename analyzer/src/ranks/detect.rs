@@ -1,0 +1,322 @@
+//! What is anomalous about an event, found from its own tensors and by comparing ranks (or a baseline):
+//! - overflow: NaN, inf, or floats at the saturation limit in its tensors;
+//! - collective disagreement: members of one collective got results that must be equal and are not
+//!   (AllReduce, AllGather and Broadcast outputs are the same on every member; a receive gets what the
+//!   peer sent). The minority is flagged, every member when there is no majority;
+//! - replica divergence (redundancy): a tensor that a strict majority of ranks hold bit for bit at a step
+//!   (data-parallel replicas' weights, optimizer state, reduced gradients) differs on the others. With two
+//!   ranks there is no majority: a tensor both held alike at the step before and no longer does flags both;
+//! - baseline difference: the tensor's hash differs from the same tensor of the same rank in a baseline run.
+
+use super::events::{Event, EventKind, RunEvents};
+use crate::index::Io;
+use accutrace_formats::capture::CollectiveOp;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Kinds of finding, in the order a report names them when one event has several.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    Overflow,
+    CollectiveDisagreement,
+    ReplicaDivergence,
+    BaselineDifference,
+}
+
+impl FindingKind {
+    pub fn describe(self) -> &'static str {
+        match self {
+            FindingKind::Overflow => "overflow",
+            FindingKind::CollectiveDisagreement => "collective disagreement",
+            FindingKind::ReplicaDivergence => "replica divergence",
+            FindingKind::BaselineDifference => "differs from the baseline",
+        }
+    }
+}
+
+/// One anomaly of one event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    /// The tensor it concerns (`op.output.0`).
+    pub tensor: Option<String>,
+    pub detail: String,
+}
+
+/// Position of an event: (index into `RunEvents::ranks`, index into that rank's events).
+pub type EventRef = (usize, usize);
+
+/// The findings of every anomalous event, and what the redundancy check compared.
+#[derive(Clone, Debug, Default)]
+pub struct Detected {
+    pub findings: BTreeMap<EventRef, Vec<Finding>>,
+    /// Per step: tensors held alike by every rank that has them (2 or more ranks).
+    pub replicated_per_step: BTreeMap<u64, u64>,
+    pub warnings: Vec<String>,
+}
+
+impl Detected {
+    fn add(&mut self, at: EventRef, kind: FindingKind, tensor: Option<String>, detail: String) {
+        let list = self.findings.entry(at).or_default();
+        if !list.iter().any(|f| f.kind == kind) {
+            list.push(Finding { kind, tensor, detail });
+        }
+    }
+}
+
+pub fn detect(run: &RunEvents, baseline: Option<&RunEvents>) -> Detected {
+    let mut d = Detected::default();
+    overflows(run, &mut d);
+    collectives(run, &mut d);
+    replicas(run, &mut d);
+    if let Some(b) = baseline {
+        against_baseline(run, b, &mut d);
+    }
+    d
+}
+
+fn overflows(run: &RunEvents, d: &mut Detected) {
+    for (r, rank) in run.ranks.iter().enumerate() {
+        for (i, e) in rank.events.iter().enumerate() {
+            let Some(t) = e.tensors.iter().find(|t| t.anomalous()) else { continue };
+            let inputs_clean = e.tensors.iter().filter(|t| t.io == Io::Input).all(|t| !t.anomalous());
+            let what = format!(
+                "{} NaN, {} inf, {} saturated of {} values{}",
+                t.nan,
+                t.pos_inf + t.neg_inf,
+                t.at_saturation,
+                t.elements,
+                match (t.io, inputs_clean) {
+                    (Io::Output, true) => " from finite inputs",
+                    (Io::Output, false) => " (its inputs were already anomalous)",
+                    (Io::Input, _) => " in an input",
+                }
+            );
+            d.add((r, i), FindingKind::Overflow, Some(e.label(t)), what);
+        }
+    }
+}
+
+fn hash_of(e: &Event, io: Io) -> Option<u64> {
+    e.tensors.iter().find(|t| t.io == io).and_then(|t| t.hash)
+}
+
+/// Flags the members whose value is not the strict majority's; every member when there is none.
+fn flag_disagreement(
+    members: &[(EventRef, u64)],
+    d: &mut Detected,
+    kind: FindingKind,
+    what: &dyn Fn(EventRef) -> (Option<String>, String),
+) {
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for (_, h) in members {
+        *counts.entry(*h).or_default() += 1;
+    }
+    if counts.len() < 2 {
+        return;
+    }
+    let majority = counts.iter().find(|(_, &n)| n * 2 > members.len() && n >= 2).map(|(h, _)| *h);
+    for &(at, h) in members {
+        if majority != Some(h) {
+            let (tensor, detail) = what(at);
+            let detail = match majority {
+                Some(_) => detail,
+                None => {
+                    format!("{detail} (no majority among {} members: every one is flagged)", members.len())
+                }
+            };
+            d.add(at, kind, tensor, detail);
+        }
+    }
+}
+
+fn collectives(run: &RunEvents, d: &mut Detected) {
+    let mut instances: BTreeMap<(String, u64), Vec<EventRef>> = BTreeMap::new();
+    let mut sends: HashMap<(String, u32, u32, u64), u64> = HashMap::new();
+    let mut recvs: Vec<(EventRef, (String, u32, u32, u64), u64)> = Vec::new();
+    for (r, rank) in run.ranks.iter().enumerate() {
+        for (i, e) in rank.events.iter().enumerate() {
+            let Some(c) = e.collective() else { continue };
+            match (c.op, c.peer) {
+                (CollectiveOp::Send, Some(dst)) => {
+                    if let Some(h) = hash_of(e, Io::Input) {
+                        sends.insert((c.comm.clone(), c.comm_rank, dst, c.seq), h);
+                    }
+                }
+                (CollectiveOp::Recv, Some(src)) => {
+                    if let Some(h) = hash_of(e, Io::Output) {
+                        recvs.push(((r, i), (c.comm.clone(), src, c.comm_rank, c.seq), h));
+                    }
+                }
+                _ => instances.entry((c.comm.clone(), c.seq)).or_default().push((r, i)),
+            }
+        }
+    }
+    let event = |(r, i): EventRef| &run.ranks[r].events[i];
+    for ((comm, seq), members) in &instances {
+        let op = event(members[0]).collective().map(|c| c.op);
+        if !matches!(op, Some(CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::Broadcast)) {
+            continue;
+        }
+        let outputs: Vec<(EventRef, u64)> =
+            members.iter().filter_map(|&m| hash_of(event(m), Io::Output).map(|h| (m, h))).collect();
+        let api = op.map_or("", |o| o.api_name());
+        let what = |at: EventRef| {
+            let e = event(at);
+            let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+            (label, format!("{api} #{seq} on {comm}: this member's result differs from the others'"))
+        };
+        // A broadcast's result is the root's buffer: compare with it when the root's input was read.
+        let root_input = members
+            .iter()
+            .map(|&m| event(m))
+            .find(|e| e.collective().is_some_and(|c| Some(c.comm_rank) == c.peer))
+            .and_then(|e| hash_of(e, Io::Input));
+        match (op, root_input) {
+            (Some(CollectiveOp::Broadcast), Some(root)) => {
+                for &(at, h) in &outputs {
+                    if h != root {
+                        let (tensor, _) = what(at);
+                        let detail =
+                            format!("{api} #{seq} on {comm}: this member did not get the root's buffer");
+                        d.add(at, FindingKind::CollectiveDisagreement, tensor, detail);
+                    }
+                }
+            }
+            _ => flag_disagreement(&outputs, d, FindingKind::CollectiveDisagreement, &what),
+        }
+    }
+    for (at, key, h) in recvs {
+        if sends.get(&key).is_some_and(|&sent| sent != h) {
+            let e = event(at);
+            let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+            let detail = format!(
+                "HcclRecv #{} from rank {} on {}: received other bytes than were sent",
+                key.3, key.1, key.0
+            );
+            d.add(at, FindingKind::CollectiveDisagreement, label, detail);
+        }
+    }
+}
+
+/// (step, op name, occurrence of that name in the step, io, index): the same tensor on every replica.
+type TensorKey = (u64, String, u32, Io, u32);
+
+fn op_tensor_keys(run: &RunEvents) -> BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> {
+    let mut keys: BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> = BTreeMap::new();
+    for (r, rank) in run.ranks.iter().enumerate() {
+        let mut seen: HashMap<(u64, &str), u32> = HashMap::new();
+        for (i, e) in rank.events.iter().enumerate() {
+            let EventKind::Op { name, .. } = &e.kind else { continue };
+            let n = seen.entry((e.step, name)).or_default();
+            for t in &e.tensors {
+                keys.entry((e.step, name.clone(), *n, t.io, t.index)).or_default().push(((r, i), t.hash));
+            }
+            *n += 1;
+        }
+    }
+    keys
+}
+
+fn replicas(run: &RunEvents, d: &mut Detected) {
+    let keys = op_tensor_keys(run);
+    // Two ranks: tensors held alike at their last step, by (name, occurrence, io, index).
+    let mut alike_before: HashMap<(String, u32, Io, u32), bool> = HashMap::new();
+    for ((step, name, n, io, index), members) in &keys {
+        let hashed: Vec<(EventRef, u64)> = members.iter().filter_map(|(at, h)| h.map(|h| (*at, h))).collect();
+        if hashed.len() < 2 {
+            continue;
+        }
+        let all_alike = hashed.iter().all(|(_, h)| *h == hashed[0].1);
+        if all_alike {
+            *d.replicated_per_step.entry(*step).or_default() += 1;
+        }
+        let label = format!("{name}.{}.{index}", io.as_str());
+        let stable = (name.clone(), *n, *io, *index);
+        if hashed.len() == 2 {
+            if !all_alike && alike_before.get(&stable) == Some(&true) {
+                for (at, _) in &hashed {
+                    let detail =
+                        "the two replicas held this tensor alike at the step before and no longer do \
+                                  (two ranks: which one is right cannot be told)"
+                            .to_string();
+                    d.add(*at, FindingKind::ReplicaDivergence, Some(label.clone()), detail);
+                }
+            }
+            alike_before.insert(stable, all_alike);
+            continue;
+        }
+        let mut counts: HashMap<u64, usize> = HashMap::new();
+        for (_, h) in &hashed {
+            *counts.entry(*h).or_default() += 1;
+        }
+        let Some((&majority, &held)) = counts.iter().find(|(_, &c)| c * 2 > hashed.len() && c >= 2) else {
+            continue;
+        };
+        for (at, h) in &hashed {
+            if *h != majority {
+                let detail = format!(
+                    "{held} of {} ranks hold this tensor bit for bit; this rank's differs",
+                    hashed.len()
+                );
+                d.add(*at, FindingKind::ReplicaDivergence, Some(label.clone()), detail);
+            }
+        }
+    }
+}
+
+fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
+    let (ours, theirs) = (op_tensor_keys(run), op_tensor_keys(baseline));
+    let rank_of = |run: &RunEvents, (r, _): EventRef| run.ranks[r].rank;
+    let mut base: HashMap<(u32, &TensorKey), u64> = HashMap::new();
+    for (key, members) in &theirs {
+        for (at, h) in members {
+            if let Some(h) = h {
+                base.insert((rank_of(baseline, *at), key), *h);
+            }
+        }
+    }
+    let mut unmatched = 0u64;
+    for (key, members) in &ours {
+        for (at, h) in members {
+            let Some(h) = h else { continue };
+            match base.get(&(rank_of(run, *at), key)) {
+                Some(b) if b != h => {
+                    let label = format!("{}.{}.{}", key.1, key.3.as_str(), key.4);
+                    let detail =
+                        "its content hash differs from the baseline's at the same step and rank".to_string();
+                    d.add(*at, FindingKind::BaselineDifference, Some(label), detail);
+                }
+                Some(_) => {}
+                None => unmatched += 1,
+            }
+        }
+    }
+    // Collectives: the k-th call of a rank against the baseline's k-th (communicator names differ
+    // between runs: each run made its own root info).
+    for (r, rank) in run.ranks.iter().enumerate() {
+        let Some(b) = baseline.ranks.iter().find(|b| b.rank == rank.rank) else { continue };
+        let theirs: Vec<&Event> = b.events.iter().filter(|e| e.collective().is_some()).collect();
+        let ours = rank.events.iter().enumerate().filter(|(_, e)| e.collective().is_some());
+        for (k, (i, e)) in ours.enumerate() {
+            let Some(other) = theirs.get(k) else {
+                unmatched += 1;
+                continue;
+            };
+            if other.name() != e.name() {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (hash_of(e, Io::Output), hash_of(other, Io::Output)) {
+                if a != b {
+                    let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+                    let detail = format!("the result of this rank's call #{k} differs from the baseline's");
+                    d.add((r, i), FindingKind::BaselineDifference, label, detail);
+                }
+            }
+        }
+    }
+    if unmatched > 0 {
+        d.warnings.push(format!("{unmatched} tensor(s) or call(s) have no counterpart in the baseline"));
+    }
+}

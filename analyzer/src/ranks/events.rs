@@ -1,0 +1,298 @@
+//! The events of a job, rank by rank in program order: what `analyzer ranks` reasons about, and exactly
+//! what a per-rank summary (`scan`) stores, so that analysing summaries gives the same answer as analysing
+//! the runs themselves.
+//!
+//! A rank's program order is its ops in execution order with its HCCL calls placed among them by the host
+//! clock: a call comes before the first op dumped after its stream was synchronized (the collector stamps
+//! `start_us` after synchronizing, so every op queued before the call has its dump timestamp by then). A
+//! call's step is the step of the op before it (the first op's, for calls before any op).
+
+use crate::index::{Index, Io};
+use crate::sources::Source;
+use accutrace_formats::capture::CollectiveOp;
+use accutrace_formats::dtype::hccl as hccl_dtype;
+use accutrace_formats::stats::TensorStats;
+use accutrace_formats::DType;
+use serde::Serialize;
+
+/// What the analysis needs of one tensor (or collective buffer).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TensorSummary {
+    pub io: Io,
+    pub index: u32,
+    /// The dtype's name (`FLOAT16`).
+    pub dtype: String,
+    /// Whether values are floating point (saturation counts as an anomaly for those only).
+    pub float: bool,
+    pub elements: u64,
+    pub nan: u64,
+    pub pos_inf: u64,
+    pub neg_inf: u64,
+    pub at_saturation: u64,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub l2_norm: f64,
+    /// XXH3-64 of the raw bytes, when known.
+    pub hash: Option<u64>,
+}
+
+impl TensorSummary {
+    fn of(
+        io: Io,
+        index: u32,
+        dtype: Option<DType>,
+        dtype_name: String,
+        stats: Option<&TensorStats>,
+        hash: Option<u64>,
+    ) -> Self {
+        let s = stats.cloned().unwrap_or_default();
+        TensorSummary {
+            io,
+            index,
+            dtype: dtype_name,
+            float: dtype.is_some_and(|d| d.is_float()),
+            elements: s.count,
+            nan: s.nan,
+            pos_inf: s.pos_inf,
+            neg_inf: s.neg_inf,
+            at_saturation: s.at_saturation,
+            min: s.min,
+            max: s.max,
+            mean: s.mean,
+            l2_norm: s.l2_norm,
+            hash,
+        }
+    }
+
+    /// NaN or inf, or (floats) values at the dtype's saturation limit: what an overflow leaves.
+    pub fn anomalous(&self) -> bool {
+        self.nan + self.pos_inf + self.neg_inf > 0 || (self.float && self.at_saturation > 0)
+    }
+}
+
+/// A collective call's place among its communicator's calls.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CollectiveMeta {
+    pub comm: String,
+    pub seq: u64,
+    pub op: CollectiveOp,
+    /// Broadcast's root, Send's destination, Recv's source (communicator ranks).
+    pub peer: Option<u32>,
+    pub comm_rank: u32,
+    pub comm_size: u32,
+}
+
+/// An op or an HCCL call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum EventKind {
+    Op { name: String, op_type: String },
+    Collective(CollectiveMeta),
+}
+
+/// One event of a rank.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub step: u64,
+    /// Host-clock µs (dump timestamp, or the call's start), when known.
+    pub time_us: Option<u64>,
+    pub kind: EventKind,
+    /// Inputs then outputs (a collective: its send buffer as input 0, its receive buffer as output 0).
+    pub tensors: Vec<TensorSummary>,
+}
+
+impl Event {
+    /// The op's name, or the HCCL function's.
+    pub fn name(&self) -> &str {
+        match &self.kind {
+            EventKind::Op { name, .. } => name,
+            EventKind::Collective(c) => c.op.api_name(),
+        }
+    }
+
+    /// The op's type, or the HCCL function's name.
+    pub fn op_type(&self) -> &str {
+        match &self.kind {
+            EventKind::Op { op_type, .. } => op_type,
+            EventKind::Collective(c) => c.op.api_name(),
+        }
+    }
+
+    pub fn collective(&self) -> Option<&CollectiveMeta> {
+        match &self.kind {
+            EventKind::Collective(c) => Some(c),
+            EventKind::Op { .. } => None,
+        }
+    }
+
+    /// `name.input.0` of one of its tensors.
+    pub fn label(&self, t: &TensorSummary) -> String {
+        format!("{}.{}.{}", self.name(), t.io.as_str(), t.index)
+    }
+}
+
+/// One rank's events in program order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankEvents {
+    pub rank: u32,
+    pub events: Vec<Event>,
+}
+
+/// Every rank of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunEvents {
+    /// Ascending by rank.
+    pub ranks: Vec<RankEvents>,
+    /// What could not be placed or read.
+    pub warnings: Vec<String>,
+}
+
+impl RunEvents {
+    /// The events of every rank of a source (ops from its index, HCCL calls from its collective records).
+    pub fn from_source(source: &dyn Source) -> RunEvents {
+        from_index(source.index())
+    }
+
+    /// The ranks, ascending.
+    pub fn rank_ids(&self) -> Vec<u32> {
+        self.ranks.iter().map(|r| r.rank).collect()
+    }
+}
+
+fn from_index(index: &Index) -> RunEvents {
+    let mut run = RunEvents::default();
+    let mut ranks: Vec<u32> = index.ranks();
+    ranks.extend(index.collectives.iter().map(|c| c.rank));
+    ranks.sort_unstable();
+    ranks.dedup();
+    for rank in ranks {
+        let ops: Vec<Event> = index
+            .ops
+            .iter()
+            .filter(|o| o.rank == rank)
+            .map(|o| Event {
+                step: o.step,
+                time_us: o.launch.map(|l| l.timestamp_us),
+                kind: EventKind::Op { name: o.name.clone(), op_type: o.op_type.clone() },
+                tensors: o
+                    .inputs
+                    .iter()
+                    .chain(&o.outputs)
+                    .map(|&t| {
+                        let t = &index.tensors[t];
+                        TensorSummary::of(
+                            t.io,
+                            t.index,
+                            Some(t.dtype),
+                            t.dtype.name().into_owned(),
+                            t.stats.as_ref(),
+                            t.hash,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let calls: Vec<Event> =
+            index.collectives.iter().filter(|c| c.rank == rank).map(|c| collective_event(&c.info)).collect();
+        let untimed_ops = ops.iter().any(|e| e.time_us.is_none());
+        if !calls.is_empty() && untimed_ops {
+            run.warnings.push(format!(
+                "rank {rank}: some ops carry no dump timestamp, so its HCCL calls are placed after all its ops"
+            ));
+        }
+        run.ranks.push(RankEvents { rank, events: interleave(ops, calls) });
+    }
+    run
+}
+
+fn collective_event(c: &accutrace_formats::capture::CollectiveInfo) -> Event {
+    let dtype = hccl_dtype::dtype(c.dtype);
+    let name = hccl_dtype::name(c.dtype);
+    let buffer = |io, b: &accutrace_formats::capture::BufferSummary| {
+        TensorSummary::of(io, 0, dtype, name.clone(), Some(&b.stats), Some(b.content_hash))
+    };
+    let mut tensors = Vec::new();
+    tensors.extend(c.input.as_ref().map(|b| buffer(Io::Input, b)));
+    tensors.extend(c.output.as_ref().map(|b| buffer(Io::Output, b)));
+    Event {
+        step: 0,
+        time_us: Some(c.start_us),
+        kind: EventKind::Collective(CollectiveMeta {
+            comm: c.comm.clone(),
+            seq: c.seq,
+            op: c.op,
+            peer: c.peer,
+            comm_rank: c.comm_rank,
+            comm_size: c.comm_size,
+        }),
+        tensors,
+    }
+}
+
+/// Ops (in execution order) and calls (in call order) merged by time; each call takes the step of the
+/// event before it.
+fn interleave(ops: Vec<Event>, calls: Vec<Event>) -> Vec<Event> {
+    let mut out = Vec::with_capacity(ops.len() + calls.len());
+    let mut calls = calls.into_iter().peekable();
+    let first_step = ops.first().map_or(0, |o| o.step);
+    for op in ops {
+        while let Some(call) = calls.next_if(|c| op.time_us.is_some_and(|t| c.time_us.is_some_and(|s| s < t)))
+        {
+            out.push(call);
+        }
+        out.push(op);
+    }
+    out.extend(calls);
+    let mut step = first_step;
+    for e in &mut out {
+        match e.kind {
+            EventKind::Op { .. } => step = e.step,
+            EventKind::Collective(_) => e.step = step,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(step: u64, t: u64) -> Event {
+        Event {
+            step,
+            time_us: Some(t),
+            kind: EventKind::Op { name: format!("op{t}"), op_type: "X".into() },
+            tensors: vec![],
+        }
+    }
+
+    fn call(t: u64, seq: u64) -> Event {
+        let meta = CollectiveMeta {
+            comm: "c".into(),
+            seq,
+            op: CollectiveOp::AllReduce,
+            peer: None,
+            comm_rank: 0,
+            comm_size: 2,
+        };
+        Event { step: 99, time_us: Some(t), kind: EventKind::Collective(meta), tensors: vec![] }
+    }
+
+    #[test]
+    fn calls_go_before_the_first_op_dumped_after_them_and_take_the_step_before() {
+        let merged =
+            interleave(vec![op(0, 10), op(0, 20), op(1, 30)], vec![call(5, 0), call(20, 1), call(40, 2)]);
+        let names: Vec<(&str, u64)> = merged.iter().map(|e| (e.name(), e.step)).collect();
+        assert_eq!(
+            names,
+            [
+                ("HcclAllReduce", 0),
+                ("op10", 0),
+                ("op20", 0),
+                ("HcclAllReduce", 0),
+                ("op30", 1),
+                ("HcclAllReduce", 1)
+            ]
+        );
+    }
+}

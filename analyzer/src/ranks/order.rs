@@ -1,0 +1,305 @@
+//! Happens-before across ranks, and the anomalies nothing anomalous happened before.
+//!
+//! Program order within a rank; every collective synchronizes its members, matched by (communicator,
+//! sequence number); a send happens before its receive, matched by (communicator, source, destination,
+//! count). The ranks are replayed together: a rank runs until it reaches a collective whose members have
+//! not all arrived (or a receive whose send has not run), then waits. Each collective and each op is visited
+//! once, so the replay is linear in events. Lamport times come out of it, and so does the question the
+//! analysis asks: did an anomaly happen before this event? A rank carries the earliest anomaly that
+//! happened before its current point; members of a collective take the earliest any of them carried into
+//! it (for a broadcast, the root's; for a receive, the sender's). An anomalous event that carries none is an
+//! origin.
+//!
+//! A collective that never completes (a member's capture is missing, or stops early) is let go with the
+//! members that arrived once nothing else can run, and reported: what happened-before through it is then
+//! incomplete.
+
+use super::detect::EventRef;
+use super::events::{EventKind, RunEvents};
+use accutrace_formats::capture::CollectiveOp;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+/// The earliest anomaly that happened before a point, and the collective that brought it to this rank.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Taint {
+    pub origin: EventRef,
+    /// `None` on the origin's own rank.
+    pub via: Option<EventRef>,
+}
+
+/// What the replay found.
+#[derive(Clone, Debug, Default)]
+pub struct Replay {
+    /// Lamport time of every event, by rank then event.
+    pub lamport: Vec<Vec<u64>>,
+    /// Anomalous events with no anomalous event before them.
+    pub origins: Vec<EventRef>,
+    /// For each rank, the first event an anomaly had reached (the taint then), if any.
+    pub reached: Vec<Option<(usize, Taint)>>,
+    /// Collectives let go incomplete: (communicator, sequence, op, members that arrived, members expected).
+    pub incomplete: Vec<(String, u64, CollectiveOp, Vec<u32>, u32)>,
+    /// Receives whose send never came.
+    pub unmatched_receives: Vec<EventRef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Collective(String, u64),
+    /// (communicator, source, destination, count)
+    Message(String, u32, u32, u64),
+}
+
+/// Replays `run`; `anomalous(event)` says which events are anomalous. When taints of two origins meet in a
+/// collective, the members carry on the one of the lower (rank, event) position.
+pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
+    let n = run.ranks.len();
+    let mut out = Replay {
+        lamport: run.ranks.iter().map(|r| vec![0; r.events.len()]).collect(),
+        reached: vec![None; n],
+        ..Replay::default()
+    };
+    let mut pos = vec![0usize; n];
+    let mut clock = vec![0u64; n];
+    let mut taint: Vec<Option<Taint>> = vec![None; n];
+    // Collectives waiting for members: key -> arrived ranks (by index), expected count.
+    let mut waiting: HashMap<Key, (Vec<usize>, usize)> = HashMap::new();
+    // Sent messages: key -> (Lamport time of the send, the sender's taint then).
+    let mut sent: HashMap<Key, (u64, Option<Taint>)> = HashMap::new();
+    let present: BTreeSet<u32> = run.ranks.iter().map(|r| r.rank).collect();
+    let mut ready: VecDeque<usize> = (0..n).collect();
+    let mut blocked_on: Vec<Option<Key>> = vec![None; n];
+
+    let visit = |r: usize,
+                 i: usize,
+                 t: u64,
+                 incoming: Option<Taint>,
+                 out: &mut Replay,
+                 taint: &mut [Option<Taint>]| {
+        out.lamport[r][i] = t;
+        if taint[r].is_none() {
+            if let Some(inc) = incoming {
+                taint[r] = Some(inc);
+            }
+        }
+        if anomalous((r, i)) && taint[r].is_none() {
+            out.origins.push((r, i));
+            taint[r] = Some(Taint { origin: (r, i), via: None });
+        }
+        if out.reached[r].is_none() {
+            if let Some(t) = &taint[r] {
+                out.reached[r] = Some((i, t.clone()));
+            }
+        }
+    };
+
+    loop {
+        while let Some(r) = ready.pop_front() {
+            let events = &run.ranks[r].events;
+            while pos[r] < events.len() {
+                let i = pos[r];
+                let e = &events[i];
+                let Some(c) = e.collective() else {
+                    clock[r] += 1;
+                    visit(r, i, clock[r], None, &mut out, &mut taint);
+                    pos[r] += 1;
+                    continue;
+                };
+                match (c.op, c.peer) {
+                    (CollectiveOp::Send, Some(dst)) => {
+                        clock[r] += 1;
+                        visit(r, i, clock[r], None, &mut out, &mut taint);
+                        let key = Key::Message(c.comm.clone(), c.comm_rank, dst, c.seq);
+                        sent.insert(key.clone(), (clock[r], taint[r].clone()));
+                        pos[r] += 1;
+                        // A receiver waiting for this message can go on.
+                        if let Some(w) = (0..n).find(|&q| blocked_on[q].as_ref() == Some(&key)) {
+                            blocked_on[w] = None;
+                            ready.push_back(w);
+                        }
+                    }
+                    (CollectiveOp::Recv, Some(src)) => {
+                        let key = Key::Message(c.comm.clone(), src, c.comm_rank, c.seq);
+                        match sent.get(&key) {
+                            Some((t, sender_taint)) => {
+                                clock[r] = clock[r].max(*t) + 1;
+                                let incoming = sender_taint.clone().map(|t| Taint { via: Some((r, i)), ..t });
+                                visit(r, i, clock[r], incoming, &mut out, &mut taint);
+                                pos[r] += 1;
+                            }
+                            None => {
+                                blocked_on[r] = Some(key);
+                                break;
+                            }
+                        }
+                    }
+                    _ => {
+                        let key = Key::Collective(c.comm.clone(), c.seq);
+                        // Members: the communicator's size when known, else every rank present.
+                        let expected = if c.comm_size > 0 { c.comm_size as usize } else { present.len() };
+                        let entry = waiting.entry(key.clone()).or_insert_with(|| (Vec::new(), expected));
+                        entry.0.push(r);
+                        blocked_on[r] = Some(key.clone());
+                        if entry.0.len() >= entry.1 {
+                            let (members, _) = waiting.remove(&key).expect("just seen");
+                            complete(
+                                run,
+                                &members,
+                                &mut pos,
+                                &mut clock,
+                                &mut taint,
+                                &mut blocked_on,
+                                &mut out,
+                                &visit,
+                            );
+                            ready.extend(members.iter().filter(|&&m| m != r));
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        // Nothing can run: let the fullest waiting collective go incomplete, or give up on a receive.
+        let stuck = waiting
+            .iter()
+            .max_by_key(|(k, (m, _))| (m.len(), std::cmp::Reverse((*k).clone())))
+            .map(|(k, _)| k.clone());
+        if let Some(key) = stuck {
+            let (members, expected) = waiting.remove(&key).expect("just found");
+            if let Key::Collective(comm, seq) = &key {
+                let (r0, i0) = (members[0], pos[members[0]]);
+                let op = run.ranks[r0].events[i0].collective().map_or(CollectiveOp::Barrier, |c| c.op);
+                let mut arrived: Vec<u32> = members.iter().map(|&m| run.ranks[m].rank).collect();
+                arrived.sort_unstable();
+                out.incomplete.push((comm.clone(), *seq, op, arrived, expected as u32));
+            }
+            complete(run, &members, &mut pos, &mut clock, &mut taint, &mut blocked_on, &mut out, &visit);
+            ready.extend(members);
+            continue;
+        }
+        let Some(r) = (0..n).find(|&q| blocked_on[q].is_some() && pos[q] < run.ranks[q].events.len()) else {
+            break;
+        };
+        let i = pos[r];
+        out.unmatched_receives.push((r, i));
+        clock[r] += 1;
+        visit(r, i, clock[r], None, &mut out, &mut taint);
+        pos[r] += 1;
+        blocked_on[r] = None;
+        ready.push_back(r);
+    }
+    out
+}
+
+/// Completes one collective: every member at its current event gets the same Lamport time and the
+/// earliest taint any member carried in (a broadcast's: the root's).
+#[allow(clippy::too_many_arguments)]
+fn complete(
+    run: &RunEvents,
+    members: &[usize],
+    pos: &mut [usize],
+    clock: &mut [u64],
+    taint: &mut [Option<Taint>],
+    blocked_on: &mut [Option<Key>],
+    out: &mut Replay,
+    visit: &dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Option<Taint>]),
+) {
+    let t = members.iter().map(|&m| clock[m]).max().unwrap_or(0) + 1;
+    let event = |m: usize| &run.ranks[m].events[pos[m]];
+    let root = members.iter().copied().find(|&m| {
+        event(m).collective().is_some_and(|c| c.op == CollectiveOp::Broadcast && c.peer == Some(c.comm_rank))
+    });
+    let carriers: Vec<usize> = match root {
+        Some(root) => vec![root],
+        None => members.to_vec(),
+    };
+    // The earliest carried-in anomaly: the lowest (rank, event) of the origins among the carriers.
+    let carried = carriers.iter().filter_map(|&m| taint[m].clone()).min_by_key(|t| t.origin);
+    for &m in members {
+        let i = pos[m];
+        clock[m] = t;
+        let incoming = carried.clone().map(|c| Taint { via: Some((m, i)), ..c });
+        visit(m, i, t, incoming, out, taint);
+        pos[m] += 1;
+        blocked_on[m] = None;
+    }
+    debug_assert!(members
+        .iter()
+        .all(|&m| matches!(run.ranks[m].events[pos[m] - 1].kind, EventKind::Collective(_))));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::events::{CollectiveMeta, Event, RankEvents};
+    use super::*;
+
+    fn op(name: &str) -> Event {
+        Event {
+            step: 0,
+            time_us: None,
+            kind: EventKind::Op { name: name.into(), op_type: "X".into() },
+            tensors: vec![],
+        }
+    }
+
+    fn call(op: CollectiveOp, seq: u64, rank: u32, peer: Option<u32>) -> Event {
+        let meta = CollectiveMeta { comm: "c".into(), seq, op, peer, comm_rank: rank, comm_size: 3 };
+        Event { step: 0, time_us: None, kind: EventKind::Collective(meta), tensors: vec![] }
+    }
+
+    fn run(ranks: Vec<Vec<Event>>) -> RunEvents {
+        RunEvents {
+            ranks: ranks
+                .into_iter()
+                .enumerate()
+                .map(|(r, events)| RankEvents { rank: r as u32, events })
+                .collect(),
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn an_anomaly_spreads_through_a_collective_and_only_its_source_is_an_origin() {
+        let ar = |r| call(CollectiveOp::AllReduce, 0, r, None);
+        let job = run(vec![
+            vec![op("a"), ar(0), op("b")],
+            vec![op("a"), ar(1), op("b")],
+            vec![op("x"), ar(2), op("b")],
+        ]);
+        // x on rank 2 is anomalous, and so is everything after the all-reduce everywhere.
+        let bad = |(r, i): EventRef| (r == 2 && i == 0) || i >= 1;
+        let replay = replay(&job, &bad);
+        assert_eq!(replay.origins, [(2, 0)]);
+        assert_eq!(replay.reached[0], Some((1, Taint { origin: (2, 0), via: Some((0, 1)) })));
+        assert_eq!(replay.lamport[0][1], replay.lamport[2][1], "members of a collective meet");
+        assert!(replay.lamport[0][2] > replay.lamport[2][0]);
+        assert!(replay.incomplete.is_empty());
+    }
+
+    #[test]
+    fn concurrent_anomalies_are_separate_origins_and_sends_order_receives() {
+        let job = run(vec![
+            vec![op("a"), call(CollectiveOp::Send, 0, 0, Some(1))],
+            vec![call(CollectiveOp::Recv, 0, 1, Some(0)), op("b")],
+            vec![op("c")],
+        ]);
+        // Rank 0's a is anomalous; so are rank 1's receive (inherited) and rank 2's c (its own).
+        let bad = |at: EventRef| matches!(at, (0, 0) | (1, 0) | (1, 1) | (2, 0));
+        let replay = replay(&job, &bad);
+        let mut origins = replay.origins.clone();
+        origins.sort();
+        assert_eq!(origins, [(0, 0), (2, 0)]);
+        assert!(replay.lamport[1][0] > replay.lamport[0][1], "the receive comes after the send");
+    }
+
+    #[test]
+    fn a_collective_with_a_missing_member_is_let_go_and_reported() {
+        let ar = |r| call(CollectiveOp::AllReduce, 0, r, None);
+        // Rank 2's capture has no all-reduce: ranks 0 and 1 wait for it until nothing else can run.
+        let job = run(vec![vec![ar(0), op("a")], vec![ar(1), op("a")], vec![op("b")]]);
+        let replay = replay(&job, &|_| false);
+        assert_eq!(replay.incomplete.len(), 1);
+        assert_eq!(replay.incomplete[0].3, [0, 1]);
+        assert!(replay.lamport.iter().flatten().all(|&t| t > 0), "every event was visited");
+    }
+}
