@@ -131,10 +131,13 @@ fn flag_disagreement(
     }
 }
 
+/// A point-to-point message: (communicator, source, destination, count).
+type MessageKey = (String, u32, u32, u64);
+
 fn collectives(run: &RunEvents, d: &mut Detected) {
     let mut instances: BTreeMap<(String, u64), Vec<EventRef>> = BTreeMap::new();
-    let mut sends: HashMap<(String, u32, u32, u64), u64> = HashMap::new();
-    let mut recvs: Vec<(EventRef, (String, u32, u32, u64), u64)> = Vec::new();
+    let mut sends: HashMap<MessageKey, u64> = HashMap::new();
+    let mut recvs: Vec<(EventRef, MessageKey, u64)> = Vec::new();
     for (r, rank) in run.ranks.iter().enumerate() {
         for (i, e) in rank.events.iter().enumerate() {
             let Some(c) = e.collective() else { continue };

@@ -191,6 +191,9 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
     out
 }
 
+/// Records one event: (rank, event, Lamport time, taint carried in, the replay, every rank's taint).
+type Visit<'a> = dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Option<Taint>]) + 'a;
+
 /// Completes one collective: every member at its current event gets the same Lamport time and the
 /// earliest taint any member carried in (a broadcast's: the root's).
 #[allow(clippy::too_many_arguments)]
@@ -202,7 +205,7 @@ fn complete(
     taint: &mut [Option<Taint>],
     blocked_on: &mut [Option<Key>],
     out: &mut Replay,
-    visit: &dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Option<Taint>]),
+    visit: &Visit<'_>,
 ) {
     let t = members.iter().map(|&m| clock[m]).max().unwrap_or(0) + 1;
     let event = |m: usize| &run.ranks[m].events[pos[m]];

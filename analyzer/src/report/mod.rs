@@ -12,6 +12,7 @@ pub mod diff;
 pub mod html;
 pub mod inspect;
 pub mod overflow;
+pub mod ranks;
 pub mod record;
 
 /// The output formats a report can take.

@@ -96,6 +96,21 @@ pub enum Command {
     ///   analyzer report runs/a runs/b --step 1 -o ab.html
     #[command(verbatim_doc_comment)]
     Report(ReportArgs),
+    /// Name the first anomaly across the ranks of a job and how it spread through the collectives.
+    ///
+    /// Reads a capture of every rank (the collector records each rank's HCCL calls). Happens-before is
+    /// program order within a rank, every collective matched by (communicator, sequence number), and send
+    /// before receive; the first anomaly is one nothing anomalous happened before. Anomalies: inf/NaN or
+    /// saturated values, members of a collective getting results that must be equal and are not, a tensor
+    /// that data-parallel replicas hold bit for bit differing on a minority (weights after a bit flip, a
+    /// nondeterministic reduction), and with --baseline a tensor that differs from the same rank's in a good
+    /// run (one rank reading different data).
+    ///
+    /// Examples:
+    ///   analyzer ranks runs/job
+    ///   analyzer ranks runs/job --baseline runs/good --format json
+    #[command(verbatim_doc_comment)]
+    Ranks(RanksArgs),
     /// Export tensors of any source to .npy files in host layout.
     ///
     /// Examples:
@@ -368,6 +383,18 @@ pub struct ReportArgs {
     /// No progress on stderr.
     #[arg(long)]
     pub no_progress: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RanksArgs {
+    /// The job's run: a capture holding every rank's stream (one ACCUTRACE_DIR shared by the ranks).
+    pub run: PathBuf,
+    /// A run of the same job known to be good: tensors that differ from the same rank's in it are
+    /// anomalies too (what a rank reading other data leaves).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: OutputArgs,
 }
 
 #[derive(Args, Debug)]

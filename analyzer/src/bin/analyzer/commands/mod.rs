@@ -11,6 +11,7 @@ mod convert;
 mod diff;
 mod inspect;
 mod overflow;
+mod ranks;
 mod record;
 mod report;
 mod shell;
@@ -21,6 +22,7 @@ pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
         Command::Inspect(args) => inspect::run(args),
         Command::Diff(args) => diff::run(args, colour),
         Command::Overflow(args) => overflow::run(args, colour),
+        Command::Ranks(args) => ranks::run(args, colour),
         Command::Compare(args) => compare::run(args, colour),
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),

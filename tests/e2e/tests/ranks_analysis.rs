@@ -1,0 +1,208 @@
+//! `analyzer ranks` on 4-rank jobs recorded by the collector: each injected fault is attributed to the
+//! rank, op and step it was injected at, and a healthy job raises nothing. One recording per scenario,
+//! shared by the tests of this file.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const RANKS: &str = "4";
+const STEPS: &str = "3";
+
+/// Records `sim-train --ranks 4` of `model_json` with the collector into a run directory.
+fn record(dir: &Path, name: &str, model_json: &str) -> PathBuf {
+    let model = model_file(dir, &format!("{name}.json"), model_json);
+    let run = dir.join(name);
+    let out = Command::new(sim_train_bin())
+        .args(["--ranks", RANKS, "--steps", STEPS, "--model"])
+        .arg(&model)
+        .arg("--lib")
+        .arg(runtime_lib())
+        .arg("--hccl-lib")
+        .arg(artifact("libhccl.so"))
+        .env("LD_PRELOAD", collector_lib())
+        .env("ACCUTRACE_DIR", &run)
+        .output()
+        .expect("run sim-train");
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    run
+}
+
+struct Runs {
+    _dir: tempfile::TempDir,
+    healthy: PathBuf,
+    overflow: PathBuf,
+    bitflip: PathBuf,
+    nondeterministic: PathBuf,
+    wrong_data: PathBuf,
+}
+
+fn runs() -> &'static Runs {
+    static RUNS: OnceLock<Runs> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        let dir = scratch();
+        let p = dir.path();
+        Runs {
+            healthy: record(p, "healthy", "{}"),
+            overflow: record(p, "overflow", r#"{"faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1, "rank": 2}}}"#),
+            bitflip: record(
+                p,
+                "bitflip",
+                r#"{"faults": {"weight_bitflip": {"param": "model/layer_0/attn/proj/weight", "step": 2, "rank": 1, "index": 5}}}"#,
+            ),
+            nondeterministic: record(p, "nondet", r#"{"faults": {"nondeterministic_reduction": {"step": 1, "rank": 3}}}"#),
+            wrong_data: record(p, "data", r#"{"faults": {"wrong_data": {"step": 2, "rank": 0}}}"#),
+            _dir: dir,
+        }
+    })
+}
+
+/// The first origin: rank, step, op, finding kinds.
+type Anomaly = (u64, u64, String, Vec<String>);
+
+/// `analyzer ranks` as JSON: exit code, the first origin, the whole report.
+fn first_anomaly(args: &[&str]) -> (i32, Option<Anomaly>, serde_json::Value) {
+    let mut all = vec!["ranks"];
+    all.extend_from_slice(args);
+    let (code, json) = analyzer_json(&all);
+    let first = json["origins"].as_array().unwrap().first().map(|o| {
+        let kinds = o["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_string())
+            .collect();
+        (
+            o["rank"].as_u64().unwrap(),
+            o["step"].as_u64().unwrap(),
+            o["op"].as_str().unwrap().to_string(),
+            kinds,
+        )
+    });
+    (code, first, json)
+}
+
+fn p(path: &Path) -> &str {
+    path_str(path)
+}
+
+#[test]
+fn a_healthy_job_raises_nothing() {
+    let r = runs();
+    let (code, first, json) = first_anomaly(&[p(&r.healthy)]);
+    assert_eq!((code, first), (0, None), "{json}");
+    assert_eq!(json["ranks"].as_array().unwrap().len(), 4);
+    assert_eq!(json["calls"].as_u64(), Some(4 * 10), "1 broadcast + 3 per step, on each rank");
+    assert!(json["incomplete"].as_array().unwrap().is_empty());
+    // The redundancy check compared something at every step.
+    for step in ["0", "1", "2"] {
+        assert!(json["replicated_per_step"][step].as_u64().unwrap() > 100, "{json}");
+    }
+    // Against itself as the baseline: still nothing.
+    let (code, first, _) = first_anomaly(&[p(&r.healthy), "--baseline", p(&r.healthy)]);
+    assert_eq!((code, first), (0, None));
+    // The table says so too.
+    let (code, out, _) = analyzer(&["ranks", p(&r.healthy)]);
+    assert_eq!(code, 0);
+    assert!(out.contains("No anomaly across the ranks"), "{out}");
+}
+
+#[test]
+fn an_overflow_on_one_rank_is_attributed_to_it_and_its_spread_named() {
+    let r = runs();
+    let (code, first, json) = first_anomaly(&[p(&r.overflow)]);
+    assert_eq!(code, 1);
+    assert_eq!(first, Some((2, 1, "model/layer_1/mlp/fc2/MatMul".into(), vec!["overflow".into()])), "{json}");
+    // It reached the other ranks through the gradient all-reduce of step 1.
+    let spread = json["spread"].as_array().unwrap();
+    assert_eq!(spread.len(), 4);
+    for s in spread {
+        if s["rank"] == 2 {
+            assert!(s["via"].is_null());
+        } else {
+            let via = s["via"].as_str().unwrap();
+            assert!(via.starts_with("HcclAllReduce #4 ") && via.ends_with("at step 1"), "{via}");
+            assert!(s["anomalous_events"].as_u64().unwrap() >= 1);
+        }
+    }
+    let (_, table, _) = analyzer(&["ranks", p(&r.overflow)]);
+    assert!(
+        table.contains("FIRST ANOMALY: rank 2 step 1: model/layer_1/mlp/fc2/MatMul [MatMulV2]"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_bit_flip_is_attributed_to_the_first_op_reading_the_corrupted_weight() {
+    let r = runs();
+    let (code, first, json) = first_anomaly(&[p(&r.bitflip)]);
+    assert_eq!(code, 1);
+    let (rank, step, op, kinds) = first.expect("an origin");
+    assert_eq!((rank, step, kinds), (1, 2, vec!["replica-divergence".to_string()]), "{json}");
+    assert_eq!(op, "model/layer_0/attn/proj/MatMul", "the forward op that reads attn/proj/weight");
+    assert_eq!(json["origins"].as_array().unwrap().len(), 1, "{json}");
+}
+
+#[test]
+fn a_nondeterministic_reduction_is_attributed_to_the_collective_on_that_rank() {
+    let r = runs();
+    let (code, first, json) = first_anomaly(&[p(&r.nondeterministic)]);
+    assert_eq!(code, 1);
+    assert_eq!(first, Some((3, 1, "HcclAllReduce".into(), vec!["collective-disagreement".into()])), "{json}");
+    let origin = &json["origins"][0];
+    assert_eq!(
+        origin["collective"][1], 4,
+        "the gradient all-reduce of step 1 (broadcast 0, then 3 per step)"
+    );
+}
+
+#[test]
+fn a_rank_reading_other_data_is_attributed_against_a_good_run() {
+    let r = runs();
+    // Without a baseline nothing is wrong in the job itself: replicas agree, nothing overflows.
+    let (code, first, _) = first_anomaly(&[p(&r.wrong_data)]);
+    assert_eq!((code, first), (0, None));
+    let (code, first, json) = first_anomaly(&[p(&r.wrong_data), "--baseline", p(&r.healthy)]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        first,
+        Some((0, 2, "model/embedding/GatherV2".into(), vec!["baseline-difference".into()])),
+        "{json}"
+    );
+    assert_eq!(json["origins"].as_array().unwrap().len(), 1, "the other ranks only inherit it: {json}");
+}
+
+#[test]
+fn a_missing_rank_makes_the_answer_partial() {
+    let r = runs();
+    let dir = scratch();
+    let copy = dir.path().join("three");
+    std::fs::create_dir(&copy).unwrap();
+    for e in std::fs::read_dir(&r.healthy).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.contains("-rank3-") {
+            continue;
+        }
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &copy.join(&name));
+        } else {
+            std::fs::copy(e.path(), copy.join(&name)).unwrap();
+        }
+    }
+    let (code, out, err) = analyzer(&["ranks", p(&copy)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("INCOMPLETE"), "{out}");
+    assert!(err.contains("partial"), "{err}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
