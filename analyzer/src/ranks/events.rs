@@ -7,7 +7,9 @@
 //! `start_us` after synchronizing, so every op queued before the call has its dump timestamp by then). A
 //! call's step is the step of the op before it (the first op's, for calls before any op).
 
+use crate::filter::Filter;
 use crate::index::{Index, Io};
+use crate::problems::InputProblem;
 use crate::sources::Source;
 use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
@@ -143,14 +145,17 @@ pub struct RankEvents {
 pub struct RunEvents {
     /// Ascending by rank.
     pub ranks: Vec<RankEvents>,
-    /// What could not be placed or read.
+    /// What could not be placed.
     pub warnings: Vec<String>,
+    /// What the source misses, and tensors whose statistics are unknown (never judged healthy).
+    pub problems: Vec<InputProblem>,
 }
 
 impl RunEvents {
     /// The events of every rank of a source (ops from its index, HCCL calls from its collective records).
-    pub fn from_source(source: &dyn Source) -> RunEvents {
-        from_index(source.index())
+    /// `filter` selects the ops examined; every HCCL call is kept, since the calls carry happens-before.
+    pub fn from_source(source: &dyn Source, filter: &Filter) -> RunEvents {
+        from_index(source.index(), filter)
     }
 
     /// The ranks, ascending.
@@ -159,8 +164,15 @@ impl RunEvents {
     }
 }
 
-fn from_index(index: &Index) -> RunEvents {
-    let mut run = RunEvents::default();
+fn from_index(index: &Index, filter: &Filter) -> RunEvents {
+    let mut run = RunEvents { problems: index.problems.clone(), ..RunEvents::default() };
+    let unknown = index
+        .ops
+        .iter()
+        .filter(|o| filter.keeps(o))
+        .flat_map(|o| o.inputs.iter().chain(&o.outputs))
+        .filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].hash.is_none())
+        .count();
     let mut ranks: Vec<u32> = index.ranks();
     ranks.extend(index.collectives.iter().map(|c| c.rank));
     ranks.sort_unstable();
@@ -200,7 +212,20 @@ fn from_index(index: &Index) -> RunEvents {
                 "rank {rank}: some ops carry no dump timestamp, so its HCCL calls are placed after all its ops"
             ));
         }
-        run.ranks.push(RankEvents { rank, events: interleave(ops, calls) });
+        let mut events = interleave(ops, calls);
+        // Calls are kept at the selected steps whatever the rank or op selection: the same calls on every
+        // member, so happens-before stays whole.
+        events.retain(|e| match &e.kind {
+            EventKind::Op { name, .. } => filter.keeps_at(name, e.step, rank),
+            EventKind::Collective(_) => filter.steps.is_empty() || filter.steps.contains(&e.step),
+        });
+        run.ranks.push(RankEvents { rank, events });
+    }
+    if unknown > 0 {
+        run.problems.push(InputProblem::incomplete(format!(
+            "{unknown} tensor(s) carry neither statistics nor a content hash: they are not checked (record \
+             the run with the collector's statistics, its default mode)"
+        )));
     }
     run
 }

@@ -15,6 +15,7 @@ pub mod events;
 pub mod order;
 
 use crate::outcome::Outcome;
+use crate::problems::{InputProblem, InputProblems};
 use detect::{EventRef, Finding};
 use events::RunEvents;
 use serde::Serialize;
@@ -68,14 +69,15 @@ pub struct RanksReport {
     pub findings: BTreeMap<String, u64>,
     /// Per step: tensors every rank holding them held bit for bit (what the redundancy check compared).
     pub replicated_per_step: BTreeMap<u64, u64>,
-    /// Collectives that never completed, receives without a send: happens-before is partial through them.
-    pub incomplete: Vec<String>,
+    /// What the sources miss, and collectives that not every member recorded or receives without a send
+    /// (happens-before is partial through them): they lead the report and make the exit status 2.
+    pub input_problems: InputProblems,
     pub warnings: Vec<String>,
 }
 
 impl RanksReport {
-    /// Findings when an origin was found; otherwise a pass, unless what was read is incomplete (then the
-    /// caller reports an input error: no all-clear on partial data).
+    /// Findings when an origin was found; otherwise a pass (the caller turns it into an input error when
+    /// `input_problems` is not empty: no all-clear on partial data).
     pub fn outcome(&self) -> Outcome {
         if self.origins.is_empty() {
             Outcome::Pass
@@ -156,24 +158,27 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         .collect();
     communicators.sort();
     communicators.dedup();
-    let mut incomplete: Vec<String> = replay
-        .incomplete
-        .iter()
-        .map(|(comm, seq, op, arrived, expected)| {
-            format!(
-                "{} #{seq} on {comm}: {} of {expected} members recorded it (ranks {:?})",
-                op.api_name(),
-                arrived.len(),
-                arrived
-            )
-        })
-        .collect();
+    let mut problems = InputProblems::default();
+    for p in run.problems.iter().chain(baseline.iter().flat_map(|b| b.1.problems.iter())) {
+        problems.push(p.clone());
+    }
+    let incomplete = replay.incomplete.iter().map(|(comm, seq, op, arrived, expected)| {
+        format!(
+            "{} #{seq} on {comm}: {} of {expected} members recorded it (ranks {:?})",
+            op.api_name(),
+            arrived.len(),
+            arrived
+        )
+    });
+    for message in incomplete {
+        problems.push(InputProblem::incomplete(message));
+    }
     for &(r, i) in &replay.unmatched_receives {
-        incomplete.push(format!(
+        problems.push(InputProblem::incomplete(format!(
             "rank {}: {} #{i} has no matching send",
             run.ranks[r].rank,
             event((r, i)).name()
-        ));
+        )));
     }
     let mut warnings = run.warnings.clone();
     warnings.extend(detected.warnings.iter().cloned());
@@ -196,7 +201,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         spread,
         findings,
         replicated_per_step: detected.replicated_per_step,
-        incomplete,
+        input_problems: problems,
         warnings,
     }
 }

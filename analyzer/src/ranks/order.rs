@@ -258,6 +258,7 @@ mod tests {
                 .map(|(r, events)| RankEvents { rank: r as u32, events })
                 .collect(),
             warnings: vec![],
+            problems: vec![],
         }
     }
 

@@ -10,6 +10,9 @@ use std::io::Write;
 /// Writes the report in `format` to its destination; `command` names it in JSON.
 pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destination<'_>) -> Result<()> {
     let mut out = Output::open(to.output)?;
+    let table = format == Format::Table;
+    super::lead(&report.input_problems, table, to.output.is_some(), &mut out)?;
+    super::lead_warnings(&report.warnings, table, to, &mut out)?;
     match format {
         Format::Json => write_json(&mut out, command, report)?,
         Format::Csv => {
@@ -75,18 +78,17 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if let Some(b) = &r.baseline {
         writeln!(out, "against the baseline {b}")?;
     }
-    if !r.incomplete.is_empty() {
-        writeln!(out, "\n{}: happens-before is partial through these:", paint("INCOMPLETE", "1;33", colour))?;
-        for i in &r.incomplete {
-            writeln!(out, "  {i}")?;
-        }
-    }
-    for w in &r.warnings {
-        writeln!(out, "warning: {w}")?;
-    }
     let Some(first) = r.origins.first() else {
-        let none = paint("No anomaly across the ranks", "1;32", colour);
-        writeln!(out, "\n{none}: no overflow, every collective's members agree, replicas agree.")?;
+        if r.input_problems.is_empty() {
+            let none = paint("No anomaly across the ranks", "1;32", colour);
+            writeln!(out, "\n{none}: no overflow, every collective's members agree, replicas agree.")?;
+        } else {
+            let none = paint("NO VERDICT", "1;33", colour);
+            writeln!(
+                out,
+                "\n{none}: no anomaly in what was read, but the input problems above leave part unread."
+            )?;
+        }
         write_redundancy(out, r)?;
         return Ok(());
     };

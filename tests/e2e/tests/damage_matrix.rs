@@ -1,5 +1,5 @@
 //! The damage matrix (issue #12): every command that reads a source (inspect, compare, diff, overflow,
-//! convert, report) against every source kind with each kind of damage done
+//! ranks, convert, report) against every source kind with each kind of damage done
 //! to one of its files. A damaged input never gets a silent answer that differs from the intact input's:
 //! each cell ends with exit status 2, or an explicit warning (an input-problem lead, a `warning:` line), or
 //! exactly the intact input's answer (JSON report, convert's files, report's page) because the command
@@ -9,7 +9,7 @@
 //! cleanly (exit 0, 1 or 2, no crash).
 //!
 //! The sources are small (one step of the tiny fused model) and made once; each cell copies the intact
-//! source, damages one file, and runs one command: 144 runs of the debug analyzer, 10-20 s on a shared
+//! source, damages one file, and runs one command: 168 runs of the debug analyzer, 10-20 s on a shared
 //! 2-core machine.
 
 mod common;
@@ -193,6 +193,7 @@ fn commands(source: &str, intact: &str, out: &str) -> Vec<Vec<String>> {
         vec!["compare", source, intact, "--format", "json"],
         vec!["diff", source, intact, "--format", "json"],
         vec!["overflow", source, "--format", "json"],
+        vec!["ranks", source, "--format", "json"],
         vec!["convert", source, "-o", out, "--format", "json"],
         vec!["report", source, intact, "-o", &page, "--no-progress"],
     ]

@@ -12,8 +12,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The commands whose help is read (`analyzer --help` too).
-const COMMANDS: [&str; 9] =
-    ["inspect", "compare", "diff", "overflow", "report", "convert", "record", "completions", "manpage"];
+const COMMANDS: [&str; 10] = [
+    "inspect",
+    "compare",
+    "diff",
+    "overflow",
+    "ranks",
+    "report",
+    "convert",
+    "record",
+    "completions",
+    "manpage",
+];
 
 /// The example command lines of one help text: lines that read `Example: analyzer ...`, `$ analyzer ...`
 /// or `analyzer ...`.

@@ -96,7 +96,7 @@ fn a_healthy_job_raises_nothing() {
     assert_eq!((code, first), (0, None), "{json}");
     assert_eq!(json["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(json["calls"].as_u64(), Some(4 * 10), "1 broadcast + 3 per step, on each rank");
-    assert!(json["incomplete"].as_array().unwrap().is_empty());
+    assert!(json["input_problems"].as_array().unwrap().is_empty(), "{json}");
     // The redundancy check compared something at every step.
     for step in ["0", "1", "2"] {
         assert!(json["replicated_per_step"][step].as_u64().unwrap() > 100, "{json}");
@@ -195,8 +195,29 @@ fn a_missing_rank_makes_the_answer_partial() {
     }
     let (code, out, err) = analyzer(&["ranks", p(&copy)]);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(out.contains("INCOMPLETE"), "{out}");
-    assert!(err.contains("partial"), "{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: "), "the problems lead: {out}");
+    assert!(out.contains("of 4 members recorded it"), "{out}");
+    assert!(!out.contains("No anomaly across the ranks"), "no all-clear on partial data: {out}");
+    let (code, json) = analyzer_json(&["ranks", p(&copy)]);
+    assert_eq!(code, 2);
+    assert_eq!(json["input_problems"][0]["kind"], "incomplete", "{json}");
+    let (code, _, _) = analyzer(&["ranks", p(&copy), "--allow-incomplete"]);
+    assert_eq!(code, 0, "--allow-incomplete accepts it (the problems still lead)");
+}
+
+#[test]
+fn a_selection_narrows_the_ops_examined_and_one_matching_nothing_is_refused() {
+    let r = runs();
+    let (code, first, json) = first_anomaly(&[p(&r.overflow), "--step", "1"]);
+    assert_eq!(code, 1);
+    assert_eq!(first.map(|f| (f.0, f.1, f.2)), Some((2, 1, "model/layer_1/mlp/fc2/MatMul".into())), "{json}");
+    assert_eq!(json["steps"], serde_json::json!([1]), "{json}");
+    // Before the overflow nothing is anomalous.
+    let (code, first, _) = first_anomaly(&[p(&r.overflow), "--step", "0"]);
+    assert_eq!((code, first), (0, None));
+    let (code, _, err) = analyzer(&["ranks", p(&r.overflow), "--step", "9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("step 9 is not in"), "{err}");
 }
 
 fn copy_dir(from: &Path, to: &Path) {

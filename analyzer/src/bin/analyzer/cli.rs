@@ -107,8 +107,9 @@ pub enum Command {
     /// run (one rank reading different data).
     ///
     /// Examples:
-    ///   analyzer ranks runs/job
-    ///   analyzer ranks runs/job --baseline runs/good --format json
+    ///   analyzer ranks runs/npu
+    ///   analyzer ranks runs/npu --step 1 --format csv
+    ///   analyzer ranks runs/b --baseline runs/a --format json
     #[command(verbatim_doc_comment)]
     Ranks(RanksArgs),
     /// Export tensors of any source to .npy files in host layout.
@@ -393,8 +394,13 @@ pub struct RanksArgs {
     /// anomalies too (what a rank reading other data leaves).
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<PathBuf>,
+    /// Selects the ops examined (every rank's HCCL calls are kept: they carry happens-before).
+    #[command(flatten)]
+    pub filter: FilterArgs,
     #[command(flatten)]
     pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
 }
 
 #[derive(Args, Debug)]

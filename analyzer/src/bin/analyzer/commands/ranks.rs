@@ -5,14 +5,18 @@ use analyzer::outcome::Outcome;
 use analyzer::ranks::{analyze, events::RunEvents};
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
+    let filter = args.filter.to_filter();
     let source = sources::open(&args.run)?;
-    let events = RunEvents::from_source(source.as_ref());
+    filter.check(source.index(), &args.run)?;
+    let events = RunEvents::from_source(source.as_ref(), &filter);
     let baseline = match &args.baseline {
         Some(path) => {
-            Some((path.display().to_string(), RunEvents::from_source(sources::open(path)?.as_ref())))
+            let good = sources::open(path)?;
+            filter.check(good.index(), path)?;
+            Some((path.display().to_string(), RunEvents::from_source(good.as_ref(), &filter)))
         }
         None => None,
     };
@@ -20,17 +24,5 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
         analyze(&args.run.display().to_string(), &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::ranks::write(&found, "ranks", args.report.format.into(), &to))?;
-    finish(&found)
-}
-
-/// The outcome, or (after the report was written) an input error when happens-before is partial.
-pub fn finish(found: &analyzer::ranks::RanksReport) -> Result<Outcome> {
-    if !found.incomplete.is_empty() {
-        bail!(
-            "{} collective(s) or receive(s) could not be matched across ranks (listed first in the report): \
-             the answer is partial",
-            found.incomplete.len()
-        );
-    }
-    Ok(found.outcome())
+    Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }
