@@ -8,11 +8,11 @@
 //! `input_problems`.
 
 use crate::sources::Source;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 
 /// What kind of problem, which decides whether `--allow-incomplete` accepts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProblemKind {
     /// The source holds less than it says it should (lost segments or streams, dropped chunks, an unsealed
@@ -27,7 +27,7 @@ pub enum ProblemKind {
 }
 
 /// One problem, in words that name the file (and offset) and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputProblem {
     pub kind: ProblemKind,
     pub message: String,

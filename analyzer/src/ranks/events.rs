@@ -8,17 +8,19 @@
 //! call's step is the step of the op before it (the first op's, for calls before any op).
 
 use crate::filter::Filter;
-use crate::index::{Index, Io};
-use crate::problems::InputProblem;
+use crate::index::{Index, Io, TensorId};
+use crate::overflow::gather_stats;
+use crate::problems::{InputProblem, InputProblems};
 use crate::sources::Source;
 use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What the analysis needs of one tensor (or collective buffer).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorSummary {
     pub io: Io,
     pub index: u32,
@@ -74,7 +76,7 @@ impl TensorSummary {
 }
 
 /// A collective call's place among its communicator's calls.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveMeta {
     pub comm: String,
     pub seq: u64,
@@ -86,14 +88,14 @@ pub struct CollectiveMeta {
 }
 
 /// An op or an HCCL call.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
     Op { name: String, op_type: String },
     Collective(CollectiveMeta),
 }
 
 /// One event of a rank.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub step: u64,
     /// Host-clock µs (dump timestamp, or the call's start), when known.
@@ -134,14 +136,14 @@ impl Event {
 }
 
 /// One rank's events in program order.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RankEvents {
     pub rank: u32,
     pub events: Vec<Event>,
 }
 
 /// Every rank of a run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunEvents {
     /// Ascending by rank.
     pub ranks: Vec<RankEvents>,
@@ -154,8 +156,14 @@ pub struct RunEvents {
 impl RunEvents {
     /// The events of every rank of a source (ops from its index, HCCL calls from its collective records).
     /// `filter` selects the ops examined; every HCCL call is kept, since the calls carry happens-before.
+    /// Statistics a source does not store (a dump tree) are decoded from its tensors; a tensor that cannot
+    /// be read is an input problem.
     pub fn from_source(source: &dyn Source, filter: &Filter) -> RunEvents {
-        from_index(source.index(), filter)
+        let mut unreadable = InputProblems::default();
+        let stats = gather_stats(source, &filter.op_ids(source.index()), &mut unreadable, false);
+        let mut run = from_index(source.index(), filter, &stats);
+        run.problems.extend(unreadable.items().iter().cloned());
+        run
     }
 
     /// The ranks, ascending.
@@ -164,14 +172,14 @@ impl RunEvents {
     }
 }
 
-fn from_index(index: &Index, filter: &Filter) -> RunEvents {
+fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorStats>) -> RunEvents {
     let mut run = RunEvents { problems: index.problems.clone(), ..RunEvents::default() };
     let unknown = index
         .ops
         .iter()
         .filter(|o| filter.keeps(o))
         .flat_map(|o| o.inputs.iter().chain(&o.outputs))
-        .filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].hash.is_none())
+        .filter(|&t| !stats.contains_key(t) && index.tensors[*t].hash.is_none())
         .count();
     let mut ranks: Vec<u32> = index.ranks();
     ranks.extend(index.collectives.iter().map(|c| c.rank));
@@ -190,14 +198,14 @@ fn from_index(index: &Index, filter: &Filter) -> RunEvents {
                     .inputs
                     .iter()
                     .chain(&o.outputs)
-                    .map(|&t| {
-                        let t = &index.tensors[t];
+                    .map(|&id| {
+                        let t = &index.tensors[id];
                         TensorSummary::of(
                             t.io,
                             t.index,
                             Some(t.dtype),
                             t.dtype.name().into_owned(),
-                            t.stats.as_ref(),
+                            stats.get(&id).or(t.stats.as_ref()),
                             t.hash,
                         )
                     })

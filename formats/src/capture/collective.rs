@@ -194,3 +194,12 @@ impl serde::Serialize for CollectiveOp {
         serializer.serialize_str(self.api_name())
     }
 }
+
+/// Read back from the HCCL function's name (per-rank summaries store it so).
+impl<'de> serde::Deserialize<'de> for CollectiveOp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        CollectiveOp::from_api_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown HCCL call `{name}`")))
+    }
+}
