@@ -33,9 +33,13 @@ pub struct TensorSummary {
     pub pos_inf: u64,
     pub neg_inf: u64,
     pub at_saturation: u64,
+    #[serde(with = "non_finite")]
     pub min: f64,
+    #[serde(with = "non_finite")]
     pub max: f64,
+    #[serde(with = "non_finite")]
     pub mean: f64,
+    #[serde(with = "non_finite")]
     pub l2_norm: f64,
     /// XXH3-64 of the raw bytes, when known.
     pub hash: Option<u64>,
@@ -72,6 +76,39 @@ impl TensorSummary {
     /// NaN or inf, or (floats) values at the dtype's saturation limit: what an overflow leaves.
     pub fn anomalous(&self) -> bool {
         self.nan + self.pos_inf + self.neg_inf > 0 || (self.float && self.at_saturation > 0)
+    }
+}
+
+/// f64 in JSON with inf and NaN kept (as the strings `inf`, `-inf`, `nan`; JSON numbers cannot hold them).
+mod non_finite {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match x {
+            x if x.is_finite() => s.serialize_f64(*x),
+            x if x.is_nan() => s.serialize_str("nan"),
+            x if *x > 0.0 => s.serialize_str("inf"),
+            _ => s.serialize_str("-inf"),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(f64),
+        Word(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Either::deserialize(d)? {
+            Either::Number(x) => Ok(x),
+            Either::Word(w) => match w.as_str() {
+                "nan" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => Err(serde::de::Error::custom(format!("`{w}` is not a number"))),
+            },
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod detect;
 pub mod events;
 pub mod order;
+pub mod summary;
 
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};

@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod overflow;
 pub mod ranks;
 pub mod record;
+pub mod scan;
 
 /// The output formats a report can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

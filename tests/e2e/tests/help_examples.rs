@@ -12,12 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The commands whose help is read (`analyzer --help` too).
-const COMMANDS: [&str; 10] = [
+const COMMANDS: [&str; 12] = [
     "inspect",
     "compare",
     "diff",
     "overflow",
     "ranks",
+    "scan",
+    "merge",
     "report",
     "convert",
     "record",

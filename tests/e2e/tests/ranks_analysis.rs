@@ -227,3 +227,78 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+/// Splits `run` as two nodes' node-local captures would hold it: streams of ranks 0-1 in `node0`, of ranks
+/// 2-3 in `node1`, each with a manifest listing only its own streams.
+fn split_nodes(run: &Path, dir: &Path) -> [PathBuf; 2] {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    ["node0", "node1"].map(|node| {
+        let here = |rank: u64| (rank < 2) == (node == "node0");
+        let to = dir.join(node);
+        std::fs::create_dir_all(&to).unwrap();
+        let mut m = manifest.clone();
+        let streams = m["streams"].as_array_mut().unwrap();
+        streams.retain(|s| here(s["info"]["rank"].as_u64().unwrap()));
+        for s in streams.iter() {
+            let name = s["dir"].as_str().unwrap();
+            copy_dir(&run.join(name), &to.join(name));
+        }
+        std::fs::write(to.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+        to
+    })
+}
+
+/// The parts of a ranks/merge JSON report that are the answer (not the names of the inputs).
+fn answer(json: &serde_json::Value) -> serde_json::Value {
+    let keys = ["ranks", "steps", "events", "calls", "communicators", "origins", "spread", "findings"];
+    let mut out = serde_json::Map::new();
+    for k in keys.iter().chain(&["replicated_per_step", "input_problems", "warnings"]) {
+        out.insert(k.to_string(), json[k].clone());
+    }
+    serde_json::Value::Object(out)
+}
+
+#[test]
+fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
+    let r = runs();
+    let dir = scratch();
+    for (name, run) in [("overflow", &r.overflow), ("nondet", &r.nondeterministic), ("bitflip", &r.bitflip)] {
+        let [node0, node1] = split_nodes(run, &dir.path().join(name));
+        let (s0, s1) = (dir.path().join(format!("{name}-s0")), dir.path().join(format!("{name}-s1")));
+        for (node, out) in [(&node0, &s0), (&node1, &s1)] {
+            let (code, json) = analyzer_json(&["scan", p(node), "-o", p(out)]);
+            assert_eq!(code, 0, "{json}");
+            assert_eq!(json["summaries"].as_array().unwrap().len(), 2, "{json}");
+        }
+        let (merged_code, merged) = analyzer_json(&["merge", p(&s0), p(&s1)]);
+        let (whole_code, whole) = analyzer_json(&["ranks", p(run)]);
+        assert_eq!((merged_code, answer(&merged)), (whole_code, answer(&whole)), "{name}");
+        assert_eq!(merged_code, 1, "{name}: {merged}");
+        // One node's summaries alone: its collectives miss members, so no answer is given as whole.
+        let (code, out, _) = analyzer(&["merge", p(&s0)]);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
+    }
+    // A baseline of summaries, as ranks --baseline.
+    let (good, bad) = (dir.path().join("good"), dir.path().join("bad"));
+    assert_eq!(analyzer(&["scan", p(&r.healthy), "-o", p(&good)]).0, 0);
+    assert_eq!(analyzer(&["scan", p(&r.wrong_data), "-o", p(&bad)]).0, 0);
+    let (code, merged) = analyzer_json(&["merge", p(&bad), "--baseline", p(&good)]);
+    let (_, whole) = analyzer_json(&["ranks", p(&r.wrong_data), "--baseline", p(&r.healthy)]);
+    assert_eq!((code, answer(&merged)), (1, answer(&whole)));
+    // A rank summarized twice, and a summary that is not one: refused, the file named.
+    let (code, _, err) = analyzer(&["merge", p(&good), p(&good)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("summarized twice"), "{err}");
+    let broken = dir.path().join("broken");
+    copy_dir(&good, &broken);
+    std::fs::write(broken.join("rank000002.events.json"), b"{\"summary_version\": 1, \"rank\": 2").unwrap();
+    let (code, _, err) = analyzer(&["merge", p(&broken)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("rank000002.events.json"), "{err}");
+    std::fs::write(broken.join("rank000002.events.json"), b"{\"summary_version\": 99}").unwrap();
+    let (code, _, err) = analyzer(&["merge", p(&broken)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("summary version 99"), "{err}");
+}

@@ -112,6 +112,25 @@ pub enum Command {
     ///   analyzer ranks runs/b --baseline runs/a --format json
     #[command(verbatim_doc_comment)]
     Ranks(RanksArgs),
+    /// Summarize this node's ranks for `analyzer merge`: one small file per rank (its ops and HCCL calls in
+    /// program order with the statistics and hashes the cross-rank analysis needs; no tensor data).
+    ///
+    /// Run it once per node, under the job's own scheduler, on that node's capture; gather the output
+    /// directories on one host and merge them there. Same answer as `analyzer ranks` on all ranks at once.
+    ///
+    /// Examples:
+    ///   analyzer scan runs/npu -o summaries/
+    ///   analyzer scan runs/npu --step 1 -o step1/ --format json
+    #[command(verbatim_doc_comment)]
+    Scan(ScanArgs),
+    /// The answer of `analyzer ranks` (first anomaly across ranks, its spread) from the summaries that
+    /// `analyzer scan` wrote on each node.
+    ///
+    /// Examples:
+    ///   analyzer merge summaries/
+    ///   analyzer merge summaries/ --format json
+    #[command(verbatim_doc_comment)]
+    Merge(MergeArgs),
     /// Export tensors of any source to .npy files in host layout.
     ///
     /// Examples:
@@ -397,6 +416,37 @@ pub struct RanksArgs {
     /// Selects the ops examined (every rank's HCCL calls are kept: they carry happens-before).
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    /// This node's part of the job: a capture holding the streams of the ranks that ran here.
+    pub run: PathBuf,
+    /// Directory to write the summaries into (created if missing): `rank{R}.events.json` per rank.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+    /// Selects the ops summarized (every rank's HCCL calls at the selected steps are kept).
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// The form of the list of summaries written, on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Directories of rank summaries written by `analyzer scan` (one per node), or summary files.
+    #[arg(required = true)]
+    pub summaries: Vec<PathBuf>,
+    /// Summaries of a run of the same job known to be good (as `ranks --baseline`).
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
     #[command(flatten)]
     pub report: OutputArgs,
     #[command(flatten)]

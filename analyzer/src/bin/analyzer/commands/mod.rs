@@ -10,10 +10,12 @@ mod compare;
 mod convert;
 mod diff;
 mod inspect;
+mod merge;
 mod overflow;
 mod ranks;
 mod record;
 mod report;
+mod scan;
 mod shell;
 
 /// Runs one parsed command.
@@ -23,6 +25,8 @@ pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
         Command::Diff(args) => diff::run(args, colour),
         Command::Overflow(args) => overflow::run(args, colour),
         Command::Ranks(args) => ranks::run(args, colour),
+        Command::Scan(args) => scan::run(args),
+        Command::Merge(args) => merge::run(args, colour),
         Command::Compare(args) => compare::run(args, colour),
         Command::Report(args) => report::run(args),
         Command::Convert(args) => convert::run(args),

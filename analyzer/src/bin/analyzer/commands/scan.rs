@@ -1,0 +1,23 @@
+//! `analyzer scan RUN -o DIR`: one summary per rank of this node's part of a job, for `analyzer merge`.
+
+use crate::cli::ScanArgs;
+use analyzer::outcome::Outcome;
+use analyzer::problems::InputProblems;
+use analyzer::ranks::{events::RunEvents, summary};
+use analyzer::{report, sources};
+use anyhow::Result;
+
+pub fn run(args: ScanArgs) -> Result<Outcome> {
+    let source = sources::open(&args.run)?;
+    let filter = args.filter.to_filter();
+    filter.check(source.index(), &args.run)?;
+    let events = RunEvents::from_source(source.as_ref(), &filter);
+    let written = summary::write(&events, &args.run.display().to_string(), &args.output)?;
+    // The summaries carry the problems too, so that merge leads with them; here they make the exit 2.
+    let mut problems = InputProblems::default();
+    for p in &events.problems {
+        problems.push(p.clone());
+    }
+    report::reader_may_leave(report::scan::write(&args.output, &written, args.format.into(), &problems))?;
+    Ok(Outcome::Pass.or_input_errors(&problems, args.input.allow_incomplete))
+}
