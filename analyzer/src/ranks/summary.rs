@@ -30,7 +30,7 @@ pub fn file_name(rank: u32) -> String {
     format!("rank{rank:06}.events.json")
 }
 
-/// One summary written by [`write`].
+/// One summary written by [`write()`].
 #[derive(Debug, Serialize)]
 pub struct Written {
     pub rank: u32,
