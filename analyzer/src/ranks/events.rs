@@ -16,11 +16,10 @@ use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What the analysis needs of one tensor (or collective buffer).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TensorSummary {
     pub io: Io,
     pub index: u32,
@@ -33,13 +32,9 @@ pub struct TensorSummary {
     pub pos_inf: u64,
     pub neg_inf: u64,
     pub at_saturation: u64,
-    #[serde(with = "non_finite")]
     pub min: f64,
-    #[serde(with = "non_finite")]
     pub max: f64,
-    #[serde(with = "non_finite")]
     pub mean: f64,
-    #[serde(with = "non_finite")]
     pub l2_norm: f64,
     /// XXH3-64 of the raw bytes, when known.
     pub hash: Option<u64>,
@@ -79,41 +74,8 @@ impl TensorSummary {
     }
 }
 
-/// f64 in JSON with inf and NaN kept (as the strings `inf`, `-inf`, `nan`; JSON numbers cannot hold them).
-mod non_finite {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-        match x {
-            x if x.is_finite() => s.serialize_f64(*x),
-            x if x.is_nan() => s.serialize_str("nan"),
-            x if *x > 0.0 => s.serialize_str("inf"),
-            _ => s.serialize_str("-inf"),
-        }
-    }
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Number(f64),
-        Word(String),
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        match Either::deserialize(d)? {
-            Either::Number(x) => Ok(x),
-            Either::Word(w) => match w.as_str() {
-                "nan" => Ok(f64::NAN),
-                "inf" => Ok(f64::INFINITY),
-                "-inf" => Ok(f64::NEG_INFINITY),
-                _ => Err(serde::de::Error::custom(format!("`{w}` is not a number"))),
-            },
-        }
-    }
-}
-
 /// A collective call's place among its communicator's calls.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CollectiveMeta {
     pub comm: String,
     pub seq: u64,
@@ -125,14 +87,14 @@ pub struct CollectiveMeta {
 }
 
 /// An op or an HCCL call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum EventKind {
     Op { name: String, op_type: String },
     Collective(CollectiveMeta),
 }
 
 /// One event of a rank.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     pub step: u64,
     /// Host-clock µs (dump timestamp, or the call's start), when known.
@@ -173,14 +135,14 @@ impl Event {
 }
 
 /// One rank's events in program order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RankEvents {
     pub rank: u32,
     pub events: Vec<Event>,
 }
 
 /// Every rank of a run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunEvents {
     /// Ascending by rank.
     pub ranks: Vec<RankEvents>,

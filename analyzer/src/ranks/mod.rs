@@ -6,6 +6,8 @@
 //! - [`order`]: happens-before (program order, collectives matched by (communicator, sequence number), send
 //!   before receive), replayed once across ranks: the origins are the anomalous events nothing anomalous
 //!   happened before.
+//! - [`summary`]: a rank's events as a Parquet file (`analyzer scan` writes one per rank, `analyzer merge`
+//!   reads them back on one host).
 //!
 //! [`analyze`] puts them together: the origins ordered by (step, Lamport time, rank), the ranks the first one
 //! reached and through which collective, and what the redundancy check compared.

@@ -1,24 +1,42 @@
-//! Per-rank summaries: what `analyzer scan` writes on each node, one file per rank, and `analyzer merge`
-//! reads on one host to answer the cross-rank question without the tensors. A summary is exactly a rank's
-//! [`RankEvents`] (the events `analyzer ranks` reasons about), so merging gives the same answer as analysing
-//! all ranks in one process. Format: JSON, versioned by `summary_version` (docs/CLI.md, `analyzer scan`).
+//! Per-rank summaries: what `analyzer scan` writes on each node, one Parquet file per rank, and `analyzer
+//! merge` reads on one host to answer the cross-rank question without the tensors. A summary holds exactly a
+//! rank's [`RankEvents`] (the events `analyzer ranks` reasons about), so merging gives the same answer as
+//! analysing all ranks in one process; being Parquet, the same files answer SQL in DuckDB, Spark or Trino
+//! (docs/RANK_SUMMARIES.md: the schema, its version, and the first-anomaly query).
+//!
+//! - [`columns`]: the schema, and a rank's events as columns (one row per tensor of each event) and back.
+//! - here: the file (name, key-value metadata, writing it whole or not at all) and finding the files.
+
+pub mod columns;
 
 use super::events::{RankEvents, RunEvents};
 use crate::problems::InputProblem;
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::writer::SerializedFileWriter;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// The summary format's version; a reader refuses others.
-pub const SUMMARY_VERSION: u32 = 1;
+/// The summary format's version (key `accutrace.summary_version`); a reader refuses others.
+/// 1 was JSON (`rank{R}.events.json`); 2 is Parquet.
+pub const SUMMARY_VERSION: u32 = 2;
 
-/// One rank of a job.
-#[derive(Debug, Serialize, Deserialize)]
+/// Keys of the file's key-value metadata.
+const KEY_VERSION: &str = "accutrace.summary_version";
+const KEY_RUN: &str = "accutrace.run";
+const KEY_RANK: &str = "accutrace.rank";
+const KEY_EVENTS: &str = "accutrace.events";
+const KEY_WARNINGS: &str = "accutrace.warnings";
+const KEY_PROBLEMS: &str = "accutrace.problems";
+
+/// One rank of a job, as a summary holds it.
+#[derive(Debug)]
 pub struct RankSummary {
-    pub summary_version: u32,
     /// The run it was scanned from, as named to `scan`.
     pub run: String,
-    pub rank: u32,
     pub events: RankEvents,
     /// What the scan could not place, and what its source misses (kept once, with the scan's lowest rank).
     pub warnings: Vec<String>,
@@ -27,7 +45,7 @@ pub struct RankSummary {
 
 /// The file name of rank `rank`'s summary.
 pub fn file_name(rank: u32) -> String {
-    format!("rank{rank:06}.events.json")
+    format!("rank{rank:06}.parquet")
 }
 
 /// One summary written by [`write()`].
@@ -46,29 +64,70 @@ pub fn write(run: &RunEvents, run_name: &str, dir: &Path) -> Result<Vec<Written>
     for (n, rank) in run.ranks.iter().enumerate() {
         let first = n == 0;
         let summary = RankSummary {
-            summary_version: SUMMARY_VERSION,
             run: run_name.to_string(),
-            rank: rank.rank,
             events: rank.clone(),
             warnings: if first { run.warnings.clone() } else { Vec::new() },
             problems: if first { run.problems.clone() } else { Vec::new() },
         };
         let file = dir.join(file_name(rank.rank));
-        let body = serde_json::to_vec(&summary)?;
-        std::fs::write(&file, &body).with_context(|| format!("cannot write {}", file.display()))?;
-        written.push(Written {
-            rank: rank.rank,
-            file,
-            events: rank.events.len() as u64,
-            bytes: body.len() as u64,
-        });
+        let bytes = write_one(&summary, &file)?;
+        written.push(Written { rank: rank.rank, file, events: rank.events.len() as u64, bytes });
     }
     Ok(written)
 }
 
-/// Every `rank*.events.json` in `dirs` (a directory, or one summary file), as one run. A rank found twice,
-/// a file that is not a summary or of another version is an error naming the file.
+/// Writes `summary` to `file` through a temporary name, so that a scan stopped half-way leaves no file
+/// that looks like a summary. Returns its size.
+pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
+    let partial = file.with_extension("parquet.partial");
+    let out =
+        std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+    let metadata = vec![
+        KeyValue::new(KEY_VERSION.into(), SUMMARY_VERSION.to_string()),
+        KeyValue::new(KEY_RUN.into(), summary.run.clone()),
+        KeyValue::new(KEY_RANK.into(), summary.events.rank.to_string()),
+        KeyValue::new(KEY_EVENTS.into(), summary.events.events.len().to_string()),
+        KeyValue::new(KEY_WARNINGS.into(), serde_json::to_string(&summary.warnings)?),
+        KeyValue::new(KEY_PROBLEMS.into(), serde_json::to_string(&summary.problems)?),
+    ];
+    let properties = WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_key_value_metadata(Some(metadata))
+        .set_created_by(format!("accutrace analyzer {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let schema = Arc::new(columns::schema());
+    let mut writer = SerializedFileWriter::new(out, schema, Arc::new(properties))
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    columns::Columns::of(&summary.events)
+        .and_then(|c| c.write(&mut writer))
+        .and_then(|()| Ok(writer.close()?))
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, file).with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?.len())
+}
+
+/// Every `rank*.parquet` in `dirs` (a directory, or one summary file), as one run. A rank found twice, a
+/// file that is not a summary or of another version is an error naming the file.
 pub fn read(dirs: &[PathBuf]) -> Result<RunEvents> {
+    let files = find(dirs)?;
+    let mut run = RunEvents::default();
+    let mut from: Vec<(u32, PathBuf)> = Vec::new();
+    for file in files {
+        let s = read_one(&file)?;
+        if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.events.rank) {
+            bail!("rank {} is summarized twice: {} and {}", s.events.rank, other.display(), file.display());
+        }
+        from.push((s.events.rank, file));
+        run.warnings.extend(s.warnings);
+        run.problems.extend(s.problems);
+        run.ranks.push(s.events);
+    }
+    run.ranks.sort_by_key(|r| r.rank);
+    Ok(run)
+}
+
+/// The summary files named or found in the directories named.
+fn find(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for d in dirs {
         if d.is_file() {
@@ -79,47 +138,65 @@ pub fn read(dirs: &[PathBuf]) -> Result<RunEvents> {
         for e in entries {
             let path = e.with_context(|| format!("cannot read {}", d.display()))?.path();
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if name.starts_with("rank") && name.ends_with(".events.json") {
+            if name.starts_with("rank") && name.ends_with(".parquet") {
                 files.push(path);
             }
         }
     }
     if files.is_empty() {
         let named: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        bail!("no rank summaries (rank*.events.json, written by `analyzer scan`) in {}", named.join(", "));
+        bail!("no rank summaries (rank*.parquet, written by `analyzer scan`) in {}", named.join(", "));
     }
-    let mut run = RunEvents::default();
-    let mut from: Vec<(u32, PathBuf)> = Vec::new();
-    for file in files {
-        let s = read_one(&file)?;
-        if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.rank) {
-            bail!("rank {} is summarized twice: {} and {}", s.rank, other.display(), file.display());
-        }
-        if s.events.rank != s.rank {
-            bail!("{}: says rank {} but holds rank {}'s events", file.display(), s.rank, s.events.rank);
-        }
-        from.push((s.rank, file));
-        run.warnings.extend(s.warnings);
-        run.problems.extend(s.problems);
-        run.ranks.push(s.events);
-    }
-    run.ranks.sort_by_key(|r| r.rank);
-    Ok(run)
+    files.sort();
+    Ok(files)
 }
 
-fn read_one(file: &Path) -> Result<RankSummary> {
+/// Reads one summary file.
+pub fn read_one(file: &Path) -> Result<RankSummary> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let value: serde_json::Value = serde_json::from_reader(std::io::BufReader::new(f))
-        .with_context(|| format!("{}: not a JSON rank summary", file.display()))?;
-    match value.get("summary_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(SUMMARY_VERSION) => {}
+    let reader = SerializedFileReader::new(f)
+        .with_context(|| format!("{}: not a Parquet rank summary", file.display()))?;
+    let meta = Metadata::of(&reader);
+    match meta.get(KEY_VERSION) {
+        Some(v) if v == SUMMARY_VERSION.to_string() => {}
         Some(v) => bail!(
             "{}: summary version {v}; this analyzer reads version {SUMMARY_VERSION} (scan again with it)",
             file.display()
         ),
-        None => {
-            bail!("{}: no summary_version: not a rank summary written by `analyzer scan`", file.display())
-        }
+        None => bail!("{}: no {KEY_VERSION}: not a rank summary written by `analyzer scan`", file.display()),
     }
-    serde_json::from_value(value).with_context(|| format!("{}: not a valid rank summary", file.display()))
+    let rank: u32 = meta.parse(KEY_RANK).with_context(|| file.display().to_string())?;
+    let events: usize = meta.parse(KEY_EVENTS).with_context(|| file.display().to_string())?;
+    let summary = RankSummary {
+        run: meta.get(KEY_RUN).unwrap_or_default().to_string(),
+        events: columns::Columns::read(&reader)
+            .and_then(|c| c.events(rank, events))
+            .with_context(|| file.display().to_string())?,
+        warnings: meta.json(KEY_WARNINGS).with_context(|| file.display().to_string())?,
+        problems: meta.json(KEY_PROBLEMS).with_context(|| file.display().to_string())?,
+    };
+    Ok(summary)
+}
+
+/// The key-value metadata of a summary file.
+struct Metadata<'a>(&'a [KeyValue]);
+
+impl<'a> Metadata<'a> {
+    fn of(reader: &'a SerializedFileReader<std::fs::File>) -> Self {
+        Metadata(reader.metadata().file_metadata().key_value_metadata().map_or(&[], |kv| kv.as_slice()))
+    }
+
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.0.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.as_deref())
+    }
+
+    fn parse<T: std::str::FromStr>(&self, key: &str) -> Result<T> {
+        let value = self.get(key).with_context(|| format!("no {key} in the file's metadata"))?;
+        value.parse().ok().with_context(|| format!("{key} `{value}` is not a count"))
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<T> {
+        let value = self.get(key).with_context(|| format!("no {key} in the file's metadata"))?;
+        serde_json::from_str(value).with_context(|| format!("{key} is not what `analyzer scan` writes"))
+    }
 }

@@ -293,12 +293,41 @@ fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
     assert!(err.contains("summarized twice"), "{err}");
     let broken = dir.path().join("broken");
     copy_dir(&good, &broken);
-    std::fs::write(broken.join("rank000002.events.json"), b"{\"summary_version\": 1, \"rank\": 2").unwrap();
+    let victim = broken.join("rank000002.parquet");
+    let whole = std::fs::read(&victim).unwrap();
+    // Torn (a scan stopped while copying), and not Parquet at all.
+    for body in [&whole[..whole.len() / 2], b"{\"summary_version\": 1, \"rank\": 2}".as_slice()] {
+        std::fs::write(&victim, body).unwrap();
+        let (code, _, err) = analyzer(&["merge", p(&broken)]);
+        assert_eq!(code, 2);
+        assert!(err.contains("rank000002.parquet: not a Parquet rank summary"), "{err}");
+    }
+    // Another version, and a Parquet file of another schema: refused, the file and what is wrong named.
+    // (The footer is Thrift's compact encoding: after the key, the value's field header, length and bytes.)
+    let mut altered = whole.clone();
+    let version = find(&altered, b"accutrace.summary_version\x18\x012").expect("version 2 in the footer");
+    altered[version + b"accutrace.summary_version\x18\x01".len()] = b'9';
+    std::fs::write(&victim, &altered).unwrap();
     let (code, _, err) = analyzer(&["merge", p(&broken)]);
     assert_eq!(code, 2);
-    assert!(err.contains("rank000002.events.json"), "{err}");
-    std::fs::write(broken.join("rank000002.events.json"), b"{\"summary_version\": 99}").unwrap();
+    assert!(err.contains("rank000002.parquet: summary version 9; this analyzer reads version 2"), "{err}");
+    let mut altered = whole.clone();
+    let at = find(&altered, b"accutrace.summary_version").expect("the version key is in the footer");
+    altered[at + b"accutrace.summary_version".len() - 1] = b'X';
+    std::fs::write(&victim, &altered).unwrap();
     let (code, _, err) = analyzer(&["merge", p(&broken)]);
     assert_eq!(code, 2);
-    assert!(err.contains("summary version 99"), "{err}");
+    assert!(err.contains("rank000002.parquet: no accutrace.summary_version"), "{err}");
+    // Summaries of another version of the schema (renamed column) are refused naming the column.
+    let mut altered = whole.clone();
+    let at = altered.windows(18).position(|w| w == b"collectives_before").expect("the schema names it");
+    altered[at] = b'C';
+    std::fs::write(&victim, &altered).unwrap();
+    let (code, _, err) = analyzer(&["merge", p(&broken)]);
+    assert_eq!(code, 2);
+    assert!(err.contains("rank000002.parquet") && err.contains("no column `collectives_before`"), "{err}");
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).rposition(|w| w == needle)
 }

@@ -112,11 +112,13 @@ pub enum Command {
     ///   analyzer ranks runs/b --baseline runs/a --format json
     #[command(verbatim_doc_comment)]
     Ranks(RanksArgs),
-    /// Summarize this node's ranks for `analyzer merge`: one small file per rank (its ops and HCCL calls in
-    /// program order with the statistics and hashes the cross-rank analysis needs; no tensor data).
+    /// Summarize this node's ranks for `analyzer merge`: one small Parquet file per rank (its ops and HCCL
+    /// calls in program order with the statistics and hashes the cross-rank analysis needs; no tensor data).
     ///
     /// Run it once per node, under the job's own scheduler, on that node's capture; gather the output
     /// directories on one host and merge them there. Same answer as `analyzer ranks` on all ranks at once.
+    /// The files also answer SQL (DuckDB, Spark): schema and the first-anomaly query in
+    /// docs/RANK_SUMMARIES.md.
     ///
     /// Examples:
     ///   analyzer scan runs/npu -o summaries/
@@ -426,7 +428,7 @@ pub struct RanksArgs {
 pub struct ScanArgs {
     /// This node's part of the job: a capture holding the streams of the ranks that ran here.
     pub run: PathBuf,
-    /// Directory to write the summaries into (created if missing): `rank{R}.events.json` per rank.
+    /// Directory to write the summaries into (created if missing): `rank{R:06}.parquet` per rank.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
     /// Selects the ops summarized (every rank's HCCL calls at the selected steps are kept).
