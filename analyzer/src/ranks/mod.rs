@@ -132,8 +132,8 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 let c = e.collective().expect("a taint arrives through a collective");
                 format!("{} #{} on {} at step {}", c.op.api_name(), c.seq, c.comm, e.step)
             });
-            let anomalous_events =
-                detected.findings.keys().filter(|(fr, fi)| *fr == r && fi >= i).count() as u64;
+            // Findings are ordered by (rank, event): this rank's from `i` on are one range.
+            let anomalous_events = detected.findings.range((r, *i)..(r + 1, 0)).count() as u64;
             let e = event((r, *i));
             spread.push(Reach {
                 rank: run.ranks[r].rank,

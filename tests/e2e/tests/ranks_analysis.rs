@@ -331,3 +331,55 @@ fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).rposition(|w| w == needle)
 }
+
+#[test]
+fn the_slurm_recipe_scans_each_node_and_merges() {
+    let r = runs();
+    let dir = scratch();
+    let nodes = split_nodes(&r.overflow, &dir.path().join("nodes"));
+    // A stand-in for srun: `--ntasks-per-node=1 CMD` starts CMD once per node, each seeing its own capture
+    // as ACCUTRACE_DIR (on a real cluster: the same node-local path on every node).
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let srun = bin.join("srun");
+    std::fs::write(
+        &srun,
+        "#!/bin/sh\n\
+         [ \"$1\" = --ntasks-per-node=1 ] || { echo \"srun stand-in: got $1\" >&2; exit 64; }\n\
+         shift\n\
+         status=0\n\
+         for node in $STAND_IN_NODES; do ACCUTRACE_DIR=$node \"$@\" || status=$?; done\n\
+         exit $status\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&srun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let recipes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cluster");
+    let analyzer_dir = analyzer_bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}:{}", bin.display(), analyzer_dir.display(), std::env::var("PATH").unwrap());
+    let summaries = dir.path().join("summaries");
+    let out = Command::new("bash")
+        .arg(recipes.join("slurm-scan.sbatch"))
+        .env("PATH", path)
+        .env("STAND_IN_NODES", format!("{} {}", p(&nodes[0]), p(&nodes[1])))
+        .env("SUMMARIES", &summaries)
+        .env("SLURM_SUBMIT_DIR", &recipes)
+        .env("SLURM_JOB_ID", "42")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "merge found the overflow: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("FIRST ANOMALY: rank 2 step 1: model/layer_1/mlp/fc2/MatMul [MatMulV2]"),
+        "{stdout}\n{stderr}"
+    );
+    let mut files: Vec<String> = std::fs::read_dir(&summaries)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["rank000000.parquet", "rank000001.parquet", "rank000002.parquet", "rank000003.parquet"]
+    );
+    assert_eq!(stderr.matches(": scanning ").count(), 2, "one scan per node: {stderr}");
+}
