@@ -44,6 +44,11 @@ impl Stages {
         Stages { shown, what, total, done: 0, since: std::time::Instant::now() }
     }
 
+    /// Counts `n` more stages, found to be needed once the job started.
+    pub fn add(&mut self, n: usize) {
+        self.total += n;
+    }
+
     /// Announces the next stage.
     pub fn start(&mut self, stage: &str) {
         self.done += 1;

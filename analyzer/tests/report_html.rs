@@ -14,6 +14,7 @@ use analyzer::filter::Filter;
 use analyzer::index::{Index, Io, TensorInfo};
 use analyzer::overflow::overflow;
 use analyzer::problems::InputProblems;
+use analyzer::ranks::{analyze, events::RunEvents};
 use analyzer::report::html::svg::{MAX_ROWS, PLOT_WIDTH};
 use analyzer::report::html::{self, Findings};
 use analyzer::series::series;
@@ -201,12 +202,14 @@ fn a_large_run_makes_a_page_under_five_megabytes() {
     assert!(comparison.refused.is_none(), "{:?}", comparison.refused);
     let overflowed = overflow(&target, &filter, false);
     let target_series = series(&target, &filter, false);
+    let across_ranks = analyze("runs/big", &RunEvents::from_source(&target, &filter), None);
     let findings = Findings {
         target: &target,
         bench: Some(&bench),
         comparison: Some(&comparison),
         diff: Some(Err("not asked".into())),
         overflow: &overflowed,
+        ranks: Some(&across_ranks),
         series: &target_series,
         bench_series: None,
         problems: &InputProblems::default(),
@@ -245,6 +248,10 @@ fn a_large_run_makes_a_page_under_five_megabytes() {
     let rows = rows[..rows.find('"').expect("quoted")].split('\u{1f}').count();
     assert!((MAX_ROWS / 2..=MAX_ROWS).contains(&rows), "{rows} rows");
     assert!(html.contains("<svg id=\"heat-ranks\""), "two ranks: rank x step");
+    assert!(
+        html.contains("<svg id=\"heat-rank-events\""),
+        "two ranks: the cross-rank analysis's rank x step"
+    );
     // Loss and gradient norms over the 99 steps that have them.
     assert!(html.contains("<title>target (model/loss/Mean)</title>"));
     assert!(html.contains("<title>global</title>"));

@@ -70,6 +70,8 @@ pub struct RanksReport {
     pub spread: Vec<Reach>,
     /// Anomalous events by finding kind.
     pub findings: BTreeMap<String, u64>,
+    /// Anomalous events by rank, then step (the rank x step view; steps without any are absent).
+    pub anomalous_per_step: BTreeMap<u32, BTreeMap<u64, u64>>,
     /// Per step: tensors every rank holding them held bit for bit (what the redundancy check compared).
     pub replicated_per_step: BTreeMap<u64, u64>,
     /// What the sources miss, and collectives that not every member recorded or receives without a send
@@ -146,10 +148,12 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     }
 
     let mut findings: BTreeMap<String, u64> = BTreeMap::new();
-    for list in detected.findings.values() {
+    let mut anomalous_per_step: BTreeMap<u32, BTreeMap<u64, u64>> = BTreeMap::new();
+    for (&at, list) in &detected.findings {
         for f in list {
             *findings.entry(f.kind.describe().to_string()).or_default() += 1;
         }
+        *anomalous_per_step.entry(run.ranks[at.0].rank).or_default().entry(event(at).step).or_default() += 1;
     }
     let mut steps: Vec<u64> = run.ranks.iter().flat_map(|r| r.events.iter().map(|e| e.step)).collect();
     steps.sort_unstable();
@@ -203,6 +207,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         origins,
         spread,
         findings,
+        anomalous_per_step,
         replicated_per_step: detected.replicated_per_step,
         input_problems: problems,
         warnings,

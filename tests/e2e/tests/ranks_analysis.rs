@@ -383,3 +383,51 @@ fn the_slurm_recipe_scans_each_node_and_merges() {
     );
     assert_eq!(stderr.matches(": scanning ").count(), 2, "one scan per node: {stderr}");
 }
+
+#[test]
+fn the_report_page_shows_the_first_anomaly_across_ranks_and_its_spread() {
+    let r = runs();
+    let dir = scratch();
+    // A flipped weight bit is no inf/NaN: only the cross-rank analysis sees it.
+    let file = dir.path().join("bitflip.html");
+    let (code, out, err) = analyzer(&["report", p(&r.bitflip), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(!html.contains("id=\"problems\""), "nothing is missing from these runs");
+    assert!(
+        html.contains(
+            "<b>FIRST ANOMALY ACROSS RANKS</b> rank 1 step 2: <a href=\"#t-rank-origins\"><code>model/layer_0/attn/proj/MatMul</code></a>"
+        ),
+        "the verdict names the rank, step and op"
+    );
+    assert!(html.contains("replica divergence: "), "and what is wrong with it");
+    assert!(html.contains("id=\"t-rank-origins\"") && html.contains("id=\"t-rank-spread\""));
+    // The rank x step view: four ranks, the first anomaly's cell outlined, the inf/NaN tab beside it.
+    let map = svg_element(&html, "heat-rank-events");
+    assert!(map.contains("data-rows=\"rank 0\u{1f}rank 1\u{1f}rank 2\u{1f}rank 3\""), "{map}");
+    assert!(map.contains("class=\"outline\""));
+    assert!(html.contains("<svg id=\"heat-ranks\""));
+
+    // A healthy job: the cross-rank answer is an all-clear, and the page says what it compared.
+    let file = dir.path().join("healthy.html");
+    let (code, out, err) = analyzer(&["report", p(&r.healthy), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(html.contains("<b>NO ANOMALY ACROSS RANKS</b> (4 ranks)"));
+    assert!(html.contains("replicas agree ("));
+    assert!(!html.contains("FIRST ANOMALY") && !html.contains("class=\"outline\""));
+
+    // Against a good run of the same job as the benchmark (one configuration, so diff runs too), the
+    // benchmark is the cross-rank analysis's baseline: the rank that read other data is named.
+    let file = dir.path().join("data.html");
+    let (code, out, err) =
+        analyzer(&["report", p(&r.wrong_data), p(&r.healthy), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(
+        html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> rank 0 step 2: <a href=\"#t-rank-origins\"><code>model/embedding/GatherV2</code>"),
+        "{}",
+        &html[html.find("id=\"verdicts\"").unwrap()..][..3000]
+    );
+    assert!(html.contains("differs from the baseline: "));
+}

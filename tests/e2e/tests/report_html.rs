@@ -5,31 +5,6 @@
 
 mod common;
 use common::*;
-use std::path::Path;
-
-/// The page at `path`, after checking it references nothing outside itself.
-fn page(path: &Path) -> String {
-    let html = std::fs::read_to_string(path).expect("the report was written");
-    assert!(html.starts_with("<!DOCTYPE html>"), "not an HTML page");
-    for outside in ["http://", "https://", " src=", "url(", "@import"] {
-        assert!(!html.contains(outside), "the page references something outside itself: {outside}");
-    }
-    for (i, _) in html.match_indices("href=\"") {
-        assert!(
-            html[i + 6..].starts_with('#'),
-            "a link leaves the page: {}",
-            &html[i..(i + 60).min(html.len())]
-        );
-    }
-    html
-}
-
-/// The SVG element with this id.
-fn svg<'a>(html: &'a str, id: &str) -> &'a str {
-    let start = html.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("no plot {id}"));
-    let end = html[start..].find("</svg>").expect("closed") + start;
-    &html[start..end]
-}
 
 fn report(args: &[&str]) -> (i32, String) {
     let (code, stdout, stderr) = analyzer(args);
@@ -70,7 +45,7 @@ fn a_fused_kernel_against_its_benchmark_on_two_ranks() {
     let (code, _) =
         report(&["report", path_str(&npu), path_str(&bench), "-o", path_str(&file), "--no-progress"]);
     assert_eq!(code, 1, "a failing op is a finding");
-    let html = page(&file);
+    let html = report_page(&file);
     let culprit = "model/layer_0/mlp/fused_matmul_biasadd_gelu";
     // The verdict leads (before the plots), names the fused kernel and links to its row.
     let verdict = html.find("<b>CULPRIT</b> step 0 rank 0").expect("the culprit verdict");
@@ -78,7 +53,7 @@ fn a_fused_kernel_against_its_benchmark_on_two_ranks() {
     assert!(html[verdict..].starts_with("<b>CULPRIT</b> step 0 rank 0: <a href=\"#failing-"));
     assert!(html.contains("<tr id=\"failing-0\">"));
     // Error along execution order: both series, the culprit marked, the fused kernel coloured.
-    let error = svg(&html, "plot-error");
+    let error = svg_element(&html, "plot-error");
     assert!(
         error.contains("<title>1 - cosine</title>") && error.contains("<title>max relative error</title>")
     );
@@ -88,16 +63,16 @@ fn a_fused_kernel_against_its_benchmark_on_two_ranks() {
         "no failing fused kernel"
     );
     // Loss of target and benchmark, gradient norms, the three layer heatmaps and, with two ranks, rank x step.
-    let loss = svg(&html, "plot-loss");
+    let loss = svg_element(&html, "plot-loss");
     assert!(
         loss.contains("<title>target (model/loss/Mean)</title>") && loss.contains("<title>benchmark</title>")
     );
     assert!(loss.contains("<title>loss scale</title>"), "the fp16 run dumps its loss scale");
-    assert!(svg(&html, "plot-grad").contains("<title>global</title>"));
+    assert!(svg_element(&html, "plot-grad").contains("<title>global</title>"));
     for id in ["heat-maxabs", "heat-nonfinite", "heat-error", "heat-ranks"] {
-        assert!(svg(&html, id).contains("data-values=\""), "{id} has no values");
+        assert!(svg_element(&html, id).contains("data-values=\""), "{id} has no values");
     }
-    assert!(svg(&html, "heat-ranks").contains("rank 0\u{1f}rank 1"));
+    assert!(svg_element(&html, "heat-ranks").contains("rank 0\u{1f}rank 1"));
     // An fp16 run against an fp32 benchmark is not one configuration: diff says why it did not run.
     assert!(html.contains("<b>diff</b> not run: the runs are not one configuration (precision"));
     assert!(
@@ -117,10 +92,10 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     let file = dir.path().join("overflow.html");
     let (code, _) = report(&["report", path_str(&run), "-o", path_str(&file)]);
     assert_eq!(code, 1, "an overflow is a finding");
-    let html = page(&file);
+    let html = report_page(&file);
     assert!(html.contains("<b>FIRST OVERFLOW</b> step 2 rank 0: <a href=\"#t-overflow\"><code>model/layer_0/mlp/fc1/MatMul</code>"));
     assert!(!html.contains("id=\"plot-error\""), "no benchmark, no error plot");
-    let loss = svg(&html, "plot-loss");
+    let loss = svg_element(&html, "plot-loss");
     assert!(
         loss.contains("<title>step 2: 260 inf in model/layer_0/mlp/fc1/MatMul"),
         "the skipped step is not shaded"
@@ -129,10 +104,10 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     // The NaN loss of the skipped step is a triangle on the top edge.
     assert!(loss.contains("<title>target (model/loss/Mean) at 2: nan</title>"), "the NaN loss is not shown");
     // Gradient norms skip the step that applied no update, and the first overflow is marked.
-    let grad = svg(&html, "plot-grad");
+    let grad = svg_element(&html, "plot-grad");
     assert!(grad.contains("first overflow: 2"));
     assert!(!html.contains("id=\"heat-ranks\""), "one rank: no rank x step heatmap");
-    assert!(svg(&html, "heat-nonfinite").contains("data-values=\""));
+    assert!(svg_element(&html, "heat-nonfinite").contains("data-values=\""));
 }
 
 #[test]
@@ -161,7 +136,7 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
     let intact = dir.path().join("intact.html");
     let (code, _) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&intact)]);
     assert_eq!(code, 0, "the intact pair passes and has no overflow");
-    let html = page(&intact);
+    let html = report_page(&intact);
     assert!(
         html.contains("<b>PASS</b>")
             && html.contains("<b>NO OVERFLOW</b>")
@@ -174,7 +149,7 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
     let file = dir.path().join("lost.html");
     let (code, stderr) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
     assert_eq!(code, 2, "an incomplete input fails the run\n{stderr}");
-    let html = page(&file);
+    let html = report_page(&file);
     let problems = html.find("id=\"problems\"").expect("the problems lead");
     assert!(problems < html.find("id=\"verdicts\"").unwrap(), "the problems do not lead");
     assert!(html.contains("<b>INCOMPLETE INPUT</b>") && html.contains("segment 0 is missing"));
@@ -187,7 +162,7 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
     let (code, _) =
         report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file), "--allow-incomplete"]);
     assert_eq!(code, 0);
-    assert!(page(&file).contains("<b>INCOMPLETE INPUT</b>"));
+    assert!(report_page(&file).contains("<b>INCOMPLETE INPUT</b>"));
 }
 
 #[test]
@@ -202,7 +177,7 @@ fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
     let file = dir.path().join("stats.html");
     let (code, stderr) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
     assert_eq!(code, 2, "values that were not compared are no answer\n{stderr}");
-    let html = page(&file);
+    let html = report_page(&file);
     assert!(
         html.contains("<b>NOT MEASURED</b>") && html.contains("were not compared; record with --mode tensor")
     );

@@ -4,6 +4,7 @@ use crate::compare::Comparison;
 use crate::diff::DiffReport;
 use crate::overflow::OverflowReport;
 use crate::problems::InputProblems;
+use crate::ranks::RanksReport;
 use crate::series::RunSeries;
 use crate::sources::Source;
 
@@ -17,6 +18,8 @@ pub struct Findings<'a> {
     pub diff: Option<std::result::Result<DiffReport, String>>,
     /// overflow's result on the target.
     pub overflow: &'a OverflowReport,
+    /// The cross-rank analysis (`analyzer ranks`), when the target has several ranks.
+    pub ranks: Option<&'a RanksReport>,
     pub series: &'a RunSeries,
     pub bench_series: Option<&'a RunSeries>,
     /// What the inputs lack, what could not be read, and why an answer cannot be given: leads the page.

@@ -13,6 +13,7 @@ use crate::compare::Comparison;
 use crate::diff::DiffReport;
 use crate::overflow::OverflowReport;
 use crate::problems::ProblemKind;
+use crate::ranks::RanksReport;
 use crate::sources::Source;
 use anyhow::Result;
 pub use findings::Findings;
@@ -108,6 +109,9 @@ fn verdicts(page: &mut String, f: &Findings<'_>) {
         None => {}
     }
     overflow_verdict(page, f.overflow, open);
+    if let Some(r) = f.ranks {
+        ranks_verdict(page, r, open);
+    }
     page.push_str("</section>\n");
 }
 
@@ -300,6 +304,63 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
             "<p class=\"verdict detail\">overflows in {} steps: {} (<a href=\"#fig-loss\">loss and loss scale</a>)</p>",
             o.steps_with_overflow.len(),
             escape(&crate::filter::ranges(&o.steps_with_overflow))
+        ));
+    }
+}
+
+/// `analyzer ranks`' answer: the first anomaly across ranks and how far it spread.
+fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
+    let Some(first) = r.origins.first() else {
+        if open {
+            page.push_str(
+                "<p class=\"verdict warn\"><b>NO VERDICT</b> across ranks: no anomaly in what was read; the \
+                 <a href=\"#problems\">input problems</a> leave the answer open</p>",
+            );
+        } else {
+            let compared: u64 = r.replicated_per_step.values().sum();
+            let replicas = if compared > 0 {
+                format!(
+                    "replicas agree ({compared} replicated tensors compared bit for bit over {} steps)",
+                    r.steps.len()
+                )
+            } else {
+                "no tensor is held alike by several ranks, so no replica was compared".to_string()
+            };
+            page.push_str(&format!(
+                "<p class=\"verdict good\"><b>NO ANOMALY ACROSS RANKS</b> ({} ranks): no overflow, every collective's \
+                 members agree; {replicas}</p>",
+                r.ranks.len()
+            ));
+        }
+        return;
+    };
+    let reached = r.spread.iter().filter(|s| s.anomalous_events > 0).count();
+    page.push_str(&format!(
+        "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> rank {} step {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
+         [{}]{}; it reached {reached} of {} ranks (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
+        first.rank,
+        first.step,
+        escape(&first.op),
+        escape(&first.op_type),
+        match &first.collective {
+            Some((comm, seq)) => format!(", collective #{seq} on {}", escape(comm)),
+            None => String::new(),
+        },
+        r.ranks.len()
+    ));
+    for f in &first.findings {
+        let tensor = f.tensor.as_deref().map(|t| format!("<code>{}</code>: ", escape(t))).unwrap_or_default();
+        page.push_str(&format!(
+            "<p class=\"verdict detail\">{}: {tensor}{}</p>",
+            escape(f.kind.describe()),
+            escape(&f.detail)
+        ));
+    }
+    if r.origins.len() > 1 {
+        page.push_str(&format!(
+            "<p class=\"verdict detail\">{} more anomalies that nothing anomalous happened before (<a \
+             href=\"#t-rank-origins\">table</a>)</p>",
+            r.origins.len() - 1
         ));
     }
 }

@@ -172,17 +172,20 @@ fn as_xy(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
     points.iter().map(|&(s, v)| (s as f64, v)).collect()
 }
 
-/// Steps with an overflow on the series' rank, as shaded bands.
+/// Steps with an overflow on any rank, as shaded bands (one per step, its first origin in the title): a
+/// dynamic loss scaler reduces its overflow flag over the ranks, so every rank skips that update.
 fn overflow_bands(f: &Findings<'_>) -> Vec<(f64, f64, &'static str, String)> {
+    let mut seen = HashSet::new();
     f.overflow
         .origins
         .iter()
-        .filter(|o| o.rank == f.series.rank)
+        .filter(|o| seen.insert(o.step))
         .map(|o| {
             let s = o.step as f64;
             let title = format!(
-                "step {}: {} in {} [{}]; a dynamic loss scaler skips this update and lowers the scale",
+                "step {} rank {}: {} in {} [{}]; a dynamic loss scaler skips this update and lowers the scale",
                 o.step,
+                o.rank,
                 o.anomaly.describe(),
                 o.op,
                 o.op_type
@@ -262,7 +265,7 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         &format!(
             "The loss per step on rank {} (blue), read from {read}, against the \
              benchmark's (grey, dashed) when it has one. Green, right axis: the loss scale{scale_source}, \
-             where the run dumps it. Shaded steps had an overflow (inf/NaN from finite inputs): a dynamic loss scaler skips \
+             where the run dumps it. Shaded steps had an overflow (inf/NaN from finite inputs) on some rank: a dynamic loss scaler skips \
              their update and halves the scale, so a run of them is a collapsing scale. A triangle on the top \
              edge is a loss that was inf or NaN.",
             f.series.rank
@@ -359,6 +362,10 @@ fn error_grid(c: &Comparison<'_>, rows: &[String], steps: &[u64]) -> Grid {
 }
 
 fn heatmap(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) -> String {
+    heatmap_of(id, grid, colouring, value_label).svg()
+}
+
+fn heatmap_of(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) -> Heatmap {
     Heatmap {
         id: id.into(),
         rows: grid.rows.clone(),
@@ -367,8 +374,8 @@ fn heatmap(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) -> St
         colouring,
         x_label: "training step".into(),
         value_label: value_label.into(),
+        outline: None,
     }
-    .svg()
 }
 
 fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
@@ -384,17 +391,31 @@ fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
         let grid = error_grid(c, &s.max_abs.rows, &s.steps);
         maps.push(("error vs benchmark", heatmap("heat-error", &grid, Colouring::LogMagnitude, "max 1 - cosine"), "The worst 1 - cosine similarity against the benchmark among each layer's compared outputs, log colour scale: the first row (in execution order) that turns bright in a step is where the runs part; grey cells were not compared."));
     }
-    page.push_str("<figure id=\"fig-layers\"><h3>Layer x step</h3><div class=\"tabs\">");
+    let maps: Vec<_> =
+        maps.into_iter().map(|(name, svg, caption)| (name, svg, caption.to_string())).collect();
+    tabbed(
+        page,
+        "fig-layers",
+        "Layer x step",
+        &maps,
+        "Rows are layers (from op names; op types for eager kernels, whose names carry no layer) in the order they \
+         first run, forward, then backward, then the optimizer's update; hover a cell for its value. Long runs merge \
+         adjacent steps or rows, keeping the largest value.",
+    );
+}
+
+/// One figure showing one of `maps` (name, SVG, caption) at a time; `note` ends every caption.
+fn tabbed(page: &mut String, id: &str, title: &str, maps: &[(&str, String, String)], note: &str) {
+    page.push_str(&format!("<figure id=\"{id}\"><h3>{}</h3><div class=\"tabs\">", escape(title)));
     for (i, (name, _, _)) in maps.iter().enumerate() {
         page.push_str(&format!("<button type=\"button\" data-map=\"{i}\">{}</button>", escape(name)));
     }
     page.push_str("</div>");
     for (i, (_, svg, caption)) in maps.iter().enumerate() {
         page.push_str(&format!(
-            "<div class=\"map\" data-map=\"{i}\"><div class=\"frame\">{svg}</div><figcaption>{} Rows are layers \
-             (from op names; op types for eager kernels, whose names carry no layer) in the order they first run, forward, then backward, then the optimizer's update; \
-             hover a cell for its value. Long runs merge adjacent steps or rows, keeping the largest value.</figcaption></div>",
-            escape(caption)
+            "<div class=\"map\" data-map=\"{i}\"><div class=\"frame\">{svg}</div><figcaption>{} {}</figcaption></div>",
+            escape(caption),
+            escape(note)
         ));
     }
     page.push_str("</figure>\n");
@@ -402,18 +423,53 @@ fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
 
 fn rank_heatmap(page: &mut String, f: &Findings<'_>) {
     let s = f.series;
-    if s.ranks.len() < 2 {
+    let mut maps = Vec::new();
+    if let Some(r) = f.ranks.filter(|r| r.ranks.len() > 1) {
+        let rows: Vec<String> = r.ranks.iter().map(|k| format!("rank {k}")).collect();
+        let mut grid = Grid::new(rows, r.steps.clone());
+        for (i, rank) in r.ranks.iter().enumerate() {
+            let counts = r.anomalous_per_step.get(rank);
+            for (j, step) in r.steps.iter().enumerate() {
+                grid.merge(i, j, counts.and_then(|c| c.get(step)).copied().unwrap_or(0) as f64, f64::max);
+            }
+        }
+        let mut map = heatmap_of("heat-rank-events", &grid, Colouring::Count, "anomalous events");
+        map.outline =
+            r.origins.first().and_then(|o| Some((r.ranks.iter().position(|&k| k == o.rank)?, o.step)));
+        let caption = match r.origins.first() {
+            Some(o) => format!(
+                "Events (ops and HCCL calls) of each rank that the cross-rank analysis found anomalous, per step: \
+                 overflow, collective disagreement, replica divergence{}. The outlined cell is the first anomaly \
+                 (rank {}, step {}: nothing anomalous happened before it); the cells lit after it on other ranks are \
+                 where it spread through the collectives (table below).",
+                if r.baseline.is_some() { ", difference from the baseline" } else { "" },
+                o.rank,
+                o.step
+            ),
+            None => "Events (ops and HCCL calls) of each rank that the cross-rank analysis found anomalous, per \
+                     step: overflow, collective disagreement, replica divergence. All green: none."
+                .to_string(),
+        };
+        maps.push(("anomalous events", map.svg(), caption));
+    }
+    if s.ranks.len() > 1 {
+        let svg = heatmap(
+            "heat-ranks",
+            &s.rank_anomalies,
+            Colouring::Count,
+            "tensors with inf/NaN/saturated values",
+        );
+        maps.push((
+            "inf/NaN tensors",
+            svg,
+            "How many tensors of each rank held inf, NaN or values at the dtype's saturation limit, per step. \
+             One rank lit while the others stay quiet is a rank-local fault (its data, its device); a whole column \
+             lit is a step that overflowed everywhere, usually after the collective that spread it."
+                .to_string(),
+        ));
+    }
+    if maps.is_empty() {
         return;
     }
-    let svg =
-        heatmap("heat-ranks", &s.rank_anomalies, Colouring::Count, "tensors with inf/NaN/saturated values");
-    figure(
-        page,
-        "fig-ranks",
-        "Rank x step",
-        &svg,
-        "How many tensors of each rank held inf, NaN or values at the dtype's saturation limit, per step. \
-         One rank lit while the others stay quiet is a rank-local fault (its data, its device); a whole column \
-         lit is a step that overflowed everywhere, usually after the collective that spread it.",
-    );
+    tabbed(page, "fig-ranks", "Rank x step", &maps, "Hover a cell for its value.");
 }

@@ -493,6 +493,8 @@ pub struct Heatmap {
     pub x_label: String,
     /// What a value is, with its unit, for the colour key.
     pub value_label: String,
+    /// A cell to outline, as (row, step): where something began.
+    pub outline: Option<(usize, u64)>,
 }
 
 /// Most columns a heatmap draws: more steps are merged (the column keeps the largest value).
@@ -605,6 +607,16 @@ impl Heatmap {
                 c = end;
             }
         }
+        if let Some((r, c)) = self.outlined() {
+            let _ = write!(
+                s,
+                r##"<rect class="outline" x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#000" stroke-width="2"/>"##,
+                px(label_width + c as f64 * cell_w),
+                px(TOP + r as f64 * cell_h),
+                px(cell_w),
+                px(cell_h)
+            );
+        }
         let bottom = TOP + rows.len() as f64 * cell_h;
         let every = (cols.len() / 12).max(1);
         for (c, step) in steps.iter().enumerate().filter(|(c, _)| c % every == 0) {
@@ -626,6 +638,15 @@ impl Heatmap {
         self.key(&mut s, &scale, label_width, bottom + 44.0);
         s.push_str("</svg>");
         s
+    }
+
+    /// The drawn (merged) row and column of the outlined cell.
+    fn outlined(&self) -> Option<(usize, usize)> {
+        let (row, step) = self.outline?;
+        let column = self.columns.iter().position(|&c| c == step)?;
+        let within =
+            |n: usize, max: usize, i: usize| groups(n, max).iter().position(|&(a, b)| (a..b).contains(&i));
+        Some((within(self.rows.len(), MAX_ROWS, row)?, within(self.columns.len(), MAX_COLUMNS, column)?))
     }
 
     fn fill(&self, v: Option<f64>, scale: &Scale) -> &'static str {
@@ -743,7 +764,14 @@ mod tests {
             colouring: Colouring::LogMagnitude,
             x_label: "step".into(),
             value_label: "max |x|".into(),
+            outline: Some((1, 500)),
         };
+        // The outlined cell is found in its merged column.
+        let (r, c) = map.outlined().unwrap();
+        assert_eq!(r, 1);
+        let per = 1000_usize.div_ceil(MAX_COLUMNS);
+        assert_eq!(c, 500 / per);
+        assert!(map.svg().contains("class=\"outline\""));
         let Fitted { rows, columns: cols, cells } = map.fitted();
         assert_eq!(rows.len(), 2);
         assert!(cols.len() <= MAX_COLUMNS);

@@ -6,6 +6,7 @@ use super::findings::Findings;
 use super::text::escape;
 use crate::compare::Comparison;
 use crate::index::Index;
+use crate::ranks::RanksReport;
 use crate::report::fmt_num;
 use crate::sources::Source;
 
@@ -89,6 +90,9 @@ pub fn all(page: &mut String, f: &Findings<'_>) {
         unmatched(page, c);
     }
     overflow(page, f);
+    if let Some(r) = f.ranks {
+        rank_origins(page, r);
+    }
     if let Some(Ok(d)) = &f.diff {
         diff(page, d);
     }
@@ -328,6 +332,74 @@ fn configuration(page: &mut String, f: &Findings<'_>) {
         rows,
         total,
         rest: "",
+    }
+    .write(page);
+}
+
+/// The cross-rank origins (the first is the answer) and where the first one spread.
+fn rank_origins(page: &mut String, r: &RanksReport) {
+    if r.origins.is_empty() {
+        return;
+    }
+    let rows = r
+        .origins
+        .iter()
+        .enumerate()
+        .take(MAX_ROWS)
+        .map(|(n, o)| {
+            let findings: Vec<String> = o
+                .findings
+                .iter()
+                .map(|f| match &f.tensor {
+                    Some(t) => format!("{}: {t}: {}", f.kind.describe(), f.detail),
+                    None => format!("{}: {}", f.kind.describe(), f.detail),
+                })
+                .collect();
+            let collective =
+                o.collective.as_ref().map_or(String::new(), |(comm, seq)| format!("#{seq} on {comm}"));
+            let cells = vec![
+                Cell::Count(n as u64),
+                Cell::Count(o.rank.into()),
+                Cell::Count(o.step),
+                Cell::Code(o.op.clone()),
+                Cell::Text(o.op_type.clone()),
+                Cell::Text(collective),
+                Cell::Text(findings.join("; ")),
+            ];
+            (None, cells)
+        })
+        .collect();
+    Table {
+        id: "t-rank-origins",
+        title: "Anomalies across ranks that nothing anomalous happened before (the first is the answer)",
+        headings: &["order", "rank", "step", "op or HCCL call", "type", "collective", "findings"],
+        rows,
+        total: r.origins.len(),
+        rest: "`analyzer ranks RUN --format csv` lists every one",
+    }
+    .write(page);
+    let rows = r
+        .spread
+        .iter()
+        .take(MAX_ROWS)
+        .map(|s| {
+            let cells = vec![
+                Cell::Count(s.rank.into()),
+                Cell::Count(s.step),
+                Cell::Code(s.at.clone()),
+                Cell::Text(s.via.clone().unwrap_or_else(|| "where it began".into())),
+                Cell::Count(s.anomalous_events),
+            ];
+            (None, cells)
+        })
+        .collect();
+    Table {
+        id: "t-rank-spread",
+        title: "Where the first anomaly across ranks went",
+        headings: &["rank", "from step", "first event reached", "through", "anomalous events from there"],
+        rows,
+        total: r.spread.len(),
+        rest: "`analyzer ranks RUN --format json` lists every rank",
     }
     .write(page);
 }

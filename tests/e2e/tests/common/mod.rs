@@ -161,3 +161,27 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `analyzer report`'s page at `path`, after checking it references nothing outside itself.
+pub fn report_page(path: &Path) -> String {
+    let html = std::fs::read_to_string(path).expect("the report was written");
+    assert!(html.starts_with("<!DOCTYPE html>"), "not an HTML page");
+    for outside in ["http://", "https://", " src=", "url(", "@import"] {
+        assert!(!html.contains(outside), "the page references something outside itself: {outside}");
+    }
+    for (i, _) in html.match_indices("href=\"") {
+        assert!(
+            html[i + 6..].starts_with('#'),
+            "a link leaves the page: {}",
+            &html[i..(i + 60).min(html.len())]
+        );
+    }
+    html
+}
+
+/// The SVG element with this id.
+pub fn svg_element<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("no plot {id}"));
+    let end = html[start..].find("</svg>").expect("closed") + start;
+    &html[start..end]
+}

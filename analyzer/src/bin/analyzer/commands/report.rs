@@ -1,5 +1,6 @@
 //! `analyzer report TARGET [BENCH] -o report.html`: runs the engines the inputs can answer (compare and,
-//! for one configuration, diff against the benchmark; overflow and the series over steps of each run) and
+//! for one configuration, diff against the benchmark; overflow and the series over steps of each run; the
+//! cross-rank analysis when the target has several ranks) and
 //! writes their results as one self-contained HTML page.
 
 use crate::cli::ReportArgs;
@@ -11,6 +12,7 @@ use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
 use analyzer::problems::{InputProblem, InputProblems, ProblemKind};
 use analyzer::progress::Stages;
+use analyzer::ranks::{analyze, events::RunEvents};
 use analyzer::report::html::{self, Findings};
 use analyzer::report::human_bytes;
 use analyzer::series::series;
@@ -31,6 +33,10 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         filter.check(bench.index(), path)?;
     }
     let bench = bench.as_deref();
+    let several_ranks = target.index().ranks().len() > 1;
+    if several_ranks {
+        stages.add(1);
+    }
 
     let comparison = match bench {
         Some(bench) => {
@@ -65,6 +71,23 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     });
     stages.start("looking for overflows");
     let overflowed = overflow(target.as_ref(), &filter, !args.no_progress);
+    // Several ranks: the first anomaly across them. A benchmark of the same configuration (diff ran) is
+    // the known-good baseline of the same job.
+    let across_ranks = several_ranks.then(|| {
+        stages.start("analysing across ranks");
+        let events = RunEvents::from_source(target.as_ref(), &filter);
+        let baseline = match (bench, &diffed) {
+            (Some(b), Some(Ok(_))) => {
+                Some((b.root().display().to_string(), RunEvents::from_source(b, &filter)))
+            }
+            _ => None,
+        };
+        analyze(
+            &target.root().display().to_string(),
+            &events,
+            baseline.as_ref().map(|(name, events)| (name.as_str(), events)),
+        )
+    });
     stages.start("reading the series over steps");
     let (target_series, bench_series) = rayon::join(
         || series(target.as_ref(), &filter, !args.no_progress),
@@ -112,7 +135,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         .iter()
         .map(|c| &c.problems)
         .chain(diffed_problems)
-        .chain([&overflowed.input_problems, &target_series.problems]);
+        .chain([&overflowed.input_problems, &target_series.problems])
+        .chain(across_ranks.iter().map(|r| &r.input_problems));
     for p in found.chain(bench_series.iter().map(|s| &s.problems)).flat_map(|p| p.items()) {
         add(p);
     }
@@ -123,6 +147,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         comparison: comparison.as_ref(),
         diff: diffed,
         overflow: &overflowed,
+        ranks: across_ranks.as_ref(),
         series: &target_series,
         bench_series: bench_series.as_ref(),
         problems: &problems,
@@ -138,11 +163,13 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
 
     let diff_findings = matches!(&findings.diff, Some(Ok(d)) if d.outcome() == Outcome::Findings);
     let compare_findings = comparison.as_ref().is_some_and(|c| c.outcome() == Outcome::Findings);
-    let outcome = if compare_findings || diff_findings || overflowed.outcome() == Outcome::Findings {
-        Outcome::Findings
-    } else {
-        Outcome::Pass
-    };
+    let ranks_findings = across_ranks.as_ref().is_some_and(|r| r.outcome() == Outcome::Findings);
+    let outcome =
+        if compare_findings || diff_findings || ranks_findings || overflowed.outcome() == Outcome::Findings {
+            Outcome::Findings
+        } else {
+            Outcome::Pass
+        };
     Ok(outcome.or_input_errors(&problems, args.input.allow_incomplete))
 }
 
