@@ -66,6 +66,9 @@ pub struct RunSeries {
     /// The loss was read as the input of a loss scaler's multiply (no op is named like a loss), not as an
     /// op's output.
     pub loss_from_scaler: bool,
+    /// When the loss was read from a loss scaler's multiply: the scale it multiplied by (its power-of-two
+    /// one-element input) per step, and that op.
+    pub scaler_scale: Option<(String, Line)>,
     /// The global gradient norm (the root of the sum of the squared per-parameter norms) and one line per
     /// layer; empty when the run dumps no optimizer op.
     pub grad_norms: Vec<Line>,
@@ -200,7 +203,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
 
     let mut loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
-    let mut scaled_loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
+    let mut scaled_loss: BTreeMap<u64, (OpId, f64, f64)> = BTreeMap::new();
     // Per step: the sum of squared parameter-gradient norms, globally and per layer.
     let mut grad_sq: BTreeMap<u64, f64> = BTreeMap::new();
     let mut layer_grad_sq: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
@@ -235,8 +238,8 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
             if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
                 loss.insert(op.step, (o, scalar_value(st)));
             }
-        } else if let Some(value) = loss_being_scaled(op, stats) {
-            scaled_loss.entry(op.step).or_insert((o, value));
+        } else if let Some((value, scale)) = loss_being_scaled(op, stats) {
+            scaled_loss.entry(op.step).or_insert((o, value, scale));
         }
         if let Some(norm) = gradient_norm(index, op, stats) {
             *grad_sq.entry(op.step).or_default() += norm * norm;
@@ -249,7 +252,15 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
 
     // Ops named like a loss first; else (eager kernels named by type) the loss a scaler multiplies.
     let loss_from_scaler = loss.is_empty() && !scaled_loss.is_empty();
-    let loss = if loss_from_scaler { scaled_loss } else { loss };
+    let scaler_scale = scaled_loss.values().next().filter(|_| loss_from_scaler).map(|&(o, _, _)| {
+        let points = scaled_loss.iter().map(|(&step, &(_, _, scale))| (step, scale)).collect();
+        (index.ops[o].name.clone(), Line { name: "loss scale".into(), points })
+    });
+    let loss: BTreeMap<u64, (OpId, f64)> = if loss_from_scaler {
+        scaled_loss.into_iter().map(|(step, (o, value, _))| (step, (o, value))).collect()
+    } else {
+        loss
+    };
     let loss = loss.values().next().map(|&(o, _)| {
         let points = loss.iter().map(|(&step, &(_, v))| (step, v)).collect();
         (index.ops[o].name.clone(), Line { name: "loss".into(), points })
@@ -272,6 +283,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         rank,
         loss,
         loss_from_scaler,
+        scaler_scale,
         grad_norms,
         max_abs,
         nonfinite,
@@ -294,9 +306,10 @@ fn scalar_value(st: &TensorStats) -> f64 {
     }
 }
 
-/// The loss as a loss scaler's multiply reads it: a `Mul` of two one-element inputs, one of them a power of
-/// two of at least 2 (the scale), the other the loss (where eager kernel names say nothing of a loss).
-fn loss_being_scaled(op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+/// The loss and the scale as a loss scaler's multiply reads them: a `Mul` of two one-element inputs, one of
+/// them a power of two of at least 2 (the scale), the other the loss (where eager kernel names say nothing
+/// of a loss).
+fn loss_being_scaled(op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<(f64, f64)> {
     if op.op_type != "Mul" || op.inputs.len() != 2 {
         return None;
     }
@@ -304,8 +317,8 @@ fn loss_being_scaled(op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) ->
     let b = stats.get(&op.inputs[1]).filter(|st| st.count == 1)?;
     let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
     match (scale(a), scale(b)) {
-        (false, true) => Some(scalar_value(a)),
-        (true, false) => Some(scalar_value(b)),
+        (false, true) => Some((scalar_value(a), b.max)),
+        (true, false) => Some((scalar_value(b), a.max)),
         _ => None,
     }
 }
@@ -374,6 +387,9 @@ mod tests {
         let (op, line) = found.loss.expect("a loss");
         assert_eq!(op, "Mul_0");
         assert_eq!(line.points, [(0, 4.5), (1, 4.25)]);
+        let (op, scale) = found.scaler_scale.expect("the scale it multiplied by");
+        assert_eq!(op, "Mul_0");
+        assert_eq!(scale.points, [(0, 1024.0), (1, 1024.0)]);
     }
 
     #[test]

@@ -97,7 +97,7 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     assert!(!html.contains("id=\"plot-error\""), "no benchmark, no error plot");
     let loss = svg_element(&html, "plot-loss");
     assert!(
-        loss.contains("<title>step 2: 260 inf in model/layer_0/mlp/fc1/MatMul"),
+        loss.contains("<title>step 2 rank 0: 260 inf in model/layer_0/mlp/fc1/MatMul"),
         "the skipped step is not shaded"
     );
     assert!(loss.contains("<title>loss scale</title>"));
@@ -182,4 +182,38 @@ fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
         html.contains("<b>NOT MEASURED</b>") && html.contains("were not compared; record with --mode tensor")
     );
     assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
+}
+
+#[test]
+fn an_eager_run_plots_the_loss_and_scale_its_scaler_multiplies() {
+    // Eager kernels are named by type: no op is named like a loss or a loss scale, so both come from the
+    // scaler's Mul (the loss times a power of two).
+    let dir = scratch();
+    let model = model_file(dir.path(), "model.json", "{}");
+    let run = dir.path().join("run");
+    let (collector, sim_train, lib) = (collector_lib(), sim_train_bin(), runtime_lib());
+    let (code, out, err) = analyzer(&[
+        "record",
+        "-o",
+        path_str(&run),
+        "--collector",
+        path_str(&collector),
+        "--",
+        path_str(&sim_train),
+        "--eager",
+        "--model",
+        path_str(&model),
+        "--steps",
+        "3",
+        "--lib",
+        path_str(&lib),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let file = dir.path().join("eager.html");
+    report(&["report", path_str(&run), "-o", path_str(&file)]);
+    let html = report_page(&file);
+    let loss = svg_element(&html, "plot-loss");
+    assert!(loss.contains("<title>target (Mul_"), "{loss}");
+    assert!(loss.contains("<title>loss scale</title>"), "no loss scale line");
+    assert!(html.contains("the loss scale (the power-of-two input of Mul_"));
 }

@@ -212,17 +212,22 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         l.dashed = true;
         lines.push(l);
     }
-    let scale: Vec<(f64, f64)> = f
+    let mut scale: Vec<(f64, f64)> = f
         .overflow
         .loss_scale
         .iter()
         .filter(|l| l.rank == f.series.rank)
         .map(|l| (l.step as f64, l.value))
         .collect();
+    let mut scale_source =
+        f.overflow.loss_scale.first().map_or(String::new(), |l| format!(" (the {} of {})", l.tensor, l.op));
+    // No op named like a loss scale (eager kernels): the power of two the scaler's multiply used.
+    if let (true, Some((op, line))) = (scale.is_empty(), &f.series.scaler_scale) {
+        scale = as_xy(&line.points);
+        scale_source = format!(" (the power-of-two input of {op} that multiplies the loss)");
+    }
     let y2 = (!scale.is_empty()).then(|| Scale::log(scale.iter().map(|p| p.1), 1e-30));
     let y2_label = (!scale.is_empty()).then(|| "loss scale (log)".to_string());
-    let scale_source =
-        f.overflow.loss_scale.first().map_or(String::new(), |l| format!(" (the {} of {})", l.tensor, l.op));
     if !scale.is_empty() {
         lines.push(Line {
             name: "loss scale".into(),
