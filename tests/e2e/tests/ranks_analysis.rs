@@ -203,6 +203,15 @@ fn a_missing_rank_makes_the_answer_partial() {
     assert_eq!(json["input_problems"][0]["kind"], "incomplete", "{json}");
     let (code, _, _) = analyzer(&["ranks", p(&copy), "--allow-incomplete"]);
     assert_eq!(code, 0, "--allow-incomplete accepts it (the problems still lead)");
+    // The report page: the same problems lead it, and no all-clear across ranks is given.
+    let file = dir.path().join("three.html");
+    let (code, out, err) = analyzer(&["report", p(&copy), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let html = report_page(&file);
+    let problems = html.find("id=\"problems\"").expect("the problems lead the page");
+    assert!(problems < html.find("id=\"verdicts\"").unwrap());
+    assert!(html.contains("of 4 members recorded it"));
+    assert!(html.contains("<b>NO VERDICT</b> across ranks") && !html.contains("NO ANOMALY ACROSS RANKS"));
 }
 
 #[test]
