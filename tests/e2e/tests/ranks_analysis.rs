@@ -401,6 +401,10 @@ fn the_report_page_shows_the_first_anomaly_across_ranks_and_its_spread() {
     let file = dir.path().join("bitflip.html");
     let (code, out, err) = analyzer(&["report", p(&r.bitflip), "-o", p(&file), "--no-progress"]);
     assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("\n  FIRST ANOMALY ACROSS RANKS rank 1 step 2: model/layer_0/attn/proj/MatMul [MatMulV2]; it reached"),
+        "the terminal gets the answer too: {out}"
+    );
     let html = report_page(&file);
     assert!(!html.contains("id=\"problems\""), "nothing is missing from these runs");
     assert!(

@@ -147,8 +147,19 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
         std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("stream.json").is_file());
     std::fs::remove_file(stream.expect("a stream directory").join("seg-000000.acc")).unwrap();
     let file = dir.path().join("lost.html");
-    let (code, stderr) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
+    let (code, stdout, stderr) =
+        analyzer(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
     assert_eq!(code, 2, "an incomplete input fails the run\n{stderr}");
+    // The terminal gets the page's answers in its order: the problem first, no all-clear.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("report written to ") && lines[1].starts_with("  INCOMPLETE INPUT: "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  NO VERDICT: ") && !stdout.contains("PASS") && !stdout.contains("NO OVERFLOW"),
+        "{stdout}"
+    );
     let html = report_page(&file);
     let problems = html.find("id=\"problems\"").expect("the problems lead");
     assert!(problems < html.find("id=\"verdicts\"").unwrap(), "the problems do not lead");

@@ -20,8 +20,9 @@ pub use findings::Findings;
 use std::io::Write;
 pub use text::escape;
 
-/// Writes the page. `stage` is told each part as it is built (progress).
-pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)) -> Result<()> {
+/// Writes the page. `stage` is told each part as it is built (progress). Returns the page's answers as
+/// lines of text (input problems, then the verdicts), for the terminal.
+pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)) -> Result<Vec<String>> {
     stage("verdicts");
     let mut page = String::with_capacity(1 << 20);
     page.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
@@ -36,6 +37,7 @@ pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)
     header(&mut page, f);
     problems(&mut page, f);
     verdicts(&mut page, f);
+    let answers = text::headlines(&page);
     stage("plots");
     plots::all(&mut page, f);
     stage("tables");
@@ -44,7 +46,7 @@ pub fn write(f: &Findings<'_>, out: &mut impl Write, stage: &mut dyn FnMut(&str)
     page.push_str(include_str!("page.js"));
     page.push_str("</script></body></html>\n");
     out.write_all(page.as_bytes())?;
-    Ok(())
+    Ok(answers)
 }
 
 fn header(page: &mut String, f: &Findings<'_>) {

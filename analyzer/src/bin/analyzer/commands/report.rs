@@ -155,11 +155,16 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         command_line: command_line(),
     };
     let mut page = Vec::new();
-    html::write(&findings, &mut page, &mut |part| stages.start(&format!("writing the page: {part}")))?;
+    let answers =
+        html::write(&findings, &mut page, &mut |part| stages.start(&format!("writing the page: {part}")))?;
     std::fs::File::create(&args.output)
         .and_then(|mut f| f.write_all(&page))
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     println!("report written to {} ({})", args.output.display(), human_bytes(page.len() as u64));
+    // The answers as the page words them, for a terminal without a browser (a cluster's login node).
+    for line in answers {
+        println!("  {line}");
+    }
 
     let diff_findings = matches!(&findings.diff, Some(Ok(d)) if d.outcome() == Outcome::Findings);
     let compare_findings = comparison.as_ref().is_some_and(|c| c.outcome() == Outcome::Findings);
