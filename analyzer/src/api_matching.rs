@@ -422,6 +422,7 @@ mod tests {
                 min: mean,
                 ..TensorStats::default()
             }),
+            histogram: None,
             hash: None,
             label: None,
             requires_grad: None,

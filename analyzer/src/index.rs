@@ -10,6 +10,7 @@
 
 /// When the runtime says an op ran (the execution-order key, shared with the capture's step marks).
 pub use accutrace_formats::dump::Launch;
+use accutrace_formats::histogram::Histogram;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 
@@ -40,6 +41,9 @@ pub struct TensorInfo {
     /// For outputs: the framework op (and output index) this tensor stands for after fusion.
     pub original_op: Option<(String, u32)>,
     pub stats: Option<TensorStats>,
+    /// Counts per power-of-two magnitude and sign, when the capture kept them (`record --histogram`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Box<Histogram>>,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
     pub hash: Option<u64>,
     /// The tensor's own name when the source has one that `op.io.index` cannot express (msprobe's nested
@@ -330,6 +334,7 @@ mod tests {
             device_shape: None,
             original_op: None,
             stats: None,
+            histogram: None,
             hash: None,
             label: None,
             requires_grad: None,

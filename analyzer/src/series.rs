@@ -371,6 +371,7 @@ mod tests {
                         device_shape: None,
                         original_op: None,
                         stats: None,
+                        histogram: None,
                         hash: None,
                         label: None,
                         requires_grad: None,

@@ -78,6 +78,7 @@ fn tensor(op: usize, io: Io, key: u64, shape: Vec<u64>, original_op: Option<(Str
         device_shape: None,
         original_op,
         stats: None,
+        histogram: None,
         hash: None,
         label: None,
         requires_grad: None,

@@ -61,6 +61,15 @@ aclError aclrtResetDevice(int32_t deviceId);
 aclError aclrtSynchronizeDevice(void);
 aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode);
 aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode);
+
+/* ---- runtime: context options (acl_rt.h) ---- */
+typedef enum aclSysParamOpt {
+    ACL_OPT_DETERMINISTIC = 0,       /* 1: reductions in a fixed order, results reproducible (default 0) */
+    ACL_OPT_ENABLE_DEBUG_KERNEL = 1,
+} aclSysParamOpt;
+
+aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value);
+aclError aclrtCtxGetSysParamOpt(aclSysParamOpt opt, int64_t *value);
 /* outputAddr receives the device's overflow status (the real API documents a 64-byte buffer). */
 aclError aclrtGetOverflowStatus(void *outputAddr, size_t outputSize, aclrtStream stream);
 aclError aclrtResetOverflowStatus(aclrtStream stream);

@@ -90,6 +90,15 @@ unsafe extern "C" {
 unsafe extern "C" {
     pub fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode) -> aclError;
 }
+pub const ACL_OPT_DETERMINISTIC: aclSysParamOpt = 0;
+pub const ACL_OPT_ENABLE_DEBUG_KERNEL: aclSysParamOpt = 1;
+pub type aclSysParamOpt = ::core::ffi::c_uint;
+unsafe extern "C" {
+    pub fn aclrtCtxSetSysParamOpt(opt: aclSysParamOpt, value: i64) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclrtCtxGetSysParamOpt(opt: aclSysParamOpt, value: *mut i64) -> aclError;
+}
 unsafe extern "C" {
     pub fn aclrtGetOverflowStatus(
         outputAddr: *mut ::core::ffi::c_void,

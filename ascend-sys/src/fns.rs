@@ -4,8 +4,8 @@
 //! passed to `acldumpRegCallback`.
 
 use crate::bindings::{
-    aclDataBuffer, aclDataType, aclError, aclFormat, aclTensorDesc, acldumpChunk, aclmdlDataset, aclopAttr,
-    aclrtFloatOverflowMode, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
+    aclDataBuffer, aclDataType, aclError, aclFormat, aclSysParamOpt, aclTensorDesc, acldumpChunk,
+    aclmdlDataset, aclopAttr, aclrtFloatOverflowMode, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
 };
 use core::ffi::{c_char, c_void};
 
@@ -16,6 +16,8 @@ pub type AclrtResetDeviceFn = unsafe extern "C" fn(device_id: i32) -> aclError;
 pub type AclrtSynchronizeDeviceFn = unsafe extern "C" fn() -> aclError;
 pub type AclrtSetDeviceSatModeFn = unsafe extern "C" fn(mode: aclrtFloatOverflowMode) -> aclError;
 pub type AclrtGetDeviceSatModeFn = unsafe extern "C" fn(mode: *mut aclrtFloatOverflowMode) -> aclError;
+pub type AclrtCtxSetSysParamOptFn = unsafe extern "C" fn(opt: aclSysParamOpt, value: i64) -> aclError;
+pub type AclrtCtxGetSysParamOptFn = unsafe extern "C" fn(opt: aclSysParamOpt, value: *mut i64) -> aclError;
 pub type AclrtGetOverflowStatusFn =
     unsafe extern "C" fn(output_addr: *mut c_void, output_size: usize, stream: aclrtStream) -> aclError;
 pub type AclrtResetOverflowStatusFn = unsafe extern "C" fn(stream: aclrtStream) -> aclError;

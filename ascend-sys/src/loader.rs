@@ -85,6 +85,8 @@ acl_functions! {
     aclrt_synchronize_device: AclrtSynchronizeDeviceFn = "aclrtSynchronizeDevice",
     aclrt_set_device_sat_mode: AclrtSetDeviceSatModeFn = "aclrtSetDeviceSatMode",
     aclrt_get_device_sat_mode: AclrtGetDeviceSatModeFn = "aclrtGetDeviceSatMode",
+    aclrt_ctx_set_sys_param_opt: AclrtCtxSetSysParamOptFn = "aclrtCtxSetSysParamOpt",
+    aclrt_ctx_get_sys_param_opt: AclrtCtxGetSysParamOptFn = "aclrtCtxGetSysParamOpt",
     aclrt_get_overflow_status: AclrtGetOverflowStatusFn = "aclrtGetOverflowStatus",
     aclrt_reset_overflow_status: AclrtResetOverflowStatusFn = "aclrtResetOverflowStatus",
     aclrt_malloc: AclrtMallocFn = "aclrtMalloc",

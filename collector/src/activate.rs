@@ -152,6 +152,7 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
 
     let mut base = Manifest::new(env!("CARGO_PKG_VERSION"), crate::manifest::command_line());
     base.env = crate::manifest::selected_env();
+    base.environment = crate::environment::collect(&base.command, &|k| std::env::var(k).ok());
     base.config = serde_json::json!({
         "collector": serde_json::to_value(&cfg).unwrap_or_default(),
         "dump_json": if cfg.respect_framework_dump {

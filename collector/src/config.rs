@@ -68,6 +68,8 @@ pub struct Config {
     /// `dump_mode`: `input`, `output` or `all`.
     pub io: String,
     pub zstd_level: i32,
+    /// Also keep a histogram of each tensor's values (log2 magnitude per sign, `accutrace_formats::histogram`).
+    pub histogram: bool,
     /// `dump_debug: on` (overflow detection; CANN makes it exclusive with the data dump).
     pub overflow: bool,
     pub queue_full: QueueFull,
@@ -96,6 +98,7 @@ impl Default for Config {
             ops: Vec::new(),
             io: "all".into(),
             zstd_level: 1,
+            histogram: false,
             overflow: false,
             queue_full: QueueFull::Block,
             slots: DEFAULT_SLOTS,
@@ -130,6 +133,7 @@ pub const KEYS: &[&str] = &[
     "ops",
     "io",
     "zstd_level",
+    "histogram",
     "overflow",
     "queue_full",
     "slots",
@@ -247,6 +251,7 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
             }
             "zstd_level" => c.zstd_level = parse_int(t, -7, 22).map_err(bad)? as i32,
             "overflow" => c.overflow = parse_bool(t).map_err(bad)?,
+            "histogram" => c.histogram = parse_bool(t).map_err(bad)?,
             "queue_full" => {
                 c.queue_full = match t {
                     "block" => QueueFull::Block,
@@ -313,6 +318,13 @@ pub fn from_sources(env: &[(String, String)], file: Option<(&str, &str)>) -> Res
             "ACCUTRACE_SLOTS x ACCUTRACE_SLOT_SIZE = {} x {} exceeds {} bytes",
             c.slots, c.slot_size, MAX_POOL_BYTES
         ));
+    }
+    if c.histogram && c.mode == Mode::DeviceStats {
+        return Err(
+            "ACCUTRACE_HISTOGRAM=1 needs ACCUTRACE_MODE=stats or tensor (device statistics bring no \
+                    values to count)"
+                .into(),
+        );
     }
     if c.overflow && c.mode == Mode::DeviceStats {
         return Err("ACCUTRACE_OVERFLOW=1 needs ACCUTRACE_MODE=stats or tensor (CANN's op-debug dump \
@@ -423,6 +435,7 @@ mod tests {
             ("ACCUTRACE_IO", "output"),
             ("ACCUTRACE_ZSTD_LEVEL", "3"),
             ("ACCUTRACE_OVERFLOW", "1"),
+            ("ACCUTRACE_HISTOGRAM", "yes"),
             ("ACCUTRACE_QUEUE_FULL", "drop"),
             ("ACCUTRACE_SLOTS", "8"),
             ("ACCUTRACE_SLOT_SIZE", "64K"),
@@ -440,7 +453,7 @@ mod tests {
         assert_eq!(c.policy, Policy::Trigger { ring_bytes: 1 << 30, keep_steps_after: 3 });
         assert_eq!(c.steps.as_deref(), Some("0|5|10-20"));
         assert_eq!(c.ops, ["a/b", "c"]);
-        assert_eq!((c.io.as_str(), c.zstd_level, c.overflow), ("output", 3, true));
+        assert_eq!((c.io.as_str(), c.zstd_level, c.overflow, c.histogram), ("output", 3, true, true));
         assert_eq!((c.queue_full, c.slots, c.slot_size), (QueueFull::Drop, 8, 64 << 10));
         assert_eq!((c.segment_size, c.writers, c.respect_framework_dump), (1 << 20, 2, true));
         assert_eq!(c.collectives, Collectives::Meta);
@@ -462,6 +475,7 @@ mod tests {
             ("ACCUTRACE_STEPS", "a"),
             ("ACCUTRACE_ZSTD_LEVEL", "99"),
             ("ACCUTRACE_OVERFLOW", "maybe"),
+            ("ACCUTRACE_HISTOGRAM", "2"),
             ("ACCUTRACE_QUEUE_FULL", "wait"),
             ("ACCUTRACE_SLOTS", "1"),
             ("ACCUTRACE_SLOT_SIZE", "100"),
@@ -480,6 +494,9 @@ mod tests {
             from_sources(&env(&[("ACCUTRACE_DIR", "d"), ("ACCUTRACE_SLOTS", "1048576")]), None).unwrap_err();
         assert!(err.contains("exceeds"), "{err}");
         assert!(from_sources(&env(&[("ACCUTRACE_DIR", " ")]), None).is_err());
+        let device =
+            [("ACCUTRACE_DIR", "d"), ("ACCUTRACE_MODE", "device-stats"), ("ACCUTRACE_HISTOGRAM", "1")];
+        assert!(from_sources(&env(&device), None).unwrap_err().contains("ACCUTRACE_HISTOGRAM=1 needs"));
     }
 
     #[test]

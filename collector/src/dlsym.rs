@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// The modules that hand out wrappers: each returns `Some(pointer to return)` for a name it watches.
 const INTERPOSERS: &[fn(&CStr, *mut c_void) -> Option<*mut c_void>] =
-    &[crate::acl_hooks::interpose, crate::hccl::interpose];
+    &[crate::acl_hooks::interpose, crate::hccl::interpose, crate::settings::interpose];
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 

@@ -67,11 +67,7 @@ pub(crate) fn read_overflow_mode(p: &Pipeline) {
     let mut mode: aclrtFloatOverflowMode = ACL_RT_OVERFLOW_MODE_UNDEF;
     // SAFETY: a valid out-pointer to an aclrtFloatOverflowMode.
     if unsafe { get(&mut mode) } == ACL_SUCCESS {
-        let name = match mode {
-            ACL_RT_OVERFLOW_MODE_SATURATION => "saturation",
-            ACL_RT_OVERFLOW_MODE_INFNAN => "inf_nan",
-            _ => "undef",
-        };
+        let name = crate::settings::overflow_mode_name(mode);
         *p.overflow_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_string());
     }
 }

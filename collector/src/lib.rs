@@ -12,11 +12,12 @@
 //! - [`callback`]: the hot path. [`pool`]: the slots. [`routing`]: which writer gets a file.
 //!   [`pipeline`]: the shared state, and the process's current pipeline.
 //! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
-//! - [`counters`]: what the manifest reports.
 //! - [`hccl`]: the HCCL calls, recorded as collective records; [`dlsym`]: how lookups through a library
 //!   handle reach them and the ACL hooks.
 //! - [`steps`]: steps in eager mode (`accutrace_step_end()`, `ACCUTRACE_STEP_MARKER`); [`step_state`]: the
 //!   pipeline's step counters.
+//! - [`counters`]: what the manifest reports. [`environment`]: versions and command-line files found at
+//!   activation. [`settings`]: the interposed calls that set the deterministic option and overflow mode.
 //! - [`signals`], [`limits`]: living in the job's process without changing it (signals, rlimits).
 
 pub mod acl_hooks;
@@ -25,6 +26,7 @@ pub mod callback;
 pub mod config;
 pub mod counters;
 pub mod dlsym;
+pub mod environment;
 pub mod finish;
 pub mod hccl;
 pub mod hooks;
@@ -34,6 +36,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod reassembly;
 pub mod routing;
+pub mod settings;
 pub mod signals;
 pub mod step_state;
 pub mod steps;

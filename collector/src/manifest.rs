@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// Environment variables copied into the manifest (besides every `ACCUTRACE_*` and `SIM_ACL_*`).
+/// Environment variables copied into the manifest (besides every variable of [`SELECTED_PREFIXES`]).
 pub const SELECTED_ENV: &[&str] = &[
     "RANK_ID",
     "RANK_SIZE",
@@ -26,7 +26,17 @@ pub const SELECTED_ENV: &[&str] = &[
     "INF_NAN_MODE_ENABLE",
     "ASCEND_TOOLKIT_HOME",
     "ASCEND_GLOBAL_LOG_LEVEL",
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+    // The GPU benchmark's counterparts, when a benchmark run is captured too.
+    "CUDA_VISIBLE_DEVICES",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NCCL_ALGO",
 ];
+
+/// Prefixes of environment variables copied into the manifest: the CANN runtime's and collective
+/// library's settings (determinism, algorithms, devices), ours, and the simulator's.
+pub const SELECTED_PREFIXES: &[&str] = &["ASCEND_", "HCCL_", "ACCUTRACE_", "SIM_ACL_"];
 
 /// The run directory's lock, held until dropped.
 pub struct RunLock(#[allow(dead_code)] std::fs::File);
@@ -78,7 +88,7 @@ pub fn selected_env() -> BTreeMap<String, String> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| {
-            SELECTED_ENV.contains(&k.as_str()) || k.starts_with("ACCUTRACE_") || k.starts_with("SIM_ACL_")
+            SELECTED_ENV.contains(&k.as_str()) || SELECTED_PREFIXES.iter().any(|p| k.starts_with(p))
         })
         .collect()
 }
@@ -100,6 +110,15 @@ pub fn merge(p: &Pipeline, summary: Option<StreamSummary>, finished: bool) -> Re
     let mut m = Manifest::read(&p.run_dir).unwrap_or_else(|_| p.manifest_base.clone());
     if let Some(mode) = p.overflow_mode.lock().unwrap_or_else(|e| e.into_inner()).clone() {
         m.overflow_mode = Some(mode);
+    }
+    // What the job set wins over what was read: the device is reset (mode back to its default) before
+    // the end, and a mode set after activation is not seen by the read at start.
+    let settings = crate::settings::observed();
+    if let Some(mode) = &settings.overflow_mode {
+        m.overflow_mode = Some(mode.clone());
+    }
+    if settings != Default::default() {
+        m.environment.settings = settings;
     }
     if let Some(s) = summary {
         match m.streams.iter_mut().find(|e| e.dir == s.dir) {

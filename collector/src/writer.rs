@@ -27,7 +27,7 @@ use accutrace_formats::capture::{
     TensorMeta,
 };
 use accutrace_formats::dump::{self, DumpLocation, FileKind};
-use accutrace_formats::stats::{stats_and_hash, TensorStats};
+use accutrace_formats::stats::{stats_and_hash, stats_hash_and_histogram, Histogram, TensorStats};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -305,16 +305,16 @@ fn record_file(
             // into the segment (`append_tensor`, same bytes), which saves a copy of the compressed data.
             let with_data = p.cfg.mode == Mode::Tensor;
             let in_place = with_data && p.cfg.writers == 1;
-            let mut tensors: Vec<(TensorMeta, TensorStats, u64, Option<EncodedData>)> = Vec::new();
+            let mut tensors: Vec<(TensorMeta, Described, Option<EncodedData>)> = Vec::new();
             for t in file.inputs.iter().chain(&file.outputs) {
-                let (meta, stats, hash) = describe(p, t);
+                let (meta, described) = describe(p, t);
                 let data = if with_data && !in_place {
                     let buf = scratch.buffers.pop().unwrap_or_default();
                     Some(scratch.encoder.encode(t.bytes, t.dtype, p.cfg.zstd_level, buf)?)
                 } else {
                     None
                 };
-                tensors.push((meta, stats, hash, data));
+                tensors.push((meta, described, data));
             }
             let level = p.cfg.zstd_level;
             let written = with_stream(p, |w| {
@@ -325,19 +325,18 @@ fn record_file(
                     add(&c.refused_after_stop, 1);
                     return Ok(Appended::Stopped);
                 }
-                for ((meta, stats, hash, data), t) in
-                    tensors.iter().zip(file.inputs.iter().chain(&file.outputs))
-                {
+                for ((meta, d, data), t) in tensors.iter().zip(file.inputs.iter().chain(&file.outputs)) {
+                    let hist = d.histogram.as_ref();
                     let r = if in_place {
-                        w.append_tensor(meta, stats, *hash, Some(t.bytes), level)?
+                        w.append_tensor_with_histogram(meta, &d.stats, hist, d.hash, Some(t.bytes), level)?
                     } else {
-                        w.append_tensor_encoded(meta, stats, *hash, data.as_ref())?
+                        w.append_tensor_encoded_with_histogram(meta, &d.stats, hist, d.hash, data.as_ref())?
                     };
                     count(p, r, &c.tensors);
                 }
                 Ok(Appended::Stopped)
             });
-            scratch.buffers.extend(tensors.into_iter().filter_map(|t| t.3).map(EncodedData::into_buffer));
+            scratch.buffers.extend(tensors.into_iter().filter_map(|t| t.2).map(EncodedData::into_buffer));
             written?;
         }
     }
@@ -345,12 +344,25 @@ fn record_file(
     Ok(())
 }
 
-/// A tensor's metadata, statistics and content hash (one pass over its bytes).
-fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>) -> (TensorMeta, TensorStats, u64) {
-    let (stats, hash) = stats_and_hash(t.dtype, t.bytes);
-    let stats = stats.unwrap_or_else(|_| {
+/// What a tensor record says of the values: statistics, histogram (when configured) and content hash.
+struct Described {
+    stats: TensorStats,
+    histogram: Option<Histogram>,
+    hash: u64,
+}
+
+/// A tensor's metadata, statistics, histogram and content hash (one pass over its bytes).
+fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>) -> (TensorMeta, Described) {
+    let (values, hash) = if p.cfg.histogram {
+        let (found, hash) = stats_hash_and_histogram(t.dtype, t.bytes);
+        (found.map(|(s, h)| (s, Some(h))), hash)
+    } else {
+        let (found, hash) = stats_and_hash(t.dtype, t.bytes);
+        (found.map(|s| (s, None)), hash)
+    };
+    let (stats, histogram) = values.unwrap_or_else(|_| {
         add(&p.counters.tensors_without_stats, 1);
-        TensorStats::default()
+        (TensorStats::default(), None)
     });
     let meta = TensorMeta {
         io: match t.io {
@@ -368,7 +380,7 @@ fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>) -> (TensorMeta, TensorStats,
             .as_ref()
             .map(|o| OriginalOp { name: Arc::from(o.name.as_str()), output_index: o.output_index }),
     };
-    (meta, stats, hash)
+    (meta, Described { stats, histogram, hash })
 }
 
 /// Task id, stream id and timestamp from the file name, else from the header (timestamp only).

@@ -98,12 +98,29 @@ fn stats_mode_keeps_hashes_and_statistics_only_and_training_is_unchanged() {
     let caps = captured(&run);
     assert_eq!(caps.len(), disk.values().map(|b| tensors_in(b)).sum::<usize>());
     for c in &caps {
-        assert!(c.data.is_none());
+        assert!(c.data.is_none() && c.histogram.is_none());
         let f = parse_dump(&disk[&(c.step, c.dump_file.clone())]).unwrap();
         let t = if c.input { &f.inputs[c.index as usize] } else { &f.outputs[c.index as usize] };
         assert_eq!(c.hash, content_hash(t.bytes));
         let want = accutrace_formats::stats::TensorStats::of_bytes(t.dtype, t.bytes).unwrap();
         assert_eq!(format!("{:?}", c.stats), format!("{want:?}"));
+    }
+
+    // With histograms: the same statistics, and each tensor's histogram of its dumped bytes.
+    let run = s.path("hist");
+    let out = s.run(2, None, true, &collector_env(&run, &[("ACCUTRACE_HISTOGRAM", "1")]));
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&plain), "training output changed");
+    let with = captured(&run);
+    assert_eq!(with.len(), caps.len());
+    for (c, plain) in with.iter().zip(&caps) {
+        let f = parse_dump(&disk[&(c.step, c.dump_file.clone())]).unwrap();
+        let t = if c.input { &f.inputs[c.index as usize] } else { &f.outputs[c.index as usize] };
+        let (stats, hist) =
+            accutrace_formats::stats::TensorStats::of_bytes_with_histogram(t.dtype, t.bytes).unwrap();
+        assert_eq!(format!("{:?}", c.stats), format!("{:?}", plain.stats));
+        assert_eq!(format!("{:?}", c.stats), format!("{stats:?}"));
+        assert_eq!(c.histogram.as_ref(), Some(&hist), "{} {}", c.op_name, c.index);
     }
 }
 

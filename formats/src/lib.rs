@@ -19,6 +19,7 @@ pub mod capture;
 pub mod dtype;
 pub mod dump;
 pub mod error;
+pub mod histogram;
 pub mod layout;
 pub mod msprobe;
 pub mod npy;

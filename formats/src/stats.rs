@@ -7,15 +7,16 @@
 //!
 //! Conventions (they matter when two tools are compared):
 //! - `count` is every element; `nan`, `pos_inf`, `neg_inf` classify the non-finite ones.
-//! - `min`, `max`, `mean` and `l2_norm` are over the FINITE values only, accumulated in f64, so one inf
-//!   does not hide the rest of the tensor. With no finite value, `min`, `max` and `mean` are NaN and
-//!   `l2_norm` is 0.
+//! - `min`, `max`, `mean`, `l2_norm` and `abs_sum` are over the FINITE values only, accumulated in f64, so
+//!   one inf does not hide the rest of the tensor. With no finite value, `min`, `max` and `mean` are NaN and
+//!   `l2_norm` and `abs_sum` are 0.
 //! - `zero` counts values equal to zero (+0 and -0).
 //! - `at_saturation` counts finite values with `|x|` equal to the dtype's largest finite magnitude
 //!   ([`DType::saturation_limit`]): what saturation mode leaves of an overflow (fp16 inf -> +-65504).
 //!   Integer tensors count their limits too (127 for int8); whether that means anything is the reader's call.
 //! - Complex values are counted per part (re and im are two values).
 
+pub use crate::histogram::{Histogram, HistogramAccumulator};
 use crate::tensor;
 use crate::{DType, FormatError, Result};
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,10 @@ pub struct TensorStats {
     pub mean: f64,
     /// Euclidean norm of the finite values.
     pub l2_norm: f64,
+    /// Sum of |x| over the finite values (mean |x| = `abs_sum / finite`). `None` where the statistics came
+    /// from somewhere that does not keep it: captures before format version 4, device statistics, msprobe.
+    #[serde(default)]
+    pub abs_sum: Option<f64>,
     /// Finite values whose magnitude equals the dtype's saturation limit.
     pub at_saturation: u64,
 }
@@ -58,6 +63,12 @@ impl TensorStats {
     /// Values that are finite.
     pub fn finite(&self) -> u64 {
         self.count - self.nan - self.pos_inf - self.neg_inf
+    }
+
+    /// Mean of |x| over the finite values (NaN when there is none), when the sum of |x| is known.
+    pub fn abs_mean(&self) -> Option<f64> {
+        let finite = self.finite();
+        self.abs_sum.map(|s| if finite == 0 { f64::NAN } else { s / finite as f64 })
     }
 
     /// Whether the tensor holds NaN or inf.
@@ -91,12 +102,25 @@ impl TensorStats {
     /// count is `bytes * 8 / bits` (a packed int4 tensor of odd length counts its padding nibble); bytes that
     /// do not make whole elements and dtypes the decoder refuses are errors.
     pub fn of_bytes(dtype: DType, bytes: &[u8]) -> Result<TensorStats> {
-        Self::of_bytes_visiting(dtype, bytes, |_| {})
+        Self::of_bytes_visiting(dtype, bytes, None, |_| {})
+    }
+
+    /// [`of_bytes`](Self::of_bytes) and the tensor's [`Histogram`] from the same decoded chunks.
+    pub fn of_bytes_with_histogram(dtype: DType, bytes: &[u8]) -> Result<(TensorStats, Histogram)> {
+        let mut hist = HistogramAccumulator::new();
+        let stats = Self::of_bytes_visiting(dtype, bytes, Some(&mut hist), |_| {})?;
+        Ok((stats, hist.finish()))
     }
 
     /// [`of_bytes`](Self::of_bytes) that also hands every raw chunk, in order, to `visit` right before the
     /// chunk is decoded (while it is in cache): the chunks concatenate to `bytes` when the result is `Ok`.
-    fn of_bytes_visiting(dtype: DType, bytes: &[u8], mut visit: impl FnMut(&[u8])) -> Result<TensorStats> {
+    /// With `hist`, the decoded values also go into it (a pass of its own over the chunk, still in L1).
+    fn of_bytes_visiting(
+        dtype: DType,
+        bytes: &[u8],
+        mut hist: Option<&mut HistogramAccumulator>,
+        mut visit: impl FnMut(&[u8]),
+    ) -> Result<TensorStats> {
         let bits = dtype
             .bits()
             .filter(|_| dtype.is_decodable())
@@ -135,9 +159,15 @@ impl TensorStats {
             if wide {
                 tensor::decode_f64_into(dtype, chunk, &mut buf64[..n])?;
                 acc.push_f64(&buf64[..n]);
+                if let Some(h) = hist.as_deref_mut() {
+                    h.push_f64(&buf64[..n]);
+                }
             } else {
                 tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
                 acc.push_f32(&buf32[..n]);
+                if let Some(h) = hist.as_deref_mut() {
+                    h.push_f32(&buf32[..n]);
+                }
             }
         }
         Ok(acc.finish())
@@ -150,8 +180,20 @@ impl TensorStats {
 /// results are exactly those of the two separate functions.
 pub fn stats_and_hash(dtype: DType, bytes: &[u8]) -> (Result<TensorStats>, u64) {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    match TensorStats::of_bytes_visiting(dtype, bytes, |chunk| hasher.update(chunk)) {
+    match TensorStats::of_bytes_visiting(dtype, bytes, None, |chunk| hasher.update(chunk)) {
         Ok(stats) => (Ok(stats), hasher.digest()),
+        Err(e) => (Err(e), content_hash(bytes)),
+    }
+}
+
+/// [`stats_and_hash`] plus the tensor's [`Histogram`], still in one pass over its bytes (the histogram
+/// takes the decoded values of each chunk while they are in L1). The statistics and hash are exactly
+/// [`stats_and_hash`]'s.
+pub fn stats_hash_and_histogram(dtype: DType, bytes: &[u8]) -> (Result<(TensorStats, Histogram)>, u64) {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut hist = HistogramAccumulator::new();
+    match TensorStats::of_bytes_visiting(dtype, bytes, Some(&mut hist), |chunk| hasher.update(chunk)) {
+        Ok(stats) => (Ok((stats, hist.finish())), hasher.digest()),
         Err(e) => (Err(e), content_hash(bytes)),
     }
 }
@@ -193,6 +235,7 @@ pub struct StatsAccumulator {
     count: u64,
     sum: [f64; LANES],
     sumsq: [f64; LANES],
+    abs_sum: [f64; LANES],
     min: [f64; LANES],
     max: [f64; LANES],
     nan: [u64; LANES],
@@ -212,13 +255,16 @@ pub const F32_LANES: usize = LANES;
 /// [`StatsAccumulator::push_f32`] forms them: for the block's whole groups of [`F32_LANES`] values, lane `i`
 /// holds the values `j` with `j % F32_LANES == i`; `sum` and `sumsq` add them (and their squares) in f64 in
 /// order, starting from zero; `min`/`max` are the lane's extremes (infinite when empty), `zero` and `sat`
-/// its counts of zeros and of magnitudes equal to the saturation limit.
+/// its counts of zeros and of magnitudes equal to the saturation limit; `abs_sum` adds the values' magnitudes
+/// like `sum` adds the values.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockF32 {
     /// Per-lane sums.
     pub sum: [f64; LANES],
     /// Per-lane sums of squares.
     pub sumsq: [f64; LANES],
+    /// Per-lane sums of magnitudes.
+    pub abs_sum: [f64; LANES],
     /// Per-lane minima.
     pub min: [f32; LANES],
     /// Per-lane maxima.
@@ -236,8 +282,8 @@ impl BlockF32 {
         // Two loops over the (L1-resident) block, in two functions: in one loop (or one function) the
         // compiler vectorizes the f32 lanes 2-wide to match the f64 ones, and the accumulators spill.
         let (min, max, zero, sat) = extremes(values, limit);
-        let (sum, sumsq) = sums(values);
-        BlockF32 { sum, sumsq, min, max, zero, sat }
+        let (sum, sumsq, abs_sum) = sums(values);
+        BlockF32 { sum, sumsq, abs_sum, min, max, zero, sat }
     }
 
     /// Whether every value of the block was finite: NaN and ±inf make a square NaN or +inf, and the squares
@@ -271,24 +317,29 @@ fn extremes_kernel(values: &[f32], limit: f32) -> Extremes {
     (min, max, zero, sat)
 }
 
-/// The sums and sums of squares of [`BlockF32::of`] in f64 lanes (each f32 and its square are exact in
-/// f64), compiled into each instruction-set build.
+/// The sums of [`BlockF32::of`] in f64 lanes: values, squares and magnitudes (each f32, its square and its
+/// magnitude are exact in f64), compiled into each instruction-set build.
+type Sums = ([f64; LANES], [f64; LANES], [f64; LANES]);
+
+/// The loop of [`Sums`].
 #[inline(always)]
-fn sums_kernel(values: &[f32]) -> ([f64; LANES], [f64; LANES]) {
+fn sums_kernel(values: &[f32]) -> Sums {
     let mut sum = [0f64; LANES];
     let mut sumsq = [0f64; LANES];
+    let mut abs_sum = [0f64; LANES];
     for group in values.chunks_exact(LANES) {
         for (i, &x) in group.iter().enumerate() {
             let w = f64::from(x);
             sum[i] += w;
             sumsq[i] += w * w;
+            abs_sum[i] += w.abs();
         }
     }
-    (sum, sumsq)
+    (sum, sumsq, abs_sum)
 }
 
 crate::multiversion!(#[inline(never)] fn extremes(values: &[f32], limit: f32) -> Extremes = extremes_kernel);
-crate::multiversion!(#[inline(never)] fn sums(values: &[f32]) -> ([f64; LANES], [f64; LANES]) = sums_kernel);
+crate::multiversion!(#[inline(never)] fn sums(values: &[f32]) -> Sums = sums_kernel);
 
 impl StatsAccumulator {
     /// An empty accumulator; `saturation_limit` is the magnitude counted by `at_saturation` (None: never).
@@ -302,6 +353,7 @@ impl StatsAccumulator {
             count: 0,
             sum: [0.0; LANES],
             sumsq: [0.0; LANES],
+            abs_sum: [0.0; LANES],
             min: [f64::INFINITY; LANES],
             max: [f64::NEG_INFINITY; LANES],
             nan: [0; LANES],
@@ -344,6 +396,7 @@ impl StatsAccumulator {
         for i in 0..LANES {
             self.sum[i] += b.sum[i];
             self.sumsq[i] += b.sumsq[i];
+            self.abs_sum[i] += b.abs_sum[i];
             let (lo, hi) = (f64::from(b.min[i]), f64::from(b.max[i]));
             self.min[i] = if lo < self.min[i] { lo } else { self.min[i] };
             self.max[i] = if hi > self.max[i] { hi } else { self.max[i] };
@@ -374,11 +427,12 @@ impl StatsAccumulator {
 
     #[inline(always)]
     fn block(&mut self, lane: &[f64; LANES]) {
-        // Fast path for the common all-finite block: six accumulators instead of nine, no selects.
+        // Fast path for the common all-finite block: seven accumulators instead of ten, no selects.
         if lane.iter().all(|x| x.is_finite()) {
             for (i, &x) in lane.iter().enumerate() {
                 self.sum[i] += x;
                 self.sumsq[i] += x * x;
+                self.abs_sum[i] += x.abs();
                 self.min[i] = if x < self.min[i] { x } else { self.min[i] };
                 self.max[i] = if x > self.max[i] { x } else { self.max[i] };
                 self.zero[i] += u64::from(x == 0.0);
@@ -401,6 +455,7 @@ impl StatsAccumulator {
         let hi = if finite { x } else { f64::NEG_INFINITY };
         self.sum[i] += fx;
         self.sumsq[i] += fx * fx;
+        self.abs_sum[i] += fx.abs();
         self.min[i] = if lo < self.min[i] { lo } else { self.min[i] };
         self.max[i] = if hi > self.max[i] { hi } else { self.max[i] };
         self.nan[i] += u64::from(x.is_nan());
@@ -430,6 +485,7 @@ impl StatsAccumulator {
             max: if finite == 0 { f64::NAN } else { max },
             mean: if finite == 0 { f64::NAN } else { sum / finite as f64 },
             l2_norm: sumsq.sqrt(),
+            abs_sum: Some(self.abs_sum.iter().sum()),
             at_saturation: self.sat.iter().sum(),
         }
     }
@@ -466,7 +522,8 @@ mod tests {
         let s = TensorStats::of_f32(&[], DType::FLOAT);
         assert_eq!((s.count, s.nan, s.zero, s.at_saturation), (0, 0, 0, 0));
         assert!(s.min.is_nan() && s.max.is_nan() && s.mean.is_nan());
-        assert_eq!(s.l2_norm, 0.0);
+        assert_eq!((s.l2_norm, s.abs_sum), (0.0, Some(0.0)));
+        assert!(s.abs_mean().unwrap().is_nan());
         let b = TensorStats::of_bytes(DType::FLOAT16, &[]).unwrap();
         assert_eq!((b.count, b.l2_norm), (0, 0.0));
         assert!(b.min.is_nan());
@@ -488,6 +545,8 @@ mod tests {
         assert_eq!((s.count, s.nan, s.pos_inf, s.neg_inf, s.zero), (9, 1, 2, 1, 2));
         assert_eq!((s.min, s.max), (-3.0, 2.0));
         assert_eq!(s.mean, 0.0);
+        assert_eq!(s.abs_sum, Some(6.0), "|1| + |-3| + |2|: non-finite values are not summed");
+        assert_eq!(s.abs_mean(), Some(1.2), "over the 5 finite values, zeros included");
         assert!((s.l2_norm - 14f64.sqrt()).abs() < 1e-12);
     }
 
@@ -589,6 +648,7 @@ mod tests {
             max: if n == 0 { f64::NAN } else { finite.iter().copied().fold(f64::NEG_INFINITY, f64::max) },
             mean: if n == 0 { f64::NAN } else { finite.iter().sum::<f64>() / n as f64 },
             l2_norm: finite.iter().map(|x| x * x).sum::<f64>().sqrt(),
+            abs_sum: Some(finite.iter().map(|x| x.abs()).sum::<f64>()),
             at_saturation: finite.iter().filter(|x| x.abs() == limit).count() as u64,
         }
     }
@@ -600,7 +660,8 @@ mod tests {
         for (g, w) in [(got.min, want.min), (got.max, want.max)] {
             assert!(g == w || (g.is_nan() && w.is_nan()), "{g} vs {w}");
         }
-        for (g, w) in [(got.mean, want.mean), (got.l2_norm, want.l2_norm)] {
+        let abs = |s: &TensorStats| s.abs_sum.expect("computed statistics keep the sum of |x|");
+        for (g, w) in [(got.mean, want.mean), (got.l2_norm, want.l2_norm), (abs(&got), abs(&want))] {
             assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0) || (g.is_nan() && w.is_nan()), "{g} vs {w}");
         }
     }
@@ -670,7 +731,7 @@ mod tests {
         let bits = |b: &BlockF32| {
             let f = |a: &[f64; LANES]| a.map(f64::to_bits);
             let g = |a: &[f32; LANES]| a.map(f32::to_bits);
-            (f(&b.sum), f(&b.sumsq), g(&b.min), g(&b.max), b.zero, b.sat)
+            (f(&b.sum), f(&b.sumsq), f(&b.abs_sum), g(&b.min), g(&b.max), b.zero, b.sat)
         };
         for len in [0, LANES, 5 * LANES, BLOCK] {
             let want = crate::simd::with_ceiling(crate::simd::Level::Portable, || {
@@ -701,6 +762,26 @@ mod tests {
         let (stats, hash) = stats_and_hash(DType::STRING, b"abc");
         assert!(stats.is_err());
         assert_eq!(hash, content_hash(b"abc"));
+    }
+
+    #[test]
+    fn the_histogram_pass_changes_nothing_else_and_counts_every_chunk() {
+        for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT32, DType::INT8] {
+            let len = 3 * 4 * CHUNK + 10;
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+            let bytes = &bytes[..len / 8 * 8];
+            let (with, hash) = stats_hash_and_histogram(dtype, bytes);
+            let (stats, hist) = with.unwrap();
+            let (plain, plain_hash) = stats_and_hash(dtype, bytes);
+            assert_eq!((format!("{stats:?}"), hash), (format!("{:?}", plain.unwrap()), plain_hash));
+            hist.validate(stats.finite() - stats.zero).unwrap();
+            let mut values = Vec::new();
+            let elements = bytes.len() * 8 / dtype.bits().unwrap() as usize;
+            tensor::decode_f64(dtype, bytes, elements, &mut values).unwrap();
+            let mut acc = HistogramAccumulator::new();
+            acc.push_f64(&values);
+            assert_eq!(hist, acc.finish(), "{dtype}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! statistics-mode size bound, retention policies through the writer, and corruption reporting.
 
 use accutrace_formats::capture::*;
+use accutrace_formats::histogram::{Histogram, HistogramAccumulator};
 use accutrace_formats::stats::{content_hash, TensorStats};
 use accutrace_formats::DType;
 use half::f16;
@@ -308,16 +309,31 @@ fn data_encodings_are_chosen_and_offsets_are_reported() {
     assert_eq!(tensors[1].2.stored_size(), rnd.len() as u64);
 }
 
-#[test]
-fn statistics_mode_costs_under_128_bytes_per_tensor() {
+/// Statistics-mode record sizes `(worst tensor frame, mean per tensor, mean per tensor with the ops)` for 50
+/// ops of realistic metadata: a 5-D NC1HWC0 device shape with a 4-D original shape, fusion provenance,
+/// large counts, statistics with full-precision doubles, and with `histogram` a histogram of a normal
+/// fp16 activation scaled to the tensor's count (what `ACCUTRACE_HISTOGRAM=1` adds). Every record is read
+/// back.
+fn statistics_mode_sizes(histogram: Option<&Histogram>) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut w = StreamWriter::create(dir.path(), info(0), 1 << 20, Policy::KeepAll).unwrap();
-    // Realistic metadata: 5-D NC1HWC0 device shape with a 4-D original shape, fusion provenance, large
-    // counts, and statistics with full-precision doubles.
     let mut worst = 0;
     let mut total = 0;
     let mut tensors = 0;
     let mut ops_bytes = 0;
+    let s = TensorStats {
+        count: 802_816_000,
+        nan: 0,
+        pos_inf: 0,
+        neg_inf: 0,
+        zero: 12_345_678,
+        min: -13.718_261_718_75,
+        max: 65504.0,
+        mean: 0.017_245_113_290_846_348,
+        l2_norm: 83_920.238_412_903_2,
+        abs_sum: Some(640_923_117.381_962_5),
+        at_saturation: 17,
+    };
     for step in 0..50u64 {
         let name =
             format!("Default/network/backbone/layer{}/conv2d-Conv2D/BatchNorm-op{}", step % 10, step % 10);
@@ -332,20 +348,9 @@ fn statistics_mode_costs_under_128_bytes_per_tensor() {
             let mut m = meta(io, i, DType::FLOAT16, &[256, 16, 112, 112, 16], Some((&name, i)));
             m.format = 3;
             m.original_shape = Some(vec![256, 250, 112, 112]);
-            let s = TensorStats {
-                count: 802_816_000,
-                nan: 0,
-                pos_inf: 0,
-                neg_inf: 0,
-                zero: 12_345_678,
-                min: -13.718_261_718_75,
-                max: 65504.0,
-                mean: 0.017_245_113_290_846_348,
-                l2_norm: 83_920.238_412_903_2,
-                at_saturation: 17,
-            };
+            let hash = 0x1234_5678_9abc_def0 ^ step;
             let Appended::Written { bytes, .. } =
-                w.append_tensor(&m, &s, 0x1234_5678_9abc_def0 ^ step, None, 1).unwrap()
+                w.append_tensor_with_histogram(&m, &s, histogram, hash, None, 1).unwrap()
             else {
                 panic!()
             };
@@ -358,14 +363,49 @@ fn statistics_mode_costs_under_128_bytes_per_tensor() {
         }
     }
     w.seal().unwrap();
+    for r in only_stream(dir.path()).records() {
+        if let Record::Tensor(t) = r.unwrap().record {
+            assert_eq!((t.stats.abs_sum, t.histogram.as_deref()), (s.abs_sum, histogram));
+        }
+    }
+    (worst, total / tensors, (total + ops_bytes) / tensors)
+}
+
+#[test]
+fn statistics_mode_costs_under_128_bytes_per_tensor() {
+    let (worst, mean, with_ops) = statistics_mode_sizes(None);
     println!(
-        "statistics mode: worst tensor frame {worst} B, mean {} B/tensor, {} B/op, {} B/tensor incl. ops",
-        total / tensors,
-        ops_bytes / 50,
-        (total + ops_bytes) / tensors
+        "statistics mode: worst tensor frame {worst} B, mean {mean} B/tensor, {with_ops} B/tensor incl. ops"
     );
     assert!(worst < 128, "a statistics-mode tensor record took {worst} bytes");
-    assert!(total / tensors < 128);
+    assert!(mean < 128);
+
+    // With a histogram of a normal activation (fp16, sd 3) scaled to the statistics' 790 M nonzero values:
+    // about 50 occupied buckets of 3-4 byte counts.
+    let mut acc = HistogramAccumulator::new();
+    let values: Vec<f32> =
+        (0..1 << 16).map(|i| f16::from_f32(3.0 * normal(i)).to_f32()).filter(|&v| v != 0.0).collect();
+    acc.push_f32(&values);
+    let mut h = acc.finish();
+    let nonzero = 802_816_000 - 12_345_678;
+    let per = nonzero / h.total();
+    for c in h.negative.iter_mut().chain(h.positive.iter_mut()) {
+        *c *= per;
+    }
+    let rest = nonzero - h.total();
+    *h.positive.iter_mut().max().unwrap() += rest;
+    let (worst_h, mean_h, with_ops_h) = statistics_mode_sizes(Some(&h));
+    println!(
+        "with a histogram ({} buckets): worst {worst_h} B, mean {mean_h} B/tensor, {with_ops_h} B/tensor incl. ops",
+        h.negative.len() + h.positive.len()
+    );
+    assert!(mean_h > mean + 40 && mean_h < 320, "histogram cost {mean_h} B against {mean} B");
+}
+
+/// A deterministic standard normal sample for index `i` (Box-Muller on a hashed pair).
+fn normal(i: u64) -> f32 {
+    let u = |k: u64| ((content_hash(&(i * 2 + k).to_le_bytes()) >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    ((-2.0 * u(0).ln()).sqrt() * (2.0 * std::f64::consts::PI * u(1)).cos()) as f32
 }
 
 #[test]
@@ -392,6 +432,7 @@ fn canonical_dump_file_names_are_elided_and_restored() {
         max: 7.5,
         mean: 0.012_345_678_901_234_5,
         l2_norm: 93.718_281_828_459_05,
+        abs_sum: Some(51.25),
         at_saturation: 0,
     };
     let m = meta(Io::Output, 0, DType::FLOAT16, &[64, 64], None);
@@ -734,4 +775,73 @@ fn version_1_streams_still_read() {
     std::fs::write(&seg, &bytes).unwrap();
     let err = StreamReader::open(seg.parent().unwrap()).err().expect("refused");
     assert!(err.to_string().contains("unsupported capture format version"), "{err}");
+}
+
+#[test]
+fn version_1_captures_still_read_without_the_version_4_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 1 << 16, Policy::KeepAll).unwrap();
+    w.append_op(&op(0, "old")).unwrap();
+    let data: Vec<u8> = [1.5f32, -2.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    // What a version 1 writer stored: the same statistics without the sum of |x|, no histogram.
+    let stats = TensorStats { abs_sum: None, ..TensorStats::of_bytes(DType::FLOAT, &data).unwrap() };
+    w.append_tensor(
+        &meta(Io::Output, 0, DType::FLOAT, &[3], None),
+        &stats,
+        content_hash(&data),
+        Some(&data),
+        1,
+    )
+    .unwrap();
+    w.seal().unwrap();
+    // Stamp the segment as version 1 (header bytes 8..12, CRC of bytes 0..48 at 48).
+    let stream = only_stream(dir.path());
+    let path = stream.segment_paths().next().unwrap().to_path_buf();
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes[8..12], FORMAT_VERSION.to_le_bytes());
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..48]);
+    bytes[48..52].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+
+    let stream = only_stream(dir.path());
+    let mut seen = 0;
+    for r in stream.records() {
+        if let Record::Tensor(t) = r.unwrap().record {
+            assert_eq!((t.stats.abs_sum, t.histogram.as_deref(), t.stats.min), (None, None, -2.0));
+            assert_eq!(t.stats.abs_mean(), None, "unknown, not zero");
+            let mut out = Vec::new();
+            t.read_data(&mut out).unwrap();
+            assert_eq!(out, data);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 1);
+}
+
+#[test]
+fn a_histogram_that_disagrees_with_the_statistics_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 1 << 16, Policy::KeepAll).unwrap();
+    w.append_op(&op(0, "bad")).unwrap();
+    let data: Vec<u8> = [1.5f32, -2.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let (stats, good) = TensorStats::of_bytes_with_histogram(DType::FLOAT, &data).unwrap();
+    assert_eq!(good.total(), 2, "the zero is the statistics' to count");
+    let bad = Histogram { positive: vec![5], ..good.clone() };
+    let m = meta(Io::Output, 0, DType::FLOAT, &[3], None);
+    w.append_tensor_with_histogram(&m, &stats, Some(&good), 1, None, 1).unwrap();
+    w.append_tensor_with_histogram(&m, &stats, Some(&bad), 2, None, 1).unwrap();
+    w.seal().unwrap();
+    let stream = only_stream(dir.path());
+    let mut records = stream.records();
+    let mut next_tensor = || loop {
+        match records.next().unwrap().map(|r| r.record) {
+            Ok(Record::Tensor(t)) => return Ok(t.histogram.map(|h| *h)),
+            Ok(_) => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    assert_eq!(next_tensor().unwrap(), Some(good));
+    let err = next_tensor().unwrap_err();
+    assert!(err.to_string().contains("histogram counts 6 values"), "{err}");
 }

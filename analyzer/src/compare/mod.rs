@@ -563,6 +563,7 @@ mod culprit_tests {
                 device_shape: None,
                 original_op: None,
                 stats: None,
+                histogram: None,
                 hash: None,
                 label: None,
                 requires_grad: None,

@@ -31,13 +31,13 @@ const _: () = assert!(
 /// Where one chunk's statistics partials go, as [`StatsAccumulator::push_f32`] forms them: per block of
 /// [`F32_BLOCK`] values the two sides' sums, and the chunk's per-lane extremes and counts. A pair of one
 /// chunk folds them straight into the accumulators (`acc`); parallel chunks keep their block sums (`sums`:
-/// x sum, x sum of squares, y sum, y sum of squares; 256 bytes per 256 pairs) to be folded in chunk order.
+/// x sum, x sum of squares, x sum of |x|, then y's; 384 bytes per 256 pairs) to be folded in chunk order.
 /// The values past the last whole group of [`LANES`] of the pair (its last `len % LANES`) are not in it:
 /// `push_f32` gives them to lane 0 one by one.
 #[derive(Default)]
 pub(crate) struct StatsSink {
     acc: Option<(StatsAccumulator, StatsAccumulator)>,
-    sums: Vec<[[f64; LANES]; 4]>,
+    sums: Vec<[[f64; LANES]; 6]>,
     extremes: Option<(BlockF32, BlockF32)>,
     count: u64,
 }
@@ -45,9 +45,9 @@ pub(crate) struct StatsSink {
 impl StatsSink {
     /// Folds everything held (block sums in order, then extremes and counts) into `x` and `y`.
     fn fold_into(self, x: &mut StatsAccumulator, y: &mut StatsAccumulator) {
-        for [sx, sx2, sy, sy2] in &self.sums {
-            x.push_f32_block(&BlockF32 { sum: *sx, sumsq: *sx2, ..EMPTY_BLOCK }, 0);
-            y.push_f32_block(&BlockF32 { sum: *sy, sumsq: *sy2, ..EMPTY_BLOCK }, 0);
+        for [sx, sx2, sxa, sy, sy2, sya] in &self.sums {
+            x.push_f32_block(&BlockF32 { sum: *sx, sumsq: *sx2, abs_sum: *sxa, ..EMPTY_BLOCK }, 0);
+            y.push_f32_block(&BlockF32 { sum: *sy, sumsq: *sy2, abs_sum: *sya, ..EMPTY_BLOCK }, 0);
         }
         if let Some((xb, yb)) = &self.extremes {
             x.push_f32_block(xb, self.count);
@@ -60,6 +60,7 @@ impl StatsSink {
 const EMPTY_BLOCK: BlockF32 = BlockF32 {
     sum: [0.0; LANES],
     sumsq: [0.0; LANES],
+    abs_sum: [0.0; LANES],
     min: [f32::INFINITY; LANES],
     max: [f32::NEG_INFINITY; LANES],
     zero: [0; LANES],
@@ -148,7 +149,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
     let (mut xzero, mut xsat, mut yzero, mut ysat) =
         ([0u32; LANES], [0u32; LANES], [0u32; LANES], [0u32; LANES]);
     for (xblock, yblock) in nb.chunks(F32_BLOCK).zip(bb_.chunks(F32_BLOCK)) {
-        let (mut sx, mut sx2, mut sy, mut sy2) = (z, z, z, z);
+        let (mut sx, mut sx2, mut sxa, mut sy, mut sy2, mut sya) = (z, z, z, z, z, z);
         for (xs_, ys_) in xblock.chunks_exact(LANES).zip(yblock.chunks_exact(LANES)) {
             for l in 0..LANES {
                 let (x, y) = (xs_[l], ys_[l]);
@@ -158,8 +159,10 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
                     let (xd, yd) = (f64::from(x), f64::from(y));
                     sx[l] += xd;
                     sx2[l] += xd * xd;
+                    sxa[l] += xd.abs();
                     sy[l] += yd;
                     sy2[l] += yd * yd;
+                    sya[l] += yd.abs();
                     sxmin[l] = if x < sxmin[l] { x } else { sxmin[l] };
                     sxmax[l] = if x > sxmax[l] { x } else { sxmax[l] };
                     symin[l] = if y < symin[l] { y } else { symin[l] };
@@ -174,10 +177,10 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
         if STATS {
             match &mut sink.acc {
                 Some((ax, ay)) => {
-                    ax.push_f32_block(&BlockF32 { sum: sx, sumsq: sx2, ..EMPTY_BLOCK }, 0);
-                    ay.push_f32_block(&BlockF32 { sum: sy, sumsq: sy2, ..EMPTY_BLOCK }, 0);
+                    ax.push_f32_block(&BlockF32 { sum: sx, sumsq: sx2, abs_sum: sxa, ..EMPTY_BLOCK }, 0);
+                    ay.push_f32_block(&BlockF32 { sum: sy, sumsq: sy2, abs_sum: sya, ..EMPTY_BLOCK }, 0);
                 }
-                None => sink.sums.push([sx, sx2, sy, sy2]),
+                None => sink.sums.push([sx, sx2, sxa, sy, sy2, sya]),
             }
             sink.count += xblock.len() as u64;
         }
@@ -315,7 +318,7 @@ mod tests {
     use accutrace_formats::stats::TensorStats;
     use accutrace_formats::DType;
 
-    fn bits(s: &TensorStats) -> [u64; 10] {
+    fn bits(s: &TensorStats) -> [u64; 11] {
         let f = |v: f64| v.to_bits();
         [
             s.count,
@@ -328,6 +331,7 @@ mod tests {
             f(s.mean),
             f(s.l2_norm),
             s.at_saturation,
+            f(s.abs_sum.expect("computed statistics keep the sum of |x|")),
         ]
     }
 

@@ -283,6 +283,7 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
                 device_shape: Some(t.device_shape.clone()),
                 original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
                 stats: None,
+                histogram: None,
                 hash: None,
                 label: None,
                 requires_grad: None,

@@ -104,6 +104,7 @@ impl CaptureSource {
                             device_shape: Some(m.device_shape.clone()),
                             original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
                             stats: Some(t.stats),
+                            histogram: t.histogram.clone(),
                             hash: Some(t.content_hash),
                             label: None,
                             requires_grad: None,

@@ -40,6 +40,7 @@ pub fn add_stats_csv(
             max: row.max.unwrap_or(f64::NAN),
             mean: row.avg.unwrap_or(f64::NAN),
             l2_norm: row.l2norm.unwrap_or(f64::NAN),
+            abs_sum: None,
             // Saturation mode leaves an overflow at the dtype's limit: the device's max/min show it.
             at_saturation: u64::from(dtype.saturation_limit().is_some_and(|limit| {
                 dtype.is_float()
@@ -57,6 +58,7 @@ pub fn add_stats_csv(
             device_shape: None,
             original_op: None,
             stats: Some(stats),
+            histogram: None,
             hash: None,
             label: None,
             requires_grad: None,

@@ -95,6 +95,7 @@ impl MsprobeSource {
                     device_shape: None,
                     original_op: None,
                     stats: stats_of(meta),
+                    histogram: None,
                     hash: None,
                     label: Some(entry.name.clone()),
                     requires_grad: meta.requires_grad,
@@ -175,6 +176,7 @@ fn stats_of(meta: &msprobe::TensorMeta) -> Option<TensorStats> {
         max: if max.is_finite() { max } else { f64::NAN },
         mean: num(&meta.mean),
         l2_norm: num(&meta.norm),
+        abs_sum: None,
         at_saturation: 0,
     })
 }

@@ -162,6 +162,7 @@ impl NpyDirSource {
                     device_shape: None,
                     original_op: found[i].name.original_op.clone(),
                     stats: None,
+                    histogram: None,
                     hash: None,
                     label: None,
                     requires_grad: None,

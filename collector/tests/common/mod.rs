@@ -197,6 +197,7 @@ pub struct Captured {
     pub hash: u64,
     pub data: Option<Vec<u8>>,
     pub stats: accutrace_formats::stats::TensorStats,
+    pub histogram: Option<accutrace_formats::histogram::Histogram>,
 }
 
 /// Every tensor record of every stream (data decoded when stored); panics on any read error.
@@ -222,6 +223,7 @@ pub fn captured(run_dir: &Path) -> Vec<Captured> {
                     hash: t.content_hash,
                     data,
                     stats: t.stats,
+                    histogram: t.histogram.map(|h| *h),
                 });
             }
         }

@@ -2,6 +2,7 @@
 //! `stream.json` in every stream directory (written by [`StreamWriter::create`](super::StreamWriter::create),
 //! so a stream is self-describing even when the process died before the manifest was final).
 
+use super::environment::RunEnvironment;
 use super::policy::Policy;
 use crate::{FormatError, Result};
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,10 @@ pub struct Manifest {
     pub env: BTreeMap<String, String>,
     /// Device float overflow mode: `saturation`, `inf_nan`, `undef`, or absent when unknown.
     pub overflow_mode: Option<String>,
+    /// Software versions, files of the command line, runtime settings the job made (absent before the
+    /// collector recorded them: everything in it is then unknown).
+    #[serde(default)]
+    pub environment: RunEnvironment,
     /// The collector's configuration, as it was applied.
     pub config: serde_json::Value,
     /// Run-wide counters.
@@ -137,6 +142,7 @@ impl Manifest {
             command,
             env: BTreeMap::new(),
             overflow_mode: None,
+            environment: RunEnvironment::default(),
             config: serde_json::Value::Null,
             counts: RunCounts::default(),
             streams: Vec::new(),

@@ -64,6 +64,7 @@
 pub mod collective;
 pub mod completeness;
 pub mod encode;
+pub mod environment;
 pub mod manifest;
 pub mod pipeline;
 pub mod policy;
@@ -78,6 +79,7 @@ pub mod writer;
 pub use collective::{BufferSummary, CollectiveInfo, CollectiveOp};
 pub use completeness::{RecordTally, Shortfall};
 pub use encode::{encode_data, DataEncoder, EncodedData};
+pub use environment::{FileDigest, FoundVersion, JobSettings, RunEnvironment, MAX_JSON_KEPT};
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use pipeline::PipelineCounters;
 pub use policy::{Policy, PolicyState};
@@ -90,7 +92,8 @@ pub use writer::{Appended, StreamWriter, WriterOptions, DEFAULT_SEGMENT_SIZE};
 /// Version of the capture format written by this build (segment headers and the manifest).
 /// 2: step-boundary records (kind 6), an op's dump number and step source.
 /// 3: collective records (kind 7): the HCCL calls of the process.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: the sum of |x| in the statistics, and the optional histogram of a tensor's values.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The oldest version this build reads (an older stream reads as the current version without the newer
 /// fields and records).

@@ -12,6 +12,7 @@ use super::manifest::{read_json, Manifest, StreamInfo, MANIFEST_FILE, STREAM_FIL
 use super::record::*;
 use super::segment::{self, Frame, SegmentHeader, HEADER_LEN};
 use super::{parse_segment_file_name, shuffle, trim_lock};
+use crate::histogram::Histogram;
 use crate::stats::{content_hash, TensorStats};
 use crate::{FormatError, Result};
 use accutrace_proto::capture as pb;
@@ -287,6 +288,8 @@ pub struct CapturedTensor<'a> {
     pub meta: TensorMeta,
     /// Statistics.
     pub stats: TensorStats,
+    /// The values' histogram, when the writer computed one (format version 4, `ACCUTRACE_HISTOGRAM`).
+    pub histogram: Option<Box<Histogram>>,
     /// XXH3-64 of the raw bytes ([`content_hash`]).
     pub content_hash: u64,
     /// Raw size of the data in bytes (when stored).
@@ -549,6 +552,18 @@ impl<'a> Records<'a> {
                 if encoding == DataEncoding::None && !payload.is_empty() {
                     return Err(FormatError::whole("tensor record without data encoding carries data bytes"));
                 }
+                let stats = r.stats.as_ref().map(TensorStats::from).unwrap_or_default();
+                let histogram = r.histogram.map(|h| Box::new(Histogram::from(h)));
+                if let Some(h) = &histogram {
+                    // Checked: both come from the record, and a damaged one must not wrap around.
+                    let nonzero = [stats.nan, stats.pos_inf, stats.neg_inf, stats.zero]
+                        .iter()
+                        .try_fold(stats.count, |left, &c| left.checked_sub(c))
+                        .ok_or_else(|| {
+                            FormatError::whole("tensor statistics count more specials than values")
+                        })?;
+                    h.validate(nonzero)?;
+                }
                 let original_op = match self.string(r.original_op)? {
                     Some(name) => Some(OriginalOp { name, output_index: r.original_output_index }),
                     None => None,
@@ -566,7 +581,8 @@ impl<'a> Records<'a> {
                         device_shape: r.device_shape,
                         original_op,
                     },
-                    stats: r.stats.as_ref().map(TensorStats::from).unwrap_or_default(),
+                    stats,
+                    histogram,
                     content_hash: r.content_hash,
                     data_size: r.data_size,
                     encoding,

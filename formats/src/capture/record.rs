@@ -3,6 +3,7 @@
 //! A frame body is `u8 kind, varint n, n bytes of protobuf` (the head) followed, for tensor records only,
 //! by the stored data bytes (the payload). Kinds this build does not know are skipped by readers.
 
+use crate::histogram::Histogram;
 use crate::stats::TensorStats;
 use crate::{DType, FormatError, Result};
 use accutrace_proto::capture as pb;
@@ -238,6 +239,7 @@ impl From<&TensorStats> for pb::Stats {
             mean: s.mean,
             l2_norm: s.l2_norm,
             at_saturation: s.at_saturation,
+            abs_sum: s.abs_sum,
         }
     }
 }
@@ -254,8 +256,21 @@ impl From<&pb::Stats> for TensorStats {
             max: s.max,
             mean: s.mean,
             l2_norm: s.l2_norm,
+            abs_sum: s.abs_sum,
             at_saturation: s.at_saturation,
         }
+    }
+}
+
+impl From<&Histogram> for pb::Histogram {
+    fn from(h: &Histogram) -> Self {
+        pb::Histogram { lowest: h.lowest, negative: h.negative.clone(), positive: h.positive.clone() }
+    }
+}
+
+impl From<pb::Histogram> for Histogram {
+    fn from(h: pb::Histogram) -> Self {
+        Histogram { lowest: h.lowest, negative: h.negative, positive: h.positive }
     }
 }
 

@@ -4,7 +4,7 @@
 //! ```text
 //! header (64 bytes, little-endian)           frame at offset o (o % 8 == 0, o >= 64)
 //!  0  [u8; 8]  magic "ACCUTRSG"               o+0  u32  commit word = body length L (0: no record)
-//!  8  u32      format version (1)             o+4  u32  CRC-32 of (commit word ++ body head)
+//!  8  u32      format version (1-4)           o+4  u32  CRC-32 of (commit word ++ body head)
 //! 12  u32      header length (64)             o+8  L bytes of body:
 //! 16  u64      segment size (file length)          u8 kind, varint n, n bytes of protobuf, payload
 //! 24  u64      segment index in the stream    next frame at align8(o + 8 + L)

@@ -9,6 +9,7 @@ use super::policy::{Policy, PolicyState};
 use super::record::*;
 use super::segment::{self, align8, SegmentHeader, FRAME_HEADER, HEADER_LEN};
 use super::{now_us, segment_file_name, FORMAT_VERSION, MAX_HEAD};
+use crate::histogram::Histogram;
 use crate::stats::TensorStats;
 use crate::{FormatError, Result};
 use accutrace_proto::capture as pb;
@@ -122,6 +123,7 @@ enum Msg<'a> {
     Tensor {
         meta: &'a TensorMeta,
         stats: &'a TensorStats,
+        histogram: Option<&'a Histogram>,
         hash: u64,
         size: u64,
         enc: DataEncoding,
@@ -218,18 +220,34 @@ impl StreamWriter {
         data: Option<&[u8]>,
         zstd_level: i32,
     ) -> Result<Appended> {
-        let Some(raw) = data else { return self.append_tensor_encoded(meta, stats, hash, None) };
+        self.append_tensor_with_histogram(meta, stats, None, hash, data, zstd_level)
+    }
+
+    /// [`append_tensor`](Self::append_tensor) with the tensor's histogram ([`crate::histogram`]), when one
+    /// was computed.
+    pub fn append_tensor_with_histogram(
+        &mut self,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        histogram: Option<&Histogram>,
+        hash: u64,
+        data: Option<&[u8]>,
+        zstd_level: i32,
+    ) -> Result<Appended> {
+        let Some(raw) = data else {
+            return self.append_tensor_encoded_with_histogram(meta, stats, histogram, hash, None);
+        };
         if let Some(refused) = self.refuse_tensor()? {
             return Ok(refused);
         }
         let width = shuffle_width(meta.dtype);
         self.encoder.prepare(raw, width, zstd_level)?;
         // Common case: compress straight into the segment (no copy of the compressed bytes).
-        if let Some(r) = self.append_zstd_in_place(meta, stats, hash, raw, width)? {
+        if let Some(r) = self.append_zstd_in_place(meta, stats, histogram, hash, raw, width)? {
             return Ok(self.tensor_appended(r, meta, stats, raw.len() as u64));
         }
         let encoded = self.encoder.finish(raw, width, std::mem::take(&mut self.compressed))?;
-        let r = self.append_tensor_encoded(meta, stats, hash, Some(&encoded));
+        let r = self.append_tensor_encoded_with_histogram(meta, stats, histogram, hash, Some(&encoded));
         self.compressed = encoded.into_buffer();
         r
     }
@@ -244,6 +262,19 @@ impl StreamWriter {
         hash: u64,
         data: Option<&EncodedData<'_>>,
     ) -> Result<Appended> {
+        self.append_tensor_encoded_with_histogram(meta, stats, None, hash, data)
+    }
+
+    /// [`append_tensor_encoded`](Self::append_tensor_encoded) with the tensor's histogram, when one was
+    /// computed.
+    pub fn append_tensor_encoded_with_histogram(
+        &mut self,
+        meta: &TensorMeta,
+        stats: &TensorStats,
+        histogram: Option<&Histogram>,
+        hash: u64,
+        data: Option<&EncodedData<'_>>,
+    ) -> Result<Appended> {
         if let Some(refused) = self.refuse_tensor()? {
             return Ok(refused);
         }
@@ -251,7 +282,7 @@ impl StreamWriter {
             None => (DataEncoding::None, 0, &[]),
             Some(d) => (d.encoding(), d.raw_len(), d.payload()),
         };
-        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc }, payload)?;
+        let r = self.append(Msg::Tensor { meta, stats, histogram, hash, size, enc }, payload)?;
         if data.is_none() {
             self.counts.tensors += 1;
             self.policy.observe_tensor(stats.shows_overflow(meta.dtype));
@@ -297,6 +328,7 @@ impl StreamWriter {
         &mut self,
         meta: &TensorMeta,
         stats: &TensorStats,
+        histogram: Option<&Histogram>,
         hash: u64,
         raw: &[u8],
         width: u32,
@@ -307,7 +339,7 @@ impl StreamWriter {
         let size = raw.len() as u64;
         let bound = self.encoder.prepared_bound();
         let enc = DataEncoding::Zstd { shuffle_width: width };
-        self.encode(&Msg::Tensor { meta, stats, hash, size, enc });
+        self.encode(&Msg::Tensor { meta, stats, histogram, hash, size, enc });
         let (pos, room) = match &self.seg {
             Some(s) => (s.pos, s.map.len() as u64 - s.pos),
             None => (0, 0),
@@ -352,7 +384,8 @@ impl StreamWriter {
         // Stored raw: same strings (already defined just before `frame`), so no new definitions.
         seg.pos = frame;
         self.counts.bytes_out += frame - pos;
-        let r = self.append(Msg::Tensor { meta, stats, hash, size, enc: DataEncoding::Raw }, raw)?;
+        let enc = DataEncoding::Raw;
+        let r = self.append(Msg::Tensor { meta, stats, histogram, hash, size, enc }, raw)?;
         Ok(Some(match r {
             Appended::Written { segment, offset, bytes } => {
                 Appended::Written { segment, offset, bytes: bytes + (frame - pos) }
@@ -474,7 +507,7 @@ impl StreamWriter {
                 };
                 encode_head(KIND_OP, &rec, &mut self.head);
             }
-            Msg::Tensor { meta, stats, hash, size, enc } => {
+            Msg::Tensor { meta, stats, histogram, hash, size, enc } => {
                 let (encoding, shuffle_width) = match enc {
                     DataEncoding::None => (pb::Encoding::None, 0),
                     DataEncoding::Raw => (pb::Encoding::Raw, 0),
@@ -502,6 +535,7 @@ impl StreamWriter {
                     data_size: *size,
                     encoding: encoding as i32,
                     shuffle_width,
+                    histogram: histogram.map(pb::Histogram::from),
                 };
                 encode_head(KIND_TENSOR, &rec, &mut self.head);
             }

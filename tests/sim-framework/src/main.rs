@@ -56,6 +56,10 @@ struct TrainArgs {
     /// the name). Resolved with dlopen + dlsym(handle), as torch_npu does.
     #[arg(long)]
     hccl_lib: Option<PathBuf>,
+    /// Turn deterministic computation on after setting the device (aclrtCtxSetSysParamOpt(
+    /// ACL_OPT_DETERMINISTIC, 1)), as torch.use_deterministic_algorithms(True) does on torch_npu.
+    #[arg(long)]
+    deterministic: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -158,6 +162,10 @@ fn train(args: &TrainArgs) -> Result<()> {
                 SatMode::Infnan => ascend_sys::ACL_RT_OVERFLOW_MODE_INFNAN,
             };
             acl::check("aclrtSetDeviceSatMode", set(m as _))?;
+        }
+        if args.deterministic {
+            let set = f.set_sys_param.context("the runtime has no aclrtCtxSetSysParamOpt")?;
+            acl::check("aclrtCtxSetSysParamOpt", set(ascend_sys::ACL_OPT_DETERMINISTIC, 1))?;
         }
         match &rank_env {
             Some(env) => {

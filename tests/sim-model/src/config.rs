@@ -14,6 +14,20 @@ pub enum Optimizer {
     Adam,
 }
 
+/// The MLP's activation (between fc1 and fc2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// `GeLU` (tanh approximation): the default, and the only one the fused kernel has.
+    Gelu,
+    /// `Tanh`.
+    Tanh,
+    /// `Sigmoid`.
+    Sigmoid,
+    /// `Relu`.
+    Relu,
+}
+
 /// Loss scaling (used in fp16 only; bf16 and fp32 train unscaled).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -101,7 +115,8 @@ pub struct Faults {
     pub imprecise_fused_kernel: bool,
     /// Batches are drawn in a different order.
     pub shuffle_data: bool,
-    /// Multiplies the learning rate (1.0 = off): a changed hyperparameter.
+    /// Multiplies the learning rate (1.0 = off): a changed hyperparameter. 0: weights are never updated;
+    /// 1000: the weights explode.
     pub lr_scale: f32,
     /// Data parallel: the rank reads the shard that belongs to the next rank at that step (a sampler given
     /// the wrong rank). Applied by the framework, which feeds the data.
@@ -112,6 +127,20 @@ pub struct Faults {
     pub nondeterministic_reduction: Option<StepFault>,
     /// A master weight's bit flips before a step's forward pass.
     pub weight_bitflip: Option<WeightBitFlip>,
+    /// Multiplies the standard deviation of every randomly initialised weight (1.0 = off): weights
+    /// initialised too large (10: the loss starts near 20 instead of ln(vocab); from about 30 fp16 overflows
+    /// at every step and the loss scale sinks to its floor) or too small (1e-6).
+    pub init_scale: f32,
+    /// The MLP activation's input is pushed into saturation inside the kernel: multiplied by 10^6 for tanh
+    /// and sigmoid (outputs pinned at their limits), shifted by -64 for relu (dead units); no effect on gelu.
+    pub saturate_activation: bool,
+    /// Parameters whose name starts with this prefix are frozen: the optimizer op still runs for them, but
+    /// their update is skipped (a layer left in an optimizer group with learning rate 0).
+    pub frozen: Option<String>,
+    /// The embedding gradient (`UnsortedSegmentSum`, atomic adds on a real device) sums in an order drawn
+    /// from `run_seed` unless the job turned deterministic computation on (`aclrtCtxSetSysParamOpt(
+    /// ACL_OPT_DETERMINISTIC, 1)`, `sim-train --deterministic`): run without it, two runs differ there.
+    pub missing_determinism: bool,
 }
 
 impl Default for Faults {
@@ -125,6 +154,10 @@ impl Default for Faults {
             wrong_data: None,
             nondeterministic_reduction: None,
             weight_bitflip: None,
+            init_scale: 1.0,
+            saturate_activation: false,
+            frozen: None,
+            missing_determinism: false,
         }
     }
 }
@@ -166,7 +199,9 @@ pub struct ModelConfig {
     pub optimizer: Optimizer,
     pub precision: Precision,
     pub loss_scale: LossScale,
-    /// Run the MLP's MatMul+BiasAdd+Gelu as one `FusedMatMulBiasGelu` kernel.
+    /// The MLP's activation.
+    pub activation: Activation,
+    /// Run the MLP's MatMul+BiasAdd+Gelu as one `FusedMatMulBiasGelu` kernel (gelu only).
     pub fusion: bool,
     /// Matmul weights in FRACTAL_NZ and one activation per layer in NC1HWC0 (device precisions only).
     pub device_formats: bool,
@@ -193,6 +228,7 @@ impl Default for ModelConfig {
             optimizer: Optimizer::Adam,
             precision: Precision::Fp16,
             loss_scale: LossScale::default(),
+            activation: Activation::Gelu,
             fusion: false,
             device_formats: true,
             faults: Faults::default(),
@@ -263,6 +299,15 @@ impl ModelConfig {
         }
         if !(self.lr.is_finite() && self.faults.lr_scale.is_finite()) {
             return Err("model json: lr and lr_scale must be finite".into());
+        }
+        if !(self.faults.init_scale.is_finite() && self.faults.init_scale > 0.0) {
+            return Err("model json: init_scale must be positive".into());
+        }
+        if self.fusion && self.activation != Activation::Gelu {
+            return Err(
+                "model json: the fused MLP kernel has gelu only; set fusion false for another activation"
+                    .into(),
+            );
         }
         if !(self.loss_scale.initial.is_finite() && self.loss_scale.initial > 0.0) {
             return Err("model json: loss_scale.initial must be positive".into());

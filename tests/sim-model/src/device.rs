@@ -71,6 +71,10 @@ impl Out {
     }
 }
 
+/// The op whose device kernel accumulates with atomic adds (the embedding gradient's scatter-add): the
+/// `missing_determinism` fault makes its order vary from run to run.
+const ATOMIC_ADD_OP: &str = "gradients/model/embedding/GatherV2_grad/UnsortedSegmentSum";
+
 pub struct Device<'s> {
     pub precision: Precision,
     mode: OverflowMode,
@@ -110,6 +114,7 @@ impl<'s> Device<'s> {
 
     fn is_nondeterministic(&self, op_name: &str) -> bool {
         self.faults.nondeterministic_op.as_deref() == Some(op_name)
+            || (self.faults.missing_determinism && op_name == ATOMIC_ADD_OP)
     }
 
     fn nondet_seed(&self, op_name: &str) -> u64 {

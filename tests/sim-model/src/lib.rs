@@ -19,9 +19,10 @@
 //! `{p}/attn/scores/BatchMatMul` (BatchMatMulV2; q k^T / sqrt(dh)), `{p}/attn/Softmax` (SoftmaxV2, causal),
 //! `{p}/attn/context/BatchMatMul` (BatchMatMulV2), `{p}/attn/merge_heads/Transpose` (TransposeD),
 //! `{p}/attn/proj/MatMul` (MatMulV2), `{p}/attn/residual/Add` (Add), `{p}/ln_2/LayerNorm`, then either
-//! `{p}/mlp/fc1/MatMul` (MatMulV2), `{p}/mlp/fc1/BiasAdd` (BiasAdd), `{p}/mlp/Gelu` (GeLU) or, with
-//! `fusion`, ONE `{p}/mlp/fused_matmul_biasadd_gelu` (FusedMatMulBiasGelu) whose output 0 has
-//! `original_op = ({p}/mlp/Gelu, 0)` and output 1 (the pre-activation) `({p}/mlp/fc1/BiasAdd, 0)`; the
+//! `{p}/mlp/fc1/MatMul` (MatMulV2), `{p}/mlp/fc1/BiasAdd` (BiasAdd), `{p}/mlp/Gelu` (GeLU; with
+//! `activation` tanh, sigmoid or relu: `{p}/mlp/Tanh` (Tanh), `.../Sigmoid` (Sigmoid), `.../Relu`
+//! (Relu)) or, with `fusion`, ONE `{p}/mlp/fused_matmul_biasadd_gelu` (FusedMatMulBiasGelu) whose output 0
+//! has `original_op = ({p}/mlp/Gelu, 0)` and output 1 (the pre-activation) `({p}/mlp/fc1/BiasAdd, 0)`; the
 //! fc1 MatMul output has no fused counterpart. Then `{p}/mlp/fc2/MatMul`, `{p}/mlp/fc2/BiasAdd`,
 //! `{p}/mlp/residual/Add`; after the layers `model/ln_f/LayerNorm`, `model/lm_head/MatMul`,
 //! `model/loss/SoftmaxCrossEntropyWithLogits` (inputs logits, labels INT32; outputs loss, backprop),
@@ -30,7 +31,8 @@
 //! Backward: `gradients/model/loss/Mean_grad/Mul`, then for every forward op in reverse order
 //! `gradients/{forward op}_grad/{op}`: MatMulV2 ops give `..._grad/MatMul` (dx) and `..._grad/MatMul_1`
 //! (dW); BatchMatMulV2 `..._grad/BatchMatMul` and `..._grad/BatchMatMul_1`; `..._grad/LayerNormGrad`,
-//! `..._grad/SoftmaxGrad`, `{p}/mlp/Gelu_grad/GeluGrad`, `..._BiasAdd_grad/BiasAddGrad`,
+//! `..._grad/SoftmaxGrad`, `{p}/mlp/Gelu_grad/GeluGrad` (`Tanh_grad/TanhGrad`, `Sigmoid_grad/SigmoidGrad`,
+//! `Relu_grad/ReluGrad`), `..._BiasAdd_grad/BiasAddGrad`,
 //! `{p}/attn/merge_heads/Transpose_grad/Transpose`, `{p}/attn/split_heads/Split_grad/Concat` (ConcatD),
 //! residuals `gradients/{p}/{mlp,attn}/residual/Add_grad/AddN`, and finally
 //! `gradients/model/embedding/pos/Add_grad/ReduceSum` (ReduceSumD) and
@@ -64,7 +66,9 @@ pub mod precision;
 pub mod rng;
 mod trainer;
 
-pub use config::{Faults, LossScale, ModelConfig, Optimizer, OverflowFault, StepFault, WeightBitFlip};
+pub use config::{
+    Activation, Faults, LossScale, ModelConfig, Optimizer, OverflowFault, StepFault, WeightBitFlip,
+};
 pub use trainer::{StepGradients, StepReport, Trainer};
 
 use accutrace_formats::DType;

@@ -4,7 +4,7 @@
 //! values that flow on are the device values. Op names follow a framework graph (`model/layer_0/...`,
 //! backward `gradients/<forward op>_grad/<op>`); the full list is in the crate docs.
 
-use crate::config::ModelConfig;
+use crate::config::{Activation, ModelConfig};
 use crate::data::Batch;
 use crate::device::{Arg, Device, Out};
 use crate::emit::Fmt;
@@ -311,8 +311,98 @@ fn mlp_in(
         &[Arg::dev(&m, &bsf), Arg::dev(b1, &[f])],
         vec![Out::dev(ops::bias_add(&m, b1), &bsf)],
     ));
-    let [g] = take(dev.run("GeLU", &gelu_name, &[Arg::dev(&u, &bsf)], vec![Out::dev(ops::gelu(&u), &bsf)]));
+    let act = Act::of(cfg);
+    let name = format!("{p}/mlp/{}", act.name());
+    let [g] =
+        take(dev.run(act.op_type(), &name, &[Arg::dev(&u, &bsf)], vec![Out::dev(act.forward(&u), &bsf)]));
     (u, g)
+}
+
+/// The MLP's activation as run: its kind, and the affine map the saturating fault puts on its input
+/// (`x * scale + shift` inside the kernel; (1, 0) without the fault).
+#[derive(Clone, Copy)]
+struct Act {
+    kind: Activation,
+    scale: f32,
+    shift: f32,
+}
+
+impl Act {
+    fn of(cfg: &ModelConfig) -> Act {
+        let (scale, shift) = match (cfg.faults.saturate_activation, cfg.activation) {
+            (true, Activation::Tanh | Activation::Sigmoid) => (1e6, 0.0),
+            (true, Activation::Relu) => (1.0, -64.0),
+            _ => (1.0, 0.0),
+        };
+        Act { kind: cfg.activation, scale, shift }
+    }
+
+    /// The last component of the forward op's name.
+    fn name(self) -> &'static str {
+        match self.kind {
+            Activation::Gelu => "Gelu",
+            Activation::Tanh => "Tanh",
+            Activation::Sigmoid => "Sigmoid",
+            Activation::Relu => "Relu",
+        }
+    }
+
+    fn op_type(self) -> &'static str {
+        match self.kind {
+            Activation::Gelu => "GeLU",
+            Activation::Tanh => "Tanh",
+            Activation::Sigmoid => "Sigmoid",
+            Activation::Relu => "Relu",
+        }
+    }
+
+    fn pre(self, u: &[f32]) -> Vec<f32> {
+        if (self.scale, self.shift) == (1.0, 0.0) {
+            return u.to_vec(); // keeps -0.0 as it is
+        }
+        u.iter().map(|&v| v * self.scale + self.shift).collect()
+    }
+
+    fn forward(self, u: &[f32]) -> Vec<f32> {
+        let z = self.pre(u);
+        match self.kind {
+            Activation::Gelu => ops::gelu(&z),
+            Activation::Tanh => z.iter().map(|v| v.tanh()).collect(),
+            Activation::Sigmoid => z.iter().map(|&v| 1.0 / (1.0 + (-v).exp())).collect(),
+            Activation::Relu => z.iter().map(|&v| v.max(0.0)).collect(),
+        }
+    }
+
+    /// The backward op: d loss / d u from d loss / d g, with its CANN op type and inputs.
+    fn backward(
+        self,
+        dev: &mut Device<'_>,
+        p: &str,
+        dg: &[f32],
+        u: &[f32],
+        g: &[f32],
+        shape: &[usize],
+    ) -> Vec<f32> {
+        let z = self.pre(u);
+        let dz: Vec<f32> = match self.kind {
+            Activation::Gelu => ops::gelu_grad(dg, &z),
+            Activation::Tanh => dg.iter().zip(g).map(|(&d, &y)| d * (1.0 - y * y)).collect(),
+            Activation::Sigmoid => dg.iter().zip(g).map(|(&d, &y)| d * y * (1.0 - y)).collect(),
+            Activation::Relu => dg.iter().zip(&z).map(|(&d, &v)| if v > 0.0 { d } else { 0.0 }).collect(),
+        };
+        let du: Vec<f32> = dz.iter().map(|&v| v * self.scale).collect();
+        let (op_type, inputs) = match self.kind {
+            Activation::Gelu => {
+                ("GeluGrad", vec![Arg::dev(dg, shape), Arg::dev(u, shape), Arg::dev(g, shape)])
+            }
+            Activation::Tanh => ("TanhGrad", vec![Arg::dev(g, shape), Arg::dev(dg, shape)]),
+            Activation::Sigmoid => ("SigmoidGrad", vec![Arg::dev(g, shape), Arg::dev(dg, shape)]),
+            Activation::Relu => ("ReluGrad", vec![Arg::dev(dg, shape), Arg::dev(u, shape)]),
+        };
+        let name = format!("gradients/{p}/mlp/{}_grad/{op_type}", self.name());
+        let [du] = take(dev.run(op_type, &name, &inputs, vec![Out::dev(du, shape)]));
+        du
+    }
 }
 
 /// Backward of a `linear`: `{fwd}_grad/MatMul` (dx = dy W^T, W in FRACTAL_NZ) then `{fwd}_grad/MatMul_1`
@@ -435,7 +525,17 @@ fn backward(
     grads[fb + LNF_B] = db;
     for l in (0..cfg.n_layers).rev() {
         let base = layer_base(l);
-        dx = layer_backward(dm, l, &w[base..layer_base(l + 1)], &fwd.layers[l], dx, &mut grads[base..], dev);
+        let layer = &fwd.layers[l];
+        dx = layer_backward(
+            dm,
+            Act::of(cfg),
+            l,
+            &w[base..layer_base(l + 1)],
+            layer,
+            dx,
+            &mut grads[base..],
+            dev,
+        );
     }
     let [dpos] = take(dev.run(
         "ReduceSumD",
@@ -455,8 +555,10 @@ fn backward(
 }
 
 /// One layer's backward: takes d(layer output), fills the layer's slots of `grads`, returns d(layer input).
+#[allow(clippy::too_many_arguments)]
 fn layer_backward(
     dm: Dims,
+    act: Act,
     l: usize,
     w: &[Vec<f32>],
     c: &LayerCache,
@@ -472,12 +574,7 @@ fn layer_backward(
     grads[B2] = bias_grad(dev, &format!("{p}/mlp/fc2/BiasAdd"), &dx2, &bsd);
     let (dg, dw2) = linear_grad(dev, &format!("{p}/mlp/fc2/MatMul"), &c.g, &bsf, &w[W2], f, d, &dx2);
     grads[W2] = dw2;
-    let [du] = take(dev.run(
-        "GeluGrad",
-        &format!("gradients/{p}/mlp/Gelu_grad/GeluGrad"),
-        &[Arg::dev(&dg, &bsf), Arg::dev(&c.u, &bsf), Arg::dev(&c.g, &bsf)],
-        vec![Out::dev(ops::gelu_grad(&dg, &c.u), &bsf)],
-    ));
+    let du = act.backward(dev, &p, &dg, &c.u, &c.g, &bsf);
     grads[B1] = bias_grad(dev, &format!("{p}/mlp/fc1/BiasAdd"), &du, &bsf);
     let (dh2, dw1) = linear_grad(dev, &format!("{p}/mlp/fc1/MatMul"), &c.h2, &bsd, &w[W1], d, f, &du);
     grads[W1] = dw1;

@@ -51,6 +51,7 @@ pub fn init(cfg: &ModelConfig) -> Vec<Param> {
             Init::Const(c) => vec![c; n],
             Init::Normal(std) => {
                 let mut rng = Rng::derive(cfg.seed, &name, 0);
+                let std = std * cfg.faults.init_scale;
                 (0..n).map(|_| rng.normal() * std).collect()
             }
         };

@@ -93,6 +93,9 @@ pub struct Trainer {
     good_steps: u32,
     /// Updates applied so far (Adam's bias correction counts these, not skipped steps).
     updates: u64,
+    /// The runtime's deterministic-computation option (`ACL_OPT_DETERMINISTIC`): it cancels the
+    /// `missing_determinism` fault.
+    deterministic: bool,
 }
 
 impl Trainer {
@@ -104,7 +107,21 @@ impl Trainer {
         let params = params::init(&cfg);
         let zeros: Vec<Vec<f32>> = params.iter().map(|p| vec![0.0; p.data.len()]).collect();
         let loss_scale = if scaled(&cfg) { cfg.loss_scale.initial } else { 1.0 };
-        Trainer { cfg, params, adam_m: zeros.clone(), adam_v: zeros, loss_scale, good_steps: 0, updates: 0 }
+        Trainer {
+            cfg,
+            params,
+            adam_m: zeros.clone(),
+            adam_v: zeros,
+            loss_scale,
+            good_steps: 0,
+            updates: 0,
+            deterministic: false,
+        }
+    }
+
+    /// Sets the deterministic-computation option, as the runtime holds it for the job.
+    pub fn set_deterministic(&mut self, on: bool) {
+        self.deterministic = on;
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -156,8 +173,9 @@ impl Trainer {
                 v
             })
             .collect();
-        let mut dev =
-            Device::new(cfg.precision, mode, step, cfg.device_formats, &cfg.faults, cfg.run_seed, sink);
+        let mut faults = cfg.faults.clone();
+        faults.missing_determinism &= !self.deterministic;
+        let mut dev = Device::new(cfg.precision, mode, step, cfg.device_formats, &faults, cfg.run_seed, sink);
         let scale = self.loss_scale;
         let (loss, grads) = model::forward_backward(cfg, &w, batch, scale, &mut dev);
         let grads_finite = grads.iter().all(|g| g.iter().all(|x| x.is_finite()));
@@ -235,7 +253,10 @@ impl Trainer {
         self.updates += 1;
         let t = self.updates as i32;
         let (c1, c2) = (1.0 - ADAM_B1.powi(t), 1.0 - ADAM_B2.powi(t));
+        let frozen = self.cfg.faults.frozen.clone();
         for (i, p) in self.params.iter_mut().enumerate() {
+            // A frozen parameter's group has learning rate 0: the op runs, the weight stays.
+            let lr = if frozen.as_deref().is_some_and(|f| p.name.starts_with(f)) { 0.0 } else { lr };
             let g: Vec<f32> = grads[i].iter().map(|&x| x / scale).collect();
             let shape = p.shape.clone();
             match self.cfg.optimizer {

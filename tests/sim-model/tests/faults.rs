@@ -4,7 +4,7 @@ mod common;
 
 use common::{cosine, run, Recorder};
 use sim_model::precision::{STATUS_CONVERSION_OVERFLOW, STATUS_FLOAT_OVERFLOW};
-use sim_model::{ModelConfig, OverflowFault, OverflowMode, Precision};
+use sim_model::{Activation, ModelConfig, OverflowFault, OverflowMode, Precision};
 
 /// Index of the first op whose inputs or outputs differ in bytes (same op sequence assumed).
 fn first_difference(a: &Recorder, b: &Recorder) -> Option<usize> {
@@ -131,4 +131,102 @@ fn shuffled_data_changes_the_first_op_input_and_lr_scale_only_the_update() {
     let (a1, _) = run(&base, 2, OverflowMode::InfNan);
     let (c1, _) = run(&lr, 2, OverflowMode::InfNan);
     assert_eq!(first_difference(&a1, &c1), Some(0), "step 1 starts from different weights");
+}
+
+/// Mean |x| of a tensor's host values.
+fn abs_mean(t: &common::Tensor) -> f64 {
+    let v = t.values();
+    v.iter().map(|x| f64::from(x.abs())).sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn init_scale_scales_the_random_weights_only() {
+    let base = ModelConfig::default();
+    let (a, _) = run(&base, 1, OverflowMode::InfNan);
+    for (scale, low, high) in [(10.0f32, 5.0, 20.0), (1e-6, 1e-7, 1e-5)] {
+        let mut cfg = base.clone();
+        cfg.faults.init_scale = scale;
+        // The first update's var input is the initial master weight (steps skipped for overflow before it
+        // change nothing).
+        let mut t = sim_model::Trainer::new(cfg);
+        let b = (0..8)
+            .find_map(|k| {
+                let mut rec = Recorder::default();
+                t.step(k, OverflowMode::InfNan, &mut rec);
+                rec.ops.iter().any(|o| o.name.starts_with("optimizer/")).then_some(rec)
+            })
+            .expect("an update within 8 steps");
+        let qkv = "optimizer/model/layer_0/attn/qkv/weight/ApplyAdam";
+        let ratio = abs_mean(&b.get(qkv).inputs[0]) / abs_mean(&a.get(qkv).inputs[0]);
+        assert!((low..high).contains(&ratio), "init_scale {scale}: weights scaled by {ratio}");
+        // Constant-initialised parameters (layer norm gamma 1, beta 0) are untouched.
+        let gamma = "optimizer/model/layer_0/ln_1/gamma/ApplyAdam";
+        assert_eq!(a.get(gamma).inputs[0].bytes, b.get(gamma).inputs[0].bytes);
+    }
+}
+
+#[test]
+fn activations_run_under_their_own_names_and_the_fault_saturates_them() {
+    for (activation, op_type, grad_type) in [
+        (Activation::Tanh, "Tanh", "TanhGrad"),
+        (Activation::Sigmoid, "Sigmoid", "SigmoidGrad"),
+        (Activation::Relu, "Relu", "ReluGrad"),
+    ] {
+        let cfg = ModelConfig { activation, ..ModelConfig::default() };
+        let forward = format!("model/layer_0/mlp/{op_type}");
+        let backward = format!("gradients/model/layer_0/mlp/{op_type}_grad/{grad_type}");
+        let (clean, reports) = run(&cfg, 3, OverflowMode::InfNan);
+        assert!(reports.iter().all(|r| r.loss.is_finite() && !r.overflowed), "{activation:?}");
+        assert_eq!(clean.get(&forward).op_type, op_type);
+        assert_eq!(clean.get(&backward).op_type, grad_type);
+        let out = clean.get(&forward).outputs[0].values();
+        // Share of outputs at the activation's limits: +-1 (tanh), 0 or 1 (sigmoid), exactly 0 (relu).
+        let pinned = |v: &[f32]| {
+            let at = |x: f32| match activation {
+                Activation::Tanh => x.abs() == 1.0,
+                Activation::Sigmoid => x == 0.0 || x == 1.0,
+                _ => x == 0.0,
+            };
+            v.iter().filter(|&&x| at(x)).count() as f64 / v.len() as f64
+        };
+        assert!(pinned(&out) < 0.6, "{activation:?} clean: {}", pinned(&out));
+        let mut sat = cfg.clone();
+        sat.faults.saturate_activation = true;
+        let (bad, _) = run(&sat, 1, OverflowMode::InfNan);
+        let out = bad.get(&forward).outputs[0].values();
+        assert!(pinned(&out) > 0.999, "{activation:?} saturated: {}", pinned(&out));
+    }
+    let fused = ModelConfig { fusion: true, activation: Activation::Relu, ..ModelConfig::default() };
+    assert!(fused.validate().unwrap_err().contains("gelu only"));
+}
+
+#[test]
+fn a_frozen_layer_keeps_its_weights_while_its_optimizer_ops_run() {
+    let mut cfg = ModelConfig::default();
+    cfg.faults.frozen = Some("model/layer_1/".into());
+    let (rec, _) = run(&cfg, 2, OverflowMode::InfNan);
+    let updates: Vec<&common::Op> = rec.ops.iter().filter(|o| o.name.starts_with("optimizer/")).collect();
+    assert_eq!(updates.len(), 2 + 10 * 2 + 3, "every parameter's optimizer op still runs");
+    for op in updates {
+        let frozen = op.name.starts_with("optimizer/model/layer_1/");
+        let unchanged = op.inputs[0].bytes == op.outputs[0].bytes;
+        assert_eq!(unchanged, frozen, "{}", op.name);
+    }
+}
+
+#[test]
+fn missing_determinism_shows_only_without_the_deterministic_option() {
+    let mut cfg = ModelConfig::default();
+    cfg.faults.missing_determinism = true;
+    let step = |run_seed: u64, deterministic: bool| {
+        let mut t = sim_model::Trainer::new(ModelConfig { run_seed, ..cfg.clone() });
+        t.set_deterministic(deterministic);
+        let mut rec = Recorder::default();
+        t.step(0, OverflowMode::InfNan, &mut rec);
+        rec
+    };
+    let (a, b) = (step(1, false), step(2, false));
+    let first = first_difference(&a, &b).expect("run seeds differ without the option");
+    assert_eq!(a.ops[first].name, "gradients/model/embedding/GatherV2_grad/UnsortedSegmentSum");
+    assert_eq!(first_difference(&step(1, true), &step(2, true)), None, "the option makes it reproducible");
 }

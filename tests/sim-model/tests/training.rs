@@ -4,7 +4,7 @@
 mod common;
 
 use common::{cosine, run, Recorder};
-use sim_model::{ModelConfig, NullSink, Optimizer, OverflowMode, Precision, Trainer};
+use sim_model::{Activation, ModelConfig, NullSink, Optimizer, OverflowMode, Precision, Trainer};
 use std::hash::{Hash, Hasher};
 
 fn tiny_fp32() -> ModelConfig {
@@ -23,7 +23,14 @@ fn tiny_fp32() -> ModelConfig {
 
 #[test]
 fn backward_matches_finite_differences() {
-    let mut t = Trainer::new(tiny_fp32());
+    for activation in [Activation::Gelu, Activation::Tanh, Activation::Sigmoid, Activation::Relu] {
+        gradient_check(ModelConfig { activation, ..tiny_fp32() });
+    }
+}
+
+fn gradient_check(cfg: ModelConfig) {
+    let activation = cfg.activation;
+    let mut t = Trainer::new(cfg);
     // Move away from the symmetric init (zero biases, unit gammas) so every parameter has a gradient.
     for _ in 0..3 {
         t.step(0, OverflowMode::InfNan, &mut NullSink);
@@ -47,7 +54,7 @@ fn backward_matches_finite_differences() {
             let err = (fd - g[i]).abs() / g[i].abs().max(1e-3);
             assert!(
                 err < 0.03,
-                "{} [{i}]: analytic {} vs numeric {fd} (rel err {err})",
+                "{activation:?} {} [{i}]: analytic {} vs numeric {fd} (rel err {err})",
                 t.params()[pi].name,
                 g[i]
             );

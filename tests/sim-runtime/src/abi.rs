@@ -6,7 +6,7 @@
 use crate::config::{parse_dump_json, ConfigError, DumpConfig};
 use crate::dumper;
 use crate::state::{self, LoadedModel};
-use crate::{clock, execute, memory, model, overflow};
+use crate::{clock, execute, memory, model, overflow, sysparam};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -72,6 +72,7 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
         };
         clock::reset();
         overflow::reset_device();
+        sysparam::reset();
         state::with(|rt| {
             *rt = state::Runtime {
                 initialized: true,
@@ -129,6 +130,7 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
             }
         });
         overflow::reset_device();
+        sysparam::reset();
         ACL_SUCCESS
     })
 }
@@ -163,6 +165,28 @@ pub unsafe extern "C" fn aclrtGetDeviceSatMode(mode: *mut aclrtFloatOverflowMode
         // SAFETY: non-null, and the caller passes a writable aclrtFloatOverflowMode (the API's contract);
         // write_unaligned tolerates a caller buffer of bytes.
         unsafe { mode.write_unaligned(overflow::mode()) };
+        ACL_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn aclrtCtxSetSysParamOpt(opt: aclSysParamOpt, value: i64) -> aclError {
+    guard("aclrtCtxSetSysParamOpt", || sysparam::set(opt, value))
+}
+
+/// # Safety
+/// `value` is NULL or points at 8 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCtxGetSysParamOpt(opt: aclSysParamOpt, value: *mut i64) -> aclError {
+    guard("aclrtCtxGetSysParamOpt", || {
+        if value.is_null() {
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        match sysparam::get(opt) {
+            // SAFETY: non-null, and the caller passes a writable int64_t (the API's contract).
+            Ok(v) => unsafe { value.write_unaligned(v) },
+            Err(code) => return code,
+        }
         ACL_SUCCESS
     })
 }
@@ -559,6 +583,8 @@ const SIGNATURES: () = {
     let _: AclrtSynchronizeDeviceFn = aclrtSynchronizeDevice;
     let _: AclrtSetDeviceSatModeFn = aclrtSetDeviceSatMode;
     let _: AclrtGetDeviceSatModeFn = aclrtGetDeviceSatMode;
+    let _: AclrtCtxSetSysParamOptFn = aclrtCtxSetSysParamOpt;
+    let _: AclrtCtxGetSysParamOptFn = aclrtCtxGetSysParamOpt;
     let _: AclrtGetOverflowStatusFn = aclrtGetOverflowStatus;
     let _: AclrtResetOverflowStatusFn = aclrtResetOverflowStatus;
     let _: AclrtMallocFn = aclrtMalloc;

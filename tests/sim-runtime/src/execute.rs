@@ -45,8 +45,10 @@ pub fn run(
 }
 
 /// The step this execution belongs to, advancing the model's counter (a whole step, or a first half).
+/// Starts a step: the next step number, and the context's deterministic option handed to the model.
 fn begin(m: &mut LoadedModel) -> u64 {
     m.pending = None;
+    m.model.set_deterministic(crate::sysparam::deterministic());
     let step = m.next_step;
     m.next_step += 1;
     step

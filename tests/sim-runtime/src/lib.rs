@@ -9,7 +9,8 @@
 //! - [`config`]: the dump JSON. [`model`]: model files and the model interface.
 //! - [`emit`]: ops to dump files in the dump tree. [`payload`]: op-debug records and stats CSVs.
 //! - [`dumper`]: the runtime's own dump thread. [`chunker`]: `acldumpChunk`s, interleaving.
-//! - [`overflow`]: saturation mode and the overflow status register. [`clock`]: the deterministic clock.
+//! - [`overflow`]: saturation mode and the overflow status register. [`sysparam`]: context options
+//!   (deterministic computation). [`clock`]: the deterministic clock.
 //!
 //! Environment: `SIM_ACL_CHUNK_SIZE` (callback chunk payload bytes, default 65536), `SIM_ACL_SAT_MODE`
 //! (`saturation`; default INF/NaN), `SIM_ACL_OPDEBUG_LAYOUT` (`legacy` | `v2`, default v2),
@@ -32,3 +33,4 @@ pub mod single_op;
 pub mod state;
 
 pub(crate) use abi::publish_step_report;
+pub mod sysparam;

@@ -14,6 +14,8 @@ pub trait DeviceModel: Send {
     /// Runs training step `step`, reporting every op to `sink` in execution order. Returns the step's
     /// report as one JSON line (loss, loss scale), the framework's view of the step.
     fn step(&mut self, step: u64, mode: OverflowMode, sink: &mut dyn OpSink) -> Option<String>;
+    /// The context's deterministic-computation option (`ACL_OPT_DETERMINISTIC`), set before each step.
+    fn set_deterministic(&mut self, _on: bool) {}
     /// The sizes of the two-halves interface, `None` for a model without it.
     fn io(&self) -> Option<ModelIo> {
         None
@@ -147,5 +149,9 @@ impl DeviceModel for SimTransformer {
         })?;
         let report = self.trainer.apply_gradients(step, mode, sink, grads, skip, divisor);
         Ok(Some(report.to_json_line(step)))
+    }
+
+    fn set_deterministic(&mut self, on: bool) {
+        self.trainer.set_deterministic(on);
     }
 }

@@ -493,6 +493,10 @@ pub struct RecordArgs {
     /// exclusive with the data dump, so only the ops that overflowed are dumped, with their status bits.
     #[arg(long)]
     pub overflow: bool,
+    /// Also keep a small histogram of each tensor's values (counts per power of two and sign; about 150
+    /// bytes more per tensor): saturation and range questions are then decided exactly.
+    #[arg(long)]
+    pub histogram: bool,
     /// Only these ops (CANN `dump_list` layer names; repeatable).
     #[arg(long = "op", value_name = "NAME")]
     pub ops: Vec<String>,

@@ -225,6 +225,10 @@ pub fn collector_env(
         }
         None => EnvChange::Remove("ACCUTRACE_STEP_MARKER"),
     });
+    env.push(match args.histogram {
+        true => EnvChange::Set("ACCUTRACE_HISTOGRAM", "1".into()),
+        false => EnvChange::Remove("ACCUTRACE_HISTOGRAM"),
+    });
     Ok(env)
 }
 
@@ -383,6 +387,7 @@ mod tests {
             "--zstd-level",
             "3",
             "--overflow",
+            "--histogram",
         ]);
         let env = collector_env(&a, Path::new("/abs/run"), Path::new("/lib/libcollector.so"), None).unwrap();
         let set = |k: &'static str, v: &str| EnvChange::Set(k, v.into());
@@ -393,6 +398,7 @@ mod tests {
         assert_eq!(get(&env, "ACCUTRACE_STEPS"), Some(&set("ACCUTRACE_STEPS", "1-4")));
         assert_eq!(get(&env, "ACCUTRACE_ZSTD_LEVEL"), Some(&set("ACCUTRACE_ZSTD_LEVEL", "3")));
         assert_eq!(get(&env, "ACCUTRACE_OVERFLOW"), Some(&set("ACCUTRACE_OVERFLOW", "1")));
+        assert_eq!(get(&env, "ACCUTRACE_HISTOGRAM"), Some(&set("ACCUTRACE_HISTOGRAM", "1")));
 
         let env = collector_env(&args(&[]), Path::new("/r"), Path::new("/c.so"), Some("/x/asan.so".into()))
             .unwrap();
@@ -404,6 +410,7 @@ mod tests {
         assert_eq!(get(&env, "ACCUTRACE_POLICY"), Some(&set("ACCUTRACE_POLICY", "keep")));
         assert_eq!(get(&env, "ACCUTRACE_STEPS"), Some(&EnvChange::Remove("ACCUTRACE_STEPS")));
         assert_eq!(get(&env, "ACCUTRACE_OVERFLOW"), Some(&EnvChange::Remove("ACCUTRACE_OVERFLOW")));
+        assert_eq!(get(&env, "ACCUTRACE_HISTOGRAM"), Some(&EnvChange::Remove("ACCUTRACE_HISTOGRAM")));
     }
 
     #[test]
