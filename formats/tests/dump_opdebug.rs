@@ -171,6 +171,7 @@ fn entry(name: &str, device: u32) -> DumpEntry {
         op_name: parsed.op_name.clone(),
         name: parsed,
         device_id: Some(device),
+        rank: None,
         model_name: None,
         model_id: None,
         step: Some(0),

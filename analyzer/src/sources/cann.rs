@@ -26,6 +26,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// One dump: (rank directory, device, op name, dump time). Two files with the same key are copies.
+type DumpKey = (Option<u32>, Option<u32>, String, u64);
+
 pub struct CannDumpSource {
     root: PathBuf,
     index: Index,
@@ -82,7 +85,7 @@ impl CannDumpSource {
         let mut op_of_entry = Vec::with_capacity(tensor_entries.len());
         // CANN writes one file per op execution, and the header holds the op and the time it was dumped:
         // two files with the same device, op and time are one dump twice (a copy), not two executions.
-        let mut seen: HashMap<(Option<u32>, String, u64), &Path> = HashMap::new();
+        let mut seen: HashMap<DumpKey, &Path> = HashMap::new();
         // Single-operator ops with no per-step path, per device: their steps are inferred below.
         let mut stepless: BTreeMap<u32, Vec<OpId>> = BTreeMap::new();
         for (entry, parsed) in tensor_entries.iter().zip(parsed) {
@@ -95,7 +98,7 @@ impl CannDumpSource {
                 }
             };
             if parsed.dump_time != 0 {
-                let key = (entry.device_id, parsed.name.clone(), parsed.dump_time);
+                let key = (entry.rank, entry.device_id, parsed.name.clone(), parsed.dump_time);
                 if let Some(first) = seen.insert(key, &entry.path) {
                     index.problems.push(InputProblem::incomplete(format!(
                         "{} and {} hold the same dump ({} dumped at {} us): one is a copy; both were read",
@@ -107,7 +110,7 @@ impl CannDumpSource {
                 }
             }
             let step = entry.step.unwrap_or(0);
-            let rank = entry.device_id.unwrap_or(0);
+            let rank = entry.job_rank();
             let launch = Launch::of_name(&entry.name);
             let op = index.push_op_at(parsed.name, parsed.op_type, step, rank, Some(launch));
             op_of_entry.push(Some(op));
@@ -136,7 +139,7 @@ impl CannDumpSource {
                 .and_then(|bytes| {
                     let file_name =
                         entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    let (step, rank) = (entry.step.unwrap_or(0), entry.device_id.unwrap_or(0));
+                    let (step, rank) = (entry.step.unwrap_or(0), entry.job_rank());
                     let first = index.ops.len();
                     device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
                         .map_err(|e| anyhow::Error::new(e.in_file(&entry.path)))?;
@@ -238,7 +241,7 @@ fn read_op_debug(
     let file = dump::parse_dump_file(&map)?;
     let records = dump::decode_opdebug_file(&file).map_err(|e| e.in_file(&entry.path))?;
     let step = entry.step.unwrap_or(0);
-    let rank = entry.device_id.unwrap_or(0);
+    let rank = entry.job_rank();
     for record in &records {
         for engine in &record.engines {
             let Some(mut found) =

@@ -440,8 +440,9 @@ pub fn l2_atomic_status(status: u64) -> Option<AtomicStatus> {
     }
 }
 
-/// The dump of the op an engine record blames: same task and stream id (and device, when both are known),
-/// the smallest timestamp not before the op-debug file's. The op-debug file's own task id is not the op's.
+/// The dump of the op an engine record blames: same task and stream id, same rank directory (and device,
+/// when both are known), the smallest timestamp not before the op-debug file's. The op-debug file's own
+/// task id is not the op's.
 pub fn find_overflowing_op<'e>(
     opdebug: &DumpEntry,
     record: &EngineRecord,
@@ -452,6 +453,7 @@ pub fn find_overflowing_op<'e>(
         .filter(|e| e.name.kind != FileKind::OpDebug)
         .filter(|e| e.name.task_id == record.task_id && e.name.stream_id == Some(record.stream_id))
         .filter(|e| e.name.timestamp_us >= opdebug.name.timestamp_us)
+        .filter(|e| e.rank == opdebug.rank)
         .filter(|e| match (e.device_id, opdebug.device_id) {
             (Some(a), Some(b)) => a == b,
             _ => true,

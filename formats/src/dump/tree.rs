@@ -24,6 +24,8 @@ pub struct DumpEntry {
     pub op_name: String,
     /// From the `{device}` directory.
     pub device_id: Option<u32>,
+    /// From a `rank{R}` directory right above the `{time}` directory ([`DumpLocation::rank`]).
+    pub rank: Option<u32>,
     /// From the `{model}` directory (graph dumps).
     pub model_name: Option<String>,
     /// From the `{model_id}` directory (graph dumps).
@@ -33,6 +35,14 @@ pub struct DumpEntry {
     pub step: Option<u64>,
     /// The `YYYYMMDDhhmmss` directory.
     pub time_dir: Option<String>,
+}
+
+impl DumpEntry {
+    /// The rank of the job the file belongs to: its `rank{R}` directory, else its device (on one node the
+    /// launcher gives each rank its own device), else 0.
+    pub fn job_rank(&self) -> u32 {
+        self.rank.or(self.device_id).unwrap_or(0)
+    }
 }
 
 /// Entries in execution order, and the files that were skipped and why.
@@ -62,7 +72,7 @@ pub fn walk_dump_tree(root: &Path) -> Result<DumpTree> {
         add_file(&mut tree, &DumpLocation::of(dir), &mapping, root.clone(), &file_name);
     }
     tree.entries.sort_by(|a, b| {
-        let key = |e: &DumpEntry| (e.step, e.name.timestamp_us, e.name.task_id, e.device_id);
+        let key = |e: &DumpEntry| (e.step, e.name.timestamp_us, e.name.task_id, e.rank, e.device_id);
         key(a).cmp(&key(b)).then_with(|| a.path.cmp(&b.path))
     });
     Ok(tree)
@@ -128,6 +138,7 @@ fn add_file(
             path,
             name,
             device_id: location.device_id,
+            rank: location.rank,
             model_name: location.model_name.clone(),
             model_id: location.model_id,
             step: location.step.or(location.step_path),
@@ -162,6 +173,10 @@ pub struct DumpLocation {
     /// The per-step dump path above a single-operator layout: `.../step{N}/{time}/{device}`, or with a
     /// `rank{R}` directory between, as msprobe writes (`step_dir_number`).
     pub step_path: Option<u64>,
+    /// A `rank{R}` directory right above the `{time}` directory: msprobe's `step{N}/rank{R}/`, or a dump
+    /// path per rank. On a job of several nodes it tells the ranks apart where device ids cannot: each
+    /// node numbers its devices from 0.
+    pub rank: Option<u32>,
     /// The `YYYYMMDDhhmmss` directory.
     pub time_dir: Option<String>,
 }
@@ -179,6 +194,11 @@ impl DumpLocation {
             .collect();
         let n = parts.len();
         let is_time = |s: &str| s.len() == 14 && s.bytes().all(|b| b.is_ascii_digit());
+        // The `rank{R}` directory right above the time directory at `time`, if there is one.
+        let rank_above = |time: usize| {
+            let above = parts[..time].last()?;
+            u32::try_from(number(above.strip_prefix("rank")?)?).ok()
+        };
         if n >= 5 && is_time(&parts[n - 5]) {
             if let (Some(device), Some(model_id), Some(step)) =
                 (number(&parts[n - 4]), number(&parts[n - 2]), number(&parts[n - 1]))
@@ -189,6 +209,7 @@ impl DumpLocation {
                     model_id: u32::try_from(model_id).ok(),
                     step: Some(step),
                     step_path: None,
+                    rank: rank_above(n - 5),
                     time_dir: Some(parts[n - 5].clone()),
                 };
             }
@@ -206,6 +227,7 @@ impl DumpLocation {
                 return DumpLocation {
                     device_id: u32::try_from(device).ok(),
                     step_path,
+                    rank: rank_above(n - 2),
                     time_dir: Some(parts[n - 2].clone()),
                     ..DumpLocation::default()
                 };
@@ -247,6 +269,15 @@ mod tests {
             "only a rank dir may sit between"
         );
         assert_eq!(of("/d/2024/0"), DumpLocation::default(), "not a dump time directory");
+        // Rank directories: msprobe's, and a dump path per rank (graph and single-op layouts).
+        let msprobe = of("/dump/step_4/rank9/20240101000000/1");
+        assert_eq!((msprobe.rank, msprobe.device_id, msprobe.step_path), (Some(9), Some(1), Some(4)));
+        let graph = of("/dump/rank12/20240101000000/3/net/1/17");
+        assert_eq!((graph.rank, graph.device_id, graph.step), (Some(12), Some(3), Some(17)));
+        assert_eq!(of("/dump/rank3/20240101000000/0").rank, Some(3));
+        assert_eq!(of("/dump/ranks/20240101000000/0").rank, None);
+        assert_eq!(of("/dump/rank3/x/20240101000000/0").rank, None, "only right above the time directory");
+        assert_eq!(of("/d/20240101000000/3/net/1/17").rank, None);
         assert_eq!(
             (step_dir_number("step7"), step_dir_number("step"), step_dir_number("stepx")),
             (Some(7), None, None)

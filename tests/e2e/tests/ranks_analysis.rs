@@ -444,3 +444,65 @@ fn the_report_page_shows_the_first_anomaly_across_ranks_and_its_spread() {
     );
     assert!(html.contains("differs from the baseline: "));
 }
+
+/// A 4-rank job's CANN dump trees as gathered from two nodes: each rank dumped under its own `rank{R}/`
+/// path, and devices are numbered per node (ranks 2 and 3 ran on devices 0 and 1 of the second node).
+fn dump_by_node(dir: &Path, name: &str, model_json: &str) -> PathBuf {
+    let model = model_file(dir, &format!("{name}.json"), model_json);
+    let dump = dir.join(format!("{name}-dump"));
+    let config = dump_config(dir, &format!("{name}-acl.json"), &dump, "");
+    let out = Command::new(sim_train_bin())
+        .args(["--ranks", RANKS, "--steps", "2", "--model"])
+        .arg(&model)
+        .arg("--acl-config")
+        .arg(&config)
+        .arg("--lib")
+        .arg(runtime_lib())
+        .arg("--hccl-lib")
+        .arg(artifact("libhccl.so"))
+        .output()
+        .expect("run sim-train");
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    let gathered = dir.join(name);
+    for time in std::fs::read_dir(&dump).unwrap() {
+        let time = time.unwrap();
+        for device in std::fs::read_dir(time.path()).unwrap() {
+            let device = device.unwrap();
+            let rank: u32 = device.file_name().to_str().unwrap().parse().unwrap();
+            let to = gathered.join(format!("rank{rank}")).join(time.file_name());
+            std::fs::create_dir_all(&to).unwrap();
+            std::fs::rename(device.path(), to.join((rank % 2).to_string())).unwrap();
+        }
+    }
+    gathered
+}
+
+#[test]
+fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
+    let dir = scratch();
+    let healthy = dump_by_node(dir.path(), "healthy", "{}");
+    let nondet = dump_by_node(
+        dir.path(),
+        "nondet",
+        r#"{"faults": {"nondeterministic_reduction": {"step": 1, "rank": 2}}}"#,
+    );
+    // Device 0 holds ranks 0 and 2: the rank directories tell them apart.
+    let (code, json) = analyzer_json(&["inspect", p(&nondet)]);
+    assert_eq!(code, 0, "{json}");
+    let mut ranks: Vec<u64> =
+        json["ops"].as_array().unwrap().iter().map(|o| o["rank"].as_u64().unwrap()).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    assert_eq!(ranks, [0, 1, 2, 3]);
+    // diff pairs rank with rank: only rank 2's reduced gradient differs, from step 1 on.
+    let (code, json) = analyzer_json(&["diff", p(&healthy), p(&nondet)]);
+    assert_eq!(code, 1, "{json}");
+    let firsts: Vec<(u64, u64)> = json["first_differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["step"].as_u64().unwrap(), f["rank"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(firsts, [(1, 2)], "{json}");
+    assert!(json["input_problems"].as_array().unwrap().is_empty(), "{json}");
+}
