@@ -13,7 +13,7 @@ use crate::index::{Index, Io, OpId};
 use crate::matching::Matching;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One way in which two runs are not the same configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -278,6 +278,41 @@ pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matchin
     ))
 }
 
+/// When the two runs do not hold the same ranks (among the ops `filter` keeps): the ranks each holds alone,
+/// and the selection that compares the ranks both hold. Their tensors are listed as unmatched, never
+/// compared: an 8-rank NPU job against a one-GPU benchmark compares rank 0 only, and the report says so.
+pub fn ranks_on_one_side(target: &Index, bench: &Index, filter: &Filter) -> Option<String> {
+    let ranks = |index: &Index| -> BTreeSet<u32> {
+        index.ops.iter().filter(|o| filter.keeps(o)).map(|o| o.rank).collect()
+    };
+    let (t, b) = (ranks(target), ranks(bench));
+    let list = |side: &str, ranks: Vec<u32>| -> Option<String> {
+        let names: Vec<String> = ranks.iter().map(u32::to_string).collect();
+        match names.len() {
+            0 => None,
+            1 => Some(format!("the {side}'s rank {} has", names[0])),
+            _ => Some(format!("the {side}'s ranks {} have", names.join(", "))),
+        }
+    };
+    let alone: Vec<String> = [
+        list("target", t.difference(&b).copied().collect()),
+        list("benchmark", b.difference(&t).copied().collect()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|who| format!("{who} no counterpart on the other side"))
+    .collect();
+    if alone.is_empty() {
+        return None;
+    }
+    let both: Vec<String> = t.intersection(&b).map(|r| format!("--rank {r}")).collect();
+    let how = match both.is_empty() {
+        true => "no rank is in both runs".to_string(),
+        false => format!("`{}` compares the ranks both hold", both.join(" ")),
+    };
+    Some(format!("{}: its tensors are not compared ({how})", alone.join("; ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,5 +427,31 @@ mod tests {
         let matching = match_runs(&forged, &plain, &MatchOptions::default());
         // One of two pairs differs: not "most", and above all no panic on the product of the dims.
         assert_eq!(different_model(&forged, &plain, &matching, &Filter::default()), None);
+    }
+
+    #[test]
+    fn ranks_held_by_one_side_only_are_named_with_the_selection_that_compares_the_rest() {
+        let ranks = |ranks: &[u32]| {
+            let mut index = Index::default();
+            for &r in ranks {
+                index.push_op("x".into(), "T".into(), 0, r);
+            }
+            index
+        };
+        let (four, one) = (ranks(&[0, 1, 2, 3]), ranks(&[0]));
+        assert_eq!(ranks_on_one_side(&four, &four, &Filter::default()), None);
+        assert_eq!(
+            ranks_on_one_side(&four, &one, &Filter::default()).as_deref(),
+            Some(
+                "the target's ranks 1, 2, 3 have no counterpart on the other side: its tensors are not \
+                 compared (`--rank 0` compares the ranks both hold)"
+            )
+        );
+        let why = ranks_on_one_side(&one, &ranks(&[1]), &Filter::default()).unwrap();
+        assert!(why.contains("target's rank 0 has") && why.contains("benchmark's rank 1 has"), "{why}");
+        assert!(why.contains("no rank is in both runs"), "{why}");
+        // Selected away: nothing left to say.
+        let rank0 = Filter { ranks: vec![0], ..Filter::default() };
+        assert_eq!(ranks_on_one_side(&four, &one, &rank0), None);
     }
 }

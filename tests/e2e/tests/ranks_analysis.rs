@@ -505,4 +505,14 @@ fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
         .collect();
     assert_eq!(firsts, [(1, 2)], "{json}");
     assert!(json["input_problems"].as_array().unwrap().is_empty(), "{json}");
+    // compare against one rank's dumps: the other ranks are said not to be compared, before the verdict.
+    let one = dir.path().join("rank0-only");
+    std::fs::create_dir(&one).unwrap();
+    std::fs::rename(healthy.join("rank0"), one.join("rank0")).unwrap();
+    let (_, out, _) = analyzer(&["compare", p(&nondet), p(&one)]);
+    let warning =
+        "WARNING: the target's ranks 1, 2, 3 have no counterpart on the other side: its tensors are \
+                   not compared (`--rank 0` compares the ranks both hold)";
+    let (at_warning, at_verdict) = (out.find(warning), out.find("PASS"));
+    assert!(at_warning.is_some() && at_warning < at_verdict, "{out}");
 }
