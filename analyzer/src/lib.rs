@@ -10,6 +10,7 @@
 //! library never sees it.
 
 pub mod api_matching;
+pub mod check;
 pub mod comparable;
 pub mod compare;
 pub mod convert;
@@ -26,6 +27,8 @@ pub mod problems;
 pub mod progress;
 pub mod ranks;
 pub mod report;
+pub mod roles;
 pub mod series;
 pub mod sources;
 pub mod steps;
+pub mod watch;

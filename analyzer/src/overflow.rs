@@ -265,7 +265,7 @@ fn analyse(
 /// `loss/scale` with a one-element input that is a power of two (the scale multiplying the loss), or the
 /// one-element output of a scale-update op (`AmpUpdateScale`-style: `update` in its name or type). The
 /// output of the multiplication itself is the loss times the scale, not the scale: never taken.
-fn loss_scale_value(
+pub(crate) fn loss_scale_value(
     index: &Index,
     o: OpId,
     stats: &BTreeMap<TensorId, TensorStats>,

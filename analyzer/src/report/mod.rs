@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
+pub mod check;
 pub mod compare;
 pub mod convert;
 pub mod diff;
@@ -15,6 +16,7 @@ pub mod overflow;
 pub mod ranks;
 pub mod record;
 pub mod scan;
+pub mod watch;
 
 /// The output formats a report can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -194,6 +194,9 @@ fn commands(source: &str, intact: &str, out: &str) -> Vec<Vec<String>> {
         vec!["diff", source, intact, "--format", "json"],
         vec!["overflow", source, "--format", "json"],
         vec!["ranks", source, "--format", "json"],
+        vec!["check", source, "--format", "json"],
+        vec!["check", source, intact, "--format", "json"],
+        vec!["watch", source, "--format", "json"],
         vec!["convert", source, "-o", out, "--format", "json"],
         vec!["report", source, intact, "-o", &page, "--no-progress"],
     ]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The commands whose help is read (`analyzer --help` too).
-const COMMANDS: [&str; 12] = [
+const COMMANDS: [&str; 14] = [
     "inspect",
     "compare",
     "diff",
@@ -21,6 +21,8 @@ const COMMANDS: [&str; 12] = [
     "scan",
     "merge",
     "report",
+    "check",
+    "watch",
     "convert",
     "record",
     "completions",
@@ -96,6 +98,7 @@ fn world(dir: &Path) {
         let model = model_file(dir, &format!("{seed}.json"), &json);
         record(&dir.join(run), &model, 2, &[], &[]);
     }
+    std::fs::write(dir.join("watch.json"), r#"{"dead_relu": {"enabled": false}}"#).expect("write watch.json");
 }
 
 #[test]

@@ -133,6 +133,30 @@ pub enum Command {
     ///   analyzer merge summaries/ --format json
     #[command(verbatim_doc_comment)]
     Merge(MergeArgs),
+    /// The pre-tuning checklist: determinism, data, initial weights, mixed precision, loss scale and
+    /// configuration, each pass, fail or can't tell with the reason and where to look. With a second run,
+    /// every item compares the two (same data in the same order, same initial weights, same dtypes, same
+    /// hyperparameters and versions).
+    ///
+    /// Examples:
+    ///   analyzer check runs/npu
+    ///   analyzer check runs/a runs/b --format json -o checklist.json
+    #[command(verbatim_doc_comment)]
+    Check(CheckArgs),
+    /// Watch a run's training health at every step: NaN/inf or exploding loss, overflow, all-zero tensors,
+    /// weights badly initialised, not updated or changing too much, vanishing gradients, saturated tanh and
+    /// sigmoid, dead ReLU (MindInsight's watch conditions, its recommended thresholds by default).
+    ///
+    /// Each hit names the step, op, tensor and value. What statistics cannot decide is reported as "can't
+    /// tell" with what would decide it (a histogram: record --histogram; the tensors: --mode tensor).
+    ///
+    /// Examples:
+    ///   analyzer watch runs/npu
+    ///   analyzer watch runs/npu --set weight_too_large.abs_mean_gt=10 --disable dead_relu
+    ///   analyzer watch runs/npu --config watch.json --format json -o health.json
+    ///   analyzer watch --list-conditions
+    #[command(verbatim_doc_comment)]
+    Watch(WatchArgs),
     /// Export tensors of any source to .npy files in host layout.
     ///
     /// Examples:
@@ -456,6 +480,56 @@ pub struct MergeArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The run to check (a capture records the environment the checklist reads; other sources give what
+    /// their tensors say).
+    pub run: PathBuf,
+    /// A second run to compare with: another NPU run, or the benchmark's capture.
+    pub run2: Option<PathBuf>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// The run to watch (a capture, a dump tree, a .npy directory or an msprobe dump).
+    #[arg(required_unless_present = "list_conditions")]
+    pub run: Option<PathBuf>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    #[command(flatten)]
+    pub report: OutputArgs,
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// A JSON file of conditions: `{"weight_too_large": {"abs_mean_gt": 10}, "dead_relu": {"enabled":
+    /// false}}` (a threshold enables its condition).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Set a condition's parameter (and enable the condition), after the config file: NAME.PARAM=VALUE
+    /// (repeatable).
+    #[arg(long = "set", value_name = "NAME.PARAM=VALUE")]
+    pub set: Vec<String>,
+    /// Turn a condition on (repeatable).
+    #[arg(long = "enable", value_name = "NAME")]
+    pub enable: Vec<String>,
+    /// Turn a condition off (repeatable).
+    #[arg(long = "disable", value_name = "NAME")]
+    pub disable: Vec<String>,
+    /// Decide from statistics, histograms and hashes only: never read tensor values, even where the capture
+    /// kept them (what they would decide is reported as "can't tell").
+    #[arg(long)]
+    pub no_tensors: bool,
+    /// Print the conditions, their parameters and whether they are on (after --config, --set, --enable and
+    /// --disable), then exit.
+    #[arg(long)]
+    pub list_conditions: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// What to export: a capture, a dump tree or file, a .npy directory or an msprobe dump.
     pub source: PathBuf,
@@ -494,7 +568,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub overflow: bool,
     /// Also keep a small histogram of each tensor's values (counts per power of two and sign; about 150
-    /// bytes more per tensor): saturation and range questions are then decided exactly.
+    /// bytes more per tensor): lets `analyzer watch` decide saturation and range conditions exactly.
     #[arg(long)]
     pub histogram: bool,
     /// Only these ops (CANN `dump_list` layer names; repeatable).

@@ -6,6 +6,7 @@ use analyzer::outcome::Outcome;
 use analyzer::report::Colour;
 use anyhow::Result;
 
+mod check;
 mod compare;
 mod convert;
 mod diff;
@@ -17,6 +18,7 @@ mod record;
 mod report;
 mod scan;
 mod shell;
+mod watch;
 
 /// Runs one parsed command.
 pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
@@ -29,6 +31,8 @@ pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
         Command::Merge(args) => merge::run(args, colour),
         Command::Compare(args) => compare::run(args, colour),
         Command::Report(args) => report::run(args),
+        Command::Check(args) => check::run(args, colour),
+        Command::Watch(args) => watch::run(args, colour),
         Command::Convert(args) => convert::run(args),
         Command::Record(args) => record::run(args),
         Command::Completions(args) => shell::completions(args.shell),

@@ -1,0 +1,51 @@
+//! `analyzer watch RUN`: the training-health conditions over every step.
+
+use crate::cli::WatchArgs;
+use analyzer::outcome::Outcome;
+use analyzer::report::{self, Colour, Destination};
+use analyzer::sources;
+use analyzer::watch::{self, Condition, WatchOptions};
+use anyhow::{Context, Result};
+use std::io::Write;
+
+pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
+    let config = match &args.config {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some((path.display().to_string(), text))
+        }
+        None => None,
+    };
+    let conditions = watch::configure(
+        config.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
+        &args.enable,
+        &args.disable,
+        &args.set,
+    )?;
+    let Some(run) = args.run.as_ref().filter(|_| !args.list_conditions) else {
+        report::reader_may_leave(list(&conditions))?;
+        return Ok(Outcome::Pass);
+    };
+    let source = sources::open(run)?;
+    let filter = args.filter.to_filter();
+    filter.check(source.index(), run)?;
+    let options = WatchOptions { filter, conditions, read_tensors: !args.no_tensors };
+    let found = watch::watch(source.as_ref(), &options);
+    let to = Destination { output: args.report.output.as_deref(), colour };
+    report::reader_may_leave(report::watch::write(&found, args.report.format.into(), &to))?;
+    Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
+}
+
+/// `--list-conditions`: one line per condition with its parameters.
+fn list(conditions: &[Condition]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for c in conditions {
+        let params: Vec<String> = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let state = if c.enabled { "on " } else { "off" };
+        writeln!(out, "{state} {:<24} {}", c.name, params.join(" "))?;
+        writeln!(out, "      {}", c.summary)?;
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! Determinism: is every source of run-to-run variation switched off?
+//!
+//! From the manifest: the deterministic-computation option the job set (`aclrtCtxSetSysParamOpt(
+//! ACL_OPT_DETERMINISTIC)`, seen by the collector), `HCCL_DETERMINISTIC` when there are collectives (more
+//! than one rank), `ASCEND_LAUNCH_BLOCKING`, and the device's overflow mode (saturation or INF/NaN: the two
+//! runs must overflow alike). Against a second run, also the evidence: in the first step both runs
+//! captured, the first op whose output differs while all its inputs are identical is nondeterministic.
+
+use super::item::{worst, Item, Seen, Status};
+use crate::index::{Index, OpId};
+use std::collections::HashMap;
+
+const LOOK: &str =
+    "manifest.json (environment.settings, env); `analyzer diff RUN RUN2` names every nondeterministic op";
+
+/// The settings that make a run reproducible, as one run recorded them.
+struct Settings {
+    deterministic: Option<i64>,
+    hccl: Option<String>,
+    launch_blocking: Option<String>,
+    overflow_mode: Option<String>,
+    ranks: usize,
+}
+
+fn settings(r: &Seen<'_>) -> Option<Settings> {
+    let m = r.manifest?;
+    Some(Settings {
+        deterministic: m.environment.settings.deterministic,
+        hccl: m.env.get("HCCL_DETERMINISTIC").cloned(),
+        launch_blocking: m.env.get("ASCEND_LAUNCH_BLOCKING").cloned(),
+        overflow_mode: m.overflow_mode.clone(),
+        ranks: r.index().ranks().len().max(m.streams.len()),
+    })
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes")
+}
+
+/// One run's verdict on its own settings, with what it saw.
+fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
+    let mut details = vec![
+        format!(
+            "{}: deterministic computation {}",
+            r.label,
+            match s.deterministic {
+                Some(1) => "on (the job set ACL_OPT_DETERMINISTIC = 1)".to_string(),
+                Some(v) => format!("OFF (the job set ACL_OPT_DETERMINISTIC = {v})"),
+                None =>
+                    "not seen set (the default is off; a framework that looks the call up through its own \
+                         library handle hides it from the collector)"
+                        .to_string(),
+            }
+        ),
+        format!(
+            "{}: overflow mode {}, ASCEND_LAUNCH_BLOCKING {}, HCCL_DETERMINISTIC {} ({} rank{})",
+            r.label,
+            s.overflow_mode.as_deref().unwrap_or("unknown"),
+            s.launch_blocking.as_deref().unwrap_or("unset"),
+            s.hccl.as_deref().unwrap_or("unset"),
+            s.ranks,
+            if s.ranks == 1 { "" } else { "s" }
+        ),
+    ];
+    let hccl_off = s.ranks > 1 && !s.hccl.as_deref().is_some_and(truthy);
+    if hccl_off {
+        details.push(format!(
+            "{}: collectives without HCCL_DETERMINISTIC=true reduce in a varying order",
+            r.label
+        ));
+    }
+    match (s.deterministic, hccl_off) {
+        (Some(v), _) if v != 1 => {
+            (Status::Fail, format!("{} turned deterministic computation off", r.label), details)
+        }
+        (_, true) => {
+            (Status::Fail, format!("{} runs collectives without HCCL_DETERMINISTIC", r.label), details)
+        }
+        (Some(_), false) => (Status::Pass, format!("{} computes deterministically", r.label), details),
+        (None, false) => (
+            Status::CantTell,
+            format!("{} never set deterministic computation where the collector could see it", r.label),
+            details,
+        ),
+    }
+}
+
+pub(super) fn item(runs: &[Seen<'_>]) -> Item {
+    let all: Vec<Option<Settings>> = runs.iter().map(settings).collect();
+    let mut statuses = Vec::new();
+    let mut reasons = Vec::new();
+    let mut details = Vec::new();
+    for (r, s) in runs.iter().zip(&all) {
+        match s {
+            Some(s) => {
+                let (status, reason, d) = judge(r, s);
+                statuses.push(status);
+                if status != Status::Pass {
+                    reasons.push(reason);
+                }
+                details.extend(d);
+            }
+            None => {
+                statuses.push(Status::CantTell);
+                reasons.push(format!("{} has no manifest: only captures record the environment", r.label));
+            }
+        }
+    }
+    if let [a, b] = runs {
+        if let (Some(sa), Some(sb)) = (&all[0], &all[1]) {
+            let mut differ = Vec::new();
+            if sa.overflow_mode != sb.overflow_mode {
+                differ.push(format!("overflow mode {:?} vs {:?}", sa.overflow_mode, sb.overflow_mode));
+            }
+            if sa.deterministic != sb.deterministic {
+                differ.push(format!("deterministic option {:?} vs {:?}", sa.deterministic, sb.deterministic));
+            }
+            if sa.hccl != sb.hccl {
+                differ.push(format!("HCCL_DETERMINISTIC {:?} vs {:?}", sa.hccl, sb.hccl));
+            }
+            if !differ.is_empty() {
+                statuses.push(Status::Fail);
+                reasons.push(format!("the runs are set up differently: {}", differ.join("; ")));
+            }
+        }
+        match first_divergence(a.index(), &a.ops, b.index(), &b.ops) {
+            Divergence::Nondeterministic { step, rank, op } => {
+                statuses.push(Status::Fail);
+                reasons.insert(
+                    0,
+                    format!("step {step} rank {rank}: {op} gave different outputs from identical inputs"),
+                );
+            }
+            Divergence::Inputs { step, rank, op } => details.push(format!(
+                "the runs first differ in the inputs of {op} (step {step} rank {rank}): see data and initial weights"
+            )),
+            Divergence::None { step } => {
+                details.push(format!("step {step}: every op both runs dumped gave identical outputs"));
+                // Identical results are the evidence an unseen setting could not give.
+                if !statuses.contains(&Status::Fail) {
+                    statuses.iter_mut().for_each(|s| *s = Status::Pass);
+                    reasons.clear();
+                }
+            }
+            Divergence::Unknown(why) => details.push(why),
+        }
+    }
+    let status = worst(statuses);
+    let reason = if reasons.is_empty() {
+        "deterministic computation is on and the runs are set up alike".to_string()
+    } else {
+        reasons.join("; ")
+    };
+    Item::new("determinism", status, reason, LOOK).with(details)
+}
+
+enum Divergence {
+    /// An op whose inputs were identical gave different outputs.
+    Nondeterministic {
+        step: u64,
+        rank: u32,
+        op: String,
+    },
+    /// The first difference is in an op's inputs: data or weights differ, not the computation.
+    Inputs {
+        step: u64,
+        rank: u32,
+        op: String,
+    },
+    /// Every compared op was identical in this step.
+    None {
+        step: u64,
+    },
+    Unknown(String),
+}
+
+/// Walks the first (rank, step) both runs have, in run 1's execution order, matching ops by name and
+/// occurrence, and compares content hashes.
+fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Divergence {
+    let key = |i: &Index, o: OpId| (i.ops[o].rank, i.ops[o].step);
+    let mut common: Vec<(u32, u64)> = ops_a.iter().map(|&o| key(a, o)).collect();
+    let in_b: std::collections::HashSet<(u32, u64)> = ops_b.iter().map(|&o| key(b, o)).collect();
+    common.retain(|k| in_b.contains(k));
+    common.sort_by_key(|&(r, s)| (s, r));
+    let Some(&(rank, step)) = common.first() else {
+        return Divergence::Unknown("the runs share no step and rank to compare".into());
+    };
+    let mut occurrence: HashMap<&str, usize> = HashMap::new();
+    let mut by_name: HashMap<(&str, usize), OpId> = HashMap::new();
+    for &o in ops_b.iter().filter(|&&o| key(b, o) == (rank, step)) {
+        let n = occurrence.entry(b.ops[o].name.as_str()).or_default();
+        by_name.insert((b.ops[o].name.as_str(), *n), o);
+        *n += 1;
+    }
+    occurrence.clear();
+    let hashes = |i: &Index, ts: &[usize]| ts.iter().map(|&t| i.tensors[t].hash).collect::<Vec<_>>();
+    let mut compared = 0;
+    for &o in ops_a.iter().filter(|&&o| key(a, o) == (rank, step)) {
+        let name = a.ops[o].name.as_str();
+        let n = occurrence.entry(name).or_default();
+        let Some(&ob) = by_name.get(&(name, *n)) else { continue };
+        *n += 1;
+        let (ia, ib) = (hashes(a, &a.ops[o].inputs), hashes(b, &b.ops[ob].inputs));
+        let (oa, obh) = (hashes(a, &a.ops[o].outputs), hashes(b, &b.ops[ob].outputs));
+        if ia.iter().chain(&ib).chain(&oa).chain(&obh).any(Option::is_none) {
+            return Divergence::Unknown("the runs carry no content hashes (only captures do)".into());
+        }
+        compared += 1;
+        let op = name.to_string();
+        if ia != ib {
+            return Divergence::Inputs { step, rank, op };
+        }
+        if oa != obh {
+            return Divergence::Nondeterministic { step, rank, op };
+        }
+    }
+    if compared == 0 {
+        return Divergence::Unknown(format!("step {step} rank {rank}: no op of one run matches the other's"));
+    }
+    Divergence::None { step }
+}

@@ -1,0 +1,119 @@
+//! What every checklist item is made of: its answer, and the runs as the items see them.
+
+use crate::index::{OpId, TensorId};
+use crate::roles::Roles;
+use crate::sources::Source;
+use accutrace_formats::capture::Manifest;
+use serde::Serialize;
+use std::cell::RefCell;
+
+/// An item's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    CantTell,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::CantTell => "can't tell",
+        }
+    }
+}
+
+/// One checklist item.
+#[derive(Clone, Debug, Serialize)]
+pub struct Item {
+    /// `determinism`, `data`, `initial_weights`, `mixed_precision`, `loss_scale`, `configuration`.
+    pub name: &'static str,
+    pub status: Status,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Where to look next.
+    pub look_at: String,
+    /// What was found, line by line.
+    pub details: Vec<String>,
+}
+
+impl Item {
+    pub(crate) fn new(
+        name: &'static str,
+        status: Status,
+        reason: impl Into<String>,
+        look_at: impl Into<String>,
+    ) -> Item {
+        Item { name, status, reason: reason.into(), look_at: look_at.into(), details: Vec::new() }
+    }
+
+    pub(crate) fn with(mut self, details: Vec<String>) -> Item {
+        self.details = details;
+        self
+    }
+}
+
+/// One run as the items see it: its ops (filtered), their roles, and its manifest.
+pub(crate) struct Seen<'a> {
+    pub source: &'a dyn Source,
+    pub manifest: Option<&'a Manifest>,
+    pub ops: Vec<OpId>,
+    pub roles: Roles,
+    /// `run 1` / `run 2` (or the path when there is one run).
+    pub label: String,
+    /// Tensors the items could not read (input problems, so no item passes on what is missing).
+    pub unreadable: RefCell<Vec<(TensorId, anyhow::Error)>>,
+}
+
+impl Seen<'_> {
+    pub fn index(&self) -> &crate::index::Index {
+        self.source.index()
+    }
+
+    /// The tensor's content hash (stored, else computed from its data); an unreadable one is noted.
+    pub fn hash(&self, t: TensorId) -> Option<u64> {
+        if let Some(h) = self.index().tensors[t].hash {
+            return Some(h);
+        }
+        match self.source.content_hash(t) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                self.unreadable.borrow_mut().push((t, e));
+                None
+            }
+        }
+    }
+
+    /// The tensor's values; an unreadable one is noted.
+    pub fn values(&self, t: TensorId) -> Option<Vec<f32>> {
+        let mut v = Vec::new();
+        match self.source.read_values(t, &mut v) {
+            Ok(()) => Some(v),
+            Err(e) => {
+                self.unreadable.borrow_mut().push((t, e));
+                None
+            }
+        }
+    }
+}
+
+/// The worst of several statuses: fail, then can't tell, then pass.
+pub(crate) fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
+    statuses.into_iter().fold(Status::Pass, |a, b| match (a, b) {
+        (Status::Fail, _) | (_, Status::Fail) => Status::Fail,
+        (Status::CantTell, _) | (_, Status::CantTell) => Status::CantTell,
+        _ => Status::Pass,
+    })
+}
+
+/// Up to `n` items of a list, then "... and k more".
+pub(crate) fn listed(items: &[String], n: usize) -> Vec<String> {
+    let mut out: Vec<String> = items.iter().take(n).cloned().collect();
+    if items.len() > n {
+        out.push(format!("... and {} more", items.len() - n));
+    }
+    out
+}

@@ -1,0 +1,113 @@
+//! Initial weights: does each run start from the same weights, on every rank?
+//!
+//! A weight's initial value is its optimizer op's input at the parameter's first update, when the capture
+//! starts at step 0 (a step skipped for overflow changes no weight, so the first update still sees the
+//! initial value). Compared by content hash.
+
+use super::item::{listed, worst, Item, Seen, Status};
+use std::collections::BTreeMap;
+
+const LOOK: &str =
+    "the optimizer ops' input 0 at the first update (`analyzer inspect RUN --op 'optimizer*'`)";
+
+/// Initial weights' content hashes by (rank, parameter).
+type Initial = BTreeMap<(u32, String), u64>;
+
+/// The initial weights of a run, or why they are not known.
+fn initial(r: &Seen<'_>) -> Result<Initial, String> {
+    let index = r.index();
+    let start = r.ops.iter().map(|&o| index.ops[o].step).min();
+    let Some(start) = start else { return Err(format!("{} has no ops", r.label)) };
+    let mut out = BTreeMap::new();
+    for u in r.roles.updates.iter().filter(|u| r.ops.binary_search(&u.op).is_ok()) {
+        let hash = r.hash(u.before);
+        if let Some(h) = hash {
+            out.entry((u.rank, u.param.clone())).or_insert(h);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{} has no optimizer op: its weights are unknown", r.label));
+    }
+    if start > 0 {
+        return Err(format!(
+            "{}'s capture starts at step {start}: its first weights need not be the initial ones",
+            r.label
+        ));
+    }
+    Ok(out)
+}
+
+pub(super) fn item(runs: &[Seen<'_>]) -> Item {
+    let found: Vec<Result<Initial, String>> = runs.iter().map(initial).collect();
+    let errors: Vec<String> = found.iter().filter_map(|f| f.as_ref().err().cloned()).collect();
+    if !errors.is_empty() {
+        return Item::new("initial_weights", Status::CantTell, errors.join("; "), LOOK);
+    }
+    let found: Vec<&Initial> = found.iter().filter_map(|f| f.as_ref().ok()).collect();
+    let mut statuses = Vec::new();
+    let mut reasons = Vec::new();
+    let mut details = Vec::new();
+    for (r, w) in runs.iter().zip(&found) {
+        // The same parameter on other ranks.
+        let mut by_param: BTreeMap<&str, Vec<(u32, u64)>> = BTreeMap::new();
+        for ((rank, p), h) in w.iter() {
+            by_param.entry(p.as_str()).or_default().push((*rank, *h));
+        }
+        let split: Vec<String> = by_param
+            .iter()
+            .filter(|(_, v)| v.iter().any(|(_, h)| *h != v[0].1))
+            .map(|(p, v)| format!("{p}: {} distinct initial values over ranks {:?}", distinct(v), ranks(v)))
+            .collect();
+        if !split.is_empty() {
+            statuses.push(Status::CantTell);
+            reasons.push(format!(
+                "{}: {} weights start differently on different ranks: a bug under data parallelism, expected where \
+                 ranks hold different shards (tensor or pipeline parallelism)",
+                r.label,
+                split.len()
+            ));
+            details.extend(listed(&split, 5));
+        }
+    }
+    if let [a, b] = &found[..] {
+        let differ: Vec<String> = a
+            .iter()
+            .filter_map(|(k, h)| b.get(k).filter(|hb| *hb != h).map(|_| format!("rank {}: {}", k.0, k.1)))
+            .collect();
+        let compared = a.keys().filter(|k| b.contains_key(*k)).count();
+        if compared == 0 {
+            statuses.push(Status::CantTell);
+            reasons.push("the runs share no parameter name to compare".into());
+        } else if differ.is_empty() {
+            statuses.push(Status::Pass);
+            reasons
+                .push(format!("the runs start from the same weights ({compared} compared by content hash)"));
+        } else {
+            statuses.push(Status::Fail);
+            reasons.push(format!("{} of {compared} weights start differently in the two runs", differ.len()));
+            details.extend(listed(&differ, 8));
+        }
+    } else if statuses.is_empty() {
+        let n = found[0].len();
+        let one_rank = runs[0].index().ranks().len() == 1;
+        if one_rank {
+            statuses.push(Status::CantTell);
+            reasons.push(format!("{n} initial weights found; give a second run to compare them with"));
+        } else {
+            statuses.push(Status::Pass);
+            reasons.push(format!("every rank starts from the same weights ({n} compared)"));
+        }
+    }
+    Item::new("initial_weights", worst(statuses), reasons.join("; "), LOOK).with(details)
+}
+
+fn distinct(v: &[(u32, u64)]) -> usize {
+    let mut h: Vec<u64> = v.iter().map(|p| p.1).collect();
+    h.sort_unstable();
+    h.dedup();
+    h.len()
+}
+
+fn ranks(v: &[(u32, u64)]) -> Vec<u32> {
+    v.iter().map(|p| p.0).collect()
+}

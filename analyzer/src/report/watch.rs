@@ -1,0 +1,198 @@
+//! The reports of `analyzer watch`: a terminal summary (input problems, then the hits by condition, then
+//! what could not be told and what would tell it, then the loss and gradient norm by step), CSV of the
+//! hits, and JSON of everything.
+
+use super::{fmt_num, paint, plural, write_json, Destination, Format, Output};
+use crate::watch::{Finding, Measure, WatchReport};
+use anyhow::Result;
+use std::io::Write;
+
+/// Hits listed per condition in the table (JSON and CSV have them all).
+const SHOWN: usize = 5;
+
+/// Writes the report in `format` to its destination.
+pub fn write(report: &WatchReport, format: Format, to: &Destination<'_>) -> Result<()> {
+    let mut out = Output::open(to.output)?;
+    super::lead(&report.input_problems, format == Format::Table, to.output.is_some(), &mut out)?;
+    super::lead_warnings(&report.warnings, format == Format::Table, to, &mut out)?;
+    match format {
+        Format::Json => write_json(&mut out, "watch", report)?,
+        Format::Csv => write_csv(&mut out, report)?,
+        Format::Table => print_table(&mut out, report, to.paints())?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `0.25`, or `[0.1, 2.3]` when only bounded.
+pub fn fmt_measure(m: &Measure) -> String {
+    match m.value() {
+        Some(v) => fmt_num(v),
+        None => format!("[{}, {}]", fmt_num(m.at_least), fmt_num(m.at_most)),
+    }
+}
+
+fn write_csv(out: &mut impl Write, r: &WatchReport) -> Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "condition",
+        "step",
+        "rank",
+        "op",
+        "op_type",
+        "tensor",
+        "role",
+        "param",
+        "measure",
+        "value_at_least",
+        "value_at_most",
+        "threshold",
+        "evidence",
+        "detail",
+    ])?;
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for f in &r.findings {
+        w.write_record([
+            f.condition.to_string(),
+            opt(f.step.map(|s| s.to_string())),
+            opt(f.rank.map(|s| s.to_string())),
+            opt(f.op.clone()),
+            opt(f.op_type.clone()),
+            opt(f.tensor.clone()),
+            f.role.unwrap_or("").to_string(),
+            opt(f.param.clone()),
+            f.measure.to_string(),
+            f.value.at_least.to_string(),
+            f.value.at_most.to_string(),
+            f.threshold.clone(),
+            f.evidence.as_str().to_string(),
+            opt(f.detail.clone()),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// `step 3 rank 0: model/fc1/weight (optimizer/model/fc1/weight/ApplyAdam.output.0)`.
+fn place(f: &Finding) -> String {
+    let mut s = String::new();
+    if let (Some(step), Some(rank)) = (f.step, f.rank) {
+        s.push_str(&format!("step {step} rank {rank}: "));
+    }
+    match (&f.param, &f.tensor, &f.op) {
+        (Some(p), Some(t), _) => s.push_str(&format!("{p} ({t})")),
+        (None, Some(t), _) => s.push_str(t),
+        (_, None, Some(op)) => s.push_str(op),
+        _ => s.push_str("the run"),
+    }
+    s
+}
+
+fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()> {
+    if !r.input_problems.is_empty() {
+        writeln!(out, "(exit status 2: the answer below does not cover what is listed above)\n")?;
+    }
+    let l = &r.labels;
+    let steps = match (r.steps.first(), r.steps.last()) {
+        (Some(a), Some(b)) if a != b => format!("steps {a}-{b}"),
+        (Some(a), _) => format!("step {a}"),
+        _ => "no steps".to_string(),
+    };
+    writeln!(out, "watch {}: {steps}, rank{} {:?}", r.run, plural(r.ranks.len() as u64), r.ranks)?;
+    writeln!(
+        out,
+        "  labelled: {} weights, {} gradients, {} activations, {} optimizer state, {} leaf inputs; {} optimizer \
+         updates{}",
+        l.weights,
+        l.gradients,
+        l.activations,
+        l.optimizer_state,
+        l.leaves,
+        l.updates,
+        if l.updates == 0 { " (no optimizer op: no weight conditions)" } else { "" }
+    )?;
+    if l.nonfinite > 0 {
+        writeln!(
+            out,
+            "  {} tensors hold NaN or inf: only the overflow conditions looked at them",
+            l.nonfinite
+        )?;
+    }
+    let hit: Vec<_> = r.conditions.iter().filter(|c| c.hits > 0).collect();
+    if hit.is_empty() && !r.input_problems.is_empty() {
+        let none = paint("NO VERDICT", "1;33", colour);
+        writeln!(
+            out,
+            "\n{none}: no condition hit on what was read, but the input is incomplete (see above)."
+        )?;
+    } else if hit.is_empty() {
+        let none = paint("No condition hit", "1;32", colour);
+        writeln!(out, "\n{none} on what could be decided.")?;
+    }
+    for c in &hit {
+        writeln!(
+            out,
+            "\n{} ({} hit{}): {}",
+            paint(c.name, "1;31", colour),
+            c.hits,
+            plural(c.hits),
+            c.summary
+        )?;
+        let all: Vec<&Finding> = r.findings.iter().filter(|f| f.condition == c.name).collect();
+        for f in all.iter().take(SHOWN) {
+            write!(
+                out,
+                "  {}: {} = {} ({}; {})",
+                place(f),
+                f.measure,
+                fmt_measure(&f.value),
+                f.threshold,
+                f.evidence.as_str()
+            )?;
+            match &f.detail {
+                Some(d) => writeln!(out, "\n      {d}")?,
+                None => writeln!(out)?,
+            }
+        }
+        if all.len() > SHOWN {
+            writeln!(out, "  ... and {} more (--format json or csv lists every one)", all.len() - SHOWN)?;
+        }
+    }
+    if !r.cant_tell.is_empty() {
+        writeln!(out, "\nCAN'T TELL (never guessed; what would decide it):")?;
+        for g in &r.cant_tell {
+            writeln!(out, "  {}: {} time{}: {}", g.condition, g.count, plural(g.count), g.reason)?;
+            writeln!(out, "      decided by {}", g.would_decide)?;
+            if let Some(e) = g.examples.first() {
+                let at = match (e.step, e.rank) {
+                    (Some(s), Some(k)) => format!("step {s} rank {k} "),
+                    _ => String::new(),
+                };
+                let what = e.tensor.clone().or(e.op.clone()).unwrap_or_else(|| "the run".into());
+                let bounds =
+                    e.bounds.map(|b| format!(": between {} and {}", fmt_num(b.at_least), fmt_num(b.at_most)));
+                writeln!(out, "      e.g. {at}{what}{}", bounds.unwrap_or_default())?;
+            }
+        }
+    }
+    if !r.loss.is_empty() {
+        let points: Vec<String> = r
+            .loss
+            .iter()
+            .take(12)
+            .map(|p| format!("{}:{}", p.step, p.value.map_or("NaN/inf".into(), fmt_num)))
+            .collect();
+        writeln!(out, "\nloss by step: {}{}", points.join(" "), if r.loss.len() > 12 { " ..." } else { "" })?;
+    }
+    if !r.gradient_norm.is_empty() {
+        let points: Vec<String> =
+            r.gradient_norm.iter().take(12).map(|p| format!("{}:{}", p.step, fmt_num(p.l2_norm))).collect();
+        let more = if r.gradient_norm.len() > 12 { " ..." } else { "" };
+        writeln!(out, "gradient norm by step (all parameters): {}{more}", points.join(" "))?;
+    }
+    let off: Vec<&str> = r.conditions.iter().filter(|c| !c.enabled).map(|c| c.name).collect();
+    if !off.is_empty() {
+        writeln!(out, "conditions off (--enable, --set or --config): {}", off.join(", "))?;
+    }
+    Ok(())
+}

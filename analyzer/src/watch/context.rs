@@ -1,0 +1,119 @@
+//! What the conditions share while they run: the run, the labels, what is known of each tensor, and how a
+//! check's answer is written down.
+
+use super::conditions::Condition;
+use super::findings::{Finding, Place};
+use super::measure::{Evidence, Known, Measure};
+use crate::index::{Index, OpId, TensorId};
+use crate::roles::{self, Role, Roles};
+use crate::sources::Source;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// What the conditions share.
+pub(super) struct Ctx<'a> {
+    pub source: &'a dyn Source,
+    pub index: &'a Index,
+    pub roles: &'a Roles,
+    pub known: &'a HashMap<TensorId, Known>,
+    pub read_tensors: bool,
+    /// Tensors whose values could not be read here (input problems: in no hit and no can't tell).
+    pub unreadable: Mutex<Vec<(TensorId, anyhow::Error)>>,
+}
+
+impl Ctx<'_> {
+    /// The tensor's values, for the tensor tier (when the capture kept them and reading is allowed).
+    pub fn values(&self, t: TensorId) -> Option<Vec<f32>> {
+        if !(self.read_tensors && self.index.tensors[t].has_data) {
+            return None;
+        }
+        let mut out = Vec::new();
+        match self.source.read_values(t, &mut out) {
+            Ok(()) => Some(out),
+            Err(e) => {
+                self.unreadable.lock().unwrap_or_else(|p| p.into_inner()).push((t, e));
+                None
+            }
+        }
+    }
+
+    pub fn place(&self, t: Option<TensorId>, op: Option<OpId>, bounds: Option<Measure>) -> Place {
+        let op = op.or(t.map(|t| self.index.tensors[t].op));
+        Place {
+            step: op.map(|o| self.index.ops[o].step),
+            rank: op.map(|o| self.index.ops[o].rank),
+            op: op.map(|o| self.index.ops[o].name.clone()),
+            tensor: t.map(|t| self.index.tensor_label(t)),
+            bounds,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn hit(
+        &self,
+        condition: &'static str,
+        t: Option<TensorId>,
+        op: Option<OpId>,
+        measure: &'static str,
+        value: Measure,
+        threshold: String,
+        evidence: Evidence,
+    ) -> Event {
+        let p = self.place(t, op, None);
+        let op = op.or(t.map(|t| self.index.tensors[t].op));
+        Event::Hit(Finding {
+            condition,
+            step: p.step,
+            rank: p.rank,
+            op: p.op,
+            op_type: op.map(|o| self.index.ops[o].op_type.clone()),
+            tensor: p.tensor,
+            role: t.and_then(|t| self.roles.role(t)).map(Role::as_str),
+            param: op
+                .filter(|&o| roles::is_optimizer(&self.index.ops[o].op_type))
+                .map(|o| roles::param_name(&self.index.ops[o].name)),
+            measure,
+            value,
+            threshold,
+            evidence,
+            detail: None,
+        })
+    }
+
+    pub fn cant_tell(
+        &self,
+        condition: &'static str,
+        t: Option<TensorId>,
+        op: Option<OpId>,
+        bounds: Option<Measure>,
+        reason: &str,
+        would_decide: &'static str,
+    ) -> Event {
+        Event::CantTell {
+            condition,
+            reason: reason.to_string(),
+            would_decide,
+            place: self.place(t, op, bounds),
+        }
+    }
+}
+
+/// What one check of one condition came to.
+#[derive(Clone)]
+pub(super) enum Event {
+    Hit(Finding),
+    Decided(&'static str),
+    CantTell { condition: &'static str, reason: String, would_decide: &'static str, place: Place },
+}
+
+/// The condition `name` when enabled.
+pub(super) fn get<'a>(conditions: &'a [Condition], name: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.name == name && c.enabled)
+}
+
+impl Ctx<'_> {
+    /// A tensor the non-overflow conditions may look at: known and free of NaN/inf.
+    pub fn finite(&self, t: TensorId) -> Option<&Known> {
+        self.known.get(&t).filter(|k| !k.stats.has_nonfinite())
+    }
+}

@@ -1,0 +1,223 @@
+//! Running the conditions: what is known of each tensor (statistics, histogram, values), then each
+//! condition over the tensors, updates and steps it looks at, tallied into the report.
+
+use super::conditions::Condition;
+use super::context::{Ctx, Event};
+use super::findings::{CantTell, ConditionSummary, Finding, LabelCounts, WatchOptions, WatchReport};
+use super::measure::Known;
+use super::{checks, updates};
+use crate::index::{OpId, TensorId};
+use crate::problems::InputProblems;
+use crate::roles::{Role, Roles, Update};
+use crate::sources::Source;
+use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// How many places a "can't tell" group lists.
+const EXAMPLES: usize = 3;
+
+/// Runs the enabled conditions of `options` over the ops of `source` its filter keeps.
+pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
+    let index = source.index();
+    let ops = options.filter.op_ids(index);
+    let roles = Roles::of(index);
+    let selected: Vec<bool> = {
+        let mut keep = vec![false; index.ops.len()];
+        ops.iter().for_each(|&o| keep[o] = true);
+        keep
+    };
+    let watched: Vec<TensorId> = (0..index.tensors.len())
+        .filter(|&t| selected[index.tensors[t].op] && roles.role(t).is_some())
+        .collect();
+    let mut problems = InputProblems::of_sources(&[source]);
+    let known = gather(source, &watched, &mut problems);
+    let ctx = Ctx {
+        source,
+        index,
+        roles: &roles,
+        known: &known,
+        read_tensors: options.read_tensors,
+        unreadable: Mutex::new(Vec::new()),
+    };
+    let mut tally = Tally::new(&options.conditions);
+    tally.labels = label_counts(&ctx, &watched);
+    let updates: Vec<&Update> = roles.updates.iter().filter(|u| selected[u.op]).collect();
+    let mut groups: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
+    for &o in &ops {
+        groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+    }
+    let conditions = &options.conditions;
+    let (loss, events) = checks::loss(&ctx, conditions, &groups);
+    tally.add(conditions, events);
+    tally.add(conditions, checks::overflow(&ctx, &watched, &groups));
+    let per_tensor: Vec<Event> =
+        watched.par_iter().flat_map_iter(|&t| checks::tensor(&ctx, conditions, t)).collect();
+    tally.add(conditions, per_tensor);
+    let (norms, trends) = updates::gradient_norms(&ctx, &updates);
+    let per_update: Vec<Event> = updates
+        .par_iter()
+        .flat_map_iter(|u| updates::update(&ctx, conditions, u, &updates, &trends))
+        .collect();
+    tally.add(conditions, per_update);
+    tally.add(conditions, updates::initialization(&ctx, conditions, &updates));
+    let mut steps: Vec<u64> = groups.keys().map(|&(_, s)| s).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    let mut ranks: Vec<u32> = groups.keys().map(|&(r, _)| r).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut unreadable = ctx.unreadable.into_inner().unwrap_or_else(|p| p.into_inner());
+    unreadable.sort_by_key(|(t, _)| *t);
+    unreadable.dedup_by_key(|(t, _)| *t);
+    for (t, e) in unreadable {
+        problems.push_unreadable(&index.tensor_label(t), &e);
+    }
+    WatchReport {
+        run: source.root().display().to_string(),
+        input_problems: problems,
+        warnings: index.warnings.clone(),
+        steps,
+        ranks,
+        labels: tally.labels,
+        conditions: tally.summaries,
+        findings: tally.findings,
+        cant_tell: tally.cant_tell.into_values().collect(),
+        loss,
+        gradient_norm: norms,
+    }
+}
+
+/// The report's counters, findings and "can't tell" groups.
+struct Tally {
+    summaries: Vec<ConditionSummary>,
+    findings: Vec<Finding>,
+    cant_tell: BTreeMap<(&'static str, String), CantTell>,
+    labels: LabelCounts,
+}
+
+impl Tally {
+    fn new(conditions: &[Condition]) -> Tally {
+        let summaries = conditions
+            .iter()
+            .map(|c| ConditionSummary {
+                name: c.name,
+                enabled: c.enabled,
+                summary: c.summary,
+                params: c.params.clone(),
+                decided: 0,
+                hits: 0,
+                cant_tell: 0,
+            })
+            .collect();
+        Tally { summaries, findings: Vec::new(), cant_tell: BTreeMap::new(), labels: LabelCounts::default() }
+    }
+
+    fn add(&mut self, conditions: &[Condition], events: Vec<Event>) {
+        for e in events {
+            let name = match &e {
+                Event::Hit(f) => f.condition,
+                Event::Decided(c) => c,
+                Event::CantTell { condition, .. } => condition,
+            };
+            let Some(i) = conditions.iter().position(|c| c.name == name && c.enabled) else { continue };
+            let s = &mut self.summaries[i];
+            match e {
+                Event::Hit(f) => {
+                    s.decided += 1;
+                    s.hits += 1;
+                    self.findings.push(f);
+                }
+                Event::Decided(_) => s.decided += 1,
+                Event::CantTell { condition, reason, would_decide, place } => {
+                    s.cant_tell += 1;
+                    let group = self.cant_tell.entry((condition, reason.clone())).or_insert_with(|| {
+                        CantTell { condition, reason, would_decide, count: 0, examples: Vec::new() }
+                    });
+                    group.count += 1;
+                    if group.examples.len() < EXAMPLES {
+                        group.examples.push(place);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Statistics (stored, else computed from the values with a histogram) of every watched tensor; a tensor
+/// whose values cannot be read is an input problem.
+fn gather(
+    source: &dyn Source,
+    tensors: &[TensorId],
+    problems: &mut InputProblems,
+) -> HashMap<TensorId, Known> {
+    let index = source.index();
+    let found: Vec<(TensorId, anyhow::Result<Option<Known>>)> = tensors
+        .par_iter()
+        .map(|&t| {
+            let info = &index.tensors[t];
+            if let Some(stats) = info.stats {
+                // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
+                let counts_exact = info.hash.is_some() || stats.abs_sum.is_some();
+                let histogram = info.histogram.as_deref().cloned();
+                return (
+                    t,
+                    Ok(Some(Known { stats, counts_exact, histogram, dtype: info.dtype, from_values: false })),
+                );
+            }
+            if !info.has_data {
+                return (t, Ok(None));
+            }
+            let mut values = Vec::new();
+            match source.read_values(t, &mut values) {
+                Ok(()) => {
+                    let mut h = HistogramAccumulator::new();
+                    h.push_f32(&values);
+                    let stats = TensorStats::of_f32(&values, info.dtype);
+                    let known = Known {
+                        stats,
+                        counts_exact: true,
+                        histogram: Some(h.finish()),
+                        dtype: info.dtype,
+                        from_values: true,
+                    };
+                    (t, Ok(Some(known)))
+                }
+                Err(e) => (t, Err(e)),
+            }
+        })
+        .collect();
+    let mut known = HashMap::new();
+    for (t, r) in found {
+        match r {
+            Ok(Some(k)) => {
+                known.insert(t, k);
+            }
+            Ok(None) => {}
+            Err(e) => problems.push_unreadable(&index.tensor_label(t), &e),
+        }
+    }
+    known
+}
+
+fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
+    let mut l = LabelCounts::default();
+    for &t in watched {
+        match ctx.roles.role(t) {
+            Some(Role::Weight) => l.weights += 1,
+            Some(Role::Gradient) => l.gradients += 1,
+            Some(Role::Activation) => l.activations += 1,
+            Some(Role::OptimizerState) => l.optimizer_state += 1,
+            Some(Role::Leaf) => l.leaves += 1,
+            None => {}
+        }
+        match ctx.known.get(&t) {
+            Some(k) if k.stats.has_nonfinite() => l.nonfinite += 1,
+            Some(_) => {}
+            None => l.unknown += 1,
+        }
+    }
+    l.updates = ctx.roles.updates.len() as u64;
+    l
+}

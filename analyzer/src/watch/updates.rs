@@ -1,0 +1,242 @@
+//! The conditions on weight updates: each update (weight not changed, change too large or small, weight
+//! and gradient size, gradient overflow and vanishing with the gradient's norm over the steps), and the
+//! weights before their first update.
+
+use super::checks::{thresholds, with_detail, GT, LT, TENSORS, ZEROS};
+use super::conditions::Condition;
+use super::context::{get, Ctx, Event};
+use super::findings::NormPoint;
+use super::measure::{self, above, below, Measure, Verdict};
+use crate::index::TensorId;
+use crate::overflow::Anomaly;
+use crate::roles::Update;
+use std::collections::{BTreeMap, HashMap};
+
+/// Every parameter's gradient norm by step, and per (rank, parameter) a line of its gradient's L2 norm over
+/// the steps (the trend a vanishing or exploding finding shows).
+pub(super) fn gradient_norms(
+    ctx: &Ctx<'_>,
+    updates: &[&Update],
+) -> (Vec<NormPoint>, HashMap<(u32, String), String>) {
+    let mut by_step: BTreeMap<(u32, u64), (usize, f64)> = BTreeMap::new();
+    let mut series: BTreeMap<(u32, String), Vec<(u64, f64)>> = BTreeMap::new();
+    for u in updates {
+        let Some(k) = u.gradient.and_then(|g| ctx.finite(g)) else { continue };
+        let l2 = k.stats.l2_norm;
+        let e = by_step.entry((u.rank, u.step)).or_default();
+        e.0 += 1;
+        e.1 += l2 * l2;
+        series.entry((u.rank, u.param.clone())).or_default().push((u.step, l2));
+    }
+    let norms = by_step
+        .into_iter()
+        .map(|((rank, step), (gradients, sumsq))| NormPoint { step, rank, gradients, l2_norm: sumsq.sqrt() })
+        .collect();
+    let trends = series.into_iter().map(|(key, points)| (key, trend_line(&points))).collect();
+    (norms, trends)
+}
+
+/// `L2 by step: 0:1.2e-3 1:9.8e-4 ... 9:1.1e-8 (x9.2e-6 first to last)`: at most 6 points.
+fn trend_line(points: &[(u64, f64)]) -> String {
+    let shown: Vec<&(u64, f64)> = if points.len() <= 6 {
+        points.iter().collect()
+    } else {
+        points[..3].iter().chain(&points[points.len() - 3..]).collect()
+    };
+    let mut parts: Vec<String> =
+        shown.iter().map(|(s, v)| format!("{s}:{}", crate::report::fmt_num(*v))).collect();
+    if points.len() > 6 {
+        parts.insert(3, "...".into());
+    }
+    let (first, last) = (points[0].1, points[points.len() - 1].1);
+    let change = if first > 0.0 {
+        format!(" (x{} first to last)", crate::report::fmt_num(last / first))
+    } else {
+        String::new()
+    };
+    format!("gradient L2 by step: {}{change}", parts.join(" "))
+}
+
+/// The weight after update `u`: its optimizer op's output, else the weight before the parameter's next
+/// update (steps skipped between them change nothing).
+fn after(u: &Update, all: &[&Update]) -> Option<TensorId> {
+    u.after.or_else(|| {
+        all.iter()
+            .filter(|v| v.rank == u.rank && v.param == u.param && v.step > u.step)
+            .min_by_key(|v| v.step)
+            .map(|v| v.before)
+    })
+}
+
+/// The conditions on one update: weight not changed, change too large or small, weight and gradient size,
+/// gradient overflow and vanishing.
+pub(super) fn update(
+    ctx: &Ctx<'_>,
+    conditions: &[Condition],
+    u: &Update,
+    all: &[&Update],
+    trends: &HashMap<(u32, String), String>,
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    let after = after(u, all);
+    let hash = |t: TensorId| ctx.index.tensors[t].hash;
+    let equal = after.and_then(|a| Some(hash(u.before)? == hash(a)?));
+    if let (Some(c), Some(a)) = (get(conditions, "weight_not_changed"), after) {
+        let (rtol, atol) = (c.get("rtol").unwrap_or(0.0), c.get("atol").unwrap_or(0.0));
+        let exact_test = rtol == 0.0 && atol == 0.0;
+        let threshold = format!("rtol {rtol:e} atol {atol:e}");
+        let zero = Measure::exact(0.0);
+        events.push(match equal {
+            Some(true) => ctx.hit(c.name, Some(a), Some(u.op), "change", zero, threshold, measure::Evidence::ContentHash),
+            Some(false) if exact_test => Event::Decided(c.name),
+            _ => match ctx.values(u.before).zip(ctx.values(a)) {
+                Some((b, v)) => match measure::unchanged_within(&b, &v, rtol, atol) {
+                    Some(true) => ctx.hit(c.name, Some(a), Some(u.op), "change", zero, threshold, measure::Evidence::Tensor),
+                    _ => Event::Decided(c.name),
+                },
+                None => ctx.cant_tell(
+                    c.name,
+                    Some(a),
+                    Some(u.op),
+                    None,
+                    "the bytes changed (or have no hash); whether every element stays within rtol/atol needs both",
+                    TENSORS,
+                ),
+            },
+        });
+    }
+    for (name, param, gt) in [
+        ("weight_change_too_large", "abs_mean_update_ratio_gt", true),
+        ("weight_change_too_small", "abs_mean_update_ratio_lt", false),
+    ] {
+        let (Some(c), Some(a)) = (get(conditions, name), after) else { continue };
+        let (Some(threshold), Some(kb), Some(ka)) = (c.get(param), ctx.finite(u.before), ctx.finite(a))
+        else {
+            continue;
+        };
+        let eps = c.get("epsilon").unwrap_or(1e-9);
+        let Some((mut m, mut evidence)) = measure::update_ratio(kb, ka, equal == Some(true), eps) else {
+            continue;
+        };
+        let test = |m: Measure| if gt { above(m, threshold) } else { below(m, threshold) };
+        if test(m) == Verdict::CantTell {
+            if let Some(r) = ctx
+                .values(u.before)
+                .zip(ctx.values(a))
+                .and_then(|(b, v)| measure::update_ratio_of(&b, &v, eps))
+            {
+                (m, evidence) = (Measure::exact(r), measure::Evidence::Tensor);
+            }
+        }
+        let th = format!("{param} {threshold:e}");
+        events.push(match test(m) {
+            Verdict::Hit => ctx.hit(name, Some(a), Some(u.op), "update_ratio", m, th, evidence),
+            Verdict::NotHit => Event::Decided(name),
+            Verdict::CantTell => ctx.cant_tell(
+                name,
+                Some(a),
+                Some(u.op),
+                Some(m),
+                "the statistics of the two weights bound the update ratio, not enough to decide",
+                TENSORS,
+            ),
+        });
+    }
+    for (name, params) in [("weight_too_large", GT), ("weight_too_small", LT)] {
+        if let Some(c) = get(conditions, name) {
+            events.extend(thresholds(ctx, c, params, u.before, None));
+        }
+    }
+    let Some(g) = u.gradient else { return events };
+    let trend = trends.get(&(u.rank, u.param.clone()));
+    if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), ctx.known.get(&g)) {
+        let a = Anomaly::of(&k.stats, true);
+        events.push(if a.nan + a.inf > 0 {
+            let n = Measure::exact((a.nan + a.inf) as f64);
+            let hit = ctx.hit(c.name, Some(g), Some(u.op), "nan_inf", n, "> 0".into(), k.evidence());
+            with_detail(hit, Some(format!("{}; {}", a.describe(), trend.map_or("", |s| s.as_str()))))
+        } else {
+            Event::Decided(c.name)
+        });
+    }
+    for (name, params) in [("gradient_vanishing", LT), ("gradient_too_large", GT)] {
+        if let Some(c) = get(conditions, name) {
+            events.extend(thresholds(ctx, c, params, g, trend));
+        }
+    }
+    events
+}
+
+/// weight_initialization: each weight before its parameter's first update, when the capture starts at step
+/// 0 (steps skipped before that update change nothing, so it is the initial weight).
+pub(super) fn initialization(ctx: &Ctx<'_>, conditions: &[Condition], updates: &[&Update]) -> Vec<Event> {
+    let Some(c) = get(conditions, "weight_initialization") else { return Vec::new() };
+    let mut first_step: HashMap<u32, u64> = HashMap::new();
+    for op in &ctx.index.ops {
+        let s = first_step.entry(op.rank).or_insert(op.step);
+        *s = (*s).min(op.step);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut events = Vec::new();
+    for u in updates {
+        if !seen.insert((u.rank, u.param.clone())) {
+            continue;
+        }
+        let start = first_step.get(&u.rank).copied().unwrap_or(0);
+        if start > 0 {
+            let reason =
+                format!("the capture starts at step {start}: its first weights need not be the initial ones");
+            events.push(ctx.cant_tell(
+                c.name,
+                Some(u.before),
+                Some(u.op),
+                None,
+                &reason,
+                "a capture from step 0",
+            ));
+            continue;
+        }
+        let Some(k) = ctx.finite(u.before) else { continue };
+        let matrix = ctx.index.tensors[u.before].shape.iter().filter(|&&d| d > 1).count() >= 2;
+        let mut params: Vec<&str> = vec!["max_gt", "min_lt"];
+        if matrix {
+            params.extend(["abs_mean_gt", "abs_mean_lt"]);
+        }
+        let mut these = thresholds(ctx, c, &params, u.before, None);
+        if let (true, Some(ge)) = (matrix, c.get("zero_percentage_ge")) {
+            match k.zero_percentage() {
+                Some(p) if p >= ge => {
+                    let th = format!("zero_percentage_ge {ge}");
+                    these.push(ctx.hit(
+                        c.name,
+                        Some(u.before),
+                        Some(u.op),
+                        "zero_percentage",
+                        Measure::exact(p),
+                        th,
+                        k.evidence(),
+                    ));
+                }
+                Some(_) => {}
+                None => these.push(ctx.cant_tell(
+                    c.name,
+                    Some(u.before),
+                    Some(u.op),
+                    None,
+                    "the statistics do not count zeros",
+                    ZEROS,
+                )),
+            }
+        }
+        // One answer per weight: its hits, else its "can't tell", else decided.
+        let hits: Vec<Event> = these.iter().filter(|e| matches!(e, Event::Hit(_))).cloned().collect();
+        if !hits.is_empty() {
+            events.extend(hits);
+        } else if let Some(e) = these.iter().find(|e| matches!(e, Event::CantTell { .. })) {
+            events.push(e.clone());
+        } else {
+            events.push(Event::Decided(c.name));
+        }
+    }
+    events
+}
