@@ -199,7 +199,8 @@ pub(super) fn thresholds(
             }
         }
         if test(m) == Verdict::Hit {
-            let hit = ctx.hit(c.name, Some(t), None, measure, m, format!("{param} {threshold:e}"), evidence);
+            let hit =
+                ctx.hit(c.name, Some(t), None, measure, m, measure::test_text(param, threshold), evidence);
             events.push(with_detail(hit, detail.cloned()));
         }
     }
@@ -277,7 +278,7 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
             let spread = Measure::exact(k.stats.max - k.stats.min);
             let v = if gt { above(spread, threshold) } else { below(spread, threshold) };
             if v == Verdict::Hit {
-                let th = format!("{param} {threshold:e}");
+                let th = measure::test_text(param, threshold);
                 events.push(ctx.hit(c.name, Some(t), None, "max_min", spread, th, k.evidence()));
             }
         }

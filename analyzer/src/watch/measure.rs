@@ -74,6 +74,17 @@ pub enum Verdict {
     CantTell,
 }
 
+/// A hit's test as findings spell it, `abs_mean_gt 1` or `abs_mean_lt 1e-9`: plain decimals where they
+/// read well, exponents for very small or large thresholds.
+pub fn test_text(param: &str, threshold: f64) -> String {
+    let a = threshold.abs();
+    if a == 0.0 || (1e-3..1e6).contains(&a) {
+        format!("{param} {threshold}")
+    } else {
+        format!("{param} {threshold:e}")
+    }
+}
+
 /// `m > threshold`, as far as `m` tells.
 pub fn above(m: Measure, threshold: f64) -> Verdict {
     if m.at_least > threshold {
@@ -270,6 +281,15 @@ mod tests {
             h.finish()
         });
         Known { stats, counts_exact: true, histogram, dtype, from_values: false }
+    }
+
+    #[test]
+    fn tests_read_as_plain_decimals_unless_tiny_or_huge() {
+        assert_eq!(test_text("abs_mean_gt", 1.0), "abs_mean_gt 1");
+        assert_eq!(test_text("range_percentage_gt", 99.9), "range_percentage_gt 99.9");
+        assert_eq!(test_text("rtol", 0.0), "rtol 0");
+        assert_eq!(test_text("abs_mean_lt", 1e-9), "abs_mean_lt 1e-9");
+        assert_eq!(test_text("max_gt", 1e7), "max_gt 1e7");
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub(super) fn update(
     if let (Some(c), Some(a)) = (get(conditions, "weight_not_changed"), after) {
         let (rtol, atol) = (c.get("rtol").unwrap_or(0.0), c.get("atol").unwrap_or(0.0));
         let exact_test = rtol == 0.0 && atol == 0.0;
-        let threshold = format!("rtol {rtol:e} atol {atol:e}");
+        let threshold = format!("{} {}", measure::test_text("rtol", rtol), measure::test_text("atol", atol));
         let zero = Measure::exact(0.0);
         events.push(match equal {
             Some(true) => ctx.hit(c.name, Some(a), Some(u.op), "change", zero, threshold, measure::Evidence::ContentHash),
@@ -128,7 +128,7 @@ pub(super) fn update(
                 (m, evidence) = (Measure::exact(r), measure::Evidence::Tensor);
             }
         }
-        let th = format!("{param} {threshold:e}");
+        let th = measure::test_text(param, threshold);
         events.push(match test(m) {
             Verdict::Hit => ctx.hit(name, Some(a), Some(u.op), "update_ratio", m, th, evidence),
             Verdict::NotHit => Event::Decided(name),
