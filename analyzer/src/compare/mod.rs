@@ -13,7 +13,7 @@ mod row;
 use crate::api_matching::{is_api_level, with_output_stats, ApiCall};
 use crate::comparable::{different_model, ranks_on_one_side, swapped_sides};
 use crate::filter::Filter;
-use crate::index::{Index, Io, TensorId};
+use crate::index::{Index, Io, TensorId, TensorInfo};
 use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions};
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
@@ -26,7 +26,7 @@ use accutrace_formats::tensor::element_count;
 use anyhow::Result;
 pub use msprobe_table::MsprobeRow;
 use rayon::prelude::*;
-pub use row::CompareRow;
+pub use row::{CompareRow, Measured};
 use std::collections::{HashMap, HashSet};
 
 /// An op that fails, with the reason its inputs are or are not clean.
@@ -161,6 +161,18 @@ impl Comparison<'_> {
         }
     }
 
+    /// Matched pairs of which nothing was measured: a side holds no tensor data and the content hashes do
+    /// not show them identical ([`Measured::Nothing`]). Never passes; the comparison's input problems say
+    /// how many and what to do.
+    pub fn unmeasured_pairs(&self) -> usize {
+        self.rows.iter().filter(|r| r.unmeasured()).count()
+    }
+
+    /// The input problem [`Comparison::unmeasured_pairs`] make (also in `problems`), with what to do.
+    pub fn unmeasured_problem(&self) -> Option<InputProblem> {
+        unmeasured_problem(&self.rows, self.target.index(), self.bench.index())
+    }
+
     /// Findings when some op fails.
     pub fn outcome(&self) -> Outcome {
         if self.failing_ops.is_empty() {
@@ -221,14 +233,23 @@ pub fn compare<'a>(
     progress.finish();
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
     // tensors: the table does it, and the compared rows take their verdicts from it.
-    let msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
-    for entry in &msprobe_table {
+    let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
+    for entry in &mut msprobe_table {
         if let Some(i) = entry.compared {
+            // msprobe's Result never says pass about values nobody compared.
+            if rows[i].unmeasured() {
+                entry
+                    .verdict
+                    .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
+            }
             rows[i].result = entry.verdict.level;
             rows[i].messages = entry.verdict.messages.clone();
         }
     }
     let mut problems = InputProblems::of_sources(&[target, bench]);
+    if let Some(p) = unmeasured_problem(&rows, ti, bi) {
+        problems.push(p);
+    }
     let mut unread = vec![false; ti.tensors.len()];
     for row in rows.iter().filter(|r| r.error.is_some()) {
         unread[row.target] = true;
@@ -338,6 +359,7 @@ fn compare_pair(
         failed: false,
         reason: None,
         error: None,
+        measured: Measured::Values,
     };
     let mut hash = None;
     // Element counts, checked: a shape whose product overflows 64 bits describes no tensor that exists,
@@ -378,10 +400,51 @@ fn compare_pair(
             Err(err) => row.error = Some(format!("{err:#}")),
         }
         BUFFERS.with(|c| c.replace((n, bv)));
+    } else if same_stored_content(ti, bi) {
+        row.measured = Measured::EqualHashes;
+    } else {
+        row.measured = Measured::Nothing;
     }
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, options);
     (row, hash)
+}
+
+/// Whether both sides store one content hash for one dtype, shape and device layout: the same bytes read
+/// the same way, so identical values without decoding either. Only hashes a source stores count (a
+/// capture's, over the bytes as dumped): a hash another source computes may cover other bytes (an msprobe
+/// dump hashes its decoded values).
+fn same_stored_content(t: &TensorInfo, b: &TensorInfo) -> bool {
+    t.hash.is_some()
+        && t.hash == b.hash
+        && t.dtype == b.dtype
+        && t.shape == b.shape
+        && t.device_format == b.device_format
+        && t.device_shape == b.device_shape
+}
+
+/// The input problem of pairs nothing was measured for (a side holds no tensor data), with what to do.
+fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) -> Option<InputProblem> {
+    let unmeasured: Vec<&CompareRow> = rows.iter().filter(|r| r.unmeasured()).collect();
+    let first = unmeasured.first()?;
+    let without =
+        |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
+    let target_side = unmeasured.iter().filter(|r| !ti.tensors[r.target].has_data).count();
+    let bench_side = unmeasured.iter().filter(|r| r.bench.is_some_and(|b| !bi.tensors[b].has_data)).count();
+    let sides: Vec<String> =
+        [without("target", target_side), without("benchmark", bench_side)].into_iter().flatten().collect();
+    let bench_label = first.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+    Some(InputProblem::incomplete(format!(
+        "{} of {} matched tensor pairs were not measured: no tensor data {} (a statistics-mode capture keeps \
+         statistics and content hashes only; pairs whose hashes are equal count as identical); \
+         first: {}{bench_label}. Record with --mode tensor (`analyzer record --mode tensor`, or \
+         ACCUTRACE_MODE=tensor for the collector) to compare values; two runs of one configuration compare \
+         by content hash with `analyzer diff`",
+        unmeasured.len(),
+        rows.len(),
+        sides.join(", "),
+        ti.tensor_label(first.target),
+    )))
 }
 
 /// accutrace's precision verdict for one row.
@@ -402,9 +465,10 @@ fn judge(row: &mut CompareRow, options: &CompareOptions) {
         }
         _ => None,
     };
-    // A pair that could not be read is not judged: its metrics are empty, not bad.
-    row.failed = reason.is_some() && row.error.is_none();
-    row.reason = if row.error.is_none() { reason } else { None };
+    // A pair that could not be read, or of which nothing was measured, is not judged: its metrics are
+    // empty, not bad (and not good either).
+    row.failed = reason.is_some() && row.judged();
+    row.reason = if row.judged() { reason } else { None };
 }
 
 /// The target tensors whose content hash [`find_culprit`] can look at: every op's outputs (candidate
@@ -436,9 +500,9 @@ fn find_culprit(
     hashes: &[Option<u64>],
 ) -> (Vec<FailingOp>, Option<usize>) {
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
-    // A pair that could not be read was not compared: it neither fails nor clears anything (its producer
-    // decides for an input).
-    let read_row = |t: &TensorId| row_of.get(t).copied().filter(|&r| rows[r].error.is_none());
+    // A pair that could not be read, or of which nothing was measured, was not compared: it neither fails
+    // nor clears anything (its producer decides for an input).
+    let read_row = |t: &TensorId| row_of.get(t).copied().filter(|&r| rows[r].judged());
     let output_rows = |o: usize| index.ops[o].outputs.iter().filter_map(read_row);
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).any(|r| rows[r].failed)).collect();
     let op_compared: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).next().is_some()).collect();
@@ -524,12 +588,13 @@ pub fn rows_of_op(comparison: &Comparison<'_>, op: usize, io: Option<Io>) -> Vec
 }
 
 /// Fused kernels (target ops matched to the bench through `original_op` names) and whether each fails:
-/// against an unfused run this answers "does the problem go away without fusion?".
+/// against an unfused run this answers "does the problem go away without fusion?". Only judged pairs
+/// count: a kernel none of whose outputs was read and measured is not listed (it neither agrees nor not).
 pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
     let index = c.target.index();
     let mut kernels: Vec<(usize, bool)> = Vec::new();
     for row in &c.rows {
-        if row.how != Some(MatchKind::Provenance) {
+        if row.how != Some(MatchKind::Provenance) || !row.judged() {
             continue;
         }
         let op = index.tensors[row.target].op;
@@ -601,6 +666,7 @@ mod culprit_tests {
                 failed: fails.contains(&op.name.as_str()),
                 reason: None,
                 error: None,
+                measured: Measured::Values,
             })
             .collect()
     }
@@ -637,5 +703,41 @@ mod culprit_tests {
             .as_deref()
             .unwrap_or_default()
             .contains("the ops before it in its step pass"));
+    }
+
+    #[test]
+    fn a_pair_nothing_was_measured_for_clears_nothing() {
+        let (index, hashes) = step(&[("embed", &[1, 2], 10), ("mm", &[10, 3], 11), ("act", &[11], 12)]);
+        let mut rows = rows(&index, &["embed", "mm", "act"], &["mm", "act"]);
+        // embed's output passes only when measured: without data it is no evidence for mm's input.
+        rows[0].measured = Measured::Nothing;
+        assert!(!rows[0].passed() && rows[0].unmeasured());
+        let (culprit, unverified) = verdict(&index, &rows, &hashes);
+        assert_eq!((culprit, unverified), (None, vec![true, false]));
+        rows[0].measured = Measured::EqualHashes;
+        let (culprit, _) = verdict(&index, &rows, &hashes);
+        assert_eq!(culprit.as_deref(), Some("mm"));
+    }
+
+    #[test]
+    fn equal_stored_hashes_count_only_for_the_same_bytes_read_the_same_way() {
+        let (index, _) = step(&[("a", &[], 1)]);
+        let stored = TensorInfo { hash: Some(7), has_data: false, ..index.tensors[0].clone() };
+        assert!(same_stored_content(&stored, &stored.clone()));
+        let differing = [
+            TensorInfo { hash: Some(8), ..stored.clone() },
+            TensorInfo { hash: None, ..stored.clone() },
+            TensorInfo { dtype: DType::FLOAT16, ..stored.clone() },
+            TensorInfo { shape: vec![2, 2], ..stored.clone() },
+            TensorInfo { device_format: Some("NC1HWC0".into()), ..stored.clone() },
+        ];
+        for other in &differing {
+            assert!(
+                !same_stored_content(&stored, other) && !same_stored_content(other, &stored),
+                "{other:?}"
+            );
+        }
+        let neither = TensorInfo { hash: None, ..stored.clone() };
+        assert!(!same_stored_content(&neither, &neither.clone()));
     }
 }

@@ -7,6 +7,31 @@ use crate::metrics::verdict::Level;
 use crate::metrics::{MsaccucmpMetrics, MsprobeMetrics};
 use accutrace_formats::stats::TensorStats;
 
+/// What a pair's verdict rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measured {
+    /// The values of both sides were read and measured, or their element counts differ (a failure that
+    /// needs no values).
+    Values,
+    /// Neither side's values were read, but both sides store the same content hash for the same dtype, shape
+    /// and device layout: the tensors are identical bit for bit. A pass, without metrics.
+    EqualHashes,
+    /// A side holds no tensor data (a statistics-mode capture) and no content hash shows the pair identical:
+    /// nothing was measured. Neither a pass nor a failure; an input problem of the comparison.
+    Nothing,
+}
+
+impl Measured {
+    /// The words the CSV's `Reason` and the JSON's `measured` use.
+    pub fn text(self) -> &'static str {
+        match self {
+            Measured::Values => "values",
+            Measured::EqualHashes => "equal content hashes (identical, not decoded)",
+            Measured::Nothing => "not measured: a side holds no tensor data",
+        }
+    }
+}
+
 /// One compared tensor pair (or an unmatched target tensor).
 #[derive(Clone, Debug)]
 pub struct CompareRow {
@@ -28,11 +53,23 @@ pub struct CompareRow {
     /// Why a side could not be read: the pair is not judged (neither pass nor fail) and is an input
     /// problem of the comparison.
     pub error: Option<String>,
+    /// What the verdict rests on; [`Measured::Nothing`] leaves the pair unjudged.
+    pub measured: Measured,
 }
 
 impl CompareRow {
+    /// Read and measured (or shown identical by content hash): its verdict counts.
+    pub fn judged(&self) -> bool {
+        self.error.is_none() && self.measured != Measured::Nothing
+    }
+
     /// Judged and not failed.
     pub fn passed(&self) -> bool {
-        !self.failed && self.error.is_none()
+        !self.failed && self.judged()
+    }
+
+    /// Matched, readable, but nothing measured: a side holds no tensor data.
+    pub fn unmeasured(&self) -> bool {
+        self.error.is_none() && self.measured == Measured::Nothing
     }
 }

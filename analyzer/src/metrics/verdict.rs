@@ -71,7 +71,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn set(&mut self, level: Level, msg: &str) {
+    /// Raises the level to `level` (a row keeps its worst) and appends the message.
+    pub fn set(&mut self, level: Level, msg: &str) {
         self.level = self.level.max(level);
         self.messages.push(format!("{level}: {msg}"));
     }

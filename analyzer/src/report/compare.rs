@@ -3,7 +3,7 @@
 
 use super::{fmt_num, paint, write_json, Destination, Output};
 use crate::compare::msprobe_table::bool_text;
-use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison};
+use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured};
 use crate::index::Io;
 use crate::metrics::{Cell, MsaccucmpMetrics};
 use accutrace_formats::msprobe::py_float_repr;
@@ -62,10 +62,16 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
     let failed = c.rows.iter().filter(|r| r.failed).count();
     let unread = c.rows.iter().filter(|r| r.error.is_some()).count();
     let unread_text = if unread > 0 { format!(", {unread} could not be read") } else { String::new() };
+    let unmeasured = c.unmeasured_pairs();
+    let unmeasured_text = match unmeasured {
+        0 => String::new(),
+        n => format!(", {n} not measured (no tensor data on a side)"),
+    };
     writeln!(
         out,
-        "compared {compared} tensor pairs: {} pass, {failed} fail{unread_text}; {} target and {} bench tensors unmatched",
-        compared - failed - unread,
+        "compared {compared} tensor pairs: {} pass, {failed} fail{unread_text}{unmeasured_text}; {} target and {} bench \
+         tensors unmatched",
+        c.rows.iter().filter(|r| r.passed()).count(),
         c.unmatched_target.len(),
         c.unmatched_bench.len()
     )?;
@@ -113,6 +119,11 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
             )?;
         }
         // Never a pass about what was not seen: the input problems above say what is missing.
+        None if !c.rows.iter().any(|r| r.judged()) => writeln!(
+            out,
+            "{}: no matched pair was read and measured; the input problems above say why and what to do",
+            paint("NOT MEASURED", "1;33", colour)
+        )?,
         None if !c.problems.is_empty() => writeln!(
             out,
             "{}: every tensor that could be compared passes, but the input problems above leave the answer open",
@@ -287,10 +298,11 @@ fn table_header(out: &mut impl Write) -> Result<()> {
 
 fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour: bool) -> Result<()> {
     let m = &row.msprobe;
-    let status = match (row.failed, &row.error) {
-        (_, Some(_)) => paint("UNREAD", "33", colour),
-        (true, None) => paint("FAIL", "31", colour),
-        (false, None) => paint("ok", "32", colour),
+    let status = match status_word(row) {
+        "unreadable" => paint("UNREAD", "33", colour),
+        "unmeasured" => paint("NO DATA", "33", colour),
+        "fail" => paint("FAIL", "31", colour),
+        _ => paint("ok", "32", colour),
     };
     writeln!(
         out,
@@ -397,19 +409,36 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.push(op.op_type.clone());
         record.push(row.how.map(|h| format!("{h:?}").to_lowercase()).unwrap_or_default());
         record.push(status_word(row).into());
-        record.push(row.reason.clone().or_else(|| row.error.clone()).unwrap_or_default());
+        record.push(reason_text(row));
         w.write_record(&record)?;
     }
     w.flush()?;
     Ok(())
 }
 
-/// The CSV's and JSON's Status: `pass`, `fail`, or `unreadable` (not judged).
+/// The CSV's and JSON's Status: `pass`, `fail`, or, not judged, `unreadable` (a side could not be read) or
+/// `unmeasured` (a side holds no tensor data).
 fn status_word(row: &CompareRow) -> &'static str {
     match (row.failed, &row.error) {
         (_, Some(_)) => "unreadable",
+        _ if row.unmeasured() => "unmeasured",
         (true, None) => "fail",
         (false, None) => "pass",
+    }
+}
+
+/// The CSV's Reason: why it fails, why it could not be read, or what a verdict without metrics rests on.
+fn reason_text(row: &CompareRow) -> String {
+    let without_values = (row.measured != Measured::Values).then(|| row.measured.text().to_string());
+    row.reason.clone().or_else(|| row.error.clone()).or(without_values).unwrap_or_default()
+}
+
+/// The JSON's `measured`: what the verdict rests on.
+fn measured_word(m: Measured) -> &'static str {
+    match m {
+        Measured::Values => "values",
+        Measured::EqualHashes => "equal_hashes",
+        Measured::Nothing => "nothing",
     }
 }
 
@@ -449,7 +478,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
                 })),
                 "target_stats": row.target_stats, "bench_stats": row.bench_stats,
                 "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
-                "messages": row.messages, "status": status_word(row),
+                "messages": row.messages, "status": status_word(row), "measured": measured_word(row.measured),
                 "reason": row.reason, "error": row.error,
             })
         })

@@ -350,3 +350,62 @@ fn inspect_shows_the_collectors_drop_counters() {
     assert!(stdout.contains("dropped_queue_full"), "the drop counters are shown:\n{stdout}");
     assert!(stdout.contains("drops: dropped_queue_full"), "per stream too:\n{stdout}");
 }
+
+/// A statistics-mode capture (the collector's and `record`'s default) holds no tensor data: against a
+/// benchmark its pairs are not measured, never passed, even with a fault the values would show. Pairs whose
+/// content hashes agree are identical (the capture against itself passes). The report page says the same.
+#[test]
+fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
+    let dir = scratch();
+    let faulty = r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#;
+    let run = capture(dir.path(), "stats", faulty, 1, &[]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", faulty), 1, &bench);
+    let (run, bench) = (path_str(&run), path_str(&bench));
+
+    let (code, stdout, stderr) = analyzer(&["compare", run, bench]);
+    assert_eq!(code, 2, "values that were not compared are no answer:\n{stdout}\n{stderr}");
+    assert_leads(&stdout, "compare of a statistics capture");
+    assert!(stdout.contains("not measured") && stdout.contains("--mode tensor"), "what to do:\n{stdout}");
+    assert!(stdout.contains("NOT MEASURED: no matched pair was read and measured"), "{stdout}");
+    // Accepted: the answer's own status, still no pass.
+    let (code, stdout, _) = analyzer(&["compare", run, bench, "--allow-incomplete", "--all"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(!stdout.contains("PASS") && stdout.contains("NO DATA"), "{stdout}");
+
+    let (code, json) = analyzer_json(&["compare", run, bench]);
+    assert_eq!(code, 2);
+    let rows = json["rows"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["status"] == "unmeasured" && r["measured"] == "nothing"), "{json:#}");
+    let problems = json["input_problems"].as_array().unwrap();
+    assert!(problems.iter().any(|p| p["kind"] == "incomplete"
+        && p["message"].as_str().unwrap().starts_with(&format!("{} of {} matched", rows.len(), rows.len()))));
+
+    let (code, csv, stderr) = analyzer(&["compare", run, bench, "--format", "csv"]);
+    assert_eq!(code, 2);
+    assert!(stderr.starts_with("INCOMPLETE INPUT"), "the problem leads on stderr:\n{stderr}");
+    let body: Vec<&str> = csv.lines().skip(1).collect();
+    assert!(!body.is_empty() && body.iter().all(|l| l.contains(",unmeasured,not measured")), "{csv}");
+
+    let (code, msprobe, stderr) = analyzer(&["compare", run, bench, "--format", "msprobe-csv"]);
+    assert_eq!(code, 2, "{stderr}");
+    let measured_rows: Vec<&str> = msprobe.lines().filter(|l| l.contains("Not measured")).collect();
+    assert_eq!(measured_rows.len(), rows.len(), "{msprobe}");
+    assert!(measured_rows.iter().all(|l| !l.contains(",pass,")), "msprobe's Result says pass:\n{msprobe}");
+
+    // Equal content hashes are a measurement: the capture against itself is identical, bit for bit.
+    let (code, stdout, _) = analyzer(&["compare", run, run]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("PASS: every compared tensor passes") && !stdout.contains("not measured"),
+        "{stdout}"
+    );
+
+    let file = dir.path().join("stats.html");
+    let (code, stdout, _) = analyzer(&["report", run, bench, "-o", path_str(&file)]);
+    assert_eq!(code, 2, "{stdout}");
+    let html = report_page(&file);
+    assert!(html.contains("<b>NOT MEASURED</b>") && html.contains("record with <code>--mode tensor</code>"));
+    assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
+}

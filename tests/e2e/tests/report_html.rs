@@ -177,25 +177,6 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
 }
 
 #[test]
-fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
-    let dir = scratch();
-    let json = r#"{"fusion": true, "faults": {"imprecise_fused_kernel": true}}"#;
-    let model = model_file(dir.path(), "npu.json", json);
-    let run = dir.path().join("stats");
-    record(&run, &model, 1, &[], &[]);
-    let bench = dir.path().join("bench");
-    sim_bench(&model, 1, &bench);
-    let file = dir.path().join("stats.html");
-    let (code, stderr) = report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
-    assert_eq!(code, 2, "values that were not compared are no answer\n{stderr}");
-    let html = report_page(&file);
-    assert!(
-        html.contains("<b>NOT MEASURED</b>") && html.contains("were not compared; record with --mode tensor")
-    );
-    assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
-}
-
-#[test]
 fn an_eager_run_plots_the_loss_and_scale_its_scaler_multiplies() {
     // Eager kernels are named by type: no op is named like a loss or a loss scale, so both come from the
     // scaler's Mul (the loss times a power of two).

@@ -63,6 +63,10 @@ pub enum Command {
     /// (msprobe's dump of the PyTorch run: Functional.linear.0.forward) is aligned by execution order,
     /// shapes and statistics; the report then names the first diverging API and its kernels.
     ///
+    /// Values are compared, so both sides need tensor data: record with `--mode tensor`. Pairs from a
+    /// statistics-mode capture (the default mode) are NOT MEASURED, never a pass (exit 2), unless both
+    /// sides store the same content hash (identical bit for bit).
+    ///
     /// Examples:
     ///   analyzer compare runs/npu bench/ --step 0
     ///   analyzer compare runs/npu bench/ --step 0 --format csv -o result.csv

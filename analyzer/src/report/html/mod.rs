@@ -137,7 +137,7 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
     }
     let index = c.target.index();
     let failed = c.rows.iter().filter(|r| r.failed).count();
-    let unmeasured = unmeasured_pairs(c);
+    let unmeasured = c.unmeasured_pairs();
     if unmeasured > 0 {
         page.push_str(&format!(
             "<p class=\"verdict warn\"><b>NOT MEASURED</b>: {unmeasured} of {} matched pairs hold no tensor data on one \
@@ -147,11 +147,12 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
         ));
     }
     page.push_str(&format!(
-        "<p class=\"verdict info\">compare: {} tensor pairs, {} pass, {} fail; {} target and {} benchmark tensors \
-         unmatched (<a href=\"#t-unmatched\">list</a>)</p>",
+        "<p class=\"verdict info\">compare: {} tensor pairs, {} pass, {} fail, {} not judged; {} target and {} \
+         benchmark tensors unmatched (<a href=\"#t-unmatched\">list</a>)</p>",
         c.rows.len(),
-        c.rows.len() - failed,
+        c.rows.iter().filter(|r| r.passed()).count(),
         failed,
+        c.rows.iter().filter(|r| !r.judged()).count(),
         c.unmatched_target.len(),
         c.unmatched_bench.len()
     ));
@@ -200,23 +201,13 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
                 escape(&why)
             ));
         }
-        None if unmeasured == c.rows.len() => {}
+        None if !c.rows.iter().any(|r| r.judged()) => {}
         None if open || unmeasured > 0 => page.push_str(
             "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
              <a href=\"#problems\">input problems</a> leave the answer open</p>",
         ),
         None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
     }
-}
-
-/// Matched pairs that pass only because nothing was measured: one side holds no tensor data.
-pub fn unmeasured_pairs(c: &Comparison<'_>) -> usize {
-    let (ti, bi) = (c.target.index(), c.bench.index());
-    c.rows
-        .iter()
-        .filter(|r| !r.failed && r.error.is_none())
-        .filter(|r| !ti.tensors[r.target].has_data || r.bench.is_none_or(|b| !bi.tensors[b].has_data))
-        .count()
 }
 
 fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {

@@ -110,7 +110,11 @@ fn error_along_order(page: &mut String, c: &Comparison<'_>) {
             if fused { format!(" (fused: {})", originals.join(" + ")) } else { String::new() },
             cos.map_or("n/a".into(), fmt_num),
             rel.map_or("n/a".into(), fmt_num),
-            if fails { ", fails" } else { ", passes" }
+            match (fails, rows.iter().any(|&r| c.rows[r].judged())) {
+                (true, _) => ", fails",
+                (false, true) => ", passes",
+                (false, false) => ", not measured",
+            }
         );
         let slot = markers.entry((column, colour)).or_insert(Marker { x, y, colour, title: title.clone() });
         if y > slot.y {

@@ -119,17 +119,11 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         if let Some(why) = why {
             add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
         }
-        // Pairs without data on a side were not measured: no pass about them, unless diff (one
-        // configuration) answered by content hash.
-        let unmeasured = html::unmeasured_pairs(c);
-        if unmeasured > 0 && !matches!(diffed, Some(Ok(_))) {
-            add(&InputProblem::incomplete(format!(
-                "compare: {unmeasured} of {} matched pairs hold no tensor data on one side (a statistics-mode \
-                 capture) and were not compared; record with --mode tensor",
-                c.rows.len()
-            )));
-        }
     }
+    // Pairs without data on a side were not measured (compare's input problem), unless diff (one
+    // configuration) answered them by content hash: a hash that differs is diff's finding.
+    let answered_by_diff =
+        comparison.as_ref().filter(|_| matches!(diffed, Some(Ok(_)))).and_then(|c| c.unmeasured_problem());
     let diffed_problems = diffed.as_ref().and_then(|d| d.as_ref().ok()).map(|d| &d.input_problems);
     let found = comparison
         .iter()
@@ -138,7 +132,9 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         .chain([&overflowed.input_problems, &target_series.problems])
         .chain(across_ranks.iter().map(|r| &r.input_problems));
     for p in found.chain(bench_series.iter().map(|s| &s.problems)).flat_map(|p| p.items()) {
-        add(p);
+        if answered_by_diff.as_ref() != Some(p) {
+            add(p);
+        }
     }
 
     let findings = Findings {
