@@ -7,7 +7,7 @@ use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, MatchOptions};
 use crate::outcome::Outcome;
-use crate::problems::InputProblems;
+use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
@@ -77,8 +77,9 @@ pub struct CensusRow {
 #[derive(Serialize)]
 pub struct DiffReport {
     /// `identical` (every matched tensor identical, none unmatched), `different` (some tensor differs),
-    /// `unmatched` (none differs, but some tensor is in one run only), or `incomplete` (none of what was
-    /// read differs, but input problems lead the report).
+    /// `unmatched` (none differs, but some tensor is in one run only), `incomplete` (none of what was
+    /// read differs, but input problems lead the report), or `refused` (not one configuration, or no
+    /// tensor in common: nothing was compared; the reason is a REFUSED input problem).
     pub verdict: &'static str,
     pub run1: String,
     pub run2: String,
@@ -97,6 +98,27 @@ pub struct DiffReport {
 }
 
 impl DiffReport {
+    /// The report of runs `diff` refused ([`Refusal`]): nothing compared, the reason leading as a REFUSED
+    /// input problem after what the runs miss (often why).
+    pub fn refused(run1: &dyn Source, run2: &dyn Source, refusal: Refusal) -> DiffReport {
+        let mut input_problems = InputProblems::of_sources(&[run1, run2]);
+        input_problems.push(InputProblem::refused(refusal.0));
+        DiffReport {
+            verdict: "refused",
+            run1: run1.root().display().to_string(),
+            run2: run2.root().display().to_string(),
+            compared_tensors: 0,
+            differing_tensors: 0,
+            decoded_tensors: 0,
+            first_differences: Vec::new(),
+            census: Vec::new(),
+            unmatched_run1: Vec::new(),
+            unmatched_run2: Vec::new(),
+            input_problems,
+            warnings: run1.index().warnings_of("run1").chain(run2.index().warnings_of("run2")).collect(),
+        }
+    }
+
     /// Findings when a tensor differs or is only in one run.
     pub fn outcome(&self) -> Outcome {
         if self.differing_tensors == 0 && self.unmatched_run1.is_empty() && self.unmatched_run2.is_empty() {
@@ -107,6 +129,20 @@ impl DiffReport {
     }
 }
 
+/// Why `diff` will not answer (the runs are not one configuration, or share no tensor): the error
+/// [`diff`] returns then. The command writes it as [`DiffReport::refused`]; the report page says why diff
+/// did not run.
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
 /// Which ops `diff` looks at, and whether it shows progress.
 #[derive(Clone, Debug, Default)]
 pub struct DiffOptions {
@@ -115,7 +151,8 @@ pub struct DiffOptions {
     pub progress: bool,
 }
 
-/// Refuses runs that are not one configuration ([`configuration_differences`]); then matches the two runs
+/// Refuses runs that are not one configuration ([`configuration_differences`]) with a [`Refusal`]; then
+/// matches the two runs
 /// by name, compares every pair (hashes, then values where they differ), and names
 /// the first differing op of each step and rank.
 pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Result<DiffReport> {
@@ -123,18 +160,19 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     // Not one configuration: every difference would be the change, not nondeterminism. Refuse first.
     let differences = configuration_differences(i1, i2, &options.filter);
     if !differences.is_empty() {
-        anyhow::bail!(not_one_configuration(run1, run2, &differences));
+        return Err(Refusal(not_one_configuration(run1, run2, &differences)).into());
     }
     let matching = match_runs(i1, i2, &MatchOptions::default());
     let pairs: Vec<_> =
         matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
 
     if pairs.is_empty() {
-        anyhow::bail!(
+        return Err(Refusal(format!(
             "no tensor of {} matched one of {}: the runs share no op names (check --step/--rank/--op)",
             run1.root().display(),
             run2.root().display()
-        );
+        ))
+        .into());
     }
     let progress = Progress::new("diff", pairs.len() as u64, !options.progress);
     let diffs: Vec<Result<TensorDiff>> = pairs

@@ -41,6 +41,10 @@ impl InputProblem {
     pub fn unreadable(message: impl Into<String>) -> Self {
         InputProblem { kind: ProblemKind::Unreadable, message: message.into() }
     }
+
+    pub fn refused(message: impl Into<String>) -> Self {
+        InputProblem { kind: ProblemKind::Refused, message: message.into() }
+    }
 }
 
 /// Every input problem of one command run, in the order found.

@@ -117,12 +117,15 @@ fn diff_reports_carry_the_verdicts() {
     let (_, rows) = csv_rows(&run(&["diff", "target", "target", "--format", "csv"], &[0]));
     assert!(rows.is_empty(), "{rows:?}");
 
-    // The bf16 run against the fp32 one is not one configuration: refused (exit 2), no verdict.
+    // The bf16 run against the fp32 one is not one configuration: refused (exit 2), no verdict; the
+    // reason is a REFUSED input problem (JSON, and on stderr beside it).
+    let v = json(&run(&["diff", "target", "bench", "--format", "json"], &[2]), "diff");
+    assert_eq!((v["verdict"].as_str(), v["compared_tensors"].as_u64()), (Some("refused"), Some(0)), "{v}");
+    let refusal = &v["input_problems"][0];
+    assert_eq!(refusal["kind"], "refused", "{v}");
+    assert!(refusal["message"].as_str().unwrap().contains("not the same configuration"), "{v}");
     let out = analyzer(&["diff", "target", "bench", "--format", "json"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        out.stdout.is_empty() && String::from_utf8_lossy(&out.stderr).contains("not the same configuration")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("REFUSED: "), "{out:?}");
 
     // One configuration in which GELU's output changed while its input did not.
     let tmp = tempfile::tempdir().unwrap();

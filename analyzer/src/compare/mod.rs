@@ -98,7 +98,9 @@ pub struct Comparison<'a> {
     pub unmatched_bench: Vec<TensorId>,
     /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
     pub msprobe_table: Vec<MsprobeRow>,
-    /// Why the runs cannot be compared (not one model): nothing was measured, and the command refuses.
+    /// Why the runs cannot be compared (not one model): nothing was measured; `problems` holds it as a
+    /// [`ProblemKind::Refused`](crate::problems::ProblemKind::Refused) entry (as it does when no tensor
+    /// matched), so the report leads with it and the exit status is 2.
     pub refused: Option<String>,
     /// What the user should know before reading the answer (target and benchmark look swapped, steps a
     /// source inferred, files it skipped).
@@ -203,6 +205,12 @@ pub fn compare<'a>(
     // What each source said about itself (steps it inferred, files it skipped).
     warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
     if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
+        let mut problems = InputProblems::of_sources(&[target, bench]);
+        problems.push(InputProblem::refused(format!(
+            "{} vs {}: {why}",
+            target.root().display(),
+            bench.root().display()
+        )));
         return Comparison {
             target,
             bench,
@@ -214,7 +222,7 @@ pub fn compare<'a>(
             msprobe_table: Vec::new(),
             refused: Some(why),
             warnings,
-            problems: InputProblems::of_sources(&[target, bench]),
+            problems,
             api_calls: matching.api_calls,
         };
     }
@@ -247,6 +255,17 @@ pub fn compare<'a>(
         }
     }
     let mut problems = InputProblems::of_sources(&[target, bench]);
+    if rows.is_empty() {
+        // Nothing matched: no answer, and no pass.
+        problems.push(InputProblem::refused(format!(
+            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass \
+             --mapping with `target_name,bench_name` lines",
+            target.root().display(),
+            bench.root().display(),
+            ti.tensors.len(),
+            bi.tensors.len()
+        )));
+    }
     if let Some(p) = unmeasured_problem(&rows, ti, bi) {
         problems.push(p);
     }

@@ -57,6 +57,12 @@ fn warnings(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
 
 fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()> {
     warnings(out, c, colour)?;
+    if c.refused.is_some() || c.rows.is_empty() {
+        let what =
+            if c.refused.is_some() { "the inputs cannot be compared" } else { "no tensor pair matched" };
+        writeln!(out, "{}: {what} (REFUSED above)", paint("NOT COMPARED", "1;31", colour))?;
+        return Ok(());
+    }
     let index = c.target.index();
     let compared = c.rows.len();
     let failed = c.rows.iter().filter(|r| r.failed).count();
@@ -507,6 +513,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
         "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
         "input_problems": c.problems,
+        "refused": c.refused,
         "api_calls": c.api_calls.iter().map(|a| json!({
             "api": bi.ops[a.bench_op].name,
             "step": bi.ops[a.bench_op].step,

@@ -23,6 +23,14 @@ pub fn write(r: &DiffReport, format: Format, to: &Destination<'_>) -> Result<()>
 
 fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()> {
     writeln!(out, "diff {} vs {}", r.run1, r.run2)?;
+    if r.verdict == "refused" {
+        writeln!(
+            out,
+            "{}: the runs cannot be diffed (REFUSED above)",
+            paint("NOT COMPARED", "1;31", colour)
+        )?;
+        return Ok(());
+    }
     writeln!(
         out,
         "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",

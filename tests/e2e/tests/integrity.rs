@@ -30,11 +30,12 @@ fn stream_dir(run: &Path) -> PathBuf {
         .unwrap()
 }
 
-/// The report leads with the input problems, then says no all-clear.
+/// The report leads with the input problems (a refusal first: nothing left to compare), then says no
+/// all-clear.
 fn assert_leads(stdout: &str, what: &str) {
     let first = stdout.lines().next().unwrap_or_default();
     assert!(
-        first.starts_with("INCOMPLETE INPUT") || first.starts_with("UNREADABLE INPUT"),
+        ["INCOMPLETE INPUT", "UNREADABLE INPUT", "REFUSED"].iter().any(|kind| first.starts_with(kind)),
         "{what}: the input problems must lead:\n{stdout}"
     );
     assert!(
@@ -63,7 +64,7 @@ fn a_lost_segment_or_stream_file_leads_every_report_and_fails_the_run() {
         for args in [vec!["inspect", r], vec!["compare", r, b], vec!["diff", r, i], vec!["overflow", r]] {
             let (code, stdout, stderr) = analyzer(&args);
             assert_eq!(code, 2, "{lost}: {args:?}\n{stdout}\n{stderr}");
-            // Without stream.json nothing of the stream is left to compare: the error says why.
+            // Without stream.json nothing of the stream is left to compare: REFUSED leads, then what is lost.
             let said = if stdout.is_empty() { &stderr } else { &stdout };
             assert_leads(said, &format!("{lost}: {args:?}"));
             let named = if lost == "stream.json" { "stream.json is missing" } else { "segment 0 is missing" };

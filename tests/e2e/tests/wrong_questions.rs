@@ -20,12 +20,30 @@ fn captured(dir: &Path, tag: &str, model_json: &str, steps: u64, options: &[&str
     run
 }
 
-/// Runs the analyzer expecting a refusal: exit 2, nothing on standard output, the message on stderr.
+/// Runs the analyzer expecting a usage error (a selection that matches nothing): exit 2, nothing on
+/// standard output, the message on stderr.
+fn usage_error(args: &[&str]) -> String {
+    let (code, stdout, stderr) = analyzer(args);
+    assert_eq!(code, 2, "{args:?} is refused:\n{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "no report: {stdout}");
+    stderr
+}
+
+/// Runs the analyzer expecting a refusal: exit 2, the report led by REFUSED (the reason) and no verdict;
+/// JSON says the same. Returns the table report.
 fn refusal(args: &[&str]) -> String {
     let (code, stdout, stderr) = analyzer(args);
     assert_eq!(code, 2, "{args:?} is refused:\n{stdout}\n{stderr}");
-    assert!(!stdout.contains("NONDETERMINISTIC") && !stdout.contains("CULPRIT"), "no verdict: {stdout}");
-    stderr
+    assert!(stdout.starts_with("REFUSED: "), "the refusal leads the report:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("NOT COMPARED"), "{stdout}");
+    assert!(
+        !stdout.contains("NONDETERMINISTIC") && !stdout.contains("CULPRIT") && !stdout.contains("PASS"),
+        "no verdict: {stdout}"
+    );
+    let (code, json) = analyzer_json(args);
+    assert_eq!(code, 2);
+    assert!(json["input_problems"].as_array().unwrap().iter().any(|p| p["kind"] == "refused"), "{json}");
+    stdout
 }
 
 #[test]
@@ -175,11 +193,11 @@ fn selections_that_match_nothing_say_what_there_is() {
     let run = captured(dir.path(), "npu", FUSED, 3, &["--mode", "tensor"]);
     let bench = dir.path().join("bench");
     sim_bench(&model_file(dir.path(), "bench.json", FUSED), 3, &bench);
-    let why = refusal(&["compare", path_str(&run), path_str(&bench), "--step", "5"]);
+    let why = usage_error(&["compare", path_str(&run), path_str(&bench), "--step", "5"]);
     assert!(why.contains(&format!("step 5 is not in {}: its steps are 0-2", run.display())), "{why}");
-    let why = refusal(&["inspect", path_str(&run), "--op", "layer_0/*"]);
+    let why = usage_error(&["inspect", path_str(&run), "--op", "layer_0/*"]);
     assert!(why.contains("matches no op") && why.contains("try '*layer_0/*'"), "{why}");
-    let why = refusal(&["overflow", path_str(&run), "--rank", "3"]);
+    let why = usage_error(&["overflow", path_str(&run), "--rank", "3"]);
     assert!(why.contains("rank 3 is not in") && why.contains("its ranks are 0"), "{why}");
     // The header counts the selection, out of the whole run.
     let (code, stdout, _) = analyzer(&["inspect", path_str(&run), "--step", "1", "--op", "*/Softmax"]);

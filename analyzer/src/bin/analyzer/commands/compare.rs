@@ -27,24 +27,8 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         max_abs_err: args.max_abs_err,
         progress: !args.no_progress,
     };
+    // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
-    if comparison.refused.is_some() || comparison.rows.is_empty() {
-        // Nothing to report on: what the sources miss (often the reason) goes out with the error.
-        comparison.problems.lead(&mut std::io::stderr().lock())?;
-    }
-    if let Some(why) = &comparison.refused {
-        anyhow::bail!("{} vs {}: {why}", args.target.display(), args.bench.display());
-    }
-    if comparison.rows.is_empty() {
-        anyhow::bail!(
-            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass --mapping \
-             with `target_name,bench_name` lines",
-            args.target.display(),
-            args.bench.display(),
-            target.index().tensors.len(),
-            bench.index().tensors.len()
-        );
-    }
     let to = Destination { output: args.output.as_deref(), colour };
     report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;
     Ok(comparison.outcome().or_input_errors(&comparison.problems, args.input.allow_incomplete))

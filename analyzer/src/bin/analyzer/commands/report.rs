@@ -10,7 +10,7 @@ use analyzer::diff::{diff, DiffOptions};
 use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
-use analyzer::problems::{InputProblem, InputProblems, ProblemKind};
+use analyzer::problems::{InputProblem, InputProblems};
 use analyzer::progress::Stages;
 use analyzer::ranks::{analyze, events::RunEvents};
 use analyzer::report::html::{self, Findings};
@@ -102,24 +102,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             problems.push(p.clone());
         }
     };
-    if let Some(c) = &comparison {
-        // A comparison that measured nothing is no pass.
-        let why = match (&c.refused, c.rows.is_empty()) {
-            (Some(why), _) => Some(why.clone()),
-            (None, true) => Some(format!(
-                "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass \
-                 --mapping with `target_name,bench_name` lines",
-                target.root().display(),
-                c.bench.root().display(),
-                target.index().tensors.len(),
-                c.bench.index().tensors.len()
-            )),
-            (None, false) => None,
-        };
-        if let Some(why) = why {
-            add(&InputProblem { kind: ProblemKind::Refused, message: format!("compare: {why}") });
-        }
-    }
+    // compare's refusal (another model, nothing matched) is among its problems, collected below.
     // Pairs without data on a side were not measured (compare's input problem), unless diff (one
     // configuration) answered them by content hash: a hash that differs is diff's finding.
     let answered_by_diff =
