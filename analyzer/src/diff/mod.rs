@@ -11,38 +11,13 @@ use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
-use accutrace_formats::DType;
 use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How two matched tensors differ (all zero when their bytes are equal).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct TensorDiff {
-    pub identical: bool,
-    pub elements: u64,
-    pub differing: u64,
-    pub max_abs_diff: f64,
-    /// Largest distance in units in the last place of the tensor's own dtype.
-    pub max_ulp: u64,
-    /// Whether the element-wise figures were measured (both sides had data). Without data (a
-    /// statistics-mode capture) only the hashes and the statistics are known.
-    pub measured: bool,
-    /// Largest change of min, max, mean or L2 norm, when statistics are known on both sides.
-    pub stats_delta: Option<f64>,
-    pub error: Option<String>,
-}
-
-impl TensorDiff {
-    pub fn share_differing(&self) -> f64 {
-        if self.elements == 0 {
-            0.0
-        } else {
-            self.differing as f64 / self.elements as f64
-        }
-    }
-}
+mod values;
+pub use values::{compare_host_bytes, compare_values, ulp_distance, TensorDiff};
 
 /// The first differing op of one step on one rank.
 #[derive(Clone, Debug, Serialize)]
@@ -265,57 +240,19 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
         // The hashes prove a difference; without data its size is only seen through the statistics.
         return Ok(TensorDiff { elements, stats_delta, ..Default::default() });
     }
+    // The tensors' own bytes where the source gives them and the dtype has a byte kernel (the common
+    // case: no f32 decoding of whole tensors); the values otherwise. Both give the same figures.
+    if ia.dtype == ib.dtype && values::has_bytes_kernel(ia.dtype) {
+        if let (Some(x), Some(y)) = (a.read_host_bytes(ta)?, b.read_host_bytes(tb)?) {
+            if let Some(d) = compare_host_bytes(ia.dtype, &x.bytes, &y.bytes) {
+                return Ok(TensorDiff { stats_delta, ..d });
+            }
+        }
+    }
     let (mut va, mut vb) = (Vec::new(), Vec::new());
     a.read_values(ta, &mut va)?;
     b.read_values(tb, &mut vb)?;
     Ok(TensorDiff { stats_delta, ..compare_values(ia.dtype, &va, &vb) })
-}
-
-/// Element-wise difference of two decodings. NaN equals NaN here: reproducibility is about bits, and a
-/// NaN in both runs at one position is the same result.
-pub fn compare_values(dtype: DType, a: &[f32], b: &[f32]) -> TensorDiff {
-    let mut d = TensorDiff { elements: a.len().max(b.len()) as u64, measured: true, ..Default::default() };
-    if a.len() != b.len() {
-        d.differing = d.elements;
-        d.max_abs_diff = f64::INFINITY;
-        d.max_ulp = u64::MAX;
-        d.error = Some(format!("element counts differ: {} vs {}", a.len(), b.len()));
-        return d;
-    }
-    for (&x, &y) in a.iter().zip(b) {
-        if x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) {
-            continue;
-        }
-        d.differing += 1;
-        let abs = (f64::from(x) - f64::from(y)).abs();
-        d.max_abs_diff = if abs.is_nan() { f64::INFINITY } else { d.max_abs_diff.max(abs) };
-        d.max_ulp = d.max_ulp.max(ulp_distance(dtype, x, y));
-    }
-    d.identical = d.differing == 0;
-    d
-}
-
-/// Distance in units in the last place of `dtype` (fp16, bf16; fp32 otherwise), via the monotonic
-/// integer ordering of IEEE bit patterns. Integers count their plain difference.
-pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
-    fn ordered(bits: u64, sign_bit: u64) -> i128 {
-        if bits & sign_bit != 0 {
-            -((bits & !sign_bit) as i128)
-        } else {
-            bits as i128
-        }
-    }
-    let (bx, by, sign) = match dtype {
-        DType::FLOAT16 => {
-            (half::f16::from_f32(x).to_bits() as u64, half::f16::from_f32(y).to_bits() as u64, 0x8000)
-        }
-        DType::BF16 => {
-            (half::bf16::from_f32(x).to_bits() as u64, half::bf16::from_f32(y).to_bits() as u64, 0x8000)
-        }
-        d if d.is_float() => (x.to_bits() as u64, y.to_bits() as u64, 0x8000_0000),
-        _ => return (f64::from(x) - f64::from(y)).abs().min(u64::MAX as f64) as u64,
-    };
-    (ordered(bx, sign) - ordered(by, sign)).unsigned_abs().min(u64::MAX as u128) as u64
 }
 
 fn first_differences(
@@ -389,26 +326,4 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
     let mut rows: Vec<(u64, CensusRow)> = rows.into_values().collect();
     rows.sort_by_key(|(order, _)| *order);
     rows.into_iter().map(|(_, r)| r).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ulp_counts_in_the_dtype() {
-        let next = half::f16::from_bits(half::f16::from_f32(1.0).to_bits() + 1).to_f32();
-        assert_eq!(ulp_distance(DType::FLOAT16, 1.0, next), 1);
-        assert_eq!(ulp_distance(DType::FLOAT, 1.0, f32::from_bits(1.0f32.to_bits() + 3)), 3);
-        assert_eq!(ulp_distance(DType::FLOAT, -0.0, 0.0), 0);
-        assert_eq!(ulp_distance(DType::FLOAT, f32::from_bits(1), -f32::from_bits(1)), 2);
-    }
-
-    #[test]
-    fn identical_values_are_identical_and_nan_equals_nan() {
-        let d = compare_values(DType::FLOAT, &[1.0, f32::NAN], &[1.0, f32::NAN]);
-        assert!(d.identical);
-        let d = compare_values(DType::FLOAT, &[1.0, 2.0], &[1.0, 2.5]);
-        assert_eq!((d.differing, d.max_abs_diff), (1, 0.5));
-    }
 }

@@ -1,0 +1,267 @@
+//! How two decodings of one tensor differ: the element-wise figures `diff` reports (differing elements,
+//! largest absolute difference, largest distance in ulp), from f32 values or, faster, from the tensors'
+//! own bytes.
+
+use accutrace_formats::tensor::decode_f32_into;
+use accutrace_formats::DType;
+use serde::Serialize;
+
+/// How two matched tensors differ (all zero when their bytes are equal).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TensorDiff {
+    pub identical: bool,
+    pub elements: u64,
+    pub differing: u64,
+    pub max_abs_diff: f64,
+    /// Largest distance in units in the last place of the tensor's own dtype.
+    pub max_ulp: u64,
+    /// Whether the element-wise figures were measured (both sides had data). Without data (a
+    /// statistics-mode capture) only the hashes and the statistics are known.
+    pub measured: bool,
+    /// Largest change of min, max, mean or L2 norm, when statistics are known on both sides.
+    pub stats_delta: Option<f64>,
+    pub error: Option<String>,
+}
+
+impl TensorDiff {
+    pub fn share_differing(&self) -> f64 {
+        if self.elements == 0 {
+            0.0
+        } else {
+            self.differing as f64 / self.elements as f64
+        }
+    }
+}
+
+/// Element-wise difference of two decodings. NaN equals NaN here: reproducibility is about bits, and a
+/// NaN in both runs at one position is the same result.
+pub fn compare_values(dtype: DType, a: &[f32], b: &[f32]) -> TensorDiff {
+    let mut d = TensorDiff { elements: a.len().max(b.len()) as u64, measured: true, ..Default::default() };
+    if a.len() != b.len() {
+        d.differing = d.elements;
+        d.max_abs_diff = f64::INFINITY;
+        d.max_ulp = u64::MAX;
+        d.error = Some(format!("element counts differ: {} vs {}", a.len(), b.len()));
+        return d;
+    }
+    for (&x, &y) in a.iter().zip(b) {
+        if x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) {
+            continue;
+        }
+        d.differing += 1;
+        let abs = (f64::from(x) - f64::from(y)).abs();
+        d.max_abs_diff = if abs.is_nan() { f64::INFINITY } else { d.max_abs_diff.max(abs) };
+        d.max_ulp = d.max_ulp.max(ulp_distance(dtype, x, y));
+    }
+    d.identical = d.differing == 0;
+    d
+}
+
+/// Distance in units in the last place of `dtype` (fp16, bf16; fp32 otherwise), via the monotonic
+/// integer ordering of IEEE bit patterns. Integers count their plain difference.
+pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
+    fn ordered(bits: u64, sign_bit: u64) -> i128 {
+        if bits & sign_bit != 0 {
+            -((bits & !sign_bit) as i128)
+        } else {
+            bits as i128
+        }
+    }
+    let (bx, by, sign) = match dtype {
+        DType::FLOAT16 => {
+            (half::f16::from_f32(x).to_bits() as u64, half::f16::from_f32(y).to_bits() as u64, 0x8000)
+        }
+        DType::BF16 => {
+            (half::bf16::from_f32(x).to_bits() as u64, half::bf16::from_f32(y).to_bits() as u64, 0x8000)
+        }
+        d if d.is_float() => (x.to_bits() as u64, y.to_bits() as u64, 0x8000_0000),
+        _ => return (f64::from(x) - f64::from(y)).abs().min(u64::MAX as f64) as u64,
+    };
+    (ordered(bx, sign) - ordered(by, sign)).unsigned_abs().min(u64::MAX as u128) as u64
+}
+
+/// Elements per block of [`compare_host_bytes`]: two f32 decodings of it stay in L1.
+const BLOCK: usize = 1024;
+
+/// [`compare_values`] of the two decodings, computed from the tensors' own host-layout bytes (fp16, bf16,
+/// fp32; `None` for other dtypes or byte counts that are not whole elements of equal length: use the
+/// values then). Equal blocks are skipped by a byte compare; the others are decoded block by block and,
+/// where neither side holds a NaN, measured in one pass whose distance in ulp comes from the
+/// raw bits (a NaN-holding block takes [`compare_values`]' own loop, so every figure is the same bit for
+/// bit). This is diff's hot loop: nearly every element downstream of a nondeterministic op differs.
+pub fn compare_host_bytes(dtype: DType, a: &[u8], b: &[u8]) -> Option<TensorDiff> {
+    let width = bytes_kernel_width(dtype)?;
+    if a.len() != b.len() || !a.len().is_multiple_of(width) {
+        return None;
+    }
+    let elements = (a.len() / width) as u64;
+    let mut total = TensorDiff { elements, measured: true, ..Default::default() };
+    let (mut fa, mut fb) = ([0f32; BLOCK], [0f32; BLOCK]);
+    for (ca, cb) in a.chunks(BLOCK * width).zip(b.chunks(BLOCK * width)) {
+        if ca == cb {
+            continue;
+        }
+        let n = ca.len() / width;
+        let (xa, xb) = (&mut fa[..n], &mut fb[..n]);
+        decode_f32_into(dtype, ca, xa).ok()?;
+        decode_f32_into(dtype, cb, xb).ok()?;
+        let block = if xa.iter().chain(xb.iter()).any(|v| v.is_nan()) {
+            compare_values(dtype, xa, xb)
+        } else if width == 2 {
+            finite_block(xa, xb, |i| ordered16(ca, cb, i))
+        } else {
+            finite_block(xa, xb, |i| ordered32(xa[i], xb[i]))
+        };
+        total.differing += block.differing;
+        total.max_abs_diff = total.max_abs_diff.max(block.max_abs_diff);
+        total.max_ulp = total.max_ulp.max(block.max_ulp);
+    }
+    total.identical = total.differing == 0;
+    Some(total)
+}
+
+/// Whether [`compare_host_bytes`] measures `dtype`.
+pub fn has_bytes_kernel(dtype: DType) -> bool {
+    bytes_kernel_width(dtype).is_some()
+}
+
+fn bytes_kernel_width(dtype: DType) -> Option<usize> {
+    match dtype {
+        DType::FLOAT16 | DType::BF16 => Some(2),
+        DType::FLOAT => Some(4),
+        _ => None,
+    }
+}
+
+/// Distance in the order of the values of the element `i` of two little-endian 16-bit planes
+/// (sign-magnitude bits mapped onto integers, as [`ulp_distance`] does).
+#[inline(always)]
+fn ordered16(a: &[u8], b: &[u8], i: usize) -> u64 {
+    let at = |s: &[u8]| {
+        let bits = u16::from_le_bytes([s[2 * i], s[2 * i + 1]]);
+        let magnitude = i32::from(bits & 0x7FFF);
+        if bits & 0x8000 != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    u64::from((at(a) - at(b)).unsigned_abs())
+}
+
+/// [`ordered16`] for fp32 values.
+#[inline(always)]
+fn ordered32(x: f32, y: f32) -> u64 {
+    let at = |v: f32| {
+        let bits = v.to_bits();
+        let magnitude = i64::from(bits & 0x7FFF_FFFF);
+        if bits & 0x8000_0000 != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    (at(x) - at(y)).unsigned_abs()
+}
+
+/// [`compare_values`]' figures for one block holding no NaN (no conversion back to the dtype for the ulp).
+#[inline(always)]
+fn finite_block(a: &[f32], b: &[f32], ulp: impl Fn(usize) -> u64) -> TensorDiff {
+    let (mut differing, mut max_abs, mut max_ulp) = (0u64, 0f64, 0u64);
+    for i in 0..a.len() {
+        let (x, y) = (a[i], b[i]);
+        let differs = x.to_bits() != y.to_bits();
+        differing += u64::from(differs);
+        // Infinities of opposite sign give an infinite difference, never NaN (no NaN in the block).
+        let abs = if differs { (f64::from(x) - f64::from(y)).abs() } else { 0.0 };
+        max_abs = if abs > max_abs { abs } else { max_abs };
+        let u = if differs { ulp(i) } else { 0 };
+        max_ulp = max_ulp.max(u);
+    }
+    TensorDiff { differing, max_abs_diff: max_abs, max_ulp, ..Default::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ulp_counts_in_the_dtype() {
+        let next = half::f16::from_bits(half::f16::from_f32(1.0).to_bits() + 1).to_f32();
+        assert_eq!(ulp_distance(DType::FLOAT16, 1.0, next), 1);
+        assert_eq!(ulp_distance(DType::FLOAT, 1.0, f32::from_bits(1.0f32.to_bits() + 3)), 3);
+        assert_eq!(ulp_distance(DType::FLOAT, -0.0, 0.0), 0);
+        assert_eq!(ulp_distance(DType::FLOAT, f32::from_bits(1), -f32::from_bits(1)), 2);
+    }
+
+    #[test]
+    fn identical_values_are_identical_and_nan_equals_nan() {
+        let d = compare_values(DType::FLOAT, &[1.0, f32::NAN], &[1.0, f32::NAN]);
+        assert!(d.identical);
+        let d = compare_values(DType::FLOAT, &[1.0, 2.0], &[1.0, 2.5]);
+        assert_eq!((d.differing, d.max_abs_diff), (1, 0.5));
+    }
+
+    /// Random bit patterns (NaNs, infinities, signed zeros, subnormals included), sparse and dense
+    /// differences, lengths that end inside a block: the byte kernel's figures equal the value path's.
+    #[test]
+    fn host_bytes_kernel_equals_the_value_path() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let specials16: [u16; 8] = [0x7C00, 0xFC00, 0x7E00, 0x7C01, 0x8000, 0x0000, 0x0001, 0x8001];
+        let specials32: [u32; 6] = [0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0x8000_0000, 0, 1];
+        for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT] {
+            let width = if dtype == DType::FLOAT { 4 } else { 2 };
+            for (len, density, specials) in
+                [(1, 1, false), (3000, 1, false), (2500, 5, true), (BLOCK * 3, 97, false), (777, 2, true)]
+            {
+                let mut a = vec![0u8; len * width];
+                a.iter_mut().for_each(|x| *x = next() as u8);
+                if !specials {
+                    // No NaN: keep the exponent below its all-ones pattern.
+                    for e in a.chunks_exact_mut(width) {
+                        e[width - 1] &= 0xBF;
+                    }
+                }
+                let mut b = a.clone();
+                for e in b.chunks_exact_mut(width) {
+                    if next() % density == 0 {
+                        let r = next();
+                        if specials && r % 7 == 0 {
+                            if width == 2 {
+                                e.copy_from_slice(&specials16[(r >> 8) as usize % 8].to_le_bytes());
+                            } else {
+                                e.copy_from_slice(&specials32[(r >> 8) as usize % 6].to_le_bytes());
+                            }
+                        } else {
+                            // Nearby (low mantissa bits) or anywhere.
+                            e[0] ^= (r >> 8) as u8;
+                            if r % 3 == 0 {
+                                e[width - 1] ^= (r >> 16) as u8 & if specials { 0xFF } else { 0x3F };
+                            }
+                        }
+                    }
+                }
+                let decode = |bytes: &[u8]| {
+                    let mut v = vec![0f32; len];
+                    decode_f32_into(dtype, bytes, &mut v).unwrap();
+                    v
+                };
+                let want = compare_values(dtype, &decode(&a), &decode(&b));
+                let got = compare_host_bytes(dtype, &a, &b).unwrap();
+                let figures = |d: &TensorDiff| {
+                    (d.identical, d.elements, d.differing, d.max_abs_diff.to_bits(), d.max_ulp, d.measured)
+                };
+                assert_eq!(figures(&got), figures(&want), "{dtype} len {len} density {density}");
+                assert!(want.differing > 0 || len == 1);
+            }
+        }
+        assert!(compare_host_bytes(DType::INT32, &[0; 4], &[0; 4]).is_none());
+        assert!(compare_host_bytes(DType::FLOAT16, &[0; 4], &[0; 2]).is_none());
+    }
+}
