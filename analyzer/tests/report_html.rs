@@ -211,6 +211,8 @@ fn a_large_run_makes_a_page_under_five_megabytes() {
         diff: Some(Err("not asked".into())),
         overflow: &overflowed,
         ranks: Some(&across_ranks),
+        check: None,
+        watch: None,
         series: &target_series,
         bench_series: None,
         problems: &InputProblems::default(),

@@ -74,7 +74,7 @@ fn write_csv(out: &mut impl Write, r: &WatchReport) -> Result<()> {
 }
 
 /// `step 3 rank 0: model/fc1/weight (optimizer/model/fc1/weight/ApplyAdam.output.0)`.
-fn place(f: &Finding) -> String {
+pub fn place(f: &Finding) -> String {
     let mut s = String::new();
     if let (Some(step), Some(rank)) = (f.step, f.rank) {
         s.push_str(&format!("step {step} rank {rank}: "));

@@ -420,15 +420,25 @@ fn the_report_page_shows_the_first_anomaly_across_ranks_and_its_spread() {
     assert!(map.contains("data-rows=\"rank 0\u{1f}rank 1\u{1f}rank 2\u{1f}rank 3\""), "{map}");
     assert!(map.contains("class=\"outline\""));
     assert!(html.contains("<svg id=\"heat-ranks\""));
+    // One rank selected: nothing to analyse across ranks, and no answer about it.
+    let (code, out, err) =
+        analyzer(&["report", p(&r.bitflip), "--rank", "1", "-o", p(&file), "--no-progress"]);
+    // (1: check's determinism item fails, collectives run without HCCL_DETERMINISTIC.)
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(!report_page(&file).contains("ACROSS RANKS"), "{out}");
 
     // A healthy job: the cross-rank answer is an all-clear, and the page says what it compared.
     let file = dir.path().join("healthy.html");
     let (code, out, err) = analyzer(&["report", p(&r.healthy), "-o", p(&file), "--no-progress"]);
-    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(code, 1, "only check's determinism item: {out}\n{err}");
+    assert!(out.contains("  CHECK FAILS determinism: ") && !out.contains("WATCH"), "{out}");
     let html = report_page(&file);
     assert!(html.contains("<b>NO ANOMALY ACROSS RANKS</b> (4 ranks)"));
     assert!(html.contains("replicas agree ("));
-    assert!(!html.contains("FIRST ANOMALY") && !html.contains("class=\"outline\""));
+    assert!(
+        !html.contains("FIRST ANOMALY")
+            && !svg_element(&html, "heat-rank-events").contains("class=\"outline\"")
+    );
 
     // Against a good run of the same job as the benchmark (one configuration, so diff runs too), the
     // benchmark is the cross-rank analysis's baseline: the rank that read other data is named.

@@ -108,6 +108,15 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     assert!(grad.contains("first overflow: 2"));
     assert!(!html.contains("id=\"heat-ranks\""), "one rank: no rank x step heatmap");
     assert!(svg_element(&html, "heat-nonfinite").contains("data-values=\""));
+    // watch's conditions: the loss overflow leads, and is the outlined first hit of the timeline; conditions
+    // the statistics cannot decide are named so, never shown as passing.
+    assert!(html.contains("<b>WATCH</b>: loss_overflow (1)"), "no watch verdict");
+    let timeline = svg_element(&html, "heat-watch");
+    assert!(timeline.contains("data-rows=\"loss_overflow\u{1f}") && timeline.contains("class=\"outline\""));
+    assert!(timeline.contains(" (can&#39;t tell)") && timeline.contains("data-empty=\"not decided\""));
+    for table in ["t-check", "t-watch", "t-watch-cant"] {
+        assert!(html.contains(&format!("<table id=\"{table}\"")), "no table {table}");
+    }
 }
 
 #[test]
@@ -169,6 +178,10 @@ fn a_lost_segment_leads_the_page_and_no_all_clear_is_given() {
         "an all-clear about data not seen"
     );
     assert!(html.contains("<b>NO VERDICT</b>"));
+    assert!(
+        !html.contains("CHECKLIST PASSES") && !html.contains("<b>NO CONDITION HIT</b>"),
+        "check/watch all-clear"
+    );
     // Accepted: the problems still lead, the exit status is the answer's.
     let (code, _) =
         report(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file), "--allow-incomplete"]);

@@ -89,8 +89,8 @@ pub enum Command {
     ///   analyzer overflow runs/npu --rank 3 --format json
     #[command(verbatim_doc_comment)]
     Overflow(OverflowArgs),
-    /// Write one HTML page that leads with the verdicts of compare, diff, overflow and (several ranks)
-    /// ranks, and shows the evidence: error along execution order, loss and loss scale, gradient norms, layer x step and rank x
+    /// Write one HTML page that leads with the verdicts of compare, diff, overflow, check, watch and
+    /// (several ranks) ranks, and shows the evidence: error along execution order, loss and loss scale, gradient norms, layer x step and rank x
     /// step heatmaps, sortable and filterable tables. The file is self-contained: it opens offline, with
     /// nothing beside it.
     ///

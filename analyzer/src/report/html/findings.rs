@@ -1,5 +1,6 @@
 //! What `analyzer report`'s page shows: the engines' results, as they found them.
 
+use crate::check::CheckReport;
 use crate::compare::Comparison;
 use crate::diff::DiffReport;
 use crate::overflow::OverflowReport;
@@ -7,6 +8,7 @@ use crate::problems::InputProblems;
 use crate::ranks::RanksReport;
 use crate::series::RunSeries;
 use crate::sources::Source;
+use crate::watch::WatchReport;
 
 /// Everything the page shows, as the engines found it.
 pub struct Findings<'a> {
@@ -20,6 +22,10 @@ pub struct Findings<'a> {
     pub overflow: &'a OverflowReport,
     /// The cross-rank analysis (`analyzer ranks`), when the target has several ranks.
     pub ranks: Option<&'a RanksReport>,
+    /// check's checklist (on the target, and the benchmark as its second run).
+    pub check: Option<&'a CheckReport>,
+    /// watch's training-health conditions over the target's steps.
+    pub watch: Option<&'a WatchReport>,
     pub series: &'a RunSeries,
     pub bench_series: Option<&'a RunSeries>,
     /// What the inputs lack, what could not be read, and why an answer cannot be given: leads the page.

@@ -1,9 +1,10 @@
 //! `analyzer report`: one self-contained HTML page (no network, nothing beside it: inline SVG, CSS and a
 //! few lines of script) that leads with the commands' verdicts, then shows the plots and the tables
-//! behind them. It prints what the engines found ([`Findings`]): compare, diff and overflow results and the
-//! run's series over steps; it measures nothing itself.
+//! behind them. It prints what the engines found ([`Findings`]): compare, diff, overflow, ranks, check and
+//! watch results and the run's series over steps; it measures nothing itself.
 
 mod findings;
+mod health;
 mod plots;
 pub mod svg;
 mod tables;
@@ -114,6 +115,7 @@ fn verdicts(page: &mut String, f: &Findings<'_>) {
     if let Some(r) = f.ranks {
         ranks_verdict(page, r, open);
     }
+    health::verdicts(page, f, open);
     page.push_str("</section>\n");
 }
 

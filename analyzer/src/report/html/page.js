@@ -49,7 +49,7 @@ for (const svg of document.querySelectorAll("svg.heatmap")) {
     const c = Math.floor(((e.clientX - box.left) / zoom - d.x0) / d.cw);
     const r = Math.floor(((e.clientY - box.top) / zoom - d.y0) / d.ch);
     if (c < 0 || r < 0 || c >= steps.length || r >= rows.length) { tip.hidden = true; return; }
-    tip.textContent = rows[r] + ", step " + steps[c] + ": " + (values[r * steps.length + c] || "no data");
+    tip.textContent = rows[r] + ", step " + steps[c] + ": " + (values[r * steps.length + c] || d.empty);
     tip.style.left = e.pageX + 12 + "px";
     tip.style.top = e.pageY + 12 + "px";
     tip.hidden = false;

@@ -1,5 +1,5 @@
 //! The page's plots, from the engines' results: error along execution order, loss and loss scale over
-//! steps, gradient norms, the layer x step heatmaps and the rank x step heatmap. Each figure has axes with
+//! steps, gradient norms, the layer x step and rank x step heatmaps, watch's timeline. Each figure has axes with
 //! units and a caption that says how to read it; a plot the runs cannot feed says why instead.
 
 use super::findings::Findings;
@@ -26,6 +26,7 @@ pub fn all(page: &mut String, f: &Findings<'_>) {
     grad_norms(page, f);
     layer_heatmaps(page, f);
     rank_heatmap(page, f);
+    super::health::timeline(page, f);
     page.push_str("</section>\n");
 }
 
@@ -384,6 +385,7 @@ fn heatmap_of(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) ->
         x_label: "training step".into(),
         value_label: value_label.into(),
         outline: None,
+        empty: "no data",
     }
 }
 

@@ -495,6 +495,8 @@ pub struct Heatmap {
     pub value_label: String,
     /// A cell to outline, as (row, step): where something began.
     pub outline: Option<(usize, u64)>,
+    /// What an empty cell means (`no data`), in the key and on hover.
+    pub empty: &'static str,
 }
 
 /// Most columns a heatmap draws: more steps are merged (the column keeps the largest value).
@@ -561,7 +563,7 @@ impl Heatmap {
             cols.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
         let _ = write!(
             s,
-            r#"<svg id="{}" class="heatmap" viewBox="0 0 {} {}" width="{}" height="{}" role="img" data-x0="{}" data-y0="{}" data-cw="{}" data-ch="{}" data-rows="{}" data-steps="{}" data-values="{}">"#,
+            r#"<svg id="{}" class="heatmap" viewBox="0 0 {} {}" width="{}" height="{}" role="img" data-x0="{}" data-y0="{}" data-cw="{}" data-ch="{}" data-rows="{}" data-steps="{}" data-values="{}" data-empty="{}">"#,
             escape(&self.id),
             WIDTH,
             px(height),
@@ -573,7 +575,8 @@ impl Heatmap {
             cell_h,
             escape(&rows.join("\u{1f}")),
             steps.join(","),
-            values.join(",")
+            values.join(","),
+            escape(self.empty)
         );
         // Labels 11 px high: with thinner rows, every n-th row is labelled (hover names each one).
         let label_every = (11.0 / cell_h).ceil().max(1.0) as usize;
@@ -692,7 +695,7 @@ impl Heatmap {
                     .collect()
             }
         };
-        for (fill, text) in entries.into_iter().chain([("#f2f2f2", "no data".to_string())]) {
+        for (fill, text) in entries.into_iter().chain([("#f2f2f2", self.empty.to_string())]) {
             let _ = write!(
                 s,
                 r##"<rect x="{}" y="{}" width="12" height="12" fill="{fill}" stroke="#999"/><text x="{}" y="{}" class="legend">{}</text>"##,
@@ -765,6 +768,7 @@ mod tests {
             x_label: "step".into(),
             value_label: "max |x|".into(),
             outline: Some((1, 500)),
+            empty: "no data",
         };
         // The outlined cell is found in its merged column.
         let (r, c) = map.outlined().unwrap();

@@ -1,5 +1,5 @@
-//! The page's tables: failing ops, unmatched tensors, overflow origins, diff's first differences, and the
-//! runs' configuration. Each is sortable (click a heading) and filterable (the box above it); a long one
+//! The page's tables: failing ops, unmatched tensors, overflow origins, the cross-rank origins and spread,
+//! check's and watch's (from health.rs), diff's first differences, and the runs' configuration. Each is sortable (click a heading) and filterable (the box above it); a long one
 //! shows its first rows and says where the rest is.
 
 use super::findings::Findings;
@@ -14,25 +14,25 @@ use crate::sources::Source;
 pub const MAX_ROWS: usize = 2000;
 
 /// A cell: text, and a number to sort by when it has one.
-enum Cell {
+pub(super) enum Cell {
     Text(String),
     Code(String),
     Num(f64),
     Count(u64),
 }
 
-struct Table<'a> {
-    id: &'a str,
-    title: &'a str,
-    headings: &'a [&'a str],
-    rows: Vec<(Option<String>, Vec<Cell>)>,
-    total: usize,
+pub(super) struct Table<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub headings: &'a [&'a str],
+    pub rows: Vec<(Option<String>, Vec<Cell>)>,
+    pub total: usize,
     /// Where all the rows are when the table is cut.
-    rest: &'a str,
+    pub rest: &'a str,
 }
 
 impl Table<'_> {
-    fn write(&self, page: &mut String) {
+    pub(super) fn write(&self, page: &mut String) {
         page.push_str(&format!(
             "<div class=\"table\" id=\"{}-box\"><h3>{} ({})</h3><p><input class=\"filter\" type=\"search\" placeholder=\"filter rows\" data-table=\"{}\"> <span class=\"count\"></span></p>",
             self.id,
@@ -93,6 +93,7 @@ pub fn all(page: &mut String, f: &Findings<'_>) {
     if let Some(r) = f.ranks {
         rank_origins(page, r);
     }
+    super::health::tables(page, f);
     if let Some(Ok(d)) = &f.diff {
         diff(page, d);
     }

@@ -31,7 +31,7 @@ pub fn run(args: CheckArgs, colour: Colour) -> Result<Outcome> {
 }
 
 /// A capture's manifest (other sources have none); a capture whose manifest cannot be read is an error.
-fn manifest(path: &Path) -> Result<Option<Manifest>> {
+pub(crate) fn manifest(path: &Path) -> Result<Option<Manifest>> {
     match sources::detect(path)? {
         Detected::Capture(root) if root.join("manifest.json").is_file() => Manifest::read(&root)
             .map(Some)

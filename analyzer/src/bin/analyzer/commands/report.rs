@@ -1,9 +1,10 @@
 //! `analyzer report TARGET [BENCH] -o report.html`: runs the engines the inputs can answer (compare and,
 //! for one configuration, diff against the benchmark; overflow and the series over steps of each run; the
-//! cross-rank analysis when the target has several ranks) and
+//! cross-rank analysis when the target has several ranks; check's checklist and watch's conditions) and
 //! writes their results as one self-contained HTML page.
 
 use crate::cli::ReportArgs;
+use analyzer::check::{check, CheckRun};
 use analyzer::comparable::configuration_differences;
 use analyzer::compare::{compare, CompareOptions};
 use analyzer::diff::{diff, DiffOptions};
@@ -17,12 +18,14 @@ use analyzer::report::html::{self, Findings};
 use analyzer::report::human_bytes;
 use analyzer::series::series;
 use analyzer::sources;
+use analyzer::watch::{self, WatchOptions};
 use anyhow::{Context, Result};
 use std::io::Write;
 
 pub fn run(args: ReportArgs) -> Result<Outcome> {
-    // Reading, overflow, series and the page's three parts; with a benchmark, compare and diff too.
-    let total = if args.bench.is_some() { 8 } else { 6 };
+    // Reading, overflow, check, watch, series and the page's three parts; with a benchmark, compare and
+    // diff too.
+    let total = if args.bench.is_some() { 10 } else { 8 };
     let mut stages = Stages::new("report", total, args.no_progress);
     stages.start("reading the runs");
     let target = sources::open(&args.target)?;
@@ -88,6 +91,26 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             baseline.as_ref().map(|(name, events)| (name.as_str(), events)),
         )
     });
+    stages.start("running the checklist");
+    // The benchmark is check's second run when it is a run of the same configuration (diff ran): two
+    // runs of one job should agree on every item; against an fp32 benchmark its precision would fail.
+    let mut check_paths = vec![args.target.as_path()];
+    let mut check_sources = vec![target.as_ref()];
+    if let (Some(b), Some(Ok(_)), Some(path)) = (bench, &diffed, &args.bench) {
+        check_paths.push(path.as_path());
+        check_sources.push(b);
+    }
+    let mut runs = Vec::new();
+    for (source, path) in check_sources.into_iter().zip(check_paths) {
+        runs.push(CheckRun { source, manifest: super::check::manifest(path)? });
+    }
+    let checked = check(&runs, &filter);
+    stages.start("watching the training-health conditions");
+    let conditions = watch::configure(None, &[], &[], &[])?;
+    let watched = watch::watch(
+        target.as_ref(),
+        &WatchOptions { filter: filter.clone(), conditions, read_tensors: true },
+    );
     stages.start("reading the series over steps");
     let (target_series, bench_series) = rayon::join(
         || series(target.as_ref(), &filter, !args.no_progress),
@@ -113,7 +136,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         .map(|c| &c.problems)
         .chain(diffed_problems)
         .chain([&overflowed.input_problems, &target_series.problems])
-        .chain(across_ranks.iter().map(|r| &r.input_problems));
+        .chain(across_ranks.iter().map(|r| &r.input_problems))
+        .chain([&checked.input_problems, &watched.input_problems]);
     for p in found.chain(bench_series.iter().map(|s| &s.problems)).flat_map(|p| p.items()) {
         if answered_by_diff.as_ref() != Some(p) {
             add(p);
@@ -127,6 +151,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         diff: diffed,
         overflow: &overflowed,
         ranks: across_ranks.as_ref(),
+        check: Some(&checked),
+        watch: Some(&watched),
         series: &target_series,
         bench_series: bench_series.as_ref(),
         problems: &problems,
@@ -148,12 +174,17 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     let diff_findings = matches!(&findings.diff, Some(Ok(d)) if d.outcome() == Outcome::Findings);
     let compare_findings = comparison.as_ref().is_some_and(|c| c.outcome() == Outcome::Findings);
     let ranks_findings = across_ranks.as_ref().is_some_and(|r| r.outcome() == Outcome::Findings);
-    let outcome =
-        if compare_findings || diff_findings || ranks_findings || overflowed.outcome() == Outcome::Findings {
-            Outcome::Findings
-        } else {
-            Outcome::Pass
-        };
+    let health_findings = checked.outcome() == Outcome::Findings || watched.outcome() == Outcome::Findings;
+    let outcome = if compare_findings
+        || diff_findings
+        || ranks_findings
+        || health_findings
+        || overflowed.outcome() == Outcome::Findings
+    {
+        Outcome::Findings
+    } else {
+        Outcome::Pass
+    };
     Ok(outcome.or_input_errors(&problems, args.input.allow_incomplete))
 }
 
