@@ -36,7 +36,10 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         filter.check(bench.index(), path)?;
     }
     let bench = bench.as_deref();
-    let several_ranks = target.index().ranks().len() > 1;
+    // The cross-rank analysis needs several ranks among the selected ops (`--rank 3` selects one).
+    let mut selected_ranks = target.index().ops.iter().filter(|o| filter.keeps(o)).map(|o| o.rank);
+    let first_rank = selected_ranks.next();
+    let several_ranks = selected_ranks.any(|r| Some(r) != first_rank);
     if several_ranks {
         stages.add(1);
     }
