@@ -3,7 +3,7 @@
 
 use super::findings::Findings;
 use super::svg::{Colouring, Heatmap};
-use super::tables::{Cell, Table, MAX_ROWS};
+use super::table::{Cell, Table, MAX_ROWS};
 use super::text::escape;
 use crate::check::{CheckReport, Status};
 use crate::report::watch::{fmt_measure, place};

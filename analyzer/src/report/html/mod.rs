@@ -7,6 +7,7 @@ mod findings;
 mod health;
 mod plots;
 pub mod svg;
+mod table;
 mod tables;
 mod text;
 
