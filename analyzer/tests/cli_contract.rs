@@ -83,9 +83,13 @@ fn every_command_speaks_table_csv_and_json() {
     run(&["inspect", "target", "--format", "json", "-o", file.to_str().unwrap()], &[0]);
     json(&std::fs::read_to_string(&file).unwrap(), "inspect");
 
-    // compare
+    // compare (every row with its step and rank)
     let v = json(&run(&["compare", "target", "bench", "--format", "json"], &[0, 1]), "compare");
     assert!(v["rows"].as_array().is_some_and(|r| r.len() > 100));
+    assert!(v["rows"].as_array().unwrap().iter().all(|r| r["rank"] == 0 && r["step"] == 0), "{v}");
+    let all = run(&["compare", "target", "bench", "--all", "--color", "never"], &[0, 1]);
+    let heading = all.lines().skip_while(|l| !l.starts_with("Every compared tensor")).nth(1);
+    assert_eq!(heading.and_then(|h| h.split_whitespace().next()), Some("rank"), "{all}");
     let (header, _) = csv_rows(&run(&["compare", "target", "bench", "--format", "csv"], &[0, 1]));
     assert_eq!(header[0], "NPU Name");
 
@@ -146,9 +150,17 @@ fn diff_reports_carry_the_verdicts() {
     assert_eq!(firsts[0][col("op")], first["op"].as_str().unwrap());
     assert_eq!(firsts[0][col("verdict")], first["verdict"].as_str().unwrap());
     assert!(["nondeterministic", "propagating", "unknown"].contains(&firsts[0][col("verdict")].as_str()));
-    let census = rows.iter().filter(|r| r[col("kind")] == "census").count();
-    assert_eq!(census, v["census"].as_array().unwrap().len());
-    assert!(census > 0);
+    let census: Vec<&Vec<String>> = rows.iter().filter(|r| r[col("kind")] == "census").collect();
+    assert_eq!(census.len(), v["census"].as_array().unwrap().len());
+    assert!(!census.is_empty());
+    // A rank in every output: the census's rows (CSV, JSON, the table's column), the first differences.
+    assert!(census.iter().all(|r| r[col("rank")] == "0"), "{census:?}");
+    assert!(v["census"].as_array().unwrap().iter().all(|c| c["rank"] == 0), "{v}");
+    assert!(firsts.iter().all(|r| r[col("rank")] == "0"), "{firsts:?}");
+    let table = run(&["diff", "target", altered, "--color", "never"], &[1]);
+    let heading = table.lines().skip_while(|l| !l.starts_with("Every op whose output differed")).nth(1);
+    assert_eq!(heading.map(|h| h.split_whitespace().take(2).collect::<Vec<_>>()), Some(vec!["rank", "op"]));
+    assert!(table.contains("step 0 rank 0: Functional.gelu.0.forward"), "{table}");
 }
 
 #[test]

@@ -33,9 +33,11 @@ pub struct FirstDifference {
     pub output: TensorDiff,
 }
 
-/// Every op that differed somewhere: how often and how much.
+/// Every op that differed somewhere, per rank: how often and how much.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CensusRow {
+    /// The rank the op ran on (a job's ranks each have their row: which ranks differed is the question).
+    pub rank: u32,
     pub op: String,
     pub op_type: String,
     pub times: u64,
@@ -65,11 +67,30 @@ pub struct DiffReport {
     pub census: Vec<CensusRow>,
     pub unmatched_run1: Vec<String>,
     pub unmatched_run2: Vec<String>,
+    /// The same tensors with where they are (run, step, rank): `unmatched_run1` then `unmatched_run2`.
+    pub unmatched: Vec<UnmatchedTensor>,
     /// What the runs miss and which tensors could not be read (neither identical nor different): they
     /// lead the report.
     pub input_problems: InputProblems,
     /// What each run said about itself (`run1: ...`: steps it inferred, files it skipped); no verdict.
     pub warnings: Vec<String>,
+}
+
+/// A tensor only one run holds, with its step and rank.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnmatchedTensor {
+    /// `run1` or `run2`.
+    pub run: &'static str,
+    pub tensor: String,
+    pub step: u64,
+    pub rank: u32,
+}
+
+impl UnmatchedTensor {
+    fn of(run: &'static str, index: &Index, t: TensorId) -> UnmatchedTensor {
+        let op = &index.ops[index.tensors[t].op];
+        UnmatchedTensor { run, tensor: index.tensor_label(t), step: op.step, rank: op.rank }
+    }
 }
 
 impl DiffReport {
@@ -89,6 +110,7 @@ impl DiffReport {
             census: Vec::new(),
             unmatched_run1: Vec::new(),
             unmatched_run2: Vec::new(),
+            unmatched: Vec::new(),
             input_problems,
             warnings: run1.index().warnings_of("run1").chain(run2.index().warnings_of("run2")).collect(),
         }
@@ -187,6 +209,9 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
         matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
     );
+    let unmatched = (matching.unmatched_target.iter().map(|&t| UnmatchedTensor::of("run1", i1, t)))
+        .chain(matching.unmatched_bench.iter().map(|&t| UnmatchedTensor::of("run2", i2, t)))
+        .collect();
     // Nothing differing among what was read is no "identical" while something was not read.
     let verdict = match (differing, unmatched_run1.is_empty() && unmatched_run2.is_empty()) {
         (0, _) if !input_problems.is_empty() => "incomplete",
@@ -205,6 +230,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         census,
         unmatched_run1,
         unmatched_run2,
+        unmatched,
         input_problems,
         warnings: i1.warnings_of("run1").chain(i2.warnings_of("run2")).collect(),
     })
@@ -299,9 +325,10 @@ fn first_differences(
     found
 }
 
-/// `times` counts op executions (an op with three differing outputs in one step counts once).
+/// One row per op name and rank, in execution order (then rank). `times` counts op executions (an op with
+/// three differing outputs in one step counts once).
 fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRow> {
-    let mut rows: BTreeMap<String, (u64, CensusRow)> = BTreeMap::new();
+    let mut rows: BTreeMap<(&str, u32), (u64, CensusRow)> = BTreeMap::new();
     let mut counted: std::collections::HashSet<usize> = std::collections::HashSet::new();
     for (&t, d) in diffs {
         let tensor = &index.tensors[t];
@@ -309,8 +336,14 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
             continue;
         }
         let op = &index.ops[tensor.op];
-        let entry = rows.entry(op.name.clone()).or_insert_with(|| {
-            (op.order, CensusRow { op: op.name.clone(), op_type: op.op_type.clone(), ..Default::default() })
+        let entry = rows.entry((op.name.as_str(), op.rank)).or_insert_with(|| {
+            let row = CensusRow {
+                rank: op.rank,
+                op: op.name.clone(),
+                op_type: op.op_type.clone(),
+                ..Default::default()
+            };
+            (op.order, row)
         });
         entry.0 = entry.0.min(op.order);
         let row = &mut entry.1;
@@ -324,6 +357,6 @@ fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRo
         row.measured |= d.measured;
     }
     let mut rows: Vec<(u64, CensusRow)> = rows.into_values().collect();
-    rows.sort_by_key(|(order, _)| *order);
+    rows.sort_by_key(|(order, row)| (*order, row.rank));
     rows.into_iter().map(|(_, r)| r).collect()
 }

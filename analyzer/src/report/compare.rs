@@ -117,11 +117,12 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
             let why = first.why_not_culprit();
             writeln!(
                 out,
-                "{}: the first failing op, {} [{}] (step {}), {why}",
+                "{}: the first failing op, {} [{}] (step {} rank {}), {why}",
                 paint("NO CLEAN CULPRIT", "1;33", colour),
                 op.name,
                 op.op_type,
-                op.step
+                op.step,
+                op.rank
             )?;
         }
         // Never a pass about what was not seen: the input problems above say what is missing.
@@ -264,7 +265,11 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
         for (i, f) in c.failing_ops.iter().enumerate().take(if all { usize::MAX } else { 30 }) {
             let op = &index.ops[f.op];
             let tag = c.failing_tag(i);
-            writeln!(out, "  step {:<4} {:<56} {:<18} {}", op.step, op.name, op.op_type, tag)?;
+            writeln!(
+                out,
+                "  step {:<4} rank {:<4} {:<56} {:<18} {}",
+                op.step, op.rank, op.name, op.op_type, tag
+            )?;
         }
         if !all && c.failing_ops.len() > 30 {
             writeln!(out, "  ... {} more (--all, or --format csv)", c.failing_ops.len() - 30)?;
@@ -283,7 +288,8 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
         if !list.is_empty() {
             writeln!(out, "\n{} {side} tensors have no counterpart:", list.len())?;
             for &t in list.iter().take(10) {
-                writeln!(out, "  {}", index.tensor_label(t))?;
+                let op = &index.ops[index.tensors[t].op];
+                writeln!(out, "  step {} rank {}: {}", op.step, op.rank, index.tensor_label(t))?;
             }
             if list.len() > 10 {
                 writeln!(out, "  ... {} more (--format json lists all)", list.len() - 10)?;
@@ -296,14 +302,15 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
 fn table_header(out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
-        "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
-        "tensor", "cosine", "max abs", "max rel", "1/1000", "status"
+        "  {:>4} {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
+        "rank", "tensor", "cosine", "max abs", "max rel", "1/1000", "status"
     )?;
     Ok(())
 }
 
 fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour: bool) -> Result<()> {
     let m = &row.msprobe;
+    let index = c.target.index();
     let status = match status_word(row) {
         "unreadable" => paint("UNREAD", "33", colour),
         "unmeasured" => paint("NO DATA", "33", colour),
@@ -312,8 +319,9 @@ fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour:
     };
     writeln!(
         out,
-        "  {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
-        c.target.index().tensor_label(row.target),
+        "  {:>4} {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
+        index.ops[index.tensors[row.target].op].rank,
+        index.tensor_label(row.target),
         cell(m.cosine),
         cell(m.max_abs_err),
         cell(m.max_relative_err),
@@ -467,8 +475,10 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         .iter()
         .map(|row| {
             let m = &row.msprobe;
+            let op = &ti.ops[ti.tensors[row.target].op];
             json!({
                 "target": ti.tensor_label(row.target),
+                "step": op.step, "rank": op.rank,
                 "bench": row.bench.map(|b| bi.tensor_label(b)),
                 "match": row.how,
                 "cosine": json_cell(m.cosine), "euc_dist": json_cell(m.euc_dist),
@@ -497,6 +507,17 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             v
         })
         .collect();
+    // The unmatched tensors again, each with its side, step and rank.
+    let unmatched: Vec<serde_json::Value> =
+        [("target", &c.unmatched_target, ti), ("bench", &c.unmatched_bench, bi)]
+            .into_iter()
+            .flat_map(|(side, list, index)| {
+                list.iter().map(move |&t| {
+                    let op = &index.ops[index.tensors[t].op];
+                    json!({"side": side, "tensor": index.tensor_label(t), "step": op.step, "rank": op.rank})
+                })
+            })
+            .collect();
     let report = json!({
         "target": {"path": c.target.root(), "kind": c.target.kind()},
         "warnings": c.warnings,
@@ -512,6 +533,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         "rows": rows,
         "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
         "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
+        "unmatched": unmatched,
         "input_problems": c.problems,
         "refused": c.refused,
         "api_calls": c.api_calls.iter().map(|a| json!({

@@ -1,5 +1,5 @@
 //! The reports of `analyzer diff`: a terminal summary (the first differing op per step and rank, then the
-//! census of every op that differed), CSV of both (the first differences with their verdicts, then the
+//! census of every op that differed, per rank), CSV of both (the first differences with their verdicts, then the
 //! census), and JSON of everything.
 
 use super::{fmt_num, paint, write_json, Destination, Format, Output};
@@ -66,13 +66,18 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
             }
         }
         writeln!(out, "\nEvery op whose output differed ({}):", r.census.len())?;
-        writeln!(out, "  {:<56} {:>6} {:>12} {:>10} {:>9}", "op", "times", "max |diff|", "max ulp", "share")?;
+        writeln!(
+            out,
+            "  {:>5} {:<56} {:>6} {:>12} {:>10} {:>9}",
+            "rank", "op", "times", "max |diff|", "max ulp", "share"
+        )?;
         const SHOWN: usize = 25;
         for c in r.census.iter().take(SHOWN) {
             if c.measured {
                 writeln!(
                     out,
-                    "  {:<56} {:>6} {:>12} {:>10} {:>8.2}%",
+                    "  {:>5} {:<56} {:>6} {:>12} {:>10} {:>8.2}%",
+                    c.rank,
                     c.op,
                     c.times,
                     fmt_num(c.max_abs_diff),
@@ -82,7 +87,8 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
             } else {
                 writeln!(
                     out,
-                    "  {:<56} {:>6}   hash differs, statistics moved by up to {}",
+                    "  {:>5} {:<56} {:>6}   hash differs, statistics moved by up to {}",
+                    c.rank,
                     c.op,
                     c.times,
                     fmt_num(c.max_stats_delta)
@@ -100,11 +106,12 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
             writeln!(out, "  (statistics-only capture: record with --mode tensor for element-wise figures)")?;
         }
     }
-    for (side, list) in [("run1", &r.unmatched_run1), ("run2", &r.unmatched_run2)] {
+    for side in ["run1", "run2"] {
+        let list: Vec<_> = r.unmatched.iter().filter(|u| u.run == side).collect();
         if !list.is_empty() {
             writeln!(out, "\n{} tensors only in {side}:", list.len())?;
-            for name in list.iter().take(20) {
-                writeln!(out, "  {name}")?;
+            for u in list.iter().take(20) {
+                writeln!(out, "  step {} rank {}: {}", u.step, u.rank, u.tensor)?;
             }
             if list.len() > 20 {
                 writeln!(out, "  ... and {} more (use --format json for all)", list.len() - 20)?;
@@ -132,8 +139,8 @@ fn size_of_difference(d: &TensorDiff) -> String {
 }
 
 /// One table: a row per first difference (`kind` `first_difference`: step, rank, the op, its verdict and
-/// differing inputs, how its output differs), then a row per op of the census (`kind` `census`: how often
-/// and how much it differed).
+/// differing inputs, how its output differs), then a row per op and rank of the census (`kind` `census`:
+/// how often and how much it differed on that rank; `step` empty).
 fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record([
@@ -173,7 +180,7 @@ fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
         w.write_record([
             "census".to_string(),
             String::new(),
-            String::new(),
+            c.rank.to_string(),
             c.op.clone(),
             c.op_type.clone(),
             String::new(),

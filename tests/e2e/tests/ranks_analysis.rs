@@ -515,6 +515,36 @@ fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
         .collect();
     assert_eq!(firsts, [(1, 2)], "{json}");
     assert!(json["input_problems"].as_array().unwrap().is_empty(), "{json}");
+    // A rank in every output of diff: the census is per op and rank, and only rank 2 differed.
+    let census = json["census"].as_array().unwrap();
+    assert!(!census.is_empty() && census.iter().all(|c| c["rank"] == 2), "{json}");
+    let (code, csv, _) = analyzer(&["diff", p(&healthy), p(&nondet), "--format", "csv"]);
+    assert_eq!(code, 1);
+    let census_ranks: Vec<&str> =
+        csv.lines().filter(|l| l.starts_with("census,")).map(|l| l.split(',').nth(2).unwrap()).collect();
+    assert_eq!(census_ranks.len(), census.len(), "{csv}");
+    assert!(census_ranks.iter().all(|&r| r == "2"), "{csv}");
+    let (_, table, _) = analyzer(&["diff", p(&healthy), p(&nondet)]);
+    let rows = table.split("Every op whose output differed").nth(1).expect("the census");
+    let mut rows = rows.lines().skip(1);
+    let heading: Vec<&str> = rows.next().unwrap().split_whitespace().take(2).collect();
+    assert_eq!(heading, ["rank", "op"], "{table}");
+    let census_rows: Vec<&str> = rows.take_while(|l| l.starts_with("  ") && !l.contains("...")).collect();
+    assert_eq!(census_rows.len(), census.len().min(25), "{table}");
+    assert!(census_rows.iter().all(|l| l.split_whitespace().next() == Some("2")), "{table}");
+    // compare at a zero threshold fails exactly the tensors the reduction changed: rank 2's, in every form.
+    let strict = ["compare", p(&nondet), p(&healthy), "--max-abs-err", "0"];
+    let (code, json) = analyzer_json(&strict);
+    assert_eq!(code, 1, "{json}");
+    let failing: Vec<&serde_json::Value> =
+        json["rows"].as_array().unwrap().iter().filter(|r| r["status"] == "fail").collect();
+    assert!(!failing.is_empty() && failing.iter().all(|r| r["rank"] == 2 && r["step"].as_u64() >= Some(1)));
+    assert!(json["failing_ops"].as_array().unwrap().iter().all(|o| o["rank"] == 2), "{json}");
+    let (_, table, _) = analyzer(&strict);
+    let failing_ops = table.split("Failing ops in execution order").nth(1).expect("failing ops");
+    let failing_ops: Vec<&str> =
+        failing_ops.lines().skip(1).take_while(|l| l.starts_with("  step")).collect();
+    assert!(!failing_ops.is_empty() && failing_ops.iter().all(|l| l.contains(" rank 2 ")), "{table}");
     // compare against one rank's dumps: the other ranks are said not to be compared, before the verdict.
     let one = dir.path().join("rank0-only");
     std::fs::create_dir(&one).unwrap();
@@ -525,4 +555,17 @@ fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
                    not compared (`--rank 0` compares the ranks both hold)";
     let (at_warning, at_verdict) = (out.find(warning), out.find("PASS"));
     assert!(at_warning.is_some() && at_warning < at_verdict, "{out}");
+    // The unmatched tensors are the other ranks', named with their rank (table and JSON).
+    assert!(out.contains("target tensors have no counterpart:"), "{out}");
+    let listed: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("  step ") && l.contains(" rank ")).collect();
+    assert!(!listed.is_empty() && listed.iter().all(|l| !l.contains(" rank 0:")), "{out}");
+    let (_, json) = analyzer_json(&["compare", p(&nondet), p(&one)]);
+    let unmatched = json["unmatched"].as_array().unwrap();
+    assert_eq!(unmatched.len(), json["unmatched_target"].as_array().unwrap().len(), "{json}");
+    let mut ranks: Vec<u64> = unmatched.iter().map(|u| u["rank"].as_u64().unwrap()).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    assert_eq!(ranks, [1, 2, 3], "{json}");
+    assert!(unmatched.iter().all(|u| u["side"] == "target"), "{json}");
 }
