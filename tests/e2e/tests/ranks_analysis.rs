@@ -237,6 +237,20 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    names
+}
+
+/// What a scan of the 4-rank job leaves in the shared directory: a summary per rank.
+fn assert_four_summaries(summaries: &Path) {
+    let ranks = ["rank000000.parquet", "rank000001.parquet", "rank000002.parquet", "rank000003.parquet"];
+    assert_eq!(names_in(summaries), ranks);
+}
+
 /// Splits `run` as two nodes' node-local captures would hold it: streams of ranks 0-1 in `node0`, of ranks
 /// 2-3 in `node1`, each with a manifest listing only its own streams.
 fn split_nodes(run: &Path, dir: &Path) -> [PathBuf; 2] {
@@ -381,16 +395,292 @@ fn the_slurm_recipe_scans_each_node_and_merges() {
         stdout.contains("FIRST ANOMALY: rank 2 step 1: model/layer_1/mlp/fc2/MatMul [MatMulV2]"),
         "{stdout}\n{stderr}"
     );
-    let mut files: Vec<String> = std::fs::read_dir(&summaries)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    files.sort();
-    assert_eq!(
-        files,
-        ["rank000000.parquet", "rank000001.parquet", "rank000002.parquet", "rank000003.parquet"]
-    );
+    assert_four_summaries(&summaries);
     assert_eq!(stderr.matches(": scanning ").count(), 2, "one scan per node: {stderr}");
+}
+
+/// Where the recipes put the capture by default: the collector's `ACCUTRACE_DIR` on each node's local disk.
+const NODE_CAPTURE: &str = "/local/accutrace/run";
+
+/// The overflow job's capture as two nodes' local disks hold it: `disk{i}` is node i's file system root,
+/// its ranks' capture at `disk{i}/local/accutrace/run` (the recipes' default `ACCUTRACE_DIR`). Stand-in
+/// launchers resolve that path on each node's disk, as a real node resolves it on its own.
+fn node_disks(dir: &Path) -> [PathBuf; 2] {
+    let nodes = split_nodes(&runs().overflow, &dir.join("split"));
+    [0, 1].map(|i| {
+        let disk = dir.join(format!("disk{i}"));
+        let capture = disk.join(NODE_CAPTURE.trim_start_matches('/'));
+        std::fs::create_dir_all(capture.parent().unwrap()).unwrap();
+        std::fs::rename(&nodes[i], &capture).unwrap();
+        disk
+    })
+}
+
+/// Writes an executable stand-in for a launcher into `bin`.
+fn stand_in(bin: &Path, name: &str, script: &str) {
+    std::fs::create_dir_all(bin).unwrap();
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+fn recipes() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cluster")
+}
+
+/// `PATH` with the stand-ins first, then the analyzer.
+fn recipe_path(bin: &Path) -> String {
+    let analyzer_dir = analyzer_bin().parent().unwrap().to_path_buf();
+    format!("{}:{}:{}", bin.display(), analyzer_dir.display(), std::env::var("PATH").unwrap())
+}
+
+/// What every recipe ends with: merge's answer (the overflow injected on rank 2 at step 1), and a summary
+/// per rank in the shared directory.
+fn assert_merged(stdout: &str, stderr: &str, code: Option<i32>, summaries: &Path) {
+    assert_eq!(code, Some(1), "merge found the overflow: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("FIRST ANOMALY: rank 2 step 1: model/layer_1/mlp/fc2/MatMul [MatMulV2]"),
+        "{stdout}\n{stderr}"
+    );
+    assert_four_summaries(summaries);
+}
+
+/// docs/cluster/mpirun-scan.sh under a stand-in `mpirun` that starts the program once per node with only
+/// what `-x` exports (as a remote node's environment), so a variable the recipe forgets to pass fails.
+#[test]
+fn the_mpirun_recipe_scans_each_node_and_merges() {
+    let dir = scratch();
+    let disks = node_disks(dir.path());
+    let bin = dir.path().join("bin");
+    stand_in(
+        &bin,
+        "mpirun",
+        r#"#!/bin/bash
+np=; vars=()
+while (($#)); do
+    case $1 in
+        -np) np=$2; shift 2 ;;
+        -npernode) [[ $2 == 1 ]] || { echo "mpirun stand-in: -npernode $2" >&2; exit 64; }; shift 2 ;;
+        --hostfile) shift 2 ;;
+        -x) vars+=("$2"); shift 2 ;;
+        -*) echo "mpirun stand-in: unexpected option $1" >&2; exit 64 ;;
+        *) break ;;
+    esac
+done
+disks=($STAND_IN_DISKS)
+[[ $np == "${#disks[@]}" ]] || { echo "mpirun stand-in: -np $np for ${#disks[@]} nodes" >&2; exit 64; }
+status=0
+for i in "${!disks[@]}"; do
+    env=(PATH="$PATH" OMPI_COMM_WORLD_RANK="$i" OMPI_COMM_WORLD_LOCAL_RANK=0)
+    for v in "${vars[@]}"; do
+        [[ -v $v ]] || { echo "mpirun stand-in: -x $v is not set" >&2; exit 64; }
+        value=${!v}
+        # The capture is node-local: the same path, on this node's disk.
+        [[ $v == ACCUTRACE_DIR ]] && value=${disks[$i]}$value
+        env+=("$v=$value")
+    done
+    env -i "${env[@]}" "$@" || status=$?
+done
+exit $status
+"#,
+    );
+    let summaries = dir.path().join("summaries");
+    let out = Command::new("sh")
+        .arg(recipes().join("mpirun-scan.sh"))
+        .env("PATH", recipe_path(&bin))
+        .env("STAND_IN_DISKS", format!("{} {}", p(&disks[0]), p(&disks[1])))
+        .env("NODES", "2")
+        .env("SUMMARIES", &summaries)
+        .env_remove("ACCUTRACE_DIR")
+        .env_remove("SCAN_NODE")
+        .env_remove("ANALYZER")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_merged(&stdout, &stderr, out.status.code(), &summaries);
+    assert_eq!(stderr.matches(": scanning ").count(), 2, "one scan per node: {stderr}");
+}
+
+/// docs/cluster/torchrun-scan.sh, started on each of two nodes at once, under a stand-in `torchrun` that
+/// runs the program as the node's one worker and then waits for the other node's agent (torchrun's exit
+/// barrier): node 0 merges, node 1 only scans.
+#[test]
+fn the_torchrun_recipe_scans_each_node_and_node_0_merges() {
+    let dir = scratch();
+    let disks = node_disks(dir.path());
+    let bin = dir.path().join("bin");
+    stand_in(
+        &bin,
+        "torchrun",
+        r#"#!/bin/bash
+nnodes=; node_rank=; nproc=; no_python=
+while (($#)); do
+    case $1 in
+        --nnodes=*) nnodes=${1#*=} ;;
+        --node-rank=*) node_rank=${1#*=} ;;
+        --nproc-per-node=*) nproc=${1#*=} ;;
+        --master-addr=* | --master-port=*) ;;
+        --no-python) no_python=1 ;;
+        -*) echo "torchrun stand-in: unexpected option $1" >&2; exit 64 ;;
+        *) break ;;
+    esac
+    shift
+done
+[[ $nproc == 1 && $no_python == 1 && -n $nnodes && -n $node_rank ]] ||
+    { echo "torchrun stand-in: want one program per node: $nnodes $node_rank $nproc $no_python" >&2; exit 64; }
+disks=($STAND_IN_DISKS)
+# The node-local capture, on this node's disk; torchrun's worker variables.
+ACCUTRACE_DIR=${disks[$node_rank]}$ACCUTRACE_DIR RANK=$node_rank GROUP_RANK=$node_rank LOCAL_RANK=0 \
+    WORLD_SIZE=$nnodes LOCAL_WORLD_SIZE=1 "$@"
+status=$?
+# The exit barrier: every node's agent waits for the others (30 s here).
+touch "$STAND_IN_STORE/exit.$node_rank"
+for ((i = 0; i < nnodes; i++)); do
+    for ((t = 0; t < 600; t++)); do [[ -e $STAND_IN_STORE/exit.$i ]] && break; sleep 0.05; done
+done
+((status == 0)) || exit 1
+"#,
+    );
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let summaries = dir.path().join("summaries");
+    let node = |rank: &str| {
+        Command::new("sh")
+            .arg(recipes().join("torchrun-scan.sh"))
+            .env("PATH", recipe_path(&bin))
+            .env("STAND_IN_DISKS", format!("{} {}", p(&disks[0]), p(&disks[1])))
+            .env("STAND_IN_STORE", &store)
+            .env("NNODES", "2")
+            .env("NODE_RANK", rank)
+            .env("MASTER_ADDR", "node0")
+            .env("SUMMARIES", &summaries)
+            .env_remove("ACCUTRACE_DIR")
+            .env_remove("SCAN_NODE")
+            .env_remove("ANALYZER")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (node1, node0) = (node("1"), node("0"));
+    let (out0, out1) = (node0.wait_with_output().unwrap(), node1.wait_with_output().unwrap());
+    let stdout1 = String::from_utf8_lossy(&out1.stdout);
+    assert_eq!(
+        out1.status.code(),
+        Some(0),
+        "node 1 scans: {stdout1}{}",
+        String::from_utf8_lossy(&out1.stderr)
+    );
+    assert!(stdout1.contains("rank000002.parquet"), "node 1 scans ranks 2-3: {stdout1}");
+    assert!(!stdout1.contains("ANOMALY"), "node 1 does not merge: {stdout1}");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out0.stdout), String::from_utf8_lossy(&out0.stderr));
+    assert_merged(&stdout, &stderr, out0.status.code(), &summaries);
+}
+
+/// The command and environment a container of `pod` (a pod template's spec) runs on a node: each path
+/// under a volume's mount is rewritten to where the volume lives on this machine (a `hostPath` under the
+/// node's disk, a claim in `claims`), and the image's `/opt/accutrace/` is docs/cluster (the image holds
+/// the recipes there and `analyzer` on its PATH).
+fn container_command(pod: &yaml_rust2::Yaml, disk: &Path, claims: &Path) -> Command {
+    let container = &pod["containers"][0];
+    let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+    for m in container["volumeMounts"].as_vec().expect("volumeMounts") {
+        let name = m["name"].as_str().unwrap();
+        let volume = pod["volumes"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("no volume {name}"));
+        let on_host = match (
+            volume["hostPath"]["path"].as_str(),
+            volume["persistentVolumeClaim"]["claimName"].as_str(),
+        ) {
+            (Some(path), _) => disk.join(path.trim_start_matches('/')),
+            (_, Some(claim)) => claims.join(claim),
+            _ => panic!("volume {name}: neither hostPath nor a claim"),
+        };
+        mounts.push((m["mountPath"].as_str().unwrap().to_string(), on_host));
+    }
+    mounts.push(("/opt/accutrace".into(), recipes()));
+    let resolve = |text: &str| -> String {
+        for (mount, on_host) in &mounts {
+            if let Some(rest) = text.strip_prefix(mount.as_str()) {
+                if rest.is_empty() || rest.starts_with('/') {
+                    return format!("{}{rest}", on_host.display());
+                }
+            }
+        }
+        text.to_string()
+    };
+    let argv: Vec<String> = container["command"]
+        .as_vec()
+        .expect("command")
+        .iter()
+        .map(|a| resolve(a.as_str().unwrap()))
+        .collect();
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]).env_clear().env("PATH", recipe_path(Path::new("/nonexistent")));
+    for e in container["env"].as_vec().into_iter().flatten() {
+        command.env(e["name"].as_str().unwrap(), resolve(e["value"].as_str().unwrap()));
+    }
+    command
+}
+
+/// docs/cluster/volcano-scan.yaml, as Volcano and the kubelets would run it on two nodes: one scan pod per
+/// node (the Job's replicas, all or none, at most one per host) reading that node's capture through the
+/// hostPath, the summaries on the claim, then the merge pod.
+#[test]
+fn the_volcano_recipe_scans_each_node_and_merges() {
+    let dir = scratch();
+    let disks = node_disks(dir.path());
+    let text = std::fs::read_to_string(recipes().join("volcano-scan.yaml")).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text).expect("the manifests are YAML");
+    let (job, merge) = (&docs[0], &docs[1]);
+    assert_eq!(
+        (job["apiVersion"].as_str(), job["kind"].as_str()),
+        (Some("batch.volcano.sh/v1alpha1"), Some("Job"))
+    );
+    assert_eq!(job["spec"]["schedulerName"].as_str(), Some("volcano"));
+    let task = &job["spec"]["tasks"][0];
+    let replicas = task["replicas"].as_i64().expect("replicas");
+    assert_eq!(job["spec"]["minAvailable"].as_i64(), Some(replicas), "every node scanned, or none");
+    assert_eq!(replicas, disks.len() as i64, "one scan pod per node of the job");
+    let template = &task["template"];
+    let spread =
+        &template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(spread["topologyKey"].as_str(), Some("kubernetes.io/hostname"), "one scan pod per host");
+    let labels = template["metadata"]["labels"].as_hash().expect("labels");
+    for (k, v) in spread["labelSelector"]["matchLabels"].as_hash().expect("matchLabels") {
+        assert_eq!(labels.get(k), Some(v), "the anti-affinity selects the scan pods themselves");
+    }
+    let capture_mount = template["spec"]["containers"][0]["volumeMounts"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str() == Some("capture"))
+        .expect("the capture's mount");
+    assert_eq!(capture_mount["readOnly"].as_bool(), Some(true), "scan never writes into the capture");
+    let claims = dir.path().join("claims");
+    let summaries = claims.join("accutrace-summaries");
+    std::fs::create_dir_all(&summaries).unwrap();
+    // The scan pods (one per node; a node whose capture misses something exits 2, which this one must not).
+    for disk in &disks {
+        let out = container_command(&template["spec"], disk, &claims).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "scan pod: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!((merge["kind"].as_str(), merge["apiVersion"].as_str()), (Some("Pod"), Some("v1")));
+    let out = container_command(&merge["spec"], &dir.path().join("merge-node"), &claims).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "merge found the overflow: {stdout}\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("the merge pod writes JSON");
+    let first = &json["origins"][0];
+    assert_eq!(
+        (first["rank"].as_u64(), first["step"].as_u64(), first["op"].as_str()),
+        (Some(2), Some(1), Some("model/layer_1/mlp/fc2/MatMul")),
+        "{stdout}"
+    );
+    assert_four_summaries(&summaries);
 }
 
 #[test]
