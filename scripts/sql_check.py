@@ -58,6 +58,10 @@ def main(doc_path, work):
     view = sql_block_after(sql, "DuckDB:")
     query = sql_block_after(sql, "The query:")
     check(len(columns) >= 20 and len(keys) == 6, f"the page's tables were found ({len(columns)} columns, {len(keys)} keys)")
+    # The series files' columns: the rows of the Series section's tables that give a type.
+    series_columns = [r for r in table_rows(section(doc, "Series")) if len(r) >= 4 and r[1] in DOC_TYPES]
+    check(len(series_columns) == 13, f"the page's series columns were found ({len(series_columns)})")
+    series_keys = ["accutrace.summary_version", "accutrace.run", "accutrace.rank", "accutrace.series_points"]
 
     answers = {}
     for job in ["overflow", "healthy"]:
@@ -92,7 +96,7 @@ def main(doc_path, work):
             check(sorted(meta) == sorted(keys), f"{job}/{name}: metadata keys {sorted(meta)} == {sorted(keys)}")
             rank = int(meta.get("accutrace.rank", -1))
             check(name == f"rank{rank:06}.parquet", f"{job}/{name}: named after its rank {rank}")
-            check(meta.get("accutrace.summary_version") == "2", f"{job}/{name}: summary version 2")
+            check(meta.get("accutrace.summary_version") == "3", f"{job}/{name}: summary version 3")
             events = con.execute(
                 f"SELECT COUNT(DISTINCT event), MAX(event) + 1 FROM read_parquet('{summaries}/{name}')"
             ).fetchone()
@@ -114,6 +118,49 @@ def main(doc_path, work):
             "SELECT COUNT(*) FROM (SELECT DISTINCT rank, event FROM rank_summaries WHERE kind = 'collective')"
         ).fetchone()[0]
         check(calls == merge["calls"], f"{job}: {calls} HCCL calls in the files, merge counted {merge['calls']}")
+
+        # The series files: columns and metadata as documented, a loss per rank and step, inf/NaN only
+        # where the overflow put them.
+        series = Path(summaries) / "series"
+        con.execute(f"CREATE VIEW rank_series AS SELECT * FROM read_parquet('{series}/*.parquet')")
+        got = [(name, ty) for name, ty, *_ in con.execute("DESCRIBE rank_series").fetchall()]
+        want = [(c[0], DOC_TYPES.get(c[1], c[1])) for c in series_columns]
+        check(got == want, f"{job}: series columns as documented:\n  got  {got}\n  want {want}")
+        for c in series_columns:
+            if c[2] == "never":
+                nulls = con.execute(f"SELECT COUNT(*) FROM rank_series WHERE {c[0]} IS NULL").fetchone()[0]
+                check(nulls == 0, f"{job}: series column {c[0]} is never null (found {nulls})")
+        kv = con.execute(
+            f"SELECT file_name, decode(key), decode(value) FROM parquet_kv_metadata('{series}/*.parquet')"
+        ).fetchall()
+        by_file = {}
+        for file, key, value in kv:
+            by_file.setdefault(Path(file).name, {})[key] = value
+        check(len(by_file) == 4, f"{job}: 4 series files read: {sorted(by_file)}")
+        for name, meta in by_file.items():
+            check(sorted(meta) == sorted(series_keys), f"{job}/series/{name}: metadata keys {sorted(meta)}")
+            rank = int(meta.get("accutrace.rank", -1))
+            check(name == f"rank{rank:06}.parquet", f"{job}/series/{name}: named after its rank {rank}")
+            check(meta.get("accutrace.summary_version") == "3", f"{job}/series/{name}: summary version 3")
+            check(meta.get("accutrace.series_points") == "512", f"{job}/series/{name}: 512 points")
+            rows = con.execute(f"SELECT COUNT(*) FROM read_parquet('{series}/{name}')").fetchone()[0]
+            said = written.get(rank, {}).get("series_rows")
+            check(rows == said and rows > 0, f"{job}/series/{name}: {rows} rows, scan said {said}")
+        losses = con.execute(
+            "SELECT rank, SUM(value_count), MIN(first_step), MAX(last_step) FROM rank_series "
+            "WHERE series = 'loss' GROUP BY rank ORDER BY rank"
+        ).fetchall()
+        check(losses == [(r, 2, 0, 1) for r in range(4)], f"{job}: a loss at each of the 2 steps per rank: {losses}")
+        overflowing = con.execute(
+            "SELECT rank, first_step FROM rank_series WHERE series = 'nonfinite' AND max_value > 0 "
+            "ORDER BY first_step, rank"
+        ).fetchall()
+        if job == "healthy":
+            check(overflowing == [], f"healthy: no inf/NaN in the series: {overflowing}")
+        else:
+            first_step = overflowing[0][1] if overflowing else None
+            at_first = {r for r, s in overflowing if s == first_step}
+            check(first_step == 1 and 2 in at_first, f"overflow: inf/NaN from step 1, rank 2 among them: {overflowing}")
 
         rows = con.execute(query).fetchall()
         answers[job] = (rows, merge, merge_code)

@@ -142,7 +142,7 @@ fn main() {
                     ..Default::default()
                 };
                 events += run.ranks[0].events.len() as u64;
-                for w in summary::write(&run, "synthetic", dir.path()).unwrap() {
+                for w in summary::write(&run, &Default::default(), "synthetic", dir.path()).unwrap() {
                     bytes += w.bytes;
                 }
             }

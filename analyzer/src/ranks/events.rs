@@ -160,7 +160,17 @@ impl RunEvents {
     pub fn from_source(source: &dyn Source, filter: &Filter) -> RunEvents {
         let mut unreadable = InputProblems::default();
         let stats = gather_stats(source, &filter.op_ids(source.index()), &mut unreadable, false);
-        let mut run = from_index(source.index(), filter, &stats);
+        RunEvents::from_statistics(source.index(), filter, &stats, &unreadable)
+    }
+
+    /// [`RunEvents::from_source`] from statistics already gathered, and what could not be read of them.
+    pub fn from_statistics(
+        index: &Index,
+        filter: &Filter,
+        stats: &BTreeMap<TensorId, TensorStats>,
+        unreadable: &InputProblems,
+    ) -> RunEvents {
+        let mut run = from_index(index, filter, stats);
         run.problems.extend(unreadable.items().iter().cloned());
         run
     }

@@ -5,24 +5,41 @@
 //! (docs/RANK_SUMMARIES.md: the schema, its version, and the first-anomaly query).
 //!
 //! - [`columns`]: the schema, and a rank's events as columns (one row per tensor of each event) and back.
-//! - here: the file (name, key-value metadata, writing it whole or not at all) and finding the files.
+//! - [`series`]: the rank's downsampled statistic series (loss, gradient norms, per-layer magnitudes, ...),
+//!   in a second file per rank, `series/rank{R:06}.parquet`.
+//! - here: what a scan reads, the files (names, key-value metadata, writing each whole or not at all) and
+//!   finding them.
 
 pub mod columns;
+pub mod series;
 
 use super::events::{RankEvents, RunEvents};
-use crate::problems::InputProblem;
+use crate::filter::Filter;
+use crate::index::OpId;
+use crate::overflow::gather_stats;
+use crate::problems::{InputProblem, InputProblems};
+use crate::sources::Source;
 use anyhow::{bail, Context, Result};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::writer::SerializedFileWriter;
 use serde::Serialize;
+use series::SeriesRow;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The summary format's version (key `accutrace.summary_version`); a reader refuses others.
-/// 1 was JSON (`rank{R}.events.json`); 2 is Parquet.
-pub const SUMMARY_VERSION: u32 = 2;
+/// The summary format's version (key `accutrace.summary_version`) that `scan` writes.
+/// 1 was JSON (`rank{R}.events.json`); 2 is Parquet; 3 adds the series files (the events' columns are
+/// version 2's).
+pub const SUMMARY_VERSION: u32 = 3;
+
+/// The versions whose events `merge` reads (2's files are 3's without series); it refuses others.
+pub const READS: [u32; 2] = [2, 3];
+
+/// The directory beside the summaries that holds the series files.
+pub const SERIES_DIR: &str = "series";
 
 /// Keys of the file's key-value metadata.
 const KEY_VERSION: &str = "accutrace.summary_version";
@@ -31,6 +48,7 @@ const KEY_RANK: &str = "accutrace.rank";
 const KEY_EVENTS: &str = "accutrace.events";
 const KEY_WARNINGS: &str = "accutrace.warnings";
 const KEY_PROBLEMS: &str = "accutrace.problems";
+const KEY_SERIES_POINTS: &str = "accutrace.series_points";
 
 /// One rank of a job, as a summary holds it.
 #[derive(Debug)]
@@ -48,18 +66,55 @@ pub fn file_name(rank: u32) -> String {
     format!("rank{rank:06}.parquet")
 }
 
-/// One summary written by [`write()`].
+/// One summary written by [`write()`]: the events' file, and the series' file.
 #[derive(Debug, Serialize)]
 pub struct Written {
     pub rank: u32,
     pub file: PathBuf,
     pub events: u64,
     pub bytes: u64,
+    pub series_file: PathBuf,
+    /// Buckets of all its series.
+    pub series_rows: u64,
+    pub series_bytes: u64,
 }
 
-/// Writes one summary per rank of `run` into `dir` (created when missing).
-pub fn write(run: &RunEvents, run_name: &str, dir: &Path) -> Result<Vec<Written>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// What `scan` reads of a run: each rank's events and its downsampled series, from one pass over the
+/// statistics.
+pub struct Scanned {
+    pub events: RunEvents,
+    pub series: BTreeMap<u32, Vec<SeriesRow>>,
+}
+
+/// Reads the events and series of the ops of `source` that `filter` keeps.
+pub fn scan(source: &dyn Source, filter: &Filter) -> Scanned {
+    let index = source.index();
+    let ops = filter.op_ids(index);
+    let mut unreadable = InputProblems::default();
+    let stats = gather_stats(source, &ops, &mut unreadable, false);
+    let events = RunEvents::from_statistics(index, filter, &stats, &unreadable);
+    let series = events
+        .rank_ids()
+        .into_iter()
+        .map(|rank| {
+            let of_rank: Vec<OpId> = ops.iter().copied().filter(|&o| index.ops[o].rank == rank).collect();
+            (rank, series::of_rank(&crate::series::build(index, &of_rank, &stats), series::POINTS))
+        })
+        .collect();
+    Scanned { events, series }
+}
+
+/// Writes one summary per rank of `run` into `dir` (created when missing), and its series (`series`; a rank
+/// without is written with none) into `dir/series/`.
+pub fn write(
+    run: &RunEvents,
+    series: &BTreeMap<u32, Vec<SeriesRow>>,
+    run_name: &str,
+    dir: &Path,
+) -> Result<Vec<Written>> {
+    let series_dir = dir.join(SERIES_DIR);
+    std::fs::create_dir_all(&series_dir)
+        .with_context(|| format!("cannot create {}", series_dir.display()))?;
     let mut written = Vec::new();
     for (n, rank) in run.ranks.iter().enumerate() {
         let first = n == 0;
@@ -71,17 +126,80 @@ pub fn write(run: &RunEvents, run_name: &str, dir: &Path) -> Result<Vec<Written>
         };
         let file = dir.join(file_name(rank.rank));
         let bytes = write_one(&summary, &file)?;
-        written.push(Written { rank: rank.rank, file, events: rank.events.len() as u64, bytes });
+        let rows = series.get(&rank.rank).map_or(&[][..], Vec::as_slice);
+        let series_file = series_dir.join(file_name(rank.rank));
+        let series_bytes = write_series(run_name, rank.rank, rows, &series_file)?;
+        written.push(Written {
+            rank: rank.rank,
+            file,
+            events: rank.events.len() as u64,
+            bytes,
+            series_file,
+            series_rows: rows.len() as u64,
+            series_bytes,
+        });
     }
     Ok(written)
+}
+
+/// Writes a file through a temporary name, so that a scan stopped half-way leaves no file that looks
+/// whole: `fill` writes the row groups. Returns its size.
+fn write_whole(
+    file: &Path,
+    schema: parquet::schema::types::Type,
+    metadata: Vec<KeyValue>,
+    fill: impl FnOnce(&mut SerializedFileWriter<std::fs::File>) -> Result<()>,
+) -> Result<u64> {
+    let partial = file.with_extension("parquet.partial");
+    let out =
+        std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+    let properties = WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_key_value_metadata(Some(metadata))
+        .set_created_by(format!("accutrace analyzer {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let mut writer = SerializedFileWriter::new(out, Arc::new(schema), Arc::new(properties))
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    fill(&mut writer)
+        .and_then(|()| Ok(writer.close()?))
+        .with_context(|| format!("cannot write {}", partial.display()))?;
+    std::fs::rename(&partial, file).with_context(|| format!("cannot write {}", file.display()))?;
+    Ok(std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?.len())
+}
+
+/// Writes rank `rank`'s series to `file` (whole or not at all). Returns its size.
+pub fn write_series(run: &str, rank: u32, rows: &[SeriesRow], file: &Path) -> Result<u64> {
+    let metadata = vec![
+        KeyValue::new(KEY_VERSION.into(), SUMMARY_VERSION.to_string()),
+        KeyValue::new(KEY_RUN.into(), run.to_string()),
+        KeyValue::new(KEY_RANK.into(), rank.to_string()),
+        KeyValue::new(KEY_SERIES_POINTS.into(), series::POINTS.to_string()),
+    ];
+    write_whole(file, series::schema(), metadata, |w| series::write(rank, rows, w))
+}
+
+/// Reads a series file: its rank and rows. Only this version's (3) has them.
+pub fn read_series(file: &Path) -> Result<(u32, Vec<SeriesRow>)> {
+    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let reader = SerializedFileReader::new(f)
+        .with_context(|| format!("{}: not a Parquet rank series file", file.display()))?;
+    let meta = Metadata::of(&reader);
+    match meta.get(KEY_VERSION) {
+        Some(v) if v == SUMMARY_VERSION.to_string() => {}
+        Some(v) => bail!(
+            "{}: summary version {v}; series files are version {SUMMARY_VERSION}'s (scan again with it)",
+            file.display()
+        ),
+        None => bail!("{}: no {KEY_VERSION}: not a series file written by `analyzer scan`", file.display()),
+    }
+    let rank: u32 = meta.parse(KEY_RANK).with_context(|| file.display().to_string())?;
+    let rows = series::read(&reader, rank).with_context(|| file.display().to_string())?;
+    Ok((rank, rows))
 }
 
 /// Writes `summary` to `file` through a temporary name, so that a scan stopped half-way leaves no file
 /// that looks like a summary. Returns its size.
 pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
-    let partial = file.with_extension("parquet.partial");
-    let out =
-        std::fs::File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
     let metadata = vec![
         KeyValue::new(KEY_VERSION.into(), SUMMARY_VERSION.to_string()),
         KeyValue::new(KEY_RUN.into(), summary.run.clone()),
@@ -90,20 +208,7 @@ pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
         KeyValue::new(KEY_WARNINGS.into(), serde_json::to_string(&summary.warnings)?),
         KeyValue::new(KEY_PROBLEMS.into(), serde_json::to_string(&summary.problems)?),
     ];
-    let properties = WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-        .set_key_value_metadata(Some(metadata))
-        .set_created_by(format!("accutrace analyzer {}", env!("CARGO_PKG_VERSION")))
-        .build();
-    let schema = Arc::new(columns::schema());
-    let mut writer = SerializedFileWriter::new(out, schema, Arc::new(properties))
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    columns::Columns::of(&summary.events)
-        .and_then(|c| c.write(&mut writer))
-        .and_then(|()| Ok(writer.close()?))
-        .with_context(|| format!("cannot write {}", partial.display()))?;
-    std::fs::rename(&partial, file).with_context(|| format!("cannot write {}", file.display()))?;
-    Ok(std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?.len())
+    write_whole(file, columns::schema(), metadata, |w| columns::Columns::of(&summary.events)?.write(w))
 }
 
 /// Every `rank*.parquet` in `dirs` (a directory, or one summary file), as one run. A rank found twice, a
@@ -158,10 +263,12 @@ pub fn read_one(file: &Path) -> Result<RankSummary> {
         .with_context(|| format!("{}: not a Parquet rank summary", file.display()))?;
     let meta = Metadata::of(&reader);
     match meta.get(KEY_VERSION) {
-        Some(v) if v == SUMMARY_VERSION.to_string() => {}
+        Some(v) if READS.iter().any(|r| v == r.to_string()) => {}
         Some(v) => bail!(
-            "{}: summary version {v}; this analyzer reads version {SUMMARY_VERSION} (scan again with it)",
-            file.display()
+            "{}: summary version {v}; this analyzer reads versions {} and {} (scan again with it)",
+            file.display(),
+            READS[0],
+            READS[1]
         ),
         None => bail!("{}: no {KEY_VERSION}: not a rank summary written by `analyzer scan`", file.display()),
     }

@@ -1,5 +1,5 @@
 //! The report of `analyzer scan`: the input problems first, then one line (CSV row, JSON entry) per rank
-//! summary written.
+//! summary written (its events' file and its series' file).
 
 use super::{human_bytes, plural, write_json, Format, Output};
 use crate::problems::InputProblems;
@@ -14,7 +14,7 @@ pub fn write(dir: &Path, written: &[Written], format: Format, problems: &InputPr
     super::lead(problems, format == Format::Table, false, &mut out)?;
     match format {
         Format::Table => {
-            let bytes: u64 = written.iter().map(|w| w.bytes).sum();
+            let bytes: u64 = written.iter().map(|w| w.bytes + w.series_bytes).sum();
             let n = written.len() as u64;
             writeln!(
                 out,
@@ -26,21 +26,40 @@ pub fn write(dir: &Path, written: &[Written], format: Format, problems: &InputPr
             for w in written {
                 writeln!(
                     out,
-                    "  rank {}: {} event{}, {} -> {}",
+                    "  rank {}: {} event{}, {} -> {}; series: {} bucket{}, {} -> {}",
                     w.rank,
                     w.events,
                     plural(w.events),
                     human_bytes(w.bytes),
-                    w.file.display()
+                    w.file.display(),
+                    w.series_rows,
+                    plural(w.series_rows),
+                    human_bytes(w.series_bytes),
+                    w.series_file.display()
                 )?;
             }
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record(["rank", "file", "events", "bytes"])?;
+            w.write_record([
+                "rank",
+                "file",
+                "events",
+                "bytes",
+                "series_file",
+                "series_rows",
+                "series_bytes",
+            ])?;
             for s in written {
-                let file = s.file.display().to_string();
-                w.write_record([s.rank.to_string(), file, s.events.to_string(), s.bytes.to_string()])?;
+                w.write_record([
+                    s.rank.to_string(),
+                    s.file.display().to_string(),
+                    s.events.to_string(),
+                    s.bytes.to_string(),
+                    s.series_file.display().to_string(),
+                    s.series_rows.to_string(),
+                    s.series_bytes.to_string(),
+                ])?;
             }
             w.flush()?;
         }

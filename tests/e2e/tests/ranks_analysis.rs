@@ -229,11 +229,14 @@ fn a_selection_narrows_the_ops_examined_and_one_matching_nothing_is_refused() {
     assert!(err.contains("step 9 is not in"), "{err}");
 }
 
+/// Copies the files of `from` (not its directories: a stream's segments, a scan's events) into `to`.
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
     }
 }
 
@@ -245,10 +248,11 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// What a scan of the 4-rank job leaves in the shared directory: a summary per rank.
+/// What a scan of the 4-rank job leaves in the shared directory: a summary per rank, and its series.
 fn assert_four_summaries(summaries: &Path) {
     let ranks = ["rank000000.parquet", "rank000001.parquet", "rank000002.parquet", "rank000003.parquet"];
-    assert_eq!(names_in(summaries), ranks);
+    assert_eq!(names_in(summaries), [&ranks[..], &["series"]].concat());
+    assert_eq!(names_in(&summaries.join("series")), ranks);
 }
 
 /// Splits `run` as two nodes' node-local captures would hold it: streams of ranks 0-1 in `node0`, of ranks
@@ -292,7 +296,21 @@ fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
         for (node, out) in [(&node0, &s0), (&node1, &s1)] {
             let (code, json) = analyzer_json(&["scan", p(node), "-o", p(out)]);
             assert_eq!(code, 0, "{json}");
-            assert_eq!(json["summaries"].as_array().unwrap().len(), 2, "{json}");
+            let written = json["summaries"].as_array().unwrap();
+            assert_eq!(written.len(), 2, "{json}");
+            // Each rank's series beside its events, in series/.
+            for w in written {
+                let file = Path::new(w["series_file"].as_str().unwrap());
+                assert_eq!(file.parent(), Some(out.join("series").as_path()), "{json}");
+                let (rank, rows) = analyzer::ranks::summary::read_series(file).unwrap();
+                assert_eq!(
+                    (u64::from(rank), rows.len() as u64),
+                    (w["rank"].as_u64().unwrap(), w["series_rows"].as_u64().unwrap())
+                );
+                let loss: Vec<u64> =
+                    rows.iter().filter(|r| r.series == "loss").map(|r| r.first_step).collect();
+                assert_eq!(loss, [0, 1, 2], "a loss at each of the {STEPS} steps: {rows:?}");
+            }
         }
         let (merged_code, merged) = analyzer_json(&["merge", p(&s0), p(&s1)]);
         let (whole_code, whole) = analyzer_json(&["ranks", p(run)]);
@@ -327,13 +345,26 @@ fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
     }
     // Another version, and a Parquet file of another schema: refused, the file and what is wrong named.
     // (The footer is Thrift's compact encoding: after the key, the value's field header, length and bytes.)
+    let version_at = |bytes: &[u8]| {
+        find(bytes, b"accutrace.summary_version\x18\x013").expect("version 3 in the footer")
+            + b"accutrace.summary_version\x18\x01".len()
+    };
     let mut altered = whole.clone();
-    let version = find(&altered, b"accutrace.summary_version\x18\x012").expect("version 2 in the footer");
-    altered[version + b"accutrace.summary_version\x18\x01".len()] = b'9';
+    let version = version_at(&altered);
+    altered[version] = b'9';
     std::fs::write(&victim, &altered).unwrap();
     let (code, _, err) = analyzer(&["merge", p(&broken)]);
     assert_eq!(code, 2);
-    assert!(err.contains("rank000002.parquet: summary version 9; this analyzer reads version 2"), "{err}");
+    assert!(
+        err.contains("rank000002.parquet: summary version 9; this analyzer reads versions 2 and 3"),
+        "{err}"
+    );
+    // Version 2's events are version 3's (3 added the series files): still read, the same answer.
+    altered[version] = b'2';
+    std::fs::write(&victim, &altered).unwrap();
+    let (_, merged) = analyzer_json(&["merge", p(&broken)]);
+    let (_, current) = analyzer_json(&["merge", p(&good)]);
+    assert_eq!(answer(&merged), answer(&current));
     let mut altered = whole.clone();
     let at = find(&altered, b"accutrace.summary_version").expect("the version key is in the footer");
     altered[at + b"accutrace.summary_version".len() - 1] = b'X';

@@ -422,7 +422,8 @@ fn values_len(v: &Values) -> usize {
     }
 }
 
-fn write_column<T: DataType>(
+/// Writes one column chunk: `cells` (nulls as `None`; none when `required`).
+pub(super) fn write_column<T: DataType>(
     column: &mut parquet::file::writer::SerializedColumnWriter<'_>,
     cells: &[Option<T::T>],
     required: bool,
@@ -444,7 +445,7 @@ where
 }
 
 /// Appends a column chunk's values to `out`, nulls where a value's definition level is below `max_def`.
-fn read_column<T: DataType>(
+pub(super) fn read_column<T: DataType>(
     reader: parquet::column::reader::ColumnReader,
     max_def: i16,
     out: &mut Vec<Option<T::T>>,

@@ -3,7 +3,7 @@
 use crate::cli::ScanArgs;
 use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
-use analyzer::ranks::{events::RunEvents, summary};
+use analyzer::ranks::summary;
 use analyzer::{report, sources};
 use anyhow::Result;
 
@@ -11,8 +11,8 @@ pub fn run(args: ScanArgs) -> Result<Outcome> {
     let source = sources::open(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
-    let events = RunEvents::from_source(source.as_ref(), &filter);
-    let written = summary::write(&events, &args.run.display().to_string(), &args.output)?;
+    let summary::Scanned { events, series } = summary::scan(source.as_ref(), &filter);
+    let written = summary::write(&events, &series, &args.run.display().to_string(), &args.output)?;
     // The summaries carry the problems too, so that merge leads with them; here they make the exit 2.
     let mut problems = InputProblems::default();
     for p in &events.problems {
