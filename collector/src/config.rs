@@ -115,10 +115,18 @@ impl Default for Config {
     }
 }
 
-pub const DEFAULT_SLOTS: usize = 64;
+/// Default pool: 256 slots of 256 KiB (64 MiB reserved, resident as used). A chunk takes a slot whatever its
+/// size, so the slot count bounds how far a writer may lag behind the runtime: with 64 slots of 1 MiB the
+/// simulated runtime's 64 KiB chunks filled the pool with 4 MiB queued, a quarter of one `small` step's
+/// dump, and the runtime's dump thread (then the training thread) waited for the writer in every run at
+/// load 10-20; 256 slots hold 16 MiB of such chunks. Chunks above a slot are split over several slots as
+/// before (the same 64 MiB of room), at the cost of one copy on the writer for a file that came in one such
+/// chunk (docs/BENCHMARKS.md, "Step time and disk").
+pub const DEFAULT_SLOTS: usize = 256;
 /// Default segment size when no tensor data is stored (tensor mode: the format's 64 MiB default).
 pub const STATS_SEGMENT_SIZE: u64 = 8 << 20;
-pub const DEFAULT_SLOT_SIZE: usize = 1 << 20;
+/// See [`DEFAULT_SLOTS`].
+pub const DEFAULT_SLOT_SIZE: usize = 256 << 10;
 /// A slot must hold the longest file name (4095 bytes) and some payload.
 pub const MIN_SLOT_SIZE: usize = 8 << 10;
 /// Upper bound of the pre-allocated pool (slots x slot size).
