@@ -57,7 +57,8 @@ def main(doc_path, work):
     sql = section(doc, "The first anomaly in SQL")
     view = sql_block_after(sql, "DuckDB:")
     query = sql_block_after(sql, "The query:")
-    check(len(columns) >= 20 and len(keys) == 6, f"the page's tables were found ({len(columns)} columns, {len(keys)} keys)")
+    completeness = sql_block_after(sql, "The completeness query:")
+    check(len(columns) >= 20 and len(keys) == 8, f"the page's tables were found ({len(columns)} columns, {len(keys)} keys)")
     # The series files' columns: the rows of the Series section's tables that give a type.
     series_columns = [r for r in table_rows(section(doc, "Series")) if len(r) >= 4 and r[1] in DOC_TYPES]
     check(len(series_columns) == 13, f"the page's series columns were found ({len(series_columns)})")
@@ -107,6 +108,21 @@ def main(doc_path, work):
             )
             problems = json.loads(meta.get("accutrace.problems", "null"))
             check(problems == [], f"{job}/{name}: no input problems: {problems}")
+            selection = json.loads(meta.get("accutrace.selection", "null"))
+            check(selection == {"steps": [], "ranks": [], "ops": []}, f"{job}/{name}: no selection: {selection}")
+            check(meta.get("accutrace.job_ranks") == "4", f"{job}/{name}: a job of 4 ranks: {meta.get('accutrace.job_ranks')}")
+
+        # The completeness query: every rank here, every collective's members; over two files, not.
+        present = con.execute(completeness).fetchall()
+        check(present == [(4, merge["calls"], 0)], f"{job}: completeness over every file: {present}")
+        part = duckdb.connect()
+        two = ", ".join(f"'{summaries}/rank{r:06}.parquet'" for r in (0, 1))
+        part.execute(f"CREATE VIEW rank_summaries AS SELECT * FROM read_parquet([{two}])")
+        partial = part.execute(completeness).fetchall()
+        check(
+            len(partial) == 1 and partial[0][0] == 2 and partial[0][2] > 0,
+            f"{job}: completeness over ranks 0-1 says ranks and members are missing: {partial}",
+        )
 
         # Every collective's output is the same on all its members (a healthy reduction), by hash.
         disagreeing = con.execute(

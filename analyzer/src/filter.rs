@@ -4,7 +4,7 @@ use crate::index::{Index, IndexedOp};
 use std::path::Path;
 
 /// A selection of ops: each list empty means "all"; otherwise an op must match one entry of each.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
     pub steps: Vec<u64>,
     pub ranks: Vec<u32>,
@@ -62,6 +62,14 @@ impl Filter {
     /// Ids of the ops the filter keeps, in execution order.
     pub fn op_ids(&self, index: &Index) -> Vec<usize> {
         (0..index.ops.len()).filter(|&o| self.keeps(&index.ops[o])).collect()
+    }
+
+    /// The selection as options would be typed (`--step 1 --rank 0 --op 'x*'`); empty for everything.
+    pub fn options(&self) -> String {
+        let mut words: Vec<String> = self.steps.iter().map(|s| format!("--step {s}")).collect();
+        words.extend(self.ranks.iter().map(|r| format!("--rank {r}")));
+        words.extend(self.ops.iter().map(|o| format!("--op '{o}'")));
+        words.join(" ")
     }
 
     /// Whether it selects anything at all.

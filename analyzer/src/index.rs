@@ -168,6 +168,10 @@ pub struct Index {
     /// overflow mode and the runtime's environment variables that matter), to tell whether two runs share a
     /// configuration; `None` when the source records none.
     pub settings: Option<BTreeMap<String, String>>,
+    /// How many ranks the job had, as the run recorded it (a capture's manifest: `RANK_SIZE`, else
+    /// `WORLD_SIZE`), when known.
+    #[serde(skip)]
+    pub job_ranks: Option<u32>,
     /// What the source knows it is missing (lost segments or streams, dropped chunks, unsealed streams,
     /// dump files that could not be read): these lead every report and make the exit status 2.
     pub problems: Vec<InputProblem>,

@@ -5,7 +5,10 @@
 //! A rank's program order is its ops in execution order with its HCCL calls placed among them by the host
 //! clock: a call comes before the first op dumped after its stream was synchronized (the collector stamps
 //! `start_us` after synchronizing, so every op queued before the call has its dump timestamp by then). A
-//! call's step is the step of the op before it (the first op's, for calls before any op).
+//! call's step is the step of the op before it (the first op's, for calls before any op). Where only some
+//! ops were dumped (an overflow-detection capture), a call takes a step only when the ops around it tell it
+//! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
+//! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId};
@@ -17,6 +20,20 @@ use accutrace_formats::dtype::hccl as hccl_dtype;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 use std::collections::BTreeMap;
+
+/// The step of a call whose step nothing tells (no op dumped around it on its rank nor on its
+/// collective's other members). Above every real step, so ordering by step puts it last; 2^63 - 1 so that
+/// it is a valid BIGINT in a summary's `step` column (docs/RANK_SUMMARIES.md).
+pub const UNKNOWN_STEP: u64 = i64::MAX as u64;
+
+/// `step 3`, or `step unknown`.
+pub fn step_words(step: u64) -> String {
+    if step == UNKNOWN_STEP {
+        "step unknown".into()
+    } else {
+        format!("step {step}")
+    }
+}
 
 /// What the analysis needs of one tensor (or collective buffer).
 #[derive(Clone, Debug, PartialEq)]
@@ -150,6 +167,12 @@ pub struct RunEvents {
     pub warnings: Vec<String>,
     /// What the source misses, and tensors whose statistics are unknown (never judged healthy).
     pub problems: Vec<InputProblem>,
+    /// How many ranks the job had, as the run recorded it (`RANK_SIZE` or `WORLD_SIZE` in a capture's
+    /// manifest), when known: fewer present is a partial job.
+    pub job_ranks: Option<u32>,
+    /// The `--step/--rank/--op` selection the events were read with (a scan's travels in its summaries):
+    /// everything when empty. An answer for a selection is not one for the whole job.
+    pub selection: Filter,
 }
 
 impl RunEvents {
@@ -172,6 +195,8 @@ impl RunEvents {
     ) -> RunEvents {
         let mut run = from_index(index, filter, stats);
         run.problems.extend(unreadable.items().iter().cloned());
+        run.job_ranks = index.job_ranks;
+        run.selection = filter.clone();
         run
     }
 
@@ -229,14 +254,20 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
                 "rank {rank}: some ops carry no dump timestamp, so its HCCL calls are placed after all its ops"
             ));
         }
-        let mut events = interleave(ops, calls);
-        // Calls are kept at the selected steps whatever the rank or op selection: the same calls on every
-        // member, so happens-before stays whole.
-        events.retain(|e| match &e.kind {
-            EventKind::Op { name, .. } => filter.keeps_at(name, e.step, rank),
-            EventKind::Collective(_) => filter.steps.is_empty() || filter.steps.contains(&e.step),
-        });
+        let events = interleave(ops, calls, index.only_overflowing_ops);
         run.ranks.push(RankEvents { rank, events });
+    }
+    fill_unknown_steps(&mut run);
+    for r in &mut run.ranks {
+        let rank = r.rank;
+        // Calls are kept at the selected steps whatever the rank or op selection: the same calls on every
+        // member, so happens-before stays whole (a call whose step is unknown may be at any of them).
+        r.events.retain(|e| match &e.kind {
+            EventKind::Op { name, .. } => filter.keeps_at(name, e.step, rank),
+            EventKind::Collective(_) => {
+                filter.steps.is_empty() || e.step == UNKNOWN_STEP || filter.steps.contains(&e.step)
+            }
+        });
     }
     if unknown > 0 {
         run.problems.push(InputProblem::incomplete(format!(
@@ -271,9 +302,33 @@ fn collective_event(c: &accutrace_formats::capture::CollectiveInfo) -> Event {
     }
 }
 
+/// Calls whose step is unknown take the step another member of the same collective knows (members of a
+/// collective make it at one step; sends and receives are left alone). Run once the events of every rank
+/// at hand are placed, and again when summaries of several nodes are merged.
+pub fn fill_unknown_steps(run: &mut RunEvents) {
+    let key = |c: &CollectiveMeta| match c.op {
+        CollectiveOp::Send | CollectiveOp::Recv => None,
+        _ => Some((c.comm.clone(), c.seq)),
+    };
+    let mut known: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    for e in run.ranks.iter().flat_map(|r| &r.events) {
+        if let (Some(k), true) = (e.collective().and_then(key), e.step != UNKNOWN_STEP) {
+            known.entry(k).or_insert(e.step);
+        }
+    }
+    for e in run.ranks.iter_mut().flat_map(|r| &mut r.events) {
+        if e.step == UNKNOWN_STEP {
+            if let Some(&step) = e.collective().and_then(key).and_then(|k| known.get(&k)) {
+                e.step = step;
+            }
+        }
+    }
+}
+
 /// Ops (in execution order) and calls (in call order) merged by time; each call takes the step of the
-/// event before it.
-fn interleave(ops: Vec<Event>, calls: Vec<Event>) -> Vec<Event> {
+/// event before it. `sparse`: only some ops were dumped (overflow detection), so a call takes a step only
+/// when the ops around it agree on it (or the op after it is at step 0); otherwise [`UNKNOWN_STEP`].
+fn interleave(ops: Vec<Event>, calls: Vec<Event>, sparse: bool) -> Vec<Event> {
     let mut out = Vec::with_capacity(ops.len() + calls.len());
     let mut calls = calls.into_iter().peekable();
     let first_step = ops.first().map_or(0, |o| o.step);
@@ -285,6 +340,27 @@ fn interleave(ops: Vec<Event>, calls: Vec<Event>) -> Vec<Event> {
         out.push(op);
     }
     out.extend(calls);
+    if sparse {
+        // The step of the first op at or after each position.
+        let mut after: Vec<Option<u64>> = vec![None; out.len() + 1];
+        for i in (0..out.len()).rev() {
+            after[i] = if out[i].collective().is_none() { Some(out[i].step) } else { after[i + 1] };
+        }
+        let mut before: Option<u64> = None;
+        for (i, e) in out.iter_mut().enumerate() {
+            match e.kind {
+                EventKind::Op { .. } => before = Some(e.step),
+                EventKind::Collective(_) => {
+                    e.step = match (before, after[i]) {
+                        (Some(a), Some(b)) if a == b => a,
+                        (None, Some(0)) => 0,
+                        _ => UNKNOWN_STEP,
+                    };
+                }
+            }
+        }
+        return out;
+    }
     let mut step = first_step;
     for e in &mut out {
         match e.kind {
@@ -322,8 +398,11 @@ mod tests {
 
     #[test]
     fn calls_go_before_the_first_op_dumped_after_them_and_take_the_step_before() {
-        let merged =
-            interleave(vec![op(0, 10), op(0, 20), op(1, 30)], vec![call(5, 0), call(20, 1), call(40, 2)]);
+        let merged = interleave(
+            vec![op(0, 10), op(0, 20), op(1, 30)],
+            vec![call(5, 0), call(20, 1), call(40, 2)],
+            false,
+        );
         let names: Vec<(&str, u64)> = merged.iter().map(|e| (e.name(), e.step)).collect();
         assert_eq!(
             names,
@@ -336,5 +415,30 @@ mod tests {
                 ("HcclAllReduce", 1)
             ]
         );
+    }
+
+    #[test]
+    fn with_only_some_ops_dumped_a_call_takes_a_step_only_where_the_ops_around_it_tell_it() {
+        // Rank a dumped one op at step 0 and one at step 1 around its calls; rank b dumped nothing
+        // but an op at step 2, after every call.
+        let a = interleave(
+            vec![op(0, 10), op(0, 20), op(2, 60)],
+            vec![call(5, 0), call(15, 1), call(30, 2), call(70, 3)],
+            true,
+        );
+        let steps: Vec<u64> = a.iter().filter(|e| e.collective().is_some()).map(|e| e.step).collect();
+        assert_eq!(steps, [0, 0, UNKNOWN_STEP, UNKNOWN_STEP]);
+        let b = interleave(vec![op(2, 80)], vec![call(5, 0), call(15, 1), call(30, 2), call(70, 3)], true);
+        let steps: Vec<u64> = b.iter().filter(|e| e.collective().is_some()).map(|e| e.step).collect();
+        assert_eq!(steps, [UNKNOWN_STEP; 4], "not step 0, nor the step of the op after them");
+        // A member that knows the step gives it to the others; what nobody knows stays unknown.
+        let mut run = RunEvents {
+            ranks: vec![RankEvents { rank: 0, events: a }, RankEvents { rank: 1, events: b }],
+            ..RunEvents::default()
+        };
+        fill_unknown_steps(&mut run);
+        let steps: Vec<u64> =
+            run.ranks[1].events.iter().filter(|e| e.collective().is_some()).map(|e| e.step).collect();
+        assert_eq!(steps, [0, 0, UNKNOWN_STEP, UNKNOWN_STEP]);
     }
 }

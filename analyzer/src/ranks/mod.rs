@@ -12,22 +12,35 @@
 //! [`analyze`] puts them together: the origins ordered by (step, Lamport time, rank), the ranks the first one
 //! reached and through which collective, and what the redundancy check compared.
 
+mod baseline;
 pub mod detect;
 pub mod events;
 pub mod order;
 pub mod summary;
 
+use crate::filter::Filter;
 use crate::outcome::Outcome;
-use crate::problems::{InputProblem, InputProblems};
+use crate::problems::{InputProblem, InputProblems, ProblemKind};
 use detect::{EventRef, Finding};
-use events::RunEvents;
+use events::{step_words, RunEvents, UNKNOWN_STEP};
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// A step in JSON: null when unknown.
+fn step_or_null<S: serde::Serializer>(step: &u64, s: S) -> Result<S::Ok, S::Error> {
+    if *step == UNKNOWN_STEP {
+        s.serialize_none()
+    } else {
+        s.serialize_u64(*step)
+    }
+}
 
 /// An anomaly that nothing anomalous happened before.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Origin {
     pub rank: u32,
+    /// [`UNKNOWN_STEP`] for a call nothing places at a step (JSON: null).
+    #[serde(serialize_with = "step_or_null")]
     pub step: u64,
     /// The op, or the HCCL function.
     pub op: String,
@@ -44,6 +57,8 @@ pub struct Origin {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Reach {
     pub rank: u32,
+    /// [`UNKNOWN_STEP`] for a call nothing places at a step (JSON: null).
+    #[serde(serialize_with = "step_or_null")]
     pub step: u64,
     /// The first event of the rank the anomaly had reached.
     pub at: String,
@@ -78,6 +93,37 @@ pub struct RanksReport {
     /// (happens-before is partial through them): they lead the report and make the exit status 2.
     pub input_problems: InputProblems,
     pub warnings: Vec<String>,
+    /// How many ranks the job had, as the run recorded it, when known.
+    pub job_ranks: Option<u32>,
+    /// The `--step/--rank/--op` selection the answer is for (`None`: the whole run). Ranks outside it
+    /// were not examined: nothing is said about them.
+    pub selection: Option<Selection>,
+    /// The ranks whose ops were examined (the selection's, else every rank present).
+    pub examined_ranks: Vec<u32>,
+}
+
+/// A `--step/--rank/--op` selection, as reports show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Selection {
+    pub steps: Vec<u64>,
+    pub ranks: Vec<u32>,
+    pub ops: Vec<String>,
+}
+
+impl Selection {
+    /// `None` for a filter that selects everything.
+    pub fn of(filter: &Filter) -> Option<Selection> {
+        (!filter.is_everything()).then(|| Selection {
+            steps: filter.steps.clone(),
+            ranks: filter.ranks.clone(),
+            ops: filter.ops.clone(),
+        })
+    }
+
+    /// `--step 1 --rank 0 --op 'x*'`, as it would be typed.
+    pub fn options(&self) -> String {
+        Filter { steps: self.steps.clone(), ranks: self.ranks.clone(), ops: self.ops.clone() }.options()
+    }
 }
 
 impl RanksReport {
@@ -132,7 +178,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
             let via = taint.via.map(|at| {
                 let e = event(at);
                 let c = e.collective().expect("a taint arrives through a collective");
-                format!("{} #{} on {} at step {}", c.op.api_name(), c.seq, c.comm, e.step)
+                format!("{} #{} on {} at {}", c.op.api_name(), c.seq, c.comm, step_words(e.step))
             });
             // Findings are ordered by (rank, event): this rank's from `i` on are one range.
             let anomalous_events = detected.findings.range((r, *i)..(r + 1, 0)).count() as u64;
@@ -158,6 +204,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     let mut steps: Vec<u64> = run.ranks.iter().flat_map(|r| r.events.iter().map(|e| e.step)).collect();
     steps.sort_unstable();
     steps.dedup();
+    steps.retain(|&s| s != UNKNOWN_STEP);
     let mut communicators: Vec<String> = run
         .ranks
         .iter()
@@ -165,7 +212,19 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         .collect();
     communicators.sort();
     communicators.dedup();
+    let ranks = run.rank_ids();
+    let selection = Selection::of(&run.selection);
+    let examined_ranks: Vec<u32> = match &selection {
+        Some(s) if !s.ranks.is_empty() => ranks.iter().copied().filter(|r| s.ranks.contains(r)).collect(),
+        _ => ranks.clone(),
+    };
+    let calls: u64 =
+        run.ranks.iter().map(|r| r.events.iter().filter(|e| e.collective().is_some()).count() as u64).sum();
+    // What keeps the answer from covering the job leads: before the collectives that miss members.
     let mut problems = InputProblems::default();
+    for p in scope_problems(run, &ranks, &examined_ranks, calls, selection.as_ref()) {
+        problems.push(p);
+    }
     for p in run.problems.iter().chain(baseline.iter().flat_map(|b| b.1.problems.iter())) {
         problems.push(p.clone());
     }
@@ -192,17 +251,23 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     if communicators.iter().any(|c| c.starts_with("unknown-")) {
         warnings.push("some communicators have no identity shared by their members: their calls cannot be matched across ranks".into());
     }
-    RanksReport {
+    if let Some(s) = &selection {
+        warnings.insert(
+            0,
+            format!(
+                "the answer is for a selection, not the whole job ({}): ops outside it were not examined, \
+                 so an anomaly there, an earlier origin included, would not show",
+                s.options()
+            ),
+        );
+    }
+    let mut report = RanksReport {
         run: run_name.to_string(),
         baseline: baseline.map(|b| b.0.to_string()),
-        ranks: run.rank_ids(),
+        ranks,
         steps,
         events: run.ranks.iter().map(|r| r.events.len() as u64).sum(),
-        calls: run
-            .ranks
-            .iter()
-            .map(|r| r.events.iter().filter(|e| e.collective().is_some()).count() as u64)
-            .sum(),
+        calls,
         communicators,
         origins,
         spread,
@@ -211,5 +276,81 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         replicated_per_step: detected.replicated_per_step,
         input_problems: problems,
         warnings,
+        job_ranks: run.job_ranks,
+        selection,
+        examined_ranks,
+    };
+    if let Some((name, good)) = baseline {
+        if let Some(reason) = baseline::refusal(name, run, good, &report.examined_ranks) {
+            refuse_baseline(&mut report, reason);
+        }
     }
+    report
+}
+
+/// Refuses the baseline: `reason` leads as REFUSED (exit 2, whatever `--allow-incomplete` says, as `diff`
+/// does) and no answer is given, since every difference from another job's run would read as an anomaly.
+pub fn refuse_baseline(report: &mut RanksReport, reason: String) {
+    report.input_problems.push(InputProblem::refused(reason));
+    report.origins.clear();
+    report.spread.clear();
+    report.findings.clear();
+    report.anomalous_per_step.clear();
+}
+
+impl RanksReport {
+    /// Whether a refusal (the baseline's, or one rank) leaves no answer across ranks.
+    pub fn refused(&self) -> bool {
+        self.input_problems.count(ProblemKind::Refused) > 0
+    }
+}
+
+/// What keeps the answer from covering the job, beyond what the sources say they miss: fewer ranks
+/// present than the job had, no HCCL call recorded (nothing ties the ranks together, and no collective's
+/// members can be counted), or one rank examined (no answer across ranks exists).
+fn scope_problems(
+    run: &RunEvents,
+    ranks: &[u32],
+    examined: &[u32],
+    calls: u64,
+    selection: Option<&Selection>,
+) -> Vec<InputProblem> {
+    let list = |rs: &[u32]| rs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let mut found = Vec::new();
+    let every_rank = selection.is_none_or(|s| s.ranks.is_empty());
+    if let (Some(job), true) = (run.job_ranks, every_rank) {
+        if (ranks.len() as u64) < u64::from(job) {
+            let missing: Vec<u32> = (0..job).filter(|r| !ranks.contains(r)).collect();
+            found.push(InputProblem::incomplete(format!(
+                "the job had {job} ranks (RANK_SIZE/WORLD_SIZE recorded with the run) and {} {} here (rank{} \
+                 {}); ranks {} are missing, so no answer covers the job (give every node's capture or \
+                 summaries)",
+                ranks.len(),
+                if ranks.len() == 1 { "is" } else { "are" },
+                if ranks.len() == 1 { "" } else { "s" },
+                list(ranks),
+                list(&missing)
+            )));
+        }
+    }
+    if examined.len() < 2 {
+        let which = match (examined, every_rank) {
+            ([r], true) => format!("the run holds one rank (rank {r})"),
+            ([r], false) => format!("one rank is selected (rank {r}, --rank)"),
+            _ => "no rank is examined".to_string(),
+        };
+        found.push(InputProblem::refused(format!(
+            "{which}: no replica or collective member is compared with another, so no answer across ranks \
+             exists (`analyzer overflow` answers for one rank)"
+        )));
+    } else if calls == 0 {
+        found.push(InputProblem::incomplete(format!(
+            "no HCCL call was recorded on any of the {} ranks: no collective's members are compared, the \
+             ranks' events are not ordered against each other, and whether every rank of the job is here \
+             cannot be told from collective membership (a CANN dump tree never holds HCCL calls; the \
+             collector records them unless ACCUTRACE_COLLECTIVES=off)",
+            examined.len()
+        )));
+    }
+    found
 }

@@ -257,8 +257,7 @@ mod tests {
                 .enumerate()
                 .map(|(r, events)| RankEvents { rank: r as u32, events })
                 .collect(),
-            warnings: vec![],
-            problems: vec![],
+            ..RunEvents::default()
         }
     }
 

@@ -13,7 +13,7 @@
 pub mod columns;
 pub mod series;
 
-use super::events::{RankEvents, RunEvents};
+use super::events::{fill_unknown_steps, RankEvents, RunEvents};
 use crate::filter::Filter;
 use crate::index::OpId;
 use crate::overflow::gather_stats;
@@ -49,6 +49,19 @@ const KEY_EVENTS: &str = "accutrace.events";
 const KEY_WARNINGS: &str = "accutrace.warnings";
 const KEY_PROBLEMS: &str = "accutrace.problems";
 const KEY_SERIES_POINTS: &str = "accutrace.series_points";
+/// The scan's `--step/--rank/--op` selection: JSON `{"steps": [..], "ranks": [..], "ops": [..]}`, each
+/// empty for "all". Absent in files of scans before it was recorded (then unknown: read as none).
+const KEY_SELECTION: &str = "accutrace.selection";
+/// How many ranks the job had (`RANK_SIZE`/`WORLD_SIZE` recorded with the run); absent when unknown.
+const KEY_JOB_RANKS: &str = "accutrace.job_ranks";
+
+/// A selection as the metadata holds it.
+#[derive(Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+struct SelectionKey {
+    steps: Vec<u64>,
+    ranks: Vec<u32>,
+    ops: Vec<String>,
+}
 
 /// One rank of a job, as a summary holds it.
 #[derive(Debug)]
@@ -59,6 +72,10 @@ pub struct RankSummary {
     /// What the scan could not place, and what its source misses (kept once, with the scan's lowest rank).
     pub warnings: Vec<String>,
     pub problems: Vec<InputProblem>,
+    /// The scan's selection (everything when empty).
+    pub selection: Filter,
+    /// How many ranks the job had, when the run recorded it.
+    pub job_ranks: Option<u32>,
 }
 
 /// The file name of rank `rank`'s summary.
@@ -123,6 +140,8 @@ pub fn write(
             events: rank.clone(),
             warnings: if first { run.warnings.clone() } else { Vec::new() },
             problems: if first { run.problems.clone() } else { Vec::new() },
+            selection: run.selection.clone(),
+            job_ranks: run.job_ranks,
         };
         let file = dir.join(file_name(rank.rank));
         let bytes = write_one(&summary, &file)?;
@@ -207,7 +226,19 @@ pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
         KeyValue::new(KEY_EVENTS.into(), summary.events.events.len().to_string()),
         KeyValue::new(KEY_WARNINGS.into(), serde_json::to_string(&summary.warnings)?),
         KeyValue::new(KEY_PROBLEMS.into(), serde_json::to_string(&summary.problems)?),
+        KeyValue::new(
+            KEY_SELECTION.into(),
+            serde_json::to_string(&SelectionKey {
+                steps: summary.selection.steps.clone(),
+                ranks: summary.selection.ranks.clone(),
+                ops: summary.selection.ops.clone(),
+            })?,
+        ),
     ];
+    let mut metadata = metadata;
+    if let Some(n) = summary.job_ranks {
+        metadata.push(KeyValue::new(KEY_JOB_RANKS.into(), n.to_string()));
+    }
     write_whole(file, columns::schema(), metadata, |w| columns::Columns::of(&summary.events)?.write(w))
 }
 
@@ -217,17 +248,40 @@ pub fn read(dirs: &[PathBuf]) -> Result<RunEvents> {
     let files = find(dirs)?;
     let mut run = RunEvents::default();
     let mut from: Vec<(u32, PathBuf)> = Vec::new();
+    // Each distinct selection (as options) and the ranks scanned with it.
+    let mut selections: Vec<(String, Vec<u32>)> = Vec::new();
     for file in files {
         let s = read_one(&file)?;
         if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.events.rank) {
             bail!("rank {} is summarized twice: {} and {}", s.events.rank, other.display(), file.display());
         }
-        from.push((s.events.rank, file));
         run.warnings.extend(s.warnings);
         run.problems.extend(s.problems);
+        run.job_ranks = run.job_ranks.max(s.job_ranks);
+        let options = s.selection.options();
+        match selections.iter().position(|(o, _)| *o == options) {
+            Some(i) => selections[i].1.push(s.events.rank),
+            None => selections.push((options, vec![s.events.rank])),
+        }
+        if !s.selection.is_everything() && run.selection.is_everything() {
+            run.selection = s.selection;
+        }
+        from.push((s.events.rank, file));
         run.ranks.push(s.events);
     }
+    if selections.len() > 1 {
+        let each: Vec<String> = selections
+            .iter()
+            .map(|(o, ranks)| {
+                let o = if o.is_empty() { "no selection" } else { o.as_str() };
+                format!("{o} (ranks {ranks:?})")
+            })
+            .collect();
+        run.warnings
+            .push(format!("the summaries were scanned with different selections: {}", each.join("; ")));
+    }
     run.ranks.sort_by_key(|r| r.rank);
+    fill_unknown_steps(&mut run);
     Ok(run)
 }
 
@@ -281,6 +335,17 @@ pub fn read_one(file: &Path) -> Result<RankSummary> {
             .with_context(|| file.display().to_string())?,
         warnings: meta.json(KEY_WARNINGS).with_context(|| file.display().to_string())?,
         problems: meta.json(KEY_PROBLEMS).with_context(|| file.display().to_string())?,
+        selection: match meta.get(KEY_SELECTION) {
+            None => Filter::default(),
+            Some(_) => {
+                let s: SelectionKey = meta.json(KEY_SELECTION).with_context(|| file.display().to_string())?;
+                Filter { steps: s.steps, ranks: s.ranks, ops: s.ops }
+            }
+        },
+        job_ranks: match meta.get(KEY_JOB_RANKS) {
+            None => None,
+            Some(_) => Some(meta.parse(KEY_JOB_RANKS).with_context(|| file.display().to_string())?),
+        },
     };
     Ok(summary)
 }

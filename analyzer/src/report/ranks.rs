@@ -3,6 +3,7 @@
 //! its spread; CSV of the origins; JSON of everything.
 
 use super::{paint, plural, write_json, Destination, Format, Output};
+use crate::ranks::events::step_words;
 use crate::ranks::RanksReport;
 use anyhow::Result;
 use std::io::Write;
@@ -38,7 +39,11 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
                     w.write_record([
                         n.to_string(),
                         o.rank.to_string(),
-                        o.step.to_string(),
+                        if o.step == crate::ranks::events::UNKNOWN_STEP {
+                            "unknown".to_string()
+                        } else {
+                            o.step.to_string()
+                        },
                         o.op.clone(),
                         o.op_type.clone(),
                         comm,
@@ -78,10 +83,47 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if let Some(b) = &r.baseline {
         writeln!(out, "against the baseline {b}")?;
     }
+    let list = |ranks: &[u32]| ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let unexamined: Vec<u32> = r.ranks.iter().copied().filter(|x| !r.examined_ranks.contains(x)).collect();
+    let scope = match &r.selection {
+        Some(s) if unexamined.is_empty() => format!(" in the selection ({})", s.options()),
+        Some(s) => format!(" in the selection ({}; ranks {} not examined)", s.options(), list(&unexamined)),
+        None => String::new(),
+    };
+    if r.refused() {
+        let none = paint("NO ANSWER ACROSS RANKS", "1;33", colour);
+        writeln!(out, "\n{none}: refused (above).")?;
+        if !r.origins.is_empty() {
+            writeln!(out, "anomalies on the rank examined, nothing anomalous before them there:")?;
+            for o in r.origins.iter().take(10) {
+                let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
+                writeln!(
+                    out,
+                    "  rank {} {}: {} [{}]: {}",
+                    o.rank,
+                    step_words(o.step),
+                    o.op,
+                    o.op_type,
+                    kinds.join(", ")
+                )?;
+            }
+        }
+        return Ok(());
+    }
     let Some(first) = r.origins.first() else {
         if r.input_problems.is_empty() {
             let none = paint("No anomaly across the ranks", "1;32", colour);
-            writeln!(out, "\n{none}: no overflow, every collective's members agree, replicas agree.")?;
+            let replicas = if r.replicated_per_step.is_empty() {
+                "no tensor is held alike by several ranks, so no replica was compared"
+            } else {
+                "replicas agree"
+            };
+            writeln!(
+                out,
+                "\n{none}{scope}: no overflow, every collective's members agree ({} HCCL call{}), {replicas}.",
+                r.calls,
+                plural(r.calls)
+            )?;
         } else {
             let none = paint("NO VERDICT", "1;33", colour);
             writeln!(
@@ -93,7 +135,14 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
         return Ok(());
     };
     let head = paint("FIRST ANOMALY", "1;31", colour);
-    writeln!(out, "\n{head}: rank {} step {}: {} [{}]", first.rank, first.step, first.op, first.op_type)?;
+    writeln!(
+        out,
+        "\n{head}{scope}: rank {} {}: {} [{}]",
+        first.rank,
+        step_words(first.step),
+        first.op,
+        first.op_type
+    )?;
     if let Some((comm, seq)) = &first.collective {
         writeln!(out, "  collective #{seq} on communicator {comm}")?;
     }
@@ -110,21 +159,31 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
         };
         writeln!(
             out,
-            "  rank {} {how}, from {} at step {} ({} anomalous event{} from there)",
+            "  rank {} {how}, from {} at {} ({} anomalous event{} from there)",
             s.rank,
             s.at,
-            s.step,
+            step_words(s.step),
             s.anomalous_events,
             plural(s.anomalous_events)
         )?;
     }
+    // Only the ranks examined: nothing is said of the others' ops.
+    let quiet: Vec<u32> = quiet.iter().map(|s| s.rank).filter(|x| r.examined_ranks.contains(x)).collect();
     if !quiet.is_empty() {
-        let ranks: Vec<String> = quiet.iter().map(|s| s.rank.to_string()).collect();
-        writeln!(out, "  ranks {} met it in a collective later and show no anomaly", ranks.join(", "))?;
+        writeln!(out, "  ranks {} met it in a collective later and show no anomaly", list(&quiet))?;
     }
-    let untouched = r.ranks.len() - r.spread.len();
-    if untouched > 0 {
-        writeln!(out, "  {untouched} rank{} not reached", plural(untouched as u64))?;
+    let untouched: Vec<u32> =
+        r.examined_ranks.iter().copied().filter(|x| !r.spread.iter().any(|s| s.rank == *x)).collect();
+    if !untouched.is_empty() {
+        writeln!(out, "  rank{} {} not reached", plural(untouched.len() as u64), list(&untouched))?;
+    }
+    if !unexamined.is_empty() {
+        writeln!(
+            out,
+            "  rank{} {} not examined (the selection)",
+            plural(unexamined.len() as u64),
+            list(&unexamined)
+        )?;
     }
     if r.origins.len() > 1 {
         writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", r.origins.len() - 1)?;
@@ -132,9 +191,9 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
             let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
             writeln!(
                 out,
-                "  rank {} step {}: {} [{}]: {}",
+                "  rank {} {}: {} [{}]: {}",
                 o.rank,
-                o.step,
+                step_words(o.step),
                 o.op,
                 o.op_type,
                 kinds.join(", ")

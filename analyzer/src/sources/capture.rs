@@ -183,6 +183,9 @@ impl CaptureSource {
         if let Some(manifest) = &run.manifest {
             index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
             index.settings = Some(settings(manifest));
+            index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
+                .iter()
+                .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
         }
         index.only_overflowing_ops |= !index.overflow_records.is_empty();
         // Records are in the order files completed (a big file after a small one that started later, and

@@ -236,7 +236,13 @@ fn no_damaged_input_gets_a_silent_answer() {
             .map(|args| {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 let (code, stdout, stderr) = analyzer(&args);
-                assert!(code == 0 || code == 1, "intact {kind:?} {args:?}: exit {code}\n{stdout}\n{stderr}");
+                // (These sources hold one rank: `ranks` refuses them, there being no answer across ranks.)
+                let one_rank =
+                    args[0] == "ranks" && code == 2 && stdout.contains("no answer across ranks exists");
+                assert!(
+                    code == 0 || code == 1 || one_rank,
+                    "intact {kind:?} {args:?}: exit {code}\n{stdout}\n{stderr}"
+                );
                 let files = written(&clean_out, str::to_string);
                 let _ = std::fs::remove_dir_all(&clean_out);
                 (stdout, files)

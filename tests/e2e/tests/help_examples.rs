@@ -79,6 +79,8 @@ fn world(dir: &Path) {
     let (code, stdout, stderr) = analyzer(&args);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     sim_bench(&model, 4, &dir.join("bench"));
+    // A good run of the same 4-rank job, for `ranks --baseline` (a run of one rank has no answer across ranks).
+    copy_dir(&npu, &dir.join("runs/good"));
     // An eager run (kernels) and msprobe's dump of the same model's PyTorch run (API calls).
     let eager = dir.join("runs/eager");
     let mut args =

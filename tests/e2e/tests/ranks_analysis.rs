@@ -14,11 +14,17 @@ const STEPS: &str = "3";
 
 /// Records `sim-train --ranks 4` of `model_json` with the collector into a run directory.
 fn record(dir: &Path, name: &str, model_json: &str) -> PathBuf {
+    record_with(dir, name, model_json, RANKS, &[])
+}
+
+/// [`record`] with `ranks` ranks and the collector's settings `env`.
+fn record_with(dir: &Path, name: &str, model_json: &str, ranks: &str, env: &[(&str, &str)]) -> PathBuf {
     let model = model_file(dir, &format!("{name}.json"), model_json);
     let run = dir.join(name);
     let out = Command::new(sim_train_bin())
-        .args(["--ranks", RANKS, "--steps", STEPS, "--model"])
+        .args(["--ranks", ranks, "--steps", STEPS, "--model"])
         .arg(&model)
+        .envs(env.iter().copied())
         .arg("--lib")
         .arg(runtime_lib())
         .arg("--hccl-lib")
@@ -866,6 +872,16 @@ fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
     let failing_ops: Vec<&str> =
         failing_ops.lines().skip(1).take_while(|l| l.starts_with("  step")).collect();
     assert!(!failing_ops.is_empty() && failing_ops.iter().all(|l| l.contains(" rank 2 ")), "{table}");
+    // Dump trees hold no HCCL call: no collective's members agree or disagree, so no all-clear across
+    // ranks (their job's size is unknown too), here nor on the report page.
+    let (code, out, _) = analyzer(&["ranks", p(&healthy)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("INCOMPLETE INPUT: no HCCL call was recorded on any of the 4 ranks"), "{out}");
+    assert!(!out.contains("members agree"), "{out}");
+    let page = dir.path().join("healthy.html");
+    let (code, out, err) = analyzer(&["report", p(&healthy), "-o", p(&page), "--no-progress"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(!report_page(&page).contains("NO ANOMALY ACROSS RANKS"), "{out}");
     // compare against one rank's dumps: the other ranks are said not to be compared, before the verdict.
     let one = dir.path().join("rank0-only");
     std::fs::create_dir(&one).unwrap();
@@ -889,4 +905,169 @@ fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
     ranks.dedup();
     assert_eq!(ranks, [1, 2, 3], "{json}");
     assert!(unmatched.iter().all(|u| u["side"] == "target"), "{json}");
+}
+
+const OVERFLOW_ON_RANK_2: &str =
+    r#"{"faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1, "rank": 2}}}"#;
+
+#[test]
+fn without_hccl_calls_or_with_ranks_of_the_job_missing_no_all_clear_is_given() {
+    let dir = scratch();
+    // The job's HCCL calls not recorded: one node's part of it has no collective to miss members of.
+    let off = record_with(dir.path(), "off", OVERFLOW_ON_RANK_2, RANKS, &[("ACCUTRACE_COLLECTIVES", "off")]);
+    let [node0, _] = split_nodes(&off, &dir.path().join("off-nodes"));
+    let (code, out, err) = analyzer(&["ranks", p(&node0)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
+    assert!(out.contains("the job had 4 ranks") && out.contains("ranks 2, 3 are missing"), "{out}");
+    assert!(out.contains("no HCCL call was recorded on any of the 2 ranks"), "{out}");
+    assert!(!out.contains("No anomaly across the ranks") && !out.contains("members agree"), "{out}");
+    // Through scan and merge: the job's size travels in the summaries.
+    let summaries = dir.path().join("off-s0");
+    assert_eq!(analyzer(&["scan", p(&node0), "-o", p(&summaries)]).0, 0, "scan answers for its node");
+    let (code, out, _) = analyzer(&["merge", p(&summaries)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("the job had 4 ranks") && !out.contains("members agree"), "{out}");
+    // Every rank present but no call recorded: still no all-clear about collectives nobody saw.
+    let (code, json) = analyzer_json(&["ranks", p(&off)]);
+    assert_eq!(code, 2, "{json}");
+    let problems = json["input_problems"].to_string();
+    assert!(problems.contains("no HCCL call was recorded on any of the 4 ranks"), "{json}");
+    assert!(!problems.contains("the job had"), "{json}");
+    // The report page of the node: no all-clear across ranks either.
+    let file = dir.path().join("off-node0.html");
+    let (code, out, err) = analyzer(&["report", p(&node0), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(!report_page(&file).contains("NO ANOMALY ACROSS RANKS"));
+    // Collectives recorded, one node's share: the job's size is named too.
+    let [node0, _] = split_nodes(&runs().healthy, &dir.path().join("healthy-nodes"));
+    let (code, out, _) = analyzer(&["ranks", p(&node0)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("the job had 4 ranks") && out.contains("of 4 members recorded it"), "{out}");
+}
+
+#[test]
+fn one_rank_has_no_answer_across_ranks_and_a_partial_selection_speaks_only_of_its_ranks() {
+    let r = runs();
+    // One rank selected: nothing to compare it with.
+    let (code, out, _) = analyzer(&["ranks", p(&r.bitflip), "--rank", "1"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("REFUSED: one rank is selected (rank 1, --rank)"), "{out}");
+    assert!(out.contains("NO ANSWER ACROSS RANKS") && !out.contains("No anomaly across the ranks"), "{out}");
+    // Two of four: the answer is theirs, and the ranks left out are not said to show no anomaly.
+    let (code, out, _) = analyzer(&["ranks", p(&r.bitflip), "--rank", "0", "--rank", "1"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0 --rank 1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FIRST ANOMALY in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"),
+        "{out}"
+    );
+    assert!(out.contains("ranks 2, 3 not examined (the selection)"), "{out}");
+    assert!(!out.contains("ranks 2, 3 met it"), "{out}");
+    let (code, out, _) = analyzer(&["ranks", p(&r.healthy), "--rank", "0", "--rank", "1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(
+            "No anomaly across the ranks in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"
+        ),
+        "{out}"
+    );
+    // A one-rank run.
+    let dir = scratch();
+    let one = record_with(dir.path(), "one", "{}", "1", &[]);
+    let (code, out, _) = analyzer(&["ranks", p(&one)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("REFUSED: the run holds one rank (rank 0)"), "{out}");
+    assert!(!out.contains("No anomaly across the ranks"), "{out}");
+}
+
+#[test]
+fn a_baseline_of_another_job_is_refused_naming_the_ranks_it_lacks() {
+    let r = runs();
+    let dir = scratch();
+    // Another model, two ranks: diff's configuration check refuses it, and the ranks it lacks are named.
+    let other = record_with(dir.path(), "other", r#"{"fusion": true}"#, "2", &[]);
+    let (code, out, _) = analyzer(&["ranks", p(&r.wrong_data), "--baseline", p(&other)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("REFUSED: the baseline "), "{out}");
+    assert!(out.contains("ranks: the baseline has no op of ranks 2, 3"), "{out}");
+    assert!(!out.contains("FIRST ANOMALY") && out.contains("NO ANSWER ACROSS RANKS"), "{out}");
+    let (code, json) =
+        analyzer_json(&["ranks", p(&r.wrong_data), "--baseline", p(&other), "--allow-incomplete"]);
+    assert_eq!(code, 2, "a refusal is not excused: {json}");
+    assert_eq!(json["origins"], serde_json::json!([]), "{json}");
+    // The same job with ranks missing (one node's share as the baseline), as runs and as summaries.
+    let [node0, _] = split_nodes(&r.healthy, &dir.path().join("healthy-nodes"));
+    let (code, out, _) = analyzer(&["ranks", p(&r.wrong_data), "--baseline", p(&node0)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("REFUSED: ") && out.contains("the baseline has no op of ranks 2, 3"), "{out}");
+    let (good, bad) = (dir.path().join("good0"), dir.path().join("bad"));
+    assert_eq!(analyzer(&["scan", p(&node0), "-o", p(&good)]).0, 0);
+    assert_eq!(analyzer(&["scan", p(&r.wrong_data), "-o", p(&bad)]).0, 0);
+    let (code, out, _) = analyzer(&["merge", p(&bad), "--baseline", p(&good)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("the baseline has no op of ranks 2, 3") && !out.contains("FIRST ANOMALY"), "{out}");
+}
+
+#[test]
+fn in_an_overflow_capture_other_ranks_calls_are_never_placed_at_step_0() {
+    let dir = scratch();
+    let run = record_with(dir.path(), "ovf", OVERFLOW_ON_RANK_2, RANKS, &[("ACCUTRACE_OVERFLOW", "1")]);
+    let (code, json) = analyzer_json(&["ranks", p(&run)]);
+    assert_eq!(code, 1, "{json}");
+    let first = &json["origins"][0];
+    assert_eq!((first["rank"].as_u64(), first["step"].as_u64()), (Some(2), Some(1)), "{json}");
+    let spread = json["spread"].as_array().unwrap();
+    assert!(spread.len() > 1, "{json}");
+    for s in spread {
+        // Known to be step 1 (a member that dumped ops around the call tells it), or unknown: never 0.
+        assert!(s["step"].is_null() || s["step"].as_u64() >= Some(1), "{s}");
+    }
+    for (rank, steps) in json["anomalous_per_step"].as_object().unwrap() {
+        assert!(steps.get("0").is_none(), "rank {rank}: nothing anomalous at step 0: {json}");
+    }
+    let (_, out, _) = analyzer(&["ranks", p(&run)]);
+    assert!(!out.contains("at step 0"), "{out}");
+}
+
+#[test]
+fn a_scan_of_a_selection_is_merged_as_that_selection() {
+    let r = runs();
+    let dir = scratch();
+    let ranks01 = dir.path().join("ranks01");
+    let (code, _, err) = analyzer(&["scan", p(&r.overflow), "--rank", "0", "--rank", "1", "-o", p(&ranks01)]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = analyzer(&["merge", p(&ranks01)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0 --rank 1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FIRST ANOMALY in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"),
+        "{out}"
+    );
+    let (_, json) = analyzer_json(&["merge", p(&ranks01)]);
+    assert_eq!(json["selection"]["ranks"], serde_json::json!([0, 1]), "{json}");
+    // One rank scanned: no answer across ranks at all.
+    let rank0 = dir.path().join("rank0");
+    assert_eq!(analyzer(&["scan", p(&r.overflow), "--rank", "0", "-o", p(&rank0)]).0, 0);
+    let (code, out, _) = analyzer(&["merge", p(&rank0)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("REFUSED: one rank is selected (rank 0, --rank)") && !out.contains("FIRST ANOMALY"),
+        "{out}"
+    );
+    // Ops selected: an all-clear is said of the selection only.
+    let softmax = dir.path().join("softmax");
+    assert_eq!(analyzer(&["scan", p(&r.overflow), "--op", "*Softmax*", "-o", p(&softmax)]).0, 0);
+    let (code, out, _) = analyzer(&["merge", p(&softmax)]);
+    assert!(out.contains("the answer is for a selection, not the whole job (--op '*Softmax*')"), "{out}");
+    assert!(
+        code != 0 || out.contains("No anomaly across the ranks in the selection (--op '*Softmax*')"),
+        "{out}"
+    );
 }

@@ -113,7 +113,7 @@ pub enum Command {
     /// Examples:
     ///   analyzer ranks runs/npu
     ///   analyzer ranks runs/npu --step 1 --format csv
-    ///   analyzer ranks runs/b --baseline runs/a --format json
+    ///   analyzer ranks runs/npu --baseline runs/good --format json
     #[command(verbatim_doc_comment)]
     Ranks(RanksArgs),
     /// Summarize this node's ranks for `analyzer merge`: one small Parquet file per rank (its ops and HCCL

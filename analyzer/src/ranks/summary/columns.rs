@@ -534,6 +534,8 @@ mod tests {
             events: events.clone(),
             warnings: vec!["w".into()],
             problems: vec![InputProblem::incomplete("lost a segment".to_string())],
+            selection: crate::filter::Filter { ranks: vec![1], ..Default::default() },
+            job_ranks: Some(4),
         };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("rank000001.parquet");
@@ -543,6 +545,7 @@ mod tests {
         assert_eq!(format!("{:?}", back.events), format!("{events:?}"));
         assert_eq!((back.run, back.warnings), ("runs/npu".to_string(), vec!["w".to_string()]));
         assert_eq!(back.problems[0].message, "lost a segment");
+        assert_eq!((back.selection.ranks, back.job_ranks), (vec![1], Some(4)), "the selection travels");
         assert!(!dir.path().join("rank000001.parquet.partial").exists());
     }
 

@@ -322,20 +322,29 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
             } else {
                 "no tensor is held alike by several ranks, so no replica was compared".to_string()
             };
+            let ranks = match &r.selection {
+                Some(s) => format!(
+                    "{} of {} ranks, in the selection <code>{}</code>; nothing is said of what it leaves out",
+                    r.examined_ranks.len(),
+                    r.ranks.len(),
+                    escape(&s.options())
+                ),
+                None => format!("{} ranks", r.ranks.len()),
+            };
             page.push_str(&format!(
-                "<p class=\"verdict good\"><b>NO ANOMALY ACROSS RANKS</b> ({} ranks): no overflow, every collective's \
-                 members agree; {replicas}</p>",
-                r.ranks.len()
+                "<p class=\"verdict good\"><b>NO ANOMALY ACROSS RANKS</b> ({ranks}): no overflow, every collective's \
+                 members agree ({} HCCL calls); {replicas}</p>",
+                r.calls
             ));
         }
         return;
     };
     let reached = r.spread.iter().filter(|s| s.anomalous_events > 0).count();
     page.push_str(&format!(
-        "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> rank {} step {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
+        "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> rank {} {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
          [{}]{}; it reached {reached} of {} ranks (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
         first.rank,
-        first.step,
+        crate::ranks::events::step_words(first.step),
         escape(&first.op),
         escape(&first.op_type),
         match &first.collective {

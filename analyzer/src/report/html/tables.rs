@@ -263,6 +263,15 @@ fn configuration(page: &mut String, f: &Findings<'_>) {
     .write(page);
 }
 
+/// A step of the cross-rank analysis: `unknown` for a call nothing places at a step.
+fn step_cell(step: u64) -> Cell {
+    if step == crate::ranks::events::UNKNOWN_STEP {
+        Cell::Text("unknown".into())
+    } else {
+        Cell::Count(step)
+    }
+}
+
 /// The cross-rank origins (the first is the answer) and where the first one spread.
 fn rank_origins(page: &mut String, r: &RanksReport) {
     if r.origins.is_empty() {
@@ -287,7 +296,7 @@ fn rank_origins(page: &mut String, r: &RanksReport) {
             let cells = vec![
                 Cell::Count(n as u64),
                 Cell::Count(o.rank.into()),
-                Cell::Count(o.step),
+                step_cell(o.step),
                 Cell::Code(o.op.clone()),
                 Cell::Text(o.op_type.clone()),
                 Cell::Text(collective),
@@ -312,7 +321,7 @@ fn rank_origins(page: &mut String, r: &RanksReport) {
         .map(|s| {
             let cells = vec![
                 Cell::Count(s.rank.into()),
-                Cell::Count(s.step),
+                step_cell(s.step),
                 Cell::Code(s.at.clone()),
                 Cell::Text(s.via.clone().unwrap_or_else(|| "where it began".into())),
                 Cell::Count(s.anomalous_events),

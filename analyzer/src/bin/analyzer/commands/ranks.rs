@@ -1,10 +1,12 @@
 //! `analyzer ranks RUN`: the first anomaly across ranks and how it spread.
 
 use crate::cli::RanksArgs;
+use analyzer::comparable::{configuration_differences, not_one_configuration, ConfigurationDifference};
 use analyzer::outcome::Outcome;
-use analyzer::ranks::{analyze, events::RunEvents};
+use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline};
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
+use analyzer::sources::Source;
 use anyhow::Result;
 
 pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
@@ -12,17 +14,54 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let source = sources::open(&args.run)?;
     filter.check(source.index(), &args.run)?;
     let events = RunEvents::from_source(source.as_ref(), &filter);
+    // diff's configuration check first: a baseline of another configuration is refused, not analysed.
+    let mut refusal = None;
     let baseline = match &args.baseline {
         Some(path) => {
             let good = sources::open(path)?;
             filter.check(good.index(), path)?;
-            Some((path.display().to_string(), RunEvents::from_source(good.as_ref(), &filter)))
+            let differences = configuration_differences(source.index(), good.index(), &filter);
+            if differences.is_empty() {
+                Some((path.display().to_string(), RunEvents::from_source(good.as_ref(), &filter)))
+            } else {
+                let reason = not_a_baseline(source.as_ref(), good.as_ref(), &differences);
+                refusal = Some((path.display().to_string(), good.index().ranks(), reason));
+                None
+            }
         }
         None => None,
     };
-    let found =
+    let mut found =
         analyze(&args.run.display().to_string(), &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
+    if let Some((name, good_ranks, reason)) = refusal {
+        let lacking: Vec<String> =
+            found.examined_ranks.iter().filter(|r| !good_ranks.contains(r)).map(u32::to_string).collect();
+        let reason = if lacking.is_empty() {
+            reason
+        } else {
+            reason.replacen(
+                ":\n",
+                &format!(":\n  ranks: the baseline has no op of ranks {}\n", lacking.join(", ")),
+                1,
+            )
+        };
+        found.baseline = Some(name);
+        refuse_baseline(&mut found, reason);
+    }
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::ranks::write(&found, "ranks", args.report.format.into(), &to))?;
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
+}
+
+/// diff's refusal of runs that are not one configuration, worded for a baseline.
+fn not_a_baseline(run: &dyn Source, good: &dyn Source, differences: &[ConfigurationDifference]) -> String {
+    let text = not_one_configuration(run, good, differences);
+    let details: Vec<&str> = text.lines().skip(1).filter(|l| l.starts_with("  ")).collect();
+    format!(
+        "the baseline {} is not a run of the same configuration as {}, so every difference from it would \
+         read as an anomaly:\n{}\ngive a good run of this job (same model, settings and ranks) as the baseline",
+        good.root().display(),
+        run.root().display(),
+        details.join("\n")
+    )
 }
