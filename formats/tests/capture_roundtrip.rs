@@ -240,6 +240,55 @@ fn every_record_kind_round_trips_across_segments() {
     assert!(full.iter().all(|&s| s >= 32 * 1024), "{sizes:?}");
 }
 
+/// The reader drops the pages of each segment it has walked, and of each payload it has decoded, from its
+/// mapping (`MADV_DONTNEED`): tensors whose records were returned before are still read back bit for bit
+/// afterwards, in any order, as often as asked, through both the record and random access.
+#[test]
+fn tensor_data_reads_back_after_its_pages_were_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 64 * 1024, Policy::KeepAll).unwrap();
+    let mut written = Vec::new();
+    let mut expect = Vec::new();
+    for step in 0..24u64 {
+        expect.push(Expect::Op(op(step, "layer/matmul")));
+        // 12 to 36 KiB per tensor: payloads that span whole pages, several tensors per segment.
+        let data = if step % 3 == 0 {
+            noise(12_288 + 1024 * step as usize, step)
+        } else {
+            fp16_activations(6_144 + 512 * step as usize, step)
+        };
+        let dtype = if step % 3 == 0 { DType::UINT8 } else { DType::FLOAT16 };
+        let n = data.len() as u64 / if dtype == DType::FLOAT16 { 2 } else { 1 };
+        expect.push(tensor(meta(Io::Output, 0, dtype, &[n], None), &data, true));
+        written.push(data);
+    }
+    write_all(&mut w, &expect, 1);
+    assert!(w.seal().unwrap().counts.segments_created > 3, "the test must cross segments");
+    let stream = only_stream(dir.path());
+    // The whole walk first (every segment released at its end), the data after it, last tensor first.
+    let tensors: Vec<_> = stream
+        .records()
+        .filter_map(|r| {
+            let r = r.unwrap();
+            match r.record {
+                Record::Tensor(t) => Some((r.segment_index, r.offset, t)),
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(tensors.len(), written.len());
+    let mut buf = Vec::new();
+    for round in 0..2 {
+        for ((segment, offset, t), data) in tensors.iter().zip(&written).rev() {
+            t.read_data(&mut buf).unwrap();
+            assert_eq!(&buf, data, "round {round}");
+            // Random access decodes into a reused buffer and releases the payload's pages each time.
+            stream.read_tensor_data_at_with(*segment, *offset, &mut buf, &mut Vec::new()).unwrap();
+            assert_eq!(&buf, data, "round {round}, random access");
+        }
+    }
+}
+
 #[test]
 fn a_small_capture_takes_little_disk() {
     let dir = tempfile::tempdir().unwrap();

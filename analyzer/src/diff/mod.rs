@@ -269,10 +269,15 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
     // The tensors' own bytes where the source gives them and the dtype has a byte kernel (the common
     // case: no f32 decoding of whole tensors); the values otherwise. Both give the same figures.
     if ia.dtype == ib.dtype && values::has_bytes_kernel(ia.dtype) {
-        if let (Some(x), Some(y)) = (a.read_host_bytes(ta)?, b.read_host_bytes(tb)?) {
-            if let Some(d) = compare_host_bytes(ia.dtype, &x.bytes, &y.bytes) {
-                return Ok(TensorDiff { stats_delta, ..d });
-            }
+        // Both tensors' bytes borrowed at once (a capture lends its decode buffers): the figures, or
+        // `None` where a side has no host bytes or the kernel declines.
+        let (mut measured, mut inner) = (None, Ok(false));
+        a.with_host_bytes(ta, &mut |x| {
+            inner = b.with_host_bytes(tb, &mut |y| measured = compare_host_bytes(ia.dtype, x, y));
+        })?;
+        inner?;
+        if let Some(d) = measured {
+            return Ok(TensorDiff { stats_delta, ..d });
         }
     }
     let (mut va, mut vb) = (Vec::new(), Vec::new());

@@ -105,15 +105,18 @@ pub fn compare_host_bytes(dtype: DType, a: &[u8], b: &[u8]) -> Option<TensorDiff
         let (xa, xb) = (&mut fa[..n], &mut fb[..n]);
         decode_f32_into(dtype, ca, xa).ok()?;
         decode_f32_into(dtype, cb, xb).ok()?;
-        let block = if xa.iter().chain(xb.iter()).any(|v| v.is_nan()) {
-            compare_values(dtype, xa, xb)
-        } else if width == 2 {
-            finite_block(xa, xb, |i| ordered16(ca, cb, i))
-        } else {
-            finite_block(xa, xb, |i| ordered32(xa[i], xb[i]))
+        let block =
+            if width == 2 { block_kernel::<2>(ca, cb, xa, xb) } else { block_kernel::<4>(ca, cb, xa, xb) };
+        let block = match block {
+            Some(block) => block,
+            // A NaN in the block: compare_values' own loop, which counts NaN against NaN as equal.
+            None => {
+                let d = compare_values(dtype, xa, xb);
+                Block { differing: d.differing, max_abs: d.max_abs_diff, max_ulp: d.max_ulp }
+            }
         };
         total.differing += block.differing;
-        total.max_abs_diff = total.max_abs_diff.max(block.max_abs_diff);
+        total.max_abs_diff = total.max_abs_diff.max(block.max_abs);
         total.max_ulp = total.max_ulp.max(block.max_ulp);
     }
     total.identical = total.differing == 0;
@@ -133,57 +136,91 @@ fn bytes_kernel_width(dtype: DType) -> Option<usize> {
     }
 }
 
-/// Distance in the order of the values of the element `i` of two little-endian 16-bit planes
-/// (sign-magnitude bits mapped onto integers, as [`ulp_distance`] does).
-#[inline(always)]
-fn ordered16(a: &[u8], b: &[u8], i: usize) -> u64 {
-    let at = |s: &[u8]| {
-        let bits = u16::from_le_bytes([s[2 * i], s[2 * i + 1]]);
-        let magnitude = i32::from(bits & 0x7FFF);
-        if bits & 0x8000 != 0 {
-            -magnitude
-        } else {
-            magnitude
-        }
-    };
-    u64::from((at(a) - at(b)).unsigned_abs())
+/// One block's figures.
+#[derive(Clone, Copy, Debug, Default)]
+struct Block {
+    differing: u64,
+    max_abs: f64,
+    max_ulp: u64,
 }
 
-/// [`ordered16`] for fp32 values.
+/// Independent accumulators of [`block_kernel`]: lane `l` takes elements `l`, `l + LANES`, ..., so the loop
+/// body is the same operation on `LANES` values that LLVM turns into vector instructions.
+const LANES: usize = 16;
+
+/// The element `i` of little-endian `W`-byte words, as an integer.
 #[inline(always)]
-fn ordered32(x: f32, y: f32) -> u64 {
-    let at = |v: f32| {
-        let bits = v.to_bits();
-        let magnitude = i64::from(bits & 0x7FFF_FFFF);
-        if bits & 0x8000_0000 != 0 {
-            -magnitude
-        } else {
-            magnitude
-        }
+fn word<const W: usize>(bytes: &[u8], i: usize) -> u32 {
+    if W == 2 {
+        u32::from(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+    } else {
+        u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]])
+    }
+}
+
+/// Distance in the order of the values of two `W`-byte floats' bits (fp16/bf16 or fp32): sign-magnitude
+/// mapped onto integers, as [`ulp_distance`] does, branch-free. Equal bits are at distance 0.
+#[inline(always)]
+fn ordered_distance<const W: usize>(x: u32, y: u32) -> u64 {
+    let shift = 8 * W as u32 - 1;
+    let at = |bits: u32| {
+        let magnitude = i64::from(bits & ((1u32 << shift) - 1));
+        let negative = -i64::from(bits >> shift);
+        // Two's complement negation where the sign bit is set: (m ^ -1) + 1 = -m.
+        (magnitude ^ negative) - negative
     };
     (at(x) - at(y)).unsigned_abs()
 }
 
-/// [`compare_values`]' figures for one block holding no NaN (no conversion back to the dtype for the ulp).
+/// The figures of one block without NaN: elements whose bits differ, the largest |x - y| (in f64, as
+/// [`compare_values`] takes it) and the largest distance in ulp of the dtype (from the raw bits `a`, `b`
+/// of the `W`-byte elements decoded as `xa`, `xb`). `None` when either side holds a NaN. Maxima of
+/// non-negative, non-NaN values do not depend on the order they are taken in, so the lanes give
+/// [`compare_values`]' figures bit for bit.
 #[inline(always)]
-fn finite_block(a: &[f32], b: &[f32], ulp: impl Fn(usize) -> u64) -> TensorDiff {
-    let (mut differing, mut max_abs, mut max_ulp) = (0u64, 0f64, 0u64);
-    for i in 0..a.len() {
-        let (x, y) = (a[i], b[i]);
-        let differs = x.to_bits() != y.to_bits();
-        differing += u64::from(differs);
-        // Infinities of opposite sign give an infinite difference, never NaN (no NaN in the block).
-        let abs = if differs { (f64::from(x) - f64::from(y)).abs() } else { 0.0 };
-        max_abs = if abs > max_abs { abs } else { max_abs };
-        let u = if differs { ulp(i) } else { 0 };
-        max_ulp = max_ulp.max(u);
+fn block_kernel_lanes<const W: usize>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> Option<Block> {
+    let (mut differing, mut max_abs, mut max_ulp, mut nan) =
+        ([0u32; LANES], [0f64; LANES], [0u64; LANES], [false; LANES]);
+    let mut element = |l: usize, ba: u32, bb: u32, x: f32, y: f32| {
+        let differs = ba != bb;
+        differing[l] += u32::from(differs);
+        // Infinities of opposite sign give an infinite difference; equal infinities have equal bits.
+        let d = (f64::from(x) - f64::from(y)).abs();
+        let d = if differs { d } else { 0.0 };
+        max_abs[l] = if d > max_abs[l] { d } else { max_abs[l] };
+        let u = ordered_distance::<W>(ba, bb);
+        max_ulp[l] = if u > max_ulp[l] { u } else { max_ulp[l] };
+        nan[l] |= x.is_nan() | y.is_nan();
+    };
+    let whole = xa.len() / LANES * LANES;
+    let groups = a
+        .chunks_exact(LANES * W)
+        .zip(b.chunks_exact(LANES * W))
+        .zip(xa.chunks_exact(LANES).zip(xb.chunks_exact(LANES)));
+    for ((ga, gb), (gx, gy)) in groups {
+        for l in 0..LANES {
+            element(l, word::<W>(ga, l), word::<W>(gb, l), gx[l], gy[l]);
+        }
     }
-    TensorDiff { differing, max_abs_diff: max_abs, max_ulp, ..Default::default() }
+    for i in whole..xa.len() {
+        element(i % LANES, word::<W>(a, i), word::<W>(b, i), xa[i], xb[i]);
+    }
+    if nan.iter().any(|&n| n) {
+        return None;
+    }
+    Some(Block {
+        differing: differing.iter().map(|&c| u64::from(c)).sum(),
+        max_abs: max_abs.iter().fold(0.0, |m, &v| if v > m { v } else { m }),
+        max_ulp: max_ulp.iter().copied().max().unwrap_or(0),
+    })
 }
+
+accutrace_formats::multiversion!(#[inline(never)] fn block_kernel<const W: usize>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> Option<Block> = block_kernel_lanes);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use accutrace_formats::simd;
 
     #[test]
     fn ulp_counts_in_the_dtype() {
@@ -253,15 +290,75 @@ mod tests {
                     v
                 };
                 let want = compare_values(dtype, &decode(&a), &decode(&b));
-                let got = compare_host_bytes(dtype, &a, &b).unwrap();
                 let figures = |d: &TensorDiff| {
                     (d.identical, d.elements, d.differing, d.max_abs_diff.to_bits(), d.max_ulp, d.measured)
                 };
-                assert_eq!(figures(&got), figures(&want), "{dtype} len {len} density {density}");
+                // Every build of the lane kernel (AVX-512, AVX2, baseline) gives the value path's figures.
+                for level in simd::available() {
+                    let got = simd::with_ceiling(level, || compare_host_bytes(dtype, &a, &b).unwrap());
+                    assert_eq!(
+                        figures(&got),
+                        figures(&want),
+                        "{dtype} len {len} density {density} {level:?}"
+                    );
+                }
                 assert!(want.differing > 0 || len == 1);
             }
         }
         assert!(compare_host_bytes(DType::INT32, &[0; 4], &[0; 4]).is_none());
+    }
+
+    /// Blocks with infinities, signed zeros, subnormals and the largest finite values but no NaN: the lane
+    /// kernel measures them itself (no fallback), and must still give the value path's figures.
+    #[test]
+    fn lane_kernel_handles_infinities_and_zeros_without_nan() {
+        let specials16: [u16; 10] =
+            [0x7C00, 0xFC00, 0x8000, 0x0000, 0x0001, 0x8001, 0x7BFF, 0xFBFF, 0x3C00, 0x3C01];
+        let specials32: [u32; 10] = [
+            0x7F80_0000,
+            0xFF80_0000,
+            0x8000_0000,
+            0,
+            1,
+            0x8000_0001,
+            0x7F7F_FFFF,
+            0xFF7F_FFFF,
+            0x3F80_0000,
+            0x3F80_0001,
+        ];
+        for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for len in [5usize, 100, 1500] {
+                a.clear();
+                b.clear();
+                for i in 0..len {
+                    let (x, y) = (i % 10, (i * 7 + 3) % 10);
+                    if dtype == DType::FLOAT {
+                        a.extend_from_slice(&specials32[x].to_le_bytes());
+                        b.extend_from_slice(&specials32[y].to_le_bytes());
+                    } else {
+                        a.extend_from_slice(&specials16[x].to_le_bytes());
+                        b.extend_from_slice(&specials16[y].to_le_bytes());
+                    }
+                }
+                let decode = |bytes: &[u8]| {
+                    let mut v = vec![0f32; len];
+                    decode_f32_into(dtype, bytes, &mut v).unwrap();
+                    v
+                };
+                let want = compare_values(dtype, &decode(&a), &decode(&b));
+                // fp16 and fp32: opposite infinities meet (bf16's 0x7C00 is a finite 2^121).
+                assert!(want.differing > 0 && (dtype == DType::BF16 || want.max_abs_diff.is_infinite()));
+                for level in simd::available() {
+                    let got = simd::with_ceiling(level, || compare_host_bytes(dtype, &a, &b).unwrap());
+                    assert_eq!(
+                        (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
+                        (want.differing, want.max_abs_diff.to_bits(), want.max_ulp),
+                        "{dtype} len {len} {level:?}"
+                    );
+                }
+            }
+        }
         assert!(compare_host_bytes(DType::FLOAT16, &[0; 4], &[0; 2]).is_none());
     }
 }

@@ -207,9 +207,15 @@ impl CaptureSource {
     ) -> Result<R> {
         let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
-        let mut bytes = Vec::new();
-        self.run.streams[s].read_tensor_data_at(segment, offset, &mut bytes)?;
-        f(meta, &bytes)
+        let (mut bytes, mut scratch) = (take_buffer(), take_buffer());
+        let read = self.run.streams[s].read_tensor_data_at_with(segment, offset, &mut bytes, &mut scratch);
+        let result = match read {
+            Ok(()) => f(meta, &bytes),
+            Err(e) => Err(e.into()),
+        };
+        give_buffer(scratch);
+        give_buffer(bytes);
+        result
     }
 
     /// [`Self::with_data`], as the device tensor the host conversions take.
@@ -230,6 +236,35 @@ impl CaptureSource {
             })
         })
     }
+}
+
+/// Decode buffers kept per thread between tensors, at most this many ([`CaptureSource::with_data`] takes
+/// two, and diff holds one tensor of each run at once)...
+const POOLED_BUFFERS: usize = 4;
+/// ...and none larger than this: what a thread keeps idle stays a small constant, while tensors up to
+/// this size (nearly all of a model's) cost no allocation, page faults or zeroing per read.
+const POOLED_BUFFER_BYTES: usize = 8 << 20;
+
+thread_local! {
+    static BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A decode buffer from this thread's pool (empty when the pool is).
+fn take_buffer() -> Vec<u8> {
+    BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Returns a buffer to this thread's pool, or frees it (pool full, or the buffer too large to keep).
+fn give_buffer(buffer: Vec<u8>) {
+    if buffer.capacity() == 0 || buffer.capacity() > POOLED_BUFFER_BYTES {
+        return;
+    }
+    BUFFERS.with(|b| {
+        let mut pool = b.borrow_mut();
+        if pool.len() < POOLED_BUFFERS {
+            pool.push(buffer);
+        }
+    });
 }
 
 /// Adds a captured op with what the runtime said about its launch.
@@ -334,5 +369,16 @@ impl Source for CaptureSource {
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
         self.with_device_tensor(tensor, |device| Ok(host_bytes::host_bytes(device)?))
+    }
+
+    fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        // The decoded bytes themselves where the device layout is the host's: no copy.
+        self.with_device_tensor(tensor, |device| match host_bytes::host_bytes_borrowed(device)? {
+            Some((bytes, _)) => {
+                f(&bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        })
     }
 }

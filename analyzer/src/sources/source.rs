@@ -36,6 +36,17 @@ pub trait Source: Send + Sync {
     fn read_host_bytes(&self, _tensor: TensorId) -> Result<Option<HostBytes>> {
         Ok(None)
     }
+    /// Calls `f` once with [`Source::read_host_bytes`]' bytes, borrowed where the source can (a capture
+    /// decodes into a buffer it reuses): `Ok(false)` without calling `f` where that gives `None`.
+    fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        match self.read_host_bytes(tensor)? {
+            Some(host) => {
+                f(&host.bytes);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

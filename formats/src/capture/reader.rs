@@ -312,6 +312,13 @@ impl CapturedTensor<'_> {
         self.payload.len() as u64
     }
 
+    /// The data as stored (compressed and shuffled per [`encoding`](Self::encoding)): for benchmarks that
+    /// time the decompressor alone on a capture's own frames.
+    #[doc(hidden)]
+    pub fn stored_bytes(&self) -> &[u8] {
+        self.payload
+    }
+
     /// Decodes the data into `out` (resized to `data_size`) and checks it against the content hash.
     pub fn read_data(&self, out: &mut Vec<u8>) -> Result<()> {
         self.read_data_with(out, &mut Vec::new())
@@ -340,12 +347,17 @@ struct StoredData<'a> {
 }
 
 impl StoredData<'_> {
+    /// Decodes into `out` (its old contents are overwritten, never zeroed first: a reused buffer costs no
+    /// fill), with `scratch` for the shuffled bytes.
     fn decode(&self, path: &Path, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
         let at = |p: String| FormatError::at(self.payload_offset, p).in_file(path);
-        out.clear();
         match self.encoding {
-            DataEncoding::None => return Err(at("the tensor was recorded without data".into())),
+            DataEncoding::None => {
+                out.clear();
+                return Err(at("the tensor was recorded without data".into()));
+            }
             DataEncoding::Raw => {
+                out.clear();
                 if self.payload.len() as u64 != self.data_size {
                     return Err(at(format!(
                         "{} data bytes stored, {} recorded",
@@ -356,7 +368,11 @@ impl StoredData<'_> {
                 out.extend_from_slice(self.payload);
             }
             DataEncoding::Zstd { shuffle_width } => {
-                decompress(self.payload, self.data_size, scratch).map_err(at)?;
+                if let Err(e) = decompress(self.payload, self.data_size, scratch) {
+                    out.clear();
+                    return Err(at(e));
+                }
+                // Shrinking writes nothing, growing zeroes only the new part; unshuffle writes every byte.
                 out.resize(scratch.len(), 0);
                 shuffle::unshuffle(scratch, shuffle_width as usize, out);
             }
@@ -372,6 +388,21 @@ impl StreamReader {
     /// Decodes the data of the tensor record at `offset` of segment `segment_index` (a place a
     /// [`RecordRef`] reported), without walking the stream: random access for analyses that pair tensors.
     pub fn read_tensor_data_at(&self, segment_index: u64, offset: u64, out: &mut Vec<u8>) -> Result<()> {
+        self.read_tensor_data_at_with(segment_index, offset, out, &mut Vec::new())
+    }
+
+    /// [`read_tensor_data_at`](Self::read_tensor_data_at) with a caller-owned scratch buffer for the
+    /// shuffled bytes: callers that decode many tensors reuse both buffers instead of allocating (and the
+    /// kernel zeroing) two per tensor. The payload's pages are dropped from this process's mapping once
+    /// decoded (`MADV_DONTNEED`: they stay in the page cache), so reading a whole capture does not leave
+    /// it all counted as the process's resident memory.
+    pub fn read_tensor_data_at_with(
+        &self,
+        segment_index: u64,
+        offset: u64,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<()> {
         let seg = self.segments.iter().find(|s| s.index == segment_index).ok_or_else(|| {
             FormatError::whole(format!("stream has no segment {segment_index}")).in_file(&self.dir)
         })?;
@@ -394,8 +425,51 @@ impl StreamReader {
             data_size: r.data_size,
             content_hash: r.content_hash,
         };
-        stored.decode(&seg.path, out, &mut Vec::new())
+        let decoded = stored.decode(&seg.path, out, scratch);
+        seg.release(head_end, body_end);
+        decoded
     }
+}
+
+impl Segment {
+    /// Drops the mapped pages wholly inside `start..end` from this process's page tables, once the bytes
+    /// there have been read (a tensor's payload decoded, a segment walked): a capture read from end to end
+    /// would otherwise show every byte of it as the process's resident memory (file-backed, reclaimable, but what `top`, `time` and cluster
+    /// schedulers report). The pages stay in the page cache; touching them again faults them back in
+    /// with the same bytes. A failure only leaves the pages mapped.
+    fn release(&self, start: u64, end: u64) {
+        let page = page_size();
+        let first = (start as usize).div_ceil(page) * page;
+        let last = (end as usize).min(self.map.len()) / page * page;
+        if last > first {
+            // SAFETY: MADV_DONTNEED's hazard is losing private modifications of a mapping. This mapping is a
+            // read-only shared mapping of the file (`Mmap::map`), which holds no private pages: afterwards a
+            // read of the range faults the file's own bytes back in from the page cache. The range is
+            // page-aligned and inside the mapping, and no slice into it is lost (slices stay valid: the
+            // mapping itself is not changed).
+            let _ = unsafe {
+                self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+            };
+        }
+    }
+}
+
+/// The size of a memory page (4 KiB on x86_64, often 64 KiB on aarch64 servers).
+fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf with a valid name has no preconditions.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(size).ok().filter(|s| s.is_power_of_two()).unwrap_or(64 * 1024)
+    })
+}
+
+thread_local! {
+    /// One zstd decompression context per thread, made on first use: a context is ~100 KiB of tables that
+    /// creating per tensor allocated and zeroed each time. A frame's decoding does not depend on what the
+    /// context decoded before (no dictionary; each call starts a new frame).
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Largest expansion trusted for a direct allocation; beyond it, decoding grows the buffer as output comes.
@@ -405,8 +479,15 @@ fn decompress(src: &[u8], size: u64, out: &mut Vec<u8>) -> std::result::Result<(
     out.clear();
     if size <= (src.len() as u64).saturating_mul(TRUSTED_RATIO) {
         out.reserve(size as usize);
-        zstd::bulk::Decompressor::new()
-            .and_then(|mut d| d.decompress_to_buffer(src, out))
+        DECOMPRESSOR
+            .with(|d| {
+                let mut d = d.borrow_mut();
+                let d = match &mut *d {
+                    Some(d) => d,
+                    none => none.insert(zstd::bulk::Decompressor::new()?),
+                };
+                d.decompress_to_buffer(src, out)
+            })
             .map_err(|e| format!("zstd: {e}"))?;
     } else {
         // Highly compressible data, or a lying size: let the buffer grow with the real output only.
@@ -441,6 +522,11 @@ impl<'a> Iterator for Records<'a> {
                 break;
             };
             if self.pos >= seg.end {
+                // Walked to its end: its pages leave this process's mapping (a walk of the whole capture,
+                // as every index build makes, would otherwise leave each record head's pages, and the
+                // kernel's fault-around neighbours, counted as resident). Records already returned stay
+                // readable: their bytes fault back in from the page cache.
+                seg.release(0, seg.map.len() as u64);
                 self.seg += 1;
                 self.pos = HEADER_LEN;
                 self.strings.clear();

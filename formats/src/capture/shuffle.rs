@@ -150,7 +150,9 @@ fn arrays_mut<const N: usize>(s: &mut [u8]) -> impl Iterator<Item = &mut [u8; N]
 #[cfg(target_arch = "aarch64")]
 mod neon {
     use super::{arrays, arrays_mut, GROUP};
-    use std::arch::aarch64::{vld2q_u8, vld4q_u8, vst1q_u8};
+    use std::arch::aarch64::{
+        uint8x16x2_t, uint8x16x4_t, vld1q_u8, vld2q_u8, vld4q_u8, vst1q_u8, vst2q_u8, vst4q_u8,
+    };
 
     pub(super) fn transpose2(src: &[u8], p0: &mut [u8], p1: &mut [u8]) -> usize {
         let mut done = 0;
@@ -181,6 +183,42 @@ mod neon {
                 vst1q_u8(b.as_mut_ptr(), v.1);
                 vst1q_u8(c.as_mut_ptr(), v.2);
                 vst1q_u8(d.as_mut_ptr(), v.3);
+            }
+            done += GROUP;
+        }
+        done
+    }
+
+    /// The inverse of [`transpose2`]: the structure store `st2` interleaves two planes in one instruction.
+    pub(super) fn interleave2(p0: &[u8], p1: &[u8], out: &mut [u8]) -> usize {
+        let mut done = 0;
+        for ((o, a), b) in arrays_mut::<32>(out).zip(arrays::<16>(p0)).zip(arrays::<16>(p1)) {
+            // SAFETY: `a` and `b` are 16 readable bytes each, `o` 32 writable bytes (byte loads and stores
+            // need no alignment); NEON is part of the aarch64 baseline.
+            unsafe {
+                let v = uint8x16x2_t(vld1q_u8(a.as_ptr()), vld1q_u8(b.as_ptr()));
+                vst2q_u8(o.as_mut_ptr(), v);
+            }
+            done += GROUP;
+        }
+        done
+    }
+
+    /// The inverse of [`transpose4`] (`st4`).
+    pub(super) fn interleave4(planes: [&[u8]; 4], out: &mut [u8]) -> usize {
+        let [p0, p1, p2, p3] = planes;
+        let mut done = 0;
+        let ins = arrays::<16>(p0).zip(arrays::<16>(p1)).zip(arrays::<16>(p2).zip(arrays::<16>(p3)));
+        for (o, ((a, b), (c, d))) in arrays_mut::<64>(out).zip(ins) {
+            // SAFETY: each plane group is 16 readable bytes, `o` 64 writable bytes; NEON is baseline.
+            unsafe {
+                let v = uint8x16x4_t(
+                    vld1q_u8(a.as_ptr()),
+                    vld1q_u8(b.as_ptr()),
+                    vld1q_u8(c.as_ptr()),
+                    vld1q_u8(d.as_ptr()),
+                );
+                vst4q_u8(o.as_mut_ptr(), v);
             }
             done += GROUP;
         }
@@ -272,6 +310,48 @@ mod sse2 {
         }
         done
     }
+
+    /// The inverse of [`transpose2`]: bytes of the two planes interleaved (`punpcklbw`/`punpckhbw`).
+    #[target_feature(enable = "sse2")]
+    pub(super) fn interleave2(p0: &[u8], p1: &[u8], out: &mut [u8]) -> usize {
+        let mut done = 0;
+        for ((o, a), b) in arrays_mut::<32>(out).zip(arrays::<16>(p0)).zip(arrays::<16>(p1)) {
+            let (x, y) = (load(a), load(b));
+            let (lo, hi) = o.split_at_mut(16);
+            let (Ok(lo), Ok(hi)) = (<&mut [u8; 16]>::try_from(lo), <&mut [u8; 16]>::try_from(hi)) else {
+                break;
+            };
+            store(_mm_unpacklo_epi8(x, y), lo);
+            store(_mm_unpackhi_epi8(x, y), hi);
+            done += GROUP;
+        }
+        done
+    }
+
+    /// The inverse of [`transpose4`]: planes 0/1 and 2/3 interleaved by bytes, then the pairs by 16 bits.
+    #[target_feature(enable = "sse2")]
+    pub(super) fn interleave4(planes: [&[u8]; 4], out: &mut [u8]) -> usize {
+        let [p0, p1, p2, p3] = planes;
+        let mut done = 0;
+        let ins = arrays::<16>(p0).zip(arrays::<16>(p1)).zip(arrays::<16>(p2).zip(arrays::<16>(p3)));
+        for (o, ((a, b), (c, d))) in arrays_mut::<64>(out).zip(ins) {
+            let (a, b, c, d) = (load(a), load(b), load(c), load(d));
+            // Bytes 0-1 and 2-3 of elements 0..8 and 8..16.
+            let (ab0, ab1) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
+            let (cd0, cd1) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
+            let quarters = [
+                _mm_unpacklo_epi16(ab0, cd0),
+                _mm_unpackhi_epi16(ab0, cd0),
+                _mm_unpacklo_epi16(ab1, cd1),
+                _mm_unpackhi_epi16(ab1, cd1),
+            ];
+            for (q, out) in quarters.into_iter().zip(arrays_mut::<16>(o)) {
+                store(q, out);
+            }
+            done += GROUP;
+        }
+        done
+    }
 }
 
 /// Width 8 (fp64, complex128 parts): one strided pass per element, unrolled by the constant width.
@@ -283,7 +363,8 @@ fn planes8(src: &[u8], planes: &mut [u8], n: usize) {
     }
 }
 
-/// Undoes [`shuffle`]: writes the original byte order of `src` into `dst` (same length).
+/// Undoes [`shuffle`]: writes the original byte order of `src` into `dst` (same length). Widths 2 and 4
+/// interleave whole groups with the same dispatch as the shuffle (SSE2 / NEON / portable, same bytes).
 pub fn unshuffle(src: &[u8], width: usize, dst: &mut [u8]) {
     debug_assert_eq!(src.len(), dst.len());
     let len = src.len().min(dst.len());
@@ -292,13 +373,91 @@ pub fn unshuffle(src: &[u8], width: usize, dst: &mut [u8]) {
         return;
     }
     let n = len / width;
+    let (planes, out) = (&src[..n * width], &mut dst[..n * width]);
+    let done = match width {
+        2 => {
+            let (p0, p1) = planes.split_at(n);
+            ungroups2(p0, p1, out)
+        }
+        4 => {
+            let (p0, rest) = planes.split_at(n);
+            let (p1, rest) = rest.split_at(n);
+            let (p2, p3) = rest.split_at(n);
+            ungroups4([p0, p1, p2, p3], out)
+        }
+        _ => 0,
+    };
     for b in 0..width {
-        let plane = &src[b * n..(b + 1) * n];
+        let plane = &planes[b * n + done..(b + 1) * n];
         for (i, &v) in plane.iter().enumerate() {
-            dst[i * width + b] = v;
+            out[(done + i) * width + b] = v;
         }
     }
     dst[n * width..len].copy_from_slice(&src[n * width..len]);
+}
+
+/// The whole groups of the width-2 unshuffle (planes `p0`, `p1` of equal length into `out`); returns the
+/// elements done. Dispatch as in [`groups2`].
+fn ungroups2(p0: &[u8], p1: &[u8], out: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= Level::Baseline {
+        // SAFETY: as in `groups2`: SSE2 is part of the x86_64 baseline; the callee is safe code.
+        return unsafe { sse2::interleave2(p0, p1, out) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if simd::level() >= Level::Baseline {
+        return neon::interleave2(p0, p1, out);
+    }
+    portable_ungroups2(p0, p1, out)
+}
+
+/// The whole groups of the width-4 unshuffle; returns the elements done. Dispatch as in [`groups2`].
+fn ungroups4(planes: [&[u8]; 4], out: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if simd::level() >= Level::Baseline {
+        // SAFETY: as in `groups2`: SSE2 is part of the x86_64 baseline; the callee is safe code.
+        return unsafe { sse2::interleave4(planes, out) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if simd::level() >= Level::Baseline {
+        return neon::interleave4(planes, out);
+    }
+    portable_ungroups4(planes, out)
+}
+
+/// Portable whole groups of the width-2 unshuffle.
+fn portable_ungroups2(p0: &[u8], p1: &[u8], out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for ((o, a), b) in out.chunks_exact_mut(2 * GROUP).zip(p0.chunks_exact(GROUP)).zip(p1.chunks_exact(GROUP))
+    {
+        for k in 0..GROUP {
+            o[2 * k] = a[k];
+            o[2 * k + 1] = b[k];
+        }
+        done += GROUP;
+    }
+    done
+}
+
+/// Portable whole groups of the width-4 unshuffle.
+fn portable_ungroups4(planes: [&[u8]; 4], out: &mut [u8]) -> usize {
+    let [p0, p1, p2, p3] = planes;
+    let mut done = 0;
+    let groups = out
+        .chunks_exact_mut(4 * GROUP)
+        .zip(p0.chunks_exact(GROUP))
+        .zip(p1.chunks_exact(GROUP))
+        .zip(p2.chunks_exact(GROUP).zip(p3.chunks_exact(GROUP)));
+    for (((o, a), b), (c, d)) in groups {
+        for k in 0..GROUP {
+            o[4 * k] = a[k];
+            o[4 * k + 1] = b[k];
+            o[4 * k + 2] = c[k];
+            o[4 * k + 3] = d[k];
+        }
+        done += GROUP;
+    }
+    done
 }
 
 #[cfg(test)]
@@ -334,6 +493,10 @@ mod tests {
                     let mut out = Vec::new();
                     simd::with_ceiling(level, || shuffle(&src, width, &mut out));
                     assert_eq!(out, want, "width {width} len {len} {level:?}");
+                    // The inverse at the same level gives the original bytes back.
+                    let mut back = vec![0xA5u8; len];
+                    simd::with_ceiling(level, || unshuffle(&want, width, &mut back));
+                    assert_eq!(back, src, "unshuffle width {width} len {len} {level:?}");
                 }
             }
         }

@@ -5,6 +5,7 @@
 use super::host::{host_shape, DeviceTensor};
 use crate::layout::{self, Format};
 use crate::{FormatError, Result};
+use std::borrow::Cow;
 
 /// Host-layout bytes (C order, the tensor's dtype, little-endian as on the device) and the host shape.
 pub struct HostBytes {
@@ -17,6 +18,14 @@ pub struct HostBytes {
 /// The host bytes of `tensor`, or `None` for sub-byte dtypes (int4, uint1), which only the f32 path
 /// unpacks.
 pub fn host_bytes(tensor: &DeviceTensor<'_>) -> Result<Option<HostBytes>> {
+    Ok(host_bytes_borrowed(tensor)?.map(|(bytes, shape)| HostBytes { bytes: bytes.into_owned(), shape }))
+}
+
+/// Host-layout bytes, borrowed from the device tensor where its layout is the host's, and the host shape.
+pub type HostBytesRef<'a> = (Cow<'a, [u8]>, Vec<u64>);
+
+/// [`host_bytes`], borrowing the tensor's own bytes where the device layout is the host's (no copy).
+pub fn host_bytes_borrowed<'a>(tensor: &DeviceTensor<'a>) -> Result<Option<HostBytesRef<'a>>> {
     let width = match tensor.dtype.bits() {
         Some(bits) if bits >= 8 && bits % 8 == 0 => (bits / 8) as usize,
         _ => return Ok(None),
@@ -39,7 +48,7 @@ pub fn host_bytes(tensor: &DeviceTensor<'_>) -> Result<Option<HostBytes>> {
     let format = Format::from_code(tensor.format);
     let shape = host_shape(tensor.format, tensor.device_shape, tensor.original_shape);
     if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
-        return Ok(Some(HostBytes { bytes: tensor.bytes.to_vec(), shape }));
+        return Ok(Some((Cow::Borrowed(tensor.bytes), shape)));
     }
     let bytes = match width {
         1 => permute::<1>(tensor, elements)?,
@@ -51,7 +60,7 @@ pub fn host_bytes(tensor: &DeviceTensor<'_>) -> Result<Option<HostBytes>> {
             return Err(FormatError::at(0, format!("{}: no layout for {other}-byte elements", tensor.dtype)))
         }
     };
-    Ok(Some(HostBytes { bytes, shape }))
+    Ok(Some((Cow::Owned(bytes), shape)))
 }
 
 /// Undoes the device format on `W`-byte elements.
