@@ -66,13 +66,19 @@ pub enum Converted {
 }
 
 /// Writes every tensor of the ops that `filter` keeps under `output` (created if missing), plus
-/// `mapping.csv` for op names that had to be sanitized; says what happened to each tensor.
-pub fn convert(source: &dyn Source, filter: &Filter, output: &Path) -> Result<Vec<ConvertedTensor>> {
+/// `mapping.csv` for op names that had to be sanitized; says what happened to each tensor. `progress`: a
+/// bar on stderr, when it is a terminal, while they are written.
+pub fn convert(
+    source: &dyn Source,
+    filter: &Filter,
+    output: &Path,
+    progress: bool,
+) -> Result<Vec<ConvertedTensor>> {
     let index = source.index();
     let ops = filter.op_ids(index);
     std::fs::create_dir_all(output).with_context(|| format!("cannot create {}", output.display()))?;
     let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
-    let progress = Progress::new("converting", total as u64, false);
+    let progress = Progress::new("converting", total as u64, !progress);
     let renamed = Mutex::new(Vec::new());
     let provenance: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
     let results: Vec<ConvertedTensor> = ops

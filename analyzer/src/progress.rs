@@ -7,13 +7,20 @@ pub struct Progress(ProgressBar);
 
 impl Progress {
     pub fn new(what: &str, total: u64, disabled: bool) -> Progress {
+        Progress::counting(what, "tensors", total, disabled)
+    }
+
+    /// A bar that counts `unit` (summaries, ranks) instead of tensors.
+    pub fn counting(what: &str, unit: &str, total: u64, disabled: bool) -> Progress {
         let bar = ProgressBar::new(total);
         if disabled || !std::io::stderr().is_terminal() {
             bar.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let style = ProgressStyle::with_template("{prefix} [{bar:40}] {pos}/{len} tensors, {eta} left")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+        let style = ProgressStyle::with_template(&format!(
+            "{{prefix}} [{{bar:40}}] {{pos}}/{{len}} {unit}, {{eta}} left"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(what.to_string());
         Progress(bar)
@@ -24,6 +31,13 @@ impl Progress {
     }
 
     pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// A bar left behind (an error returned half-way) is cleared too, so that the message is not drawn over.
+impl Drop for Progress {
+    fn drop(&mut self) {
         self.0.finish_and_clear();
     }
 }

@@ -18,6 +18,7 @@ use crate::filter::Filter;
 use crate::index::OpId;
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
+use crate::progress::Progress;
 use crate::sources::Source;
 use anyhow::{bail, Context, Result};
 use parquet::file::metadata::KeyValue;
@@ -103,12 +104,13 @@ pub struct Scanned {
     pub series: BTreeMap<u32, Vec<SeriesRow>>,
 }
 
-/// Reads the events and series of the ops of `source` that `filter` keeps.
-pub fn scan(source: &dyn Source, filter: &Filter) -> Scanned {
+/// Reads the events and series of the ops of `source` that `filter` keeps (`progress`: a bar on stderr,
+/// when it is a terminal, while statistics the source does not store are decoded).
+pub fn scan(source: &dyn Source, filter: &Filter, progress: bool) -> Scanned {
     let index = source.index();
     let ops = filter.op_ids(index);
     let mut unreadable = InputProblems::default();
-    let stats = gather_stats(source, &ops, &mut unreadable, false);
+    let stats = gather_stats(source, &ops, &mut unreadable, progress);
     let events = RunEvents::from_statistics(index, filter, &stats, &unreadable);
     let series = events
         .rank_ids()
@@ -245,13 +247,20 @@ pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
 /// Every `rank*.parquet` in `dirs` (a directory, or one summary file), as one run. A rank found twice, a
 /// file that is not a summary or of another version is an error naming the file.
 pub fn read(dirs: &[PathBuf]) -> Result<RunEvents> {
+    read_showing(dirs, false)
+}
+
+/// [`read()`], with a bar on stderr (when `progress` and it is a terminal) counting the files read.
+pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
     let files = find(dirs)?;
+    let bar = Progress::counting("reading", "summaries", files.len() as u64, !progress);
     let mut run = RunEvents::default();
     let mut from: Vec<(u32, PathBuf)> = Vec::new();
     // Each distinct selection (as options) and the ranks scanned with it.
     let mut selections: Vec<(String, Vec<u32>)> = Vec::new();
     for file in files {
         let s = read_one(&file)?;
+        bar.inc(1);
         if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.events.rank) {
             bail!("rank {} is summarized twice: {} and {}", s.events.rank, other.display(), file.display());
         }

@@ -14,6 +14,8 @@ pub struct WatchOptions {
     pub conditions: Vec<Condition>,
     /// Read tensors (where the capture kept them) when statistics cannot decide.
     pub read_tensors: bool,
+    /// Bars on stderr (when it is a terminal) while tensors are read and watched.
+    pub progress: bool,
 }
 
 /// One hit.

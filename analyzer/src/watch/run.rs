@@ -8,6 +8,7 @@ use super::measure::Known;
 use super::{checks, updates};
 use crate::index::{OpId, TensorId};
 use crate::problems::InputProblems;
+use crate::progress::Progress;
 use crate::roles::{Role, Roles, Update};
 use crate::sources::Source;
 use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
@@ -32,7 +33,7 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         .filter(|&t| selected[index.tensors[t].op] && roles.role(t).is_some())
         .collect();
     let mut problems = InputProblems::of_sources(&[source]);
-    let known = gather(source, &watched, &mut problems);
+    let known = gather(source, &watched, &mut problems, options.progress);
     let ctx = Ctx {
         source,
         index,
@@ -52,8 +53,15 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     let (loss, events) = checks::loss(&ctx, conditions, &groups);
     tally.add(conditions, events);
     tally.add(conditions, checks::overflow(&ctx, &watched, &groups));
-    let per_tensor: Vec<Event> =
-        watched.par_iter().flat_map_iter(|&t| checks::tensor(&ctx, conditions, t)).collect();
+    let bar = Progress::new("watch", watched.len() as u64, !options.progress);
+    let per_tensor: Vec<Event> = watched
+        .par_iter()
+        .flat_map_iter(|&t| {
+            bar.inc(1);
+            checks::tensor(&ctx, conditions, t)
+        })
+        .collect();
+    bar.finish();
     tally.add(conditions, per_tensor);
     let (norms, trends) = updates::gradient_norms(&ctx, &updates);
     let per_update: Vec<Event> = updates
@@ -146,13 +154,19 @@ impl Tally {
 }
 
 /// Statistics (stored, else computed from the values with a histogram) of every watched tensor; a tensor
-/// whose values cannot be read is an input problem.
+/// whose values cannot be read is an input problem. `progress`: a bar on stderr (when it is a terminal)
+/// while values are decoded.
 fn gather(
     source: &dyn Source,
     tensors: &[TensorId],
     problems: &mut InputProblems,
+    progress: bool,
 ) -> HashMap<TensorId, Known> {
     let index = source.index();
+    let to_decode =
+        tensors.iter().filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data);
+    let to_decode = to_decode.count() as u64;
+    let bar = Progress::new("statistics", to_decode, !progress || to_decode == 0);
     let found: Vec<(TensorId, anyhow::Result<Option<Known>>)> = tensors
         .par_iter()
         .map(|&t| {
@@ -170,7 +184,9 @@ fn gather(
                 return (t, Ok(None));
             }
             let mut values = Vec::new();
-            match source.read_values(t, &mut values) {
+            let read = source.read_values(t, &mut values);
+            bar.inc(1);
+            match read {
                 Ok(()) => {
                     let mut h = HistogramAccumulator::new();
                     h.push_f32(&values);
@@ -188,6 +204,7 @@ fn gather(
             }
         })
         .collect();
+    bar.finish();
     let mut known = HashMap::new();
     for (t, r) in found {
         match r {

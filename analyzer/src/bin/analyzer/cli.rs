@@ -450,6 +450,9 @@ pub struct RanksArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress on stderr (by default, on a terminal: each stage as it starts).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -467,6 +470,9 @@ pub struct ScanArgs {
     pub format: Format,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while statistics are decoded).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -481,6 +487,9 @@ pub struct MergeArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while the summaries are read).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -496,6 +505,9 @@ pub struct CheckArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress on stderr (by default, on a terminal: each stage as it starts).
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -509,6 +521,9 @@ pub struct WatchArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and bars while tensors are read and watched).
+    #[arg(long)]
+    pub no_progress: bool,
     /// A JSON file of conditions: `{"weight_too_large": {"abs_mean_gt": 10}, "dead_relu": {"enabled":
     /// false}}` (a threshold enables its condition).
     #[arg(long, value_name = "FILE")]
@@ -547,6 +562,9 @@ pub struct ConvertArgs {
     pub format: Format,
     #[command(flatten)]
     pub input: InputArgs,
+    /// No progress bar on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 #[derive(Args, Debug)]

@@ -4,6 +4,7 @@ use crate::cli::CheckArgs;
 use accutrace_formats::capture::Manifest;
 use analyzer::check::{self, CheckRun};
 use analyzer::outcome::Outcome;
+use analyzer::progress::Stages;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources::{self, Detected};
 use anyhow::{Context, Result};
@@ -12,6 +13,8 @@ use std::path::Path;
 pub fn run(args: CheckArgs, colour: Colour) -> Result<Outcome> {
     let mut paths = vec![args.run.as_path()];
     paths.extend(args.run2.as_deref());
+    let mut stages = Stages::new("check", 2, args.no_progress);
+    stages.start(if paths.len() > 1 { "reading the runs" } else { "reading the run" });
     let sources: Vec<Box<dyn sources::Source>> =
         paths.iter().map(|p| sources::open(p)).collect::<Result<_>>()?;
     let filter = args.filter.to_filter();
@@ -24,6 +27,7 @@ pub fn run(args: CheckArgs, colour: Colour) -> Result<Outcome> {
         .zip(manifests)
         .map(|(s, manifest)| CheckRun { source: s.as_ref(), manifest })
         .collect();
+    stages.start("running the checklist");
     let found = check::check(&runs, &filter);
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::check::write(&found, args.report.format.into(), &to))?;

@@ -10,7 +10,7 @@ pub fn run(args: ConvertArgs) -> Result<Outcome> {
     let source = sources::open(&args.source)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.source)?;
-    let results = convert(source.as_ref(), &filter, &args.output)?;
+    let results = convert(source.as_ref(), &filter, &args.output, !args.no_progress)?;
     // Every tensor that could not be converted is an input problem: listed first, and exit status 2.
     let problems = input_problems(source.as_ref(), &results);
     report::reader_may_leave(report::convert::write(&args.output, &results, args.format.into(), &problems))?;

@@ -3,6 +3,7 @@
 use crate::cli::RanksArgs;
 use analyzer::comparable::{configuration_differences, not_one_configuration, ConfigurationDifference};
 use analyzer::outcome::Outcome;
+use analyzer::progress::Stages;
 use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline};
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
@@ -11,6 +12,8 @@ use anyhow::Result;
 
 pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
+    let mut stages = Stages::new("ranks", if args.baseline.is_some() { 3 } else { 2 }, args.no_progress);
+    stages.start("reading the run");
     let source = sources::open(&args.run)?;
     filter.check(source.index(), &args.run)?;
     let events = RunEvents::from_source(source.as_ref(), &filter);
@@ -18,6 +21,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let mut refusal = None;
     let baseline = match &args.baseline {
         Some(path) => {
+            stages.start("reading the baseline");
             let good = sources::open(path)?;
             filter.check(good.index(), path)?;
             let differences = configuration_differences(source.index(), good.index(), &filter);
@@ -31,6 +35,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
         }
         None => None,
     };
+    stages.start("analysing across ranks");
     let mut found =
         analyze(&args.run.display().to_string(), &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
     if let Some((name, good_ranks, reason)) = refusal {

@@ -112,7 +112,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     let conditions = watch::configure(None, &[], &[], &[])?;
     let watched = watch::watch(
         target.as_ref(),
-        &WatchOptions { filter: filter.clone(), conditions, read_tensors: true },
+        &WatchOptions { filter: filter.clone(), conditions, read_tensors: true, progress: !args.no_progress },
     );
     stages.start("reading the series over steps");
     let (target_series, bench_series) = rayon::join(

@@ -3,15 +3,20 @@
 use crate::cli::ScanArgs;
 use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
+use analyzer::progress::Stages;
 use analyzer::ranks::summary;
 use analyzer::{report, sources};
 use anyhow::Result;
 
 pub fn run(args: ScanArgs) -> Result<Outcome> {
+    let mut stages = Stages::new("scan", 3, args.no_progress);
+    stages.start("reading the run");
     let source = sources::open(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
-    let summary::Scanned { events, series } = summary::scan(source.as_ref(), &filter);
+    stages.start("reading the statistics");
+    let summary::Scanned { events, series } = summary::scan(source.as_ref(), &filter, !args.no_progress);
+    stages.start("writing the summaries");
     let written = summary::write(&events, &series, &args.run.display().to_string(), &args.output)?;
     // The summaries carry the problems too, so that merge leads with them; here they make the exit 2.
     let mut problems = InputProblems::default();

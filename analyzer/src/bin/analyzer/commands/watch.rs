@@ -2,6 +2,7 @@
 
 use crate::cli::WatchArgs;
 use analyzer::outcome::Outcome;
+use analyzer::progress::Stages;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
 use analyzer::watch::{self, Condition, WatchOptions};
@@ -27,10 +28,14 @@ pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
         report::reader_may_leave(list(&conditions))?;
         return Ok(Outcome::Pass);
     };
+    let mut stages = Stages::new("watch", 2, args.no_progress);
+    stages.start("reading the run");
     let source = sources::open(run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), run)?;
-    let options = WatchOptions { filter, conditions, read_tensors: !args.no_tensors };
+    let options =
+        WatchOptions { filter, conditions, read_tensors: !args.no_tensors, progress: !args.no_progress };
+    stages.start("watching the conditions");
     let found = watch::watch(source.as_ref(), &options);
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::watch::write(&found, args.report.format.into(), &to))?;
