@@ -181,31 +181,107 @@ fn colour_is_real_and_asked_for() {
     assert!(!never.contains('\x1b') && never.contains("bit-identical"), "{never}");
 }
 
-/// `analyzer ... | head`: the reader leaves before the report is written. Nothing on stderr, and the exit
-/// status is still what was found.
+/// Runs the analyzer into a pipe whose reader has already left (`analyzer ... | head` once `head` has
+/// its line): the reading end is closed before the analyzer starts, so its first write to stdout fails
+/// with EPIPE, whatever the size of the report.
+fn into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(ANALYZER)
+        .args(args)
+        .current_dir(fixture())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run analyzer")
+}
+
+/// `analyzer ... | head`: the reader leaves before the report is written. Nothing more on stderr than
+/// when everything is read (CSV and JSON put their input problems there), no "Broken pipe", and the exit
+/// status is still what was found: every command, in every format (the CSV and JSON writers wrap the
+/// EPIPE in their own errors).
 #[test]
 fn a_closed_pipe_ends_quietly_with_the_findings_status() {
     let tmp = tempfile::tempdir().unwrap();
     let altered = altered_target(tmp.path());
-    for (args, expected) in [
-        (vec!["compare", "target", "bench", "--all", "--cosine-min", "1.1"], 1),
-        (vec!["compare", "target", "target", "--all"], 0),
-        (vec!["inspect", "target"], 0),
-        (vec!["diff", "target", altered.to_str().unwrap(), "--format", "csv"], 1),
-    ] {
-        let mut child = Command::new(ANALYZER)
-            .args(&args)
-            .current_dir(fixture())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Close the read end before the analyzer has read its sources, let alone written.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(expected), "{args:?}: {stderr}");
-        assert!(stderr.trim().is_empty(), "{args:?} said: {stderr}");
+    let altered = altered.to_str().unwrap();
+    let page = tmp.path().join("report.html");
+    let converted = tmp.path().join("npy");
+    let scanned = tmp.path().join("summaries");
+    let formats = ["table", "csv", "json"];
+    let mut cases: Vec<(Vec<&str>, Option<i32>)> = Vec::new();
+    for format in formats.iter().chain(&["msprobe-csv"]) {
+        cases.push((
+            vec!["compare", "target", "bench", "--all", "--cosine-min", "1.1", "--format", format],
+            Some(1),
+        ));
+        cases.push((vec!["compare", "target", "target", "--all", "--format", format], Some(0)));
+    }
+    for format in formats {
+        cases.push((vec!["inspect", "target", "--format", format], Some(0)));
+        cases.push((vec!["diff", "target", altered, "--format", format], Some(1)));
+        cases.push((vec!["diff", "target", "target", "--format", format], Some(0)));
+        for command in ["overflow", "watch", "check", "ranks"] {
+            cases.push((vec![command, "target", "--format", format], None));
+        }
+        cases.push((vec!["convert", "target", "-o", converted.to_str().unwrap(), "--format", format], None));
+        cases.push((vec!["scan", "target", "-o", scanned.to_str().unwrap(), "--format", format], None));
+    }
+    cases.push((vec!["watch", "--list-conditions"], Some(0)));
+    cases.push((vec!["report", "target", "bench", "-o", page.to_str().unwrap()], None));
+    for (args, expected) in cases {
+        // What the command says and exits with when its reader reads everything (convert and scan write
+        // into a new directory each time).
+        let fresh = || [&converted, &scanned].map(|dir| std::fs::remove_dir_all(dir).ok());
+        fresh();
+        let full = analyzer(&args);
+        fresh();
+        let closed = into_closed_pipe(&args);
+        let stderr = String::from_utf8_lossy(&closed.stderr);
+        assert!(!stderr.contains("Broken pipe") && !stderr.contains("error"), "{args:?} said: {stderr}");
+        assert_eq!(stderr, String::from_utf8_lossy(&full.stderr), "{args:?}");
+        assert_eq!(closed.status.code(), full.status.code(), "{args:?}: {stderr}");
+        if let Some(expected) = expected {
+            assert_eq!(closed.status.code(), Some(expected), "{args:?}: {stderr}");
+        }
+        assert!(!full.stdout.is_empty(), "{args:?} wrote nothing, so no pipe was tested");
+    }
+}
+
+/// `analyzer --help` lists each command with its summary: a summary that spans lines is wrapped by clap,
+/// in its column and only where the next word would not fit, never at a line break of its doc comment
+/// ("... name the first op that" / "fails while its inputs pass").
+#[test]
+fn the_command_list_keeps_each_summary_in_its_column() {
+    let help = run(&["--help"], &[0]);
+    let list: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(list.len() >= 15, "{help}");
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    // "  compare      Compare ...": the summaries' column.
+    let column = |l: &str| {
+        let name = l.trim_start().split(' ').next().unwrap_or("");
+        indent(l) + name.len() + indent(&l.trim_start()[name.len()..])
+    };
+    let summaries = column(list[0]);
+    assert!(summaries > 4, "{help}");
+    let width = list.iter().map(|l| l.len()).max().unwrap_or(0);
+    for (i, line) in list.iter().enumerate() {
+        if indent(line) == 2 {
+            assert_eq!(column(line), summaries, "a command's summary out of its column:\n{help}");
+        } else {
+            assert_eq!(indent(line), summaries, "a summary broken out of its column:\n{help}");
+            let word = line.trim_start().split(' ').next().unwrap_or("");
+            assert!(
+                list[i - 1].len() + 1 + word.len() > width,
+                "a summary broken where its next word fits:\n{}\n{line}",
+                list[i - 1]
+            );
+        }
     }
 }
 

@@ -113,15 +113,28 @@ pub fn paint(text: &str, code: &str, on: bool) -> String {
 /// still its exit status. Any other failure to write stays an error.
 pub fn reader_may_leave(written: Result<()>) -> Result<()> {
     match written {
-        Err(err)
-            if err.chain().any(|c| {
-                c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            }) =>
-        {
-            Ok(())
-        }
+        Err(err) if reader_left(&err) => Ok(()),
         other => other,
     }
+}
+
+/// Whether `err` is a write to a reader that closed its end (EPIPE), wherever it sits in the chain: an
+/// `io::Error`, or one that the CSV or JSON writer wrapped. Neither `csv::Error` nor `serde_json::Error`
+/// gives its `io::Error` as `source()`, so each is asked for it.
+pub fn reader_left(err: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    err.chain().any(|cause| {
+        if let Some(e) = cause.downcast_ref::<std::io::Error>() {
+            return e.kind() == BrokenPipe;
+        }
+        if let Some(e) = cause.downcast_ref::<csv::Error>() {
+            return matches!(e.kind(), csv::ErrorKind::Io(io) if io.kind() == BrokenPipe);
+        }
+        if let Some(e) = cause.downcast_ref::<serde_json::Error>() {
+            return e.io_error_kind() == Some(BrokenPipe);
+        }
+        false
+    })
 }
 
 /// Puts the input problems where the reader looks first: at the top of a table, and on standard error when
@@ -273,6 +286,42 @@ mod tests {
         assert!(super::reader_may_leave(Err(anyhow::Error::from(pipe).context("writing"))).is_ok());
         let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         assert!(super::reader_may_leave(Err(full.into())).is_err());
+    }
+
+    /// A writer whose reader is gone (EPIPE), or whose disk is full.
+    struct Fails(std::io::ErrorKind);
+
+    impl std::io::Write for Fails {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(self.0.into())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Err(self.0.into())
+        }
+    }
+
+    /// The CSV and JSON writers wrap the io::Error in their own, which does not give it as `source()`.
+    #[test]
+    fn a_reader_that_left_a_csv_or_json_report_is_not_an_error_either() {
+        use anyhow::Context;
+        use std::io::ErrorKind::{BrokenPipe, StorageFull};
+        let csv = |kind| -> anyhow::Result<()> {
+            // Past the CSV writer's own buffer, so that the error is the CSV writer's.
+            let mut w = csv::Writer::from_writer(Fails(kind));
+            for _ in 0..10_000 {
+                w.write_record(["a", "b"])?;
+            }
+            w.flush()?;
+            Ok(())
+        };
+        let json = |kind| super::write_json(&mut Fails(kind), "compare", &[1, 2, 3]);
+        assert!(csv(BrokenPipe).is_err() && json(BrokenPipe).is_err(), "the writers do fail");
+        assert!(super::reader_may_leave(csv(BrokenPipe)).is_ok());
+        assert!(super::reader_may_leave(json(BrokenPipe)).is_ok());
+        assert!(super::reader_may_leave(json(BrokenPipe).context("writing the report")).is_ok());
+        assert!(super::reader_may_leave(csv(StorageFull)).is_err());
+        assert!(super::reader_may_leave(json(StorageFull)).is_err());
     }
 
     #[test]

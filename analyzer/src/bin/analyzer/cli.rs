@@ -56,8 +56,9 @@ pub enum Command {
     ///   analyzer inspect runs/npu --step 2 --format json -o ops.json
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
-    /// Compare a target run (NPU) with a benchmark run (GPU/CPU), op by op, and name the first op that
-    /// fails while its inputs pass.
+    /// Compare a target run (NPU) with a benchmark (GPU/CPU): the first op that fails while its inputs pass.
+    ///
+    /// Compares op by op; the report leads with the first op that fails while its inputs pass (the culprit).
     ///
     /// A kernel-level target (an eager capture: MatMulV2_3, BiasAdd_3) against an API-level benchmark
     /// (msprobe's dump of the PyTorch run: Functional.linear.0.forward) is aligned by execution order,
@@ -74,8 +75,7 @@ pub enum Command {
     ///   analyzer compare runs/eager msprobe_dump/
     #[command(verbatim_doc_comment)]
     Compare(CompareArgs),
-    /// Compare two runs of the same configuration bit for bit and name, per step and rank, the first op
-    /// whose output differs.
+    /// Diff two runs of one configuration bit for bit: per step and rank, the first op whose output differs.
     ///
     /// Examples:
     ///   analyzer diff runs/a runs/b
@@ -89,10 +89,12 @@ pub enum Command {
     ///   analyzer overflow runs/npu --rank 3 --format json
     #[command(verbatim_doc_comment)]
     Overflow(OverflowArgs),
-    /// Write one HTML page that leads with the verdicts of compare, diff, overflow, check, watch and
-    /// (several ranks) ranks, and shows the evidence: error along execution order, loss and loss scale, gradient norms, layer x step and rank x
-    /// step heatmaps, sortable and filterable tables. The file is self-contained: it opens offline, with
-    /// nothing beside it.
+    /// Write one self-contained HTML page: the commands' verdicts, then the plots and tables behind them.
+    ///
+    /// The page leads with the verdicts of compare, diff, overflow, check, watch and (several ranks) ranks,
+    /// and shows the evidence: error along execution order, loss and loss scale, gradient norms, layer x
+    /// step and rank x step heatmaps, sortable and filterable tables. The file is self-contained: it opens
+    /// offline, with nothing beside it.
     ///
     /// Examples:
     ///   analyzer report runs/npu bench/ -o report.html
@@ -116,8 +118,10 @@ pub enum Command {
     ///   analyzer ranks runs/npu --baseline runs/good --format json
     #[command(verbatim_doc_comment)]
     Ranks(RanksArgs),
-    /// Summarize this node's ranks for `analyzer merge`: one small Parquet file per rank (its ops and HCCL
-    /// calls in program order with the statistics and hashes the cross-rank analysis needs; no tensor data).
+    /// Summarize this node's ranks for `analyzer merge`: one small Parquet file per rank, no tensor data.
+    ///
+    /// Each file holds the rank's ops and HCCL calls in program order with the statistics and hashes the
+    /// cross-rank analysis needs.
     ///
     /// Run it once per node, under the job's own scheduler, on that node's capture; gather the output
     /// directories on one host and merge them there. Same answer as `analyzer ranks` on all ranks at once.
@@ -129,16 +133,18 @@ pub enum Command {
     ///   analyzer scan runs/npu --step 1 -o step1/ --format json
     #[command(verbatim_doc_comment)]
     Scan(ScanArgs),
-    /// The answer of `analyzer ranks` (first anomaly across ranks, its spread) from the summaries that
-    /// `analyzer scan` wrote on each node.
+    /// The answer of `analyzer ranks` from the summaries that `analyzer scan` wrote on each node.
+    ///
+    /// The same answer (first anomaly across ranks, its spread) as `analyzer ranks` on all ranks at once.
     ///
     /// Examples:
     ///   analyzer merge summaries/
     ///   analyzer merge summaries/ --format json
     #[command(verbatim_doc_comment)]
     Merge(MergeArgs),
-    /// The pre-tuning checklist: determinism, data, initial weights, mixed precision, loss scale and
-    /// configuration, each pass, fail or can't tell with the reason and where to look. With a second run,
+    /// The pre-tuning checklist: determinism, data, initial weights, precision, loss scale, configuration.
+    ///
+    /// Each item says pass, fail or can't tell with the reason and where to look. With a second run,
     /// every item compares the two (same data in the same order, same initial weights, same dtypes, same
     /// hyperparameters and versions).
     ///
@@ -147,9 +153,11 @@ pub enum Command {
     ///   analyzer check runs/a runs/b --format json -o checklist.json
     #[command(verbatim_doc_comment)]
     Check(CheckArgs),
-    /// Watch a run's training health at every step: NaN/inf or exploding loss, overflow, all-zero tensors,
-    /// weights badly initialised, not updated or changing too much, vanishing gradients, saturated tanh and
-    /// sigmoid, dead ReLU (MindInsight's watch conditions, its recommended thresholds by default).
+    /// Watch a run's training health at every step (MindInsight's watch conditions and thresholds).
+    ///
+    /// The conditions: NaN/inf or exploding loss, overflow, all-zero tensors, weights badly initialised,
+    /// not updated or changing too much, vanishing gradients, saturated tanh and sigmoid, dead ReLU
+    /// (MindInsight's recommended thresholds by default).
     ///
     /// Each hit names the step, op, tensor and value. What statistics cannot decide is reported as "can't
     /// tell" with what would decide it (a histogram: record --histogram; the tensors: --mode tensor).

@@ -19,7 +19,7 @@ fn main() {
         Ok(outcome) => outcome.exit_code(),
         // A reader that left early is handled where each report is written; one that escapes here means
         // the outcome is unknown, which is not an all-clear.
-        Err(err) if is_broken_pipe(&err) => 2,
+        Err(err) if analyzer::report::reader_left(&err) => 2,
         Err(err) => {
             // `{:#}` prints the whole context chain on one line: "cannot open runs/x: No such file ...".
             eprintln!("error: {err:#}");
@@ -48,10 +48,4 @@ fn usage_error(err: clap::Error, args: &[std::ffi::OsString]) -> ! {
         std::process::exit(2);
     }
     err.exit()
-}
-
-fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

@@ -168,11 +168,16 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     std::fs::File::create(&args.output)
         .and_then(|mut f| f.write_all(&page))
         .with_context(|| format!("cannot write {}", args.output.display()))?;
-    println!("report written to {} ({})", args.output.display(), human_bytes(page.len() as u64));
-    // The answers as the page words them, for a terminal without a browser (a cluster's login node).
+    // The answers as the page words them, for a terminal without a browser (a cluster's login node). A
+    // reader that leaves early (`| head -1`) changes nothing: the page is written, the status says.
+    let mut said =
+        format!("report written to {} ({})\n", args.output.display(), human_bytes(page.len() as u64));
     for line in answers {
-        println!("  {line}");
+        said.push_str(&format!("  {line}\n"));
     }
+    analyzer::report::reader_may_leave(
+        std::io::stdout().lock().write_all(said.as_bytes()).map_err(Into::into),
+    )?;
 
     let diff_findings = matches!(&findings.diff, Some(Ok(d)) if d.outcome() == Outcome::Findings);
     let compare_findings = comparison.as_ref().is_some_and(|c| c.outcome() == Outcome::Findings);
