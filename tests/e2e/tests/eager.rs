@@ -154,4 +154,37 @@ fn a_kernel_capture_against_an_api_level_benchmark_names_the_culprits_api() {
     ]);
     assert_eq!(code, 0, "{}", v["failing_ops"]);
     assert!(v["first_diverging_api"].is_null());
+
+    // The report page (scripts/demo's own: an eager capture against msprobe's dump) leads with the same
+    // answer, the API call and its kernels, linked to the failing output as evidence; its terminal lines too.
+    let file = dir.path().join("eager.html");
+    let (run, bench) = (dir.path().join("run"), dir.path().join("bench"));
+    let (code, stdout, stderr) =
+        analyzer(&["report", path_str(&run), path_str(&bench), "-o", path_str(&file)]);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let html = report_page(&file);
+    let verdict =
+        html.split("<b>FIRST DIVERGING API</b>").nth(1).unwrap_or_else(|| panic!("no API verdict: {stdout}"));
+    let verdict = &verdict[..verdict.find("</p>").unwrap()];
+    assert!(verdict.starts_with(" step 0 rank 0: <code>Functional.gelu.0."), "{verdict}");
+    assert!(verdict.contains("implemented by <code>FusedMatMulBiasGelu_0</code>"), "{verdict}");
+    let evidence = verdict.split("href=\"#").nth(1).and_then(|a| a.split('"').next()).expect("a link");
+    let row = html.split(&format!("<tr id=\"{evidence}\">")).nth(1).expect("the linked row");
+    assert!(row[..row.find("</tr>").unwrap()].contains("FusedMatMulBiasGelu_0"), "{evidence}");
+    let details = &html[html.find("<b>FIRST DIVERGING API</b>").unwrap()..];
+    let details = &details[..details.find("</section>").unwrap()];
+    assert!(details.contains("the same kernel(s) also compute <code>Functional.linear."), "{details}");
+    assert!(details.contains("kernels against ") && details.contains(" API calls: "), "{details}");
+    let line =
+        stdout.lines().find(|l| l.contains("FIRST DIVERGING API")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.trim().starts_with("FIRST DIVERGING API step 0 rank 0: Functional.gelu.0."), "{line}");
+    let healthy = dir.path().join("healthy.html");
+    let (_, stdout, _) = analyzer(&[
+        "report",
+        path_str(&dir.path().join("healthy-run")),
+        path_str(&dir.path().join("healthy-bench")),
+        "-o",
+        path_str(&healthy),
+    ]);
+    assert!(!report_page(&healthy).contains("DIVERGING API"), "{stdout}");
 }

@@ -409,4 +409,21 @@ fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
     let html = report_page(&file);
     assert!(html.contains("<b>NOT MEASURED</b>") && html.contains("record with <code>--mode tensor</code>"));
     assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
+
+    // Two statistics captures of one configuration, a weight's bit flipped in one at step 1: diff answers
+    // by content hash the pairs compare could not measure, so the page drops compare's problem; compare's
+    // verdict still leaves them open, and points at no list of problems the page does not hold
+    // (report_page checks every link).
+    let flip = r#"{"faults": {"weight_bitflip": {"param": "model/layer_0/attn/proj/weight", "step": 1, "index": 5}}}"#;
+    let flipped = capture(dir.path(), "flipped", flip, 2, &[]);
+    let clean = capture(dir.path(), "clean", "{}", 2, &[]);
+    let file = dir.path().join("pair.html");
+    let (code, stdout, _) =
+        analyzer(&["report", path_str(&flipped), path_str(&clean), "-o", path_str(&file)]);
+    assert_eq!(code, 1, "diff's finding:\n{stdout}");
+    let html = report_page(&file);
+    assert!(html.contains("<b>FIRST DIFFERENCE</b> step 1"), "{stdout}");
+    assert!(!html.contains("id=\"problems\"") && html.contains("<b>NO VERDICT</b>"), "{stdout}");
+    assert!(html.contains("pairs not measured are left to diff's verdict"), "{stdout}");
+    assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
 }

@@ -103,7 +103,7 @@ fn verdicts(page: &mut String, f: &Findings<'_>) {
     // Never an all-clear about what was not seen: with input problems a clean answer stays open.
     let open = !f.problems.is_empty();
     if let Some(c) = f.comparison {
-        compare_verdict(page, c, open);
+        compare_verdict(page, c, open, matches!(f.diff, Some(Ok(_))));
     }
     match &f.diff {
         Some(Ok(d)) => diff_verdict(page, d, open),
@@ -120,7 +120,19 @@ fn verdicts(page: &mut String, f: &Findings<'_>) {
     page.push_str("</section>\n");
 }
 
-fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
+/// Where the page shows failing op `i`: its row of the failing-ops table, or the table when the row is
+/// past the table's cut.
+fn failing_anchor(i: usize) -> String {
+    if i < table::MAX_ROWS {
+        format!("failing-{i}")
+    } else {
+        "t-failing".into()
+    }
+}
+
+/// `open`: the page lists input problems (`#problems`). `diffed`: diff ran on the same pair, and its
+/// verdict answers what compare could not measure (by content hash).
+fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool, diffed: bool) {
     for w in &c.warnings {
         page.push_str(&format!("<p class=\"verdict warn\"><b>WARNING</b>: {}</p>", escape(w)));
     }
@@ -167,10 +179,11 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
                 None => "fails while its inputs pass".into(),
             };
             page.push_str(&format!(
-                "<p class=\"verdict bad\"><b>CULPRIT</b> step {} rank {}: <a href=\"#failing-{i}\"><code>{}</code></a> [{}] {} \
+                "<p class=\"verdict bad\"><b>CULPRIT</b> step {} rank {}: <a href=\"#{}\"><code>{}</code></a> [{}] {} \
                  (<a href=\"#fig-error\">error along execution order</a>)</p>",
                 op.step,
                 op.rank,
+                failing_anchor(i),
                 escape(&op.name),
                 escape(&op.op_type),
                 escape(&inputs)
@@ -205,12 +218,84 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool) {
             ));
         }
         None if !c.rows.iter().any(|r| r.judged()) => {}
-        None if open || unmeasured > 0 => page.push_str(
+        None if open => page.push_str(
             "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
              <a href=\"#problems\">input problems</a> leave the answer open</p>",
         ),
+        // The page lists no input problem: the pairs compare could not measure are diff's to answer (the
+        // page then drops compare's problem), or nobody's; either way this verdict says which, and links
+        // only to what the page holds.
+        None if unmeasured > 0 && diffed => page.push_str(&format!(
+            "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes; the {unmeasured} \
+             pairs not measured are left to diff's verdict, which compares them by content hash</p>"
+        )),
+        None if unmeasured > 0 => page.push_str(&format!(
+            "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
+             {unmeasured} pairs not measured leave the answer open</p>"
+        )),
         None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
     }
+    api_verdict(page, c);
+}
+
+/// Kernels against API calls (a kernel capture against msprobe's API-level benchmark): the first API call
+/// whose output diverges and the kernels that implement it, as `analyzer compare` says it, with the
+/// failing output as evidence.
+fn api_verdict(page: &mut String, c: &Comparison<'_>) {
+    let Some(d) = c.first_diverging_api() else { return };
+    let (ti, bi) = (c.target.index(), c.bench.index());
+    // A call's kernels, the first few (kernels spanning a whole step say the alignment failed).
+    const LISTED: usize = 8;
+    let mut kernels: Vec<String> = d
+        .kernels
+        .iter()
+        .take(LISTED)
+        .map(|&k| format!("<code>{}</code> [{}]", escape(&ti.ops[k].name), escape(&ti.ops[k].op_type)))
+        .collect();
+    if d.kernels.len() > LISTED {
+        kernels.push(format!("and {} more (compare's JSON lists all)", d.kernels.len() - LISTED));
+    }
+    if kernels.is_empty() {
+        kernels.push("no kernel".into());
+    }
+    let row = &c.rows[d.row];
+    let evidence = c
+        .failing_ops
+        .iter()
+        .position(|f| f.failing_rows.contains(&d.row))
+        .map_or("t-failing".to_string(), failing_anchor);
+    let call = &bi.ops[d.bench_op];
+    page.push_str(&format!(
+        "<p class=\"verdict bad\"><b>FIRST DIVERGING API</b> step {} rank {}: <code>{}</code>, implemented by {} \
+         (<a href=\"#{evidence}\">its failing output</a>)</p>",
+        call.step,
+        call.rank,
+        escape(&call.name),
+        kernels.join(", ")
+    ));
+    if !d.sharing.is_empty() {
+        let names: Vec<String> =
+            d.sharing.iter().map(|&b| format!("<code>{}</code>", escape(&bi.ops[b].name))).collect();
+        page.push_str(&format!(
+            "<p class=\"verdict detail\">the same kernel(s) also compute {}</p>",
+            names.join(", ")
+        ));
+    }
+    page.push_str(&format!(
+        "<p class=\"verdict detail\"><code>{}</code> against <code>{}</code>: {}</p>",
+        escape(&ti.tensor_label(row.target)),
+        escape(&row.bench.map_or_else(String::new, |b| bi.tensor_label(b))),
+        escape(row.reason.as_deref().unwrap_or(""))
+    ));
+    let empty_calls = c.api_calls.iter().filter(|a| a.kernels.is_empty()).count();
+    page.push_str(&format!(
+        "<p class=\"verdict detail\">kernels against {} API calls: {} kernel outputs belong to no call (e.g. an \
+         optimizer's kernels), {} API outputs found no kernel, {} calls no kernel</p>",
+        c.api_calls.len(),
+        c.unmatched_target.len(),
+        c.unmatched_bench.len(),
+        empty_calls
+    ));
 }
 
 fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {

@@ -176,6 +176,15 @@ pub fn report_page(path: &Path) -> String {
             &html[i..(i + 60).min(html.len())]
         );
     }
+    // Every link on the page leads somewhere on it: a verdict never points at a section that is not there.
+    for (i, _) in html.match_indices("href=\"#") {
+        let target = &html[i + 7..];
+        let target = &target[..target.find('"').expect("a closed href")];
+        assert!(
+            html.contains(&format!(" id=\"{target}\"")),
+            "a link to #{target}, which the page does not hold"
+        );
+    }
     html
 }
 
