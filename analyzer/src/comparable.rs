@@ -282,21 +282,39 @@ pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matchin
 /// and the selection that compares the ranks both hold. Their tensors are listed as unmatched, never
 /// compared: an 8-rank NPU job against a one-GPU benchmark compares rank 0 only, and the report says so.
 pub fn ranks_on_one_side(target: &Index, bench: &Index, filter: &Filter) -> Option<String> {
-    let ranks = |index: &Index| -> BTreeSet<u32> {
-        index.ops.iter().filter(|o| filter.keeps(o)).map(|o| o.rank).collect()
+    let ranks = |index: &Index| -> BTreeSet<u64> {
+        index.ops.iter().filter(|o| filter.keeps(o)).map(|o| u64::from(o.rank)).collect()
     };
-    let (t, b) = (ranks(target), ranks(bench));
-    let list = |side: &str, ranks: Vec<u32>| -> Option<String> {
-        let names: Vec<String> = ranks.iter().map(u32::to_string).collect();
-        match names.len() {
-            0 => None,
-            1 => Some(format!("the {side}'s rank {} has", names[0])),
-            _ => Some(format!("the {side}'s ranks {} have", names.join(", "))),
-        }
+    on_one_side("rank", &ranks(target), &ranks(bench))
+}
+
+/// [`ranks_on_one_side`] for steps: a target recorded over 3 steps against a benchmark of one step
+/// compares that step only, and the report leads with it rather than with a PASS over one step in three.
+pub fn steps_on_one_side(target: &Index, bench: &Index, filter: &Filter) -> Option<String> {
+    let steps = |index: &Index| -> BTreeSet<u64> {
+        index.ops.iter().filter(|o| filter.keeps(o)).map(|o| o.step).collect()
+    };
+    on_one_side("step", &steps(target), &steps(bench))
+}
+
+/// The `what`s (rank, step) each side holds alone, and the `--what` selection of those both hold.
+fn on_one_side(what: &str, t: &BTreeSet<u64>, b: &BTreeSet<u64>) -> Option<String> {
+    // A few named one by one, more as ranges ("1-99").
+    const NAMED: usize = 8;
+    let list = |side: &str, values: Vec<u64>| -> Option<String> {
+        let names = match values.len() {
+            0 => return None,
+            n if n <= NAMED => values.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            _ => crate::filter::ranges(&values),
+        };
+        Some(match values.len() {
+            1 => format!("the {side}'s {what} {names} has"),
+            _ => format!("the {side}'s {what}s {names} have"),
+        })
     };
     let alone: Vec<String> = [
-        list("target", t.difference(&b).copied().collect()),
-        list("benchmark", b.difference(&t).copied().collect()),
+        list("target", t.difference(b).copied().collect()),
+        list("benchmark", b.difference(t).copied().collect()),
     ]
     .into_iter()
     .flatten()
@@ -305,10 +323,17 @@ pub fn ranks_on_one_side(target: &Index, bench: &Index, filter: &Filter) -> Opti
     if alone.is_empty() {
         return None;
     }
-    let both: Vec<String> = t.intersection(&b).map(|r| format!("--rank {r}")).collect();
-    let how = match both.is_empty() {
-        true => "no rank is in both runs".to_string(),
-        false => format!("`{}` compares the ranks both hold", both.join(" ")),
+    let both: Vec<u64> = t.intersection(b).copied().collect();
+    let how = match both.len() {
+        0 => format!("no {what} is in both runs"),
+        n if n <= NAMED => {
+            let selection: Vec<String> = both.iter().map(|v| format!("--{what} {v}")).collect();
+            format!("`{}` compares the {what}s both hold", selection.join(" "))
+        }
+        _ => format!(
+            "`--{what} S` for each S in {} compares the {what}s both hold",
+            crate::filter::ranges(&both)
+        ),
     };
     Some(format!("{}: its tensors are not compared ({how})", alone.join("; ")))
 }
@@ -453,5 +478,34 @@ mod tests {
         // Selected away: nothing left to say.
         let rank0 = Filter { ranks: vec![0], ..Filter::default() };
         assert_eq!(ranks_on_one_side(&four, &one, &rank0), None);
+    }
+
+    #[test]
+    fn steps_held_by_one_side_only_are_named_with_the_selection_that_compares_the_rest() {
+        let steps = |steps: std::ops::Range<u64>| {
+            let mut index = Index::default();
+            for s in steps {
+                index.push_op("x".into(), "T".into(), s, 0);
+            }
+            index
+        };
+        let (three, one) = (steps(0..3), steps(0..1));
+        assert_eq!(steps_on_one_side(&three, &three, &Filter::default()), None);
+        assert_eq!(
+            steps_on_one_side(&three, &one, &Filter::default()).as_deref(),
+            Some(
+                "the target's steps 1, 2 have no counterpart on the other side: its tensors are not \
+                 compared (`--step 0` compares the steps both hold)"
+            )
+        );
+        let why = steps_on_one_side(&steps(0..1), &steps(1..2), &Filter::default()).unwrap();
+        assert!(why.contains("target's step 0 has") && why.contains("benchmark's step 1 has"), "{why}");
+        assert!(why.contains("no step is in both runs"), "{why}");
+        // Many steps read as ranges.
+        let why = steps_on_one_side(&steps(0..100), &steps(0..50), &Filter::default()).unwrap();
+        assert!(why.contains("steps 50-99 have") && why.contains("`--step S` for each S in 0-49"), "{why}");
+        // Selected away: nothing left to say.
+        let step0 = Filter { steps: vec![0], ..Filter::default() };
+        assert_eq!(steps_on_one_side(&three, &one, &step0), None);
     }
 }

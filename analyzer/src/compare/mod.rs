@@ -11,7 +11,7 @@ pub mod msprobe_table;
 mod row;
 
 use crate::api_matching::{is_api_level, with_output_stats, ApiCall};
-use crate::comparable::{different_model, ranks_on_one_side, swapped_sides};
+use crate::comparable::{different_model, ranks_on_one_side, steps_on_one_side, swapped_sides};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId, TensorInfo};
 use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions};
@@ -201,6 +201,7 @@ pub fn compare<'a>(
     let matching = match_runs(ts.as_ref().unwrap_or(ti), bs.as_ref().unwrap_or(bi), &options.matching);
     let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
     warnings.extend(ranks_on_one_side(ti, bi, &options.filter));
+    warnings.extend(steps_on_one_side(ti, bi, &options.filter));
     warnings.extend(matching.warnings.iter().cloned());
     // What each source said about itself (steps it inferred, files it skipped).
     warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));

@@ -205,3 +205,27 @@ fn selections_that_match_nothing_say_what_there_is() {
     let header = stdout.lines().next().unwrap_or_default();
     assert!(header.contains(": 2 of ") && header.contains("selected by --step/--rank/--op"), "{header}");
 }
+
+/// A target recorded over 3 steps against a benchmark of one: only step 0 has counterparts. The PASS is
+/// about that step, so a WARNING leads, naming the steps the benchmark lacks and the `--step` selection
+/// that compares the steps both hold; with it, no warning.
+#[test]
+fn compare_warns_when_the_benchmark_lacks_steps_of_the_target() {
+    let dir = scratch();
+    let run = captured(dir.path(), "npu", "{}", 3, &["--mode", "tensor"]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", "{}"), 1, &bench);
+    let (run, bench) = (path_str(&run), path_str(&bench));
+    let (code, stdout, _) = analyzer(&["compare", run, bench]);
+    assert_eq!(code, 0, "{stdout}");
+    let warning =
+        "WARNING: the target's steps 1, 2 have no counterpart on the other side: its tensors are not \
+                   compared (`--step 0` compares the steps both hold)";
+    let (at, pass) = (stdout.find(warning), stdout.find("PASS: every compared tensor passes"));
+    assert!(at.is_some() && pass.is_some() && at < pass, "the warning leads the PASS:\n{stdout}");
+    let (_, report) = analyzer_json(&["compare", run, bench]);
+    assert!(report["warnings"].to_string().contains("`--step 0` compares the steps both hold"), "{report}");
+    let (code, report) = analyzer_json(&["compare", run, bench, "--step", "0"]);
+    assert_eq!(code, 0);
+    assert_eq!(report["warnings"].as_array().map(Vec::len), Some(0), "{}", report["warnings"]);
+}
