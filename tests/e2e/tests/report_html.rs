@@ -106,6 +106,11 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     // Gradient norms skip the step that applied no update, and the first overflow is marked.
     let grad = svg_element(&html, "plot-grad");
     assert!(grad.contains("first overflow: 2"));
+    // The global norm's line breaks at the skipped step (steps 0-1, then 3-4) instead of bridging it, and
+    // the legend names it once.
+    let global = grad.matches("<title>global</title></polyline>").count();
+    assert_eq!(global, 2, "the global norm's line bridges the skipped step:\n{grad}");
+    assert_eq!(grad.matches("class=\"legend\">global</text>").count(), 1);
     assert!(!html.contains("id=\"heat-ranks\""), "one rank: no rank x step heatmap");
     assert!(svg_element(&html, "heat-nonfinite").contains("data-values=\""));
     // watch's conditions: the loss overflow leads, and is the outlined first hit of the timeline; conditions

@@ -173,6 +173,22 @@ fn line(name: &str, colour: &'static str, width: f64, points: Vec<(f64, f64)>) -
     Line { name: name.into(), colour, width, dashed: false, right: false, steps: false, points }
 }
 
+/// `points` (by step, ascending) cut where a step of `steps` has no point: the runs of consecutive steps.
+fn across_steps<'p>(points: &'p [(u64, f64)], steps: &[u64]) -> Vec<&'p [(u64, f64)]> {
+    let position = |step: u64| steps.binary_search(&step).ok();
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=points.len() {
+        let joined = i < points.len()
+            && matches!((position(points[i - 1].0), position(points[i].0)), (Some(a), Some(b)) if b == a + 1);
+        if !joined {
+            runs.push(&points[start..i]);
+            start = i;
+        }
+    }
+    runs
+}
+
 fn as_xy(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
     points.iter().map(|&(s, v)| (s as f64, v)).collect()
 }
@@ -316,7 +332,10 @@ fn grad_norms(page: &mut String, f: &Findings<'_>) {
             i if i <= 6 => (PALETTE[(i - 1) % 7], 1.2, l.name.clone()),
             _ => ("#bbbbbb", 0.8, if i == 7 { "other layers".into() } else { String::new() }),
         };
-        lines.push(line(&name, colour, width, as_xy(&l.points)));
+        // A step without a point applied no update: the line breaks there rather than bridging it.
+        for segment in across_steps(&l.points, &f.series.steps) {
+            lines.push(line(&name, colour, width, as_xy(segment)));
+        }
     }
     let y = Scale::log(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), 1e-12);
     let marks = first_divergence(f)
@@ -344,8 +363,8 @@ fn grad_norms(page: &mut String, f: &Findings<'_>) {
         &plot.svg(),
         &format!(
             "The L2 norm of the gradients the optimizer applied on rank {} (the input of each Apply* op shaped \
-             like its parameter), globally (black) and per layer, log scale. A step without a point applied \
-             no update (an overflow skipped it: shaded). The red line marks where the runs first part; a \
+             like its parameter), globally (black) and per layer, log scale. The lines break at a step \
+             that applied no update (an overflow skipped it: shaded). The red line marks where the runs first part; a \
              norm that grows by decades or jumps to the top edge (inf/NaN) before it points at the cause.",
             f.series.rank
         ),
@@ -483,4 +502,17 @@ fn rank_heatmap(page: &mut String, f: &Findings<'_>) {
         return;
     }
     tabbed(page, "fig-ranks", "Rank x step", &maps, "Hover a cell for its value.");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_step_without_a_point_breaks_the_line() {
+        let steps = [0, 1, 2, 3, 4];
+        let points = [(0, 1.0), (1, 2.0), (3, 4.0), (4, 5.0)];
+        let runs = super::across_steps(&points, &steps);
+        assert_eq!(runs, [&points[..2], &points[2..]]);
+        assert_eq!(super::across_steps(&points[..2], &steps), [&points[..2]]);
+        assert!(super::across_steps(&[], &steps).is_empty());
+    }
 }

@@ -376,7 +376,9 @@ impl Plot {
     /// The legend at `x`, names cut to `chars` characters (the full name is the line's hover title).
     fn legend(&self, s: &mut String, x: f64, chars: usize) {
         let mut y = TOP + 10.0;
-        for line in self.lines.iter().filter(|l| !l.name.is_empty()).take(14) {
+        // A line drawn in several pieces (broken where it has no point) is named once.
+        let mut named = std::collections::HashSet::new();
+        for line in self.lines.iter().filter(|l| !l.name.is_empty() && named.insert(&l.name)).take(14) {
             let dash = if line.dashed { r#" stroke-dasharray="6 4""# } else { "" };
             let _ = write!(
                 s,
