@@ -87,8 +87,10 @@ fn rank_events(rank: u32, ranks: u32, ops_per_step: u64, overflow: (u32, u64)) -
                 tensor(Io::Output, 0, mix(&[4, step, k, u64::from(rank)]), poisoned || injected),
             ];
             poisoned |= injected;
-            let kind =
-                EventKind::Op { name: format!("model/layer_{}/op_{k}", k / 10), op_type: "MatMulV2".into() };
+            let kind = EventKind::Op {
+                name: format!("model/layer_{}/op_{k}", k / 10).into(),
+                op_type: "MatMulV2".into(),
+            };
             events.push(Event { step, time_us: Some(time), kind, tensors });
             if (k + 1) % chunk == 0 && (k + 1) / chunk <= ALL_REDUCES_PER_STEP {
                 let spread = step == OVERFLOW_STEP && k >= overflow.1 || step > OVERFLOW_STEP;

@@ -8,7 +8,7 @@
 //!   ranks there is no majority: a tensor both held alike at the step before and no longer does flags both;
 //! - baseline difference: the tensor's hash differs from the same tensor of the same rank in a baseline run.
 
-use super::events::{Event, EventKind, RunEvents};
+use super::events::{Event, EventKind, Name, RunEvents};
 use crate::index::Io;
 use accutrace_formats::capture::CollectiveOp;
 use serde::Serialize;
@@ -132,10 +132,10 @@ fn flag_disagreement(
 }
 
 /// A point-to-point message: (communicator, source, destination, count).
-type MessageKey = (String, u32, u32, u64);
+type MessageKey = (Name, u32, u32, u64);
 
 fn collectives(run: &RunEvents, d: &mut Detected) {
-    let mut instances: BTreeMap<(String, u64), Vec<EventRef>> = BTreeMap::new();
+    let mut instances: BTreeMap<(Name, u64), Vec<EventRef>> = BTreeMap::new();
     let mut sends: HashMap<MessageKey, u64> = HashMap::new();
     let mut recvs: Vec<(EventRef, MessageKey, u64)> = Vec::new();
     for (r, rank) in run.ranks.iter().enumerate() {
@@ -204,12 +204,12 @@ fn collectives(run: &RunEvents, d: &mut Detected) {
 }
 
 /// (step, op name, occurrence of that name in the step, io, index): the same tensor on every replica.
-type TensorKey = (u64, String, u32, Io, u32);
+type TensorKey = (u64, Name, u32, Io, u32);
 
 fn op_tensor_keys(run: &RunEvents) -> BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> {
     let mut keys: BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> = BTreeMap::new();
     for (r, rank) in run.ranks.iter().enumerate() {
-        let mut seen: HashMap<(u64, &str), u32> = HashMap::new();
+        let mut seen: HashMap<(u64, &Name), u32> = HashMap::new();
         for (i, e) in rank.events.iter().enumerate() {
             let EventKind::Op { name, .. } = &e.kind else { continue };
             let n = seen.entry((e.step, name)).or_default();
@@ -225,7 +225,7 @@ fn op_tensor_keys(run: &RunEvents) -> BTreeMap<TensorKey, Vec<(EventRef, Option<
 fn replicas(run: &RunEvents, d: &mut Detected) {
     let keys = op_tensor_keys(run);
     // Two ranks: tensors held alike at their last step, by (name, occurrence, io, index).
-    let mut alike_before: HashMap<(String, u32, Io, u32), bool> = HashMap::new();
+    let mut alike_before: HashMap<(Name, u32, Io, u32), bool> = HashMap::new();
     for ((step, name, n, io, index), members) in &keys {
         let hashed: Vec<(EventRef, u64)> = members.iter().filter_map(|(at, h)| h.map(|h| (*at, h))).collect();
         if hashed.len() < 2 {

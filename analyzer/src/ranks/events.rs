@@ -19,7 +19,28 @@ use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// A name many events share (an op's name and type, a dtype, a communicator): the ranks of a job run the
+/// same ops, so a merge of thousands of ranks holds each name once ([`Names`]), not once per event.
+pub type Name = Arc<str>;
+
+/// Hands out one [`Name`] per distinct text.
+#[derive(Debug, Default)]
+pub struct Names(HashSet<Name>);
+
+impl Names {
+    /// The shared name for `text`.
+    pub fn get(&mut self, text: &str) -> Name {
+        if let Some(name) = self.0.get(text) {
+            return name.clone();
+        }
+        let name: Name = text.into();
+        self.0.insert(name.clone());
+        name
+    }
+}
 
 /// The step of a call whose step nothing tells (no op dumped around it on its rank nor on its
 /// collective's other members). Above every real step, so ordering by step puts it last; 2^63 - 1 so that
@@ -41,7 +62,7 @@ pub struct TensorSummary {
     pub io: Io,
     pub index: u32,
     /// The dtype's name (`FLOAT16`).
-    pub dtype: String,
+    pub dtype: Name,
     /// Whether values are floating point (saturation counts as an anomaly for those only).
     pub float: bool,
     pub elements: u64,
@@ -62,7 +83,7 @@ impl TensorSummary {
         io: Io,
         index: u32,
         dtype: Option<DType>,
-        dtype_name: String,
+        dtype_name: Name,
         stats: Option<&TensorStats>,
         hash: Option<u64>,
     ) -> Self {
@@ -94,7 +115,7 @@ impl TensorSummary {
 /// A collective call's place among its communicator's calls.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CollectiveMeta {
-    pub comm: String,
+    pub comm: Name,
     pub seq: u64,
     pub op: CollectiveOp,
     /// Broadcast's root, Send's destination, Recv's source (communicator ranks).
@@ -106,7 +127,7 @@ pub struct CollectiveMeta {
 /// An op or an HCCL call.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventKind {
-    Op { name: String, op_type: String },
+    Op { name: Name, op_type: Name },
     Collective(CollectiveMeta),
 }
 
@@ -219,6 +240,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
     ranks.extend(index.collectives.iter().map(|c| c.rank));
     ranks.sort_unstable();
     ranks.dedup();
+    let mut names = Names::default();
     for rank in ranks {
         let ops: Vec<Event> = index
             .ops
@@ -227,7 +249,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
             .map(|o| Event {
                 step: o.step,
                 time_us: o.launch.map(|l| l.timestamp_us),
-                kind: EventKind::Op { name: o.name.clone(), op_type: o.op_type.clone() },
+                kind: EventKind::Op { name: names.get(&o.name), op_type: names.get(&o.op_type) },
                 tensors: o
                     .inputs
                     .iter()
@@ -238,7 +260,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
                             t.io,
                             t.index,
                             Some(t.dtype),
-                            t.dtype.name().into_owned(),
+                            names.get(&t.dtype.name()),
                             stats.get(&id).or(t.stats.as_ref()),
                             t.hash,
                         )
@@ -246,8 +268,12 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
                     .collect(),
             })
             .collect();
-        let calls: Vec<Event> =
-            index.collectives.iter().filter(|c| c.rank == rank).map(|c| collective_event(&c.info)).collect();
+        let calls: Vec<Event> = index
+            .collectives
+            .iter()
+            .filter(|c| c.rank == rank)
+            .map(|c| collective_event(&c.info, &mut names))
+            .collect();
         let untimed_ops = ops.iter().any(|e| e.time_us.is_none());
         if !calls.is_empty() && untimed_ops {
             run.warnings.push(format!(
@@ -278,9 +304,9 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
     run
 }
 
-fn collective_event(c: &accutrace_formats::capture::CollectiveInfo) -> Event {
+fn collective_event(c: &accutrace_formats::capture::CollectiveInfo, names: &mut Names) -> Event {
     let dtype = hccl_dtype::dtype(c.dtype);
-    let name = hccl_dtype::name(c.dtype);
+    let name = names.get(&hccl_dtype::name(c.dtype));
     let buffer = |io, b: &accutrace_formats::capture::BufferSummary| {
         TensorSummary::of(io, 0, dtype, name.clone(), Some(&b.stats), Some(b.content_hash))
     };
@@ -291,7 +317,7 @@ fn collective_event(c: &accutrace_formats::capture::CollectiveInfo) -> Event {
         step: 0,
         time_us: Some(c.start_us),
         kind: EventKind::Collective(CollectiveMeta {
-            comm: c.comm.clone(),
+            comm: names.get(&c.comm),
             seq: c.seq,
             op: c.op,
             peer: c.peer,
@@ -310,7 +336,7 @@ pub fn fill_unknown_steps(run: &mut RunEvents) {
         CollectiveOp::Send | CollectiveOp::Recv => None,
         _ => Some((c.comm.clone(), c.seq)),
     };
-    let mut known: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    let mut known: BTreeMap<(Name, u64), u64> = BTreeMap::new();
     for e in run.ranks.iter().flat_map(|r| &r.events) {
         if let (Some(k), true) = (e.collective().and_then(key), e.step != UNKNOWN_STEP) {
             known.entry(k).or_insert(e.step);
@@ -379,7 +405,7 @@ mod tests {
         Event {
             step,
             time_us: Some(t),
-            kind: EventKind::Op { name: format!("op{t}"), op_type: "X".into() },
+            kind: EventKind::Op { name: format!("op{t}").into(), op_type: "X".into() },
             tensors: vec![],
         }
     }

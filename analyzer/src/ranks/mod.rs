@@ -155,7 +155,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 step: e.step,
                 op: e.name().to_string(),
                 op_type: e.op_type().to_string(),
-                collective: e.collective().map(|c| (c.comm.clone(), c.seq)),
+                collective: e.collective().map(|c| (c.comm.to_string(), c.seq)),
                 event: i,
                 lamport: replay.lamport[r][i],
                 findings: detected.findings[&(r, i)].clone(),
@@ -208,7 +208,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     let mut communicators: Vec<String> = run
         .ranks
         .iter()
-        .flat_map(|r| r.events.iter().filter_map(|e| e.collective().map(|c| c.comm.clone())))
+        .flat_map(|r| r.events.iter().filter_map(|e| e.collective().map(|c| c.comm.to_string())))
         .collect();
     communicators.sort();
     communicators.dedup();

@@ -15,7 +15,7 @@
 //! incomplete.
 
 use super::detect::EventRef;
-use super::events::{EventKind, RunEvents};
+use super::events::{EventKind, Name, RunEvents};
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -44,9 +44,9 @@ pub struct Replay {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Key {
-    Collective(String, u64),
+    Collective(Name, u64),
     /// (communicator, source, destination, count)
-    Message(String, u32, u32, u64),
+    Message(Name, u32, u32, u64),
 }
 
 /// Replays `run`; `anomalous(event)` says which events are anomalous. When taints of two origins meet in a
@@ -171,7 +171,7 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
                 let op = run.ranks[r0].events[i0].collective().map_or(CollectiveOp::Barrier, |c| c.op);
                 let mut arrived: Vec<u32> = members.iter().map(|&m| run.ranks[m].rank).collect();
                 arrived.sort_unstable();
-                out.incomplete.push((comm.clone(), *seq, op, arrived, expected as u32));
+                out.incomplete.push((comm.to_string(), *seq, op, arrived, expected as u32));
             }
             complete(run, &members, &mut pos, &mut clock, &mut taint, &mut blocked_on, &mut out, &visit);
             ready.extend(members);

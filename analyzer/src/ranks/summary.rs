@@ -13,7 +13,7 @@
 pub mod columns;
 pub mod series;
 
-use super::events::{fill_unknown_steps, RankEvents, RunEvents};
+use super::events::{fill_unknown_steps, Names, RankEvents, RunEvents};
 use crate::filter::Filter;
 use crate::index::OpId;
 use crate::overflow::gather_stats;
@@ -258,8 +258,9 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
     let mut from: Vec<(u32, PathBuf)> = Vec::new();
     // Each distinct selection (as options) and the ranks scanned with it.
     let mut selections: Vec<(String, Vec<u32>)> = Vec::new();
+    let mut names = Names::default();
     for file in files {
-        let s = read_one(&file)?;
+        let s = read_one_with(&file, &mut names)?;
         bar.inc(1);
         if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.events.rank) {
             bail!("rank {} is summarized twice: {} and {}", s.events.rank, other.display(), file.display());
@@ -321,6 +322,11 @@ fn find(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Reads one summary file.
 pub fn read_one(file: &Path) -> Result<RankSummary> {
+    read_one_with(file, &mut Names::default())
+}
+
+/// Reads one summary file, its names shared through `names` with the files read before.
+fn read_one_with(file: &Path, names: &mut Names) -> Result<RankSummary> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let reader = SerializedFileReader::new(f)
         .with_context(|| format!("{}: not a Parquet rank summary", file.display()))?;
@@ -340,7 +346,7 @@ pub fn read_one(file: &Path) -> Result<RankSummary> {
     let summary = RankSummary {
         run: meta.get(KEY_RUN).unwrap_or_default().to_string(),
         events: columns::Columns::read(&reader)
-            .and_then(|c| c.events(rank, events))
+            .and_then(|c| c.events(rank, events, names))
             .with_context(|| file.display().to_string())?,
         warnings: meta.json(KEY_WARNINGS).with_context(|| file.display().to_string())?,
         problems: meta.json(KEY_PROBLEMS).with_context(|| file.display().to_string())?,

@@ -3,7 +3,7 @@
 //! is the schema: each column's name, type, whether it may be null, and how a row gets its value.
 //! `collectives_before` and `anomalous` are derived (for SQL: docs/RANK_SUMMARIES.md); reading ignores them.
 
-use super::super::events::{CollectiveMeta, Event, EventKind, RankEvents, TensorSummary};
+use super::super::events::{CollectiveMeta, Event, EventKind, Names, RankEvents, TensorSummary};
 use crate::index::Io;
 use accutrace_formats::capture::CollectiveOp;
 use anyhow::{bail, Context, Result};
@@ -92,14 +92,14 @@ const COLUMNS: &[Column] = &[
     }),
     col("name", Kind::Text, true, |r| Ok(Cell::Text(Some(r.e.name())))),
     col("op_type", Kind::Text, true, |r| Ok(Cell::Text(Some(r.e.op_type())))),
-    col("comm", Kind::Text, false, |r| Ok(Cell::Text(meta(r, |c| c.comm.as_str())))),
+    col("comm", Kind::Text, false, |r| Ok(Cell::Text(meta(r, |c| &*c.comm)))),
     col("seq", Kind::Int, false, |r| Ok(Cell::Int(meta(r, |c| int(c.seq)).transpose()?.flatten()))),
     col("peer", Kind::Int, false, |r| Ok(Cell::Int(meta(r, |c| c.peer.map(i64::from)).flatten()))),
     col("comm_rank", Kind::Int, false, |r| Ok(Cell::Int(meta(r, |c| i64::from(c.comm_rank))))),
     col("comm_size", Kind::Int, false, |r| Ok(Cell::Int(meta(r, |c| i64::from(c.comm_size))))),
     col("io", Kind::Text, false, |r| Ok(Cell::Text(r.t.map(|t| t.io.as_str())))),
     col("tensor_index", Kind::Int, false, |r| Ok(Cell::Int(r.t.map(|t| i64::from(t.index))))),
-    col("dtype", Kind::Text, false, |r| Ok(Cell::Text(r.t.map(|t| t.dtype.as_str())))),
+    col("dtype", Kind::Text, false, |r| Ok(Cell::Text(r.t.map(|t| &*t.dtype)))),
     col("is_float", Kind::Bool, false, |r| Ok(Cell::Bool(r.t.map(|t| t.float)))),
     col("elements", Kind::Int, false, |r| tensor_int(r, |t| t.elements)),
     col("nan", Kind::Int, false, |r| tensor_int(r, |t| t.nan)),
@@ -296,8 +296,9 @@ impl Columns {
         Ok(Columns { values, rows })
     }
 
-    /// The rank's events back from the rows (`events`: how many the file's metadata says it holds).
-    pub fn events(&self, rank: u32, events: usize) -> Result<RankEvents> {
+    /// The rank's events back from the rows (`events`: how many the file's metadata says it holds); their
+    /// names are taken from `names`, shared with the other ranks read.
+    pub fn events(&self, rank: u32, events: usize, names: &mut Names) -> Result<RankEvents> {
         let ints = |name| match self.column(name) {
             Values::Int(v) => v.as_slice(),
             _ => unreachable!("{name} is an integer column"),
@@ -335,10 +336,7 @@ impl Columns {
             let count = |v: Option<i64>, what: &str| -> Result<u64> {
                 u64::try_from(need(v, what)?).with_context(|| at(&format!("a negative {what}")))
             };
-            let text = |v: &Option<ByteArray>, what: &str| -> Result<String> {
-                let bytes = v.as_ref().with_context(|| at(&format!("no {what}")))?;
-                Ok(bytes.as_utf8().with_context(|| at(&format!("{what} is not UTF-8")))?.to_string())
-            };
+            let text = |v, what| text_at(v, row, what);
             if count(rank_col[row], "rank")? != u64::from(rank) {
                 bail!("{}, but the file is rank {rank}'s", at(&format!("rank {:?}", rank_col[row])));
             }
@@ -349,12 +347,15 @@ impl Columns {
             }
             if new_event {
                 let event_name = text(&name[row], "name")?;
-                let kind = match text(&kind[row], "kind")?.as_str() {
-                    "op" => EventKind::Op { name: event_name, op_type: text(&op_type[row], "op_type")? },
+                let kind = match text(&kind[row], "kind")? {
+                    "op" => EventKind::Op {
+                        name: names.get(event_name),
+                        op_type: names.get(text(&op_type[row], "op_type")?),
+                    },
                     "collective" => EventKind::Collective(CollectiveMeta {
-                        comm: text(&comm[row], "comm")?,
+                        comm: names.get(text(&comm[row], "comm")?),
                         seq: count(seq[row], "seq")?,
-                        op: CollectiveOp::from_api_name(&event_name)
+                        op: CollectiveOp::from_api_name(event_name)
                             .with_context(|| at(&format!("`{event_name}` is not an HCCL call")))?,
                         peer: peer[row].map(|p| u32::try_from(p).with_context(|| at("peer"))).transpose()?,
                         comm_rank: u32::try_from(count(comm_rank[row], "comm_rank")?)
@@ -385,7 +386,7 @@ impl Columns {
                 io,
                 index: u32::try_from(count(tensor_index[row], "tensor_index")?)
                     .with_context(|| at("tensor_index"))?,
-                dtype: text(&dtype[row], "dtype")?,
+                dtype: names.get(text(&dtype[row], "dtype")?),
                 float: is_float[row].with_context(|| at("no is_float"))?,
                 elements: count(elements[row], "elements")?,
                 nan: count(nan[row], "nan")?,
@@ -404,6 +405,10 @@ impl Columns {
         if out.events.len() != events {
             bail!("{} events in the rows, {events} in the file's metadata", out.events.len());
         }
+        // A merge holds every event of every rank: no spare capacity.
+        for e in &mut out.events {
+            e.tensors.shrink_to_fit();
+        }
         Ok(out)
     }
 
@@ -411,6 +416,12 @@ impl Columns {
         let i = COLUMNS.iter().position(|c| c.name == name).expect("a column of the schema");
         &self.values[i]
     }
+}
+
+/// The text of a row's cell (`what`, for the error).
+fn text_at<'v>(v: &'v Option<ByteArray>, row: usize, what: &str) -> Result<&'v str> {
+    let bytes = v.as_ref().with_context(|| format!("row {row}: no {what}"))?;
+    bytes.as_utf8().with_context(|| format!("row {row}: {what} is not UTF-8"))
 }
 
 fn values_len(v: &Values) -> usize {
@@ -550,18 +561,50 @@ mod tests {
     }
 
     #[test]
+    fn ranks_read_together_share_their_names_and_hold_no_spare_tensors() {
+        let dir = tempfile::tempdir().unwrap();
+        for rank in 0..2 {
+            let events = vec![Event {
+                step: 0,
+                time_us: Some(1),
+                kind: EventKind::Op { name: "a/MatMul".into(), op_type: "MatMulV2".into() },
+                tensors: vec![tensor(Io::Input, 0, 1.0, Some(1)); 3],
+            }];
+            let summary = RankSummary {
+                run: "r".into(),
+                events: RankEvents { rank, events },
+                warnings: vec![],
+                problems: vec![],
+                selection: Default::default(),
+                job_ranks: Some(2),
+            };
+            write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
+        }
+        let run = super::super::read(&[dir.path().to_path_buf()]).unwrap();
+        let (a, b) = (&run.ranks[0].events[0], &run.ranks[1].events[0]);
+        let (EventKind::Op { name: na, op_type: ta }, EventKind::Op { name: nb, op_type: tb }) =
+            (&a.kind, &b.kind)
+        else {
+            unreachable!()
+        };
+        assert!(std::sync::Arc::ptr_eq(na, nb) && std::sync::Arc::ptr_eq(ta, tb));
+        assert!(std::sync::Arc::ptr_eq(&a.tensors[0].dtype, &b.tensors[2].dtype));
+        assert_eq!((a.tensors.len(), a.tensors.capacity()), (3, 3));
+    }
+
+    #[test]
     fn rows_out_of_program_order_or_of_another_rank_are_refused() {
         let events =
             RankEvents { rank: 0, events: vec![collective(CollectiveOp::AllReduce, 0, None, vec![])] };
         let mut columns = Columns::of(&events).unwrap();
         let Values::Int(event) = &mut columns.values[1] else { unreachable!() };
         event[0] = Some(5);
-        let err = columns.events(0, 1).unwrap_err().to_string();
+        let err = columns.events(0, 1, &mut Names::default()).unwrap_err().to_string();
         assert!(err.contains("row 0: event 5 out of program order"), "{err}");
         let columns = Columns::of(&events).unwrap();
-        let err = columns.events(3, 1).unwrap_err().to_string();
+        let err = columns.events(3, 1, &mut Names::default()).unwrap_err().to_string();
         assert!(err.contains("the file is rank 3's"), "{err}");
-        let err = columns.events(0, 2).unwrap_err().to_string();
+        let err = columns.events(0, 2, &mut Names::default()).unwrap_err().to_string();
         assert!(err.contains("1 events in the rows, 2 in the file's metadata"), "{err}");
     }
 }
