@@ -147,6 +147,17 @@ pub struct CollectiveCall {
     pub info: accutrace_formats::capture::CollectiveInfo,
 }
 
+/// A capture stream whose ring policy (`record --policy ring:...`) deleted its oldest segments: the steps
+/// before `first_step` are gone, and `first_step` may have lost its first ops.
+#[derive(Clone, Debug, Serialize)]
+pub struct RingDeleted {
+    pub rank: u32,
+    /// The first step the stream still holds (`None` when it holds no op).
+    pub first_step: Option<u64>,
+    pub last_step: Option<u64>,
+    pub segments_deleted: u64,
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
@@ -164,6 +175,8 @@ pub struct Index {
     pub recorded_args: Vec<RecordedArg>,
     /// HCCL calls, per rank in the order they were made (captures with collective records only).
     pub collectives: Vec<CollectiveCall>,
+    /// Capture streams whose ring policy deleted their oldest steps: every answer is about what is left.
+    pub ring_deleted: Vec<RingDeleted>,
     /// What the run recorded about the settings that change results (a capture's manifest: the device
     /// overflow mode and the runtime's environment variables that matter), to tell whether two runs share a
     /// configuration; `None` when the source records none.
@@ -311,6 +324,48 @@ impl Index {
         ranks.sort_unstable();
         ranks.dedup();
         ranks
+    }
+
+    /// The step of an HCCL call `rank` began at host time `start_us` (µs), by the rule of the ranks
+    /// engine's program order (`ranks::events`): the call comes before the first op of the rank dumped
+    /// after it, and takes the step of the op before it (the first op's, for a call before any op).
+    pub fn step_of_call(&self, rank: u32, start_us: u64) -> u64 {
+        let mut ops = self.ops.iter().filter(|o| o.rank == rank);
+        let Some(first) = ops.next() else { return 0 };
+        let mut step = first.step;
+        for op in std::iter::once(first).chain(ops) {
+            if op.launch.is_some_and(|l| start_us < l.timestamp_us) {
+                break;
+            }
+            step = op.step;
+        }
+        step
+    }
+
+    /// What a capture covers when its ring policy deleted old steps, one line per rank (`rank 0: steps
+    /// 3-7; steps 0-2 deleted by the ring policy`); empty when nothing was deleted.
+    pub fn ring_scope(&self) -> Vec<String> {
+        self.ring_deleted
+            .iter()
+            .map(|r| match (r.first_step, r.last_step) {
+                (Some(a), Some(b)) if a > 0 => format!(
+                    "rank {}: steps {a}-{b}; step{} deleted by the ring policy ({} segment(s)), and step {a} \
+                     may have lost its first ops",
+                    r.rank,
+                    if a == 1 { " 0".to_string() } else { format!("s 0-{}", a - 1) },
+                    r.segments_deleted
+                ),
+                (Some(a), Some(b)) => format!(
+                    "rank {}: steps {a}-{b} as numbered here; {} segment(s) before them deleted by the ring \
+                     policy, which steps they held is unknown",
+                    r.rank, r.segments_deleted
+                ),
+                _ => format!(
+                    "rank {}: no op left; {} segment(s) deleted by the ring policy",
+                    r.rank, r.segments_deleted
+                ),
+            })
+            .collect()
     }
 
     /// `op.io.index` label used in reports (`model/attn/MatMul.output.0`).

@@ -4,7 +4,7 @@
 //! them no tensor byte is read.
 
 use crate::filter::Filter;
-use crate::index::{Index, OpId, TensorId};
+use crate::index::{Index, IndexedOp, OpId, TensorId};
 use crate::outcome::Outcome;
 use crate::problems::InputProblems;
 use crate::progress::Progress;
@@ -12,7 +12,7 @@ use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
 use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The anomaly a tensor shows, from its statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -75,7 +75,36 @@ pub struct DeviceStatus {
     pub status_names: Vec<String>,
 }
 
-#[derive(Serialize)]
+/// An overflow that reached a rank through a collective: an HCCL call whose receive buffer holds inf/NaN (or
+/// saturated values) while this rank's send buffer did not. No op of this rank produced it; its origin is
+/// on another member of the communicator.
+#[derive(Clone, Debug, Serialize)]
+pub struct Arrival {
+    pub step: u64,
+    pub rank: u32,
+    /// `HcclAllReduce #4`: the call and its sequence number on its communicator.
+    pub call: String,
+    pub comm: String,
+    pub anomaly: Anomaly,
+    /// Elements of the receive buffer.
+    pub elements: u64,
+    /// `finite inputs` when this rank's send buffer was recorded clean, `no send buffer` for a receive
+    /// (or a call whose send buffer was not read).
+    pub inputs: &'static str,
+}
+
+/// A step where the run shows that an overflow happened (its update was skipped, or the loss scale dropped
+/// after it) while neither an origin nor an arrival of the data examined explains it: the origin is
+/// elsewhere (another rank's capture, ops not dumped). Never an all-clear.
+#[derive(Clone, Debug, Serialize)]
+pub struct WithoutOrigin {
+    pub step: u64,
+    pub rank: u32,
+    /// `step 1 was skipped (no optimizer op ran)`, `the loss scale dropped from 1024 to 512 at step 2`.
+    pub evidence: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct LossScale {
     pub step: u64,
     pub rank: u32,
@@ -90,6 +119,13 @@ pub struct LossScale {
 pub struct OverflowReport {
     pub run: String,
     pub origins: Vec<Origin>,
+    /// Collectives whose output is anomalous from finite inputs on this rank: the overflow arrived there.
+    pub arrivals: Vec<Arrival>,
+    /// Skipped steps and loss-scale drops that no origin or arrival found here explains.
+    pub without_origin: Vec<WithoutOrigin>,
+    /// What the data covers when a ring policy deleted its oldest steps (per rank: `rank 0: steps 3-7;
+    /// steps 0-2 deleted by the ring policy`); empty when nothing was deleted.
+    pub scope: Vec<String>,
     pub steps_with_overflow: Vec<u64>,
     /// Maximal runs of consecutive steps with an overflow: a run means the loss scale kept collapsing.
     pub consecutive_runs: Vec<(u64, u64)>,
@@ -105,9 +141,10 @@ pub struct OverflowReport {
 }
 
 impl OverflowReport {
-    /// Findings when some op overflowed.
+    /// Findings when some op overflowed, an overflow arrived through a collective, or the run shows one
+    /// (skipped step, loss-scale drop) whose origin is not in the data.
     pub fn outcome(&self) -> Outcome {
-        if self.origins.is_empty() {
+        if self.origins.is_empty() && self.arrivals.is_empty() && self.without_origin.is_empty() {
             Outcome::Pass
         } else {
             Outcome::Findings
@@ -123,6 +160,11 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     let mut problems = InputProblems::of_sources(&[source]);
     let stats = gather_stats(source, &ops, &mut problems, progress);
     let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
+    report.arrivals = collective_arrivals(index, filter);
+    let mut explained: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
+    explained.extend(report.arrivals.iter().map(|a| a.step));
+    report.without_origin = without_origin(index, filter, &report.loss_scale, &explained);
+    report.scope = index.ring_scope();
     report.input_problems = problems;
     report.warnings = index.warnings.clone();
     report
@@ -184,14 +226,9 @@ fn analyse(
         by_step.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
     }
     let mut origins = Vec::new();
-    let mut loss_scale = Vec::new();
+    let loss_scale = loss_scales(index, ops, &|t| stats.get(&t).copied());
     for ((rank, step), mut list) in by_step {
         list.sort_by_key(|&o| index.ops[o].order);
-        for &o in &list {
-            if let Some((tensor, value)) = loss_scale_value(index, o, stats) {
-                loss_scale.push(LossScale { step, rank, op: index.ops[o].name.clone(), tensor, value });
-            }
-        }
         let is_bad = |o: OpId| index.ops[o].outputs.iter().any(|&t| anomaly(t).is_some_and(|a| a.any()));
         let Some(pos) = list.iter().position(|&o| {
             let op = &index.ops[o];
@@ -250,6 +287,9 @@ fn analyse(
     OverflowReport {
         run,
         origins,
+        arrivals: Vec::new(),
+        without_origin: Vec::new(),
+        scope: Vec::new(),
         steps_with_overflow: steps,
         consecutive_runs: runs.into_iter().filter(|(a, b)| b > a).collect(),
         loss_scale,
@@ -261,21 +301,184 @@ fn analyse(
     }
 }
 
+/// The loss scale by step and rank, where the run shows it: by name ([`loss_scale_value`]); where no op is
+/// named like a scale (eager kernels are named by type, `Mul_0`), the scale a loss scaler's multiply reads
+/// ([`scaler_multiply`], the first per step and rank). The one detection `overflow`, `check` and the report
+/// page share. `stats`: a tensor's statistics, when known.
+pub(crate) fn loss_scales(
+    index: &Index,
+    ops: &[OpId],
+    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
+) -> Vec<LossScale> {
+    let mut ordered = ops.to_vec();
+    ordered.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
+    let found = |o: OpId, tensor, value| {
+        let op = &index.ops[o];
+        LossScale { step: op.step, rank: op.rank, op: op.name.clone(), tensor, value }
+    };
+    let named: Vec<LossScale> = ordered
+        .iter()
+        .filter_map(|&o| loss_scale_value(index, o, stats).map(|(tensor, value)| found(o, tensor, value)))
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    let mut scaled: Vec<LossScale> = Vec::new();
+    for &o in &ordered {
+        let op = &index.ops[o];
+        if scaled.last().is_some_and(|l| (l.rank, l.step) == (op.rank, op.step)) {
+            continue;
+        }
+        if let Some((_, scale)) = scaler_multiply(op, stats) {
+            scaled.push(found(o, "input", scale));
+        }
+    }
+    scaled
+}
+
+/// The value of a one-element tensor from its statistics: NaN or inf when that is what it held.
+pub(crate) fn scalar_value(st: &TensorStats) -> f64 {
+    if st.nan > 0 {
+        f64::NAN
+    } else if st.pos_inf > 0 {
+        f64::INFINITY
+    } else if st.neg_inf > 0 {
+        f64::NEG_INFINITY
+    } else {
+        st.max
+    }
+}
+
+/// The loss and the scale as a loss scaler's multiply reads them: a `Mul` of two one-element inputs, one of
+/// them a power of two of at least 2 (the scale), the other the loss (where eager kernel names say nothing
+/// of a loss).
+pub(crate) fn scaler_multiply(
+    op: &IndexedOp,
+    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
+) -> Option<(f64, f64)> {
+    if op.op_type != "Mul" || op.inputs.len() != 2 {
+        return None;
+    }
+    let a = stats(op.inputs[0]).filter(|st| st.count == 1)?;
+    let b = stats(op.inputs[1]).filter(|st| st.count == 1)?;
+    let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
+    match (scale(&a), scale(&b)) {
+        (false, true) => Some((scalar_value(&a), b.max)),
+        (true, false) => Some((scalar_value(&b), a.max)),
+        _ => None,
+    }
+}
+
+/// The collectives of `index` that `filter` keeps whose receive buffer holds inf/NaN or saturated values
+/// while this rank's send buffer did not: the overflow arrived on this rank through them.
+pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
+    let mut found = Vec::new();
+    for call in &index.collectives {
+        let c = &call.info;
+        let Some(output) = &c.output else { continue };
+        let float = accutrace_formats::dtype::hccl::dtype(c.dtype).is_some_and(|d| d.is_float());
+        let out = Anomaly::of(&output.stats, float);
+        if !out.any() {
+            continue;
+        }
+        if c.input.as_ref().is_some_and(|i| Anomaly::of(&i.stats, float).any()) {
+            continue;
+        }
+        let step = index.step_of_call(call.rank, c.start_us);
+        let name = c.op.api_name();
+        if !filter.keeps_at(name, step, call.rank) {
+            continue;
+        }
+        found.push(Arrival {
+            step,
+            rank: call.rank,
+            call: format!("{name} #{}", c.seq),
+            comm: c.comm.clone(),
+            anomaly: out,
+            elements: output.stats.count,
+            inputs: if c.input.is_some() { "finite inputs" } else { "no send buffer" },
+        });
+    }
+    found.sort_by_key(|a| (a.step, a.rank));
+    found
+}
+
+/// Steps of the ranks `filter` keeps where the run shows an overflow that no step of `explained` accounts
+/// for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
+/// or a loss-scale drop with no explained step since the previous scale. Not judged on dumps of the
+/// flagged ops only, which hold no optimizer op.
+pub fn without_origin(
+    index: &Index,
+    filter: &Filter,
+    scales: &[LossScale],
+    explained: &BTreeSet<u64>,
+) -> Vec<WithoutOrigin> {
+    let mut found = Vec::new();
+    if index.only_overflowing_ops {
+        return found;
+    }
+    // Every op of the selected steps and ranks counts, whatever the op selection: the update is whole-step.
+    let mut updates: BTreeMap<u32, BTreeMap<u64, bool>> = BTreeMap::new();
+    for op in &index.ops {
+        if !(filter.steps.is_empty() || filter.steps.contains(&op.step))
+            || !(filter.ranks.is_empty() || filter.ranks.contains(&op.rank))
+        {
+            continue;
+        }
+        *updates.entry(op.rank).or_default().entry(op.step).or_default() |=
+            crate::roles::is_optimizer(&op.op_type);
+    }
+    for (&rank, steps) in &updates {
+        if !steps.values().any(|&u| u) {
+            continue;
+        }
+        for (&step, _) in steps.iter().filter(|(s, &u)| !u && !explained.contains(s)) {
+            found.push(WithoutOrigin {
+                step,
+                rank,
+                evidence: format!("step {step} was skipped (no optimizer op ran)"),
+            });
+        }
+    }
+    let mut ranks: Vec<u32> = scales.iter().map(|l| l.rank).collect();
+    ranks.dedup();
+    for rank in ranks {
+        let of_rank: Vec<&LossScale> = scales.iter().filter(|l| l.rank == rank).collect();
+        for w in of_rank.windows(2) {
+            let (before, after) = (w[0], w[1]);
+            if after.value < before.value && !explained.range(before.step..after.step).any(|_| true) {
+                found.push(WithoutOrigin {
+                    step: after.step,
+                    rank,
+                    evidence: format!(
+                        "the loss scale dropped from {} to {} at step {}",
+                        crate::report::fmt_num(before.value),
+                        crate::report::fmt_num(after.value),
+                        after.step
+                    ),
+                });
+            }
+        }
+    }
+    found.sort_by_key(|w| (w.rank, w.step));
+    found
+}
+
 /// The loss scale, where the run dumps it, and which tensor holds it: an op named like `loss_scale` /
 /// `loss/scale` with a one-element input that is a power of two (the scale multiplying the loss), or the
 /// one-element output of a scale-update op (`AmpUpdateScale`-style: `update` in its name or type). The
 /// output of the multiplication itself is the loss times the scale, not the scale: never taken.
-pub(crate) fn loss_scale_value(
+fn loss_scale_value(
     index: &Index,
     o: OpId,
-    stats: &BTreeMap<TensorId, TensorStats>,
+    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
 ) -> Option<(&'static str, f64)> {
     let op = &index.ops[o];
     let name = op.name.to_ascii_lowercase();
     if !(name.contains("loss_scale") || name.contains("loss/scale") || name.contains("lossscale")) {
         return None;
     }
-    let scalar = |t: &TensorId| stats.get(t).filter(|s| s.count == 1).map(|s| s.max);
+    let scalar = |t: &TensorId| stats(*t).filter(|s| s.count == 1).map(|s| s.max);
     let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
     if let Some(v) = op.inputs.iter().filter_map(scalar).find(power_of_two) {
         return Some(("input", v));

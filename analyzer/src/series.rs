@@ -10,7 +10,7 @@
 
 use crate::filter::Filter;
 use crate::index::{Index, IndexedOp, OpId, TensorId};
-use crate::overflow::{gather_stats, Anomaly};
+use crate::overflow::{gather_stats, scalar_value, scaler_multiply, Anomaly};
 use crate::problems::InputProblems;
 use crate::sources::Source;
 use accutrace_formats::stats::TensorStats;
@@ -238,7 +238,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
             if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
                 loss.insert(op.step, (o, scalar_value(st)));
             }
-        } else if let Some((value, scale)) = loss_being_scaled(op, stats) {
+        } else if let Some((value, scale)) = scaler_multiply(op, &|t| stats.get(&t).copied()) {
             scaled_loss.entry(op.step).or_insert((o, value, scale));
         }
         if let Some(norm) = gradient_norm(index, op, stats) {
@@ -290,36 +290,6 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         rank_anomalies,
         tensors_without_statistics: without,
         problems: InputProblems::default(),
-    }
-}
-
-/// The value of a one-element tensor from its statistics: NaN or inf when that is what it held.
-fn scalar_value(st: &TensorStats) -> f64 {
-    if st.nan > 0 {
-        f64::NAN
-    } else if st.pos_inf > 0 {
-        f64::INFINITY
-    } else if st.neg_inf > 0 {
-        f64::NEG_INFINITY
-    } else {
-        st.max
-    }
-}
-
-/// The loss and the scale as a loss scaler's multiply reads them: a `Mul` of two one-element inputs, one of
-/// them a power of two of at least 2 (the scale), the other the loss (where eager kernel names say nothing
-/// of a loss).
-fn loss_being_scaled(op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<(f64, f64)> {
-    if op.op_type != "Mul" || op.inputs.len() != 2 {
-        return None;
-    }
-    let a = stats.get(&op.inputs[0]).filter(|st| st.count == 1)?;
-    let b = stats.get(&op.inputs[1]).filter(|st| st.count == 1)?;
-    let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
-    match (scale(a), scale(b)) {
-        (false, true) => Some((scalar_value(a), b.max)),
-        (true, false) => Some((scalar_value(b), a.max)),
-        _ => None,
     }
 }
 

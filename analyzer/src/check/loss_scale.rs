@@ -1,13 +1,14 @@
 //! Loss scale: steps skipped for overflow, the scale's drops, and a scale stuck at its floor.
 //!
-//! The scale by step is what the run dumps of it (`analyzer overflow`'s rule: an op named like
-//! `loss_scale` with a one-element power-of-two tensor). A step skipped for overflow is a captured step with
+//! The scale by step is what the run dumps of it (`analyzer overflow`'s rule, shared with the report page:
+//! an op named like `loss_scale` with a one-element power-of-two tensor, else a loss scaler's `Mul` of the
+//! loss by a power of two, as eager kernels are named by type). A step skipped for overflow is a captured step with
 //! no optimizer op while other steps have them (the update did not run). A few skipped steps are how dynamic
 //! loss scaling works; three in a row is a collapse; skipped steps at a scale that no longer drops are a scale
 //! stuck at its floor (every step overflows, nothing trains).
 
 use super::item::{worst, Item, Seen, Status};
-use crate::overflow::loss_scale_value;
+use crate::overflow::loss_scales;
 use crate::roles::is_optimizer;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
@@ -40,10 +41,10 @@ fn history(r: &Seen<'_>) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
     for &o in &r.ops {
         let op = &index.ops[o];
         let e = out.entry(op.rank).or_default().entry(op.step).or_insert((None, false));
-        if let Some((_, v)) = loss_scale_value(index, o, &stats) {
-            e.0 = Some(v);
-        }
         e.1 |= is_optimizer(&op.op_type);
+    }
+    for l in loss_scales(index, &r.ops, &|t| stats.get(&t).copied()) {
+        out.entry(l.rank).or_default().entry(l.step).or_insert((None, false)).0 = Some(l.value);
     }
     out
 }
@@ -64,7 +65,8 @@ fn judge(r: &Seen<'_>) -> (Status, String, Vec<String>) {
             if fp16 {
                 statuses.push(Status::CantTell);
                 reasons.push(format!(
-                    "{} rank {rank} computes in fp16 but dumps no loss scale (an op named like loss_scale)",
+                    "{} rank {rank} computes in fp16 but dumps no loss scale (an op named like loss_scale, or a \
+                     loss scaler's Mul of the loss by a power of two)",
                     r.label
                 ));
             } else {

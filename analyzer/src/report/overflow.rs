@@ -43,6 +43,28 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                     status.join("; "),
                 ])?;
             }
+            // An overflow seen on a rank that no op of it produced: a row too (a reader that only counts
+            // rows must not take it for none), its status saying what it is.
+            for a in &report.arrivals {
+                w.write_record([
+                    a.step.to_string(),
+                    a.rank.to_string(),
+                    a.call.clone(),
+                    a.call.split(' ').next().unwrap_or_default().to_string(),
+                    format!("{}.output.0", a.call),
+                    a.anomaly.nan.to_string(),
+                    a.anomaly.inf.to_string(),
+                    a.anomaly.saturated.to_string(),
+                    String::new(),
+                    format!("arrived through the collective ({}); origin on another rank", a.inputs),
+                ])?;
+            }
+            for o in &report.without_origin {
+                let cells = [o.step.to_string(), o.rank.to_string()];
+                let empty = std::iter::repeat_n(String::new(), 7);
+                let status = format!("{}; origin not in this data", o.evidence);
+                w.write_record(cells.into_iter().chain(empty).chain([status]))?;
+            }
             w.flush()?;
         }
         Format::Table => print_table(&mut out, report, to.paints())?,
@@ -70,17 +92,37 @@ fn loss_scale_history(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
     Ok(())
 }
 
+/// Where to look when the origin is not in the data.
+const ELSEWHERE: &str = "the origin is not in this data (on another rank, or in ops not dumped): run \
+                         `analyzer ranks` over every rank's capture";
+
 fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result<()> {
     writeln!(out, "overflow analysis of {}", r.run)?;
-    if r.origins.is_empty() && !r.input_problems.is_empty() {
+    for line in &r.scope {
+        writeln!(out, "scope: {line}")?;
+    }
+    let scope = if r.scope.is_empty() { "" } else { " in the steps the ring policy kept (scope above)" };
+    if let (true, Some(a)) = (r.origins.is_empty(), r.arrivals.first()) {
+        let head = paint("OVERFLOW ARRIVED THROUGH A COLLECTIVE", "1;31", colour);
+        writeln!(out, "\n{head}: step {} rank {}: {} on {}", a.step, a.rank, a.call, a.comm)?;
+        writeln!(out, "  {}.output.0: {} of {} ({})", a.call, a.anomaly.describe(), a.elements, a.inputs)?;
+        writeln!(out, "  no op of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}")?;
+    } else if let (true, Some(w)) = (r.origins.is_empty(), r.without_origin.first()) {
+        let head = paint("OVERFLOW WITH NO ORIGIN IN THIS DATA", "1;31", colour);
+        writeln!(out, "\n{head}: rank {}: {}", w.rank, w.evidence)?;
         writeln!(
             out,
-            "\nNo op produced inf/NaN or saturated values from finite inputs among the tensors that could be read; \
+            "  no op or collective of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}"
+        )?;
+    } else if r.origins.is_empty() && !r.input_problems.is_empty() {
+        writeln!(
+            out,
+            "\nNo op produced inf/NaN or saturated values from finite inputs among the tensors that could be read{scope}; \
              the input problems above leave the answer open."
         )?;
     } else if r.origins.is_empty() {
         let none = paint("No op produced inf/NaN or saturated values", "1;32", colour);
-        writeln!(out, "\n{none} from finite inputs.")?;
+        writeln!(out, "\n{none} from finite inputs{scope}.")?;
     }
     for (i, o) in r.origins.iter().enumerate() {
         if i == 0 {
@@ -105,6 +147,31 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
                 out,
                 "  spread: not visible (overflow detection dumps only the ops the device flagged)"
             )?,
+        }
+    }
+    // The first arrival is the headline when no origin is.
+    let skip = usize::from(r.origins.is_empty());
+    if r.arrivals.len() > skip {
+        writeln!(out, "\narrived through a collective (finite on the rank before the call):")?;
+        for a in r.arrivals.iter().skip(skip) {
+            writeln!(
+                out,
+                "  step {} rank {}: {} on {}: {} of {} ({})",
+                a.step,
+                a.rank,
+                a.call,
+                a.comm,
+                a.anomaly.describe(),
+                a.elements,
+                a.inputs
+            )?;
+        }
+    }
+    let shown = usize::from(r.origins.is_empty() && r.arrivals.is_empty());
+    if r.without_origin.len() > shown {
+        writeln!(out, "\noverflow the run shows with no origin found in this data ({ELSEWHERE}):")?;
+        for w in r.without_origin.iter().skip(shown) {
+            writeln!(out, "  rank {}: {}", w.rank, w.evidence)?;
         }
     }
     if !r.steps_with_overflow.is_empty() {

@@ -69,6 +69,15 @@ fn write_csv(out: &mut impl Write, r: &WatchReport) -> Result<()> {
             opt(f.detail.clone()),
         ])?;
     }
+    // An overflow the run shows (skipped step, scale drop) with no origin here: a row, never nothing.
+    for o in &r.without_origin {
+        let mut row = vec![String::new(); 14];
+        row[0] = "overflow_without_origin".into();
+        row[1] = o.step.to_string();
+        row[2] = o.rank.to_string();
+        row[13] = format!("{}; origin not in this data", o.evidence);
+        w.write_record(&row)?;
+    }
     w.flush()?;
     Ok(())
 }
@@ -118,8 +127,26 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
             l.nonfinite
         )?;
     }
+    for line in &r.scope {
+        writeln!(out, "  scope: {line}")?;
+    }
+    let scope = if r.scope.is_empty() { "" } else { " in the steps the ring policy kept (scope above)" };
     let hit: Vec<_> = r.conditions.iter().filter(|c| c.hits > 0).collect();
-    if hit.is_empty() && !r.input_problems.is_empty() {
+    if let Some(w) = r.without_origin.first() {
+        let head = paint("OVERFLOW WITH NO ORIGIN IN THIS DATA", "1;31", colour);
+        writeln!(out, "\n{head}: rank {}: {}", w.rank, w.evidence)?;
+        for w in &r.without_origin[1..] {
+            writeln!(out, "  rank {}: {}", w.rank, w.evidence)?;
+        }
+        writeln!(
+            out,
+            "  no overflow condition hit at that step{scope}: the origin is not in this data (on another rank, or \
+             in ops not dumped): run `analyzer ranks` over every rank's capture"
+        )?;
+    }
+    if hit.is_empty() && !r.without_origin.is_empty() {
+        // Said above: an overflow happened; nothing here is an all-clear.
+    } else if hit.is_empty() && !r.input_problems.is_empty() {
         let none = paint("NO VERDICT", "1;33", colour);
         writeln!(
             out,
@@ -127,7 +154,7 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         )?;
     } else if hit.is_empty() {
         let none = paint("No condition hit", "1;32", colour);
-        writeln!(out, "\n{none} on what could be decided.")?;
+        writeln!(out, "\n{none} on what could be decided{scope}.")?;
     }
     for c in &hit {
         writeln!(
@@ -175,20 +202,50 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
             }
         }
     }
-    if !r.loss.is_empty() {
+    // One line per rank when there are several (each labelled): ranks' series never run together.
+    let mut ranks: Vec<u32> =
+        r.loss.iter().map(|p| p.rank).chain(r.gradient_norm.iter().map(|p| p.rank)).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let who = |rank: u32| if ranks.len() > 1 { format!(", rank {rank}") } else { String::new() };
+    let mut first = true;
+    for &rank in &ranks {
         let points: Vec<String> = r
             .loss
             .iter()
-            .take(12)
+            .filter(|p| p.rank == rank)
             .map(|p| format!("{}:{}", p.step, p.value.map_or("NaN/inf".into(), fmt_num)))
             .collect();
-        writeln!(out, "\nloss by step: {}{}", points.join(" "), if r.loss.len() > 12 { " ..." } else { "" })?;
+        if points.is_empty() {
+            continue;
+        }
+        let more = if points.len() > 12 { " ..." } else { "" };
+        writeln!(
+            out,
+            "{}loss by step{}: {}{more}",
+            if first { "\n" } else { "" },
+            who(rank),
+            points[..points.len().min(12)].join(" ")
+        )?;
+        first = false;
     }
-    if !r.gradient_norm.is_empty() {
-        let points: Vec<String> =
-            r.gradient_norm.iter().take(12).map(|p| format!("{}:{}", p.step, fmt_num(p.l2_norm))).collect();
-        let more = if r.gradient_norm.len() > 12 { " ..." } else { "" };
-        writeln!(out, "gradient norm by step (all parameters): {}{more}", points.join(" "))?;
+    for &rank in &ranks {
+        let points: Vec<String> = r
+            .gradient_norm
+            .iter()
+            .filter(|p| p.rank == rank)
+            .map(|p| format!("{}:{}", p.step, fmt_num(p.l2_norm)))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        let more = if points.len() > 12 { " ..." } else { "" };
+        writeln!(
+            out,
+            "gradient norm by step{} (all parameters): {}{more}",
+            who(rank),
+            points[..points.len().min(12)].join(" ")
+        )?;
     }
     let off: Vec<&str> = r.conditions.iter().filter(|c| !c.enabled).map(|c| c.name).collect();
     if !off.is_empty() {

@@ -166,6 +166,21 @@ impl CaptureSource {
                 starts_at_first_segment,
                 &label,
             );
+            // What the ring deleted, as the manifest counts it (a first segment lost otherwise is an input
+            // problem of the completeness check, not a choice of the user's).
+            let deleted = run.manifest.as_ref().and_then(|m| {
+                let dir = stream.dir().file_name()?.to_str()?;
+                m.streams.iter().find(|e| e.dir == dir).map(|e| e.counts.segments_deleted)
+            });
+            if let Some(segments_deleted) = deleted.filter(|&n| n > 0) {
+                let steps = stream_ops.iter().map(|(id, _)| index.ops[*id].step);
+                index.ring_deleted.push(crate::index::RingDeleted {
+                    rank,
+                    first_step: steps.clone().min(),
+                    last_step: steps.max(),
+                    segments_deleted,
+                });
+            }
             for (mut found, timestamp) in pending {
                 // The blamed op: same task and stream id, the first dump at or after the record.
                 found.op = op_keys

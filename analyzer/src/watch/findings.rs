@@ -127,15 +127,20 @@ pub struct WatchReport {
     pub labels: LabelCounts,
     pub conditions: Vec<ConditionSummary>,
     pub findings: Vec<Finding>,
+    /// Skipped steps and loss-scale drops that no overflow hit here explains: the origin is elsewhere.
+    pub without_origin: Vec<crate::overflow::WithoutOrigin>,
+    /// What the data covers when a ring policy deleted its oldest steps (empty otherwise).
+    pub scope: Vec<String>,
     pub cant_tell: Vec<CantTell>,
     pub loss: Vec<LossPoint>,
     pub gradient_norm: Vec<NormPoint>,
 }
 
 impl WatchReport {
-    /// Findings when a condition hit; input problems come on top (exit status 2).
+    /// Findings when a condition hit or the run shows an overflow whose origin is not in the data; input
+    /// problems come on top (exit status 2).
     pub fn outcome(&self) -> Outcome {
-        if self.findings.is_empty() {
+        if self.findings.is_empty() && self.without_origin.is_empty() {
             Outcome::Pass
         } else {
             Outcome::Findings

@@ -70,6 +70,29 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         .collect();
     tally.add(conditions, per_update);
     tally.add(conditions, updates::initialization(&ctx, conditions, &updates));
+    // Overflow that reached a rank through a collective: no tensor of the rank's ops shows where it came
+    // from, but the collective's receive buffer holds it (tensor_overflow, named as arriving).
+    let arrivals = crate::overflow::collective_arrivals(index, &options.filter);
+    tally.add(conditions, arrivals.iter().map(arrival_hit).collect());
+    let without_origin = {
+        let stats_of = |t: TensorId| -> Option<TensorStats> {
+            let info = &index.tensors[t];
+            known.get(&t).map(|k| k.stats).or(info.stats).or_else(|| {
+                let mut values = Vec::new();
+                let one = info.has_data && info.shape.iter().product::<u64>() == 1;
+                (one && source.read_values(t, &mut values).is_ok())
+                    .then(|| TensorStats::of_f32(&values, info.dtype))
+            })
+        };
+        let scales = crate::overflow::loss_scales(index, &ops, &stats_of);
+        let explained: std::collections::BTreeSet<u64> = tally
+            .findings
+            .iter()
+            .filter(|f| f.condition.ends_with("_overflow"))
+            .filter_map(|f| f.step)
+            .collect();
+        crate::overflow::without_origin(index, &options.filter, &scales, &explained)
+    };
     let mut steps: Vec<u64> = groups.keys().map(|&(_, s)| s).collect();
     steps.sort_unstable();
     steps.dedup();
@@ -91,10 +114,44 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         labels: tally.labels,
         conditions: tally.summaries,
         findings: tally.findings,
+        without_origin,
+        scope: index.ring_scope(),
         cant_tell: tally.cant_tell.into_values().collect(),
         loss,
         gradient_norm: norms,
     }
+}
+
+/// tensor_overflow's hit for an overflow that arrived through a collective.
+fn arrival_hit(a: &crate::overflow::Arrival) -> Event {
+    let (measure, n) = if a.anomaly.nan + a.anomaly.inf > 0 {
+        ("nan_inf", a.anomaly.nan + a.anomaly.inf)
+    } else {
+        ("at_saturation", a.anomaly.saturated)
+    };
+    Event::Hit(Finding {
+        condition: "tensor_overflow",
+        step: Some(a.step),
+        rank: Some(a.rank),
+        op: Some(a.call.clone()),
+        op_type: a.call.split(' ').next().map(str::to_string),
+        tensor: Some(format!("{}.output.0", a.call)),
+        role: Some("collective output"),
+        param: None,
+        measure,
+        value: super::measure::Measure::exact(n as f64),
+        threshold: "> 0".into(),
+        evidence: super::measure::Evidence::Statistics,
+        detail: Some(format!(
+            "{} of {}: arrived through {} on {} ({} on this rank): the origin is on another rank; run `analyzer \
+             ranks` over every rank's capture",
+            a.anomaly.describe(),
+            a.elements,
+            a.call,
+            a.comm,
+            a.inputs
+        )),
+    })
 }
 
 /// The report's counters, findings and "can't tell" groups.

@@ -240,8 +240,14 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         .filter(|l| l.rank == f.series.rank)
         .map(|l| (l.step as f64, l.value))
         .collect();
-    let mut scale_source =
-        f.overflow.loss_scale.first().map_or(String::new(), |l| format!(" (the {} of {})", l.tensor, l.op));
+    // overflow's loss scale is the one detection (by name, else a loss scaler's multiply in eager runs).
+    let mut scale_source = match (f.overflow.loss_scale.first(), &f.series.scaler_scale) {
+        (Some(l), Some((op, _))) if l.op == *op => {
+            format!(" (the power-of-two input of {op} that multiplies the loss)")
+        }
+        (Some(l), _) => format!(" (the {} of {})", l.tensor, l.op),
+        (None, _) => String::new(),
+    };
     // No op named like a loss scale (eager kernels): the power of two the scaler's multiply used.
     if let (true, Some((op, line))) = (scale.is_empty(), &f.series.scaler_scale) {
         scale = as_xy(&line.points);
