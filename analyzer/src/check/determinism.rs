@@ -85,7 +85,8 @@ fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
     }
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
+/// `same_run`: the two runs are one run given twice (`sources::same_run`): only its settings are judged.
+pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
     let all: Vec<Option<Settings>> = runs.iter().map(settings).collect();
     let mut statuses = Vec::new();
     let mut reasons = Vec::new();
@@ -106,7 +107,9 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
             }
         }
     }
-    if let [a, b] = runs {
+    if same_run {
+        details.push("RUN2 is RUN: identical outputs of a run compared with itself are no evidence".into());
+    } else if let [a, b] = runs {
         if let (Some(sa), Some(sb)) = (&all[0], &all[1]) {
             let mut differ = Vec::new();
             if sa.overflow_mode != sb.overflow_mode {
@@ -135,11 +138,23 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
                 "the runs first differ in the inputs of {op} (step {step} rank {rank}): see data and initial weights"
             )),
             Divergence::None { step } => {
-                details.push(format!("step {step}: every op both runs dumped gave identical outputs"));
-                // Identical results are the evidence an unseen setting could not give.
+                let same = format!("step {step}: every op both runs dumped gave identical outputs");
+                details.push(same.clone());
+                // Identical results are the evidence an unseen setting could not give: the pass says so, and
+                // keeps what was not set (later steps, other inputs may still vary).
                 if !statuses.contains(&Status::Fail) {
                     statuses.iter_mut().for_each(|s| *s = Status::Pass);
-                    reasons.clear();
+                    if !reasons.is_empty() {
+                        let unset = reasons.join("; ");
+                        reasons = vec![format!(
+                            "{same} (later steps may still vary: deterministic computation not set or not \
+                             seen set: {unset})"
+                        )];
+                    } else {
+                        reasons = vec![format!(
+                            "deterministic computation is on and the runs are set up alike; {same}"
+                        )];
+                    }
                 }
             }
             Divergence::Unknown(why) => details.push(why),

@@ -76,8 +76,13 @@ pub fn check(runs: &[CheckRun<'_>], filter: &Filter) -> CheckReport {
             unreadable: Default::default(),
         })
         .collect();
+    // The same run given twice: said first, and no determinism evidence from comparing it with itself.
+    let same = match runs {
+        [a, b] => crate::sources::same_run(a.source, b.source),
+        _ => None,
+    };
     let mut items = vec![
-        determinism::item(&seen),
+        determinism::item(&seen, same.is_some()),
         data::item(&seen),
         weights::item(&seen),
         precision::item(&seen),
@@ -100,10 +105,11 @@ pub fn check(runs: &[CheckRun<'_>], filter: &Filter) -> CheckReport {
             item.reason = format!("{} (on what was read: the input is incomplete, see above)", item.reason);
         }
     }
-    let warnings = match &seen[..] {
-        [one] => one.index().warnings.clone(),
-        all => all.iter().flat_map(|r| r.index().warnings_of(&r.label)).collect(),
-    };
+    let mut warnings: Vec<String> = same.into_iter().collect();
+    match &seen[..] {
+        [one] => warnings.extend(one.index().warnings.iter().cloned()),
+        all => warnings.extend(all.iter().flat_map(|r| r.index().warnings_of(&r.label))),
+    }
     CheckReport {
         runs: runs.iter().map(|r| r.source.root().display().to_string()).collect(),
         input_problems,

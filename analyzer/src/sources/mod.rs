@@ -47,6 +47,47 @@ pub fn detect(path: &Path) -> Result<Detected> {
     )
 }
 
+/// Why `b` is the run `a` itself, when it is: the same directory, a copy of a capture (the same
+/// `manifest.json`: one start time, the same processes), or a copy of another source (every op launched at
+/// the same dump timestamps, which two runs never share). Comparing a run with itself proves nothing, so
+/// the commands that compare two runs lead with this.
+pub fn same_run(a: &dyn Source, b: &dyn Source) -> Option<String> {
+    let (ra, rb) = (a.root(), b.root());
+    if let (Ok(x), Ok(y)) = (ra.canonicalize(), rb.canonicalize()) {
+        if x == y {
+            return Some(format!(
+                "RUN2 is RUN: {} and {} are the same directory; comparing a run with itself proves nothing",
+                ra.display(),
+                rb.display()
+            ));
+        }
+    }
+    let manifest = |r: &Path| std::fs::read(r.join("manifest.json")).ok();
+    if let (Some(x), Some(y)) = (manifest(ra), manifest(rb)) {
+        if x == y {
+            return Some(format!(
+                "RUN2 is RUN: {} is a copy of {} (the same manifest.json: one start, the same processes); \
+                 comparing a run with itself proves nothing",
+                rb.display(),
+                ra.display()
+            ));
+        }
+        return None;
+    }
+    let launches = |s: &dyn Source| -> Option<Vec<(u32, u64)>> {
+        s.index().ops.iter().map(|o| o.launch.map(|l| (o.rank, l.timestamp_us))).collect()
+    };
+    match (launches(a), launches(b)) {
+        (Some(x), Some(y)) if !x.is_empty() && x == y => Some(format!(
+            "RUN2 is RUN: {} holds the same dump as {} (every op at the same dump timestamp); comparing a run \
+             with itself proves nothing",
+            rb.display(),
+            ra.display()
+        )),
+        _ => None,
+    }
+}
+
 /// Counts `.npy` files and other data files under `dir` (name-mapping files do not count as data), at
 /// most `depth` levels down and at most a few thousand entries: enough to tell the kinds apart.
 fn census_files(dir: &Path, depth: u32) -> Result<(usize, usize)> {

@@ -228,10 +228,14 @@ fn no_damaged_input_gets_a_silent_answer() {
     let mut silent = Vec::new();
     let mut table = String::new();
     for (kind, intact) in sources(dir.path()) {
-        // The intact source's answers, to tell a damage the command never read from one it read wrongly.
+        // The answers of an undamaged copy (against the intact source, as the damaged copies are), to tell
+        // a damage the command never read from one it read wrongly.
         let clean_out = dir.path().join(format!("{kind:?}-intact-npy"));
         let i = path_str(&intact);
-        let clean: Vec<(String, Files)> = commands(i, i, path_str(&clean_out))
+        let undamaged = dir.path().join(format!("{kind:?}-undamaged"));
+        copy_dir(&intact, &undamaged);
+        let u = path_str(&undamaged);
+        let clean: Vec<(String, Files)> = commands(u, i, path_str(&clean_out))
             .iter()
             .map(|args| {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -243,7 +247,8 @@ fn no_damaged_input_gets_a_silent_answer() {
                     code == 0 || code == 1 || one_rank,
                     "intact {kind:?} {args:?}: exit {code}\n{stdout}\n{stderr}"
                 );
-                let files = written(&clean_out, str::to_string);
+                let stdout = stdout.replace(u, i);
+                let files = written(&clean_out, |text| text.replace(u, i));
                 let _ = std::fs::remove_dir_all(&clean_out);
                 (stdout, files)
             })

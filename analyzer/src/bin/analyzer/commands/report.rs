@@ -44,7 +44,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         stages.add(1);
     }
 
-    let comparison = match bench {
+    let mut comparison = match bench {
         Some(bench) => {
             stages.start("comparing with the benchmark");
             let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
@@ -61,6 +61,12 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         }
         None => None,
     };
+    // The same run given twice proves nothing: said first on the page (compare's warnings lead it).
+    if let (Some(c), Some(b)) = (&mut comparison, bench) {
+        if let Some(same) = sources::same_run(target.as_ref(), b) {
+            c.warnings.insert(0, same);
+        }
+    }
     let diffed = bench.map(|bench| {
         stages.start("diffing, when the runs are one configuration");
         let differences = configuration_differences(target.index(), bench.index(), &filter);
