@@ -202,9 +202,10 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         }
     }
 
-    let first_differences = first_differences(i1, &by_target, &unread);
+    let calls = collective_differences(i1, i2, &options.filter);
+    let first_differences = with_collectives(first_differences(i1, &by_target, &unread), &calls);
     let census = census(i1, &by_target);
-    let differing = by_target.values().filter(|d| !d.identical).count();
+    let differing = by_target.values().filter(|d| !d.identical).count() + calls.len();
     let (unmatched_run1, unmatched_run2): (Vec<String>, Vec<String>) = (
         matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
         matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
@@ -286,11 +287,126 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
     Ok(TensorDiff { stats_delta, ..compare_values(ia.dtype, &va, &vb) })
 }
 
+/// An HCCL call whose receive buffer differs between the runs, as the capture's collective records show it.
+struct CallDifference {
+    step: u64,
+    rank: u32,
+    /// Host µs the call began in run 1.
+    start_us: u64,
+    first: FirstDifference,
+}
+
+/// The HCCL calls of each rank, paired by their place in the rank's call order (same function and
+/// sequence number), whose receive buffers' content hashes differ. A call is nondeterministic itself (a
+/// reduction in a varying order) when every member's send buffer agrees between the runs; when some
+/// member's differs (on this rank or another), the call only propagates that difference.
+fn collective_differences(i1: &Index, i2: &Index, filter: &Filter) -> Vec<CallDifference> {
+    type Info = accutrace_formats::capture::CollectiveInfo;
+    let mut pairs: Vec<(u32, &Info, &Info)> = Vec::new();
+    for rank in i1.collectives.iter().map(|c| c.rank).collect::<BTreeSet<u32>>() {
+        let calls2: Vec<&Info> = i2.collectives.iter().filter(|c| c.rank == rank).map(|c| &c.info).collect();
+        let calls1 = i1.collectives.iter().filter(|c| c.rank == rank).map(|c| &c.info);
+        for (a, b) in calls1.zip(calls2) {
+            if (a.op, a.seq) != (b.op, b.seq) {
+                break;
+            }
+            pairs.push((rank, a, b));
+        }
+    }
+    // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
+    let mut members: BTreeMap<(&str, u64), (Vec<u32>, bool)> = BTreeMap::new();
+    let mut seen: BTreeMap<(&str, u64), u32> = BTreeMap::new();
+    for &(rank, a, b) in &pairs {
+        *seen.entry((a.comm.as_str(), a.seq)).or_default() += 1;
+        let entry = members.entry((a.comm.as_str(), a.seq)).or_default();
+        match (&a.input, &b.input) {
+            (Some(x), Some(y)) if x.content_hash != y.content_hash => entry.0.push(rank),
+            (Some(_), Some(_)) => {}
+            _ => entry.1 |= !a.op.is_point_to_point() || a.input.is_some() != b.input.is_some(),
+        }
+    }
+    // A collective some member of which is not in the data (one node's capture) cannot be cleared.
+    for &(_, a, _) in &pairs {
+        let key = (a.comm.as_str(), a.seq);
+        if !a.op.is_point_to_point() && seen[&key] < a.comm_size {
+            members.entry(key).or_default().1 = true;
+        }
+    }
+    let mut found = Vec::new();
+    for &(rank, a, b) in &pairs {
+        let (Some(out_a), Some(out_b)) = (&a.output, &b.output) else { continue };
+        if out_a.content_hash == out_b.content_hash {
+            continue;
+        }
+        let step = i1.step_of_call(rank, a.start_us);
+        let name = a.op.api_name();
+        if !filter.keeps_at(name, step, rank) {
+            continue;
+        }
+        let call = format!("{name} #{}", a.seq);
+        let (differ, unknown) = &members[&(a.comm.as_str(), a.seq)];
+        let (sa, sb) = (&out_a.stats, &out_b.stats);
+        let stats_delta = [(sa.min, sb.min), (sa.max, sb.max), (sa.mean, sb.mean), (sa.l2_norm, sb.l2_norm)]
+            .iter()
+            .map(|(p, q)| (p - q).abs())
+            .filter(|d| !d.is_nan())
+            .fold(0.0, f64::max);
+        found.push(CallDifference {
+            step,
+            rank,
+            start_us: a.start_us,
+            first: FirstDifference {
+                step,
+                rank,
+                op: call.clone(),
+                op_type: name.to_string(),
+                verdict: if !differ.is_empty() {
+                    "propagating"
+                } else if *unknown {
+                    "unknown"
+                } else {
+                    "nondeterministic"
+                },
+                differing_inputs: differ.iter().map(|r| format!("{call}.input.0 (rank {r})")).collect(),
+                output: TensorDiff {
+                    elements: sa.count,
+                    stats_delta: Some(stats_delta),
+                    ..Default::default()
+                },
+            },
+        });
+    }
+    found
+}
+
+/// The first difference of each step and rank with the HCCL calls taken into account: a differing call
+/// made before the first differing op was launched (or in a step and rank where no op differs) is the
+/// first difference there.
+fn with_collectives(
+    ops: Vec<(FirstDifference, Option<u64>)>,
+    calls: &[CallDifference],
+) -> Vec<FirstDifference> {
+    let mut by_place: BTreeMap<(u64, u32), (FirstDifference, Option<u64>)> =
+        ops.into_iter().map(|(f, t)| ((f.step, f.rank), (f, t))).collect();
+    for c in calls {
+        // An op without a launch time cannot be ordered against the call: the op stays.
+        let later_op =
+            |(_, launched): &(FirstDifference, Option<u64>)| launched.is_some_and(|t| c.start_us < t);
+        if by_place.get(&(c.step, c.rank)).is_none_or(later_op) {
+            by_place.insert((c.step, c.rank), (c.first.clone(), Some(c.start_us)));
+        }
+    }
+    let mut found: Vec<FirstDifference> = by_place.into_values().map(|(f, _)| f).collect();
+    found.sort_by_key(|f| (f.step, f.rank));
+    found
+}
+
+/// Per step and rank, the first op whose output differs, with its launch time (host µs) when known.
 fn first_differences(
     index: &Index,
     diffs: &BTreeMap<TensorId, TensorDiff>,
     unread: &BTreeSet<TensorId>,
-) -> Vec<FirstDifference> {
+) -> Vec<(FirstDifference, Option<u64>)> {
     let mut ops: Vec<usize> = (0..index.ops.len()).collect();
     ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
     let mut seen: BTreeMap<(u64, u32), ()> = BTreeMap::new();
@@ -316,7 +432,7 @@ fn first_differences(
         } else {
             "propagating"
         };
-        found.push(FirstDifference {
+        let first = FirstDifference {
             step: op.step,
             rank: op.rank,
             op: op.name.clone(),
@@ -324,9 +440,9 @@ fn first_differences(
             verdict,
             differing_inputs,
             output: output.clone(),
-        });
+        };
+        found.push((first, op.launch.map(|l| l.timestamp_us)));
     }
-    found.sort_by_key(|f| (f.step, f.rank));
     found
 }
 
