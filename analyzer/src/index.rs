@@ -326,20 +326,53 @@ impl Index {
         ranks
     }
 
-    /// The step of an HCCL call `rank` began at host time `start_us` (µs), by the rule of the ranks
-    /// engine's program order (`ranks::events`): the call comes before the first op of the rank dumped
-    /// after it, and takes the step of the op before it (the first op's, for a call before any op).
-    pub fn step_of_call(&self, rank: u32, start_us: u64) -> u64 {
-        let mut ops = self.ops.iter().filter(|o| o.rank == rank);
-        let Some(first) = ops.next() else { return 0 };
-        let mut step = first.step;
-        for op in std::iter::once(first).chain(ops) {
-            if op.launch.is_some_and(|l| start_us < l.timestamp_us) {
-                break;
+    /// The step of each HCCL call of [`Index::collectives`], by the rule of the ranks engine's program
+    /// order (`ranks::events`): a call comes before the first op of its rank dumped after it and takes the
+    /// step of the op before it (the first op's, for a call before any op). Where only the flagged ops were
+    /// dumped ([`Index::only_overflowing_ops`]) a call takes a step only when the ops around it agree on it
+    /// (or the op after it is at step 0), else the step another member of the same collective got; `None`
+    /// when nobody knows.
+    pub fn collective_steps(&self) -> Vec<Option<u64>> {
+        let sparse = self.only_overflowing_ops;
+        let mut steps: Vec<Option<u64>> = self
+            .collectives
+            .iter()
+            .map(|call| {
+                let start = call.info.start_us;
+                let mut ops = self.ops.iter().filter(|o| o.rank == call.rank);
+                let first = ops.next()?;
+                let (mut before, mut after) = (None, None);
+                for op in std::iter::once(first).chain(ops) {
+                    if op.launch.is_some_and(|l| start < l.timestamp_us) {
+                        after = Some(op.step);
+                        break;
+                    }
+                    before = Some(op.step);
+                }
+                if !sparse {
+                    return Some(before.unwrap_or(first.step));
+                }
+                match (before, after) {
+                    (Some(a), Some(b)) if a == b => Some(a),
+                    (None, Some(0)) => Some(0),
+                    _ => None,
+                }
+            })
+            .collect();
+        let key =
+            |c: &CollectiveCall| (!c.info.op.is_point_to_point()).then(|| (c.info.comm.clone(), c.info.seq));
+        let mut known: BTreeMap<(String, u64), u64> = BTreeMap::new();
+        for (c, step) in self.collectives.iter().zip(&steps) {
+            if let (Some(k), Some(step)) = (key(c), step) {
+                known.entry(k).or_insert(*step);
             }
-            step = op.step;
         }
-        step
+        for (c, step) in self.collectives.iter().zip(&mut steps) {
+            if step.is_none() {
+                *step = key(c).and_then(|k| known.get(&k).copied());
+            }
+        }
+        steps
     }
 
     /// What a capture covers when its ring policy deleted old steps, one line per rank (`rank 0: steps

@@ -80,7 +80,9 @@ pub struct DeviceStatus {
 /// on another member of the communicator.
 #[derive(Clone, Debug, Serialize)]
 pub struct Arrival {
-    pub step: u64,
+    /// `None` when the capture cannot place the call at a step (an overflow-detection capture whose rank
+    /// dumped no op around it).
+    pub step: Option<u64>,
     pub rank: u32,
     /// `HcclAllReduce #4`: the call and its sequence number on its communicator.
     pub call: String,
@@ -162,7 +164,7 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
     report.arrivals = collective_arrivals(index, filter);
     let mut explained: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
-    explained.extend(report.arrivals.iter().map(|a| a.step));
+    explained.extend(report.arrivals.iter().filter_map(|a| a.step));
     report.without_origin = without_origin(index, filter, &report.loss_scale, &explained);
     report.scope = index.ring_scope();
     report.input_problems = problems;
@@ -373,7 +375,7 @@ pub(crate) fn scaler_multiply(
 /// while this rank's send buffer did not: the overflow arrived on this rank through them.
 pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
     let mut found = Vec::new();
-    for call in &index.collectives {
+    for (call, step) in index.collectives.iter().zip(index.collective_steps()) {
         let c = &call.info;
         let Some(output) = &c.output else { continue };
         let float = accutrace_formats::dtype::hccl::dtype(c.dtype).is_some_and(|d| d.is_float());
@@ -384,9 +386,9 @@ pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
         if c.input.as_ref().is_some_and(|i| Anomaly::of(&i.stats, float).any()) {
             continue;
         }
-        let step = index.step_of_call(call.rank, c.start_us);
         let name = c.op.api_name();
-        if !filter.keeps_at(name, step, call.rank) {
+        // A call whose step is unknown may be at any selected step.
+        if !filter.keeps_at(name, step.unwrap_or(filter.steps.first().copied().unwrap_or(0)), call.rank) {
             continue;
         }
         found.push(Arrival {
@@ -399,7 +401,7 @@ pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
             inputs: if c.input.is_some() { "finite inputs" } else { "no send buffer" },
         });
     }
-    found.sort_by_key(|a| (a.step, a.rank));
+    found.sort_by_key(|a| (a.step.is_none(), a.step, a.rank));
     found
 }
 

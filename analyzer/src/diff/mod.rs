@@ -302,21 +302,23 @@ struct CallDifference {
 /// member's differs (on this rank or another), the call only propagates that difference.
 fn collective_differences(i1: &Index, i2: &Index, filter: &Filter) -> Vec<CallDifference> {
     type Info = accutrace_formats::capture::CollectiveInfo;
-    let mut pairs: Vec<(u32, &Info, &Info)> = Vec::new();
+    let steps1 = i1.collective_steps();
+    let mut pairs: Vec<(u32, &Info, &Info, Option<u64>)> = Vec::new();
     for rank in i1.collectives.iter().map(|c| c.rank).collect::<BTreeSet<u32>>() {
         let calls2: Vec<&Info> = i2.collectives.iter().filter(|c| c.rank == rank).map(|c| &c.info).collect();
-        let calls1 = i1.collectives.iter().filter(|c| c.rank == rank).map(|c| &c.info);
-        for (a, b) in calls1.zip(calls2) {
+        let calls1 = i1.collectives.iter().zip(&steps1).filter(|(c, _)| c.rank == rank);
+        for ((a, step), b) in calls1.zip(calls2) {
+            let a = &a.info;
             if (a.op, a.seq) != (b.op, b.seq) {
                 break;
             }
-            pairs.push((rank, a, b));
+            pairs.push((rank, a, b, *step));
         }
     }
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
     let mut members: BTreeMap<(&str, u64), (Vec<u32>, bool)> = BTreeMap::new();
     let mut seen: BTreeMap<(&str, u64), u32> = BTreeMap::new();
-    for &(rank, a, b) in &pairs {
+    for &(rank, a, b, _) in &pairs {
         *seen.entry((a.comm.as_str(), a.seq)).or_default() += 1;
         let entry = members.entry((a.comm.as_str(), a.seq)).or_default();
         match (&a.input, &b.input) {
@@ -326,19 +328,20 @@ fn collective_differences(i1: &Index, i2: &Index, filter: &Filter) -> Vec<CallDi
         }
     }
     // A collective some member of which is not in the data (one node's capture) cannot be cleared.
-    for &(_, a, _) in &pairs {
+    for &(_, a, _, _) in &pairs {
         let key = (a.comm.as_str(), a.seq);
         if !a.op.is_point_to_point() && seen[&key] < a.comm_size {
             members.entry(key).or_default().1 = true;
         }
     }
     let mut found = Vec::new();
-    for &(rank, a, b) in &pairs {
+    for &(rank, a, b, step) in &pairs {
         let (Some(out_a), Some(out_b)) = (&a.output, &b.output) else { continue };
         if out_a.content_hash == out_b.content_hash {
             continue;
         }
-        let step = i1.step_of_call(rank, a.start_us);
+        // A first difference needs a step: a call no op places (an overflow-detection capture) is left out.
+        let Some(step) = step else { continue };
         let name = a.op.api_name();
         if !filter.keeps_at(name, step, rank) {
             continue;

@@ -47,7 +47,7 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
             // rows must not take it for none), its status saying what it is.
             for a in &report.arrivals {
                 w.write_record([
-                    a.step.to_string(),
+                    a.step.map_or(String::new(), |s| s.to_string()),
                     a.rank.to_string(),
                     a.call.clone(),
                     a.call.split(' ').next().unwrap_or_default().to_string(),
@@ -92,6 +92,11 @@ fn loss_scale_history(out: &mut impl Write, r: &OverflowReport) -> Result<()> {
     Ok(())
 }
 
+/// `step 1`, or `step unknown` for a call the capture cannot place.
+fn step_words(step: Option<u64>) -> String {
+    step.map_or("step unknown".into(), |s| format!("step {s}"))
+}
+
 /// Where to look when the origin is not in the data.
 const ELSEWHERE: &str = "the origin is not in this data (on another rank, or in ops not dumped): run \
                          `analyzer ranks` over every rank's capture";
@@ -104,7 +109,7 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
     let scope = if r.scope.is_empty() { "" } else { " in the steps the ring policy kept (scope above)" };
     if let (true, Some(a)) = (r.origins.is_empty(), r.arrivals.first()) {
         let head = paint("OVERFLOW ARRIVED THROUGH A COLLECTIVE", "1;31", colour);
-        writeln!(out, "\n{head}: step {} rank {}: {} on {}", a.step, a.rank, a.call, a.comm)?;
+        writeln!(out, "\n{head}: {} rank {}: {} on {}", step_words(a.step), a.rank, a.call, a.comm)?;
         writeln!(out, "  {}.output.0: {} of {} ({})", a.call, a.anomaly.describe(), a.elements, a.inputs)?;
         writeln!(out, "  no op of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}")?;
     } else if let (true, Some(w)) = (r.origins.is_empty(), r.without_origin.first()) {
@@ -156,8 +161,8 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         for a in r.arrivals.iter().skip(skip) {
             writeln!(
                 out,
-                "  step {} rank {}: {} on {}: {} of {} ({})",
-                a.step,
+                "  {} rank {}: {} on {}: {} of {} ({})",
+                step_words(a.step),
                 a.rank,
                 a.call,
                 a.comm,

@@ -131,7 +131,7 @@ fn arrival_hit(a: &crate::overflow::Arrival) -> Event {
     };
     Event::Hit(Finding {
         condition: "tensor_overflow",
-        step: Some(a.step),
+        step: a.step,
         rank: Some(a.rank),
         op: Some(a.call.clone()),
         op_type: a.call.split(' ').next().map(str::to_string),
