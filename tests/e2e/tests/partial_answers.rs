@@ -162,6 +162,9 @@ fn a_skipped_step_with_no_origin_in_the_data_is_no_all_clear() {
     assert!(out.contains("OVERFLOW WITH NO ORIGIN IN THIS DATA: rank 0: step 1 was skipped"), "{out}");
     assert!(!out.contains("No op produced"), "{out}");
 
+    let page = r.node_no_hccl.with_extension("html");
+    let (_, out, err) = analyzer(&["report", p(&r.node_no_hccl), "-o", p(&page), "--no-progress"]);
+    assert!(out.contains("OVERFLOW WITH NO ORIGIN IN THIS DATA rank 0: step 1 was skipped"), "{out}{err}");
     let (code, out, _) = analyzer(&["watch", p(&r.node_no_hccl)]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("OVERFLOW WITH NO ORIGIN IN THIS DATA"), "{out}");
@@ -219,6 +222,10 @@ fn a_ring_capture_says_which_steps_its_answers_cover() {
     if code == 0 {
         assert!(out.contains("from finite inputs in the steps the ring policy kept"), "{out}");
     }
+    // The report page says it too.
+    let page = dir.path().join("ring.html");
+    let (_, out, err) = analyzer(&["report", p(&run), "-o", p(&page), "--no-progress"]);
+    assert!(out.contains(&format!("SCOPE: {scope}")), "{out}{err}");
 }
 
 #[test]

@@ -340,7 +340,35 @@ fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {
 }
 
 fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
+    const ELSEWHERE: &str = "the origin is not in this data (on another rank, or in ops not dumped): run \
+                             <code>analyzer ranks</code> over every rank's capture";
+    for line in &o.scope {
+        page.push_str(&format!("<p class=\"verdict warn\"><b>SCOPE</b>: {}</p>", escape(line)));
+    }
     let Some(first) = o.origins.first() else {
+        // An overflow seen here that no op of the data produced is never an all-clear.
+        if let Some(a) = o.arrivals.first() {
+            let step = a.step.map_or("step unknown".to_string(), |s| format!("step {s}"));
+            page.push_str(&format!(
+                "<p class=\"verdict bad\"><b>OVERFLOW ARRIVED THROUGH A COLLECTIVE</b> {step} rank {}: <code>{}</code> \
+                 on {}: {} of {} ({}); {ELSEWHERE}</p>",
+                a.rank,
+                escape(&a.call),
+                escape(&a.comm),
+                escape(&a.anomaly.describe()),
+                a.elements,
+                a.inputs
+            ));
+            return;
+        }
+        if let Some(w) = o.without_origin.first() {
+            page.push_str(&format!(
+                "<p class=\"verdict bad\"><b>OVERFLOW WITH NO ORIGIN IN THIS DATA</b> rank {}: {}; {ELSEWHERE}</p>",
+                w.rank,
+                escape(&w.evidence)
+            ));
+            return;
+        }
         if open {
             page.push_str(
                 "<p class=\"verdict warn\"><b>NO VERDICT</b>: no op produced inf/NaN from finite inputs among the \
@@ -348,7 +376,7 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
             );
             return;
         }
-        let qualifier = if o.tensors_without_statistics > 0 {
+        let mut qualifier = if o.tensors_without_statistics > 0 {
             format!(
                 " among the tensors with statistics ({} had none and were not looked at)",
                 o.tensors_without_statistics
@@ -356,6 +384,9 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
         } else {
             String::new()
         };
+        if !o.scope.is_empty() {
+            qualifier.push_str(" in the steps the ring policy kept (scope above)");
+        }
         page.push_str(&format!(
             "<p class=\"verdict good\"><b>NO OVERFLOW</b>: no op produced inf/NaN from finite inputs{}</p>",
             escape(&qualifier)
