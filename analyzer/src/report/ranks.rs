@@ -4,7 +4,7 @@
 
 use super::{paint, plural, write_json, Destination, Format, Output};
 use crate::ranks::events::step_words;
-use crate::ranks::RanksReport;
+use crate::ranks::{Origin, RanksReport};
 use anyhow::Result;
 use std::io::Write;
 
@@ -96,16 +96,7 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
         if !r.origins.is_empty() {
             writeln!(out, "anomalies on the rank examined, nothing anomalous before them there:")?;
             for o in r.origins.iter().take(10) {
-                let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
-                writeln!(
-                    out,
-                    "  rank {} {}: {} [{}]: {}",
-                    o.rank,
-                    step_words(o.step),
-                    o.op,
-                    o.op_type,
-                    kinds.join(", ")
-                )?;
+                write_origin_line(out, o)?;
             }
         }
         return Ok(());
@@ -188,16 +179,7 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if r.origins.len() > 1 {
         writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", r.origins.len() - 1)?;
         for o in r.origins.iter().skip(1).take(10) {
-            let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
-            writeln!(
-                out,
-                "  rank {} {}: {} [{}]: {}",
-                o.rank,
-                step_words(o.step),
-                o.op,
-                o.op_type,
-                kinds.join(", ")
-            )?;
+            write_origin_line(out, o)?;
         }
         if r.origins.len() > 11 {
             writeln!(out, "  ... {} more (--format csv lists them all)", r.origins.len() - 11)?;
@@ -206,6 +188,21 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     let counts: Vec<String> = r.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
     writeln!(out, "\nanomalous events: {}", counts.join(", "))?;
     write_redundancy(out, r)
+}
+
+/// One origin on its own line: rank, step, op and what was anomalous about it.
+fn write_origin_line(out: &mut impl Write, o: &Origin) -> Result<()> {
+    let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
+    writeln!(
+        out,
+        "  rank {} {}: {} [{}]: {}",
+        o.rank,
+        step_words(o.step),
+        o.op,
+        o.op_type,
+        kinds.join(", ")
+    )?;
+    Ok(())
 }
 
 fn write_redundancy(out: &mut impl Write, r: &RanksReport) -> Result<()> {
