@@ -334,23 +334,27 @@ impl Index {
     /// when nobody knows.
     pub fn collective_steps(&self) -> Vec<Option<u64>> {
         let sparse = self.only_overflowing_ops;
+        // One merge walk per rank (ops in execution order, calls in call order), as `ranks::events`
+        // interleaves them: linear in ops and calls.
+        let mut ops_of: BTreeMap<u32, Vec<&IndexedOp>> = BTreeMap::new();
+        for op in &self.ops {
+            ops_of.entry(op.rank).or_default().push(op);
+        }
+        let mut cursor: BTreeMap<u32, usize> = BTreeMap::new();
         let mut steps: Vec<Option<u64>> = self
             .collectives
             .iter()
             .map(|call| {
                 let start = call.info.start_us;
-                let mut ops = self.ops.iter().filter(|o| o.rank == call.rank);
-                let first = ops.next()?;
-                let (mut before, mut after) = (None, None);
-                for op in std::iter::once(first).chain(ops) {
-                    if op.launch.is_some_and(|l| start < l.timestamp_us) {
-                        after = Some(op.step);
-                        break;
-                    }
-                    before = Some(op.step);
+                let ops = ops_of.get(&call.rank)?;
+                let pos = cursor.entry(call.rank).or_default();
+                while *pos < ops.len() && !ops[*pos].launch.is_some_and(|l| start < l.timestamp_us) {
+                    *pos += 1;
                 }
+                let before = pos.checked_sub(1).map(|p| ops[p].step);
+                let after = ops.get(*pos).map(|o| o.step);
                 if !sparse {
-                    return Some(before.unwrap_or(first.step));
+                    return Some(before.unwrap_or(ops[0].step));
                 }
                 match (before, after) {
                     (Some(a), Some(b)) if a == b => Some(a),
@@ -414,6 +418,45 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_takes_the_step_of_the_op_before_it_or_a_members_in_sparse_dumps() {
+        use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
+        let call = |rank: u32, seq: u64, start_us: u64| CollectiveCall {
+            rank,
+            info: CollectiveInfo {
+                comm: "c".into(),
+                comm_rank: rank,
+                comm_size: 2,
+                seq,
+                op: CollectiveOp::AllReduce,
+                count: 1,
+                dtype: 0,
+                reduce_op: None,
+                peer: None,
+                input: None,
+                output: None,
+                start_us,
+                end_us: start_us,
+                result: 0,
+            },
+        };
+        let mut index = Index::default();
+        // Rank 0 dumped ops at steps 0 (t 10, 20) and 1 (t 30); rank 1 dumped nothing: its call gets the
+        // step its fellow member got.
+        for (step, t) in [(0, 10), (0, 20), (1, 30)] {
+            let launch = Launch { timestamp_us: t, ..Launch::default() };
+            index.push_op_at(format!("op{t}"), "X".into(), step, 0, Some(launch));
+        }
+        index.collectives = vec![call(0, 0, 5), call(0, 1, 25), call(0, 2, 40), call(1, 1, 26)];
+        assert_eq!(index.collective_steps(), [Some(0), Some(0), Some(1), Some(0)]);
+        // Only the flagged ops dumped: the call between steps 0 and 1 is unknown, the one before step 0's
+        // first op is at 0; rank 1's call gets its fellow member's step, when that one has one.
+        index.only_overflowing_ops = true;
+        assert_eq!(index.collective_steps(), [Some(0), None, None, None]);
+        index.collectives[1].info.start_us = 15;
+        assert_eq!(index.collective_steps(), [Some(0), Some(0), None, Some(0)]);
+    }
 
     fn tensor(op: OpId, io: Io, index: u32) -> TensorInfo {
         TensorInfo {
