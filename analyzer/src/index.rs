@@ -348,7 +348,7 @@ impl Index {
                 let start = call.info.start_us;
                 let ops = ops_of.get(&call.rank)?;
                 let pos = cursor.entry(call.rank).or_default();
-                while *pos < ops.len() && !ops[*pos].launch.is_some_and(|l| start < l.timestamp_us) {
+                while *pos < ops.len() && ops[*pos].launch.is_none_or(|l| start >= l.timestamp_us) {
                     *pos += 1;
                 }
                 let before = pos.checked_sub(1).map(|p| ops[p].step);
