@@ -13,7 +13,7 @@ use crate::index::{Index, Io, Launch, OpId, TensorId, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
 use crate::steps;
-use accutrace_formats::dump::{self, FileKind, MappedFile};
+use accutrace_formats::dump::{self, DumpEntry, FileKind, MappedFile};
 use accutrace_formats::layout::Format;
 use accutrace_formats::stats::content_hash;
 use accutrace_formats::tensor::element_count;
@@ -125,6 +125,9 @@ impl CannDumpSource {
                 index.push_tensor(tensor);
             }
             files.push(entry.path.clone());
+        }
+        if let Some(problem) = outside_the_layout(&tensor_entries) {
+            index.problems.push(problem);
         }
         if index.ops.is_empty() && !tensor_entries.is_empty() {
             // Every tensor file is unreadable: there is nothing to answer about.
@@ -256,6 +259,28 @@ fn read_op_debug(
         }
     }
     Ok(())
+}
+
+/// Dump files outside CANN's directory layout (`{time}/{device}/{model}/{model_id}/{step}` or
+/// `{time}/{device}`) have no step, device or rank: they are all read as step 0 of rank 0. That is right
+/// for a few loose files, but when an op occurs more than once among them, steps or ranks were folded
+/// together and every per-step answer about them is wrong: an input problem, never a silent answer.
+fn outside_the_layout(entries: &[DumpEntry]) -> Option<InputProblem> {
+    let loose: Vec<&DumpEntry> = entries.iter().filter(|e| e.time_dir.is_none()).collect();
+    let mut seen: HashMap<&str, &Path> = HashMap::new();
+    let (first, again) =
+        loose.iter().find_map(|e| seen.insert(e.op_name.as_str(), &e.path).map(|first| (first, e)))?;
+    Some(InputProblem::incomplete(format!(
+        "{} of {} dump files are outside CANN's directory layout ({{YYYYMMDDhhmmss}}/{{device}}/{{model}}/\
+         {{model_id}}/{{step}}), so their steps and ranks are unknown and all were read as step 0 of rank 0; \
+         {} occurs more than once among them ({} and {}): several steps or ranks were folded together. \
+         Point the analyzer at the dump path that holds the time directories, with their names unchanged",
+        loose.len(),
+        entries.len(),
+        again.op_name,
+        first.display(),
+        again.path.display()
+    )))
 }
 
 fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {

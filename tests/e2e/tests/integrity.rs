@@ -427,3 +427,46 @@ fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
     assert!(html.contains("pairs not measured are left to diff's verdict"), "{stdout}");
     assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
 }
+
+/// A dump tree whose `{YYYYMMDDhhmmss}` directory was renamed is outside CANN's layout: its files have no
+/// step or device, so every step is read as step 0. That folds the steps together; it must lead as an input
+/// problem, never give per-step answers as if nothing were wrong. Loose files with no op twice stay fine.
+#[test]
+fn a_dump_tree_outside_the_layout_folds_steps_and_says_so() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "npu.json", CLEAN);
+    let dump = dir.path().join("dump");
+    sim_train(&model, 2, Some(&dump_config(dir.path(), "acl.json", &dump, "")), &[]);
+    let (code, stdout, _) = analyzer(&["overflow", path_str(&dump)]);
+    assert_eq!(code, 0, "the intact tree:\n{stdout}");
+    assert!(!stdout.contains("outside CANN's directory layout"), "{stdout}");
+
+    let time_dir = std::fs::read_dir(&dump).unwrap().next().unwrap().unwrap().path();
+    std::fs::rename(&time_dir, dump.join("renamed")).unwrap();
+    for command in ["overflow", "inspect"] {
+        let (code, stdout, _) = analyzer(&[command, path_str(&dump)]);
+        assert_eq!(code, 2, "{command}:\n{stdout}");
+        assert_leads(&stdout, command);
+        assert!(stdout.contains("outside CANN's directory layout"), "{command}:\n{stdout}");
+    }
+
+    // One file on its own, away from its tree: nothing is folded, nothing to say.
+    let mut stack = vec![dump.clone()];
+    let mut first = None;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if first.is_none() && p.extension().is_none_or(|x| x != "csv") {
+                first = Some(p);
+            }
+        }
+    }
+    let loose = dir.path().join("loose");
+    std::fs::create_dir(&loose).unwrap();
+    let file = first.unwrap();
+    std::fs::copy(&file, loose.join(file.file_name().unwrap())).unwrap();
+    let (code, stdout, _) = analyzer(&["inspect", path_str(&loose)]);
+    assert_eq!(code, 0, "{stdout}");
+}
