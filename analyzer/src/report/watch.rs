@@ -219,14 +219,8 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         if points.is_empty() {
             continue;
         }
-        let more = if points.len() > 12 { " ..." } else { "" };
-        writeln!(
-            out,
-            "{}loss by step{}: {}{more}",
-            if first { "\n" } else { "" },
-            who(rank),
-            points[..points.len().min(12)].join(" ")
-        )?;
+        let newline = if first { "\n" } else { "" };
+        writeln!(out, "{newline}loss by step{}: {}", who(rank), first_points(&points))?;
         first = false;
     }
     for &rank in &ranks {
@@ -239,17 +233,17 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         if points.is_empty() {
             continue;
         }
-        let more = if points.len() > 12 { " ..." } else { "" };
-        writeln!(
-            out,
-            "gradient norm by step{} (all parameters): {}{more}",
-            who(rank),
-            points[..points.len().min(12)].join(" ")
-        )?;
+        writeln!(out, "gradient norm by step{} (all parameters): {}", who(rank), first_points(&points))?;
     }
     let off: Vec<&str> = r.conditions.iter().filter(|c| !c.enabled).map(|c| c.name).collect();
     if !off.is_empty() {
         writeln!(out, "conditions off (--enable, --set or --config): {}", off.join(", "))?;
     }
     Ok(())
+}
+
+/// The first 12 `step:value` points of a series, with ` ...` when there are more.
+fn first_points(points: &[String]) -> String {
+    let more = if points.len() > 12 { " ..." } else { "" };
+    format!("{}{more}", points[..points.len().min(12)].join(" "))
 }
