@@ -31,8 +31,9 @@ impl Measure {
         Measure { at_least: lo.min(hi), at_most: hi.max(lo) }
     }
 
+    /// A NaN measured exactly (a NaN loss) is exact too: it prints as `nan`, not as the range `[nan, nan]`.
     pub fn is_exact(&self) -> bool {
-        self.at_least == self.at_most
+        self.at_least == self.at_most || (self.at_least.is_nan() && self.at_most.is_nan())
     }
 
     /// The value when exact.
@@ -343,5 +344,14 @@ mod tests {
         assert!(update_ratio(&zero, &a, false, 1e-9).is_none(), "an all-zero weight has no ratio");
         assert_eq!(unchanged_within(&before, &after, 0.0, 0.011), Some(true));
         assert_eq!(unchanged_within(&before, &after, 0.0, 0.001), Some(false));
+    }
+
+    #[test]
+    fn a_nan_measured_exactly_is_exact() {
+        assert!(Measure::exact(f64::NAN).is_exact());
+        assert!(Measure::exact(f64::NAN).value().is_some_and(f64::is_nan));
+        assert!(Measure::exact(f64::INFINITY).value() == Some(f64::INFINITY));
+        assert!(!Measure { at_least: f64::NAN, at_most: 1.0 }.is_exact());
+        assert!(!Measure::between(0.0, 1.0).is_exact());
     }
 }

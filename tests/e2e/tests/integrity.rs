@@ -409,6 +409,8 @@ fn a_statistics_capture_against_a_benchmark_is_not_measured_never_passed() {
     let html = report_page(&file);
     assert!(html.contains("<b>NOT MEASURED</b>") && html.contains("record with <code>--mode tensor</code>"));
     assert!(!html.contains("<b>PASS</b>"), "a pass about values never read");
+    // Overflow needs only statistics, which the capture has: compare's unmeasured pairs leave it answered.
+    assert!(html.contains("<b>NO OVERFLOW</b>"), "overflow's answer hidden by compare's problem:\n{stdout}");
 
     // Two statistics captures of one configuration, a weight's bit flipped in one at step 1: diff answers
     // by content hash the pairs compare could not measure, so the page drops compare's problem; compare's
