@@ -285,6 +285,27 @@ fn tensor_data_reads_back_after_its_pages_were_released() {
             // Random access decodes into a reused buffer and releases the payload's pages each time.
             stream.read_tensor_data_at_with(*segment, *offset, &mut buf, &mut Vec::new()).unwrap();
             assert_eq!(&buf, data, "round {round}, random access");
+            // Block by block (raw data lent, zstd planes unshuffled per block, sizes that split elements),
+            // the hash checked at the end; and with most blocks left for the reader to hash itself.
+            for piece in [1000, 4096, 1 << 20] {
+                let got = stream
+                    .with_tensor_blocks_at(*segment, *offset, &mut Vec::new(), |blocks| {
+                        let (mut got, mut tmp) = (Vec::new(), vec![0u8; piece]);
+                        assert_eq!(blocks.len(), data.len());
+                        while got.len() < blocks.len() {
+                            got.extend_from_slice(blocks.next_block(&mut tmp));
+                        }
+                        got
+                    })
+                    .unwrap();
+                assert_eq!(&got, data, "round {round}, blocks of {piece}");
+            }
+            let first = stream
+                .with_tensor_blocks_at(*segment, *offset, &mut Vec::new(), |b| {
+                    b.next_block(&mut [0; 10]).to_vec()
+                })
+                .unwrap();
+            assert_eq!(first, data[..10]);
         }
     }
 }
@@ -676,6 +697,9 @@ fn bad_headers_and_tensor_data_are_errors() {
     let err = t.read_data(&mut Vec::new()).unwrap_err();
     assert_eq!(err.path.as_deref(), Some(seg.as_path()));
     assert!(err.offset.unwrap() > offset);
+    // Read block by block: the same error.
+    let blocks_err = stream.with_tensor_blocks_at(0, offset, &mut Vec::new(), |_| ()).unwrap_err();
+    assert_eq!((blocks_err.path, blocks_err.offset, blocks_err.problem), (err.path, err.offset, err.problem));
 
     // Bad magic.
     let mut bytes = pristine.clone();
@@ -693,6 +717,70 @@ fn bad_headers_and_tensor_data_are_errors() {
     // Truncated file of a sealed segment.
     std::fs::write(&seg, &pristine[..100]).unwrap();
     assert!(StreamReader::open(&stream_dir).is_err());
+}
+
+/// A payload damaged where it still decodes (a raw-stored tensor; literals zstd stores as they are): read
+/// block by block, whole, in part or not at all, it gives the error `read_data` gives,
+/// after the reader saw every block: what the blocks said does not stand.
+#[test]
+fn damaged_data_read_in_blocks_is_refused_at_the_end() {
+    for (data, dtype) in [(noise(6000, 9), DType::FLOAT16), (fp16_activations(60_000, 4), DType::FLOAT16)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = StreamWriter::create(dir.path(), info(0), 1 << 20, Policy::KeepAll).unwrap();
+        w.append_op(&op(0, "d")).unwrap();
+        let n = data.len() as u64 / 2;
+        let hash = content_hash(&data);
+        let Appended::Written { segment, offset, .. } = w
+            .append_tensor(
+                &meta(Io::Output, 0, dtype, &[n], None),
+                &TensorStats::default(),
+                hash,
+                Some(&data),
+                3,
+            )
+            .unwrap()
+        else {
+            panic!()
+        };
+        w.seal().unwrap();
+        let stream_dir = dir.path().join(info(0).dir_name());
+        let seg = stream_dir.join("seg-000000.acc");
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let stored = {
+            let stream = StreamReader::open(&stream_dir).unwrap();
+            let t = stream
+                .records()
+                .find_map(|r| if let Record::Tensor(t) = r.unwrap().record { Some(t) } else { None })
+                .unwrap();
+            t.stored_bytes().to_vec()
+        };
+        let at = bytes.windows(stored.len()).position(|w| w == stored.as_slice()).unwrap();
+        // The first byte flip (from the middle on) that zstd still decodes and only the hash refuses.
+        let (stream, err) = (stored.len() / 2..stored.len())
+            .find_map(|k| {
+                bytes[at + k] ^= 0x10;
+                std::fs::write(&seg, &bytes).unwrap();
+                bytes[at + k] ^= 0x10;
+                let stream = StreamReader::open(&stream_dir).unwrap();
+                let err = stream.read_tensor_data_at(segment, offset, &mut Vec::new()).unwrap_err();
+                err.problem.contains("content hash").then_some((stream, err))
+            })
+            .expect("a flip that decodes");
+        for piece in [0usize, 100, 4096, 1 << 20] {
+            let mut read = 0;
+            let blocks_err = stream
+                .with_tensor_blocks_at(segment, offset, &mut Vec::new(), |blocks| {
+                    let mut tmp = vec![0u8; piece.max(1)];
+                    while piece > 0 && read < blocks.len() {
+                        read += blocks.next_block(&mut tmp).len();
+                    }
+                })
+                .unwrap_err();
+            assert_eq!((&blocks_err.path, blocks_err.offset), (&err.path, err.offset), "{piece}");
+            assert_eq!(blocks_err.problem, err.problem);
+            assert_eq!(read, if piece == 0 { 0 } else { data.len() });
+        }
+    }
 }
 
 // ---- property test: arbitrary records round-trip through small segments ----

@@ -17,7 +17,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod values;
-pub use values::{compare_host_bytes, compare_values, ulp_distance, TensorDiff};
+pub use values::{compare_host_blocks, compare_host_bytes, compare_values, ulp_distance, TensorDiff};
 
 /// The first differing op of one step on one rank.
 #[derive(Clone, Debug, Serialize)]
@@ -270,11 +270,13 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
     // The tensors' own bytes where the source gives them and the dtype has a byte kernel (the common
     // case: no f32 decoding of whole tensors); the values otherwise. Both give the same figures.
     if ia.dtype == ib.dtype && values::has_bytes_kernel(ia.dtype) {
-        // Both tensors' bytes borrowed at once (a capture lends its decode buffers): the figures, or
-        // `None` where a side has no host bytes or the kernel declines.
+        // Both tensors read at once, block by block (a capture unshuffles each block of its planes into
+        // the kernel's buffer, and checks the content hash once the blocks are read, before
+        // `with_host_blocks` returns Ok): the figures, or `None` where a side has no host bytes or the
+        // kernel declines.
         let (mut measured, mut inner) = (None, Ok(false));
-        a.with_host_bytes(ta, &mut |x| {
-            inner = b.with_host_bytes(tb, &mut |y| measured = compare_host_bytes(ia.dtype, x, y));
+        a.with_host_blocks(ta, &mut |x| {
+            inner = b.with_host_blocks(tb, &mut |y| measured = compare_host_blocks(ia.dtype, x, y));
         })?;
         inner?;
         if let Some(d) = measured {

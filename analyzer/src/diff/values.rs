@@ -2,6 +2,7 @@
 //! largest absolute difference, largest distance in ulp), from f32 values or, faster, from the tensors'
 //! own bytes.
 
+use crate::sources::{HostBlocks, SliceBlocks};
 use accutrace_formats::tensor::decode_f32_into;
 use accutrace_formats::DType;
 use serde::Serialize;
@@ -80,44 +81,86 @@ pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
     (ordered(bx, sign) - ordered(by, sign)).unsigned_abs().min(u64::MAX as u128) as u64
 }
 
-/// Elements per block of [`compare_host_bytes`]: two f32 decodings of it stay in L1.
+/// Elements per block of [`compare_host_blocks`]: both sides' bytes and an fp16 decoding of them stay in L1.
 const BLOCK: usize = 1024;
 
 /// [`compare_values`] of the two decodings, computed from the tensors' own host-layout bytes (fp16, bf16,
 /// fp32; `None` for other dtypes or byte counts that are not whole elements of equal length: use the
-/// values then). Equal blocks are skipped by a byte compare; the others are decoded block by block and,
-/// where neither side holds a NaN, measured in one pass whose distance in ulp comes from the
-/// raw bits (a NaN-holding block takes [`compare_values`]' own loop, so every figure is the same bit for
-/// bit). This is diff's hot loop: nearly every element downstream of a nondeterministic op differs.
+/// values then).
 pub fn compare_host_bytes(dtype: DType, a: &[u8], b: &[u8]) -> Option<TensorDiff> {
+    compare_host_blocks(dtype, &mut SliceBlocks::new(a), &mut SliceBlocks::new(b))
+}
+
+/// [`compare_host_bytes`] of bytes read block by block ([`HostBlocks`]); `None` (before anything is read)
+/// where that gives `None`. Equal blocks are skipped by a byte compare; the others are measured in one
+/// pass of 32-bit lanes from the raw bits (fp16 decoded to f32 first): elements that differ, the largest
+/// distance in ulp, and the largest |x - y| rounded to f32. That rounding is monotonic, so a block whose
+/// largest rounded difference is below the largest seen so far holds no element whose exact difference
+/// (in f64, as [`compare_values`] takes it) is the tensor's largest: only the other blocks are measured
+/// again in f64, which after the first blocks of a tensor is rare. A block with a NaN takes
+/// [`compare_values`]' own loop. So every figure is the value path's, bit for bit. This is diff's hot
+/// loop: nearly every element downstream of a nondeterministic op differs.
+pub fn compare_host_blocks(
+    dtype: DType,
+    a: &mut dyn HostBlocks,
+    b: &mut dyn HostBlocks,
+) -> Option<TensorDiff> {
     let width = bytes_kernel_width(dtype)?;
     if a.len() != b.len() || !a.len().is_multiple_of(width) {
         return None;
     }
     let elements = (a.len() / width) as u64;
     let mut total = TensorDiff { elements, measured: true, ..Default::default() };
+    // At most the f32 rounding of the exact difference behind `total.max_abs_diff` (0: none yet). A block
+    // whose rounded differences all lie below it cannot raise the maximum.
+    let mut total_f32 = 0f32;
+    let (mut buf_a, mut buf_b) = ([0u8; BLOCK * 4], [0u8; BLOCK * 4]);
     let (mut fa, mut fb) = ([0f32; BLOCK], [0f32; BLOCK]);
-    for (ca, cb) in a.chunks(BLOCK * width).zip(b.chunks(BLOCK * width)) {
+    let mut left = a.len();
+    while left > 0 {
+        let take = left.min(BLOCK * width);
+        left -= take;
+        let ca = a.next_block(&mut buf_a[..take]);
+        let cb = b.next_block(&mut buf_b[..take]);
+        if ca.len() != take || cb.len() != take {
+            // A source shorter than it said: not measured (the caller reads the values instead).
+            return None;
+        }
         if ca == cb {
             continue;
         }
-        let n = ca.len() / width;
+        let n = take / width;
         let (xa, xb) = (&mut fa[..n], &mut fb[..n]);
-        decode_f32_into(dtype, ca, xa).ok()?;
-        decode_f32_into(dtype, cb, xb).ok()?;
-        let block =
-            if width == 2 { block_kernel::<2>(ca, cb, xa, xb) } else { block_kernel::<4>(ca, cb, xa, xb) };
-        let block = match block {
-            Some(block) => block,
+        let lanes = match dtype {
+            DType::FLOAT16 => {
+                decode_f32_into(dtype, ca, xa).ok()?;
+                decode_f32_into(dtype, cb, xb).ok()?;
+                block_kernel::<2, F16>(ca, cb, xa, xb)
+            }
+            DType::BF16 => block_kernel::<2, BF16>(ca, cb, &[], &[]),
+            _ => block_kernel::<4, F32>(ca, cb, &[], &[]),
+        };
+        match lanes {
+            Some(lanes) => {
+                total.differing += lanes.differing;
+                total.max_ulp = total.max_ulp.max(lanes.max_ulp);
+                // Only a block whose rounded maximum reaches the tensor's can hold its exact maximum.
+                if lanes.max_abs_f32 > 0.0 && lanes.max_abs_f32 >= total_f32 {
+                    total_f32 = lanes.max_abs_f32;
+                    total.max_abs_diff = total.max_abs_diff.max(exact_max_abs(dtype, ca, cb, xa, xb));
+                }
+            }
             // A NaN in the block: compare_values' own loop, which counts NaN against NaN as equal.
             None => {
+                decode_f32_into(dtype, ca, xa).ok()?;
+                decode_f32_into(dtype, cb, xb).ok()?;
                 let d = compare_values(dtype, xa, xb);
-                Block { differing: d.differing, max_abs: d.max_abs_diff, max_ulp: d.max_ulp }
+                total.differing += d.differing;
+                total.max_ulp = total.max_ulp.max(d.max_ulp);
+                // `total_f32` stays: a bound at or below the rounding of the maximum is all the skip needs.
+                total.max_abs_diff = total.max_abs_diff.max(d.max_abs_diff);
             }
-        };
-        total.differing += block.differing;
-        total.max_abs_diff = total.max_abs_diff.max(block.max_abs);
-        total.max_ulp = total.max_ulp.max(block.max_ulp);
+        }
     }
     total.identical = total.differing == 0;
     Some(total)
@@ -136,11 +179,18 @@ fn bytes_kernel_width(dtype: DType) -> Option<usize> {
     }
 }
 
-/// One block's figures.
+/// How [`block_kernel`] gets an element's value from its bits: fp16 from the decoded `xa`/`xb`, bf16 and
+/// fp32 from the bits themselves.
+const F16: u8 = 0;
+const BF16: u8 = 1;
+const F32: u8 = 2;
+
+/// One block's figures from the lanes.
 #[derive(Clone, Copy, Debug, Default)]
-struct Block {
+struct Lanes {
     differing: u64,
-    max_abs: f64,
+    /// The largest |x - y| over differing elements, computed in f32 (correctly rounded).
+    max_abs_f32: f32,
     max_ulp: u64,
 }
 
@@ -158,64 +208,131 @@ fn word<const W: usize>(bytes: &[u8], i: usize) -> u32 {
     }
 }
 
-/// Distance in the order of the values of two `W`-byte floats' bits (fp16/bf16 or fp32): sign-magnitude
-/// mapped onto integers, as [`ulp_distance`] does, branch-free. Equal bits are at distance 0.
+/// A `W`-byte float's bits (fp16/bf16 or fp32) mapped onto integers in the order of their values
+/// (sign-magnitude to two's complement, as [`ulp_distance`] does), branch-free. Both zeros map to 0.
 #[inline(always)]
-fn ordered_distance<const W: usize>(x: u32, y: u32) -> u64 {
+fn ordered<const W: usize>(bits: u32) -> i32 {
     let shift = 8 * W as u32 - 1;
-    let at = |bits: u32| {
-        let magnitude = i64::from(bits & ((1u32 << shift) - 1));
-        let negative = -i64::from(bits >> shift);
-        // Two's complement negation where the sign bit is set: (m ^ -1) + 1 = -m.
-        (magnitude ^ negative) - negative
-    };
-    (at(x) - at(y)).unsigned_abs()
+    let magnitude = (bits & ((1u32 << shift) - 1)) as i32;
+    let negative = -((bits >> shift) as i32);
+    // Two's complement negation where the sign bit is set: (m ^ -1) + 1 = -m.
+    (magnitude ^ negative) - negative
 }
 
-/// The figures of one block without NaN: elements whose bits differ, the largest |x - y| (in f64, as
-/// [`compare_values`] takes it) and the largest distance in ulp of the dtype (from the raw bits `a`, `b`
-/// of the `W`-byte elements decoded as `xa`, `xb`). `None` when either side holds a NaN. Maxima of
-/// non-negative, non-NaN values do not depend on the order they are taken in, so the lanes give
-/// [`compare_values`]' figures bit for bit.
+/// Distance in ulp of two `W`-byte floats' bits: at most 2^32 - 2 (fp32's largest magnitudes of opposite
+/// signs), so the difference of the larger and the smaller ordered value fits u32 when taken modulo 2^32.
 #[inline(always)]
-fn block_kernel_lanes<const W: usize>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> Option<Block> {
+fn ulp_bits<const W: usize>(x: u32, y: u32) -> u32 {
+    let (ox, oy) = (ordered::<W>(x), ordered::<W>(y));
+    (ox.max(oy) as u32).wrapping_sub(ox.min(oy) as u32)
+}
+
+/// The value of element `i` (bits `bits`) as f32: decoded (`KIND` fp16) or from the bits.
+#[inline(always)]
+fn value<const KIND: u8>(bits: u32, decoded: &[f32], i: usize) -> f32 {
+    match KIND {
+        F16 => decoded[i],
+        BF16 => f32::from_bits(bits << 16),
+        _ => f32::from_bits(bits),
+    }
+}
+
+/// The figures of one block without NaN in 32-bit lanes: elements whose bits differ, the largest distance
+/// in ulp of the dtype, and the largest |x - y| in f32 (correctly rounded, so ordered as the exact
+/// differences are). `None` when either side holds a NaN. Maxima of non-negative, non-NaN values do not
+/// depend on the order they are taken in.
+#[inline(always)]
+fn block_kernel_lanes<const W: usize, const KIND: u8>(
+    a: &[u8],
+    b: &[u8],
+    xa: &[f32],
+    xb: &[f32],
+) -> Option<Lanes> {
     let (mut differing, mut max_abs, mut max_ulp, mut nan) =
-        ([0u32; LANES], [0f64; LANES], [0u64; LANES], [false; LANES]);
+        ([0u32; LANES], [0f32; LANES], [0u32; LANES], [false; LANES]);
     let mut element = |l: usize, ba: u32, bb: u32, x: f32, y: f32| {
         let differs = ba != bb;
         differing[l] += u32::from(differs);
         // Infinities of opposite sign give an infinite difference; equal infinities have equal bits.
-        let d = (f64::from(x) - f64::from(y)).abs();
+        let d = (x - y).abs();
         let d = if differs { d } else { 0.0 };
         max_abs[l] = if d > max_abs[l] { d } else { max_abs[l] };
-        let u = ordered_distance::<W>(ba, bb);
+        let u = ulp_bits::<W>(ba, bb);
         max_ulp[l] = if u > max_ulp[l] { u } else { max_ulp[l] };
         nan[l] |= x.is_nan() | y.is_nan();
     };
-    let whole = xa.len() / LANES * LANES;
-    let groups = a
-        .chunks_exact(LANES * W)
-        .zip(b.chunks_exact(LANES * W))
-        .zip(xa.chunks_exact(LANES).zip(xb.chunks_exact(LANES)));
-    for ((ga, gb), (gx, gy)) in groups {
+    let n = a.len() / W;
+    let whole = n / LANES * LANES;
+    let groups = a.chunks_exact(LANES * W).zip(b.chunks_exact(LANES * W));
+    for (g, (ga, gb)) in groups.enumerate() {
+        // The group's decoded values (fp16 only; the other dtypes take theirs from the bits).
+        let (fx, fy) = if KIND == F16 {
+            (&xa[g * LANES..(g + 1) * LANES], &xb[g * LANES..(g + 1) * LANES])
+        } else {
+            (xa, xb)
+        };
         for l in 0..LANES {
-            element(l, word::<W>(ga, l), word::<W>(gb, l), gx[l], gy[l]);
+            let (ba, bb) = (word::<W>(ga, l), word::<W>(gb, l));
+            element(l, ba, bb, value::<KIND>(ba, fx, l), value::<KIND>(bb, fy, l));
         }
     }
-    for i in whole..xa.len() {
-        element(i % LANES, word::<W>(a, i), word::<W>(b, i), xa[i], xb[i]);
+    for i in whole..n {
+        let (ba, bb) = (word::<W>(a, i), word::<W>(b, i));
+        element(i % LANES, ba, bb, value::<KIND>(ba, xa, i), value::<KIND>(bb, xb, i));
     }
     if nan.iter().any(|&n| n) {
         return None;
     }
-    Some(Block {
+    Some(Lanes {
         differing: differing.iter().map(|&c| u64::from(c)).sum(),
-        max_abs: max_abs.iter().fold(0.0, |m, &v| if v > m { v } else { m }),
-        max_ulp: max_ulp.iter().copied().max().unwrap_or(0),
+        max_abs_f32: max_abs.iter().fold(0.0, |m, &v| if v > m { v } else { m }),
+        max_ulp: u64::from(max_ulp.iter().copied().max().unwrap_or(0)),
     })
 }
 
-accutrace_formats::multiversion!(#[inline(never)] fn block_kernel<const W: usize>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> Option<Block> = block_kernel_lanes);
+accutrace_formats::multiversion!(#[inline(never)] fn block_kernel<const W: usize, const KIND: u8>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> Option<Lanes> = block_kernel_lanes);
+
+/// The largest |x - y| in f64 over the elements of a block without NaN whose bits differ: what
+/// [`compare_values`] takes, for the blocks [`compare_host_blocks`] measures again (in lanes, as
+/// [`block_kernel_lanes`]).
+#[inline(always)]
+fn exact_kernel_lanes<const W: usize, const KIND: u8>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> f64 {
+    let mut max_abs = [0f64; LANES];
+    let mut element = |l: usize, ba: u32, bb: u32, x: f32, y: f32| {
+        let d = (f64::from(x) - f64::from(y)).abs();
+        let d = if ba != bb { d } else { 0.0 };
+        max_abs[l] = if d > max_abs[l] { d } else { max_abs[l] };
+    };
+    let n = a.len() / W;
+    let whole = n / LANES * LANES;
+    let groups = a.chunks_exact(LANES * W).zip(b.chunks_exact(LANES * W));
+    for (g, (ga, gb)) in groups.enumerate() {
+        let (fx, fy) = if KIND == F16 {
+            (&xa[g * LANES..(g + 1) * LANES], &xb[g * LANES..(g + 1) * LANES])
+        } else {
+            (xa, xb)
+        };
+        for l in 0..LANES {
+            let (ba, bb) = (word::<W>(ga, l), word::<W>(gb, l));
+            element(l, ba, bb, value::<KIND>(ba, fx, l), value::<KIND>(bb, fy, l));
+        }
+    }
+    for i in whole..n {
+        let (ba, bb) = (word::<W>(a, i), word::<W>(b, i));
+        element(i % LANES, ba, bb, value::<KIND>(ba, xa, i), value::<KIND>(bb, xb, i));
+    }
+    max_abs.iter().fold(0.0, |m, &v| if v > m { v } else { m })
+}
+
+accutrace_formats::multiversion!(#[inline(never)] fn exact_kernel<const W: usize, const KIND: u8>(a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> f64 = exact_kernel_lanes);
+
+fn exact_max_abs(dtype: DType, a: &[u8], b: &[u8], xa: &[f32], xb: &[f32]) -> f64 {
+    match dtype {
+        DType::FLOAT16 => exact_kernel::<2, F16>(a, b, xa, xb),
+        DType::BF16 => exact_kernel::<2, BF16>(a, b, &[], &[]),
+        _ => exact_kernel::<4, F32>(a, b, &[], &[]),
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -306,6 +423,91 @@ mod tests {
             }
         }
         assert!(compare_host_bytes(DType::INT32, &[0; 4], &[0; 4]).is_none());
+    }
+
+    /// Differences that round to the same f32 but not to the same f64 (fp16's largest value against
+    /// +-2^-24 and 0; 1.0 against +-2^-30 and 0 in bf16 and fp32), one per block, in every order: the
+    /// blocks measured again in f64 find the value path's maximum at every level.
+    #[test]
+    fn differences_equal_in_f32_keep_the_f64_maximum() {
+        let cases: [(DType, u32, [u32; 3], f64); 3] = [
+            (DType::FLOAT16, 0x7BFF, [0x0001, 0x0000, 0x8001], 65504.0 + 2f64.powi(-24)),
+            (DType::BF16, 0x3F80, [0x3080, 0x0000, 0xB080], 1.0 + 2f64.powi(-30)),
+            (DType::FLOAT, 0x3F80_0000, [0x3080_0000, 0, 0xB080_0000], 1.0 + 2f64.powi(-30)),
+        ];
+        let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+        for (dtype, x, ys, want_max) in cases {
+            let width = if dtype == DType::FLOAT { 4 } else { 2 };
+            let put = |v: &mut Vec<u8>, bits: u32| v.extend_from_slice(&bits.to_le_bytes()[..width]);
+            for order in orders {
+                let len = 3 * BLOCK + 17;
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                for i in 0..len {
+                    let differing = i % BLOCK == 5 && i / BLOCK < 3;
+                    put(&mut a, if differing { x } else { 0 });
+                    put(&mut b, if differing { ys[order[i / BLOCK]] } else { 0 });
+                }
+                let decode = |bytes: &[u8]| {
+                    let mut v = vec![0f32; len];
+                    decode_f32_into(dtype, bytes, &mut v).unwrap();
+                    v
+                };
+                let want = compare_values(dtype, &decode(&a), &decode(&b));
+                assert_eq!((want.differing, want.max_abs_diff), (3, want_max), "{dtype}");
+                // The premise: the three differences are one value in f32.
+                let rounded: Vec<f32> =
+                    ys.iter().map(|&y| (x_value(dtype, x) - x_value(dtype, y)) as f32).collect();
+                assert!(rounded.windows(2).all(|w| w[0] == w[1]), "{dtype} {rounded:?}");
+                for level in simd::available() {
+                    let got = simd::with_ceiling(level, || compare_host_bytes(dtype, &a, &b).unwrap());
+                    assert_eq!(
+                        (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
+                        (want.differing, want.max_abs_diff.to_bits(), want.max_ulp),
+                        "{dtype} {order:?} {level:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The value of `bits` of `dtype` in f64.
+    fn x_value(dtype: DType, bits: u32) -> f64 {
+        let bytes = &bits.to_le_bytes()[..if dtype == DType::FLOAT { 4 } else { 2 }];
+        let mut v = [0f32];
+        decode_f32_into(dtype, bytes, &mut v).unwrap();
+        f64::from(v[0])
+    }
+
+    /// Blocks written into the caller's buffer (as a capture's planes are unshuffled) give the figures of
+    /// the same bytes borrowed; a source that ends early is not measured.
+    #[test]
+    fn copied_blocks_equal_borrowed_ones_and_short_sources_are_refused() {
+        struct Copied<'a>(&'a [u8], usize, usize);
+        impl HostBlocks for Copied<'_> {
+            fn len(&self) -> usize {
+                self.0.len()
+            }
+            fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
+                let n = buf.len().min(self.0.len().min(self.2) - self.1);
+                buf[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+                self.1 += n;
+                &buf[..n]
+            }
+        }
+        let a: Vec<u8> = (0..5000u32).flat_map(|i| ((i * 7919) as u16 & 0x7BFF).to_le_bytes()).collect();
+        let b: Vec<u8> =
+            (0..5000u32).flat_map(|i| ((i * 7919 + i % 3) as u16 & 0x7BFF).to_le_bytes()).collect();
+        for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT] {
+            let want = compare_host_bytes(dtype, &a, &b).unwrap();
+            let got =
+                compare_host_blocks(dtype, &mut Copied(&a, 0, a.len()), &mut Copied(&b, 0, b.len())).unwrap();
+            assert_eq!(
+                (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
+                (want.differing, want.max_abs_diff.to_bits(), want.max_ulp)
+            );
+            assert!(want.differing > 0);
+            assert!(compare_host_blocks(dtype, &mut Copied(&a, 0, 4000), &mut SliceBlocks::new(&b)).is_none());
+        }
     }
 
     /// Blocks with infinities, signed zeros, subnormals and the largest finite values but no NaN: the lane

@@ -2,12 +2,12 @@
 //! touches tensor bytes; values are decompressed on demand from the mapped segment.
 
 use super::device_stats;
-use super::source::Source;
+use super::source::{HostBlocks, SliceBlocks, Source};
 use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
 use accutrace_formats::capture::completeness::{self, RecordTally};
-use accutrace_formats::capture::reader::{CaptureRun, Record};
+use accutrace_formats::capture::reader::{CaptureRun, Record, TensorBlocks};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
 use accutrace_formats::layout::Format;
@@ -253,6 +253,19 @@ impl CaptureSource {
     }
 }
 
+/// A capture's [`TensorBlocks`] as the [`HostBlocks`] a [`Source`] hands out.
+struct CaptureBlocks<'r, 'a>(&'r mut TensorBlocks<'a>);
+
+impl HostBlocks for CaptureBlocks<'_, '_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
+        self.0.next_block(buf)
+    }
+}
+
 /// Decode buffers kept per thread between tensors, at most this many ([`CaptureSource::with_data`] takes
 /// two, and diff holds one tensor of each run at once)...
 const POOLED_BUFFERS: usize = 4;
@@ -384,6 +397,36 @@ impl Source for CaptureSource {
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
         self.with_device_tensor(tensor, |device| Ok(host_bytes::host_bytes(device)?))
+    }
+
+    fn with_host_blocks(&self, tensor: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
+        let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
+        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let width = match meta.dtype.bits() {
+            Some(bits) if bits >= 8 && bits % 8 == 0 => u64::from(bits / 8),
+            _ => 0,
+        };
+        // Host order is the device's (nearly every tensor): the planes are read block by block, each
+        // unshuffled into `f`'s buffer. Else (a layout to undo, a sub-byte dtype) the whole bytes.
+        if width == 0 || !host_bytes::device_order_is_host_order(meta.format, original) {
+            return self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes)));
+        }
+        let bytes = element_count(&meta.device_shape).and_then(|n| n.checked_mul(width));
+        let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
+        let mut scratch = take_buffer();
+        let read = self.run.streams[s].with_tensor_blocks_at(segment, offset, &mut scratch, |blocks| {
+            // A byte count that is not the device shape's: the whole-bytes path reports it as an error.
+            let whole_elements = bytes == Some(blocks.len() as u64);
+            if whole_elements {
+                f(&mut CaptureBlocks(blocks));
+            }
+            whole_elements
+        });
+        give_buffer(scratch);
+        match read? {
+            true => Ok(true),
+            false => self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes))),
+        }
     }
 
     fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {

@@ -149,7 +149,7 @@ pub mod msprobe;
 pub mod npy;
 mod source;
 
-pub use source::Source;
+pub use source::{HostBlocks, SliceBlocks, Source};
 
 /// Opens any supported source at `path`.
 pub fn open(path: &Path) -> Result<Box<dyn Source>> {

@@ -47,9 +47,54 @@ pub trait Source: Send + Sync {
             None => Ok(false),
         }
     }
+    /// Calls `f` once with [`Source::with_host_bytes`]' bytes as [`HostBlocks`], for readers that take them
+    /// in order block by block (diff): a capture then unshuffles its planes block by block into the
+    /// reader's buffer instead of writing the whole tensor first. What `f` learnt counts only when this
+    /// returns `Ok(true)`: a capture checks the content hash after `f` returns. `Ok(false)` without
+    /// calling `f` where [`Source::with_host_bytes`] gives `false`.
+    fn with_host_blocks(&self, tensor: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
+        self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes)))
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+/// A tensor's host-layout bytes read in order, block by block ([`Source::with_host_blocks`]): from a slice
+/// ([`SliceBlocks`]) or decoded as they are asked for (a capture's byte planes, unshuffled block by block
+/// into the reader's buffer, so that no whole-tensor copy is written and read back).
+pub trait HostBlocks {
+    /// Bytes in all.
+    fn len(&self) -> usize;
+    /// Whether there are no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The next `min(buf.len(), bytes left)` bytes, written into `buf` or borrowed from the source.
+    fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8];
+}
+
+/// [`HostBlocks`] over bytes already in memory: blocks are borrowed, nothing is copied.
+pub struct SliceBlocks<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> SliceBlocks<'a> {
+    pub fn new(bytes: &'a [u8]) -> SliceBlocks<'a> {
+        SliceBlocks { bytes }
+    }
+}
+
+impl HostBlocks for SliceBlocks<'_> {
+    fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
+        let (block, rest) = self.bytes.split_at(buf.len().min(self.bytes.len()));
+        self.bytes = rest;
+        block
     }
 }

@@ -347,40 +347,109 @@ struct StoredData<'a> {
 }
 
 impl StoredData<'_> {
+    /// An error at the payload, in `path`.
+    fn error(&self, path: &Path, problem: String) -> FormatError {
+        FormatError::at(self.payload_offset, problem).in_file(path)
+    }
+
+    /// The data as byte planes of `width`-byte elements (width 1: in order): the payload itself when stored
+    /// raw, else decompressed into `scratch`.
+    fn planes<'s>(&'s self, path: &Path, scratch: &'s mut Vec<u8>) -> Result<(&'s [u8], usize)> {
+        match self.encoding {
+            DataEncoding::None => Err(self.error(path, "the tensor was recorded without data".into())),
+            DataEncoding::Raw => {
+                if self.payload.len() as u64 != self.data_size {
+                    return Err(self.error(
+                        path,
+                        format!("{} data bytes stored, {} recorded", self.payload.len(), self.data_size),
+                    ));
+                }
+                Ok((self.payload, 1))
+            }
+            DataEncoding::Zstd { shuffle_width } => {
+                decompress(self.payload, self.data_size, scratch).map_err(|e| self.error(path, e))?;
+                Ok((scratch.as_slice(), shuffle_width as usize))
+            }
+        }
+    }
+
     /// Decodes into `out` (its old contents are overwritten, never zeroed first: a reused buffer costs no
     /// fill), with `scratch` for the shuffled bytes.
     fn decode(&self, path: &Path, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
-        let at = |p: String| FormatError::at(self.payload_offset, p).in_file(path);
-        match self.encoding {
-            DataEncoding::None => {
+        let (planes, width) = match self.planes(path, scratch) {
+            Ok(planes) => planes,
+            Err(e) => {
                 out.clear();
-                return Err(at("the tensor was recorded without data".into()));
+                return Err(e);
             }
-            DataEncoding::Raw => {
-                out.clear();
-                if self.payload.len() as u64 != self.data_size {
-                    return Err(at(format!(
-                        "{} data bytes stored, {} recorded",
-                        self.payload.len(),
-                        self.data_size
-                    )));
-                }
-                out.extend_from_slice(self.payload);
-            }
-            DataEncoding::Zstd { shuffle_width } => {
-                if let Err(e) = decompress(self.payload, self.data_size, scratch) {
-                    out.clear();
-                    return Err(at(e));
-                }
-                // Shrinking writes nothing, growing zeroes only the new part; unshuffle writes every byte.
-                out.resize(scratch.len(), 0);
-                shuffle::unshuffle(scratch, shuffle_width as usize, out);
-            }
+        };
+        if width <= 1 {
+            out.clear();
+            out.extend_from_slice(planes);
+        } else {
+            // Shrinking writes nothing, growing zeroes only the new part; unshuffle writes every byte.
+            out.resize(planes.len(), 0);
+            shuffle::unshuffle(planes, width, out);
         }
-        if content_hash(out) != self.content_hash {
-            return Err(at("tensor data does not match its content hash".into()));
+        self.check_hash(path, content_hash(out))
+    }
+
+    fn check_hash(&self, path: &Path, hash: u64) -> Result<()> {
+        if hash != self.content_hash {
+            return Err(self.error(path, "tensor data does not match its content hash".into()));
         }
         Ok(())
+    }
+}
+
+/// A tensor's data read in order, block by block, from its byte planes ([`StreamReader::with_tensor_blocks_at`]):
+/// each block is unshuffled into the caller's buffer (raw data is lent as stored) and hashed as it is read,
+/// so no unshuffled copy of the whole tensor is written and read back. The content hash is checked when the
+/// reading ends: what was learnt from the blocks stands only once that check passed.
+pub struct TensorBlocks<'a> {
+    planes: &'a [u8],
+    width: usize,
+    /// Bytes handed out so far.
+    pos: usize,
+    hasher: xxhash_rust::xxh3::Xxh3,
+}
+
+impl<'a> TensorBlocks<'a> {
+    fn new(planes: &'a [u8], width: usize) -> TensorBlocks<'a> {
+        TensorBlocks { planes, width, pos: 0, hasher: xxhash_rust::xxh3::Xxh3::new() }
+    }
+
+    /// The data's size in bytes.
+    pub fn len(&self) -> usize {
+        self.planes.len()
+    }
+
+    /// Whether the data is empty.
+    pub fn is_empty(&self) -> bool {
+        self.planes.is_empty()
+    }
+
+    /// The next `min(buf.len(), bytes left)` bytes of the data, unshuffled into `buf` or lent as stored.
+    pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
+        let n = buf.len().min(self.planes.len() - self.pos);
+        let block = if self.width <= 1 {
+            &self.planes[self.pos..self.pos + n]
+        } else {
+            shuffle::unshuffle_range(self.planes, self.width, self.pos, &mut buf[..n]);
+            &buf[..n]
+        };
+        self.hasher.update(block);
+        self.pos += n;
+        block
+    }
+
+    /// Reads what is left (hashing it) and returns the hash of the whole data.
+    fn finish(mut self) -> u64 {
+        let mut buf = [0u8; 16 << 10];
+        while self.pos < self.planes.len() {
+            self.next_block(&mut buf);
+        }
+        self.hasher.digest()
     }
 }
 
@@ -403,6 +472,36 @@ impl StreamReader {
         out: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
+        let (seg, stored) = self.stored_at(segment_index, offset)?;
+        let decoded = stored.decode(&seg.path, out, scratch);
+        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        decoded
+    }
+
+    /// [`read_tensor_data_at_with`](Self::read_tensor_data_at_with) for readers that take the data in
+    /// order, block by block: the byte planes are decompressed into `scratch`, then `f` reads them through
+    /// [`TensorBlocks`] (each block unshuffled into `f`'s own buffer); what `f` leaves unread is read after
+    /// it returns, and `f`'s result is returned only when the whole data matches its content hash (else
+    /// the same error as `read_tensor_data_at`). `f` is not called when the data cannot be decompressed.
+    pub fn with_tensor_blocks_at<R>(
+        &self,
+        segment_index: u64,
+        offset: u64,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&mut TensorBlocks<'_>) -> R,
+    ) -> Result<R> {
+        let (seg, stored) = self.stored_at(segment_index, offset)?;
+        let read = stored.planes(&seg.path, scratch).and_then(|(planes, width)| {
+            let mut blocks = TensorBlocks::new(planes, width);
+            let result = f(&mut blocks);
+            stored.check_hash(&seg.path, blocks.finish()).map(|()| result)
+        });
+        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        read
+    }
+
+    /// The segment and the stored data of the tensor record at `offset` of segment `segment_index`.
+    fn stored_at(&self, segment_index: u64, offset: u64) -> Result<(&Segment, StoredData<'_>)> {
         let seg = self.segments.iter().find(|s| s.index == segment_index).ok_or_else(|| {
             FormatError::whole(format!("stream has no segment {segment_index}")).in_file(&self.dir)
         })?;
@@ -425,9 +524,7 @@ impl StreamReader {
             data_size: r.data_size,
             content_hash: r.content_hash,
         };
-        let decoded = stored.decode(&seg.path, out, scratch);
-        seg.release(head_end, body_end);
-        decoded
+        Ok((seg, stored))
     }
 }
 

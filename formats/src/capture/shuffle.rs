@@ -373,27 +373,56 @@ pub fn unshuffle(src: &[u8], width: usize, dst: &mut [u8]) {
         return;
     }
     let n = len / width;
-    let (planes, out) = (&src[..n * width], &mut dst[..n * width]);
+    interleave(&src[..len], n, width, 0, &mut dst[..n * width]);
+    dst[n * width..len].copy_from_slice(&src[n * width..len]);
+}
+
+/// Writes bytes `start..start + out.len()` of [`unshuffle`]'s output for `src` into `out`, without the
+/// rest: readers that take a tensor block by block (into a buffer that stays in cache) instead of writing
+/// it whole and reading it back. Any range of `src`'s length; the same bytes at every level.
+pub fn unshuffle_range(src: &[u8], width: usize, start: usize, out: &mut [u8]) {
+    let end = start + out.len();
+    assert!(end <= src.len(), "unshuffle_range: bytes {start}..{end} of {}", src.len());
+    if width <= 1 {
+        out.copy_from_slice(&src[start..end]);
+        return;
+    }
+    let n = src.len() / width;
+    let whole = n * width;
+    // Byte `pos` of the output, one at a time: for a range that starts or ends inside an element, and the
+    // ragged tail (stored as it is).
+    let byte = |pos: usize| if pos < whole { src[(pos % width) * n + pos / width] } else { src[pos] };
+    let head = (start.next_multiple_of(width) - start).min(out.len());
+    for (k, o) in out[..head].iter_mut().enumerate() {
+        *o = byte(start + k);
+    }
+    let first = start + head;
+    let count = end.min(whole).saturating_sub(first) / width;
+    let (elements, rest) = out[head..].split_at_mut(count * width);
+    if count > 0 {
+        interleave(src, n, width, first / width, elements);
+    }
+    let from = first + count * width;
+    for (k, o) in rest.iter_mut().enumerate() {
+        *o = byte(from + k);
+    }
+}
+
+/// Elements `first..first + out.len() / width` of the `width` planes of `n` bytes at the start of `src`,
+/// interleaved into `out`.
+fn interleave(src: &[u8], n: usize, width: usize, first: usize, out: &mut [u8]) {
+    let count = out.len() / width;
+    let plane = |b: usize| &src[b * n + first..b * n + first + count];
     let done = match width {
-        2 => {
-            let (p0, p1) = planes.split_at(n);
-            ungroups2(p0, p1, out)
-        }
-        4 => {
-            let (p0, rest) = planes.split_at(n);
-            let (p1, rest) = rest.split_at(n);
-            let (p2, p3) = rest.split_at(n);
-            ungroups4([p0, p1, p2, p3], out)
-        }
+        2 => ungroups2(plane(0), plane(1), out),
+        4 => ungroups4([plane(0), plane(1), plane(2), plane(3)], out),
         _ => 0,
     };
     for b in 0..width {
-        let plane = &planes[b * n + done..(b + 1) * n];
-        for (i, &v) in plane.iter().enumerate() {
+        for (i, &v) in plane(b)[done..].iter().enumerate() {
             out[(done + i) * width + b] = v;
         }
     }
-    dst[n * width..len].copy_from_slice(&src[n * width..len]);
 }
 
 /// The whole groups of the width-2 unshuffle (planes `p0`, `p1` of equal length into `out`); returns the
@@ -497,6 +526,32 @@ mod tests {
                     let mut back = vec![0xA5u8; len];
                     simd::with_ceiling(level, || unshuffle(&want, width, &mut back));
                     assert_eq!(back, src, "unshuffle width {width} len {len} {level:?}");
+                }
+            }
+        }
+    }
+
+    /// A tensor unshuffled in blocks of any size (element-aligned or not, ragged tail included) is the
+    /// whole unshuffle, at every level.
+    #[test]
+    fn ranges_are_the_whole_unshuffle_in_pieces() {
+        for width in [1usize, 2, 3, 4, 8] {
+            for len in [0usize, 5, 33, 64 * width + 5, 1000 * width + 3] {
+                let src: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+                let mut want = vec![0u8; len];
+                unshuffle(&src, width, &mut want);
+                for level in simd::available() {
+                    for piece in [1usize, 3, 16 * width, 100 * width + 1, 4096] {
+                        let mut got = Vec::new();
+                        let mut start = 0;
+                        while start < len {
+                            let mut out = vec![0xA5u8; piece.min(len - start)];
+                            simd::with_ceiling(level, || unshuffle_range(&src, width, start, &mut out));
+                            got.extend_from_slice(&out);
+                            start += out.len();
+                        }
+                        assert_eq!(got, want, "width {width} len {len} piece {piece} {level:?}");
+                    }
                 }
             }
         }

@@ -45,9 +45,8 @@ pub fn host_bytes_borrowed<'a>(tensor: &DeviceTensor<'a>) -> Result<Option<HostB
             ),
         ));
     };
-    let format = Format::from_code(tensor.format);
     let shape = host_shape(tensor.format, tensor.device_shape, tensor.original_shape);
-    if format.is_identity() || !layout::host_shape_is_usable(tensor.original_shape) {
+    if device_order_is_host_order(tensor.format, tensor.original_shape) {
         return Ok(Some((Cow::Borrowed(tensor.bytes), shape)));
     }
     let bytes = match width {
@@ -61,6 +60,13 @@ pub fn host_bytes_borrowed<'a>(tensor: &DeviceTensor<'a>) -> Result<Option<HostB
         }
     };
     Ok(Some((Cow::Owned(bytes), shape)))
+}
+
+/// Whether a tensor of device format `format` (a CANN code) and host shape `original_shape` holds its
+/// elements in host order, so that [`host_bytes_borrowed`] lends its bytes as they are (byte counts
+/// permitting): an identity format, or no usable host shape to lay them out by.
+pub fn device_order_is_host_order(format: i32, original_shape: &[u64]) -> bool {
+    Format::from_code(format).is_identity() || !layout::host_shape_is_usable(original_shape)
 }
 
 /// Undoes the device format on `W`-byte elements.
