@@ -338,8 +338,16 @@ fn sums_kernel(values: &[f32]) -> Sums {
     (sum, sumsq, abs_sum)
 }
 
-crate::multiversion!(#[inline(never)] fn extremes(values: &[f32], limit: f32) -> Extremes = extremes_kernel);
-crate::multiversion!(#[inline(never)] fn sums(values: &[f32]) -> Sums = sums_kernel);
+// Both up to AVX2. In the AVX-512 build the compiler packs the 8 f32 lanes of min and max into one zmm
+// register and merges the two compare masks for every group of 8 values (kunpckbw, vinsertf64x4,
+// vextractf64x4): a dependency chain that made `stats_and_hash` of fp16 run at 2.95 GB/s against the AVX2
+// build's 4.7-4.9 (one core of the development VM's EPYC; `sums` alone: 3% slower at AVX-512). The AVX2
+// build is tested bit-identical to the portable one like every other
+// (`every_build_forms_the_same_block_partials`).
+crate::multiversion!(
+    #[inline(never)] fn extremes(values: &[f32], limit: f32) -> Extremes = extremes_kernel, up_to Avx2
+);
+crate::multiversion!(#[inline(never)] fn sums(values: &[f32]) -> Sums = sums_kernel, up_to Avx2);
 
 impl StatsAccumulator {
     /// An empty accumulator; `saturation_limit` is the magnitude counted by `at_saturation` (None: never).
