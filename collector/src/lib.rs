@@ -11,7 +11,8 @@
 //!   [`finish`]: the end of a capture. [`hooks`]: reentry guard; exit, fork and SIGTERM hooks.
 //! - [`callback`]: the hot path. [`pool`]: the slots. [`routing`]: which writer gets a file.
 //!   [`pipeline`]: the shared state, and the process's current pipeline.
-//! - [`reassembly`], [`writer`]: files back together, then records. [`manifest`]: `manifest.json`.
+//! - [`reassembly`], [`writer`]: files back together (in statistics mode [`streamed`]: statistics as the
+//!   chunks arrive), then records. [`manifest`]: `manifest.json`.
 //! - [`hccl`]: the HCCL calls, recorded as collective records; [`dlsym`]: how lookups through a library
 //!   handle reach them and the ACL hooks.
 //! - [`steps`]: steps in eager mode (`accutrace_step_end()`, `ACCUTRACE_STEP_MARKER`); [`step_state`]: the
@@ -40,6 +41,7 @@ pub mod settings;
 pub mod signals;
 pub mod step_state;
 pub mod steps;
+pub mod streamed;
 pub mod writer;
 
 /// Logs one line to stderr, prefixed `accutrace:`. Never fails, never panics, and never raises SIGPIPE in

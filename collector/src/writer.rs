@@ -22,6 +22,7 @@ use crate::config::{Mode, PanicPoint};
 use crate::counters::add;
 use crate::pipeline::{Msg, Pipeline, BUSY_NAP, BUSY_WINDOW, SPIN};
 use crate::reassembly::{Done, Reassembler};
+use crate::streamed::{Streamed, Summary};
 use accutrace_formats::capture::{
     Appended, DataEncoder, EncodedData, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource,
     TensorMeta,
@@ -50,7 +51,7 @@ pub struct Scratch {
 pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
     let waker = &p.wakers[index];
     waker.register();
-    let mut r = Reassembler::new();
+    let mut r = Reassembler::with_histogram(p.cfg.histogram);
     let mut scratch = Scratch::default();
     let mut last_manifest = Instant::now();
     let mut last_msg = Instant::now();
@@ -95,13 +96,15 @@ pub fn run(p: &'static Pipeline, rx: Receiver<Msg>, index: usize) {
                 if r.is_whole_file(name, hash, offset, last) {
                     // A file in one chunk (most tensors are small) is recorded from its slot: no copy.
                     add(&p.counters.files, 1);
-                    record(p, &mut scratch, name, data);
+                    record(p, &mut scratch, name, Content::Bytes(data));
                     p.pool.give_back(slot);
                     if chunk_end {
                         add(&p.counters.chunks_written, 1);
                     }
                 } else {
-                    let done = r.push(name, hash, offset, data, last);
+                    // Statistics mode keeps no tensor bytes: a tensor file's statistics are computed as its
+                    // chunks arrive (`streamed`), the file is never put back together.
+                    let done = r.push_file(name, hash, offset, data, last, |name| streams(p, name));
                     p.pool.give_back(slot);
                     if chunk_end {
                         add(&p.counters.chunks_written, 1);
@@ -171,20 +174,55 @@ fn handle(p: &Pipeline, r: &mut Reassembler, scratch: &mut Scratch, done: Done) 
     match done {
         Done::Incomplete { .. } => add(&p.counters.files_incomplete, 1),
         Done::Complete { name, bytes } => {
-            record(p, scratch, &name, &bytes);
+            record(p, scratch, &name, Content::Bytes(&bytes));
             r.recycle(bytes);
         }
+        Done::Streamed { name, file } => record(p, scratch, &name, Content::Streamed(file)),
+        Done::Unparsed { name, error } => record(p, scratch, &name, Content::Unparsed(error)),
     }
+}
+
+/// A finished file as the writer gets it.
+enum Content<'a> {
+    /// Its bytes.
+    Bytes(&'a [u8]),
+    /// Its header and the statistics of its tensors, computed as its chunks arrived (statistics mode).
+    Streamed(Box<Streamed>),
+    /// A streamed file that is not what its header declares.
+    Unparsed(accutrace_formats::FormatError),
+}
+
+/// Whether the file `name` (its would-be path) is streamed: a tensor dump in statistics mode. What it
+/// decides by is what [`record_file`] decides the kind of a file by.
+fn streams(p: &Pipeline, name: &[u8]) -> bool {
+    p.cfg.mode == Mode::Stats && {
+        let path = String::from_utf8_lossy(name);
+        let base = path.rsplit('/').next().unwrap_or(&path);
+        file_kind(base) == Some(FileKind::Tensor)
+    }
+}
+
+/// The kind of a dump file by its name (a mapping file is no kind: `None`).
+fn file_kind(base: &str) -> Option<FileKind> {
+    if base == dump::mapping::MAPPING_FILE {
+        return None;
+    }
+    Some(match dump::parse_file_name(base) {
+        Ok(n) => n.kind,
+        Err(_) if base.ends_with(".csv") => FileKind::StatsCsv,
+        // A long name replaced by a number (its mapping.csv comes later): judge by the content.
+        Err(_) => FileKind::Tensor,
+    })
 }
 
 /// Records one complete file; a write failure (a full disk, a file size limit) or a panic disables the
 /// collector, and the file counts as lost.
-fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], bytes: &[u8]) {
+fn record(p: &Pipeline, scratch: &mut Scratch, name: &[u8], content: Content<'_>) {
     if p.is_disabled() {
         add(&p.counters.files_lost, 1);
         return;
     }
-    let why = match catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, name, bytes))) {
+    let why = match catch_unwind(AssertUnwindSafe(|| record_file(p, scratch, name, content))) {
         Ok(Ok(())) => return,
         Ok(Err(e)) => format!("cannot write the capture: {e}"),
         Err(_) => "a writer thread panicked".to_string(),
@@ -213,7 +251,7 @@ fn record_file(
     p: &Pipeline,
     scratch: &mut Scratch,
     name: &[u8],
-    bytes: &[u8],
+    content: Content<'_>,
 ) -> accutrace_formats::Result<()> {
     if p.cfg.test_panic == Some(PanicPoint::Writer) {
         panic!("ACCUTRACE_TEST_PANIC=writer");
@@ -221,18 +259,25 @@ fn record_file(
     let path = String::from_utf8_lossy(name);
     let base = path.rsplit('/').next().unwrap_or(&path).to_string();
     let (step, step_source) = step_from_path(&path);
-    if base == dump::mapping::MAPPING_FILE {
+    let Some(kind) = file_kind(&base) else {
         add(&p.counters.files_mapping, 1);
         return Ok(());
-    }
-    let parsed = dump::parse_file_name(&base).ok();
-    let kind = match &parsed {
-        Some(n) => n.kind,
-        None if base.ends_with(".csv") => FileKind::StatsCsv,
-        // A long name replaced by a number (its mapping.csv comes later): judge by the content.
-        None => FileKind::Tensor,
     };
+    let parsed = dump::parse_file_name(&base).ok();
     let c = &p.counters;
+    // Only tensor files are streamed (`streams`); the other kinds always come as bytes.
+    let bytes = match (&content, kind) {
+        (Content::Bytes(bytes), _) => *bytes,
+        (Content::Unparsed(e), _) => {
+            unparsed(p, &path, e);
+            return Ok(());
+        }
+        (Content::Streamed(_), FileKind::Tensor) => &[],
+        (Content::Streamed(_), _) => {
+            unparsed(p, &path, &"a streamed file that is not a tensor dump");
+            return Ok(());
+        }
+    };
     match kind {
         FileKind::StatsCsv => {
             let rec = StatsCsv { step, dump_file: base, csv: bytes.to_vec() };
@@ -254,12 +299,27 @@ fn record_file(
             count(p, r, &c.overflow_records);
         }
         FileKind::Tensor => {
-            let file = match dump::parse_dump(bytes) {
-                Ok(f) => f,
-                Err(e) => {
-                    unparsed(p, &path, &e);
-                    return Ok(());
+            // A streamed file brings its header and its tensors' statistics; the others are parsed here.
+            let (file, mut summaries) = match content {
+                Content::Streamed(s) => {
+                    let Streamed { header: h, summaries } = *s;
+                    let file = dump::DumpFile {
+                        layout: dump::DumpLayout::Binary,
+                        header: h.header,
+                        inputs: h.inputs,
+                        outputs: h.outputs,
+                        buffers: Vec::new(),
+                        workspaces: Vec::new(),
+                    };
+                    (file, Some(summaries.into_iter()))
                 }
+                _ => match dump::parse_dump(bytes) {
+                    Ok(f) => (f, None),
+                    Err(e) => {
+                        unparsed(p, &path, &e);
+                        return Ok(());
+                    }
+                },
             };
             let (task_id, stream_id, timestamp_us) = ids(parsed.as_ref(), file.header.dump_time);
             let mut original_names: Vec<String> = Vec::new();
@@ -307,7 +367,7 @@ fn record_file(
             let in_place = with_data && p.cfg.writers == 1;
             let mut tensors: Vec<(TensorMeta, Described, Option<EncodedData>)> = Vec::new();
             for t in file.inputs.iter().chain(&file.outputs) {
-                let (meta, described) = describe(p, t);
+                let (meta, described) = describe(p, t, summaries.as_mut().and_then(Iterator::next));
                 let data = if with_data && !in_place {
                     let buf = scratch.buffers.pop().unwrap_or_default();
                     Some(scratch.encoder.encode(t.bytes, t.dtype, p.cfg.zstd_level, buf)?)
@@ -351,9 +411,12 @@ struct Described {
     hash: u64,
 }
 
-/// A tensor's metadata, statistics, histogram and content hash (one pass over its bytes).
-fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>) -> (TensorMeta, Described) {
-    let (values, hash) = if p.cfg.histogram {
+/// A tensor's metadata, statistics, histogram and content hash: those `summary` holds (a streamed file's),
+/// else those of one pass over its bytes.
+fn describe(p: &Pipeline, t: &dump::DumpTensor<'_>, summary: Option<Summary>) -> (TensorMeta, Described) {
+    let (values, hash) = if let Some(s) = summary {
+        (s.stats, s.hash)
+    } else if p.cfg.histogram {
         let (found, hash) = stats_hash_and_histogram(t.dtype, t.bytes);
         (found.map(|(s, h)| (s, Some(h))), hash)
     } else {

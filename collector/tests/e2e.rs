@@ -122,6 +122,27 @@ fn stats_mode_keeps_hashes_and_statistics_only_and_training_is_unchanged() {
         assert_eq!(format!("{:?}", c.stats), format!("{stats:?}"));
         assert_eq!(c.histogram.as_ref(), Some(&hist), "{} {}", c.op_name, c.index);
     }
+
+    // Files in many small chunks of an odd size (cuts inside the length field, the header and elements)
+    // are streamed, never put back together: every record as from whole files, with and without histograms.
+    let key = |c: &Captured| (c.step, c.dump_file.clone(), c.input, c.index);
+    let show = |c: &Captured| {
+        format!("{} {:?} {} {:?} {:?}", c.op_name, c.device_shape, c.hash, c.stats, c.histogram)
+    };
+    for (dir, reference, extra) in [
+        ("chunked", &caps, vec![("SIM_ACL_CHUNK_SIZE", "333")]),
+        ("chunked-hist", &with, vec![("SIM_ACL_CHUNK_SIZE", "333"), ("ACCUTRACE_HISTOGRAM", "1")]),
+    ] {
+        let run = s.path(dir);
+        let out = s.run(2, None, true, &collector_env(&run, &extra));
+        assert_ok(&out);
+        assert_eq!(stdout(&out), stdout(&plain), "training output changed");
+        let got: std::collections::BTreeMap<_, _> =
+            captured(&run).iter().map(|c| (key(c), show(c))).collect();
+        let want: std::collections::BTreeMap<_, _> = reference.iter().map(|c| (key(c), show(c))).collect();
+        assert_eq!(got.len(), reference.len(), "{dir}: one record per tensor");
+        assert_eq!(got, want, "{dir}");
+    }
 }
 
 #[test]

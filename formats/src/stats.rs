@@ -121,23 +121,49 @@ impl TensorStats {
         mut hist: Option<&mut HistogramAccumulator>,
         mut visit: impl FnMut(&[u8]),
     ) -> Result<TensorStats> {
+        let plan = ChunkPlan::of(dtype)?;
+        plan.check_whole(dtype, bytes.len() as u64)?;
+        let elements = plan.elements(bytes.len() as u64);
+        let mut acc = StatsAccumulator::new(dtype.saturation_limit());
+        let mut left = elements;
+        // One reused stack buffer per lane type (8 KiB / 16 KiB: stays in L1 next to the chunk's bytes).
+        let mut buf32 = [0f32; CHUNK];
+        let mut buf64 = [0f64; CHUNK];
+        for chunk in bytes.chunks(plan.chunk_bytes) {
+            let n = left.min(plan.per_chunk);
+            left -= n;
+            visit(chunk);
+            plan.push(dtype, chunk, n, &mut acc, hist.as_deref_mut(), &mut buf32, &mut buf64)?;
+        }
+        Ok(acc.finish())
+    }
+}
+
+/// How [`TensorStats::of_bytes`] cuts a tensor's bytes into chunks of [`CHUNK`] values (the last one
+/// shorter) and decodes each: shared by the whole-tensor pass and [`StatsStream`], so that both push the
+/// same chunks and get the same bits.
+#[derive(Clone, Copy, Debug)]
+struct ChunkPlan {
+    bits: u32,
+    lanes: usize,
+    /// Elements per chunk.
+    per_chunk: u64,
+    /// Bytes per chunk (`per_chunk` elements).
+    chunk_bytes: usize,
+    /// 32/64-bit integers and fp64 go through f64 lanes (f32 would round `i32::MAX` off its limit).
+    wide: bool,
+}
+
+impl ChunkPlan {
+    fn of(dtype: DType) -> Result<ChunkPlan> {
         let bits = dtype
             .bits()
             .filter(|_| dtype.is_decodable())
             .ok_or_else(|| FormatError::whole(format!("no statistics for dtype {dtype}")))?;
-        let elements = bytes.len() as u64 * 8 / u64::from(bits);
-        let whole = dtype.byte_size(elements).unwrap_or(0);
-        if whole != bytes.len() as u64 {
-            return Err(FormatError::at(
-                whole,
-                format!("{} bytes are not a whole number of {dtype} elements", bytes.len()),
-            ));
-        }
         let lanes = tensor::lanes_per_element(dtype);
         // CHUNK is a multiple of 8, so chunks of sub-byte types start on byte boundaries.
         let per_chunk = (CHUNK / lanes) as u64;
         let chunk_bytes = dtype.byte_size(per_chunk).unwrap_or(1).max(1) as usize;
-        let mut acc = StatsAccumulator::new(dtype.saturation_limit());
         let wide = matches!(
             dtype,
             DType::DOUBLE
@@ -148,29 +174,212 @@ impl TensorStats {
                 | DType::INT64
                 | DType::UINT64
         );
-        let mut left = elements;
-        // One reused stack buffer per lane type (8 KiB / 16 KiB: stays in L1 next to the chunk's bytes).
-        let mut buf32 = [0f32; CHUNK];
-        let mut buf64 = [0f64; CHUNK];
-        for chunk in bytes.chunks(chunk_bytes) {
-            let n = (left.min(per_chunk) as usize) * lanes;
-            left -= left.min(per_chunk);
-            visit(chunk);
-            if wide {
-                tensor::decode_f64_into(dtype, chunk, &mut buf64[..n])?;
-                acc.push_f64(&buf64[..n]);
-                if let Some(h) = hist.as_deref_mut() {
-                    h.push_f64(&buf64[..n]);
-                }
-            } else {
-                tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
-                acc.push_f32(&buf32[..n]);
-                if let Some(h) = hist.as_deref_mut() {
-                    h.push_f32(&buf32[..n]);
-                }
+        Ok(ChunkPlan { bits, lanes, per_chunk, chunk_bytes, wide })
+    }
+
+    /// Elements in `len` bytes (a packed int4 tensor of odd length counts its padding nibble).
+    fn elements(&self, len: u64) -> u64 {
+        len * 8 / u64::from(self.bits)
+    }
+
+    /// An error unless `len` bytes make whole elements.
+    fn check_whole(&self, dtype: DType, len: u64) -> Result<()> {
+        let whole = dtype.byte_size(self.elements(len)).unwrap_or(0);
+        if whole != len {
+            return Err(FormatError::at(
+                whole,
+                format!("{len} bytes are not a whole number of {dtype} elements"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decodes the `elements` elements of `chunk` into the accumulator (and the histogram).
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &self,
+        dtype: DType,
+        chunk: &[u8],
+        elements: u64,
+        acc: &mut StatsAccumulator,
+        hist: Option<&mut HistogramAccumulator>,
+        buf32: &mut [f32; CHUNK],
+        buf64: &mut [f64; CHUNK],
+    ) -> Result<()> {
+        let n = elements as usize * self.lanes;
+        if self.wide {
+            tensor::decode_f64_into(dtype, chunk, &mut buf64[..n])?;
+            acc.push_f64(&buf64[..n]);
+            if let Some(h) = hist {
+                h.push_f64(&buf64[..n]);
+            }
+        } else {
+            tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
+            acc.push_f32(&buf32[..n]);
+            if let Some(h) = hist {
+                h.push_f32(&buf32[..n]);
             }
         }
-        Ok(acc.finish())
+        Ok(())
+    }
+}
+
+/// [`stats_and_hash`] (and [`stats_hash_and_histogram`]) of a tensor whose bytes come in pieces: feed them
+/// in order with [`update`](Self::update), in pieces of any size (a piece may end inside an element), then
+/// [`finish`](Self::finish). The results are bit for bit those of the whole-tensor functions on the
+/// concatenated bytes: the stream carries partial chunks over to the next piece and decodes exactly the
+/// chunks of [`CHUNK`] values the whole-tensor pass decodes, and XXH3's streaming digest equals its one-shot
+/// hash. A piece is decoded where it lies; only a chunk split across pieces is copied (into a buffer of one
+/// chunk). [`reset`](Self::reset) reuses the stream's buffers for the next tensor.
+pub struct StatsStream {
+    dtype: DType,
+    /// `Err` for a dtype without statistics (the hash is still computed).
+    plan: Result<ChunkPlan>,
+    hasher: xxhash_rust::xxh3::Xxh3,
+    acc: StatsAccumulator,
+    hist: Option<HistogramAccumulator>,
+    /// Bytes of the chunk in progress (fewer than a chunk).
+    carry: Vec<u8>,
+    /// Bytes seen.
+    len: u64,
+    /// The first decoding error, after which nothing more is decoded.
+    failed: Option<FormatError>,
+    buf32: Box<[f32; CHUNK]>,
+    buf64: Box<[f64; CHUNK]>,
+}
+
+impl StatsStream {
+    /// A stream for a tensor of `dtype`; with `histogram`,
+    /// [`finish_with_histogram`](Self::finish_with_histogram) also gives its histogram.
+    pub fn new(dtype: DType, histogram: bool) -> StatsStream {
+        StatsStream {
+            dtype,
+            plan: ChunkPlan::of(dtype),
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            acc: StatsAccumulator::new(dtype.saturation_limit()),
+            hist: histogram.then(HistogramAccumulator::new),
+            carry: Vec::new(),
+            len: 0,
+            failed: None,
+            buf32: Box::new([0.0; CHUNK]),
+            buf64: Box::new([0.0; CHUNK]),
+        }
+    }
+
+    /// Starts over for a new tensor, keeping the buffers.
+    pub fn reset(&mut self, dtype: DType, histogram: bool) {
+        self.dtype = dtype;
+        self.plan = ChunkPlan::of(dtype);
+        self.hasher.reset();
+        self.acc = StatsAccumulator::new(dtype.saturation_limit());
+        self.hist = histogram.then(HistogramAccumulator::new);
+        self.carry.clear();
+        self.len = 0;
+        self.failed = None;
+    }
+
+    /// Bytes fed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was fed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Feeds the tensor's next bytes.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.len += bytes.len() as u64;
+        let plan = match &self.plan {
+            Ok(plan) if self.failed.is_none() => *plan,
+            _ => return,
+        };
+        if !self.carry.is_empty() {
+            let take = (plan.chunk_bytes - self.carry.len()).min(bytes.len());
+            self.carry.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.carry.len() < plan.chunk_bytes {
+                return;
+            }
+            let carry = std::mem::take(&mut self.carry);
+            self.push_full(&plan, &carry);
+            self.carry = carry;
+            self.carry.clear();
+        }
+        let mut chunks = bytes.chunks_exact(plan.chunk_bytes);
+        for chunk in &mut chunks {
+            self.push_full(&plan, chunk);
+        }
+        self.carry.extend_from_slice(chunks.remainder());
+    }
+
+    fn push_full(&mut self, plan: &ChunkPlan, chunk: &[u8]) {
+        if self.failed.is_some() {
+            return;
+        }
+        let pushed = plan.push(
+            self.dtype,
+            chunk,
+            plan.per_chunk,
+            &mut self.acc,
+            self.hist.as_mut(),
+            &mut self.buf32,
+            &mut self.buf64,
+        );
+        if let Err(e) = pushed {
+            self.failed = Some(e);
+        }
+    }
+
+    /// What [`stats_and_hash`] gives for the bytes fed.
+    pub fn finish(&mut self) -> (Result<TensorStats>, u64) {
+        let (stats, hash) = self.finish_all();
+        (stats.map(|(s, _)| s), hash)
+    }
+
+    /// What [`stats_hash_and_histogram`] gives for the bytes fed (a stream made without `histogram` gives
+    /// an empty histogram).
+    pub fn finish_with_histogram(&mut self) -> (Result<(TensorStats, Histogram)>, u64) {
+        self.finish_all()
+    }
+
+    fn finish_all(&mut self) -> (Result<(TensorStats, Histogram)>, u64) {
+        let hash = self.hasher.digest();
+        let plan = match &self.plan {
+            Ok(plan) => *plan,
+            Err(e) => return (Err(e.clone()), hash),
+        };
+        // The whole-tensor pass refuses ragged bytes before decoding anything.
+        if let Err(e) = plan.check_whole(self.dtype, self.len) {
+            return (Err(e), hash);
+        }
+        if let Some(e) = &self.failed {
+            return (Err(e.clone()), hash);
+        }
+        if !self.carry.is_empty() {
+            // The last chunk: the elements of the bytes left (fewer than a chunk's).
+            let elements = plan.elements(self.carry.len() as u64);
+            let carry = std::mem::take(&mut self.carry);
+            let pushed = plan.push(
+                self.dtype,
+                &carry,
+                elements,
+                &mut self.acc,
+                self.hist.as_mut(),
+                &mut self.buf32,
+                &mut self.buf64,
+            );
+            self.carry = carry;
+            self.carry.clear();
+            if let Err(e) = pushed {
+                self.failed = Some(e.clone());
+                return (Err(e), hash);
+            }
+        }
+        let hist = self.hist.as_ref().map(HistogramAccumulator::finish).unwrap_or_default();
+        (Ok((self.acc.finish(), hist)), hash)
     }
 }
 
@@ -789,6 +998,126 @@ mod tests {
             let mut acc = HistogramAccumulator::new();
             acc.push_f64(&values);
             assert_eq!(hist, acc.finish(), "{dtype}");
+        }
+    }
+
+    /// Feeds `bytes` to a stream cut at `cuts` (positions, any order, clamped) and checks every result bit
+    /// for bit against the whole-tensor functions.
+    fn stream_equals_whole(stream: &mut StatsStream, dtype: DType, bytes: &[u8], cuts: &[usize], hist: bool) {
+        let mut cuts: Vec<usize> = cuts.iter().map(|&c| c.min(bytes.len())).collect();
+        cuts.sort_unstable();
+        stream.reset(dtype, hist);
+        let mut at = 0;
+        for c in cuts.into_iter().chain([bytes.len()]) {
+            stream.update(&bytes[at..c]);
+            at = c;
+        }
+        assert_eq!(stream.len(), bytes.len() as u64);
+        let show = |r: &Result<(TensorStats, Histogram)>| match r {
+            // Debug of f64 prints the shortest string that round-trips: equal strings, equal bits.
+            Ok((s, h)) => format!("{s:?} {h:?}"),
+            Err(e) => format!("error {e}"),
+        };
+        let (got, got_hash) = stream.finish_with_histogram();
+        if hist {
+            let (want, want_hash) = stats_hash_and_histogram(dtype, bytes);
+            assert_eq!((show(&got), got_hash), (show(&want), want_hash), "{dtype}, {} bytes", bytes.len());
+        } else {
+            let (want, want_hash) = stats_and_hash(dtype, bytes);
+            let want = want.map(|s| (s, Histogram::default()));
+            assert_eq!((show(&got), got_hash), (show(&want), want_hash), "{dtype}, {} bytes", bytes.len());
+        }
+        assert_eq!(got_hash, content_hash(bytes), "the hash the reader checks");
+    }
+
+    /// Values that exercise every path: normal values, zeros, saturated values and, in some chunks, NaN and
+    /// infinities (as raw bytes of each dtype).
+    fn varied_bytes(dtype: DType, len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 600.0;
+            let v = match x % 4001 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                3..=40 => 0.0,
+                41..=60 => 65504.0,
+                _ => v,
+            };
+            match dtype {
+                DType::FLOAT16 => out.extend(f16::from_f64(v).to_bits().to_le_bytes()),
+                DType::BF16 => out.extend(half::bf16::from_f64(v).to_bits().to_le_bytes()),
+                DType::FLOAT => out.extend((v as f32).to_le_bytes()),
+                DType::DOUBLE => out.extend(v.to_le_bytes()),
+                _ => out.extend(x.to_le_bytes()),
+            }
+        }
+        out.truncate(len);
+        out
+    }
+
+    // The stream has no unsafe code of its own; these tests push megabytes, too slow under Miri.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_stream_equals_the_whole_pass_at_chunk_edges() {
+        // Splits at, just before and just after the decoder's chunks, inside elements, in pieces of 7 and 11.
+        let mut stream = StatsStream::new(DType::FLOAT16, false);
+        for dtype in [DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT8, DType::INT4] {
+            let size = dtype.byte_size(CHUNK as u64).unwrap() as usize;
+            for len in [0, 1, 3, size - 1, size, size + 1, 3 * size + 5, 3 * size + 6] {
+                let bytes = varied_bytes(dtype, len, len as u64);
+                for cuts in
+                    [vec![], vec![0], vec![1], vec![size - 1], vec![size, size + 1], vec![len / 2, len / 3]]
+                {
+                    for hist in [false, true] {
+                        stream_equals_whole(&mut stream, dtype, &bytes, &cuts, hist);
+                    }
+                }
+                if len < 3 * size {
+                    let every: Vec<usize> = (0..len).step_by(7).chain((0..len).step_by(11)).collect();
+                    stream_equals_whole(&mut stream, dtype, &bytes, &every, true);
+                }
+            }
+        }
+        // A dtype without statistics still hashes; ragged bytes give the whole pass's error.
+        stream_equals_whole(&mut stream, DType::STRING, b"abcdef", &[2], false);
+        stream_equals_whole(&mut stream, DType::FLOAT, &[1; 4099], &[4096, 4098], false);
+        stream_equals_whole(&mut stream, DType::COMPLEX64, &[0; 8 * CHUNK + 12], &[5, 8 * CHUNK], false);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_stream_equals_the_whole_pass_at_every_simd_level() {
+        let bytes = varied_bytes(DType::FLOAT16, 5 * 4096 + 6, 7);
+        let mut stream = StatsStream::new(DType::FLOAT16, false);
+        for level in crate::simd::available() {
+            crate::simd::with_ceiling(level, || {
+                stream_equals_whole(&mut stream, DType::FLOAT16, &bytes, &[1, 4095, 4097, 9999], false);
+            });
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        #[cfg_attr(miri, ignore)]
+        fn a_stream_split_anywhere_equals_the_whole_pass(
+            which in 0usize..8,
+            len in 0usize..20_000,
+            seed in proptest::prelude::any::<u64>(),
+            cuts in proptest::collection::vec(0usize..20_000, 0..12),
+            hist in proptest::prelude::any::<bool>(),
+        ) {
+            let dtype = [
+                DType::FLOAT16, DType::BF16, DType::FLOAT, DType::DOUBLE, DType::INT8, DType::INT32,
+                DType::INT4, DType::COMPLEX64,
+            ][which];
+            let bytes = varied_bytes(dtype, len, seed);
+            let mut stream = StatsStream::new(dtype, hist);
+            stream_equals_whole(&mut stream, dtype, &bytes, &cuts, hist);
         }
     }
 

@@ -338,3 +338,53 @@ proptest! {
         }
     }
 }
+
+/// `DumpTensor`s without their bytes, as `BinaryHeader` lists them.
+fn without_bytes<'a>(
+    tensors: &[accutrace_formats::dump::DumpTensor<'a>],
+) -> Vec<accutrace_formats::dump::DumpTensor<'a>> {
+    tensors.iter().map(|t| accutrace_formats::dump::DumpTensor { bytes: &[], ..t.clone() }).collect()
+}
+
+#[test]
+fn a_binary_header_from_the_first_bytes_is_what_parse_dump_reads() {
+    use accutrace_formats::dump::BinaryHeader;
+    let bytes = sample_file();
+    let header_end = 8 + header_len(&bytes) as usize;
+    let file = parse_dump(&bytes).unwrap();
+    for n in 0..=bytes.len() {
+        let got = BinaryHeader::parse(&bytes[..n]).unwrap();
+        if n < header_end {
+            assert_eq!(got, None, "{n} bytes hold no whole header");
+            continue;
+        }
+        let h = got.unwrap_or_else(|| panic!("{n} bytes hold the header"));
+        assert_eq!(h.header, file.header);
+        assert_eq!(h.file_len, bytes.len() as u64);
+        assert_eq!(h.inputs, without_bytes(&file.inputs));
+        assert_eq!(h.outputs, without_bytes(&file.outputs));
+        for t in file.inputs.iter().chain(&file.outputs) {
+            assert_eq!(h.size(t), t.bytes.len() as u64);
+            assert_eq!(&bytes[t.offset as usize..][..t.bytes.len()], t.bytes);
+        }
+    }
+    // An old-layout file is never taken for a binary header (its first 8 bytes announce more than the file
+    // holds, or what they announce does not decode): the caller keeps or reassembles it whole.
+    let old_header = DumpData { version: String::new(), ..sample_header() };
+    let legacy = encode_legacy_dump(&old_header, &[IN0, IN1], &[OUT0], &[BUF0], &[WS0]).unwrap();
+    assert!(!matches!(BinaryHeader::parse(&legacy), Ok(Some(_))));
+    assert_eq!(parse_dump(&legacy).unwrap().layout, DumpLayout::Legacy);
+    // A header that does not decode, and one with inline data, are refused like parse_dump refuses them.
+    let mut bad = bytes[..header_end].to_vec();
+    bad[8] = 0xFF;
+    bad[9] = 0xFF;
+    assert!(BinaryHeader::parse(&bad).is_err());
+    let mut inline = sample_header();
+    inline.input[0].data = vec![1, 2];
+    assert!(BinaryHeader::parse(&raw_binary(&inline, &[])).is_err());
+    // Sizes that overflow 64 bits are refused, not wrapped.
+    let mut huge = sample_header();
+    huge.input[0].size = u64::MAX;
+    huge.output[0].size = 2;
+    assert!(BinaryHeader::parse(&raw_binary(&huge, &[])).is_err());
+}

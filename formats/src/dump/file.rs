@@ -188,15 +188,7 @@ fn parse_binary(bytes: &[u8]) -> Result<DumpFile<'_>> {
         return Err(FormatError::at(0, problem));
     }
     let header_end = 8 + header_len as usize;
-    let mut header = DumpData::decode(&bytes[8..header_end])
-        .map_err(|e| FormatError::at(8, format!("malformed DumpData header ({header_len} bytes): {e}")))?;
-
-    let sizes = declared_sizes(&header)?;
-    let total = sizes.iter().try_fold(0u64, |sum, &(kind, i, size)| {
-        sum.checked_add(size).ok_or_else(|| {
-            FormatError::at(8, format!("tensor sizes overflow a 64-bit sum at {kind}[{i}] (size {size})"))
-        })
-    })?;
+    let (mut header, sizes, total) = decode_header(&bytes[8..header_end])?;
     let follow = after_len - header_len;
     if total != follow {
         return Err(FormatError::at(
@@ -237,6 +229,86 @@ fn parse_binary(bytes: &[u8]) -> Result<DumpFile<'_>> {
     }
     clear_data(&mut header);
     Ok(DumpFile { layout: DumpLayout::Binary, header, inputs, outputs, buffers, workspaces })
+}
+
+/// The `DumpData` header of a binary-layout file (the bytes after the length field), every declared
+/// (kind, index, size) in file order, and the sum of the sizes.
+#[allow(clippy::type_complexity)]
+fn decode_header(bytes: &[u8]) -> Result<(DumpData, Vec<(&'static str, usize, u64)>, u64)> {
+    let header_len = bytes.len();
+    let header = DumpData::decode(bytes)
+        .map_err(|e| FormatError::at(8, format!("malformed DumpData header ({header_len} bytes): {e}")))?;
+    let sizes = declared_sizes(&header)?;
+    let total = sizes.iter().try_fold(0u64, |sum, &(kind, i, size)| {
+        sum.checked_add(size).ok_or_else(|| {
+            FormatError::at(8, format!("tensor sizes overflow a 64-bit sum at {kind}[{i}] (size {size})"))
+        })
+    })?;
+    Ok((header, sizes, total))
+}
+
+/// What a binary-layout dump file's first bytes say of the whole file: its header and its tensors' places.
+/// For a reader that gets a file in pieces and never holds it whole (the collector's statistics mode):
+/// a file of exactly [`file_len`](Self::file_len) bytes that starts with these bytes is what
+/// [`parse_dump`] reads as this header and these tensors, with the tensors' bytes at their offsets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BinaryHeader {
+    /// The `DumpData` header (tensor `data` fields emptied).
+    pub header: DumpData,
+    /// The op's inputs, in order; `bytes` is empty and `offset` is where the tensor's bytes start.
+    pub inputs: Vec<DumpTensor<'static>>,
+    /// The op's outputs, in order, like `inputs`.
+    pub outputs: Vec<DumpTensor<'static>>,
+    /// The file's length as the header declares it: length field, header, then every input, output,
+    /// buffer and workspace.
+    pub file_len: u64,
+}
+
+impl BinaryHeader {
+    /// The header of a binary-layout file from its first bytes: `Ok(None)` while `prefix` is shorter than
+    /// the length field and the header it announces; an error where [`parse_dump`] would refuse the
+    /// binary layout for any file beginning with `prefix` (the header does not decode, carries inline
+    /// data, or its sizes overflow). A file whose first 8 bytes announce a header longer than the file (an
+    /// old-layout file) only ever gives `Ok(None)`: the caller that reaches the file's end without a header
+    /// has the whole file, for [`parse_dump`].
+    pub fn parse(prefix: &[u8]) -> Result<Option<BinaryHeader>> {
+        let Some(len_field) = prefix.first_chunk::<8>() else { return Ok(None) };
+        let header_len = u64::from_le_bytes(*len_field);
+        let Some(header_bytes) =
+            usize::try_from(header_len).ok().and_then(|n| prefix.get(8..8usize.checked_add(n)?))
+        else {
+            return Ok(None);
+        };
+        let (mut header, _, total) = decode_header(header_bytes)?;
+        let header_end = 8 + header_len;
+        let file_len = header_end.checked_add(total).ok_or_else(|| {
+            FormatError::at(
+                8,
+                format!("the header ({header_len} bytes) and its tensors ({total} bytes) overflow"),
+            )
+        })?;
+        let mut offset = header_end;
+        let mut place = |size: u64| {
+            let at = offset;
+            offset += size; // no overflow: the sum of every size plus header_end is file_len
+            at
+        };
+        let inputs =
+            header.input.iter().enumerate().map(|(i, t)| input_ref(i, t, &[], place(t.size))).collect();
+        let outputs =
+            header.output.iter().enumerate().map(|(i, t)| output_ref(i, t, &[], place(t.size))).collect();
+        clear_data(&mut header);
+        Ok(Some(BinaryHeader { header, inputs, outputs, file_len }))
+    }
+
+    /// The size of input or output `t` (its bytes end at `t.offset` plus this).
+    pub fn size(&self, t: &DumpTensor<'_>) -> u64 {
+        let sizes = match t.io {
+            Io::Input => self.header.input.get(t.index).map(|x| x.size),
+            Io::Output => self.header.output.get(t.index).map(|x| x.size),
+        };
+        sizes.unwrap_or(0)
+    }
 }
 
 /// Every (kind, index, size) in file order; refuses inline data, which the binary layout never carries.

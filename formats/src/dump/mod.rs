@@ -20,7 +20,9 @@ pub mod stats_csv;
 pub mod tree;
 pub mod write;
 
-pub use file::{format_name, parse_dump, parse_dump_file, DumpFile, DumpLayout, DumpTensor, Io, MappedFile};
+pub use file::{
+    format_name, parse_dump, parse_dump_file, BinaryHeader, DumpFile, DumpLayout, DumpTensor, Io, MappedFile,
+};
 pub use launch::Launch;
 pub use mapping::NameMapping;
 pub use names::{
