@@ -228,7 +228,7 @@ impl ChunkPlan {
 /// in order with [`update`](Self::update), in pieces of any size (a piece may end inside an element), then
 /// [`finish`](Self::finish). The results are bit for bit those of the whole-tensor functions on the
 /// concatenated bytes: the stream carries partial chunks over to the next piece and decodes exactly the
-/// chunks of [`CHUNK`] values the whole-tensor pass decodes, and XXH3's streaming digest equals its one-shot
+/// 2048-value chunks the whole-tensor pass decodes, and XXH3's streaming digest equals its one-shot
 /// hash. A piece is decoded where it lies; only a chunk split across pieces is copied (into a buffer of one
 /// chunk). [`reset`](Self::reset) reuses the stream's buffers for the next tensor.
 pub struct StatsStream {
