@@ -187,3 +187,141 @@ fn fused_path_matches_generic_on_large_parallel_input() {
     let kl = (acc.kullback_leibler_divergence, reference.kullback_leibler_divergence);
     assert!((kl.0 - kl.1).abs() <= 1e-12 * kl.1.abs(), "{kl:?}");
 }
+
+/// fp16 pairs as the decoder gives them: values of both signs below 2 with bench a few fp16 ulps from the
+/// target (the f16 relative error's roundings and the thresholds' ties), both zeros, subnormals, the
+/// largest finite values, zero benches; with `cut % 4 == 1` infinities and NaNs at the same places on both
+/// sides, with `cut % 4 == 3` at different places.
+fn f16_pair() -> impl Strategy<Value = (Vec<f32>, Vec<f32>, usize)> {
+    use accutrace_formats::tensor::half_bits::f16_to_f32;
+    (1usize..3000)
+        .prop_flat_map(|n| (prop::collection::vec((any::<u16>(), 0u8..16, -3i32..=3), n), 0..=n))
+        .prop_map(|(draws, cut)| {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for (h, kind, d) in draws {
+                let sign = h & 0x8000;
+                let (hx, hy) = match kind {
+                    0 => (0, h & 0x8000),
+                    1 => (h & 0x83FF, (h & 0x83FF) ^ (d as u16 & 0x8003)), // subnormals
+                    2 => (0x7BFF | sign, 0x7BFF | (h & 0x4000) << 1),      // +-65504
+                    3 => (h & 0xBFFF, 0),                                  // zero bench
+                    _ => {
+                        let m = (h & 0x3FFF) as i32;
+                        (h & 0xBFFF, sign | (m + d).clamp(0, 0x3FFF) as u16)
+                    }
+                };
+                x.push(f16_to_f32(hx));
+                y.push(f16_to_f32(hy));
+            }
+            let specials = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN];
+            let len = x.len();
+            if cut % 4 == 1 {
+                for (k, at) in [cut / 2, cut / 3, len - 1].into_iter().enumerate() {
+                    x[at.min(len - 1)] = specials[(cut + k) % 4];
+                    y[at.min(len - 1)] = specials[(cut + k) % 4].copysign(if k == 1 { -1.0 } else { 1.0 });
+                }
+            } else if cut % 4 == 3 {
+                x[cut.min(len - 1)] = specials[cut / 4 % 4];
+            }
+            (x, y, cut)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The fused pass with msprobe's relative error in f16 (fp16 pairs) gives exactly what the generic f64
+    /// kernels give on the widened values, at every instruction-set level this CPU runs; msaccucmp's KL
+    /// exactly what the generic f32 kernel gives (the f64 one may differ by the fast logarithm's last bit).
+    #[test]
+    fn fused_f16_path_equals_generic_path((n, b, _cut) in f16_pair()) {
+        use accutrace_formats::simd::{self, Level};
+        use accutrace_formats::stats::TensorStats;
+        use accutrace_formats::DType;
+        use analyzer::metrics::{measure, msprobe_metrics, Families, MetricsRequest, MsprobeOptions};
+        let dtypes = (DType::FLOAT16, DType::FLOAT16);
+        let request = MetricsRequest::for_pair(Families::All, dtypes, &[n.len() as u64], true);
+        prop_assert_eq!(request.msprobe.re_precision, RePrecision::F16);
+        let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F16 };
+        let (wn, wb) = (widen(&n), widen(&b));
+        let (reference_probe, reference_acc, reference_sums, reference_stats) =
+            simd::with_ceiling(Level::Portable, || {
+                let stats = (TensorStats::of_f32(&n, dtypes.0), TensorStats::of_f32(&b, dtypes.1));
+                let probe = msprobe_metrics(&wn, &wb, &opts);
+                (probe, msaccucmp_metrics(&n[..], &b[..], true), msprobe_sums(&wn, &wb, RePrecision::F16), stats)
+            });
+        for level in simd::available() {
+            let at_level: Result<(), TestCaseError> = simd::with_ceiling(level, || {
+                let mut request = request;
+                let fused = measure(&n, &b, &request);
+                prop_assert_eq!(&fused.msprobe, &reference_probe, "{:?}", level);
+                // NaN-aware equality.
+                prop_assert_eq!(format!("{:?}", fused.msaccucmp), format!("{:?}", Some(reference_acc)));
+                prop_assert_eq!(format!("{:?}", fused.stats), format!("{:?}", Some(reference_stats)));
+                request.families = Families::Msprobe;
+                request.stats = false;
+                let alone = measure(&n, &b, &request);
+                prop_assert_eq!(&alone.msprobe, &reference_probe);
+                prop_assert!(alone.msaccucmp.is_none() && alone.stats.is_none());
+                prop_assert_eq!(msprobe_sums(&n, &b, RePrecision::F16), reference_sums);
+                Ok(())
+            });
+            at_level?;
+        }
+    }
+}
+
+/// Values outside fp16's range in an f16 relative error: both round to infinities, whose difference
+/// divided gives NaN; the fused pass counts it as the generic kernel does (MaxRelativeErr "Nan").
+#[test]
+fn fused_f16_path_keeps_a_nan_relative_error() {
+    use accutrace_formats::simd;
+    use analyzer::metrics::{measure, msprobe_metrics, Cell, Families, MetricsRequest, MsprobeOptions};
+    let (n, b) = ([70000.0f32, 1.0, 2.0], [-70000.0f32, 1.0, 2.5]);
+    let opts = MsprobeOptions { zero_dim: false, re_precision: RePrecision::F16 };
+    let reference = msprobe_metrics(&widen(&n), &widen(&b), &opts);
+    assert_eq!(reference.max_relative_err, Cell::Nan);
+    for level in simd::available() {
+        let request = MetricsRequest {
+            families: Families::All,
+            msprobe: opts,
+            dtypes: (accutrace_formats::DType::FLOAT16, accutrace_formats::DType::FLOAT16),
+            stats: false,
+        };
+        let m = simd::with_ceiling(level, || measure(&n, &b, &request));
+        assert_eq!(m.msprobe, reference, "{level:?}");
+    }
+}
+
+/// A large fp16 pair (parallel chunks) through the fused f16 pass gives the generic kernels' figures, KL
+/// bit for bit with the generic f32 kernel's; so does a pair with one value that is not an fp16 value.
+#[test]
+fn fused_f16_path_matches_generic_on_large_parallel_input() {
+    use accutrace_formats::tensor::half_bits::f16_to_f32;
+    use accutrace_formats::DType;
+    use analyzer::metrics::{measure, msprobe_metrics, Families, MetricsRequest};
+    let len: usize = (1 << 19) + 77;
+    let n: Vec<f32> =
+        (0..len).map(|i| f16_to_f32(((i * 7919) % 0x7C00) as u16 | ((i as u16 & 4) << 13))).collect();
+    let mut b: Vec<f32> = n
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| if i % 101 == 0 { 0.0 } else { f16_to_f32(half::f16::from_f32(v * 1.001).to_bits()) })
+        .collect();
+    let request =
+        MetricsRequest::for_pair(Families::All, (DType::FLOAT16, DType::FLOAT16), &[len as u64], false);
+    for inexact in [false, true] {
+        if inexact {
+            b[len / 3] = 1.0 + f32::EPSILON; // not an fp16 value
+        }
+        let m = measure(&n, &b, &request);
+        assert_eq!(m.msprobe, msprobe_metrics(&widen(&n), &widen(&b), &request.msprobe));
+        let reference = msaccucmp_metrics(&n[..], &b[..], true);
+        let acc = m.msaccucmp.expect("Families::All computes msaccucmp's metrics");
+        assert_eq!(format!("{acc:?}"), format!("{reference:?}"));
+        assert_eq!(
+            acc.kullback_leibler_divergence.to_bits(),
+            reference.kullback_leibler_divergence.to_bits()
+        );
+    }
+}

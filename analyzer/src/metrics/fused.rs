@@ -1,5 +1,6 @@
 //! The f32 fast path: one pass over an f32 pair fills msprobe's sums and (optionally) msaccucmp's first
-//! pass, for relative error in f32 (every fp16/bf16/fp32 pair msprobe compares; see [`RePrecision`]).
+//! pass, for relative error in f32 (bf16 and fp32 pairs, fp16 against fp32) or in f16 (fp16 pairs: `F16`),
+//! which covers every floating pair msprobe compares but fp64 ones (see [`RePrecision`]).
 //!
 //! It computes exactly what the generic kernels compute, in the same lanes and order, so results are
 //! bit-identical to them (tests below and in `tests/metrics_merge.rs` check it); only the work differs:
@@ -9,7 +10,8 @@
 //! - sums shared by both families (Σ N·B, Σ N², Σ B², Σ (N-B)², max |N-B|) are accumulated once;
 //! - no separate inf/NaN detector: Σ N² and Σ B² of f32 values are finite exactly when every input is
 //!   (a square of an f32 is below 2^256, far from f64's limit); with finite inputs an f32 relative error is
-//!   never NaN (its divisor is nonzero and finite), so msprobe's NaN count is always zero here;
+//!   never NaN (its divisor is nonzero and finite), so msprobe's NaN count is always zero here; an f16
+//!   relative error can be (f16 overflows at 65504), so the `F16` build counts NaNs as the generic kernel;
 //! - max |x| for msaccucmp's overflow flag comes from x's minimum and maximum;
 //! - for `analyzer compare`, [`both_f32_stats`] also forms both sides' statistics in the same pass: the block
 //!   partials of formats' `StatsAccumulator::push_f32` (same lanes, same blocks, same f64 additions in the
@@ -18,7 +20,8 @@
 //! Each chunk runs through [`accutrace_formats::multiversion!`]: an AVX-512 or AVX2 build where the CPU has
 //! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
-use super::kernel::{hmax, hmin, hsum, reduce_chunks, LANES, PARALLEL_MIN};
+use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, RePrecision};
+use super::kernel::{LANES, PARALLEL_MIN};
 use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
 use accutrace_formats::multiversion;
 use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
@@ -84,12 +87,19 @@ impl Fused {
 const T1: f32 = 0.001;
 const T5: f32 = 0.005;
 
+/// The thresholds as numpy compares them with an f16 relative error (exact f16 values, so exact in f32).
+fn thresholds_f16() -> (f32, f32) {
+    let (t1, t5) = RePrecision::F16.thresholds();
+    (t1 as f32, t5 as f32)
+}
+
 /// One chunk (at most `PARALLEL_MIN` elements, so u32 counts cannot overflow). `ZERO` maps inf/NaN to 0
 /// on both sides (msprobe's rule once positions are known to match); `ACC` adds msaccucmp's sums, shifted
 /// by `kx`/`ky`; `STATS` (with `ACC`) also forms both sides' statistics partials into `parts` (saturation
-/// limits `lim`), valid for a side whose values are all finite.
+/// limits `lim`), valid for a side whose values are all finite; `F16` takes msprobe's relative error in
+/// f16 ([`RePrecision::F16`]) instead of f32.
 #[inline(always)]
-fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
+fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
     n: &[f32],
     b: &[f32],
     kx: f64,
@@ -102,45 +112,52 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
     let z = [0.0f64; LANES];
     let (mut dot, mut nn, mut bb, mut dd, mut max_abs) = (z, z, z, z, z);
     let mut max_re = [0.0f32; LANES];
-    let (mut lt1, mut lt5) = ([0u32; LANES], [0u32; LANES]);
+    let (mut lt1, mut lt5, mut re_nan) = ([0u32; LANES], [0u32; LANES], [0u32; LANES]);
+    let (t1, t5) = if F16 { thresholds_f16() } else { (T1, T5) };
     let (mut sa, mut rel, mut mrel, mut xs, mut xs2, mut ys, mut ys2) = (z, z, z, z, z, z, z);
     let (mut xmin, mut xmax) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
     let (mut ymin, mut ymax) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
-    let mut body = |l: usize, x: f32, y: f32| {
-        let (x, y) = if ZERO && !(x.is_finite() && y.is_finite()) { (0.0, 0.0) } else { (x, y) };
-        let (xd, yd) = (x as f64, y as f64);
-        dot[l] += xd * yd;
-        nn[l] += xd * xd;
-        bb[l] += yd * yd;
-        let d = xd - yd;
-        dd[l] += d * d;
-        let ad = d.abs();
-        max_abs[l] = if ad > max_abs[l] { ad } else { max_abs[l] };
-        // RePrecision::F32.rel_err: f32's epsilon added to both sides where the bench is zero.
-        let zb = y == 0.0;
-        let by = if zb { y + f32::EPSILON } else { y };
-        let nx = if zb { x + f32::EPSILON } else { x };
-        let re = ((nx - by) / by).abs();
-        max_re[l] = if re > max_re[l] { re } else { max_re[l] };
-        lt1[l] += u32::from(re < T1);
-        lt5[l] += u32::from(re < T5);
-        if ACC {
-            sa[l] += ad;
-            let r = (xd / yd - 1.0).abs();
-            let r = if yd.abs() > f64::EPSILON { r } else { 0.0 };
-            rel[l] += r;
-            mrel[l] = if r > mrel[l] { r } else { mrel[l] };
-            xmin[l] = if x < xmin[l] { x } else { xmin[l] };
-            xmax[l] = if x > xmax[l] { x } else { xmax[l] };
-            ymin[l] = if y < ymin[l] { y } else { ymin[l] };
-            ymax[l] = if y > ymax[l] { y } else { ymax[l] };
-            let (sx, sy) = (xd - kx, yd - ky);
-            xs[l] += sx;
-            xs2[l] += sx * sx;
-            ys[l] += sy;
-            ys2[l] += sy * sy;
-        }
-    };
+    // A macro rather than a closure: the closure, called from two loops, was not always inlined into the
+    // per-level builds (it then ran as a scalar call per element at the baseline).
+    macro_rules! body {
+        ($l:expr, $x:expr, $y:expr) => {{
+            let (l, x, y): (usize, f32, f32) = ($l, $x, $y);
+            let (x, y) = if ZERO && !(x.is_finite() && y.is_finite()) { (0.0, 0.0) } else { (x, y) };
+            let (xd, yd) = (x as f64, y as f64);
+            dot[l] += xd * yd;
+            nn[l] += xd * xd;
+            bb[l] += yd * yd;
+            let d = xd - yd;
+            dd[l] += d * d;
+            let ad = d.abs();
+            max_abs[l] = if ad > max_abs[l] { ad } else { max_abs[l] };
+            // RePrecision::rel_err in f32 or f16: that precision's epsilon added to both sides where the
+            // bench is zero.
+            let re = if F16 { rel_err_f16(x, y) } else { rel_err_f32(x, y) };
+            max_re[l] = if re > max_re[l] { re } else { max_re[l] };
+            if F16 {
+                re_nan[l] |= u32::from(re.is_nan());
+            }
+            lt1[l] += u32::from(re < t1);
+            lt5[l] += u32::from(re < t5);
+            if ACC {
+                sa[l] += ad;
+                let r = (xd / yd - 1.0).abs();
+                let r = if yd.abs() > f64::EPSILON { r } else { 0.0 };
+                rel[l] += r;
+                mrel[l] = if r > mrel[l] { r } else { mrel[l] };
+                xmin[l] = if x < xmin[l] { x } else { xmin[l] };
+                xmax[l] = if x > xmax[l] { x } else { xmax[l] };
+                ymin[l] = if y < ymin[l] { y } else { ymin[l] };
+                ymax[l] = if y > ymax[l] { y } else { ymax[l] };
+                let (sx, sy) = (xd - kx, yd - ky);
+                xs[l] += sx;
+                xs2[l] += sx * sx;
+                ys[l] += sy;
+                ys2[l] += sy * sy;
+            }
+        }};
+    }
     let blocks = len / LANES;
     let (nb, nr) = n.split_at(blocks * LANES);
     let (bb_, br) = b.split_at(blocks * LANES);
@@ -153,7 +170,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
         for (xs_, ys_) in xblock.chunks_exact(LANES).zip(yblock.chunks_exact(LANES)) {
             for l in 0..LANES {
                 let (x, y) = (xs_[l], ys_[l]);
-                body(l, x, y);
+                body!(l, x, y);
                 if STATS {
                     // StatsAccumulator::push_f32's block partials, lane for lane.
                     let (xd, yd) = (f64::from(x), f64::from(y));
@@ -197,7 +214,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
         }
     }
     for (i, (&x, &y)) in nr.iter().zip(br).enumerate() {
-        body(i, x, y);
+        body!(i, x, y);
     }
     let widen = |v: &[f32; LANES]| v.map(f64::from);
     let (nn, bb, dd) = (hsum(&nn), hsum(&bb), hsum(&dd));
@@ -210,7 +227,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
         dd,
         max_abs,
         max_re: hmax(&widen(&max_re)),
-        re_nan: false,
+        re_nan: re_nan.iter().any(|&c| c != 0),
         lt_one: lt1.iter().map(|&c| u64::from(c)).sum(),
         lt_five: lt5.iter().map(|&c| u64::from(c)).sum(),
         nonfinite: !(nn.is_finite() && bb.is_finite()),
@@ -243,25 +260,26 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool>(
     Fused { probe, acc }
 }
 
-multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
+multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
 
-/// msprobe's sums of an f32 pair with relative error in f32 (`ZERO`: inf/NaN mapped to 0).
-pub(crate) fn msprobe_f32<const ZERO: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
+/// msprobe's sums of an f32 pair with relative error in f32, or in f16 with `F16` (`ZERO`: inf/NaN mapped
+/// to 0).
+pub(crate) fn msprobe_f32<const ZERO: bool, const F16: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
     let chunk = |x: &[f32], y: &[f32]| {
-        chunk_mv::<ZERO, false, false>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
+        chunk_mv::<ZERO, false, false, F16>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
     };
     reduce_chunks(n, b, chunk, Fused::merge).probe
 }
 
 /// msprobe's sums (valid when `probe.nonfinite` is false) and msaccucmp's first pass, in one pass.
-pub(crate) fn both_f32(n: &[f32], b: &[f32]) -> Fused {
+pub(crate) fn both_f32<const F16: bool>(n: &[f32], b: &[f32]) -> Fused {
     let len = n.len().min(b.len());
     if len == 0 {
         return Fused::default();
     }
     let (kx, ky) = (f64::from(n[0]), f64::from(b[0]));
     let chunk = |x: &[f32], y: &[f32]| {
-        chunk_mv::<false, true, false>(x, y, kx, ky, (0.0, 0.0), &mut StatsSink::default())
+        chunk_mv::<false, true, false, F16>(x, y, kx, ky, (0.0, 0.0), &mut StatsSink::default())
     };
     reduce_chunks(&n[..len], &b[..len], chunk, Fused::merge)
 }
@@ -269,7 +287,7 @@ pub(crate) fn both_f32(n: &[f32], b: &[f32]) -> Fused {
 /// [`both_f32`] that also completes `stats` (fresh accumulators, one per side, `push_f32` of the whole
 /// side) in the same pass. A side with a NaN or an infinity gets `None` back: its statistics need
 /// `push_f32`'s classifying path.
-pub(crate) fn both_f32_stats(
+pub(crate) fn both_f32_stats<const F16: bool>(
     n: &[f32],
     b: &[f32],
     stats: (StatsAccumulator, StatsAccumulator),
@@ -285,14 +303,14 @@ pub(crate) fn both_f32_stats(
     let f = if len < PARALLEL_MIN {
         // One chunk (what `reduce_chunks` does below PARALLEL_MIN): fold as the blocks come.
         let mut sink = StatsSink { acc: Some((sx, sy)), ..StatsSink::default() };
-        let f = chunk_mv::<false, true, true>(n, b, kx, ky, lim, &mut sink);
+        let f = chunk_mv::<false, true, true, F16>(n, b, kx, ky, lim, &mut sink);
         (sx, sy) = sink.acc.take().expect("the sink keeps its accumulators");
         f
     } else {
         let chunk = |x: &[f32], y: &[f32]| {
             let mut sink =
                 StatsSink { sums: Vec::with_capacity(x.len() / F32_BLOCK), ..StatsSink::default() };
-            (chunk_mv::<false, true, true>(x, y, kx, ky, lim, &mut sink), vec![sink])
+            (chunk_mv::<false, true, true, F16>(x, y, kx, ky, lim, &mut sink), vec![sink])
         };
         let merge = |(f, mut p): (Fused, Vec<StatsSink>), (g, q): (Fused, Vec<StatsSink>)| {
             p.extend(q);
@@ -373,18 +391,25 @@ mod tests {
         for len in [1, 7, 8, 9, 255, 256, 257, 263, 4099, (1 << 18) + 13, 3 << 17] {
             for relu in [false, true] {
                 let (x, y) = (values(len, len as u64, relu), values(len, 7 * len as u64 + 1, !relu));
-                let ((want_x, want_y), plain) = simd::with_ceiling(simd::Level::Portable, || {
+                let ((want_x, want_y), plain, want_f16) = simd::with_ceiling(simd::Level::Portable, || {
                     let stats = (bits(&TensorStats::of_f32(&x, dx)), bits(&TensorStats::of_f32(&y, dy)));
-                    (stats, both_f32(&x, &y))
+                    // The generic kernel with msprobe's relative error in f16 (values past 65504 make
+                    // infinities there, and NaN relative errors).
+                    let f16 = super::super::msprobe::msprobe_sums(&x, &y, RePrecision::F16);
+                    (stats, both_f32::<false>(&x, &y), f16)
                 });
                 for level in simd::available() {
                     let (f, sx, sy) =
-                        simd::with_ceiling(level, || both_f32_stats(&x, &y, (new(dx), new(dy))));
+                        simd::with_ceiling(level, || both_f32_stats::<false>(&x, &y, (new(dx), new(dy))));
                     let (sx, sy) = (sx.expect("finite").finish(), sy.expect("finite").finish());
                     assert_eq!(bits(&sx), want_x, "x, len {len}, {level:?}");
                     assert_eq!(bits(&sy), want_y, "y, len {len}, {level:?}");
                     assert_eq!(f.acc, plain.acc, "len {len}, {level:?}");
                     assert_eq!(f.probe, plain.probe, "len {len}, {level:?}");
+                    let (g, _, _) =
+                        simd::with_ceiling(level, || both_f32_stats::<true>(&x, &y, (new(dx), new(dy))));
+                    assert_eq!(Some(g.probe), want_f16, "F16, len {len}, {level:?}");
+                    assert_eq!(g.acc, plain.acc, "F16, len {len}, {level:?}");
                 }
             }
         }
@@ -392,7 +417,8 @@ mod tests {
         let (mut x, y) = (values(1000, 3, false), values(1000, 4, false));
         x[517] = f32::NAN;
         for level in simd::available() {
-            let (_, sx, sy) = simd::with_ceiling(level, || both_f32_stats(&x, &y, (new(dx), new(dy))));
+            let (_, sx, sy) =
+                simd::with_ceiling(level, || both_f32_stats::<false>(&x, &y, (new(dx), new(dy))));
             assert!(sx.is_none());
             assert_eq!(bits(&sy.expect("finite").finish()), bits(&TensorStats::of_f32(&y, dy)));
         }

@@ -119,26 +119,36 @@ impl RePrecision {
                 let nn = if z { n + f64::EPSILON } else { n };
                 ((nn - bb) / bb).abs()
             }
-            RePrecision::F32 => {
-                let (n, b) = (n as f32, b as f32);
-                let z = b == 0.0;
-                let eps = f32::EPSILON;
-                let bb = if z { b + eps } else { b };
-                let nn = if z { n + eps } else { n };
-                ((nn - bb) / bb).abs() as f64
-            }
-            RePrecision::F16 => {
-                // numpy's half loops compute each op in f32 and round the result to f16.
-                let r = round_to_f16;
-                let (n, b) = (r(n as f32), r(b as f32));
-                let z = b == 0.0;
-                let eps = half::f16::EPSILON.to_f32();
-                let bb = if z { r(b + eps) } else { b };
-                let nn = if z { r(n + eps) } else { n };
-                r(r(nn - bb) / bb).abs() as f64
-            }
+            RePrecision::F32 => rel_err_f32(n as f32, b as f32) as f64,
+            RePrecision::F16 => rel_err_f16(n as f32, b as f32) as f64,
         }
     }
+}
+
+/// [`RePrecision::F32`]'s relative error of f32 inputs, in f32 (what numpy does on float32 arrays).
+#[inline(always)]
+pub(crate) fn rel_err_f32(n: f32, b: f32) -> f32 {
+    let z = b == 0.0;
+    let eps = f32::EPSILON;
+    let bb = if z { b + eps } else { b };
+    let nn = if z { n + eps } else { n };
+    ((nn - bb) / bb).abs()
+}
+
+/// f16's machine epsilon, 2^-10 (`half::f16::EPSILON`; a test checks they agree).
+pub(crate) const F16_EPSILON: f32 = 9.765625e-4;
+
+/// [`RePrecision::F16`]'s relative error of inputs given as f32, as numpy computes it on float16 arrays:
+/// each operation in f32, its result rounded to f16 ([`round_to_f16`]). Plain f32/u32 arithmetic that
+/// LLVM vectorizes.
+#[inline(always)]
+pub(crate) fn rel_err_f16(n: f32, b: f32) -> f32 {
+    let r = round_to_f16;
+    let (n, b) = (r(n), r(b));
+    let z = b == 0.0;
+    let bb = if z { r(b + F16_EPSILON) } else { b };
+    let nn = if z { r(n + F16_EPSILON) } else { n };
+    r(r(nn - bb) / bb).abs()
 }
 
 /// `half::f16::from_f32(x).to_f32()` (round to nearest f16, ties to even; overflow to infinity; f16
@@ -285,6 +295,11 @@ mod tests {
         assert_eq!(RePrecision::for_dtypes(DType::INT64, DType::FLOAT), F64);
         assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::DOUBLE), F64);
         assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::INT32), F64);
+    }
+
+    #[test]
+    fn f16_epsilon_is_halfs() {
+        assert_eq!(F16_EPSILON.to_bits(), half::f16::EPSILON.to_f32().to_bits());
     }
 
     #[test]

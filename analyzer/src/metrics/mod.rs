@@ -76,36 +76,42 @@ pub struct PairMetrics {
 /// The metrics (and statistics) of one pair: the one entry point, which decides once between the fused
 /// f32 pass (`fused.rs`: every family and both sides' statistics from one pass over the data) and the
 /// generic kernels ([`msprobe_metrics`], [`msaccucmp_metrics`], `TensorStats::of_f32`). The fused pass
-/// takes pairs of equal, nonzero length, not 0-d, whose relative error msprobe computes in f32 (fp16,
-/// bf16 and fp32 against fp32 or bf16); both give the same bits.
+/// takes pairs of equal, nonzero length, not 0-d, whose relative error msprobe computes in f32 (bf16 and
+/// fp32 pairs, fp16 against fp32 or bf16) or in f16 (fp16 pairs); both give the same bits.
 pub fn measure(n: &[f32], b: &[f32], request: &MetricsRequest) -> PairMetrics {
+    let fused = n.len() == b.len() && !n.is_empty() && !request.msprobe.zero_dim;
+    match request.msprobe.re_precision {
+        RePrecision::F32 if fused => measure_fused::<false>(n, b, request),
+        RePrecision::F16 if fused => measure_fused::<true>(n, b, request),
+        _ => PairMetrics {
+            msprobe: msprobe_metrics(n, b, &request.msprobe),
+            msaccucmp: (request.families == Families::All)
+                .then(|| msaccucmp_metrics(n, b, request.dtypes.0 == DType::FLOAT16)),
+            stats: request.stats.then(|| {
+                (TensorStats::of_f32(n, request.dtypes.0), TensorStats::of_f32(b, request.dtypes.1))
+            }),
+        },
+    }
+}
+
+/// [`measure`] through the fused pass, with msprobe's relative error in f16 (`F16`) or in f32.
+fn measure_fused<const F16: bool>(n: &[f32], b: &[f32], request: &MetricsRequest) -> PairMetrics {
     let with_msaccucmp = request.families == Families::All;
     let x_is_fp16 = request.dtypes.0 == DType::FLOAT16;
-    let of_f32 = || (TensorStats::of_f32(n, request.dtypes.0), TensorStats::of_f32(b, request.dtypes.1));
-    let fused = n.len() == b.len()
-        && !n.is_empty()
-        && !request.msprobe.zero_dim
-        && request.msprobe.re_precision == RePrecision::F32;
-    if !fused {
-        return PairMetrics {
-            msprobe: msprobe_metrics(n, b, &request.msprobe),
-            msaccucmp: with_msaccucmp.then(|| msaccucmp_metrics(n, b, x_is_fp16)),
-            stats: request.stats.then(of_f32),
-        };
-    }
     let (first, stats) = if request.stats {
         let new = |d: DType| StatsAccumulator::new(d.saturation_limit());
-        let (first, sn, sb) = fused::both_f32_stats(n, b, (new(request.dtypes.0), new(request.dtypes.1)));
+        let (first, sn, sb) =
+            fused::both_f32_stats::<F16>(n, b, (new(request.dtypes.0), new(request.dtypes.1)));
         // A side with inf/NaN comes back without statistics: they need `of_f32`'s classifying path.
         let sn = sn.map_or_else(|| TensorStats::of_f32(n, request.dtypes.0), |s| s.finish());
         let sb = sb.map_or_else(|| TensorStats::of_f32(b, request.dtypes.1), |s| s.finish());
         (first, Some((sn, sb)))
     } else if with_msaccucmp {
-        (fused::both_f32(n, b), None)
+        (fused::both_f32::<F16>(n, b), None)
     } else {
-        (fused::Fused { probe: fused::msprobe_f32::<false>(n, b), ..Default::default() }, None)
+        (fused::Fused { probe: fused::msprobe_f32::<false, F16>(n, b), ..Default::default() }, None)
     };
-    let sums = msprobe::with_nonfinite_rule(n, b, first.probe, || fused::msprobe_f32::<true>(n, b));
+    let sums = msprobe::with_nonfinite_rule(n, b, first.probe, || fused::msprobe_f32::<true, F16>(n, b));
     PairMetrics {
         msprobe: msprobe::metrics_of_sums(sums),
         msaccucmp: with_msaccucmp.then(|| msaccucmp::msaccucmp_from_sums(n, b, &first.acc, x_is_fp16)),
