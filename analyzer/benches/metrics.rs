@@ -5,7 +5,7 @@
 
 use accutrace_formats::simd;
 use accutrace_formats::DType;
-use analyzer::metrics::kernel::{plain_sum, RePrecision};
+use analyzer::metrics::kernel::{plain_sum, round_to_f16, RePrecision};
 use analyzer::metrics::msaccucmp::msaccucmp_metrics;
 use analyzer::metrics::msprobe::{msprobe_metrics, MsprobeOptions};
 use analyzer::metrics::{measure, Families, MetricsRequest};
@@ -28,6 +28,9 @@ fn main() {
     let n: Vec<f32> =
         (0..len).map(|i| ((i.wrapping_mul(2654435761) >> 8) % 20000) as f32 * 1e-4 - 1.0).collect();
     let b: Vec<f32> = n.iter().enumerate().map(|(i, v)| v + (i % 17) as f32 * 1e-6).collect();
+    // The same values rounded to fp16, as a capture's fp16 tensors reach the metrics (f32 lanes).
+    let (n16, b16): (Vec<f32>, Vec<f32>) =
+        (n.iter().map(|&v| round_to_f16(v)).collect(), b.iter().map(|&v| round_to_f16(v)).collect());
     let bytes = 2.0 * (len * 4) as f64;
     let gbps = |s: f64| bytes / s / 1e9;
     println!("metrics bench: {mib} MiB fp32 per side, {} threads", rayon::current_num_threads());
@@ -44,13 +47,24 @@ fn main() {
             let request = MetricsRequest::for_pair(Families::Msprobe, fp32, &[len as u64], false);
             let t = best_of(5, || measure(&n, &b, &request));
             println!("msprobe (fused, RE in f32)  {:8.2} GB/s", gbps(t));
+            // An fp16 pair: msprobe's relative error in f16 (the fused pass's F16 build); then both families
+            // with KL, what compare of two fp16 captures runs per pair (their statistics come from the index).
+            let fp16 = (DType::FLOAT16, DType::FLOAT16);
+            let request = MetricsRequest::for_pair(Families::Msprobe, fp16, &[len as u64], false);
+            let t = best_of(5, || measure(&n16, &b16, &request));
+            println!("msprobe (fused, RE in f16)  {:8.2} GB/s", gbps(t));
+            let request = MetricsRequest::for_pair(Families::All, fp16, &[len as u64], false);
+            let t = best_of(3, || measure(&n16, &b16, &request));
+            println!("fp16 pair, both families    {:8.2} GB/s", gbps(t));
             // The generic kernels, as the pairs the fused pass does not take run them.
             for (label, p) in [
                 ("msprobe (generic, RE f32)", RePrecision::F32),
                 ("msprobe (generic, RE f64)", RePrecision::F64),
+                ("msprobe (generic, RE f16)", RePrecision::F16),
             ] {
                 let opts = MsprobeOptions { zero_dim: false, re_precision: p };
-                let t = best_of(5, || msprobe_metrics(&n, &b, &opts));
+                let (n, b) = if p == RePrecision::F16 { (&n16, &b16) } else { (&n, &b) };
+                let t = best_of(5, || msprobe_metrics(n, b, &opts));
                 println!("{label:<28}{:8.2} GB/s", gbps(t));
             }
             let t = best_of(3, || msaccucmp_metrics(&n[..], &b[..], false));
