@@ -9,9 +9,12 @@
 use super::source::Source;
 use crate::index::{Index, Io, RecordedArg, TensorId, TensorInfo};
 use crate::problems::InputProblem;
-use accutrace_formats::msprobe::{self, EntryKind, MsprobeDump, MsprobeEntry, StatValue};
+use accutrace_formats::dump::MappedFile;
+use accutrace_formats::msprobe::{self, pt, EntryKind, MsprobeDump, MsprobeEntry, StatValue};
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::tensor::element_count;
+use accutrace_formats::tensor::host::decode_reusing;
+use accutrace_formats::DType;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -210,5 +213,133 @@ impl Source for MsprobeSource {
         let (d, e) = self.entries[tensor];
         let (_, hash) = self.dumps[d].load_values_and_hash_into(&self.dumps[d].entries[e], out)?;
         Ok(hash)
+    }
+
+    /// A `.pt` file of fp32 values (the benchmark side of a mixed-precision pair, most of its bytes) is
+    /// mapped and its storage handed to `f` in place: no copy out of the page cache, none into `buf`.
+    fn with_values(&self, tensor: TensorId, buf: &mut Vec<f32>, f: &mut dyn FnMut(&[f32])) -> Result<()> {
+        let (d, e) = self.entries[tensor];
+        let (dump, entry) = (&self.dumps[d], &self.dumps[d].entries[e]);
+        let path = dump.data_path(entry)?;
+        if path.extension().and_then(|e| e.to_str()) != Some("pt") {
+            self.read_values(tensor, buf)?;
+            f(buf);
+            return Ok(());
+        }
+        let map = MappedFile::open(&path)?;
+        let t = pt::parse_pt(map.bytes()).map_err(|e| e.in_file(&path))?;
+        match borrowed_f32(&t) {
+            Some(values) => f(values),
+            None => {
+                decode_reusing(t.dtype, &t.bytes, t.elements().map_err(|e| e.in_file(&path))?, buf)
+                    .map_err(|e| e.in_file(&path))?;
+                f(buf);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `.pt` tensor's values as f32 without a copy, when its bytes already are host f32 in C order
+/// (little-endian fp32 on a little-endian machine, 4-byte aligned, every element there): what
+/// `decode_reusing` would give, bit for bit. `parse_pt` has checked the storage's CRC and gathered the
+/// view into C order (borrowed where it is contiguous, which is what `torch.save` writes).
+/// `None` also for a shape that does not match the bytes: the decoder then reports it.
+fn borrowed_f32<'a>(t: &'a pt::PtTensor<'_>) -> Option<&'a [f32]> {
+    if !(cfg!(target_endian = "little") && t.dtype == DType::FLOAT) {
+        return None;
+    }
+    if t.elements().ok()?.checked_mul(4) != Some(t.bytes.len()) {
+        return None;
+    }
+    // SAFETY: every bit pattern is a valid f32, and `align_to` only puts correctly aligned, whole f32s in
+    // the middle slice; it borrows `t.bytes` for the same lifetime.
+    let (head, values, tail) = unsafe { t.bytes.align_to::<f32>() };
+    (head.is_empty() && tail.is_empty()).then_some(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fixture's two sides: fp32 and bf16 `.pt` files (and int64).
+    fn fixture(side: &str) -> MsprobeSource {
+        let root =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny").join(side);
+        let dumps = vec![root.join("step0/rank0/dump.json")];
+        MsprobeSource::open(&root, &dumps).unwrap()
+    }
+
+    #[test]
+    fn values_lent_from_the_map_are_the_values_read() {
+        let mut borrowed = 0;
+        for side in ["target", "bench"] {
+            let source = fixture(side);
+            assert!(source.index.tensors.len() > 100, "{side}");
+            // Stale values of a larger tensor in the buffer must not show through.
+            let mut buf = vec![f32::NAN; 1 << 16];
+            for (t, info) in source.index.tensors.iter().enumerate() {
+                let mut want = Vec::new();
+                source.read_values(t, &mut want).unwrap();
+                let mut calls = 0;
+                let lent = buf.as_ptr();
+                source
+                    .with_values(t, &mut buf, &mut |got| {
+                        calls += 1;
+                        assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{t}");
+                        // fp32 is lent from the file's map, never copied into the buffer.
+                        let from_buffer = got.as_ptr() == lent;
+                        assert_eq!(from_buffer, info.dtype != DType::FLOAT || got.is_empty(), "{t}");
+                        borrowed += usize::from(!from_buffer);
+                    })
+                    .unwrap();
+                assert_eq!(calls, 1);
+            }
+        }
+        assert!(borrowed > 100, "{borrowed}");
+    }
+
+    #[test]
+    fn a_damaged_storage_is_an_error_when_lent_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny/bench");
+        let to = dir.path().join("bench");
+        copy_tree(&from, &to);
+        let source = MsprobeSource::open(&to, &[to.join("step0/rank0/dump.json")]).unwrap();
+        let (t, info) = source
+            .index
+            .tensors
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.dtype == DType::FLOAT && element_count(&i.shape).is_some_and(|n| n > 64))
+            .unwrap();
+        let (d, e) = source.entries[t];
+        let path = source.dumps[d].data_path(&source.dumps[d].entries[e]).unwrap();
+        // Flip a bit of one stored value: the storage's CRC no longer matches.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = {
+            let t = pt::parse_pt(&bytes).unwrap();
+            t.bytes.as_ptr() as usize - bytes.as_ptr() as usize + t.bytes.len() / 2
+        };
+        bytes[at] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut calls = 0;
+        let err = source.with_values(t, &mut Vec::new(), &mut |_| calls += 1).unwrap_err();
+        assert_eq!(calls, 0, "{:?}", info.shape);
+        assert!(format!("{err:#}").contains("checksum"), "{err:#}");
+        assert!(source.read_values(t, &mut Vec::new()).is_err());
+    }
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_tree(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
     }
 }

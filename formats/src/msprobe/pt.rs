@@ -405,8 +405,15 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
     })?;
     // The view's bytes, relative to the member's start; inside the member (check_view, storage_bytes).
     let (view_start, view_end) = (span.offset as u64, (span.offset + span.bytes) as u64);
-    out.clear();
-    out.reserve(span.bytes / h.elsize);
+    // Sized once for the whole view, keeping what `out` already holds: the steps below write every element,
+    // so only a part that grows is zero-filled first (a per-step `resize` zero-filled every element).
+    let total = span.bytes / h.elsize;
+    if out.len() < total {
+        out.resize(total, 0.0);
+    } else {
+        out.truncate(total);
+    }
+    let mut filled = 0usize;
     let mut hasher = hasher;
     let mut crc_state = crc32fast::Hasher::new();
     let mut buf = READ_BUF.with(std::cell::Cell::take);
@@ -432,8 +439,10 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
                 continue;
             }
             let bytes = &step[(from - step_start) as usize..(to - step_start) as usize];
-            let old = out.len();
-            if let Err(e) = decode_step(dtype, bytes, h.elsize, out) {
+            // Inside the view, so inside `out` (`total` elements), whole elements (see above).
+            let values = &mut out[filled..filled + bytes.len() / h.elsize];
+            filled += values.len();
+            if let Err(e) = crate::tensor::decode_f32_into(dtype, bytes, values) {
                 result = Err(e);
                 break;
             }
@@ -442,7 +451,7 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
                     // The f32 values' little-endian bytes are the storage's bytes.
                     hasher.update(bytes);
                 } else {
-                    for values in out[old..].chunks(lanes.len() / 4) {
+                    for values in values.chunks(lanes.len() / 4) {
                         for (b, v) in lanes.chunks_exact_mut(4).zip(values) {
                             b.copy_from_slice(&v.to_le_bytes());
                         }
@@ -458,18 +467,10 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::x
     if crc_state.finalize() != crc {
         return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
     }
-    if out.len() * h.elsize != span.bytes {
+    if filled != total {
         return Err(FormatError::at(start, format!("archive entry {name} ended before the tensor's bytes")));
     }
     Ok(dtype)
-}
-
-/// Appends the values of `bytes` (whole elements of `dtype`, little-endian) to `out`. The zero-fill of the
-/// new part touches only what the decoder writes next (one step, in cache).
-fn decode_step(dtype: DType, bytes: &[u8], elsize: usize, out: &mut Vec<f32>) -> Result<()> {
-    let old = out.len();
-    out.resize(old + bytes.len() / elsize, 0.0);
-    crate::tensor::decode_f32_into(dtype, bytes, &mut out[old..])
 }
 
 /// Where a view's elements lie in its storage, after [`check_view`].
@@ -624,13 +625,33 @@ mod tests {
         zip.finish().unwrap().into_inner()
     }
 
-    /// `stream_pt_file` on `bytes` written to a file: the values and their hash, or the error.
+    /// `stream_pt_file` on `bytes` written to a file: the values and their hash, or the error. Read twice,
+    /// into a buffer shorter and into one longer than any tensor here (stale values of an earlier, larger
+    /// tensor: `out` is reused and only resized where it grows), which must give the same.
     fn stream(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut file, bytes).unwrap();
-        let (mut values, mut hasher) = (vec![1.0; 3], xxhash_rust::xxh3::Xxh3::new());
-        let dtype = stream_pt_file(file.path(), &mut values, Some(&mut hasher))?;
-        Ok((dtype, values, hasher.digest()))
+        let read = |mut values: Vec<f32>| {
+            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            match stream_pt_file(file.path(), &mut values, Some(&mut hasher)) {
+                Ok(dtype) => Ok((dtype, values, hasher.digest())),
+                Err(e) => Err((e, values)),
+            }
+        };
+        let short = read(vec![1.0; 3]);
+        let long = read(vec![f32::NAN; 1 << 18]);
+        type Read = std::result::Result<(DType, Vec<f32>, u64), (FormatError, Vec<f32>)>;
+        let drop_buffer = |r: &Read| match r {
+            Ok(v) => Ok(v.clone()),
+            Err((e, values)) => {
+                // Nothing is handed out with an error.
+                assert!(values.is_empty(), "{e}");
+                Err(e.clone())
+            }
+        };
+        let (short, long) = (drop_buffer(&short), drop_buffer(&long));
+        assert_same(&long, &short, "into a longer buffer holding stale values");
+        short
     }
 
     /// The in-memory reader and the shared decoder: what `stream_pt_file` must agree with.
