@@ -237,6 +237,38 @@ fn value<const KIND: u8>(bits: u32, decoded: &[f32], i: usize) -> f32 {
     }
 }
 
+/// Calls `element(lane, bits_a, bits_b, x, y)` for every element of a block, in groups of [`LANES`] so
+/// that the lane kernels keep one accumulator per lane (the tail's elements go to lane `i % LANES`). Inlined
+/// into each kernel's level builds, where the closure is too.
+#[inline(always)]
+fn for_each_element<const W: usize, const KIND: u8>(
+    a: &[u8],
+    b: &[u8],
+    xa: &[f32],
+    xb: &[f32],
+    element: &mut impl FnMut(usize, u32, u32, f32, f32),
+) {
+    let n = a.len() / W;
+    let whole = n / LANES * LANES;
+    let groups = a.chunks_exact(LANES * W).zip(b.chunks_exact(LANES * W));
+    for (g, (ga, gb)) in groups.enumerate() {
+        // The group's decoded values (fp16 only; the other dtypes take theirs from the bits).
+        let (fx, fy) = if KIND == F16 {
+            (&xa[g * LANES..(g + 1) * LANES], &xb[g * LANES..(g + 1) * LANES])
+        } else {
+            (xa, xb)
+        };
+        for l in 0..LANES {
+            let (ba, bb) = (word::<W>(ga, l), word::<W>(gb, l));
+            element(l, ba, bb, value::<KIND>(ba, fx, l), value::<KIND>(bb, fy, l));
+        }
+    }
+    for i in whole..n {
+        let (ba, bb) = (word::<W>(a, i), word::<W>(b, i));
+        element(i % LANES, ba, bb, value::<KIND>(ba, xa, i), value::<KIND>(bb, xb, i));
+    }
+}
+
 /// The figures of one block without NaN in 32-bit lanes: elements whose bits differ, the largest distance
 /// in ulp of the dtype, and the largest |x - y| in f32 (correctly rounded, so ordered as the exact
 /// differences are). `None` when either side holds a NaN. Maxima of non-negative, non-NaN values do not
@@ -261,25 +293,7 @@ fn block_kernel_lanes<const W: usize, const KIND: u8>(
         max_ulp[l] = if u > max_ulp[l] { u } else { max_ulp[l] };
         nan[l] |= x.is_nan() | y.is_nan();
     };
-    let n = a.len() / W;
-    let whole = n / LANES * LANES;
-    let groups = a.chunks_exact(LANES * W).zip(b.chunks_exact(LANES * W));
-    for (g, (ga, gb)) in groups.enumerate() {
-        // The group's decoded values (fp16 only; the other dtypes take theirs from the bits).
-        let (fx, fy) = if KIND == F16 {
-            (&xa[g * LANES..(g + 1) * LANES], &xb[g * LANES..(g + 1) * LANES])
-        } else {
-            (xa, xb)
-        };
-        for l in 0..LANES {
-            let (ba, bb) = (word::<W>(ga, l), word::<W>(gb, l));
-            element(l, ba, bb, value::<KIND>(ba, fx, l), value::<KIND>(bb, fy, l));
-        }
-    }
-    for i in whole..n {
-        let (ba, bb) = (word::<W>(a, i), word::<W>(b, i));
-        element(i % LANES, ba, bb, value::<KIND>(ba, xa, i), value::<KIND>(bb, xb, i));
-    }
+    for_each_element::<W, KIND>(a, b, xa, xb, &mut element);
     if nan.iter().any(|&n| n) {
         return None;
     }
@@ -303,24 +317,7 @@ fn exact_kernel_lanes<const W: usize, const KIND: u8>(a: &[u8], b: &[u8], xa: &[
         let d = if ba != bb { d } else { 0.0 };
         max_abs[l] = if d > max_abs[l] { d } else { max_abs[l] };
     };
-    let n = a.len() / W;
-    let whole = n / LANES * LANES;
-    let groups = a.chunks_exact(LANES * W).zip(b.chunks_exact(LANES * W));
-    for (g, (ga, gb)) in groups.enumerate() {
-        let (fx, fy) = if KIND == F16 {
-            (&xa[g * LANES..(g + 1) * LANES], &xb[g * LANES..(g + 1) * LANES])
-        } else {
-            (xa, xb)
-        };
-        for l in 0..LANES {
-            let (ba, bb) = (word::<W>(ga, l), word::<W>(gb, l));
-            element(l, ba, bb, value::<KIND>(ba, fx, l), value::<KIND>(bb, fy, l));
-        }
-    }
-    for i in whole..n {
-        let (ba, bb) = (word::<W>(a, i), word::<W>(b, i));
-        element(i % LANES, ba, bb, value::<KIND>(ba, xa, i), value::<KIND>(bb, xb, i));
-    }
+    for_each_element::<W, KIND>(a, b, xa, xb, &mut element);
     max_abs.iter().fold(0.0, |m, &v| if v > m { v } else { m })
 }
 
