@@ -152,6 +152,20 @@ fn only_stream(dir: &Path) -> StreamReader {
     run.streams.remove(0)
 }
 
+/// Every tensor record of a stream, in stream order, with its segment index and frame offset.
+fn tensors_where(stream: &StreamReader) -> Vec<(u64, u64, CapturedTensor<'_>)> {
+    stream
+        .records()
+        .filter_map(|r| {
+            let r = r.unwrap();
+            match r.record {
+                Record::Tensor(t) => Some((r.segment_index, r.offset, t)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// An HCCL call of every kind in turn, some with buffers read and some without.
 fn collective(step: u64) -> Expect {
     let op = CollectiveOp::ALL[step as usize % CollectiveOp::ALL.len()];
@@ -266,16 +280,7 @@ fn tensor_data_reads_back_after_its_pages_were_released() {
     assert!(w.seal().unwrap().counts.segments_created > 3, "the test must cross segments");
     let stream = only_stream(dir.path());
     // The whole walk first (every segment released at its end), the data after it, last tensor first.
-    let tensors: Vec<_> = stream
-        .records()
-        .filter_map(|r| {
-            let r = r.unwrap();
-            match r.record {
-                Record::Tensor(t) => Some((r.segment_index, r.offset, t)),
-                _ => None,
-            }
-        })
-        .collect();
+    let tensors = tensors_where(&stream);
     assert_eq!(tensors.len(), written.len());
     let mut buf = Vec::new();
     for round in 0..2 {
@@ -362,16 +367,7 @@ fn data_encodings_are_chosen_and_offsets_are_reported() {
     .unwrap();
     w.seal().unwrap();
     let stream = only_stream(dir.path());
-    let tensors: Vec<_> = stream
-        .records()
-        .filter_map(|r| {
-            let r = r.unwrap();
-            match r.record {
-                Record::Tensor(t) => Some((r.segment_index, r.offset, t)),
-                _ => None,
-            }
-        })
-        .collect();
+    let tensors = tensors_where(&stream);
     assert_eq!((tensors[0].0, tensors[0].1), (segment, offset));
     assert_eq!(tensors[0].2.encoding, DataEncoding::Zstd { shuffle_width: 2 });
     assert!(tensors[0].2.stored_size() < act.len() as u64 / 2);

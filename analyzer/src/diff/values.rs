@@ -455,19 +455,25 @@ mod tests {
                 let rounded: Vec<f32> =
                     ys.iter().map(|&y| (x_value(dtype, x) - x_value(dtype, y)) as f32).collect();
                 assert!(rounded.windows(2).all(|w| w[0] == w[1]), "{dtype} {rounded:?}");
-                for level in simd::available() {
-                    let got = simd::with_ceiling(level, || compare_host_bytes(dtype, &a, &b).unwrap());
-                    assert_eq!(
-                        (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
-                        (want.differing, want.max_abs_diff.to_bits(), want.max_ulp),
-                        "{dtype} {order:?} {level:?}"
-                    );
-                }
+                every_level_gives(dtype, &a, &b, &want, &format!("{order:?}"));
             }
         }
     }
 
     /// The value of `bits` of `dtype` in f64.
+    /// Every build of the lane kernel gives `want`'s count of differing elements, largest difference (to
+    /// the bit) and largest distance in ulp on the host bytes `a`, `b`.
+    fn every_level_gives(dtype: DType, a: &[u8], b: &[u8], want: &TensorDiff, case: &str) {
+        for level in simd::available() {
+            let got = simd::with_ceiling(level, || compare_host_bytes(dtype, a, b).unwrap());
+            assert_eq!(
+                (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
+                (want.differing, want.max_abs_diff.to_bits(), want.max_ulp),
+                "{dtype} {case} {level:?}"
+            );
+        }
+    }
+
     fn x_value(dtype: DType, bits: u32) -> f64 {
         let bytes = &bits.to_le_bytes()[..if dtype == DType::FLOAT { 4 } else { 2 }];
         let mut v = [0f32];
@@ -548,14 +554,7 @@ mod tests {
                 let want = compare_values(dtype, &decode(&a), &decode(&b));
                 // fp16 and fp32: opposite infinities meet (bf16's 0x7C00 is a finite 2^121).
                 assert!(want.differing > 0 && (dtype == DType::BF16 || want.max_abs_diff.is_infinite()));
-                for level in simd::available() {
-                    let got = simd::with_ceiling(level, || compare_host_bytes(dtype, &a, &b).unwrap());
-                    assert_eq!(
-                        (got.differing, got.max_abs_diff.to_bits(), got.max_ulp),
-                        (want.differing, want.max_abs_diff.to_bits(), want.max_ulp),
-                        "{dtype} len {len} {level:?}"
-                    );
-                }
+                every_level_gives(dtype, &a, &b, &want, &format!("len {len}"));
             }
         }
         assert!(compare_host_bytes(DType::FLOAT16, &[0; 4], &[0; 2]).is_none());
