@@ -8,6 +8,7 @@
 //! - [`dump`]: CANN dump files (both layouts), file names, dump trees, op-debug records, stats CSV.
 //! - [`msprobe`]: msprobe dumps: `dump.json`, the `.pt` (zip + pickle) and `.npy` tensor files.
 //! - [`stats`]: per-tensor statistics and the 64-bit content hash.
+//! - [`hash`]: XXH3-64 (the content hash), one-shot and streaming, at the CPU's SIMD level; XXH64.
 //! - [`simd`]: which instruction-set build of a kernel runs (SSE2/AVX2/AVX-512, NEON, portable).
 //! - [`steps`]: step selections in CANN's `dump_step` syntax (`0|5|10-20`), for every place that takes one.
 //! - [`capture`]: accutrace's own capture format (segments, records, manifest): writer and reader.
@@ -19,6 +20,7 @@ pub mod capture;
 pub mod dtype;
 pub mod dump;
 pub mod error;
+pub mod hash;
 pub mod histogram;
 pub mod layout;
 pub mod msprobe;

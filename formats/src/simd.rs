@@ -10,6 +10,9 @@
 //!   fp16 conversion): SSE2 / NEON at [`Level::Baseline`], F16C at [`Level::Avx2`], each beside a portable
 //!   version of the same function.
 //!
+//! One kernel dispatches on its own: XXH3, the content hash ([`crate::hash`]), whose `twox-hash` builds
+//! (AVX2/SSE2, NEON) are chosen by that crate's CPU detection; [`with_ceiling`] does not lower it.
+//!
 //! Every build performs the same IEEE operations in the same order (Rust never contracts `a * b + c` into
 //! an FMA), so all builds give bit-identical results; tests run each build the CPU has ([`available`]) and
 //! compare. [`with_ceiling`] lowers the level process-wide for those tests and for benchmarks.

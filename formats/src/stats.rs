@@ -235,7 +235,7 @@ pub struct StatsStream {
     dtype: DType,
     /// `Err` for a dtype without statistics (the hash is still computed).
     plan: Result<ChunkPlan>,
-    hasher: xxhash_rust::xxh3::Xxh3,
+    hasher: crate::hash::Xxh3,
     acc: StatsAccumulator,
     hist: Option<HistogramAccumulator>,
     /// Bytes of the chunk in progress (fewer than a chunk).
@@ -255,7 +255,7 @@ impl StatsStream {
         StatsStream {
             dtype,
             plan: ChunkPlan::of(dtype),
-            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            hasher: crate::hash::Xxh3::new(),
             acc: StatsAccumulator::new(dtype.saturation_limit()),
             hist: histogram.then(HistogramAccumulator::new),
             carry: Vec::new(),
@@ -388,7 +388,7 @@ impl StatsStream {
 /// memory once instead of twice. The hash is computed whether or not the statistics succeed, and both
 /// results are exactly those of the two separate functions.
 pub fn stats_and_hash(dtype: DType, bytes: &[u8]) -> (Result<TensorStats>, u64) {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut hasher = crate::hash::Xxh3::new();
     match TensorStats::of_bytes_visiting(dtype, bytes, None, |chunk| hasher.update(chunk)) {
         Ok(stats) => (Ok(stats), hasher.digest()),
         Err(e) => (Err(e), content_hash(bytes)),
@@ -399,7 +399,7 @@ pub fn stats_and_hash(dtype: DType, bytes: &[u8]) -> (Result<TensorStats>, u64) 
 /// takes the decoded values of each chunk while they are in L1). The statistics and hash are exactly
 /// [`stats_and_hash`]'s.
 pub fn stats_hash_and_histogram(dtype: DType, bytes: &[u8]) -> (Result<(TensorStats, Histogram)>, u64) {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut hasher = crate::hash::Xxh3::new();
     let mut hist = HistogramAccumulator::new();
     match TensorStats::of_bytes_visiting(dtype, bytes, Some(&mut hist), |chunk| hasher.update(chunk)) {
         Ok(stats) => (Ok((stats, hist.finish())), hasher.digest()),
@@ -407,13 +407,13 @@ pub fn stats_hash_and_histogram(dtype: DType, bytes: &[u8]) -> (Result<(TensorSt
     }
 }
 
-/// The 64-bit content hash of a tensor's raw bytes: XXH3-64 with seed 0.
+/// The 64-bit content hash of a tensor's raw bytes: XXH3-64 with seed 0 ([`crate::hash::xxh3_64`]).
 ///
 /// For `diff`, equal hashes are taken to mean equal bytes and vice versa: a collision between two different
 /// tensors of the same op, step and rank has probability about 2^-64, far below any hardware error rate.
 /// The hash covers bytes only: the dtype, shape and layout are compared from the metadata.
 pub fn content_hash(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    crate::hash::xxh3_64(bytes)
 }
 
 /// Independent lanes per accumulator: with f32 min/max/counts and f64 sums they fit the 16 vector registers

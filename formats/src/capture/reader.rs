@@ -411,12 +411,12 @@ pub struct TensorBlocks<'a> {
     width: usize,
     /// Bytes handed out so far.
     pos: usize,
-    hasher: xxhash_rust::xxh3::Xxh3,
+    hasher: crate::hash::Xxh3,
 }
 
 impl<'a> TensorBlocks<'a> {
     fn new(planes: &'a [u8], width: usize) -> TensorBlocks<'a> {
-        TensorBlocks { planes, width, pos: 0, hasher: xxhash_rust::xxh3::Xxh3::new() }
+        TensorBlocks { planes, width, pos: 0, hasher: crate::hash::Xxh3::new() }
     }
 
     /// The data's size in bytes.

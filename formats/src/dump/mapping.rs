@@ -4,9 +4,9 @@
 //! CANN picks a random number; we derive it from a hash of the name so that runs are reproducible.
 
 use crate::error::{FormatError, Result};
+use crate::hash::xxh64;
 use std::collections::HashMap;
 use std::path::Path;
-use xxhash_rust::xxh64::xxh64;
 
 /// The longest file name a file system takes.
 pub const MAX_FILE_NAME_LEN: usize = 255;

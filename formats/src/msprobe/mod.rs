@@ -120,7 +120,7 @@ impl MsprobeDump {
         entry: &MsprobeEntry,
         out: &mut Vec<f32>,
     ) -> Result<(DType, u64)> {
-        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        let mut hasher = crate::hash::Xxh3::new();
         let dtype = self.load_into(entry, out, Some(&mut hasher))?;
         Ok((dtype, hasher.digest()))
     }
@@ -129,7 +129,7 @@ impl MsprobeDump {
         &self,
         entry: &MsprobeEntry,
         out: &mut Vec<f32>,
-        hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
+        hasher: Option<&mut crate::hash::Xxh3>,
     ) -> Result<DType> {
         let path = self.data_path(entry)?;
         if path.extension().and_then(|e| e.to_str()) == Some("pt") {

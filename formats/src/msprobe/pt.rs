@@ -338,7 +338,7 @@ thread_local! {
 pub fn stream_pt_file(
     path: &Path,
     out: &mut Vec<f32>,
-    hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
+    hasher: Option<&mut crate::hash::Xxh3>,
 ) -> Result<DType> {
     let result = stream_pt(path, out, hasher).map_err(|e| e.in_file(path));
     if result.is_err() {
@@ -348,16 +348,12 @@ pub fn stream_pt_file(
 }
 
 #[cfg(not(unix))]
-fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::xxh3::Xxh3>) -> Result<DType> {
+fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::Xxh3>) -> Result<DType> {
     read_whole(path, out, hasher)
 }
 
 /// [`stream_pt_file`] for archives it cannot stream: the file read into memory and parsed by [`parse_pt`].
-fn read_whole(
-    path: &Path,
-    out: &mut Vec<f32>,
-    hasher: Option<&mut xxhash_rust::xxh3::Xxh3>,
-) -> Result<DType> {
+fn read_whole(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::Xxh3>) -> Result<DType> {
     let bytes = std::fs::read(path).map_err(|e| FormatError::io(path, &e))?;
     let t = parse_pt(&bytes)?;
     crate::tensor::host::decode_reusing(t.dtype, &t.bytes, t.elements()?, out)?;
@@ -368,7 +364,7 @@ fn read_whole(
 }
 
 #[cfg(unix)]
-fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut xxhash_rust::xxh3::Xxh3>) -> Result<DType> {
+fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::Xxh3>) -> Result<DType> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
     let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
@@ -632,7 +628,7 @@ mod tests {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut file, bytes).unwrap();
         let read = |mut values: Vec<f32>| {
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut hasher = crate::hash::Xxh3::new();
             match stream_pt_file(file.path(), &mut values, Some(&mut hasher)) {
                 Ok(dtype) => Ok((dtype, values, hasher.digest())),
                 Err(e) => Err((e, values)),
