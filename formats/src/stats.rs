@@ -125,6 +125,36 @@ impl TensorStats {
         plan.check_whole(dtype, bytes.len() as u64)?;
         let elements = plan.elements(bytes.len() as u64);
         let mut acc = StatsAccumulator::new(dtype.saturation_limit());
+        // Most tensors of a dump are small, and zeroing a whole chunk's buffers took longer than the
+        // statistics of a tensor of 64 values: a tensor that fits in SMALL values (one chunk) is decoded
+        // through a buffer of that size, of its lane type only.
+        if elements.min(plan.per_chunk) as usize * plan.lanes <= SMALL {
+            for chunk in bytes.chunks(plan.chunk_bytes) {
+                visit(chunk);
+                if plan.wide {
+                    plan.push(
+                        dtype,
+                        chunk,
+                        elements,
+                        &mut acc,
+                        hist.as_deref_mut(),
+                        &mut [],
+                        &mut [0f64; SMALL],
+                    )?;
+                } else {
+                    plan.push(
+                        dtype,
+                        chunk,
+                        elements,
+                        &mut acc,
+                        hist.as_deref_mut(),
+                        &mut [0f32; SMALL],
+                        &mut [],
+                    )?;
+                }
+            }
+            return Ok(acc.finish());
+        }
         let mut left = elements;
         // One reused stack buffer per lane type (8 KiB / 16 KiB: stays in L1 next to the chunk's bytes).
         let mut buf32 = [0f32; CHUNK];
@@ -194,7 +224,8 @@ impl ChunkPlan {
         Ok(())
     }
 
-    /// Decodes the `elements` elements of `chunk` into the accumulator (and the histogram).
+    /// Decodes the `elements` elements of `chunk` into the accumulator (and the histogram), through
+    /// `buf64` when the plan is wide, else `buf32`: that buffer holds at least the chunk's values.
     #[allow(clippy::too_many_arguments)]
     fn push(
         &self,
@@ -203,8 +234,8 @@ impl ChunkPlan {
         elements: u64,
         acc: &mut StatsAccumulator,
         hist: Option<&mut HistogramAccumulator>,
-        buf32: &mut [f32; CHUNK],
-        buf64: &mut [f64; CHUNK],
+        buf32: &mut [f32],
+        buf64: &mut [f64],
     ) -> Result<()> {
         let n = elements as usize * self.lanes;
         if self.wide {
@@ -325,8 +356,8 @@ impl StatsStream {
             plan.per_chunk,
             &mut self.acc,
             self.hist.as_mut(),
-            &mut self.buf32,
-            &mut self.buf64,
+            &mut self.buf32[..],
+            &mut self.buf64[..],
         );
         if let Err(e) = pushed {
             self.failed = Some(e);
@@ -368,8 +399,8 @@ impl StatsStream {
                 elements,
                 &mut self.acc,
                 self.hist.as_mut(),
-                &mut self.buf32,
-                &mut self.buf64,
+                &mut self.buf32[..],
+                &mut self.buf64[..],
             );
             self.carry = carry;
             self.carry.clear();
@@ -426,6 +457,9 @@ const BLOCK: usize = 256;
 /// chunk by chunk and pushing it whole give bit-identical results).
 const CHUNK: usize = 2048;
 const _: () = assert!(CHUNK.is_multiple_of(BLOCK) && BLOCK.is_multiple_of(LANES));
+/// The values of the buffer [`TensorStats::of_bytes`] decodes a tensor into when the whole tensor fits.
+const SMALL: usize = 256;
+const _: () = assert!(SMALL <= CHUNK);
 
 /// One-pass, chunked statistics: feed decoded values in any number of slices, then [`finish`](Self::finish).
 ///
@@ -1087,6 +1121,40 @@ mod tests {
         stream_equals_whole(&mut stream, DType::STRING, b"abcdef", &[2], false);
         stream_equals_whole(&mut stream, DType::FLOAT, &[1; 4099], &[4096, 4098], false);
         stream_equals_whole(&mut stream, DType::COMPLEX64, &[0; 8 * CHUNK + 12], &[5, 8 * CHUNK], false);
+    }
+
+    #[test]
+    fn small_tensors_give_what_the_chunk_sized_buffers_give() {
+        // The whole pass decodes a tensor of at most SMALL values through a buffer of that size; the
+        // stream always decodes through its chunk-sized ones. Both lane types, complex (2 values per
+        // element), sub-byte, at and around the edge, at every SIMD level.
+        let mut stream = StatsStream::new(DType::FLOAT16, false);
+        for level in crate::simd::available() {
+            crate::simd::with_ceiling(level, || {
+                for dtype in [
+                    DType::FLOAT16,
+                    DType::BF16,
+                    DType::FLOAT,
+                    DType::DOUBLE,
+                    DType::INT32,
+                    DType::INT64,
+                    DType::INT8,
+                    DType::INT4,
+                    DType::COMPLEX64,
+                    DType::COMPLEX128,
+                ] {
+                    let lanes = tensor::lanes_per_element(dtype);
+                    for values in [0, 1, 7, SMALL - 1, SMALL, SMALL + 1, 2 * SMALL] {
+                        let elements = (values / lanes) as u64;
+                        let len = dtype.byte_size(elements).unwrap() as usize;
+                        let bytes = varied_bytes(dtype, len, values as u64);
+                        for hist in [false, true] {
+                            stream_equals_whole(&mut stream, dtype, &bytes, &[], hist);
+                        }
+                    }
+                }
+            });
+        }
     }
 
     #[test]
