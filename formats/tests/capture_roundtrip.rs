@@ -978,3 +978,63 @@ fn a_histogram_that_disagrees_with_the_statistics_is_an_error() {
     let err = next_tensor().unwrap_err();
     assert!(err.to_string().contains("histogram counts 6 values"), "{err}");
 }
+
+/// A tensor recorded twice (an op's output, then the next op's input, here also in a second stream) is
+/// the same stored data by its bytes; other data, data recorded without bytes, or a copy with one byte
+/// flipped in its payload is not, whatever the record's hash says.
+#[test]
+fn stored_data_is_the_same_only_where_the_payloads_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y, raw) = (fp16_activations(60_000, 1), fp16_activations(60_000, 2), noise(6000, 5));
+    let fp16 = |io, n: usize| meta(io, 0, DType::FLOAT16, &[n as u64 / 2], None);
+    let mut streams = Vec::new();
+    for id in 0..2 {
+        let mut w = StreamWriter::create(dir.path(), info(id), 1 << 20, Policy::KeepAll).unwrap();
+        let records = [
+            Expect::Op(op(0, "first")),
+            tensor(fp16(Io::Output, x.len()), &x, true),
+            tensor(fp16(Io::Output, raw.len()), &raw, true),
+            tensor(fp16(Io::Output, x.len()), &x, false),
+            Expect::Op(op(1, "second")),
+            tensor(fp16(Io::Input, x.len()), &x, true),
+            tensor(fp16(Io::Input, raw.len()), &raw, true),
+            tensor(fp16(Io::Input, x.len()), &x, false),
+            tensor(fp16(Io::Output, y.len()), &y, true),
+        ];
+        write_all(&mut w, &records, 1);
+        w.seal().unwrap();
+        streams.push(dir.path().join(info(id).dir_name()));
+    }
+    let (s0, s1) = (StreamReader::open(&streams[0]).unwrap(), StreamReader::open(&streams[1]).unwrap());
+    let (t0, t1) = (tensors_where(&s0), tensors_where(&s1));
+    let at = |t: &[(u64, u64, CapturedTensor<'_>)], i: usize| (t[i].0, t[i].1);
+    let same = |a: &StreamReader, (sa, oa), b: &StreamReader, (sb, ob)| {
+        a.same_stored_data(sa, oa, b, sb, ob).unwrap()
+    };
+    assert!(matches!(t0[0].2.encoding, DataEncoding::Zstd { .. }) && t0[1].2.encoding == DataEncoding::Raw);
+    for (first, again) in [(0, 3), (1, 4)] {
+        assert!(same(&s0, at(&t0, first), &s0, at(&t0, again)), "{first} recorded again");
+        assert!(same(&s0, at(&t0, again), &s0, at(&t0, first)));
+        assert!(same(&s0, at(&t0, first), &s1, at(&t1, again)), "{first} in another stream");
+    }
+    assert!(!same(&s0, at(&t0, 3), &s0, at(&t0, 6)), "other data");
+    assert!(!same(&s0, at(&t0, 0), &s0, at(&t0, 1)));
+    assert!(!same(&s0, at(&t0, 2), &s0, at(&t0, 5)), "recorded without data: nothing to compare");
+    // Flip one byte in each of stream 1's second copies: those copies are no longer the same data.
+    let stored: Vec<Vec<u8>> = [3, 4].iter().map(|&i| t1[i].2.stored_bytes().to_vec()).collect();
+    let seg = streams[1].join("seg-000000.acc");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    for (i, payload) in [3, 4].iter().zip(&stored) {
+        let start = (t1[*i].1 as usize..bytes.len()).find(|&k| bytes[k..].starts_with(payload)).unwrap();
+        bytes[start + payload.len() / 2] ^= 0x04;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    let s1 = StreamReader::open(&streams[1]).unwrap();
+    for (first, again) in [(0, 3), (1, 4)] {
+        assert!(!same(&s0, at(&t0, first), &s1, at(&t1, again)), "{first}: a flipped byte");
+        assert!(same(&s0, at(&t0, first), &s1, at(&t1, first)), "{first}: the intact copy");
+        assert!(s1.read_tensor_data_at(t1[again].0, t1[again].1, &mut Vec::new()).is_err());
+    }
+    // A place that holds no tensor record is an error, not "different".
+    assert!(s0.same_stored_data(0, 0, &s0, t0[0].0, t0[0].1).is_err());
+}

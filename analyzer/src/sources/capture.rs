@@ -429,6 +429,28 @@ impl Source for CaptureSource {
         }
     }
 
+    fn same_stored_data(&self, a: TensorId, b: TensorId) -> Result<bool> {
+        let (Some(ma), Some(mb)) = (&self.metas[a], &self.metas[b]) else {
+            return Ok(false);
+        };
+        // What the host conversions read besides the bytes (io, index and provenance do not change them).
+        fn layout(m: &record::TensorMeta) -> (accutrace_formats::DType, i32, i32, &[u64], Option<&[u64]>) {
+            (m.dtype, m.format, m.sub_format, &m.device_shape, m.original_shape.as_deref())
+        }
+        if layout(ma) != layout(mb) {
+            return Ok(false);
+        }
+        let ((sa, segment_a, offset_a), (sb, segment_b, offset_b)) =
+            (unpack(self.index.tensors[a].locator), unpack(self.index.tensors[b].locator));
+        Ok(self.run.streams[sa].same_stored_data(
+            segment_a,
+            offset_a,
+            &self.run.streams[sb],
+            segment_b,
+            offset_b,
+        )?)
+    }
+
     fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         // The decoded bytes themselves where the device layout is the host's: no copy.
         self.with_device_tensor(tensor, |device| match host_bytes::host_bytes_borrowed(device)? {

@@ -55,6 +55,14 @@ pub trait Source: Send + Sync {
     fn with_host_blocks(&self, tensor: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
         self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes)))
     }
+    /// Whether tensors `a` and `b` of this source hold the same data in the same layout, as proved by their
+    /// stored bytes themselves (a capture: the same dtype, layout and shapes, and payloads equal byte for
+    /// byte), never by a hash alone: then every figure read from one holds for the other, and `a`'s data
+    /// matching its content hash when read vouches for `b`'s. diff reads a tensor recorded twice (an op's
+    /// output, then the next op's input) once. `false` where the source cannot tell (the default).
+    fn same_stored_data(&self, _a: TensorId, _b: TensorId) -> Result<bool> {
+        Ok(false)
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

@@ -500,6 +500,38 @@ impl StreamReader {
         read
     }
 
+    /// Whether the tensor record at `offset` of segment `segment_index` and the one at `other_offset` of
+    /// segment `other_segment` of `other` (this stream or another) store the same data the same way: the
+    /// same encoding, data size and content hash, and payloads equal byte for byte. Decoding is
+    /// deterministic, so both then decode to the same bytes, and one decode that matched its content hash
+    /// vouches for the other: a tensor recorded twice (an op's output, then the next op's input) need
+    /// not be decompressed twice. Nothing here trusts a hash alone: the stored bytes are compared. The
+    /// compared payloads' pages are released from the mappings as after a decode.
+    pub fn same_stored_data(
+        &self,
+        segment_index: u64,
+        offset: u64,
+        other: &StreamReader,
+        other_segment: u64,
+        other_offset: u64,
+    ) -> Result<bool> {
+        let (seg, stored) = self.stored_at(segment_index, offset)?;
+        let (other_seg, other_stored) = other.stored_at(other_segment, other_offset)?;
+        let same = stored.encoding == other_stored.encoding
+            && stored.encoding != DataEncoding::None
+            && stored.data_size == other_stored.data_size
+            && stored.content_hash == other_stored.content_hash
+            && stored.payload == other_stored.payload;
+        // The neighbours' pages too: a payload read earlier is read here again, after its neighbours
+        // were read and released, and the kernel maps pages around every one that faults.
+        seg.release_around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        other_seg.release_around(
+            other_stored.payload_offset,
+            other_stored.payload_offset + other_stored.payload.len() as u64,
+        );
+        Ok(same)
+    }
+
     /// The segment and the stored data of the tensor record at `offset` of segment `segment_index`.
     fn stored_at(&self, segment_index: u64, offset: u64) -> Result<(&Segment, StoredData<'_>)> {
         let seg = self.segments.iter().find(|s| s.index == segment_index).ok_or_else(|| {
@@ -550,6 +582,24 @@ impl Segment {
         }
     }
 }
+
+impl Segment {
+    /// [`release`](Self::release) of `start..end` widened to every page the kernel may have mapped with it:
+    /// a read fault maps the page cache's pages of the aligned window around the faulting page (Linux's
+    /// fault-around, 64 KiB by default), so bytes read again after their neighbours were released bring
+    /// those neighbours back into the mapping. Pages of other records released here while another thread
+    /// reads them fault back in with the same bytes.
+    fn release_around(&self, start: u64, end: u64) {
+        // The windows are aligned in the address space, not in the file.
+        let window = FAULT_AROUND_BYTES.max(page_size()) as u64;
+        let base = self.map.as_ptr() as u64 % window;
+        let first = ((base + start) / window * window).saturating_sub(base);
+        self.release(first, ((base + end).div_ceil(window) * window).saturating_sub(base));
+    }
+}
+
+/// The window Linux's read faults map around the faulting page by default (`fault_around_bytes`).
+const FAULT_AROUND_BYTES: usize = 64 << 10;
 
 /// The size of a memory page (4 KiB on x86_64, often 64 KiB on aarch64 servers).
 fn page_size() -> usize {
