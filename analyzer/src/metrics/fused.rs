@@ -20,7 +20,7 @@
 //! Each chunk runs through [`accutrace_formats::multiversion!`]: an AVX-512 or AVX2 build where the CPU has
 //! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
-use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, RePrecision};
+use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, round_to_f16, RePrecision};
 use super::kernel::{LANES, PARALLEL_MIN};
 use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
 use accutrace_formats::multiversion;
@@ -70,16 +70,19 @@ const EMPTY_BLOCK: BlockF32 = BlockF32 {
     sat: [0; LANES],
 };
 
-/// The sums of one fused pass; `acc` is all zero unless the pass was asked for it.
+/// The sums of one fused pass; `acc` is all zero unless the pass was asked for it. `fp16`: the pass
+/// compared every value of both sides with its rounding to f16 and found them equal (the `F16` build
+/// with msaccucmp's sums; false otherwise).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Fused {
     pub probe: MsprobeSums,
     pub acc: AccSums,
+    pub fp16: bool,
 }
 
 impl Fused {
     fn merge(self, o: Fused) -> Fused {
-        Fused { probe: self.probe.merge(o.probe), acc: self.acc.merge(o.acc) }
+        Fused { probe: self.probe.merge(o.probe), acc: self.acc.merge(o.acc), fp16: self.fp16 && o.fp16 }
     }
 }
 
@@ -113,6 +116,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
     let (mut dot, mut nn, mut bb, mut dd, mut max_abs) = (z, z, z, z, z);
     let mut max_re = [0.0f32; LANES];
     let (mut lt1, mut lt5, mut re_nan) = ([0u32; LANES], [0u32; LANES], [0u32; LANES]);
+    let mut not_f16 = [0u32; LANES];
     let (t1, t5) = if F16 { thresholds_f16() } else { (T1, T5) };
     let (mut sa, mut rel, mut mrel, mut xs, mut xs2, mut ys, mut ys2) = (z, z, z, z, z, z, z);
     let (mut xmin, mut xmax) = ([f32::INFINITY; LANES], [f32::NEG_INFINITY; LANES]);
@@ -137,6 +141,11 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
             max_re[l] = if re > max_re[l] { re } else { max_re[l] };
             if F16 {
                 re_nan[l] |= u32::from(re.is_nan());
+            }
+            if F16 && ACC {
+                // msaccucmp's KL divides through reciprocals only for fp16 values (`Fp16Values`); the
+                // roundings are rel_err_f16's own, which LLVM computes once.
+                not_f16[l] |= u32::from(round_to_f16(x) != x) | u32::from(round_to_f16(y) != y);
             }
             lt1[l] += u32::from(re < t1);
             lt5[l] += u32::from(re < t5);
@@ -257,7 +266,7 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
     } else {
         AccSums::default()
     };
-    Fused { probe, acc }
+    Fused { probe, acc, fp16: F16 && ACC && not_f16.iter().all(|&c| c == 0) }
 }
 
 multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
@@ -380,6 +389,51 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// The `fp16` flag (what lets KL divide through reciprocals) is set only when every value of both sides
+    /// is an fp16 value, at every build, serial and parallel; one value that is not (in the lanes or in the
+    /// tail, on either side) clears it, and so do the builds that do not check.
+    #[test]
+    fn the_fp16_flag_holds_only_for_fp16_values() {
+        use accutrace_formats::tensor::half_bits::f16_to_f32;
+        let new = |d: DType| StatsAccumulator::new(d.saturation_limit());
+        let f16 = DType::FLOAT16;
+        for len in [3, 1003, PARALLEL_MIN + 13] {
+            let x: Vec<f32> =
+                (0..len).map(|i| f16_to_f32(((i * 7919) % 0x7C00) as u16 | ((i as u16 & 1) << 15))).collect();
+            let y: Vec<f32> = (0..len).map(|i| f16_to_f32(((i * 104_729) % 0x7C00) as u16)).collect();
+            for level in simd::available() {
+                simd::with_ceiling(level, || {
+                    assert!(both_f32::<true>(&x, &y).fp16, "len {len}, {level:?}");
+                    assert!(
+                        both_f32_stats::<true>(&x, &y, (new(f16), new(f16))).0.fp16,
+                        "len {len}, {level:?}"
+                    );
+                    assert!(!both_f32::<false>(&x, &y).fp16, "len {len}, {level:?}");
+                    // Every position and value on the small pairs; one of each on the parallel one (debug
+                    // builds run this in CI).
+                    let (ats, bads) = if len < PARALLEL_MIN {
+                        (vec![0, len / 2, len - 1], vec![1.0 + f32::EPSILON, 65520.0, 1e-9, f32::NAN])
+                    } else {
+                        (vec![len - 1], vec![1e-9])
+                    };
+                    for &at in &ats {
+                        for &bad in &bads {
+                            let (mut xb, mut yb) = (x.clone(), y.clone());
+                            xb[at] = bad;
+                            assert!(
+                                !both_f32::<true>(&xb, &y).fp16,
+                                "x[{at}] = {bad:e}, len {len}, {level:?}"
+                            );
+                            yb[at] = bad;
+                            let (f, _, _) = both_f32_stats::<true>(&x, &yb, (new(f16), new(f16)));
+                            assert!(!f.fp16, "y[{at}] = {bad:e}, len {len}, {level:?}");
+                        }
+                    }
+                });
+            }
+        }
     }
 
     #[test]

@@ -114,7 +114,10 @@ fn measure_fused<const F16: bool>(n: &[f32], b: &[f32], request: &MetricsRequest
     let sums = msprobe::with_nonfinite_rule(n, b, first.probe, || fused::msprobe_f32::<true, F16>(n, b));
     PairMetrics {
         msprobe: msprobe::metrics_of_sums(sums),
-        msaccucmp: with_msaccucmp.then(|| msaccucmp::msaccucmp_from_sums(n, b, &first.acc, x_is_fp16)),
+        msaccucmp: with_msaccucmp.then(|| {
+            let fp16 = msaccucmp::Fp16Values::from_pass(first.fp16, first.acc.xx, first.acc.yy);
+            msaccucmp::msaccucmp_from_sums(n, b, &first.acc, x_is_fp16, fp16)
+        }),
         stats,
     }
 }

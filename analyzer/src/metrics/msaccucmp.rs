@@ -96,11 +96,15 @@ fn chunk<X: Element, Y: Element>(x: &[X], y: &[Y], kx: f64, ky: f64) -> Sums {
     }
 }
 
-/// Min-max normalised to [0, 1] and clamped to float32 epsilon; a constant side maps to epsilon.
+/// Min-max normalised to [0, 1] and clamped to float32 epsilon; a constant side maps to epsilon. `RECIP`
+/// divides through `inv` (the reciprocal of `range`) by [`div_fp16_diff`], which needs `v`, `min` and
+/// `min + range` to be finite fp16 values with `min <= v <= min + range` (an [`Fp16Values`] pair).
 #[inline(always)]
-fn norm01(v: f64, min: f64, range: f64) -> f64 {
+fn norm01<const RECIP: bool>(v: f64, min: f64, range: f64, inv: f64) -> f64 {
     let eps = f32::EPSILON as f64;
-    let t = if range > 0.0 { (v - min) / range } else { 0.0 };
+    let d = v - min;
+    let q = if RECIP { div_fp16_diff(d, range, inv) } else { d / range };
+    let t = if range > 0.0 { q } else { 0.0 };
     if t > eps {
         t
     } else {
@@ -108,37 +112,137 @@ fn norm01(v: f64, min: f64, range: f64) -> f64 {
     }
 }
 
-/// KL(p || q) with p from x and q from y, each min-max normalised, clamped, and scaled to sum 1.
-fn kl<X: Element, Y: Element>(x: &[X], y: &[Y], s: &Sums) -> f64 {
-    if let (Some(x), Some(y)) = (X::as_f32(x), Y::as_f32(y)) {
-        let (sp, sq) = reduce_chunks(x, y, |a, b| kl_norm_sums_mv(a, b, s), |a, b| (a.0 + b.0, a.1 + b.1));
-        let chunk = |a: &[f32], b: &[f32]| {
-            kl_terms_mv(a, b, s, sp, sq)
-                .unwrap_or_else(|| kl_terms::<f32, f32, false>(a, b, s, sp, sq).unwrap_or(0.0))
-        };
-        return reduce_chunks(x, y, chunk, |a, b| a + b);
+/// `a / b`, correctly rounded, through `y = 1.0 / b` for operands that are differences of fp16 values:
+/// `a = u - m` and `b = M - m` for finite fp16 values `m <= u <= M`, `m < M`, all held in f64 (where
+/// those differences are exact). Three f64 operations (a product, two FMAs) instead of a division, for
+/// KL's four normalising divisions per element: its first pass took 0.34 instead of 0.62 ns per element
+/// pair on the AVX-512 build (docs/bench-runs/2026-11-26-compare-kernels.md).
+///
+/// Proof that it returns `RN(a / b)`, round to nearest even in binary64 (u = 2^-53):
+/// 1. fp16 values are integer multiples of 2^-24 below 2^16 in magnitude, so `a = A 2^-24` and
+///    `b = B 2^-24` with integers `0 <= A <= B`, `1 <= B < 2^41`: exact in binary64.
+/// 2. `A = 0`: `q0 = +0`, `r = +0`, the result `+0 = a / b`. Otherwise `x = a / b = A / B` lies in
+///    `[2^-41, 1]`; let `2^E <= x < 2^(E+1)`, `-41 <= E <= 0`.
+/// 3. `y = RN(1/b) = (1/b)(1 + t1)`, `q0 = RN(a y) = x (1 + t1)(1 + t2)` with `|t1|, |t2| <= u` (no
+///    underflow: `1/b` lies in `(2^-17, 2^24]`). So `|q0 - x| <= x (2u + u^2) < 3 2^(E-52)`.
+/// 4. `R = a - b q0` is exact in binary64, so the first FMA returns it: `q0 >= 2^(E-1)` is a multiple of
+///    2^(E-53), `b q0` of 2^(E-77), and `a` too (`E <= 53`); `|R| = b |x - q0| < 3 B 2^(E-76)`, i.e.
+///    fewer than `6 B < 2^44` units of 2^(E-77) (>= 2^-118, far above the subnormals).
+/// 5. The second FMA rounds `v = q0 + R y` once. `R y = b (x - q0)(1/b)(1 + t1)`, so
+///    `v = x + (x - q0) t1` and `|v - x| < 3 2^(E-105)`.
+/// 6. RN changes value only at midpoints between neighbouring binary64 numbers. Near `x` (from 2^(E-1)
+///    to 2^(E+2)) each is an integer multiple `M 2^(E-54)`, and `x - M 2^(E-54) = N 2^(E-54) / B` with
+///    the integer `N = A 2^(54-E) - B M`. `N != 0`: a midpoint has an odd significand of 54 bits, which
+///    would divide `A < 2^41`. So every midpoint is at least `2^(E-54) / B > 2^(E-95)` from `x`, more
+///    than `|v - x|`: none lies between `x` and `v`, and `RN(v) = RN(x)`.
+///
+/// Tested exhaustively over the fp16 numerators of random and chosen ranges (`tests` below), and
+/// through KL against the division at every build.
+#[inline(always)]
+pub(crate) fn div_fp16_diff(a: f64, b: f64, y: f64) -> f64 {
+    let q0 = a * y;
+    let r = (-q0).mul_add(b, a);
+    r.mul_add(y, q0)
+}
+
+/// Evidence that both sides of a pair hold only finite fp16 values (binary16 numbers widened to f32),
+/// which KL's normalisation through reciprocals needs (`div_fp16_diff`). Not a claim about dtypes: built
+/// only by a pass that compared every value of both sides with its rounding to f16 ([`Fp16Values::check`],
+/// or the fused pass, which does that comparison per element: `fused.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fp16Values {
+    _checked: (),
+}
+
+impl Fp16Values {
+    /// `Some` when every value of `x` and `y` is a finite fp16 value.
+    pub fn check(x: &[f32], y: &[f32]) -> Option<Fp16Values> {
+        let exact = |v: &[f32]| v.iter().all(|&v| v.is_finite() && super::kernel::round_to_f16(v) == v);
+        (exact(x) && exact(y)).then_some(Fp16Values { _checked: () })
     }
-    let (sp, sq) = reduce_chunks(x, y, |a, b| kl_norm_sums(a, b, s), |a, b| (a.0 + b.0, a.1 + b.1));
-    let chunk = |a: &[X], b: &[Y]| kl_terms::<X, Y, false>(a, b, s, sp, sq).unwrap_or(0.0);
+
+    /// From a pass over both sides that found each value equal to its f16 rounding (`rounds_exactly`) and
+    /// both sums of squares finite (so no infinity passed as an fp16 value).
+    pub(super) fn from_pass(rounds_exactly: bool, xx: f64, yy: f64) -> Option<Fp16Values> {
+        (rounds_exactly && xx.is_finite() && yy.is_finite()).then_some(Fp16Values { _checked: () })
+    }
+}
+
+/// Whether `mul_add` is one instruction at the current level: the AVX-512 build (AVX-512F brings FMA;
+/// the AVX2 build is compiled without it and would call libm's software `fma`) and aarch64 (FMA is part
+/// of its baseline).
+fn fma_in_hardware() -> bool {
+    use accutrace_formats::simd::{level, Level};
+    cfg!(target_arch = "aarch64") || (cfg!(target_arch = "x86_64") && level() >= Level::Avx512)
+}
+
+/// KL(p || q) with p from x and q from y, each min-max normalised, clamped, and scaled to sum 1. With
+/// `fp16` (and FMA in hardware) the normalisation divides through reciprocals ([`div_fp16_diff`]): the
+/// same bits.
+fn kl<X: Element, Y: Element>(x: &[X], y: &[Y], s: &Sums, fp16: Option<Fp16Values>) -> f64 {
+    if let (Some(x), Some(y)) = (X::as_f32(x), Y::as_f32(y)) {
+        return kl_f32(x, y, s, fp16.is_some() && fma_in_hardware());
+    }
+    let (sp, sq) = reduce_chunks(x, y, |a, b| kl_norm_sums::<X, Y, false>(a, b, s), add_pairs);
+    let chunk = |a: &[X], b: &[Y]| kl_terms::<X, Y, false, false>(a, b, s, sp, sq).unwrap_or(0.0);
+    reduce_chunks(x, y, chunk, |a, b| a + b)
+}
+
+fn add_pairs(a: (f64, f64), b: (f64, f64)) -> (f64, f64) {
+    (a.0 + b.0, a.1 + b.1)
+}
+
+/// [`kl`] of f32 sides through the per-level builds; `recip` (only for [`Fp16Values`]) divides by the
+/// ranges through their reciprocals.
+fn kl_f32(x: &[f32], y: &[f32], s: &Sums, recip: bool) -> f64 {
+    let (sp, sq) = if recip {
+        reduce_chunks(x, y, |a, b| kl_norm_sums_recip_mv(a, b, s), add_pairs)
+    } else {
+        reduce_chunks(x, y, |a, b| kl_norm_sums_mv(a, b, s), add_pairs)
+    };
+    let chunk = |a: &[f32], b: &[f32]| {
+        let fast =
+            if recip { kl_terms_mv::<true>(a, b, s, sp, sq) } else { kl_terms_mv::<false>(a, b, s, sp, sq) };
+        fast.unwrap_or_else(|| {
+            let exact = if recip {
+                kl_terms::<f32, f32, false, true>(a, b, s, sp, sq)
+            } else {
+                kl_terms::<f32, f32, false, false>(a, b, s, sp, sq)
+            };
+            exact.unwrap_or(0.0)
+        })
+    };
     reduce_chunks(x, y, chunk, |a, b| a + b)
 }
 
 /// KL's first pass: the sums of the normalised sides.
 #[inline(always)]
-fn kl_norm_sums<X: Element, Y: Element>(a: &[X], b: &[Y], s: &Sums) -> (f64, f64) {
+fn kl_norm_sums<X: Element, Y: Element, const RECIP: bool>(a: &[X], b: &[Y], s: &Sums) -> (f64, f64) {
     let (xr, yr) = (s.x_max - s.x_min, s.y_max - s.y_min);
+    let (xi, yi) = (1.0 / xr, 1.0 / yr);
     let (mut p, mut q) = ([0.0; LANES], [0.0; LANES]);
     for_lanes(a, b, |l, u, v| {
-        p[l] += norm01(u, s.x_min, xr);
-        q[l] += norm01(v, s.y_min, yr);
+        p[l] += norm01::<RECIP>(u, s.x_min, xr, xi);
+        q[l] += norm01::<RECIP>(v, s.y_min, yr, yi);
     });
     (hsum(&p), hsum(&q))
 }
 
-/// KL's second pass: Σ p ln(p / q). `FAST` takes [`ln_fast`] (vectorisable) and reports `None` when a
-/// ratio falls outside its domain (then the chunk is redone with `f64::ln`).
 #[inline(always)]
-fn kl_terms<X: Element, Y: Element, const FAST: bool>(
+fn kl_norm_sums_div(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) {
+    kl_norm_sums::<f32, f32, false>(a, b, s)
+}
+
+#[inline(always)]
+fn kl_norm_sums_recip(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) {
+    kl_norm_sums::<f32, f32, true>(a, b, s)
+}
+
+/// KL's second pass: Σ p ln(p / q). `FAST` takes [`ln_fast`] (vectorisable) and reports `None` when a
+/// ratio falls outside its domain (then the chunk is redone with `f64::ln`); `RECIP` normalises as
+/// [`norm01`] says.
+#[inline(always)]
+fn kl_terms<X: Element, Y: Element, const FAST: bool, const RECIP: bool>(
     a: &[X],
     b: &[Y],
     s: &Sums,
@@ -146,11 +250,12 @@ fn kl_terms<X: Element, Y: Element, const FAST: bool>(
     sq: f64,
 ) -> Option<f64> {
     let (xr, yr) = (s.x_max - s.x_min, s.y_max - s.y_min);
+    let (xi, yi) = (1.0 / xr, 1.0 / yr);
     let mut k = [0.0; LANES];
     let mut outside = [0u32; LANES];
     for_lanes(a, b, |l, u, v| {
-        let p = norm01(u, s.x_min, xr) / sp;
-        let q = norm01(v, s.y_min, yr) / sq;
+        let p = norm01::<RECIP>(u, s.x_min, xr, xi) / sp;
+        let q = norm01::<RECIP>(v, s.y_min, yr, yi) / sq;
         let r = p / q;
         let ln = if FAST {
             outside[l] |= u32::from(!(f64::MIN_POSITIVE..=f64::MAX).contains(&r));
@@ -164,8 +269,8 @@ fn kl_terms<X: Element, Y: Element, const FAST: bool>(
 }
 
 #[inline(always)]
-fn kl_terms_fast(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> {
-    kl_terms::<f32, f32, true>(a, b, s, sp, sq)
+fn kl_terms_fast<const RECIP: bool>(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> {
+    kl_terms::<f32, f32, true, RECIP>(a, b, s, sp, sq)
 }
 
 /// Natural logarithm of a positive, normal, finite `x`, branch-free so that LLVM vectorises the loop around
@@ -202,8 +307,10 @@ pub(crate) fn ln_fast(x: f64) -> f64 {
 }
 
 // Without the AVX-512 build: KL's first pass (two divisions and two sums per element) measured slower with it.
-multiversion!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums, up_to Avx2);
-multiversion!(fn kl_terms_mv(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> = kl_terms_fast);
+multiversion!(fn kl_norm_sums_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums_div, up_to Avx2);
+// Through reciprocals: FMAs, which only the AVX-512 build has in hardware (`fma_in_hardware`).
+multiversion!(fn kl_norm_sums_recip_mv(a: &[f32], b: &[f32], s: &Sums) -> (f64, f64) = kl_norm_sums_recip);
+multiversion!(fn kl_terms_mv<const RECIP: bool>(a: &[f32], b: &[f32], s: &Sums, sp: f64, sq: f64) -> Option<f64> = kl_terms_fast);
 
 /// All msaccucmp metrics, through the generic kernels (`metrics::measure` is the entry point that picks the
 /// fused f32 pass where it applies). `x_is_fp16` enables the OverFlow flag (max |x| >= 65504).
@@ -218,15 +325,17 @@ pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bo
     }
     let (kx, ky) = (x[0].f64(), y[0].f64());
     let s = reduce_chunks(&x[..len], &y[..len], |a, b| chunk(a, b, kx, ky), Sums::merge);
-    msaccucmp_from_sums(&x[..len], &y[..len], &s, x_is_fp16)
+    msaccucmp_from_sums(&x[..len], &y[..len], &s, x_is_fp16, None)
 }
 
-/// The metrics from the first pass's sums (`x`, `y` of equal, nonzero length: KL reads them again).
+/// The metrics from the first pass's sums (`x`, `y` of equal, nonzero length: KL reads them again);
+/// `fp16` when that pass found every value an fp16 value.
 pub(crate) fn msaccucmp_from_sums<X: Element, Y: Element>(
     x: &[X],
     y: &[Y],
     s: &Sums,
     x_is_fp16: bool,
+    fp16: Option<Fp16Values>,
 ) -> MsaccucmpMetrics {
     let len = x.len();
     let (kx, ky) = (x[0].f64(), y[0].f64());
@@ -254,7 +363,7 @@ pub(crate) fn msaccucmp_from_sums<X: Element, Y: Element>(
         relative_euclidean_distance: red,
         max_relative_error: s.max_rel,
         mean_relative_error: s.acc_rel / n,
-        kullback_leibler_divergence: kl(&x[..len], &y[..len], s),
+        kullback_leibler_divergence: kl(&x[..len], &y[..len], s, fp16),
         standard_deviation: (mean_std(s.x_sh, s.x_sh2, kx), mean_std(s.y_sh, s.y_sh2, ky)),
         overflow: x_is_fp16 && s.x_absmax >= 65504.0,
     }
@@ -322,6 +431,138 @@ mod tests {
         }
         assert!(worst <= 1, "{worst} ulps");
         assert_eq!(ln_fast(1.0), 0.0);
+    }
+
+    /// The finite fp16 values, ascending (negative zero left out: it equals zero as a numerator).
+    fn fp16_ladder() -> Vec<f64> {
+        use accutrace_formats::tensor::half_bits::f16_to_f32;
+        let mut v: Vec<f64> = (0u16..=0xFFFF)
+            .filter(|&h| h & 0x7C00 != 0x7C00 && h != 0x8000)
+            .map(|h| f64::from(f16_to_f32(h)))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    /// `div_fp16_diff` against the division, bit for bit, for every fp16 numerator `u` in `[min, max]`, over
+    /// ranges chosen for the proof's edges (the widest, the narrowest, subnormals, divisors whose
+    /// significand is all ones or just above a power of two, `u` next to both ends) and random ones. The
+    /// uncorrected quotient `RN(a * RN(1/b))` is wrong for some of them: without the correction this fails.
+    #[test]
+    fn reciprocal_division_of_fp16_differences_is_the_division() {
+        let ladder = fp16_ladder();
+        let (lo, hi) = (0usize, ladder.len() - 1);
+        let at = |h: u16| {
+            let v = f64::from(accutrace_formats::tensor::half_bits::f16_to_f32(h));
+            ladder.binary_search_by(|p| p.total_cmp(&v)).expect("a finite fp16 value")
+        };
+        let mut ranges = vec![
+            (lo, hi),                 // -65504 to 65504: the widest
+            (at(0x0000), at(0x0001)), // 0 to 2^-24: the narrowest
+            (at(0x0000), at(0x0400)), // the subnormals and the smallest normal
+            (at(0x83FF), at(0x03FF)), // the subnormals of both signs
+            (at(0xBC00), at(0x3C00)), // -1 to 1
+            (at(0xFBFF), at(0xFBFE)), // -65504 to -65472
+            (at(0x0000), at(0x67FF)), // 0 to 2047: a divisor of eleven ones
+            (at(0xE7FF), at(0x6800)), // -2047 to 2048
+            (at(0xB555), at(0x7BFF)), // -0.33325195 to 65504
+            (at(0x3C00), at(0x3C01)), // 1 to 1 + 2^-10
+            (at(0xC200), hi),
+            (lo, at(0x3C00)),
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) as usize % n
+        };
+        for _ in 0..300 {
+            let (i, j) = (next(ladder.len()), next(ladder.len()));
+            if i != j {
+                ranges.push((i.min(j), i.max(j)));
+            }
+        }
+        // Narrow ranges in every binade: few numerators, divisors of every shape.
+        for _ in 0..150 {
+            let i = next(ladder.len() - 40);
+            ranges.push((i, i + 1 + next(39)));
+        }
+        let (mut checked, mut naive_wrong) = (0u64, 0u64);
+        for (i, j) in ranges {
+            let (min, max) = (ladder[i], ladder[j]);
+            let b = max - min;
+            let y = 1.0 / b;
+            for &u in &ladder[i..=j] {
+                let a = u - min;
+                let want = a / b;
+                let got = div_fp16_diff(a, b, y);
+                assert_eq!(got.to_bits(), want.to_bits(), "({u:e} - {min:e}) / ({max:e} - {min:e})");
+                naive_wrong += u64::from((a * y).to_bits() != want.to_bits());
+                checked += 1;
+            }
+        }
+        assert!(checked > 5_000_000, "{checked}");
+        assert!(naive_wrong > 0, "the uncorrected quotient was right every time: the ranges test nothing");
+    }
+
+    /// fp16 values of both signs with zeros, subnormals and +-65504.
+    fn fp16_values(len: usize, seed: u64) -> Vec<f32> {
+        use accutrace_formats::tensor::half_bits::f16_to_f32;
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let h = (state >> 40) as u16;
+                match h % 11 {
+                    0 => f16_to_f32(h & 0x8000),
+                    1 => f16_to_f32(h & 0x83FF),
+                    2 => f16_to_f32(0x7BFF | (h & 0x8000)),
+                    _ => f16_to_f32(h & 0xBFFF),
+                }
+            })
+            .collect()
+    }
+
+    /// KL through reciprocals equals KL through divisions bit for bit, at every build this CPU runs
+    /// (below AVX-512 the FMAs are libm's, which round once as well), serial and parallel, with a side
+    /// that is constant.
+    #[test]
+    fn kl_through_reciprocals_is_kl_through_divisions_at_every_level() {
+        use super::super::kernel::PARALLEL_MIN;
+        use accutrace_formats::simd;
+        for (len, constant) in
+            [(1, false), (9, false), (1000, false), (1000, true), (PARALLEL_MIN + 77, false)]
+        {
+            let x = fp16_values(len, len as u64);
+            let y = if constant { vec![0.5f32; len] } else { fp16_values(len, 3 * len as u64 + 1) };
+            assert!(Fp16Values::check(&x, &y).is_some());
+            let s = reduce_chunks(&x, &y, |a, b| chunk(a, b, f64::from(x[0]), f64::from(y[0])), Sums::merge);
+            let want = simd::with_ceiling(simd::Level::Portable, || {
+                (kl_norm_sums::<f32, f32, false>(&x, &y, &s), kl_f32(&x, &y, &s, false))
+            });
+            for level in simd::available() {
+                let got = simd::with_ceiling(level, || {
+                    (kl_norm_sums_recip_mv(&x, &y, &s), kl_f32(&x, &y, &s, true), kl_f32(&x, &y, &s, false))
+                });
+                let bits = |v: (f64, f64)| (v.0.to_bits(), v.1.to_bits());
+                assert_eq!(bits(got.0), bits(want.0), "len {len}, {level:?}");
+                assert_eq!(got.1.to_bits(), want.1.to_bits(), "len {len}, {level:?}");
+                assert_eq!(got.2.to_bits(), want.1.to_bits(), "len {len}, {level:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fp16_values_are_checked() {
+        let x = [0.0f32, -0.0, 65504.0, 5.9604645e-8, -1.5];
+        assert!(Fp16Values::check(&x, &x).is_some());
+        for bad in [1.0 + f32::EPSILON, f32::INFINITY, f32::NAN, 65520.0, 1e-9] {
+            let mut y = x;
+            y[3] = bad;
+            assert!(Fp16Values::check(&x, &y).is_none(), "{bad:e}");
+            assert!(Fp16Values::check(&y, &x).is_none(), "{bad:e}");
+        }
+        assert!(Fp16Values::from_pass(true, 1.0, f64::INFINITY).is_none());
+        assert!(Fp16Values::from_pass(false, 1.0, 1.0).is_none());
     }
 
     #[test]
