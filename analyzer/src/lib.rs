@@ -26,6 +26,7 @@ pub mod overflow_records;
 pub mod problems;
 pub mod progress;
 pub mod ranks;
+mod repeats;
 pub mod report;
 pub mod roles;
 pub mod series;

@@ -2,7 +2,9 @@
 //! fails while its inputs pass (the culprit). [`report::compare`](crate::report::compare) prints it.
 //!
 //! Per tensor pair: msprobe's six metrics and "Accuracy Reached or Not", msaccucmp's metrics, the
-//! statistics of both sides, and msprobe's newer Result column. accutrace's own verdict (`Status`) is
+//! statistics of both sides, and msprobe's newer Result column. A tensor pair that repeats an earlier pair
+//! (each side recorded the tensor twice: an op's output, then the next op's input) with the same stored bytes
+//! on each side takes that pair's metrics instead of being read again. accutrace's own verdict (`Status`) is
 //! precision only: Accuracy Reached = No, inf/NaN positions that differ, a shape mismatch, or a user
 //! threshold. msprobe's Result also flags a dtype change, which every mixed-precision run has, so it is
 //! reported but does not make an op fail.
@@ -14,13 +16,14 @@ use crate::api_matching::{is_api_level, with_output_stats, ApiCall};
 use crate::comparable::{different_model, ranks_on_one_side, steps_on_one_side, swapped_sides};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId, TensorInfo};
-use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions};
+use crate::matching::{input_producers, match_runs, MatchKind, MatchOptions, TensorPair};
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
-use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics};
+use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics, PairMetrics};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
+use crate::repeats::measure_pairs;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
@@ -231,15 +234,23 @@ pub fn compare<'a>(
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
     let families = families(target, bench, options);
-    let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) = pairs
-        .par_iter()
-        .map(|p| {
-            let row = compare_pair(target, bench, p.target, p.bench, p.how, options, families);
-            progress.inc(1);
-            row
-        })
-        .unzip();
+    // A tensor both sides recorded twice (an op's output, then the next op's input) is read once where
+    // each side stores the same bytes for both records: the repeat takes the first pair's metrics.
+    let compare_one = |p: &TensorPair, first: Option<&ReadMetrics>| {
+        let compared = compare_pair(target, bench, p, options, families, first);
+        progress.inc(1);
+        compared
+    };
+    let compared = measure_pairs(
+        (target, bench),
+        &pairs,
+        |p| compare_one(p, None),
+        |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
+        |p, first| compare_one(p, Some(first)),
+    );
     progress.finish();
+    let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) =
+        compared.into_iter().map(|(row, hash, _)| (row, hash)).unzip();
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
     // tensors: the table does it, and the compared rows take their verdicts from it.
     let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
@@ -355,20 +366,32 @@ pub fn families(target: &dyn Source, bench: &dyn Source, options: &CompareOption
     })
 }
 
+/// What [`compare_pair`] measured from both sides' values: for a pair that repeats this one, where each side
+/// stores the same bytes for both, these are its own.
+#[derive(Clone)]
+struct ReadMetrics {
+    request: MetricsRequest,
+    metrics: PairMetrics,
+}
+
+/// One pair's row, the target's content hash where the read computed it (for producer links; `None` where
+/// the index has one), and what was measured from both sides' values, when they were read and measured.
+/// With `first` (an earlier pair whose two tensors each side stores with the same bytes as this pair's),
+/// its metrics are taken instead of reading, where this pair asks for the same ones; all else is this pair's.
 fn compare_pair(
     target: &dyn Source,
     bench: &dyn Source,
-    t: TensorId,
-    b: TensorId,
-    how: MatchKind,
+    p: &TensorPair,
     options: &CompareOptions,
     families: Families,
-) -> (CompareRow, Option<u64>) {
+    first: Option<&ReadMetrics>,
+) -> (CompareRow, Option<u64>, Option<ReadMetrics>) {
+    let (t, b) = (p.target, p.bench);
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow {
         target: t,
         bench: Some(b),
-        how: Some(how),
+        how: Some(p.how),
         msprobe: MsprobeMetrics::unsupported(),
         msaccucmp: None,
         target_stats: ti.stats,
@@ -382,6 +405,7 @@ fn compare_pair(
         measured: Measured::Values,
     };
     let mut hash = None;
+    let mut read = None;
     // Element counts, checked: a shape whose product overflows 64 bits describes no tensor that exists,
     // so its data cannot be read as that shape.
     let (tn, bn) = (element_count(&ti.shape), element_count(&bi.shape));
@@ -394,32 +418,39 @@ fn compare_pair(
     } else if tn != bn {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
-        // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this thread
-        // while this one waits inside a parallel kernel gets buffers of its own).
-        let (mut n, mut bv) = BUFFERS.with(|c| c.take());
-        // The target's content hash (for producer links) comes from the same read when the index has none.
-        let read = if ti.hash.is_none() {
-            target.read_values_and_hash(t, &mut n).map(Some)
-        } else {
-            target.read_values(t, &mut n).map(|()| None)
-        };
         // Statistics the index lacks come from the metrics' own pass (bit for bit `of_f32`'s).
         let stats = row.target_stats.is_none() || row.bench_stats.is_none();
         let request = MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, stats);
-        // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
-        let mut measure = |bv: &[f32]| {
-            let m = measure(&n, bv, &request);
-            (row.msprobe, row.msaccucmp) = (m.msprobe, m.msaccucmp);
-            if let Some((ts, bs)) = m.stats {
-                row.target_stats = row.target_stats.or(Some(ts));
-                row.bench_stats = row.bench_stats.or(Some(bs));
+        match first.filter(|f| f.request == request) {
+            Some(f) => take_metrics(&mut row, &f.metrics),
+            None => {
+                // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this
+                // thread while this one waits inside a parallel kernel gets buffers of its own).
+                let (mut n, mut bv) = BUFFERS.with(|c| c.take());
+                // The target's content hash (for producer links) comes from the same read when the index has
+                // none.
+                let values = if ti.hash.is_none() {
+                    target.read_values_and_hash(t, &mut n).map(Some)
+                } else {
+                    target.read_values(t, &mut n).map(|()| None)
+                };
+                let mut measured = None;
+                // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
+                let mut measure = |bv: &[f32]| {
+                    let m = measure(&n, bv, &request);
+                    take_metrics(&mut row, &m);
+                    measured = Some(m);
+                };
+                match values.and_then(|h| bench.with_values(b, &mut bv, &mut measure).map(|()| h)) {
+                    Ok(h) => {
+                        hash = h;
+                        read = measured.map(|metrics| ReadMetrics { request, metrics });
+                    }
+                    Err(err) => row.error = Some(format!("{err:#}")),
+                }
+                BUFFERS.with(|c| c.replace((n, bv)));
             }
-        };
-        match read.and_then(|h| bench.with_values(b, &mut bv, &mut measure).map(|()| h)) {
-            Ok(h) => hash = h,
-            Err(err) => row.error = Some(format!("{err:#}")),
         }
-        BUFFERS.with(|c| c.replace((n, bv)));
     } else if same_stored_content(ti, bi) {
         row.measured = Measured::EqualHashes;
     } else {
@@ -427,7 +458,16 @@ fn compare_pair(
     }
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, options);
-    (row, hash)
+    (row, hash, read)
+}
+
+/// A pair's metrics into its row: the statistics only where the index has none.
+fn take_metrics(row: &mut CompareRow, m: &PairMetrics) {
+    (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp);
+    if let Some((ts, bs)) = m.stats {
+        row.target_stats = row.target_stats.or(Some(ts));
+        row.bench_stats = row.bench_stats.or(Some(bs));
+    }
 }
 
 /// Whether both sides store one content hash for one dtype, shape and device layout: the same bytes read

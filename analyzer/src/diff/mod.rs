@@ -6,15 +6,14 @@
 use crate::comparable::{configuration_differences, not_one_configuration};
 use crate::filter::Filter;
 use crate::index::{Index, Io, TensorId, TensorInfo};
-use crate::matching::TensorPair;
 use crate::matching::{match_runs, MatchOptions};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
+use crate::repeats::measure_pairs;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -174,58 +173,27 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         .into());
     }
     let progress = Progress::new("diff", pairs.len() as u64, !options.progress);
-    let measure = |target: TensorId, bench: TensorId| {
-        let d = diff_tensor(run1, run2, target, bench);
-        progress.inc(1);
-        d
-    };
-    // A pair whose two hashes an earlier pair has (a tensor recorded twice on both sides: an op's output,
-    // then the next op's input) waits for that pair, and takes its figures where both sides store the
-    // same bytes as it ([`Source::same_stored_data`]): the first pair's data matched its content hashes
-    // when it was measured, so the repeat's stored bytes are proved sound without decoding them again.
-    let earlier = earlier_pair_with_the_hashes(i1, i2, &pairs);
-    let mut diffs: Vec<Result<TensorDiff>> = Vec::with_capacity(pairs.len());
-    // The figures of each pair measured first, kept for the pairs that repeat its hashes.
-    let mut measured_firsts: Vec<Option<TensorDiff>> = Vec::with_capacity(pairs.len());
-    // A window at a time, in pair order: reading a payload maps its neighbours' pages too (the kernel's
-    // fault-around), and a repeat's pages mapped that way stay counted as resident until the repeat is
-    // compared and released; windows bound that to a constant however large the capture.
-    for start in (0..pairs.len()).step_by(REPEAT_WINDOW) {
-        let window = start..(start + REPEAT_WINDOW).min(pairs.len());
-        let first_pass: Vec<Option<Result<TensorDiff>>> = window
-            .clone()
-            .into_par_iter()
-            .map(|i| earlier[i].is_none().then(|| measure(pairs[i].target, pairs[i].bench)))
-            .collect();
-        measured_firsts.extend(first_pass.iter().map(|d| match d {
-            Some(Ok(d)) if d.measured => Some(d.clone()),
+    // A tensor both runs recorded twice (an op's output, then the next op's input) is read once where each
+    // run stores the same bytes for both records: the first pair's data matched its content hashes when it
+    // was measured, so the repeat's stored bytes are proved sound without decoding them again.
+    let diffs: Vec<Result<TensorDiff>> = measure_pairs(
+        (run1, run2),
+        &pairs,
+        |p| {
+            let d = diff_tensor(run1, run2, p.target, p.bench);
+            progress.inc(1);
+            d
+        },
+        |d| match d {
+            Ok(d) if d.measured => Some(d.clone()),
             _ => None,
-        }));
-        let measured_firsts = &measured_firsts;
-        let done: Vec<Result<TensorDiff>> = first_pass
-            .into_par_iter()
-            .zip(window.into_par_iter())
-            .map(|(done, i)| {
-                if let Some(d) = done {
-                    return d;
-                }
-                let p = pairs[i];
-                let first = earlier[i].and_then(|e| Some((pairs[e], measured_firsts[e].as_ref()?)));
-                match first {
-                    Some((f, d))
-                        if run1.same_stored_data(f.target, p.target).unwrap_or(false)
-                            && run2.same_stored_data(f.bench, p.bench).unwrap_or(false) =>
-                    {
-                        progress.inc(1);
-                        let (ia, ib) = (&i1.tensors[p.target], &i2.tensors[p.bench]);
-                        Ok(TensorDiff { stats_delta: stats_delta(ia, ib), ..d.clone() })
-                    }
-                    _ => measure(p.target, p.bench),
-                }
-            })
-            .collect();
-        diffs.extend(done);
-    }
+        },
+        |p, d| {
+            progress.inc(1);
+            let (ia, ib) = (&i1.tensors[p.target], &i2.tensors[p.bench]);
+            Ok(TensorDiff { stats_delta: stats_delta(ia, ib), ..d.clone() })
+        },
+    );
     progress.finish();
     let mut by_target: BTreeMap<TensorId, TensorDiff> = BTreeMap::new();
     let mut decoded = 0;
@@ -281,29 +249,6 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         input_problems,
         warnings: i1.warnings_of("run1").chain(i2.warnings_of("run2")).collect(),
     })
-}
-
-/// Pairs measured at a time when some repeat earlier ones (see [`diff`]).
-const REPEAT_WINDOW: usize = 256;
-
-/// For each pair, the first pair before it with the same two content hashes, when the hashes differ and
-/// both sides have data (a pair whose hashes are equal is identical without a decode).
-fn earlier_pair_with_the_hashes(i1: &Index, i2: &Index, pairs: &[&TensorPair]) -> Vec<Option<usize>> {
-    let mut first: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::new();
-    pairs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let (ia, ib) = (&i1.tensors[p.target], &i2.tensors[p.bench]);
-            match (ia.hash, ib.hash) {
-                (Some(ha), Some(hb)) if ha != hb && ia.has_data && ib.has_data => {
-                    let e = *first.entry((ha, hb)).or_insert(i);
-                    (e != i).then_some(e)
-                }
-                _ => None,
-            }
-        })
-        .collect()
 }
 
 /// The largest change of a statistic (min, max, mean, L2 norm) between two tensors, when both have

@@ -58,8 +58,8 @@ pub trait Source: Send + Sync {
     /// Whether tensors `a` and `b` of this source hold the same data in the same layout, as proved by their
     /// stored bytes themselves (a capture: the same dtype, layout and shapes, and payloads equal byte for
     /// byte), never by a hash alone: then every figure read from one holds for the other, and `a`'s data
-    /// matching its content hash when read vouches for `b`'s. diff reads a tensor recorded twice (an op's
-    /// output, then the next op's input) once. `false` where the source cannot tell (the default).
+    /// matching its content hash when read vouches for `b`'s. diff and compare read a tensor recorded twice (an
+    /// op's output, then the next op's input) once. `false` where the source cannot tell (the default).
     fn same_stored_data(&self, _a: TensorId, _b: TensorId) -> Result<bool> {
         Ok(false)
     }

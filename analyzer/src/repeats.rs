@@ -1,0 +1,251 @@
+//! Pairs that repeat an earlier pair, read once (diff and compare). A CANN dump of every input and output
+//! records each activation twice: as an op's output, and again as the next op's input. Two such runs pair
+//! the second copies as they pair the first, so about half of their pairs hold the same two tensors as an
+//! earlier pair. Such a pair waits for the first one, and takes what was measured of it where each side
+//! stores the same bytes for both ([`Source::same_stored_data`]: compared byte for byte, never a hash
+//! alone); otherwise it is measured as any other pair.
+
+use crate::index::Index;
+use crate::matching::TensorPair;
+use crate::sources::Source;
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// Pairs measured at a time when some repeat earlier ones. Reading a payload maps its neighbours' pages
+/// too (the kernel's fault-around), and a repeat's pages mapped that way stay counted as resident until
+/// the repeat is compared and released: windows in pair order bound that to a constant however large the
+/// capture.
+const WINDOW: usize = 256;
+
+/// For each pair, the first pair before it with the same two content hashes, when the hashes differ and
+/// both sides have data (a pair whose hashes are equal is identical without a decode, and one without data
+/// is not read).
+pub(crate) fn earlier_pair_with_the_hashes(
+    target: &Index,
+    bench: &Index,
+    pairs: &[&TensorPair],
+) -> Vec<Option<usize>> {
+    let mut first: HashMap<(u64, u64), usize> = HashMap::new();
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (it, ib) = (&target.tensors[p.target], &bench.tensors[p.bench]);
+            match (it.hash, ib.hash) {
+                (Some(ht), Some(hb)) if ht != hb && it.has_data && ib.has_data => {
+                    let e = *first.entry((ht, hb)).or_insert(i);
+                    (e != i).then_some(e)
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Every pair's result, in pair order: `measure` reads and measures a pair; a pair that repeats an
+/// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
+/// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
+/// read), where both sides store the same data for the two pairs. Otherwise, or where that cannot be told
+/// (an error of the comparison), the repeat is measured itself, and fails as it would have.
+pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
+    (target, bench): (&dyn Source, &dyn Source),
+    pairs: &[&TensorPair],
+    measure: impl Fn(&TensorPair) -> R + Sync,
+    kept: impl Fn(&R) -> Option<K> + Sync,
+    repeat: impl Fn(&TensorPair, &K) -> R + Sync,
+) -> Vec<R> {
+    let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
+    // The last pair that repeats each pair (0 where none does: a repeat comes after its first).
+    let mut last_repeat = vec![0; pairs.len()];
+    for (i, e) in earlier.iter().enumerate() {
+        if let Some(e) = *e {
+            last_repeat[e] = i;
+        }
+    }
+    // Without repeats nothing waits and no repeat's pages are mapped early: one window.
+    let window = if earlier.iter().any(Option::is_some) { WINDOW } else { pairs.len().max(1) };
+    let mut results: Vec<R> = Vec::with_capacity(pairs.len());
+    // What the pairs measured first left for their repeats, kept until the last of these is done.
+    let mut firsts: HashMap<usize, K> = HashMap::new();
+    for start in (0..pairs.len()).step_by(window) {
+        let range = start..(start + window).min(pairs.len());
+        let end = range.end;
+        let first_pass: Vec<Option<R>> =
+            range.clone().into_par_iter().map(|i| earlier[i].is_none().then(|| measure(pairs[i]))).collect();
+        for (r, i) in first_pass.iter().zip(range.clone()) {
+            if let Some(k) = r.as_ref().filter(|_| last_repeat[i] > i).and_then(&kept) {
+                firsts.insert(i, k);
+            }
+        }
+        let firsts_here = &firsts;
+        let done: Vec<R> = first_pass
+            .into_par_iter()
+            .zip(range.into_par_iter())
+            .map(|(done, i)| {
+                if let Some(r) = done {
+                    return r;
+                }
+                let p = pairs[i];
+                let first = earlier[i].and_then(|e| Some((pairs[e], firsts_here.get(&e)?)));
+                match first {
+                    Some((f, k))
+                        if target.same_stored_data(f.target, p.target).unwrap_or(false)
+                            && bench.same_stored_data(f.bench, p.bench).unwrap_or(false) =>
+                    {
+                        repeat(p, k)
+                    }
+                    _ => measure(p),
+                }
+            })
+            .collect();
+        results.extend(done);
+        firsts.retain(|&e, _| last_repeat[e] >= end);
+    }
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Io, TensorId, TensorInfo};
+    use crate::matching::MatchKind;
+    use accutrace_formats::DType;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A run of one op per tensor, with the given content hashes (`None`: no data either); tensors of one
+    /// hash store the same bytes, except those in `differ`, whose bytes differ from every other's.
+    struct Run {
+        index: Index,
+        differ: Vec<TensorId>,
+    }
+
+    impl Run {
+        fn new(hashes: impl Iterator<Item = Option<u64>>, differ: Vec<TensorId>) -> Run {
+            let mut index = Index::default();
+            for hash in hashes {
+                let op = index.push_op(format!("op{}", index.ops.len()), "T".into(), 0, 0);
+                index.push_tensor(TensorInfo {
+                    op,
+                    io: Io::Output,
+                    index: 0,
+                    dtype: DType::FLOAT16,
+                    shape: vec![4],
+                    device_format: None,
+                    device_shape: None,
+                    original_op: None,
+                    stats: None,
+                    histogram: None,
+                    hash,
+                    label: None,
+                    requires_grad: None,
+                    has_data: hash.is_some(),
+                    locator: 0,
+                });
+            }
+            Run { index, differ }
+        }
+    }
+
+    impl Source for Run {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn root(&self) -> &Path {
+            Path::new("test")
+        }
+        fn index(&self) -> &Index {
+            &self.index
+        }
+        fn read_values(&self, _: TensorId, _: &mut Vec<f32>) -> anyhow::Result<()> {
+            unreachable!("measure_pairs reads nothing itself")
+        }
+        fn content_hash(&self, t: TensorId) -> anyhow::Result<u64> {
+            self.index.tensors[t].hash.ok_or_else(|| anyhow::anyhow!("no data"))
+        }
+        fn same_stored_data(&self, a: TensorId, b: TensorId) -> anyhow::Result<bool> {
+            anyhow::ensure!(a < b, "asked about {a} and {b}: not an earlier pair");
+            let hash = |t: TensorId| self.index.tensors[t].hash;
+            Ok(hash(a).is_some() && hash(a) == hash(b) && ![a, b].iter().any(|t| self.differ.contains(t)))
+        }
+    }
+
+    /// Every pair's result through [`measure_pairs`], against the same rule applied one pair at a time: over
+    /// several windows, a repeat of a pair in an earlier window, of one whose measurement failed, of one
+    /// stored with other bytes on either side, pairs with equal hashes and pairs without data.
+    #[test]
+    fn a_repeat_takes_the_first_pairs_result_only_where_both_sides_store_the_same_bytes() {
+        let n = 3 * WINDOW + 77;
+        // Hashes repeat every 97 pairs (within and across windows); every 11th pair's two hashes are equal,
+        // every 13th has no data on the bench side.
+        let target = Run::new((0..n).map(|i| Some((i % 97) as u64)), vec![]);
+        let bench_hash = |i: usize| {
+            if i.is_multiple_of(13) {
+                None
+            } else if i.is_multiple_of(11) {
+                Some((i % 97) as u64)
+            } else {
+                Some(1000 + (i % 97) as u64)
+            }
+        };
+        let differ_bench: Vec<TensorId> = (0..n).filter(|i| i % 7 == 3).collect();
+        let bench = Run::new((0..n).map(bench_hash), differ_bench.clone());
+        let pairs: Vec<TensorPair> =
+            (0..n).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<&TensorPair> = pairs.iter().collect();
+        // Measuring pair i fails where i % 5 == 1 (as an unreadable tensor would).
+        let measured = AtomicUsize::new(0);
+        let results: Vec<Result<(usize, Option<usize>), usize>> = measure_pairs(
+            (&target, &bench),
+            &pairs,
+            |p| {
+                measured.fetch_add(1, Ordering::Relaxed);
+                if p.target % 5 == 1 {
+                    Err(p.target)
+                } else {
+                    Ok((p.target, None))
+                }
+            },
+            |r| r.as_ref().ok().map(|&(i, _)| i),
+            |p, &first| Ok((p.target, Some(first))),
+        );
+        // The rule, one pair at a time.
+        let mut first_of: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut expected = Vec::new();
+        let mut repeats = 0;
+        for i in 0..n {
+            let measure = |i: usize| if i % 5 == 1 { Err(i) } else { Ok((i, None)) };
+            let first = match (Some((i % 97) as u64), bench_hash(i)) {
+                (Some(ht), Some(hb)) if ht != hb => Some(*first_of.entry((ht, hb)).or_insert(i)),
+                _ => None,
+            };
+            expected.push(match first {
+                Some(e)
+                    if e != i && e % 5 != 1 && !differ_bench.contains(&i) && !differ_bench.contains(&e) =>
+                {
+                    repeats += 1;
+                    Ok((i, Some(e)))
+                }
+                _ => measure(i),
+            });
+        }
+        let across_windows =
+            expected.iter().filter(|r| matches!(r, Ok((i, Some(e))) if e / WINDOW < i / WINDOW));
+        assert!(repeats > WINDOW && across_windows.count() > 100, "the test has too few repeats: {repeats}");
+        assert_eq!(results, expected);
+        assert_eq!(measured.load(Ordering::Relaxed), n - repeats);
+    }
+
+    #[test]
+    fn pairs_of_equal_hashes_or_without_data_have_no_earlier_pair() {
+        let target =
+            Run::new([Some(1), Some(1), Some(2), Some(2), None, None, Some(3), Some(3)].into_iter(), vec![]);
+        let bench =
+            Run::new([Some(9), Some(9), Some(2), Some(2), Some(4), Some(4), None, None].into_iter(), vec![]);
+        let pairs: Vec<TensorPair> =
+            (0..8).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<&TensorPair> = pairs.iter().collect();
+        let earlier = earlier_pair_with_the_hashes(&target.index, &bench.index, &pairs);
+        assert_eq!(earlier, [None, Some(0), None, None, None, None, None, None]);
+    }
+}
