@@ -5,20 +5,14 @@
 mod repeats;
 
 use analyzer::diff::{diff, DiffOptions};
-use repeats::{damage, open, write_run};
+use repeats::{damage, write_run};
 use std::path::Path;
 
 /// diff of `a` and `b` as JSON, with and without the shortcut, and how often the shortcut was taken.
 fn both_ways(a: &Path, b: &Path) -> (String, String, usize) {
-    let report = |shortcut| {
-        let (x, y) = (open(a, shortcut), open(b, shortcut));
-        let report = diff(&x, &y, &DiffOptions::default()).unwrap();
-        let taken = x.shortcuts() + y.shortcuts();
-        (serde_json::to_string_pretty(&report).unwrap(), taken)
-    };
-    let ((with, taken), (without, never)) = (report(true), report(false));
-    assert_eq!(never, 0);
-    (with, without, taken)
+    repeats::both_ways(a, b, |x, y| {
+        serde_json::to_string_pretty(&diff(x, y, &DiffOptions::default()).unwrap()).unwrap()
+    })
 }
 
 #[test]

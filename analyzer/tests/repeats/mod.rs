@@ -68,6 +68,19 @@ pub fn open(run: &Path, shortcut: bool) -> Wrapped {
 
 const N: usize = 40_000;
 
+/// `report` of `a` and `b` opened with the shortcut and without it: (with, without, how often the
+/// shortcut was taken). Without it, it never is.
+pub fn both_ways<T>(a: &Path, b: &Path, report: impl Fn(&Wrapped, &Wrapped) -> T) -> (T, T, usize) {
+    let run = |shortcut| {
+        let (x, y) = (open(a, shortcut), open(b, shortcut));
+        let out = report(&x, &y);
+        (out, x.shortcuts() + y.shortcuts())
+    };
+    let ((with, taken), (without, never)) = (run(true), run(false));
+    assert_eq!(never, 0);
+    (with, without, taken)
+}
+
 /// fp16 activations of op `k` (smooth: zstd-compressed), or noise (stored raw) for op 3; in run 2 every
 /// 7th value of op 2 onwards is one ulp off, as a nondeterministic op 2 would leave them.
 fn output(k: u64, run2: bool) -> Vec<u8> {
