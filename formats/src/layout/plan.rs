@@ -7,6 +7,7 @@
 //! layout (grouped FRACTAL_Z, where the group of `n` moves `c`) merges the N and C axes into one table.
 
 use crate::{FormatError, Result};
+use std::borrow::Cow;
 
 /// How one host axis maps to device offsets: `(i / block) * stride(hi) + (i % block) * sum(stride(lo))`.
 #[derive(Clone, Debug)]
@@ -115,8 +116,86 @@ pub(crate) fn walk(tables: &[Vec<usize>], mut f: impl FnMut(usize)) {
             Some((first, rest)) => first.iter().for_each(|&t| rec(rest, base + t, last, f)),
         }
     }
-    match tables.split_last() {
-        None => f(0),
-        Some((last, outer)) => rec(outer, 0, last, &mut f),
+    let Some((last, mut outer)) = tables.split_last() else {
+        return f(0);
+    };
+    // A short innermost table (trailing axes of 1, as in an (N, C, 1, 1) tensor in NC1HWC0) makes the
+    // recursion run once per handful of elements. Folded into the table outside it, entry `a + b` for each
+    // `a` there and then each `b` here, it gives the same offsets in the same order from one longer loop.
+    // The sums are offsets the unfolded walk visits, so they cannot overflow ([`Plan::tables`] checked them).
+    let mut folded = Cow::Borrowed(last.as_slice());
+    while let Some((next, rest)) = outer.split_last() {
+        if folded.len() >= FOLD_BELOW || next.len().saturating_mul(folded.len()) > FOLDED_MAX {
+            break;
+        }
+        folded = Cow::Owned(next.iter().flat_map(|&a| folded.iter().map(move |&b| a + b)).collect());
+        outer = rest;
+    }
+    rec(outer, 0, &folded, &mut f)
+}
+
+/// [`walk`] folds innermost tables shorter than this into the one outside them...
+const FOLD_BELOW: usize = 64;
+/// ...while the folded table stays at most this long.
+const FOLDED_MAX: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The offsets of `tables` in the order the unfolded definition visits them: row-major over the
+    /// tables, one sum per combination of entries.
+    fn reference(tables: &[Vec<usize>]) -> Vec<usize> {
+        let mut offsets = vec![0];
+        for table in tables {
+            offsets = offsets.iter().flat_map(|&base| table.iter().map(move |&t| base + t)).collect();
+        }
+        offsets
+    }
+
+    /// Tables of every length from 0 to past the folding bounds, in every position (short innermost tables
+    /// folded into one, several or none of the outer ones; an outer table too long to fold into; at most
+    /// 50,000 offsets per walk): the walk visits the definition's offsets in its order.
+    #[test]
+    fn folded_walks_visit_the_same_offsets_in_the_same_order() {
+        let lens = [0, 1, 2, 3, 15, 16, 63, 64, 65, 300, FOLDED_MAX + 1];
+        let mut shapes: Vec<Vec<usize>> = vec![vec![]];
+        for &a in &lens {
+            shapes.push(vec![a]);
+            for &b in &lens {
+                shapes.push(vec![a, b]);
+                for &c in &[0, 1, 2, 17, 64] {
+                    shapes.push(vec![a, b, c]);
+                    shapes.push(vec![c, a, b]);
+                    shapes.push(vec![3, c, 1, b.min(70)]);
+                }
+            }
+        }
+        let mut folded_somewhere = 0;
+        for shape in shapes.iter().filter(|s| s.iter().product::<usize>() <= 50_000) {
+            // Distinct strides per table, so that a swapped order or a lost entry shows.
+            let mut stride = 1;
+            let tables: Vec<Vec<usize>> = shape
+                .iter()
+                .rev()
+                .map(|&len| {
+                    let t: Vec<usize> = (0..len).map(|i| i * stride + i % 3).collect();
+                    stride *= len.max(1) * 4;
+                    t
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let mut got = Vec::new();
+            walk(&tables, |o| got.push(o));
+            assert_eq!(got, reference(&tables), "{shape:?}");
+            folded_somewhere += usize::from(
+                shape.len() > 1
+                    && shape.last().is_some_and(|&l| l < FOLD_BELOW)
+                    && shape[shape.len() - 2] > 0,
+            );
+        }
+        assert!(folded_somewhere > 100);
     }
 }

@@ -30,11 +30,10 @@ pub fn host_bytes_borrowed<'a>(tensor: &DeviceTensor<'a>) -> Result<Option<HostB
         Some(bits) if bits >= 8 && bits % 8 == 0 => (bits / 8) as usize,
         _ => return Ok(None),
     };
-    let elements = crate::tensor::element_count(tensor.device_shape)
+    let whole_elements = crate::tensor::element_count(tensor.device_shape)
         .and_then(|n| n.checked_mul(width as u64))
-        .filter(|&n| n == tensor.bytes.len() as u64)
-        .map(|n| n as usize / width);
-    let Some(elements) = elements else {
+        .is_some_and(|n| n == tensor.bytes.len() as u64);
+    if !whole_elements {
         return Err(FormatError::at(
             0,
             format!(
@@ -44,17 +43,17 @@ pub fn host_bytes_borrowed<'a>(tensor: &DeviceTensor<'a>) -> Result<Option<HostB
                 tensor.bytes.len()
             ),
         ));
-    };
+    }
     let shape = host_shape(tensor.format, tensor.device_shape, tensor.original_shape);
     if device_order_is_host_order(tensor.format, tensor.original_shape) {
         return Ok(Some((Cow::Borrowed(tensor.bytes), shape)));
     }
     let bytes = match width {
-        1 => permute::<1>(tensor, elements)?,
-        2 => permute::<2>(tensor, elements)?,
-        4 => permute::<4>(tensor, elements)?,
-        8 => permute::<8>(tensor, elements)?,
-        16 => permute::<16>(tensor, elements)?,
+        1 => permute::<1>(tensor)?,
+        2 => permute::<2>(tensor)?,
+        4 => permute::<4>(tensor)?,
+        8 => permute::<8>(tensor)?,
+        16 => permute::<16>(tensor)?,
         other => {
             return Err(FormatError::at(0, format!("{}: no layout for {other}-byte elements", tensor.dtype)))
         }
@@ -69,23 +68,19 @@ pub fn device_order_is_host_order(format: i32, original_shape: &[u64]) -> bool {
     Format::from_code(format).is_identity() || !layout::host_shape_is_usable(original_shape)
 }
 
-/// Undoes the device format on `W`-byte elements.
-fn permute<const W: usize>(tensor: &DeviceTensor<'_>, elements: usize) -> Result<Vec<u8>> {
-    let mut device: Vec<[u8; W]> = Vec::with_capacity(elements);
-    device.extend(tensor.bytes.chunks_exact(W).map(|c| {
-        let mut e = [0u8; W];
-        e.copy_from_slice(c);
-        e
-    }));
+/// Undoes the device format on `W`-byte elements, read in place from the tensor's bytes (whole elements:
+/// the caller checked the byte count) and gathered into the host bytes, which are returned without a copy.
+fn permute<const W: usize>(tensor: &DeviceTensor<'_>) -> Result<Vec<u8>> {
+    let (device, _) = tensor.bytes.as_chunks::<W>();
     let (host, _) = layout::to_host_with_shape(
         Format::from_code(tensor.format),
-        &device,
+        device,
         tensor.device_shape,
         tensor.original_shape,
         tensor.dtype,
         tensor.sub_format,
     )?;
-    Ok(host.concat())
+    Ok(host.into_flattened())
 }
 
 #[cfg(test)]
@@ -130,5 +125,49 @@ mod tests {
         let t = DeviceTensor { dtype: DType::INT64, bytes: &[0; 12], ..t };
         let e = host_bytes(&t).err().unwrap().to_string();
         assert!(e.contains("12 bytes"), "{e}");
+    }
+
+    /// Every element width and the layouts with trailing axes of 1 (an (N, C, 1, 1) activation in
+    /// NC1HWC0), padded axes (C not a multiple of C0, NZ's K and N) and several axes: the host bytes are
+    /// the elements `to_device` placed, bit for bit, and the padding (a marker) is cropped.
+    #[test]
+    fn every_width_and_layout_comes_back_in_host_order() {
+        fn check<const W: usize>(dtype: DType) {
+            let cases: [(Format, &[u64]); 7] = [
+                (Format::NC1HWC0, &[64, 40, 1, 1]),
+                (Format::NC1HWC0, &[2, 20, 3, 5]),
+                (Format::NC1HWC0_C04, &[3, 3, 2, 2]),
+                (Format::NDC1HWC0, &[2, 17, 2, 3, 1]),
+                (Format::FRACTAL_NZ, &[33, 20]),
+                (Format::FRACTAL_NZ, &[2, 5, 70]),
+                (Format::FRACTAL_Z, &[18, 20, 1, 3]),
+            ];
+            for (format, shape) in cases {
+                let n: u64 = shape.iter().product();
+                // Distinct in their low bytes for as many elements as a width can tell apart.
+                let host: Vec<[u8; W]> = (0..n)
+                    .map(|i| std::array::from_fn(|b| ((i * 2_654_435_761) >> (8 * (b % 4))) as u8 ^ b as u8))
+                    .collect();
+                let (device, device_shape) = to_device(format, &host, shape, dtype, 0, [0xEE; W]).unwrap();
+                assert!(device.len() as u64 > n, "{format} {shape:?}: the case has no padding");
+                let bytes = device.concat();
+                let t = DeviceTensor {
+                    dtype,
+                    format: format.code(),
+                    device_shape: &device_shape,
+                    original_shape: shape,
+                    sub_format: 0,
+                    bytes: &bytes,
+                };
+                let got = host_bytes(&t).unwrap().unwrap();
+                assert_eq!(got.shape, shape, "{format} {dtype}");
+                assert_eq!(got.bytes, host.concat(), "{format} {shape:?} {dtype}");
+            }
+        }
+        check::<1>(DType::INT8);
+        check::<2>(DType::FLOAT16);
+        check::<4>(DType::FLOAT);
+        check::<8>(DType::DOUBLE);
+        check::<16>(DType::COMPLEX128);
     }
 }
