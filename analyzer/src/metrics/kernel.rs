@@ -146,7 +146,9 @@ pub(crate) fn rel_err_f16(n: f32, b: f32) -> f32 {
     let r = round_to_f16;
     let (n, b) = (r(n), r(b));
     let z = b == 0.0;
-    let bb = if z { r(b + F16_EPSILON) } else { b };
+    // numpy's `b + eps` rounded to f16 needs no rounding here: where `b` rounded is ±0, the f32 sum is
+    // exactly eps (adding a zero is exact), which is an f16 value (2^-10), so its rounding returns it.
+    let bb = if z { F16_EPSILON } else { b };
     let nn = if z { r(n + F16_EPSILON) } else { n };
     r(r(nn - bb) / bb).abs()
 }
@@ -295,6 +297,32 @@ mod tests {
         assert_eq!(RePrecision::for_dtypes(DType::INT64, DType::FLOAT), F64);
         assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::DOUBLE), F64);
         assert_eq!(RePrecision::for_dtypes(DType::FLOAT, DType::INT32), F64);
+    }
+
+    /// `rel_err_f16` against numpy's float16 arithmetic written with the `half` crate, step by step (each
+    /// result rounded to f16, `b + eps` too): every f16 value as the target against benches that are zero of
+    /// either sign, f16 values and values between them, and targets that are not f16 values.
+    #[test]
+    fn f16_relative_error_is_numpys() {
+        use half::f16;
+        let numpy = |n: f32, b: f32| -> f32 {
+            let (mut n, mut b) = (f16::from_f32(n), f16::from_f32(b));
+            if b.to_f32() == 0.0 {
+                b = f16::from_f32(b.to_f32() + f16::EPSILON.to_f32());
+                n = f16::from_f32(n.to_f32() + f16::EPSILON.to_f32());
+            }
+            let d = f16::from_f32(n.to_f32() - b.to_f32());
+            f16::from_f32(d.to_f32() / b.to_f32()).to_f32().abs()
+        };
+        let benches = [0.0f32, -0.0, 1e-30, -3e-8, 6e-8, 1.0, -1.5, 2049.0, 0.1, 65504.0, 70000.0, -1e-5];
+        let mut targets: Vec<f32> = (0..=u16::MAX).map(|h| f16::from_bits(h).to_f32()).collect();
+        targets.extend([0.1f32, 1.0 + f32::EPSILON, 3e-9, -7e4, 65519.0, 65520.0]);
+        for &b in &benches {
+            for &n in &targets {
+                let (got, want) = (rel_err_f16(n, b), numpy(n, b));
+                assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{n:e} vs {b:e}");
+            }
+        }
     }
 
     #[test]
