@@ -20,6 +20,7 @@
 //! Each chunk runs through [`accutrace_formats::multiversion!`]: an AVX-512 or AVX2 build where the CPU has
 //! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
+use super::f16_re;
 use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, round_to_f16, RePrecision};
 use super::kernel::{LANES, PARALLEL_MIN};
 use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
@@ -100,9 +101,10 @@ fn thresholds_f16() -> (f32, f32) {
 /// on both sides (msprobe's rule once positions are known to match); `ACC` adds msaccucmp's sums, shifted
 /// by `kx`/`ky`; `STATS` (with `ACC`) also forms both sides' statistics partials into `parts` (saturation
 /// limits `lim`), valid for a side whose values are all finite; `F16` takes msprobe's relative error in
-/// f16 ([`RePrecision::F16`]) instead of f32.
+/// f16 ([`RePrecision::F16`]) instead of f32. Without `RE` the relative error is left out (its maximum,
+/// NaN flag and counts stay zero, and so does the `fp16` flag): [`chunk_f16c`] takes it apart.
 #[inline(always)]
-fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
+fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool, const RE: bool>(
     n: &[f32],
     b: &[f32],
     kx: f64,
@@ -135,20 +137,22 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
             dd[l] += d * d;
             let ad = d.abs();
             max_abs[l] = if ad > max_abs[l] { ad } else { max_abs[l] };
-            // RePrecision::rel_err in f32 or f16: that precision's epsilon added to both sides where the
-            // bench is zero.
-            let re = if F16 { rel_err_f16(x, y) } else { rel_err_f32(x, y) };
-            max_re[l] = if re > max_re[l] { re } else { max_re[l] };
-            if F16 {
-                re_nan[l] |= u32::from(re.is_nan());
+            if RE {
+                // RePrecision::rel_err in f32 or f16: that precision's epsilon added to both sides where
+                // the bench is zero.
+                let re = if F16 { rel_err_f16(x, y) } else { rel_err_f32(x, y) };
+                max_re[l] = if re > max_re[l] { re } else { max_re[l] };
+                if F16 {
+                    re_nan[l] |= u32::from(re.is_nan());
+                }
+                if F16 && ACC {
+                    // msaccucmp's KL divides through reciprocals only for fp16 values (`Fp16Values`); the
+                    // roundings are rel_err_f16's own, which LLVM computes once.
+                    not_f16[l] |= u32::from(round_to_f16(x) != x) | u32::from(round_to_f16(y) != y);
+                }
+                lt1[l] += u32::from(re < t1);
+                lt5[l] += u32::from(re < t5);
             }
-            if F16 && ACC {
-                // msaccucmp's KL divides through reciprocals only for fp16 values (`Fp16Values`); the
-                // roundings are rel_err_f16's own, which LLVM computes once.
-                not_f16[l] |= u32::from(round_to_f16(x) != x) | u32::from(round_to_f16(y) != y);
-            }
-            lt1[l] += u32::from(re < t1);
-            lt5[l] += u32::from(re < t5);
             if ACC {
                 sa[l] += ad;
                 let r = (xd / yd - 1.0).abs();
@@ -266,16 +270,43 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
     } else {
         AccSums::default()
     };
-    Fused { probe, acc, fp16: F16 && ACC && not_f16.iter().all(|&c| c == 0) }
+    Fused { probe, acc, fp16: F16 && ACC && RE && not_f16.iter().all(|&c| c == 0) }
 }
 
-multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
+multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool, const RE: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
+
+/// One chunk through [`chunk_mv`]. An f16 relative error (`F16`) goes through the CPU's f16 conversion
+/// where it has one (`f16_re`, F16C): the chunk's f64 sums without it, then its figures from a second pass
+/// over the same chunk (in cache), which gives the same bits as the fused lanes (see `f16_re`'s doc).
+/// Elsewhere, and for the zeroed pass of pairs with inf/NaN, the fused lanes compute it.
+#[inline(always)]
+fn chunk_f16c<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
+    n: &[f32],
+    b: &[f32],
+    kx: f64,
+    ky: f64,
+    lim: (f32, f32),
+    sink: &mut StatsSink,
+) -> Fused {
+    if F16 && !ZERO {
+        let len = n.len().min(b.len());
+        if let Some(re) = f16_re::by_hardware(&n[..len], &b[..len], thresholds_f16()) {
+            let mut f = chunk_mv::<ZERO, ACC, STATS, F16, false>(n, b, kx, ky, lim, sink);
+            f.probe.max_re = f64::from(re.max_re);
+            f.probe.re_nan = re.re_nan;
+            (f.probe.lt_one, f.probe.lt_five) = (re.lt1, re.lt5);
+            f.fp16 = ACC && !re.not_f16;
+            return f;
+        }
+    }
+    chunk_mv::<ZERO, ACC, STATS, F16, true>(n, b, kx, ky, lim, sink)
+}
 
 /// msprobe's sums of an f32 pair with relative error in f32, or in f16 with `F16` (`ZERO`: inf/NaN mapped
 /// to 0).
 pub(crate) fn msprobe_f32<const ZERO: bool, const F16: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
     let chunk = |x: &[f32], y: &[f32]| {
-        chunk_mv::<ZERO, false, false, F16>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
+        chunk_f16c::<ZERO, false, false, F16>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
     };
     reduce_chunks(n, b, chunk, Fused::merge).probe
 }
@@ -288,7 +319,7 @@ pub(crate) fn both_f32<const F16: bool>(n: &[f32], b: &[f32]) -> Fused {
     }
     let (kx, ky) = (f64::from(n[0]), f64::from(b[0]));
     let chunk = |x: &[f32], y: &[f32]| {
-        chunk_mv::<false, true, false, F16>(x, y, kx, ky, (0.0, 0.0), &mut StatsSink::default())
+        chunk_f16c::<false, true, false, F16>(x, y, kx, ky, (0.0, 0.0), &mut StatsSink::default())
     };
     reduce_chunks(&n[..len], &b[..len], chunk, Fused::merge)
 }
@@ -312,14 +343,14 @@ pub(crate) fn both_f32_stats<const F16: bool>(
     let f = if len < PARALLEL_MIN {
         // One chunk (what `reduce_chunks` does below PARALLEL_MIN): fold as the blocks come.
         let mut sink = StatsSink { acc: Some((sx, sy)), ..StatsSink::default() };
-        let f = chunk_mv::<false, true, true, F16>(n, b, kx, ky, lim, &mut sink);
+        let f = chunk_f16c::<false, true, true, F16>(n, b, kx, ky, lim, &mut sink);
         (sx, sy) = sink.acc.take().expect("the sink keeps its accumulators");
         f
     } else {
         let chunk = |x: &[f32], y: &[f32]| {
             let mut sink =
                 StatsSink { sums: Vec::with_capacity(x.len() / F32_BLOCK), ..StatsSink::default() };
-            (chunk_mv::<false, true, true, F16>(x, y, kx, ky, lim, &mut sink), vec![sink])
+            (chunk_f16c::<false, true, true, F16>(x, y, kx, ky, lim, &mut sink), vec![sink])
         };
         let merge = |(f, mut p): (Fused, Vec<StatsSink>), (g, q): (Fused, Vec<StatsSink>)| {
             p.extend(q);

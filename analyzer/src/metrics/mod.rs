@@ -11,6 +11,7 @@
 //! Everything is computed in f64 over f32 or f64 slices in one streaming pass (KL divergence needs two
 //! more, see [`msaccucmp`]); chunks are reduced in index order so results do not depend on thread count.
 
+mod f16_re;
 pub(crate) mod fused;
 pub mod kernel;
 pub mod msaccucmp;
