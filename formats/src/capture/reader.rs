@@ -373,6 +373,37 @@ impl StoredData<'_> {
         }
     }
 
+    /// [`planes`](Self::planes) for reading block by block: where zstd stored some frames' blocks as they
+    /// are (the flat planes, whose literals the writer does not compress), those blocks are lent from the
+    /// payload instead of copied out of it ([`zstd_pieces`]); the other frames are decoded into `scratch`.
+    /// Anything else, or anything [`zstd_pieces`] does not take, is [`planes`](Self::planes)' whole decode,
+    /// with its errors.
+    fn plane_bytes<'s>(&'s self, path: &Path, scratch: &'s mut Vec<u8>) -> Result<(PlaneBytes<'s>, usize)> {
+        if let DataEncoding::Zstd { shuffle_width } = self.encoding {
+            if let Some(pieces) = zstd_pieces(self.payload, self.data_size, scratch) {
+                let width = shuffle_width as usize;
+                let pieces = pieces
+                    .into_iter()
+                    .filter(|p| !p.1.is_empty())
+                    .scan(0, |at, p| {
+                        let bytes = match p.0 {
+                            PieceIn::Payload => &self.payload[p.1],
+                            PieceIn::Scratch => &scratch[p.1],
+                        };
+                        let start = *at;
+                        *at += bytes.len();
+                        Some((start, bytes))
+                    })
+                    .collect();
+                let joined = vec![Vec::new(); width.clamp(1, MAX_PIECE_WIDTH)];
+                let len = self.data_size as usize;
+                return Ok((PlaneBytes::Pieces(Pieces { pieces, len, joined }), width));
+            }
+        }
+        let (planes, width) = self.planes(path, scratch)?;
+        Ok((PlaneBytes::Whole(planes), width))
+    }
+
     /// Decodes into `out` (its old contents are overwritten, never zeroed first: a reused buffer costs no
     /// fill), with `scratch` for the shuffled bytes.
     fn decode(&self, path: &Path, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<()> {
@@ -407,36 +438,141 @@ impl StoredData<'_> {
 /// so no unshuffled copy of the whole tensor is written and read back. The content hash is checked when the
 /// reading ends: what was learnt from the blocks stands only once that check passed.
 pub struct TensorBlocks<'a> {
-    planes: &'a [u8],
+    planes: PlaneBytes<'a>,
     width: usize,
     /// Bytes handed out so far.
     pos: usize,
     hasher: crate::hash::Xxh3,
 }
 
+/// The byte planes of a tensor's data: one slice, or pieces in order ([`zstd_pieces`]).
+enum PlaneBytes<'a> {
+    Whole(&'a [u8]),
+    Pieces(Pieces<'a>),
+}
+
+/// Byte planes in pieces: zstd's stored blocks lent from the payload, and the frames zstd decoded, lent
+/// from the scratch buffer. A range that spans two pieces is copied together into a buffer of its plane.
+struct Pieces<'a> {
+    /// The pieces in order, none empty, each with the offset in the planes where it starts.
+    pieces: Vec<(usize, &'a [u8])>,
+    len: usize,
+    /// Per plane, where a range that spans pieces is put together.
+    joined: Vec<Vec<u8>>,
+}
+
+impl<'a> Pieces<'a> {
+    /// The index of the piece holding byte `at` (< `len`).
+    fn piece_of(&self, at: usize) -> usize {
+        self.pieces.partition_point(|&(start, _)| start <= at) - 1
+    }
+
+    /// Bytes `start..start + len` of the planes: lent from their piece, or put together in `joined`.
+    fn range<'s>(
+        pieces: &[(usize, &'a [u8])],
+        first: usize,
+        start: usize,
+        len: usize,
+        joined: &'s mut Vec<u8>,
+    ) -> &'s [u8]
+    where
+        'a: 's,
+    {
+        let (piece_start, piece) = pieces[first];
+        let from = start - piece_start;
+        if from + len <= piece.len() {
+            return &piece[from..from + len];
+        }
+        joined.clear();
+        let mut at = start;
+        for &(piece_start, piece) in &pieces[first..] {
+            if joined.len() == len {
+                break;
+            }
+            let from = at - piece_start;
+            let take = (piece.len() - from).min(len - joined.len());
+            joined.extend_from_slice(&piece[from..from + take]);
+            at += take;
+        }
+        joined
+    }
+
+    /// Byte `at` of the planes.
+    fn byte(&self, at: usize) -> u8 {
+        let (start, piece) = self.pieces[self.piece_of(at)];
+        piece[at - start]
+    }
+
+    /// [`shuffle::unshuffle_range`] of the planes of `width`-byte elements, as if they were one slice.
+    fn unshuffle_range<'s>(&'s mut self, width: usize, start: usize, out: &'s mut [u8]) -> &'s [u8] {
+        let end = start + out.len();
+        let n = self.len / width.max(1);
+        if out.is_empty() {
+            // Nothing to look up (an empty tensor has no pieces).
+            return out;
+        }
+        if width <= 1 {
+            let first = self.piece_of(start);
+            // In order already: lent from its piece (as raw data is lent), or put together.
+            return Self::range(&self.pieces, first, start, out.len(), &mut self.joined[0]);
+        }
+        if start.is_multiple_of(width)
+            && end.is_multiple_of(width)
+            && end <= n * width
+            && width <= MAX_PIECE_WIDTH
+        {
+            let (first, count) = (start / width, out.len() / width);
+            let mut planes: [&[u8]; MAX_PIECE_WIDTH] = [&[]; MAX_PIECE_WIDTH];
+            for ((b, plane), joined) in planes[..width].iter_mut().enumerate().zip(self.joined.iter_mut()) {
+                let at = b * n + first;
+                let piece = self.pieces.partition_point(|&(s, _)| s <= at) - 1;
+                *plane = Self::range(&self.pieces, piece, at, count, joined);
+            }
+            shuffle::interleave_planes(&planes[..width], out);
+            return out;
+        }
+        // A range that starts or ends inside an element, or the ragged tail: byte by byte, as
+        // `unshuffle_range` takes them.
+        let whole = n * width;
+        for (k, o) in out.iter_mut().enumerate() {
+            let pos = start + k;
+            *o = self.byte(if pos < whole { (pos % width) * n + pos / width } else { pos });
+        }
+        out
+    }
+}
+
+/// The widest elements whose planes [`Pieces`] interleaves whole (wider ones: byte by byte).
+const MAX_PIECE_WIDTH: usize = 16;
+
 impl<'a> TensorBlocks<'a> {
-    fn new(planes: &'a [u8], width: usize) -> TensorBlocks<'a> {
+    fn new(planes: PlaneBytes<'a>, width: usize) -> TensorBlocks<'a> {
         TensorBlocks { planes, width, pos: 0, hasher: crate::hash::Xxh3::new() }
     }
 
     /// The data's size in bytes.
     pub fn len(&self) -> usize {
-        self.planes.len()
+        match &self.planes {
+            PlaneBytes::Whole(planes) => planes.len(),
+            PlaneBytes::Pieces(pieces) => pieces.len,
+        }
     }
 
     /// Whether the data is empty.
     pub fn is_empty(&self) -> bool {
-        self.planes.is_empty()
+        self.len() == 0
     }
 
     /// The next `min(buf.len(), bytes left)` bytes of the data, unshuffled into `buf` or lent as stored.
     pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
-        let n = buf.len().min(self.planes.len() - self.pos);
-        let block = if self.width <= 1 {
-            &self.planes[self.pos..self.pos + n]
-        } else {
-            shuffle::unshuffle_range(self.planes, self.width, self.pos, &mut buf[..n]);
-            &buf[..n]
+        let n = buf.len().min(self.len() - self.pos);
+        let block = match &mut self.planes {
+            PlaneBytes::Whole(planes) if self.width <= 1 => &planes[self.pos..self.pos + n],
+            PlaneBytes::Whole(planes) => {
+                shuffle::unshuffle_range(planes, self.width, self.pos, &mut buf[..n]);
+                &buf[..n]
+            }
+            PlaneBytes::Pieces(pieces) => pieces.unshuffle_range(self.width, self.pos, &mut buf[..n]),
         };
         self.hasher.update(block);
         self.pos += n;
@@ -446,7 +582,7 @@ impl<'a> TensorBlocks<'a> {
     /// Reads what is left (hashing it) and returns the hash of the whole data.
     fn finish(mut self) -> u64 {
         let mut buf = [0u8; 16 << 10];
-        while self.pos < self.planes.len() {
+        while self.pos < self.len() {
             self.next_block(&mut buf);
         }
         self.hasher.digest()
@@ -479,8 +615,9 @@ impl StreamReader {
     }
 
     /// [`read_tensor_data_at_with`](Self::read_tensor_data_at_with) for readers that take the data in
-    /// order, block by block: the byte planes are decompressed into `scratch`, then `f` reads them through
-    /// [`TensorBlocks`] (each block unshuffled into `f`'s own buffer); what `f` leaves unread is read after
+    /// order, block by block: the byte planes are decompressed into `scratch` (zstd's stored blocks are
+    /// read where they lie in the segment instead), then `f` reads them through [`TensorBlocks`] (each
+    /// block unshuffled into `f`'s own buffer); what `f` leaves unread is read after
     /// it returns, and `f`'s result is returned only when the whole data matches its content hash (else
     /// the same error as `read_tensor_data_at`). `f` is not called when the data cannot be decompressed.
     pub fn with_tensor_blocks_at<R>(
@@ -491,7 +628,7 @@ impl StreamReader {
         f: impl FnOnce(&mut TensorBlocks<'_>) -> R,
     ) -> Result<R> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
-        let read = stored.planes(&seg.path, scratch).and_then(|(planes, width)| {
+        let read = stored.plane_bytes(&seg.path, scratch).and_then(|(planes, width)| {
             let mut blocks = TensorBlocks::new(planes, width);
             let result = f(&mut blocks);
             stored.check_hash(&seg.path, blocks.finish()).map(|()| result)
@@ -645,6 +782,167 @@ fn decompress(src: &[u8], size: u64, out: &mut Vec<u8>) -> std::result::Result<(
         return Err(format!("data decompresses to {} bytes, {} recorded", out.len(), size));
     }
     Ok(())
+}
+
+/// Where a piece of a tensor's byte planes lies ([`zstd_pieces`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PieceIn {
+    /// In the payload: a block zstd stored as it is.
+    Payload,
+    /// In the scratch buffer: a frame zstd decoded.
+    Scratch,
+}
+
+/// zstd's largest block (`ZSTD_BLOCKSIZE_MAX`).
+const ZSTD_BLOCK_MAX: u64 = 128 << 10;
+/// The largest window zstd decodes without being told to allow more (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`).
+const ZSTD_WINDOW_MAX: u64 = 1 << 27;
+
+/// The pieces of the byte planes `payload` decodes to, in order, when at least one of its zstd frames (one
+/// per run of planes, back to back: see `encode::plane_frames`) consists of stored blocks only: those
+/// blocks are pieces of the payload itself, and every other frame is decoded alone into `scratch` (one
+/// piece per frame). `None` where the payload is not exactly what the writer makes and zstd would decode
+/// without complaint (frame checksums, dictionaries, skippable or legacy frames, a frame without its
+/// content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
+/// after the last frame, a frame zstd fails on), or where no frame is stored whole: the caller then
+/// decodes the whole payload with zstd as before, which gives the same bytes or the same error. So a stored
+/// block is lent only where zstd would have copied it out unchanged.
+fn zstd_pieces(
+    payload: &[u8],
+    data_size: u64,
+    scratch: &mut Vec<u8>,
+) -> Option<Vec<(PieceIn, std::ops::Range<usize>)>> {
+    if data_size > (payload.len() as u64).saturating_mul(TRUSTED_RATIO) {
+        return None;
+    }
+    /// A frame: its bytes in the payload, and its stored blocks' contents when it has nothing else.
+    struct Scanned {
+        bytes: std::ops::Range<usize>,
+        content_size: u64,
+        stored: Option<Vec<std::ops::Range<usize>>>,
+    }
+    let mut frames = Vec::new();
+    let mut pos = 0usize;
+    let (mut total, mut decoded) = (0u64, 0u64);
+    while pos < payload.len() {
+        let frame = scan_frame(payload, pos)?;
+        pos = frame.bytes.end;
+        total = total.checked_add(frame.content_size)?;
+        if frame.stored.is_none() {
+            decoded += frame.content_size;
+        }
+        frames.push(frame);
+    }
+    if total != data_size || frames.iter().all(|f| f.stored.is_none()) {
+        return None;
+    }
+    // Every decoded frame's content size is at most `data_size`, which the ratio above bounds. The old
+    // bytes are overwritten, so only growth is zeroed.
+    scratch.resize(decoded as usize, 0);
+    let mut pieces = Vec::new();
+    let mut at = 0usize;
+    for frame in frames {
+        match frame.stored {
+            Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
+            None => {
+                let size = frame.content_size as usize;
+                let out = &mut scratch[at..at + size];
+                let written = DECOMPRESSOR
+                    .with(|d| {
+                        let mut d = d.borrow_mut();
+                        let d = match &mut *d {
+                            Some(d) => d,
+                            none => none.insert(zstd::bulk::Decompressor::new()?),
+                        };
+                        d.decompress_to_buffer(&payload[frame.bytes], out)
+                    })
+                    .ok()?;
+                if written != size {
+                    return None;
+                }
+                pieces.push((PieceIn::Scratch, at..at + size));
+                at += size;
+            }
+        }
+    }
+    return Some(pieces);
+
+    /// The zstd frame at `pos` of `payload` (RFC 8878), when it is one the writer makes: zstd's magic, no
+    /// dictionary, no checksum, its content size given, a window zstd accepts by default; its blocks within
+    /// the payload, and, when every block is stored, their contents, which must add up to the content size.
+    fn scan_frame(payload: &[u8], pos: usize) -> Option<Scanned> {
+        let byte = |i: usize| payload.get(i).copied();
+        let head = payload.get(pos..pos + 5)?;
+        if head[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
+            return None;
+        }
+        let descriptor = head[4];
+        let (size_flag, single_segment) = (descriptor >> 6, descriptor & 0x20 != 0);
+        // Reserved bit, content checksum, dictionary ID: none of them is written.
+        if descriptor & 0x08 != 0 || descriptor & 0x04 != 0 || descriptor & 0x03 != 0 {
+            return None;
+        }
+        let mut at = pos + 5;
+        let window = if single_segment {
+            None
+        } else {
+            let w = byte(at)?;
+            at += 1;
+            let log = 10 + u32::from(w >> 3);
+            let base = 1u64 << log;
+            Some(base + base / 8 * u64::from(w & 7))
+        };
+        let size_len = match (size_flag, single_segment) {
+            (0, false) => return None,
+            (0, true) => 1,
+            (1, _) => 2,
+            (2, _) => 4,
+            _ => 8,
+        };
+        let field = payload.get(at..at + size_len)?;
+        let mut le = [0u8; 8];
+        le[..size_len].copy_from_slice(field);
+        let content_size = u64::from_le_bytes(le) + if size_len == 2 { 256 } else { 0 };
+        at += size_len;
+        let window = window.unwrap_or(content_size);
+        if window > ZSTD_WINDOW_MAX {
+            return None;
+        }
+        let block_max = window.min(ZSTD_BLOCK_MAX);
+        let mut stored = Some(Vec::new());
+        let mut stored_bytes = 0u64;
+        loop {
+            let h = payload.get(at..at + 3)?;
+            let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+            let (last, kind, size) = (h & 1 != 0, (h >> 1) & 3, (h >> 3) as usize);
+            at += 3;
+            let body = match kind {
+                0 => size,
+                1 => 1,
+                2 => size,
+                _ => return None,
+            };
+            if body > payload.len() - at {
+                return None;
+            }
+            match (&mut stored, kind) {
+                (Some(blocks), 0) if size as u64 <= block_max => {
+                    blocks.push(at..at + size);
+                    stored_bytes += size as u64;
+                }
+                (Some(_), 0) => return None,
+                (s, _) => *s = None,
+            }
+            at += body;
+            if last {
+                break;
+            }
+        }
+        if stored.is_some() && stored_bytes != content_size {
+            return None;
+        }
+        Some(Scanned { bytes: pos..at, content_size, stored })
+    }
 }
 
 /// Iterator over a stream's records (see [`StreamReader::records`]). Stops after the first error.
@@ -857,5 +1155,145 @@ impl<'a> Records<'a> {
             }
             kind => Record::Unknown { kind },
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::encode::encode_data;
+    use crate::{simd, DType};
+
+    /// `bytes` bytes of `width`-byte elements whose low byte is noise and whose other bytes take few values:
+    /// the writer stores the low plane's frame as zstd's stored blocks and compresses the others.
+    fn tensor(width: usize, bytes: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed | 1;
+        (0..bytes)
+            .map(|i| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                if i % width == 0 {
+                    state as u8
+                } else {
+                    0x3C | (state >> 60) as u8 & 1
+                }
+            })
+            .collect()
+    }
+
+    fn stored<'a>(payload: &'a [u8], encoding: DataEncoding, raw: &[u8]) -> StoredData<'a> {
+        StoredData {
+            encoding,
+            payload,
+            payload_offset: 0,
+            data_size: raw.len() as u64,
+            content_hash: content_hash(raw),
+        }
+    }
+
+    /// What `with_tensor_blocks_at` gives: the data read through [`StoredData::plane_bytes`] in blocks of
+    /// `block` bytes, once its hash matched.
+    fn read_blocks(stored: &StoredData<'_>, block: usize) -> Result<Vec<u8>> {
+        let path = Path::new("t");
+        let mut scratch = Vec::new();
+        let (planes, width) = stored.plane_bytes(path, &mut scratch)?;
+        let mut blocks = TensorBlocks::new(planes, width);
+        let (mut out, mut buf) = (Vec::new(), vec![0u8; block]);
+        while out.len() < blocks.len() {
+            out.extend_from_slice(blocks.next_block(&mut buf));
+        }
+        stored.check_hash(path, blocks.finish())?;
+        Ok(out)
+    }
+
+    /// The hash of the data when half of it was read block by block and `finish` read the rest.
+    fn hash_of_half_read(stored: &StoredData<'_>, block: usize) -> u64 {
+        let mut scratch = Vec::new();
+        let (planes, width) = stored.plane_bytes(Path::new("t"), &mut scratch).unwrap();
+        let mut blocks = TensorBlocks::new(planes, width);
+        let mut buf = vec![0u8; block];
+        while blocks.pos < blocks.len() / 2 {
+            blocks.next_block(&mut buf);
+        }
+        blocks.finish()
+    }
+
+    /// What `read_tensor_data_at` gives: zstd's whole decode.
+    fn read_whole(stored: &StoredData<'_>) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        stored.decode(Path::new("t"), &mut out, &mut Vec::new())?;
+        Ok(out)
+    }
+
+    /// Tensors of 1, 2, 4 and 8-byte elements (and a ragged tail), with one stored block and several per
+    /// plane, read in blocks of every size (element-aligned or not, across the stored blocks' edges) at
+    /// every SIMD level: the bytes zstd's whole decode gives, with stored blocks lent from the payload.
+    #[test]
+    fn stored_blocks_are_lent_and_read_as_zstd_decodes_them() {
+        let mut lent = 0;
+        for (dtype, width) in [(DType::INT8, 1), (DType::FLOAT16, 2), (DType::FLOAT, 4), (DType::DOUBLE, 8)] {
+            for bytes in [0, 3, 70_000, 300_000 + width, 300_000 + width + 1] {
+                let raw = tensor(width, bytes, bytes as u64 + width as u64);
+                let encoded = encode_data(&raw, dtype, 1).unwrap();
+                let s = stored(encoded.payload(), encoded.encoding(), &raw);
+                assert_eq!(read_whole(&s).unwrap(), raw);
+                let pieces = zstd_pieces(s.payload, s.data_size, &mut Vec::new());
+                let stored_blocks = pieces.iter().flatten().filter(|p| p.0 == PieceIn::Payload).count();
+                lent += usize::from(stored_blocks > 0);
+                for level in simd::available() {
+                    // Byte by byte and 3 at a time only on the smallest (slow in a debug build).
+                    let small: &[usize] = if bytes == 70_000 { &[1, 3] } else { &[] };
+                    for &block in small.iter().chain(&[2 * width, 4096 + width, 16 << 10, 200_001]) {
+                        let got = simd::with_ceiling(level, || read_blocks(&s, block)).unwrap();
+                        assert!(got == raw, "{dtype} {bytes} bytes, blocks of {block}, {level:?}");
+                        let half = simd::with_ceiling(level, || hash_of_half_read(&s, block));
+                        assert_eq!(
+                            half, s.content_hash,
+                            "{dtype} {bytes} bytes, blocks of {block}, {level:?}"
+                        );
+                    }
+                }
+            }
+        }
+        // Noise in a whole 1-byte tensor is stored as it is too; the 2- to 8-byte tensors' low planes are.
+        assert!(lent >= 9, "only {lent} tensors had stored blocks");
+    }
+
+    /// Every byte of the frame and block headers, and bytes spread over the blocks, flipped in turn: the
+    /// block-by-block read gives what the whole decode gives, the same bytes or the same error. A stored
+    /// block is lent only where zstd would have copied it out.
+    #[test]
+    fn a_flipped_byte_reads_as_the_whole_decode_reads_it() {
+        for (dtype, width) in [(DType::FLOAT16, 2), (DType::FLOAT, 4)] {
+            let raw = tensor(width, 70_000, 7);
+            let encoded = encode_data(&raw, dtype, 1).unwrap();
+            let payload = encoded.payload().to_vec();
+            assert!(zstd_pieces(&payload, raw.len() as u64, &mut Vec::new()).is_some());
+            let mut same_error = 0;
+            let positions = (0..payload.len()).filter(|&i| i < 32 || i % 251 == 0 || payload.len() - i < 8);
+            // The stored block headers: 3 bytes before each stored block.
+            let headers = zstd_pieces(&payload, raw.len() as u64, &mut Vec::new()).unwrap();
+            let headers: Vec<usize> = headers
+                .iter()
+                .filter(|p| p.0 == PieceIn::Payload)
+                .flat_map(|p| p.1.start - 3..p.1.start)
+                .collect();
+            assert!(!headers.is_empty());
+            for i in positions.chain(headers) {
+                for flip in [0x01u8, 0x10, 0x80, 0xFF] {
+                    let mut damaged = payload.clone();
+                    damaged[i] ^= flip;
+                    let s = stored(&damaged, encoded.encoding(), &raw);
+                    let (whole, blocks) = (read_whole(&s), read_blocks(&s, 4096));
+                    match (&whole, &blocks) {
+                        (Ok(w), Ok(b)) if w == b => {}
+                        (Err(w), Err(b)) if w.to_string() == b.to_string() => same_error += 1,
+                        _ => panic!("{dtype} byte {i} ^ {flip:#x}: whole {whole:?}, blocks {blocks:?}"),
+                    }
+                }
+            }
+            assert!(same_error > 100, "{dtype}: only {same_error} damaged reads failed");
+        }
     }
 }

@@ -425,6 +425,27 @@ fn interleave(src: &[u8], n: usize, width: usize, first: usize, out: &mut [u8]) 
     }
 }
 
+/// [`interleave`] of planes given one slice each (a tensor's planes read in pieces): element `i` of `out`
+/// (`out.len() / planes.len()` of them) takes its byte `b` from `planes[b][i]`. The same bytes at every level.
+pub(crate) fn interleave_planes(planes: &[&[u8]], out: &mut [u8]) {
+    let width = planes.len();
+    if width == 0 {
+        return;
+    }
+    let count = out.len() / width;
+    let plane = |b: usize| &planes[b][..count];
+    let done = match width {
+        2 => ungroups2(plane(0), plane(1), out),
+        4 => ungroups4([plane(0), plane(1), plane(2), plane(3)], out),
+        _ => 0,
+    };
+    for b in 0..width {
+        for (i, &v) in plane(b)[done..].iter().enumerate() {
+            out[(done + i) * width + b] = v;
+        }
+    }
+}
+
 /// The whole groups of the width-2 unshuffle (planes `p0`, `p1` of equal length into `out`); returns the
 /// elements done. Dispatch as in [`groups2`].
 fn ungroups2(p0: &[u8], p1: &[u8], out: &mut [u8]) -> usize {
@@ -551,6 +572,29 @@ mod tests {
                             start += out.len();
                         }
                         assert_eq!(got, want, "width {width} len {len} piece {piece} {level:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Planes handed over one slice each (as a capture's stored blocks and decoded frames are) interleave to
+    /// the bytes `unshuffle_range` gives from the planes in one slice, at every level.
+    #[test]
+    fn planes_in_separate_slices_interleave_as_one_slice_does() {
+        for width in [1usize, 2, 3, 4, 8] {
+            for len in [0usize, 7 * width, 64 * width, 1000 * width] {
+                let src: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+                let n = len / width;
+                for level in simd::available() {
+                    for (first, count) in [(0, n), (n / 3, n / 2), (n.saturating_sub(5), 5.min(n))] {
+                        let mut want = vec![0u8; count * width];
+                        simd::with_ceiling(level, || unshuffle_range(&src, width, first * width, &mut want));
+                        let planes: Vec<&[u8]> =
+                            (0..width).map(|b| &src[b * n + first..b * n + first + count]).collect();
+                        let mut got = vec![0xA5u8; count * width];
+                        simd::with_ceiling(level, || interleave_planes(&planes, &mut got));
+                        assert_eq!(got, want, "width {width} len {len} from {first} {level:?}");
                     }
                 }
             }
