@@ -2,14 +2,15 @@
 //! with each rounding to f16 done by the CPU's own conversion where it has one: F16C's `vcvtps2ph` (round
 //! to nearest even) and `vcvtph2ps` back, two instructions per 8 values, instead of
 //! [`round_to_f16`](super::kernel::round_to_f16)'s fifteen integer and float operations. The fused pass
-//! (`fused.rs`) runs it beside its f64 sums on x86_64 at [`Level::Avx2`] and above; everywhere else (the
-//! portable and SSE2 builds, aarch64) it computes the same in its own lanes.
+//! (`fused.rs`) runs it beside its f64 sums when it also forms msaccucmp's sums, on x86_64 at
+//! [`Level::Avx2`](accutrace_formats::simd::Level::Avx2) and above; everywhere else (msprobe's metrics
+//! alone, the portable and SSE2 builds, aarch64) it computes the same in its own lanes.
 //!
 //! What the fused pass takes from the relative errors does not depend on their order: their maximum (NaN
 //! left out, as numpy's `max` never sees one here: the NaN flag says so), whether one is NaN, the counts
 //! below msprobe's two thresholds, and whether every value of both sides is an f16 value (KL's reciprocal
 //! path, `msaccucmp::Fp16Values`). So a separate pass over the chunk gives the fused pass's bits exactly,
-//! provided each relative error is the same: each operation is [`rel_err_f16`](super::kernel::rel_err_f16)'s,
+//! provided each relative error is the same: each operation is [`rel_err_f16`]'s,
 //! in the same order, and the rounding is the same function (IEEE round to nearest even into binary16,
 //! overflow to infinity, subnormals kept, a NaN stays a NaN); the tests below check it against
 //! `round_to_f16` on every f32 exponent and a stride of all bit patterns, and the whole pass against the

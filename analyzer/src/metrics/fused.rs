@@ -275,10 +275,14 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool, 
 
 multiversion!(fn chunk_mv<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool, const RE: bool>(n: &[f32], b: &[f32], kx: f64, ky: f64, lim: (f32, f32), sink: &mut StatsSink) -> Fused = chunk);
 
-/// One chunk through [`chunk_mv`]. An f16 relative error (`F16`) goes through the CPU's f16 conversion
-/// where it has one (`f16_re`, F16C): the chunk's f64 sums without it, then its figures from a second pass
-/// over the same chunk (in cache), which gives the same bits as the fused lanes (see `f16_re`'s doc).
-/// Elsewhere, and for the zeroed pass of pairs with inf/NaN, the fused lanes compute it.
+/// One chunk through [`chunk_mv`]. With msaccucmp's sums (`ACC`), an f16 relative error (`F16`) goes
+/// through the CPU's f16 conversion where it has one (`f16_re`, F16C): the chunk's f64 sums without it,
+/// then its figures from a second pass over the same chunk (in cache), which gives the same bits as the
+/// fused lanes (see `f16_re`'s doc). There the split took the fused F16 pass from ~1,850 to ~1,010 perf
+/// samples of compare a b (medium:4 pair; the lanes had kept roundings and f64 sums together and spilled
+/// registers). msprobe's sums alone are light, and one pass that rounds in its lanes measured faster there
+/// (~1,280 against ~1,490 samples with the split), so they, the builds without F16C, and the zeroed pass
+/// of pairs with inf/NaN compute it in the fused lanes.
 #[inline(always)]
 fn chunk_f16c<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool>(
     n: &[f32],
@@ -288,7 +292,7 @@ fn chunk_f16c<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: b
     lim: (f32, f32),
     sink: &mut StatsSink,
 ) -> Fused {
-    if F16 && !ZERO {
+    if F16 && ACC && !ZERO {
         let len = n.len().min(b.len());
         if let Some(re) = f16_re::by_hardware(&n[..len], &b[..len], thresholds_f16()) {
             let mut f = chunk_mv::<ZERO, ACC, STATS, F16, false>(n, b, kx, ky, lim, sink);

@@ -148,7 +148,7 @@ pub(crate) fn div_fp16_diff(a: f64, b: f64, y: f64) -> f64 {
 /// Evidence that both sides of a pair hold only finite fp16 values (binary16 numbers widened to f32),
 /// which KL's normalisation through reciprocals needs (`div_fp16_diff`). Not a claim about dtypes: built
 /// only by a pass that compared every value of both sides with its rounding to f16 ([`Fp16Values::check`],
-/// or the fused pass, which does that comparison per element: `fused.rs`).
+/// or the fused pass, which does that comparison per element: `fused.rs`, or `f16_re.rs` beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fp16Values {
     _checked: (),
