@@ -75,6 +75,7 @@ pub mod shuffle;
 pub mod step_marks;
 mod trim_lock;
 pub mod writer;
+mod zstd_frames;
 
 pub use collective::{BufferSummary, CollectiveInfo, CollectiveOp};
 pub use completeness::{RecordTally, Shortfall};
