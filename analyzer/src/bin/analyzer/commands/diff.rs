@@ -9,8 +9,9 @@ use analyzer::sources;
 use anyhow::Result;
 
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
-    let run1 = sources::open(&args.run1)?;
-    let run2 = sources::open(&args.run2)?;
+    // Indexing one run does not depend on the other: both at once, as compare does.
+    let (run1, run2) = rayon::join(|| sources::open(&args.run1), || sources::open(&args.run2));
+    let (run1, run2) = (run1?, run2?);
     let filter = args.filter.to_filter();
     filter.check(run1.index(), &args.run1)?;
     filter.check(run2.index(), &args.run2)?;
