@@ -176,7 +176,6 @@ mod f16c {
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernel::round_to_f16;
     use super::*;
     use accutrace_formats::simd::{self, Level};
 
@@ -192,7 +191,7 @@ mod tests {
         let check = |bits: u32| {
             let x = f32::from_bits(bits);
             // SAFETY: the CPU has AVX2 and F16C (checked above).
-            let (got, want) = (unsafe { f16c::round_one(x) }, round_to_f16(x));
+            let (got, want) = (unsafe { f16c::round_one(x) }, super::super::kernel::round_to_f16(x));
             assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{bits:#010x}");
         };
         for high in 0..(1u32 << 20) {
