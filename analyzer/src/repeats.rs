@@ -42,11 +42,20 @@ pub(crate) fn earlier_pair_with_the_hashes(
         .collect()
 }
 
+/// A first pair's result, what its repeats take from it, and whether each repeat (by index) stores the
+/// same data.
+type Measured<R, K> = (R, Option<K>, Vec<(usize, bool)>);
+
 /// Every pair's result, in pair order: `measure` reads and measures a pair; a pair that repeats an
 /// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
 /// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
 /// read), where both sides store the same data for the two pairs. Otherwise, or where that cannot be told
 /// (an error of the comparison), the repeat is measured itself, and fails as it would have.
+///
+/// Whether a repeat stores the same data as its first pair is asked just before the first pair is
+/// measured: the first pair's stored bytes are then read once for both (a capture keeps their pages mapped
+/// for the read that follows, which releases them), where asking afterwards would bring them back into
+/// memory after that read had released them.
 pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     (target, bench): (&dyn Source, &dyn Source),
     pairs: &[&TensorPair],
@@ -55,30 +64,64 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     repeat: impl Fn(&TensorPair, &K) -> R + Sync,
 ) -> Vec<R> {
     let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
-    // The last pair that repeats each pair (0 where none does: a repeat comes after its first).
-    let mut last_repeat = vec![0; pairs.len()];
+    // Each pair's repeats, in order (a repeat comes after its first).
+    let mut repeats: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, e) in earlier.iter().enumerate() {
         if let Some(e) = *e {
-            last_repeat[e] = i;
+            repeats.entry(e).or_default().push(i);
         }
     }
     // Without repeats nothing waits and no repeat's pages are mapped early: one window.
-    let window = if earlier.iter().any(Option::is_some) { WINDOW } else { pairs.len().max(1) };
+    let window = if repeats.is_empty() { pairs.len().max(1) } else { WINDOW };
+    // Whether each repeat's two sides store the same data as its first pair's (asked with the first pair).
+    let mut same = vec![false; pairs.len()];
     let mut results: Vec<R> = Vec::with_capacity(pairs.len());
     // What the pairs measured first left for their repeats, kept until the last of these is done.
     let mut firsts: HashMap<usize, K> = HashMap::new();
     for start in (0..pairs.len()).step_by(window) {
         let range = start..(start + window).min(pairs.len());
         let end = range.end;
-        let first_pass: Vec<Option<R>> =
-            range.clone().into_par_iter().map(|i| earlier[i].is_none().then(|| measure(pairs[i]))).collect();
-        for (r, i) in first_pass.iter().zip(range.clone()) {
-            if let Some(k) = r.as_ref().filter(|_| last_repeat[i] > i).and_then(&kept) {
-                firsts.insert(i, k);
-            }
+        let first_pass: Vec<Option<Measured<R, K>>> = range
+            .clone()
+            .into_par_iter()
+            .map(|i| {
+                earlier[i].is_none().then(|| {
+                    let (f, mine) = (pairs[i], repeats.get(&i).map_or(&[][..], Vec::as_slice));
+                    let checked: Vec<(usize, bool)> = mine
+                        .iter()
+                        .map(|&j| {
+                            let p = pairs[j];
+                            let same = target.same_stored_data(f.target, p.target).unwrap_or(false)
+                                && bench.same_stored_data(f.bench, p.bench).unwrap_or(false);
+                            (j, same)
+                        })
+                        .collect();
+                    let r = measure(f);
+                    let k = if mine.is_empty() { None } else { kept(&r) };
+                    if !mine.is_empty() && k.is_none() {
+                        // Not measured, so perhaps not read: what the checks left of it goes here (a failure
+                        // only leaves pages mapped).
+                        let _ = target.release_stored_data(f.target);
+                        let _ = bench.release_stored_data(f.bench);
+                    }
+                    (r, k, checked)
+                })
+            })
+            .collect();
+        let mut done_first: Vec<Option<R>> = Vec::with_capacity(first_pass.len());
+        for (r, i) in first_pass.into_iter().zip(range.clone()) {
+            done_first.push(r.map(|(r, k, checked)| {
+                for (j, s) in checked {
+                    same[j] = s;
+                }
+                if let Some(k) = k {
+                    firsts.insert(i, k);
+                }
+                r
+            }));
         }
-        let firsts_here = &firsts;
-        let done: Vec<R> = first_pass
+        let (firsts_here, same_here) = (&firsts, &same);
+        let done: Vec<R> = done_first
             .into_par_iter()
             .zip(range.into_par_iter())
             .map(|(done, i)| {
@@ -86,20 +129,14 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
                     return r;
                 }
                 let p = pairs[i];
-                let first = earlier[i].and_then(|e| Some((pairs[e], firsts_here.get(&e)?)));
-                match first {
-                    Some((f, k))
-                        if target.same_stored_data(f.target, p.target).unwrap_or(false)
-                            && bench.same_stored_data(f.bench, p.bench).unwrap_or(false) =>
-                    {
-                        repeat(p, k)
-                    }
+                match earlier[i].and_then(|e| firsts_here.get(&e)) {
+                    Some(k) if same_here[i] => repeat(p, k),
                     _ => measure(p),
                 }
             })
             .collect();
         results.extend(done);
-        firsts.retain(|&e, _| last_repeat[e] >= end);
+        firsts.retain(|&e, _| repeats[&e].last().is_some_and(|&last| last >= end));
     }
     results
 }
@@ -112,12 +149,16 @@ mod tests {
     use accutrace_formats::DType;
     use std::path::Path;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
 
     /// A run of one op per tensor, with the given content hashes (`None`: no data either); tensors of one
     /// hash store the same bytes, except those in `differ`, whose bytes differ from every other's.
     struct Run {
         index: Index,
         differ: Vec<TensorId>,
+        /// What was asked of the source, in order: `('s', a, b)` for `same_stored_data(a, b)`, `('r', a, a)`
+        /// for `release_stored_data(a)`.
+        log: Mutex<Vec<(char, TensorId, TensorId)>>,
     }
 
     impl Run {
@@ -143,7 +184,7 @@ mod tests {
                     locator: 0,
                 });
             }
-            Run { index, differ }
+            Run { index, differ, log: Mutex::new(Vec::new()) }
         }
     }
 
@@ -165,8 +206,13 @@ mod tests {
         }
         fn same_stored_data(&self, a: TensorId, b: TensorId) -> anyhow::Result<bool> {
             anyhow::ensure!(a < b, "asked about {a} and {b}: not an earlier pair");
+            self.log.lock().unwrap().push(('s', a, b));
             let hash = |t: TensorId| self.index.tensors[t].hash;
             Ok(hash(a).is_some() && hash(a) == hash(b) && ![a, b].iter().any(|t| self.differ.contains(t)))
+        }
+        fn release_stored_data(&self, a: TensorId) -> anyhow::Result<()> {
+            self.log.lock().unwrap().push(('r', a, a));
+            Ok(())
         }
     }
 
@@ -234,6 +280,74 @@ mod tests {
         assert!(repeats > WINDOW && across_windows.count() > 100, "the test has too few repeats: {repeats}");
         assert_eq!(results, expected);
         assert_eq!(measured.load(Ordering::Relaxed), n - repeats);
+    }
+
+    /// A repeat's stored data is compared with its first pair's before the first pair is measured (whose
+    /// read releases what the comparison brought in); a first pair that was not measured is released after
+    /// its measurement, and one that was is not.
+    #[test]
+    fn the_stored_data_is_compared_before_the_first_pair_is_read() {
+        let n = 2 * WINDOW + 31;
+        // Hashes repeat every 40 pairs: pairs 0..40 are firsts, the rest repeats (several per first, in
+        // this window and the next ones). Measuring pair i fails where i % 3 == 2.
+        let target = Run::new((0..n).map(|i| Some((i % 40) as u64)), vec![]);
+        let bench = Run::new((0..n).map(|i| Some(1000 + (i % 40) as u64)), vec![5]);
+        let pairs: Vec<TensorPair> =
+            (0..n).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<&TensorPair> = pairs.iter().collect();
+        // Where each pair's measurement began, in the order of the sources' log (bench's log length then).
+        let measured_at: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect();
+        let results: Vec<Result<(usize, Option<usize>), usize>> = measure_pairs(
+            (&target, &bench),
+            &pairs,
+            |p| {
+                let at = (target.log.lock().unwrap().len(), bench.log.lock().unwrap().len());
+                measured_at[p.target].store(at.0 << 32 | at.1, Ordering::SeqCst);
+                if p.target % 3 == 2 {
+                    Err(p.target)
+                } else {
+                    Ok((p.target, None))
+                }
+            },
+            |r| r.as_ref().ok().map(|&(i, _)| i),
+            |p, &first| Ok((p.target, Some(first))),
+        );
+        let (tlog, blog) = (target.log.into_inner().unwrap(), bench.log.into_inner().unwrap());
+        for (first, at) in measured_at.iter().enumerate().take(40) {
+            let at = at.load(Ordering::SeqCst);
+            let (t_at, b_at) = (at >> 32, at & 0xffff_ffff);
+            // Every repeat of this first pair was asked about on the target side before it was measured,
+            // and on the bench side too where the target side stores the same bytes (all of them).
+            let asked = |log: &[(char, usize, usize)], before: usize| {
+                log[..before].iter().filter(|&&(k, a, _)| k == 's' && a == first).count()
+            };
+            let repeats = (first + 40..n).step_by(40).count();
+            assert_eq!(asked(&tlog, t_at), repeats, "target side of {first}");
+            assert_eq!(asked(&blog, b_at), repeats, "bench side of {first}");
+            assert_eq!(asked(&tlog, tlog.len()) + asked(&blog, blog.len()), 2 * repeats, "asked once");
+            // Released where it was not measured, only then, and only after its measurement began.
+            for (log, before) in [(&tlog, t_at), (&blog, b_at)] {
+                let released: Vec<usize> =
+                    (0..log.len()).filter(|&k| log[k] == ('r', first, first)).collect();
+                assert_eq!(released.len(), usize::from(first % 3 == 2), "releases of {first}");
+                assert!(released.iter().all(|&k| k >= before));
+            }
+        }
+        // The results are the rule's: a repeat takes its first pair's where that was measured and both
+        // sides store the same bytes (pair 5's bench side does not: its repeats are measured themselves).
+        for (i, r) in results.iter().enumerate() {
+            let e = i % 40;
+            let expected = if e == i || e % 3 == 2 || e == 5 {
+                if i % 3 == 2 {
+                    Err(i)
+                } else {
+                    Ok((i, None))
+                }
+            } else {
+                Ok((i, Some(e)))
+            };
+            assert_eq!(*r, expected, "pair {i}");
+        }
     }
 
     #[test]

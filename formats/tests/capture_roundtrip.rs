@@ -979,6 +979,69 @@ fn a_histogram_that_disagrees_with_the_statistics_is_an_error() {
     assert!(err.to_string().contains("histogram counts 6 values"), "{err}");
 }
 
+/// KiB of `segment`'s pages mapped into this process (`Rss` of its mappings in /proc/self/smaps).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn mapped_kib(segment: &Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = segment.to_str().unwrap();
+    let mut ours = false;
+    let mut kib = 0;
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            // A mapping's header: address range, permissions, offset, device, inode, path.
+            Some(first) if first.contains('-') && !first.ends_with(':') => ours = line.ends_with(name),
+            Some("Rss:") if ours => kib += words.next().unwrap().parse::<u64>().unwrap(),
+            _ => {}
+        }
+    }
+    kib
+}
+
+/// Which pages a check for stored data leaves mapped: the later record's are released with it, the earlier
+/// one's are kept for the decode that follows (which releases them), and `release_tensor_data_at` lets
+/// them go where no decode follows. (x86_64 only: qemu-user, which runs the aarch64 tests, does not apply
+/// `MADV_DONTNEED` to file mappings as Linux does.)
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_stored_data_check_keeps_the_first_records_pages_for_its_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 16 << 20, Policy::KeepAll).unwrap();
+    // Noise does not compress: the payloads are ~1 MiB of stored zstd blocks, apart in the segment.
+    let (x, filler) = (noise(1 << 20, 3), noise(1 << 20, 4));
+    let m = |io| meta(io, 0, DType::UINT8, &[1 << 20], None);
+    let records = [
+        Expect::Op(op(0, "first")),
+        tensor(m(Io::Output), &x, true),
+        tensor(m(Io::Output), &filler, true),
+        Expect::Op(op(1, "second")),
+        tensor(m(Io::Input), &x, true),
+        tensor(m(Io::Output), &filler, true),
+    ];
+    write_all(&mut w, &records, 1);
+    w.seal().unwrap();
+    let stream = only_stream(dir.path());
+    let segment = stream.segment_paths().next().unwrap().to_path_buf();
+    let t = tensors_where(&stream);
+    let (first, again) = ((t[0].0, t[0].1), (t[2].0, t[2].1));
+    // The walk released the segment at its end; a window of fault-around is 64 KiB.
+    assert!(mapped_kib(&segment) <= 128, "{} KiB after the walk", mapped_kib(&segment));
+    for round in 0..2 {
+        assert!(stream.same_stored_data(first.0, first.1, &stream, again.0, again.1).unwrap());
+        let kept = mapped_kib(&segment);
+        assert!((1000..=1024 + 256).contains(&kept), "round {round}: {kept} KiB mapped after the check");
+        if round == 0 {
+            // The decode reads them and releases them.
+            let mut out = Vec::new();
+            stream.read_tensor_data_at_with(first.0, first.1, &mut out, &mut Vec::new()).unwrap();
+            assert_eq!(out, x);
+        } else {
+            stream.release_tensor_data_at(first.0, first.1).unwrap();
+        }
+        assert!(mapped_kib(&segment) <= 128, "round {round}: {} KiB left", mapped_kib(&segment));
+    }
+}
+
 /// A tensor recorded twice (an op's output, then the next op's input, here also in a second stream) is
 /// the same stored data by its bytes; other data, data recorded without bytes, or a copy with one byte
 /// flipped in its payload is not, whatever the record's hash says.

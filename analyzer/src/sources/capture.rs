@@ -451,6 +451,11 @@ impl Source for CaptureSource {
         )?)
     }
 
+    fn release_stored_data(&self, a: TensorId) -> Result<()> {
+        let (s, segment, offset) = unpack(self.index.tensors[a].locator);
+        Ok(self.run.streams[s].release_tensor_data_at(segment, offset)?)
+    }
+
     fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         // The decoded bytes themselves where the device layout is the host's: no copy.
         self.with_device_tensor(tensor, |device| match host_bytes::host_bytes_borrowed(device)? {

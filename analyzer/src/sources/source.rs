@@ -60,8 +60,15 @@ pub trait Source: Send + Sync {
     /// byte), never by a hash alone: then every figure read from one holds for the other, and `a`'s data
     /// matching its content hash when read vouches for `b`'s. diff and compare read a tensor recorded twice (an
     /// op's output, then the next op's input) once. `false` where the source cannot tell (the default).
+    /// Asked just before `a` is read: what the check brought into memory of `a` (a capture's mapped pages)
+    /// is left for that read, and `b`'s is let go.
     fn same_stored_data(&self, _a: TensorId, _b: TensorId) -> Result<bool> {
         Ok(false)
+    }
+    /// Lets go of what [`Source::same_stored_data`] left in memory of `a` (a capture's mapped pages of its
+    /// payload), where no read of `a` followed it.
+    fn release_stored_data(&self, _a: TensorId) -> Result<()> {
+        Ok(())
     }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.

@@ -59,6 +59,9 @@ impl Source for Wrapped {
         }
         Ok(same)
     }
+    fn release_stored_data(&self, a: TensorId) -> Result<()> {
+        self.inner.release_stored_data(a)
+    }
 }
 
 /// `run`, with the shortcut on or off.
