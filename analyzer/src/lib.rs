@@ -32,4 +32,5 @@ pub mod roles;
 pub mod series;
 pub mod sources;
 pub mod steps;
+pub mod threads;
 pub mod watch;

@@ -18,6 +18,7 @@ use analyzer::report::html::{self, Findings};
 use analyzer::report::human_bytes;
 use analyzer::series::series;
 use analyzer::sources;
+use analyzer::threads::{self, Footprint};
 use analyzer::watch::{self, WatchOptions};
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -57,7 +58,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
                 progress: !args.no_progress,
                 ..Default::default()
             };
-            Some(compare(target.as_ref(), bench, &options))
+            let pool = threads::measuring_pool(Footprint::COMPARE, [target.index(), bench.index()]);
+            Some(threads::install(pool.as_ref(), || compare(target.as_ref(), bench, &options)))
         }
         None => None,
     };
@@ -79,7 +81,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             ));
         }
         let options = DiffOptions { filter: filter.clone(), progress: !args.no_progress };
-        diff(target.as_ref(), bench, &options).map_err(|e| format!("{e:#}"))
+        let pool = threads::measuring_pool(Footprint::DIFF, [target.index(), bench.index()]);
+        threads::install(pool.as_ref(), || diff(target.as_ref(), bench, &options)).map_err(|e| format!("{e:#}"))
     });
     stages.start("looking for overflows");
     let overflowed = overflow(target.as_ref(), &filter, !args.no_progress);
