@@ -243,6 +243,17 @@ pub fn plain_sum<T: Element>(x: &[T]) -> f64 {
     reduce_chunks(x, x, chunk, |a, b| a + b)
 }
 
+/// The f32 bit patterns the tests of f16 rounding take: every pattern whose low 12 bits are a few chosen
+/// values (every exponent, every mantissa bit f16 keeps, the rounding ties and their neighbours), and a
+/// prime stride over all patterns.
+#[cfg(test)]
+pub(crate) fn f16_rounding_probes() -> impl Iterator<Item = u32> {
+    let grid = (0..(1u32 << 20)).flat_map(|high| {
+        [0u32, 1, 0x7FF, 0x800, 0x801, 0xFFF].into_iter().map(move |low| (high << 12) | low)
+    });
+    grid.chain((0..=u32::MAX / 65_521).map(|k| k * 65_521))
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -259,16 +270,7 @@ mod tests {
                 "{bits:#010x}: {got:e} vs {want:e}"
             );
         };
-        for high in 0..(1u32 << 20) {
-            for low in [0u32, 1, 0x7FF, 0x800, 0x801, 0xFFF] {
-                check((high << 12) | low);
-            }
-        }
-        let mut bits = 0u32;
-        while let Some(next) = bits.checked_add(65_521) {
-            check(bits);
-            bits = next;
-        }
+        f16_rounding_probes().for_each(check);
     }
 
     /// Every f32 bit pattern (about a minute in release: `cargo test --release -p accutrace-analyzer --lib

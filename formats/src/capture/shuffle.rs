@@ -413,16 +413,15 @@ pub fn unshuffle_range(src: &[u8], width: usize, start: usize, out: &mut [u8]) {
 fn interleave(src: &[u8], n: usize, width: usize, first: usize, out: &mut [u8]) {
     let count = out.len() / width;
     let plane = |b: usize| &src[b * n + first..b * n + first + count];
-    let done = match width {
-        2 => ungroups2(plane(0), plane(1), out),
-        4 => ungroups4([plane(0), plane(1), plane(2), plane(3)], out),
-        _ => 0,
-    };
-    for b in 0..width {
-        for (i, &v) in plane(b)[done..].iter().enumerate() {
-            out[(done + i) * width + b] = v;
+    // Element widths up to 16 bytes without an allocation per call; wider ones are rare.
+    let mut few: [&[u8]; 16] = [&[]; 16];
+    if width <= few.len() {
+        for (b, p) in few[..width].iter_mut().enumerate() {
+            *p = plane(b);
         }
+        return interleave_planes(&few[..width], out);
     }
+    interleave_planes(&(0..width).map(plane).collect::<Vec<_>>(), out)
 }
 
 /// [`interleave`] of planes given one slice each (a tensor's planes read in pieces): element `i` of `out`
