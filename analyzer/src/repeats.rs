@@ -46,6 +46,9 @@ pub(crate) fn earlier_pair_with_the_hashes(
 /// same data.
 type Measured<R, K> = (R, Option<K>, Vec<(usize, bool)>);
 
+/// A repeat's index, whether its target side stores the same data as its first pair's, and whether both do.
+type Checked = (usize, bool, bool);
+
 /// Every pair's result, in pair order: `measure` reads and measures a pair; a pair that repeats an
 /// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
 /// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
@@ -54,8 +57,9 @@ type Measured<R, K> = (R, Option<K>, Vec<(usize, bool)>);
 ///
 /// Whether a repeat stores the same data as its first pair is asked just before the first pair is
 /// measured: the first pair's stored bytes are then read once for both (a capture keeps their pages mapped
-/// for the read that follows, which releases them), where asking afterwards would bring them back into
-/// memory after that read had released them.
+/// for the read that follows), where asking afterwards would bring them back into memory after that read
+/// had released them. What the checks left is released after the read ([`Source::release_stored_data`]),
+/// and everything at the end of each window ([`Source::release_all`]).
 pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     (target, bench): (&dyn Source, &dyn Source),
     pairs: &[&TensorPair],
@@ -87,24 +91,29 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
             .map(|i| {
                 earlier[i].is_none().then(|| {
                     let (f, mine) = (pairs[i], repeats.get(&i).map_or(&[][..], Vec::as_slice));
-                    let checked: Vec<(usize, bool)> = mine
+                    let checked: Vec<Checked> = mine
                         .iter()
                         .map(|&j| {
                             let p = pairs[j];
-                            let same = target.same_stored_data(f.target, p.target).unwrap_or(false)
-                                && bench.same_stored_data(f.bench, p.bench).unwrap_or(false);
-                            (j, same)
+                            let t = target.same_stored_data(f.target, p.target).unwrap_or(false);
+                            (j, t, t && bench.same_stored_data(f.bench, p.bench).unwrap_or(false))
                         })
                         .collect();
                     let r = measure(f);
                     let k = if mine.is_empty() { None } else { kept(&r) };
-                    if !mine.is_empty() && k.is_none() {
-                        // Not measured, so perhaps not read: what the checks left of it goes here (a failure
-                        // only leaves pages mapped).
+                    // What the checks and the read left mapped (a failure only leaves pages mapped): the first
+                    // pair's, and the repeats' (the bench side only where it was compared).
+                    if !mine.is_empty() {
                         let _ = target.release_stored_data(f.target);
                         let _ = bench.release_stored_data(f.bench);
                     }
-                    (r, k, checked)
+                    for &(j, t, _) in &checked {
+                        let _ = target.release_stored_data(pairs[j].target);
+                        if t {
+                            let _ = bench.release_stored_data(pairs[j].bench);
+                        }
+                    }
+                    (r, k, checked.into_iter().map(|(j, _, same)| (j, same)).collect())
                 })
             })
             .collect();
@@ -136,6 +145,11 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
             })
             .collect();
         results.extend(done);
+        // No read is in flight between windows: pages that reads mapped around their own (records around
+        // a repeat are mostly repeats, released before or never read) go here, so that they do not add up
+        // over the whole run.
+        target.release_all();
+        bench.release_all();
         firsts.retain(|&e, _| repeats[&e].last().is_some_and(|&last| last >= end));
     }
     results
@@ -157,7 +171,7 @@ mod tests {
         index: Index,
         differ: Vec<TensorId>,
         /// What was asked of the source, in order: `('s', a, b)` for `same_stored_data(a, b)`, `('r', a, a)`
-        /// for `release_stored_data(a)`.
+        /// for `release_stored_data(a)`, `('a', 0, 0)` for `release_all()`.
         log: Mutex<Vec<(char, TensorId, TensorId)>>,
     }
 
@@ -213,6 +227,9 @@ mod tests {
         fn release_stored_data(&self, a: TensorId) -> anyhow::Result<()> {
             self.log.lock().unwrap().push(('r', a, a));
             Ok(())
+        }
+        fn release_all(&self) {
+            self.log.lock().unwrap().push(('a', 0, 0));
         }
     }
 
@@ -282,9 +299,9 @@ mod tests {
         assert_eq!(measured.load(Ordering::Relaxed), n - repeats);
     }
 
-    /// A repeat's stored data is compared with its first pair's before the first pair is measured (whose
-    /// read releases what the comparison brought in); a first pair that was not measured is released after
-    /// its measurement, and one that was is not.
+    /// A repeat's stored data is compared with its first pair's before the first pair is measured; what the
+    /// comparisons brought in (of the first pair and of its repeats) is released after the measurement,
+    /// once each, and everything at the end of each window.
     #[test]
     fn the_stored_data_is_compared_before_the_first_pair_is_read() {
         let n = 2 * WINDOW + 31;
@@ -325,13 +342,22 @@ mod tests {
             assert_eq!(asked(&tlog, t_at), repeats, "target side of {first}");
             assert_eq!(asked(&blog, b_at), repeats, "bench side of {first}");
             assert_eq!(asked(&tlog, tlog.len()) + asked(&blog, blog.len()), 2 * repeats, "asked once");
-            // Released where it was not measured, only then, and only after its measurement began.
+            // The first pair and each repeat released once on each side, after the measurement began.
             for (log, before) in [(&tlog, t_at), (&blog, b_at)] {
-                let released: Vec<usize> =
-                    (0..log.len()).filter(|&k| log[k] == ('r', first, first)).collect();
-                assert_eq!(released.len(), usize::from(first % 3 == 2), "releases of {first}");
-                assert!(released.iter().all(|&k| k >= before));
+                for t in std::iter::once(first).chain((first + 40..n).step_by(40)) {
+                    let released: Vec<usize> = (0..log.len()).filter(|&k| log[k] == ('r', t, t)).collect();
+                    assert_eq!(released.len(), 1, "releases of {t}");
+                    assert!(released[0] >= before, "{t} released before {first} was measured");
+                }
             }
+        }
+        for log in [&tlog, &blog] {
+            assert_eq!(
+                log.iter().filter(|e| e.0 == 'a').count(),
+                n.div_ceil(WINDOW),
+                "one release_all a window"
+            );
+            assert_eq!(log.last(), Some(&('a', 0, 0)));
         }
         // The results are the rule's: a repeat takes its first pair's where that was measured and both
         // sides store the same bytes (pair 5's bench side does not: its repeats are measured themselves).

@@ -456,6 +456,12 @@ impl Source for CaptureSource {
         Ok(self.run.streams[s].release_tensor_data_at(segment, offset)?)
     }
 
+    fn release_all(&self) {
+        for stream in &self.run.streams {
+            stream.release_all();
+        }
+    }
+
     fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         // The decoded bytes themselves where the device layout is the host's: no copy.
         self.with_device_tensor(tensor, |device| match host_bytes::host_bytes_borrowed(device)? {

@@ -60,16 +60,18 @@ pub trait Source: Send + Sync {
     /// byte), never by a hash alone: then every figure read from one holds for the other, and `a`'s data
     /// matching its content hash when read vouches for `b`'s. diff and compare read a tensor recorded twice (an
     /// op's output, then the next op's input) once. `false` where the source cannot tell (the default).
-    /// Asked just before `a` is read: what the check brought into memory of `a` (a capture's mapped pages)
-    /// is left for that read, and `b`'s is let go.
+    /// Asked just before `a` is read: what the check brought into memory (a capture's mapped pages) is left
+    /// for that read, and [`Source::release_stored_data`] lets it go after it.
     fn same_stored_data(&self, _a: TensorId, _b: TensorId) -> Result<bool> {
         Ok(false)
     }
-    /// Lets go of what [`Source::same_stored_data`] left in memory of `a` (a capture's mapped pages of its
-    /// payload), where no read of `a` followed it.
+    /// Lets go of what [`Source::same_stored_data`] (and a read after it) left in memory of `a` (a
+    /// capture's mapped pages of its payload, and those the kernel mapped around them).
     fn release_stored_data(&self, _a: TensorId) -> Result<()> {
         Ok(())
     }
+    /// Lets go of everything reads left in memory (a capture's mapped pages), while no read is in flight.
+    fn release_all(&self) {}
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

@@ -62,6 +62,9 @@ impl Source for Wrapped {
     fn release_stored_data(&self, a: TensorId) -> Result<()> {
         self.inner.release_stored_data(a)
     }
+    fn release_all(&self) {
+        self.inner.release_all()
+    }
 }
 
 /// `run`, with the shortcut on or off.

@@ -599,8 +599,8 @@ impl StreamReader {
     /// [`read_tensor_data_at`](Self::read_tensor_data_at) with a caller-owned scratch buffer for the
     /// shuffled bytes: callers that decode many tensors reuse both buffers instead of allocating (and the
     /// kernel zeroing) two per tensor. The payload's pages are dropped from this process's mapping once
-    /// decoded (`MADV_DONTNEED`: they stay in the page cache), with the neighbours the kernel mapped around
-    /// them, so reading a whole capture does not leave it all counted as the process's resident memory.
+    /// decoded (`MADV_DONTNEED`: they stay in the page cache), so reading a whole capture does not leave
+    /// it all counted as the process's resident memory.
     pub fn read_tensor_data_at_with(
         &self,
         segment_index: u64,
@@ -610,7 +610,7 @@ impl StreamReader {
     ) -> Result<()> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
         let decoded = stored.decode(&seg.path, out, scratch);
-        seg.release_around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         decoded
     }
 
@@ -633,7 +633,7 @@ impl StreamReader {
             let result = f(&mut blocks);
             stored.check_hash(&seg.path, blocks.finish()).map(|()| result)
         });
-        seg.release_around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         read
     }
 
@@ -644,10 +644,10 @@ impl StreamReader {
     /// vouches for the other: a tensor recorded twice (an op's output, then the next op's input) need
     /// not be decompressed twice. Nothing here trusts a hash alone: the stored bytes are compared.
     ///
-    /// The pages of `other`'s record are released from its mapping afterwards (with the neighbours the
-    /// kernel mapped around them). This record's stay mapped: the check is meant to come just before this
-    /// record is decoded, and the decode then reads them without faulting them in again and releases them
-    /// (where no decode follows: [`release_tensor_data_at`](Self::release_tensor_data_at)).
+    /// Both records' pages stay mapped: the check is meant to come just before the earlier record is
+    /// decoded, which then reads them without faulting them in again. Both are the caller's to release
+    /// after that decode ([`release_tensor_data_at`](Self::release_tensor_data_at), which also lets go of
+    /// the pages the kernel mapped around them).
     pub fn same_stored_data(
         &self,
         segment_index: u64,
@@ -657,28 +657,32 @@ impl StreamReader {
         other_offset: u64,
     ) -> Result<bool> {
         let (_, stored) = self.stored_at(segment_index, offset)?;
-        let (other_seg, other_stored) = other.stored_at(other_segment, other_offset)?;
+        let (_, other_stored) = other.stored_at(other_segment, other_offset)?;
         let same = stored.encoding == other_stored.encoding
             && stored.encoding != DataEncoding::None
             && stored.data_size == other_stored.data_size
             && stored.content_hash == other_stored.content_hash
             && stored.payload == other_stored.payload;
-        // The neighbours' pages too: the payload is read out of order (a repeat lies after records not
-        // read yet, or read and released), and the kernel maps pages around every one that faults.
-        other_seg.release_around(
-            other_stored.payload_offset,
-            other_stored.payload_offset + other_stored.payload.len() as u64,
-        );
         Ok(same)
     }
 
     /// Releases the pages of the tensor record at `offset` of segment `segment_index` from the mapping, as
-    /// a decode does afterwards, with the neighbours the kernel mapped around them: for a record whose
-    /// payload [`same_stored_data`](Self::same_stored_data) read and no decode followed.
+    /// a decode does afterwards, with the neighbours the kernel mapped around them: for records whose
+    /// payloads [`same_stored_data`](Self::same_stored_data) read. Records around a repeat are mostly
+    /// repeats too, read and released earlier or never read, so what faults map around them would stay.
     pub fn release_tensor_data_at(&self, segment_index: u64, offset: u64) -> Result<()> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
         seg.release_around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         Ok(())
+    }
+
+    /// Releases every page of every segment from this process's mapping (as [`records`](Self::records)
+    /// does at each segment's end), for a caller that has no read in flight: pages the kernel mapped around
+    /// the ones read, of records read and released before or never read, go too.
+    pub fn release_all(&self) {
+        for seg in &self.segments {
+            seg.release(0, seg.map.len() as u64);
+        }
     }
 
     /// The segment and the stored data of the tensor record at `offset` of segment `segment_index`.
