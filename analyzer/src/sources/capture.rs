@@ -456,6 +456,12 @@ impl Source for CaptureSource {
         Ok(self.run.streams[s].release_tensor_data_at(segment, offset)?)
     }
 
+    /// The zstd scratch, the decoded bytes and the f32 values, with the allocator's slack (compare of medium:4
+    /// held 5x the largest tensor per thread for both sides).
+    fn buffers_per_tensor(&self) -> u64 {
+        3
+    }
+
     fn release_all(&self) {
         for stream in &self.run.streams {
             stream.release_all();

@@ -198,6 +198,12 @@ struct OpKey {
 }
 
 impl Source for NpyDirSource {
+    /// The values are read where they lie in the map; only other dtypes than f32 are converted (an npy pair
+    /// of 8 MiB f32 tensors held about one tensor's size per thread for both sides).
+    fn buffers_per_tensor(&self) -> u64 {
+        1
+    }
+
     fn kind(&self) -> &'static str {
         "npy"
     }

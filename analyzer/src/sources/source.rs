@@ -72,6 +72,12 @@ pub trait Source: Send + Sync {
     }
     /// Lets go of everything reads left in memory (a capture's mapped pages), while no read is in flight.
     fn release_all(&self) {}
+    /// How many buffers the size of a tensor as f32 a thread holds while it reads one of this source's
+    /// tensors for comparison (decoded bytes, decoding scratch, the f32 values): what sizes compare's pool
+    /// ([`crate::threads`]). 2 unless a source knows better.
+    fn buffers_per_tensor(&self) -> u64 {
+        2
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

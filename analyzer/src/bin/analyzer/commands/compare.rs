@@ -29,7 +29,8 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         progress: !args.no_progress,
     };
     // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
-    let pool = threads::measuring_pool(Footprint::COMPARE, [target.index(), bench.index()]);
+    let sides = [target.as_ref(), bench.as_ref()];
+    let pool = threads::measuring_pool(Footprint::compare(sides), sides);
     let comparison = threads::install(pool.as_ref(), || compare(target.as_ref(), bench.as_ref(), &options));
     let to = Destination { output: args.output.as_deref(), colour };
     report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;

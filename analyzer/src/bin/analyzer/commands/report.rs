@@ -58,7 +58,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
                 progress: !args.no_progress,
                 ..Default::default()
             };
-            let pool = threads::measuring_pool(Footprint::COMPARE, [target.index(), bench.index()]);
+            let sides = [target.as_ref(), bench];
+            let pool = threads::measuring_pool(Footprint::compare(sides), sides);
             Some(threads::install(pool.as_ref(), || compare(target.as_ref(), bench, &options)))
         }
         None => None,
@@ -81,7 +82,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             ));
         }
         let options = DiffOptions { filter: filter.clone(), progress: !args.no_progress };
-        let pool = threads::measuring_pool(Footprint::DIFF, [target.index(), bench.index()]);
+        let pool = threads::measuring_pool(Footprint::DIFF, [target.as_ref(), bench]);
         threads::install(pool.as_ref(), || diff(target.as_ref(), bench, &options)).map_err(|e| format!("{e:#}"))
     });
     stages.start("looking for overflows");
