@@ -295,6 +295,23 @@ fn give_buffer(buffer: Vec<u8>) {
     });
 }
 
+thread_local! {
+    /// The device-order values of a tensor in a device format, laid out from there into the caller's
+    /// buffer ([`host_values`]): kept per thread on the terms of [`BUFFERS`].
+    static VALUES_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` with this thread's values scratch, kept for the next call unless larger than
+/// [`POOLED_BUFFER_BYTES`].
+fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+    let mut scratch = VALUES_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    let result = f(&mut scratch);
+    if scratch.capacity() * std::mem::size_of::<f32>() <= POOLED_BUFFER_BYTES {
+        VALUES_SCRATCH.with(|s| *s.borrow_mut() = scratch);
+    }
+    result
+}
+
 /// Adds a captured op with what the runtime said about its launch.
 fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
     index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(op.launch()))
@@ -346,7 +363,7 @@ impl Source for CaptureSource {
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
         self.with_device_tensor(tensor, |device| {
-            host_values(device, &mut Vec::new(), out)?;
+            with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(())
         })
     }

@@ -85,18 +85,42 @@ pub fn to_host_with_shape<T: Copy>(
     dtype: DType,
     groups: i32,
 ) -> Result<(Vec<T>, Vec<u64>)> {
+    let mut out = Vec::new();
+    let shape = to_host_into(format, device, 1, device_shape, host_shape, dtype, groups, &mut out)?;
+    Ok((out, shape))
+}
+
+/// [`to_host_with_shape`] into `out`, whose old contents are dropped and whose memory is reused (a caller
+/// that converts tensor after tensor allocates nothing once `out` is as large as the largest), for elements
+/// of `lanes` values each, stored one after the other (complex values as (re, im): 2): `device` holds
+/// `lanes` values per device element and `out` gets `lanes` per host element. Returns the host shape; the
+/// errors are [`to_host_with_shape`]'s (`out` is then empty).
+#[allow(clippy::too_many_arguments)]
+pub fn to_host_into<T: Copy>(
+    format: Format,
+    device: &[T],
+    lanes: usize,
+    device_shape: &[u64],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+    out: &mut Vec<T>,
+) -> Result<Vec<u64>> {
+    out.clear();
+    let lanes = lanes.max(1);
     let device_count = checked_product(device_shape, "device shape")?;
-    if device_count != device.len() as u64 {
+    if !device.len().is_multiple_of(lanes) || device_count != (device.len() / lanes) as u64 {
         return Err(FormatError::at(
             0,
             format!(
                 "device shape {device_shape:?} has {device_count} elements, the data has {}",
-                device.len()
+                device.len() / lanes
             ),
         ));
     }
     if !host_shape_is_usable(host_shape) {
-        return Ok((device.to_vec(), device_shape.to_vec()));
+        out.extend_from_slice(device);
+        return Ok(device_shape.to_vec());
     }
     let host_count = checked_product(host_shape, "host shape")?;
     if format.is_identity() {
@@ -108,7 +132,8 @@ pub fn to_host_with_shape<T: Copy>(
                 ),
             ));
         }
-        return Ok((device.to_vec(), host_shape.to_vec()));
+        out.extend_from_slice(device);
+        return Ok(host_shape.to_vec());
     }
     let plan = plans::plan(format, host_shape, dtype, groups)?;
     check_device_shape(format, &plan, device_shape, host_shape)?;
@@ -122,13 +147,17 @@ pub fn to_host_with_shape<T: Copy>(
         ));
     }
     if host_count == 0 {
-        return Ok((Vec::new(), host_shape.to_vec()));
+        return Ok(host_shape.to_vec());
     }
-    // Table sizes and the output are bounded by host_count <= device_count == device.len().
+    // Table sizes and the output are bounded by host_count <= device_count == device.len() / lanes.
     let tables = plan.tables()?;
-    let mut out = Vec::with_capacity(to_usize(host_count, "host tensor")?);
-    walk(&tables, |offset| out.push(device[offset]));
-    Ok((out, host_shape.to_vec()))
+    out.reserve(to_usize(host_count, "host tensor")?.saturating_mul(lanes));
+    if lanes == 1 {
+        walk(&tables, |offset| out.push(device[offset]));
+    } else {
+        walk(&tables, |offset| out.extend_from_slice(&device[offset * lanes..][..lanes]));
+    }
+    Ok(host_shape.to_vec())
 }
 
 /// Host values (row-major in `host_shape`) to `format`: the device values and the device shape. Padding is

@@ -22,7 +22,9 @@ pub struct DeviceTensor<'a> {
 }
 
 /// Decodes `tensor` into `out` (host layout, C order; complex as interleaved re, im) and returns the host
-/// shape. `scratch` is reused between calls to avoid an allocation per tensor.
+/// shape. Both buffers' memory is reused: a tensor in a device format is decoded into `scratch` and laid
+/// out from there into `out`, so that a caller that keeps both between tensors allocates and zeroes
+/// nothing per tensor once they are as large as the largest.
 pub fn host_values(
     tensor: &DeviceTensor<'_>,
     scratch: &mut Vec<f32>,
@@ -42,29 +44,16 @@ pub fn host_values(
         return Ok(shape);
     }
     decode_reusing(tensor.dtype, tensor.bytes, elements, scratch)?;
-    let (host, shape) = if lanes_per_element(tensor.dtype) == 2 {
-        let pairs: Vec<[f32; 2]> = scratch.chunks_exact(2).map(|p| [p[0], p[1]]).collect();
-        let (host, shape) = layout::to_host_with_shape(
-            format,
-            &pairs,
-            tensor.device_shape,
-            tensor.original_shape,
-            tensor.dtype,
-            tensor.sub_format,
-        )?;
-        (host.into_iter().flatten().collect(), shape)
-    } else {
-        layout::to_host_with_shape(
-            format,
-            scratch,
-            tensor.device_shape,
-            tensor.original_shape,
-            tensor.dtype,
-            tensor.sub_format,
-        )?
-    };
-    *out = host;
-    Ok(shape)
+    layout::to_host_into(
+        format,
+        scratch,
+        lanes_per_element(tensor.dtype),
+        tensor.device_shape,
+        tensor.original_shape,
+        tensor.dtype,
+        tensor.sub_format,
+        out,
+    )
 }
 
 /// Elements per parallel decode work item (1 MiB of f32 out).
@@ -107,5 +96,75 @@ pub fn host_shape(format: i32, device_shape: &[u64], original_shape: &[u64]) -> 
         original_shape.to_vec()
     } else {
         device_shape.to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::to_device;
+    use crate::tensor::encode_f32;
+
+    /// One scratch and one output buffer through tensors of every device layout, of sizes that grow and
+    /// shrink, with complex, ND and dynamic-shape tensors between them: each comes back as the host values
+    /// `to_device` placed (padding, a marker, cropped), and once the buffers have held the largest tensor
+    /// neither is allocated again.
+    #[test]
+    fn reused_buffers_give_each_tensor_its_own_host_values() {
+        let cases: [(Format, DType, &[u64]); 11] = [
+            (Format::NC1HWC0, DType::FLOAT16, &[4, 70, 3, 5]),
+            (Format::FRACTAL_NZ, DType::FLOAT, &[33, 20]),
+            (Format::ND, DType::FLOAT16, &[7, 9]),
+            (Format::NC1HWC0, DType::COMPLEX64, &[2, 20, 3, 1]),
+            (Format::NC1HWC0, DType::FLOAT, &[64, 40, 1, 1]),
+            (Format::NC1HWC0_C04, DType::FLOAT16, &[3, 3, 2, 2]),
+            (Format::NDC1HWC0, DType::BF16, &[2, 17, 2, 3, 1]),
+            (Format::FRACTAL_NZ, DType::FLOAT16, &[2, 5, 70]),
+            (Format::FRACTAL_Z, DType::FLOAT, &[18, 20, 1, 3]),
+            (Format::NC1HWC0, DType::FLOAT, &[1, 1, 1, 1]),
+            (Format::FRACTAL_NZ, DType::INT8, &[40, 3]),
+        ];
+        let (mut scratch, mut out) = (Vec::new(), Vec::new());
+        let mut buffers = None;
+        for round in 0..2 {
+            for (k, &(format, dtype, shape)) in cases.iter().enumerate() {
+                let lanes = lanes_per_element(dtype);
+                let n = shape.iter().product::<u64>() as usize * lanes;
+                // Small integers: exact in every dtype listed, and distinct per tensor and round.
+                let host: Vec<f32> = (0..n).map(|i| ((i * 7 + k * 3 + round) % 100) as f32 - 50.0).collect();
+                // Laid out by element index; padding (-1) becomes the marker 99.
+                let indices: Vec<i64> = (0..(n / lanes) as i64).collect();
+                let (placed, device_shape) = to_device(format, &indices, shape, dtype, 0, -1).unwrap();
+                let device: Vec<Vec<f32>> = placed
+                    .iter()
+                    .map(|&i| match usize::try_from(i) {
+                        Ok(i) => host[i * lanes..][..lanes].to_vec(),
+                        Err(_) => vec![99.0; lanes],
+                    })
+                    .collect();
+                let bytes = encode_f32(dtype, &device.concat()).unwrap();
+                let t = DeviceTensor {
+                    dtype,
+                    format: format.code(),
+                    device_shape: &device_shape,
+                    original_shape: shape,
+                    sub_format: 0,
+                    bytes: &bytes,
+                };
+                let got_shape = host_values(&t, &mut scratch, &mut out).unwrap();
+                assert_eq!(got_shape, shape, "{format} {dtype}");
+                assert_eq!(out, host, "{format} {dtype} {shape:?} round {round}");
+                // The same tensor without a usable host shape: the device values as they are.
+                let dynamic = [u64::MAX; 2];
+                let t = DeviceTensor { original_shape: &dynamic, ..t };
+                assert_eq!(host_values(&t, &mut scratch, &mut out).unwrap(), device_shape);
+                assert_eq!(out, device.concat(), "{format} {dtype} dynamic");
+            }
+            let now = (scratch.as_ptr(), scratch.capacity(), out.as_ptr(), out.capacity());
+            // The first round grew both buffers to the largest tensor; the second allocates nothing.
+            if let Some(before) = buffers.replace(now) {
+                assert_eq!(before, now, "a buffer was allocated again");
+            }
+        }
     }
 }
