@@ -999,8 +999,9 @@ fn mapped_kib(segment: &Path) -> u64 {
 }
 
 /// Which pages a check for stored data leaves mapped: both records', the earlier one's for the decode that
-/// follows (which releases them); `release_tensor_data_at` and `release_all` let them go. (x86_64 only: qemu-user, which runs the aarch64 tests, does not apply
-/// `MADV_DONTNEED` to file mappings as Linux does.)
+/// follows; the decode and `release_tensor_data_at` leave them for a batch of releases, which
+/// `release_pending` lets go of now, and `release_all` lets everything go. (x86_64 only: qemu-user, which
+/// runs the aarch64 tests, does not apply `MADV_DONTNEED` to file mappings as Linux does.)
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn a_stored_data_check_keeps_the_first_records_pages_for_its_decode() {
@@ -1031,22 +1032,69 @@ fn a_stored_data_check_keeps_the_first_records_pages_for_its_decode() {
         assert!((2000..=2048 + 256).contains(&kept), "round {round}: {kept} KiB mapped after the check");
         match round {
             0 => {
-                // The decode reads the first record's and releases them; the repeat's stay for the caller.
+                // The decode reads the first record's pages without faulting them in again; they wait for
+                // a batch of releases with the repeat's, which the caller lets go of.
                 let mut out = Vec::new();
                 stream.read_tensor_data_at_with(first.0, first.1, &mut out, &mut Vec::new()).unwrap();
                 assert_eq!(out, x);
-                let left = mapped_kib(&segment);
-                assert!((1000..=1024 + 256).contains(&left), "{left} KiB mapped after the decode");
                 stream.release_tensor_data_at(again.0, again.1).unwrap();
+                let left = mapped_kib(&segment);
+                assert!((2000..=2048 + 256).contains(&left), "{left} KiB mapped before the batch's release");
+                stream.release_pending();
             }
             1 => {
                 stream.release_tensor_data_at(first.0, first.1).unwrap();
                 stream.release_tensor_data_at(again.0, again.1).unwrap();
+                stream.release_pending();
             }
             _ => stream.release_all(),
         }
         assert!(mapped_kib(&segment) <= 128, "round {round}: {} KiB left", mapped_kib(&segment));
     }
+}
+
+/// Decodes leave their payloads' pages mapped until the ranges waiting add up to `RELEASE_BATCH` bytes, then
+/// let them go together with the pages between neighbouring payloads (record heads, the page two payloads
+/// share, which releasing each payload alone leaves mapped): however much is read, what stays mapped is at
+/// most a batch and a tensor, and nothing of what was read once the last batch is let go of. (x86_64 only,
+/// as above.)
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn decodes_release_their_pages_in_batches_of_bounded_size() {
+    use accutrace_formats::capture::reader::RELEASE_BATCH;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 32 << 20, Policy::KeepAll).unwrap();
+    // Noise does not compress: 96 payloads of ~122 KiB of stored blocks (12 MiB, three batches), each
+    // ending inside a page the next one starts in.
+    let data: Vec<Vec<u8>> = (0..96).map(|i| noise(125_001, i + 7)).collect();
+    let mut records = vec![Expect::Op(op(0, "first"))];
+    records.extend(data.iter().map(|d| tensor(meta(Io::Output, 0, DType::UINT8, &[125_001], None), d, true)));
+    write_all(&mut w, &records, 1);
+    w.seal().unwrap();
+    let stream = only_stream(dir.path());
+    let segment = stream.segment_paths().next().unwrap().to_path_buf();
+    let t = tensors_where(&stream);
+    assert_eq!(t.len(), data.len());
+    assert!(mapped_kib(&segment) <= 128, "{} KiB after the walk", mapped_kib(&segment));
+    let (batch, tensor_kib) = (RELEASE_BATCH / 1024, 125_001 / 1024 + 1);
+    let (mut out, mut scratch, mut peak, mut fell) = (Vec::new(), Vec::new(), 0, 0);
+    for (i, ((segment_index, offset, _), d)) in t.iter().zip(&data).enumerate() {
+        let before = mapped_kib(&segment);
+        stream.read_tensor_data_at_with(*segment_index, *offset, &mut out, &mut scratch).unwrap();
+        assert!(&out == d, "tensor {i}");
+        let now = mapped_kib(&segment);
+        if i == 0 {
+            assert!(now >= tensor_kib - 8, "{now} KiB mapped: the first decode's pages wait for a batch");
+        }
+        fell += usize::from(now + tensor_kib < before);
+        peak = peak.max(now);
+    }
+    assert!(peak <= batch + 2 * tensor_kib + 128, "{peak} KiB mapped at most, batches of {batch} KiB");
+    assert!(peak >= batch - 2 * tensor_kib, "{peak} KiB mapped at most: the decodes did not wait");
+    assert!(fell >= 2, "released in {fell} batches");
+    stream.release_pending();
+    let left = mapped_kib(&segment);
+    assert!(left <= 96, "{left} KiB left mapped after the last batch");
 }
 
 /// A tensor recorded twice (an op's output, then the next op's input, here also in a second stream) is

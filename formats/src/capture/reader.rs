@@ -19,7 +19,7 @@ use crate::{FormatError, Result};
 use accutrace_proto::capture as pb;
 use memmap2::Mmap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A capture run directory: its manifest (when there is one) and its streams.
 pub struct CaptureRun {
@@ -76,6 +76,36 @@ pub struct StreamReader {
     info: StreamInfo,
     segments: Vec<Segment>,
     torn_tail: Option<TornTail>,
+    /// Ranges read and not yet let go of, gathered into batches ([`Releases`]).
+    releases: Mutex<Releases>,
+}
+
+/// Bytes of segment ranges that decodes and [`StreamReader::release_tensor_data_at`] leave mapped before
+/// they are let go of together ([`StreamReader::release_pending`]).
+pub const RELEASE_BATCH: u64 = 4 << 20;
+
+/// Ranges that reads leave waiting before they are let go of together, whatever their bytes.
+const RELEASE_RANGES: usize = 256;
+
+/// Ranges of one segment at most this far apart are let go of as one, with what lies between them (the next
+/// record's head, the page two payloads share): the kernel's fault-around window, which read faults may have
+/// mapped there anyway.
+const RELEASE_JOIN_GAP: u64 = FAULT_AROUND_BYTES as u64;
+
+/// Ranges of a stream's segments whose bytes have been read (decoded payloads, compared repeats), waiting
+/// to leave the mapping together. Every `madvise` that unmaps pages ends with a TLB shootdown: an interrupt
+/// to each other CPU that runs one of this process's threads, which on a VM is a trap per CPU. With one call
+/// per tensor, madvise was 10% of an outputs-only diff's CPU on 2 vCPUs, 7 points of it those interrupts
+/// (main `94da7a1`, both vCPUs running the diff). The ranges
+/// are let go of once they add up to [`RELEASE_BATCH`] bytes (or `RELEASE_RANGES` ranges), sorted, with
+/// neighbours in one segment joined into one call; so at most that much more stays mapped than with a
+/// release per read.
+#[derive(Default)]
+struct Releases {
+    /// (position of the segment in `segments`, start, end), in the order they came.
+    ranges: Vec<(usize, u64, u64)>,
+    /// Their lengths added up.
+    bytes: u64,
 }
 
 impl StreamReader {
@@ -118,7 +148,7 @@ impl StreamReader {
         if segments.is_empty() {
             torn_tail = Some(TornTail { segment: dir.to_path_buf(), offset: 0, reason: "no segment".into() });
         }
-        Ok(StreamReader { dir: dir.to_path_buf(), info, segments, torn_tail })
+        Ok(StreamReader { dir: dir.to_path_buf(), info, segments, torn_tail, releases: Mutex::default() })
     }
 
     /// Who wrote the stream.
@@ -599,8 +629,9 @@ impl StreamReader {
     /// [`read_tensor_data_at`](Self::read_tensor_data_at) with a caller-owned scratch buffer for the
     /// shuffled bytes: callers that decode many tensors reuse both buffers instead of allocating (and the
     /// kernel zeroing) two per tensor. The payload's pages are dropped from this process's mapping once
-    /// decoded (`MADV_DONTNEED`: they stay in the page cache), so reading a whole capture does not leave
-    /// it all counted as the process's resident memory.
+    /// decoded (`MADV_DONTNEED`: they stay in the page cache), with other reads' in batches of
+    /// [`RELEASE_BATCH`] bytes, so reading a whole capture does not leave it all counted as the process's
+    /// resident memory.
     pub fn read_tensor_data_at_with(
         &self,
         segment_index: u64,
@@ -609,8 +640,8 @@ impl StreamReader {
         scratch: &mut Vec<u8>,
     ) -> Result<()> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
-        let decoded = stored.decode(&seg.path, out, scratch);
-        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        let decoded = stored.decode(&self.segments[seg].path, out, scratch);
+        self.release_later(seg, stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         decoded
     }
 
@@ -628,12 +659,13 @@ impl StreamReader {
         f: impl FnOnce(&mut TensorBlocks<'_>) -> R,
     ) -> Result<R> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
-        let read = stored.plane_bytes(&seg.path, scratch).and_then(|(planes, width)| {
+        let path = &self.segments[seg].path;
+        let read = stored.plane_bytes(path, scratch).and_then(|(planes, width)| {
             let mut blocks = TensorBlocks::new(planes, width);
             let result = f(&mut blocks);
-            stored.check_hash(&seg.path, blocks.finish()).map(|()| result)
+            stored.check_hash(path, blocks.finish()).map(|()| result)
         });
-        seg.release(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        self.release_later(seg, stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         read
     }
 
@@ -647,7 +679,7 @@ impl StreamReader {
     /// Both records' pages stay mapped: the check is meant to come just before the earlier record is
     /// decoded, which then reads them without faulting them in again. Both are the caller's to release
     /// after that decode ([`release_tensor_data_at`](Self::release_tensor_data_at), which also lets go of
-    /// the pages the kernel mapped around them).
+    /// the pages the kernel mapped around them, or [`release_all`](Self::release_all)).
     pub fn same_stored_data(
         &self,
         segment_index: u64,
@@ -667,29 +699,87 @@ impl StreamReader {
     }
 
     /// Releases the pages of the tensor record at `offset` of segment `segment_index` from the mapping, as
-    /// a decode does afterwards, with the neighbours the kernel mapped around them: for records whose
-    /// payloads [`same_stored_data`](Self::same_stored_data) read. Records around a repeat are mostly
-    /// repeats too, read and released earlier or never read, so what faults map around them would stay.
+    /// a decode does afterwards (in the same batches), with the neighbours the kernel mapped around them:
+    /// for records whose payloads [`same_stored_data`](Self::same_stored_data) read. Records around a
+    /// repeat are mostly repeats too, read and released earlier or never read, so what faults map around
+    /// them would stay.
     pub fn release_tensor_data_at(&self, segment_index: u64, offset: u64) -> Result<()> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
-        seg.release_around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        let (start, end) = self.segments[seg]
+            .around(stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
+        self.release_later(seg, start, end);
         Ok(())
+    }
+
+    /// Releases now what reads and [`release_tensor_data_at`](Self::release_tensor_data_at) left waiting
+    /// for a full batch ([`RELEASE_BATCH`]).
+    pub fn release_pending(&self) {
+        let ranges = std::mem::take(&mut *self.releases());
+        self.release_ranges(ranges);
     }
 
     /// Releases every page of every segment from this process's mapping (as [`records`](Self::records)
     /// does at each segment's end), for a caller that has no read in flight: pages the kernel mapped around
-    /// the ones read, of records read and released before or never read, go too.
+    /// the ones read, of records read and released before or never read, and the ranges waiting for a
+    /// batch, go too.
     pub fn release_all(&self) {
+        *self.releases() = Releases::default();
         for seg in &self.segments {
             seg.release(0, seg.map.len() as u64);
         }
     }
 
-    /// The segment and the stored data of the tensor record at `offset` of segment `segment_index`.
-    fn stored_at(&self, segment_index: u64, offset: u64) -> Result<(&Segment, StoredData<'_>)> {
-        let seg = self.segments.iter().find(|s| s.index == segment_index).ok_or_else(|| {
+    /// The ranges waiting to be released. They are only ever pushed or taken whole under the lock, so a
+    /// panic elsewhere while it was held leaves them usable.
+    fn releases(&self) -> std::sync::MutexGuard<'_, Releases> {
+        self.releases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Releases `start..end` of the segment at `seg` in `segments` (its pages wholly inside) with the ranges
+    /// waiting before it, once they make a batch ([`Releases`]); until then they stay mapped.
+    fn release_later(&self, seg: usize, start: u64, end: u64) {
+        let batch = {
+            let mut waiting = self.releases();
+            waiting.ranges.push((seg, start, end));
+            waiting.bytes += end.saturating_sub(start);
+            if waiting.bytes < RELEASE_BATCH && waiting.ranges.len() < RELEASE_RANGES {
+                return;
+            }
+            std::mem::take(&mut *waiting)
+        };
+        self.release_ranges(batch);
+    }
+
+    /// Releases `ranges` with one call per run of ranges of a segment that lie at most `RELEASE_JOIN_GAP`
+    /// apart: the pages between them go too (the records' heads, pages two payloads share, which a release
+    /// of each payload alone would leave mapped).
+    fn release_ranges(&self, mut waiting: Releases) {
+        waiting.ranges.sort_unstable();
+        let mut run: Option<(usize, u64, u64)> = None;
+        for (seg, start, end) in waiting.ranges {
+            match &mut run {
+                Some((s, _, e)) if *s == seg && start <= e.saturating_add(RELEASE_JOIN_GAP) => {
+                    *e = (*e).max(end)
+                }
+                _ => {
+                    if let Some((s, a, b)) = run.replace((seg, start, end)) {
+                        self.segments[s].release(a, b);
+                    }
+                }
+            }
+        }
+        if let Some((s, a, b)) = run {
+            self.segments[s].release(a, b);
+        }
+    }
+
+    /// The position in `segments` of segment `segment_index` and the stored data of the tensor record at
+    /// `offset` in it.
+    fn stored_at(&self, segment_index: u64, offset: u64) -> Result<(usize, StoredData<'_>)> {
+        let at = self.segments.iter().position(|s| s.index == segment_index).ok_or_else(|| {
             FormatError::whole(format!("stream has no segment {segment_index}")).in_file(&self.dir)
         })?;
+        let seg = &self.segments[at];
         let (meta, head_end, body_end, kind) = match segment::frame_at(&seg.map, offset, seg.end) {
             Frame::Valid { body, len, meta, head_len, kind, .. } => (meta, body + head_len, body + len, kind),
             _ => return Err(FormatError::at(offset, "no record starts here").in_file(&seg.path)),
@@ -709,7 +799,7 @@ impl StreamReader {
             data_size: r.data_size,
             content_hash: r.content_hash,
         };
-        Ok((seg, stored))
+        Ok((at, stored))
     }
 }
 
@@ -737,17 +827,17 @@ impl Segment {
 }
 
 impl Segment {
-    /// [`release`](Self::release) of `start..end` widened to every page the kernel may have mapped with it:
-    /// a read fault maps the page cache's pages of the aligned window around the faulting page (Linux's
-    /// fault-around, 64 KiB by default), so bytes read again after their neighbours were released bring
-    /// those neighbours back into the mapping. Pages of other records released here while another thread
-    /// reads them fault back in with the same bytes.
-    fn release_around(&self, start: u64, end: u64) {
+    /// `start..end` widened to every page the kernel may have mapped with it, for a
+    /// [`release`](Self::release): a read fault maps the page cache's pages of the aligned window around
+    /// the faulting page (Linux's fault-around, 64 KiB by default), so bytes read again after their
+    /// neighbours were released bring those neighbours back into the mapping. Pages of other records
+    /// released with them while another thread reads them fault back in with the same bytes.
+    fn around(&self, start: u64, end: u64) -> (u64, u64) {
         // The windows are aligned in the address space, not in the file.
         let window = FAULT_AROUND_BYTES.max(page_size()) as u64;
         let base = self.map.as_ptr() as u64 % window;
         let first = ((base + start) / window * window).saturating_sub(base);
-        self.release(first, ((base + end).div_ceil(window) * window).saturating_sub(base));
+        (first, ((base + end).div_ceil(window) * window).saturating_sub(base))
     }
 }
 
@@ -1077,6 +1167,39 @@ mod tests {
         }
         // Noise in a whole 1-byte tensor is stored as it is too; the 2- to 8-byte tensors' low planes are.
         assert!(lent >= 9, "only {lent} tensors had stored blocks");
+    }
+
+    /// One scratch buffer for tensors of every size in turn, larger and smaller than the last, starting
+    /// with bytes of its own: the frames zstd decodes land after one another in it and it holds nothing
+    /// else (no byte of an earlier tensor, nor of its own start, is read), whatever it held before.
+    #[test]
+    fn a_reused_scratch_holds_only_the_decoded_frames() {
+        let mut scratch = vec![0xA5; 1 << 20];
+        for (dtype, width) in
+            [(DType::FLOAT16, 2), (DType::FLOAT, 4), (DType::DOUBLE, 8), (DType::FLOAT16, 2)]
+        {
+            for bytes in [300_000 + width, 70_000, 3, 600_000 + width + 1, 1000] {
+                let raw = tensor(width, bytes, bytes as u64 * 31 + width as u64);
+                let encoded = encode_data(&raw, dtype, 1).unwrap();
+                let s = stored(encoded.payload(), encoded.encoding(), &raw);
+                let path = Path::new("t");
+                let (planes, width) = s.plane_bytes(path, &mut scratch).unwrap();
+                let mut blocks = TensorBlocks::new(planes, width);
+                let (mut got, mut buf) = (Vec::new(), vec![0u8; 4096 + 3]);
+                while got.len() < blocks.len() {
+                    got.extend_from_slice(blocks.next_block(&mut buf));
+                }
+                assert_eq!(blocks.finish(), s.content_hash, "{dtype} {bytes} bytes");
+                assert!(got == raw, "{dtype} {bytes} bytes");
+                // What zstd decoded, and only that, is in the scratch buffer.
+                let frames = zstd_pieces(s.payload, s.data_size, &mut Vec::new());
+                let in_scratch: usize =
+                    frames.iter().flatten().filter(|p| p.0 == PieceIn::Scratch).map(|p| p.1.len()).sum();
+                if frames.is_some() {
+                    assert_eq!(scratch.len(), in_scratch, "{dtype} {bytes} bytes");
+                }
+            }
+        }
     }
 
     /// Every byte of the frame and block headers, and bytes spread over the blocks, flipped in turn: the

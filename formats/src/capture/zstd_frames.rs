@@ -98,24 +98,27 @@ pub(super) fn zstd_pieces(
     if total != data_size || frames.iter().all(|f| f.stored.is_none()) {
         return None;
     }
-    // Every decoded frame's content size is at most `data_size`, which the ratio above bounds. The old
-    // bytes are overwritten, so only growth is zeroed.
-    scratch.resize(decoded as usize, 0);
+    // Every decoded frame's content size is at most `data_size`, which the ratio above bounds. Each frame
+    // is decoded into the room after the ones before it, which nothing writes first (no zero-fill of
+    // bytes about to be overwritten).
+    scratch.clear();
+    scratch.reserve(decoded as usize);
     let mut pieces = Vec::new();
-    let mut at = 0usize;
     for frame in frames {
         match frame.stored {
             Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
             None => {
-                let size = frame.content_size as usize;
-                let out = &mut scratch[at..at + size];
+                let (at, size) = (scratch.len(), frame.content_size as usize);
+                // zstd writes at most the capacity after the cursor and marks what it wrote as filled:
+                // `scratch` ends where this frame's output does.
+                let mut after = std::io::Cursor::new(&mut *scratch);
+                after.set_position(at as u64);
                 let written =
-                    with_decompressor(|d| d.decompress_to_buffer(&payload[frame.bytes], out)).ok()?;
-                if written != size {
+                    with_decompressor(|d| d.decompress_to_buffer(&payload[frame.bytes], &mut after)).ok()?;
+                if written != size || scratch.len() != at + size {
                     return None;
                 }
                 pieces.push((PieceIn::Scratch, at..at + size));
-                at += size;
             }
         }
     }
