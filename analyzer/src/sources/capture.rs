@@ -11,9 +11,9 @@ use accutrace_formats::capture::reader::{CaptureRun, Record, TensorBlocks};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
 use accutrace_formats::layout::Format;
-use accutrace_formats::tensor::element_count;
 use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
 use accutrace_formats::tensor::host_bytes::{self, HostBytes};
+use accutrace_formats::tensor::{element_count, lanes_per_element};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -233,6 +233,57 @@ impl CaptureSource {
         result
     }
 
+    /// [`Source::read_values`] decoded block by block as the data is read
+    /// ([`TensorBlocks::decode_f32_into`]): straight into `out` where the device order is the host's (nearly
+    /// every tensor), else into this thread's values scratch and laid out from there into `out`, as
+    /// [`host_values`] lays out the whole decode's values. The values are the whole decode's, without a
+    /// buffer of its decoded bytes; the content hash is checked as the whole decode checks it, and every
+    /// error is the whole decode's. `Ok(false)`, nothing read, for sub-byte and undecodable types and where
+    /// the bytes are not the device shape's: the whole decode takes those, and reports what is wrong.
+    fn read_values_in_blocks(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<bool> {
+        let Some(meta) = self.metas[tensor].as_ref() else {
+            return Ok(false);
+        };
+        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let width = match meta.dtype.bits() {
+            Some(bits) if bits >= 8 && bits % 8 == 0 => u64::from(bits / 8),
+            _ => return Ok(false),
+        };
+        if !meta.dtype.is_decodable() {
+            return Ok(false);
+        }
+        let host_order = host_bytes::device_order_is_host_order(meta.format, original);
+        let bytes = element_count(&meta.device_shape).and_then(|n| n.checked_mul(width));
+        let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
+        let mut scratch = take_buffer();
+        let read = self.run.streams[s].with_tensor_blocks_at(segment, offset, &mut scratch, |blocks| {
+            if bytes != Some(blocks.len() as u64) {
+                return Ok(false);
+            }
+            if host_order {
+                return blocks.decode_f32_into(meta.dtype, out);
+            }
+            with_values_scratch(|device| {
+                if !blocks.decode_f32_into(meta.dtype, device)? {
+                    return Ok(false);
+                }
+                accutrace_formats::layout::to_host_into(
+                    Format::from_code(meta.format),
+                    device,
+                    lanes_per_element(meta.dtype),
+                    &meta.device_shape,
+                    original,
+                    meta.dtype,
+                    meta.sub_format,
+                    out,
+                )?;
+                Ok(true)
+            })
+        });
+        give_buffer(scratch);
+        Ok(read??)
+    }
+
     /// [`Self::with_data`], as the device tensor the host conversions take.
     fn with_device_tensor<R>(
         &self,
@@ -362,6 +413,9 @@ impl Source for CaptureSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
+        if self.read_values_in_blocks(tensor, out)? {
+            return Ok(());
+        }
         self.with_device_tensor(tensor, |device| {
             with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(())
@@ -494,5 +548,169 @@ impl Source for CaptureSource {
             }
             None => Ok(false),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use accutrace_formats::capture::{Io, OpInfo, Policy, StepSource, StreamInfo, StreamWriter, TensorMeta};
+    use accutrace_formats::layout::to_device;
+    use accutrace_formats::stats::{content_hash, TensorStats};
+    use accutrace_formats::DType;
+
+    /// xorshift bytes: incompressible, so stored as they are (raw, or zstd's stored blocks of a plane).
+    fn noise(n: usize, mut s: u64) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s as u8
+            })
+            .collect()
+    }
+
+    /// A tensor to write: dtype, format, device shape, host shape, bytes.
+    type Written = (DType, Format, Vec<u64>, Option<Vec<u64>>, Vec<u8>);
+
+    /// Writes one stream of `tensors` under one op.
+    fn write(dir: &Path, tensors: &[Written]) {
+        let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1000, host: "test".into() };
+        let mut w = StreamWriter::create(dir, info, 1 << 20, Policy::KeepAll).unwrap();
+        let op = OpInfo {
+            name: "layer/matmul".into(),
+            op_type: "MatMulV2".into(),
+            step: 0,
+            task_id: 7,
+            stream_id: 2,
+            timestamp_us: 1_700_000_000_000_000,
+            dump_file: "MatMulV2.layer_matmul.7.2.1700000000000000".into(),
+            original_names: vec![],
+            dump_number: None,
+            step_source: StepSource::Model,
+        };
+        w.append_op(&op).unwrap();
+        for (i, (dtype, format, device_shape, original_shape, bytes)) in tensors.iter().enumerate() {
+            let meta = TensorMeta {
+                io: Io::Output,
+                index: i as u32,
+                dtype: *dtype,
+                format: format.code(),
+                sub_format: 0,
+                device_shape: device_shape.clone(),
+                original_shape: original_shape.clone(),
+                original_op: None,
+            };
+            let stats = TensorStats::of_bytes(*dtype, bytes).unwrap();
+            w.append_tensor(&meta, &stats, content_hash(bytes), Some(bytes), 1).unwrap();
+        }
+        w.seal().unwrap();
+    }
+
+    /// The values and error of the whole decode, [`CaptureSource::read_values`]' path before blocks.
+    fn read_whole(source: &CaptureSource, t: TensorId) -> std::result::Result<Vec<u32>, String> {
+        let mut out = Vec::new();
+        source
+            .with_device_tensor(t, |device| Ok(host_values(device, &mut Vec::new(), &mut out)?))
+            .map(|_| out.iter().map(|v| v.to_bits()).collect())
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    /// ND tensors of several widths (stored raw, or zstd with stored and compressed planes), device
+    /// layouts (fp16 and complex NC1HWC0, an NZ tensor whose shapes do not fit) and bytes that are not
+    /// the shape's: `read_values` takes the blocks wherever the bytes are the shape's and gives the whole
+    /// decode's values bit for bit, or its error, reusing one buffer; once bytes of the stored data are
+    /// flipped, it fails with the whole decode's error, never with values.
+    #[test]
+    fn values_read_in_blocks_are_the_whole_decodes_and_damage_is_the_same_error() {
+        let host_shape = [2u64, 20, 3, 5];
+        let nc1hwc0: Vec<u16> = (0..600).map(|i| 0x3C00 + i).collect();
+        let (device, device_shape) =
+            to_device(Format::NC1HWC0, &nc1hwc0, &host_shape, DType::FLOAT16, 0, 0x7E00).unwrap();
+        let activations: Vec<u8> =
+            (0..90_000u32).flat_map(|i| (0x3800 + (i % 1500) as u16).to_le_bytes()).collect();
+        let mut fp16 = noise(160_000, 1);
+        fp16.iter_mut().skip(1).step_by(2).for_each(|b| *b = 0x3C | (*b & 1));
+        let tensors = vec![
+            (DType::FLOAT16, Format::ND, vec![80_000], None, fp16),
+            (DType::FLOAT, Format::ND, vec![100, 100], Some(vec![10_000]), noise(40_000, 2)),
+            (
+                DType::FLOAT16,
+                Format::NC1HWC0,
+                device_shape,
+                Some(host_shape.to_vec()),
+                device.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ),
+            (DType::FLOAT16, Format::ND, vec![90_000], None, activations),
+            (DType::INT8, Format::ND, vec![5_000], None, noise(5_000, 3)),
+            (DType::DOUBLE, Format::ND, vec![4, 3], None, noise(96, 4)),
+            (DType::FLOAT, Format::ND, vec![7], None, noise(32, 5)),
+            // A device shape that does not fit the host shape: the layout's error.
+            (DType::FLOAT16, Format::FRACTAL_NZ, vec![1, 1, 16, 16], Some(vec![40, 3]), noise(512, 6)),
+            (DType::COMPLEX64, Format::NC1HWC0, vec![1, 1, 1, 1, 16], Some(vec![1, 3, 1, 1]), noise(128, 7)),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &tensors);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        assert_eq!(source.index.tensors.len(), tensors.len());
+        let mut out = Vec::new();
+        let mut in_blocks = 0;
+        for t in 0..tensors.len() {
+            let whole = read_whole(&source, t);
+            in_blocks += usize::from(matches!(source.read_values_in_blocks(t, &mut out), Ok(true)));
+            let read = source.read_values(t, &mut out).map_err(|e| format!("{e:#}"));
+            let read = read.map(|()| out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+            assert!(
+                read == whole,
+                "tensor {t}: {:?} against {:?}",
+                read.map(|v| v.len()),
+                whole.map(|v| v.len())
+            );
+        }
+        // Every ND tensor whose bytes are its shape's; the NC1HWC0 one and the short one are not.
+        assert_eq!(in_blocks, 7);
+        assert!(read_whole(&source, 6).is_err_and(|e| e.contains("need")));
+        assert!(read_whole(&source, 7).is_err_and(|e| e.contains("does not fit")));
+        drop(source);
+
+        // Flip bytes where the payloads' stored bytes lie (found by their contents): each damaged tensor
+        // reads as the whole decode reads it, an error.
+        let segment = std::fs::read_dir(
+            dir.path().join(std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().file_name()),
+        )
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "acc"))
+        .unwrap();
+        let mut bytes = std::fs::read(&segment).unwrap();
+        let low_plane: Vec<u8> = tensors[0].4.iter().step_by(2).copied().collect();
+        // The f32 noise may be stored raw or as planes (its third here).
+        let f32_plane: Vec<u8> = tensors[1].4.iter().skip(2).step_by(4).copied().collect();
+        let find = |needle: &[u8]| bytes.windows(needle.len()).position(|w| w == needle);
+        let places = [
+            find(&low_plane[40_000..40_032]),
+            find(&tensors[1].4[30_000..30_032]).or_else(|| find(&f32_plane[5_000..5_032])),
+            find(&tensors[4].4[1_000..1_032]),
+        ];
+        for at in places {
+            bytes[at.expect("stored bytes found") + 7] ^= 0x5A;
+        }
+        std::fs::write(&segment, &bytes).unwrap();
+        let source = CaptureSource::open(dir.path()).unwrap();
+        let mut failed = 0;
+        for t in 0..tensors.len() {
+            let whole = read_whole(&source, t);
+            let read = source.read_values(t, &mut out).map_err(|e| format!("{e:#}"));
+            let read = read.map(|()| out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+            assert!(
+                read == whole,
+                "tensor {t}: {:?} against {:?}",
+                read.map(|v| v.len()),
+                whole.map(|v| v.len())
+            );
+            failed += usize::from(whole.is_err_and(|e| e.contains("content hash")));
+        }
+        assert_eq!(failed, 3);
     }
 }
