@@ -527,10 +527,31 @@ impl Source for CaptureSource {
         Ok(self.run.streams[s].release_tensor_data_at(segment, offset)?)
     }
 
-    /// The zstd scratch, the decoded bytes and the f32 values, with the allocator's slack (compare of medium:4
-    /// held 5x the largest tensor per thread for both sides).
+    /// A read holds the f32 values and zstd's scratch (the planes zstd decodes, at most the tensor's bytes;
+    /// the blocks are decoded from there straight into the values), and a tensor in a device layout also
+    /// its device-order values: 2 where the largest tensors are in host order, 3 where one in a device
+    /// layout is at least half the largest (its extra buffer then matters). Measured with 1, 2 and 4
+    /// threads (RAYON_NUM_THREADS, scripts/bench-memory, compare of two captures): each thread added
+    /// 1.1-1.35x the largest tensor as f32 per side, beside the 2 MiB of the pool's footprint (medium:4,
+    /// 2 MiB: 22, 30, 44 MiB; its outputs only: 14, 20, 33; seq 256, 8 MiB: 25, 47, 92), against
+    /// 1.6-2.1x before the blocks were decoded straight into the values (94da7a1: 25, 29, 57; 13, 25, 40;
+    /// 38, 75, 124).
     fn buffers_per_tensor(&self) -> u64 {
-        3
+        let (mut largest, mut largest_in_layout) = (0u64, 0u64);
+        for meta in self.metas.iter().flatten() {
+            let width = meta.dtype.bits().map_or(4, |b| u64::from(b).div_ceil(8).max(4));
+            let bytes = element_count(&meta.device_shape).unwrap_or(u64::MAX).saturating_mul(width);
+            largest = largest.max(bytes);
+            let original = meta.original_shape.as_deref().unwrap_or_default();
+            if !host_bytes::device_order_is_host_order(meta.format, original) {
+                largest_in_layout = largest_in_layout.max(bytes);
+            }
+        }
+        if largest_in_layout.saturating_mul(2) >= largest && largest_in_layout > 0 {
+            3
+        } else {
+            2
+        }
     }
 
     fn release_all(&self) {
@@ -670,6 +691,8 @@ mod tests {
         }
         // Every ND tensor whose bytes are its shape's; the NC1HWC0 one and the short one are not.
         assert_eq!(in_blocks, 7);
+        // The largest tensors are in host order; the NC1HWC0 one is small.
+        assert_eq!(source.buffers_per_tensor(), 2);
         assert!(read_whole(&source, 6).is_err_and(|e| e.contains("need")));
         assert!(read_whole(&source, 7).is_err_and(|e| e.contains("does not fit")));
         drop(source);
@@ -712,5 +735,30 @@ mod tests {
             failed += usize::from(whole.is_err_and(|e| e.contains("content hash")));
         }
         assert_eq!(failed, 3);
+    }
+
+    /// A capture whose largest tensor (or one at least half its size) is in a device layout holds one
+    /// more buffer per read: its device-order values.
+    #[test]
+    fn a_large_tensor_in_a_device_layout_counts_one_buffer_more() {
+        let nz = |rows: u64| {
+            let host = [rows, 32];
+            let device_shape =
+                accutrace_formats::layout::device_shape(Format::FRACTAL_NZ, &host, DType::FLOAT16, 0)
+                    .unwrap();
+            let n = device_shape.iter().product::<u64>() as usize;
+            (DType::FLOAT16, Format::FRACTAL_NZ, device_shape, Some(host.to_vec()), noise(2 * n, rows))
+        };
+        let nd = |n: u64| (DType::FLOAT, Format::ND, vec![n], None, noise(4 * n as usize, n));
+        for (tensors, buffers) in [
+            (vec![nd(4096), nd(100)], 2),
+            (vec![nd(4096), nz(16)], 2),
+            (vec![nd(4096), nz(64)], 3),
+            (vec![nz(256), nd(100)], 3),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), &tensors);
+            assert_eq!(CaptureSource::open(dir.path()).unwrap().buffers_per_tensor(), buffers);
+        }
     }
 }
