@@ -1097,6 +1097,44 @@ fn decodes_release_their_pages_in_batches_of_bounded_size() {
     assert!(left <= 96, "{left} KiB left mapped after the last batch");
 }
 
+/// The streams of a run share one batch of releases: each stream read leaves at most its share mapped, so
+/// a run of many streams keeps no more than one of a single stream. (x86_64 only, as above.)
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn the_streams_of_a_run_share_one_batch_of_releases() {
+    use accutrace_formats::capture::reader::RELEASE_BATCH;
+    let dir = tempfile::tempdir().unwrap();
+    // Two streams of 24 payloads of ~122 KiB each: 3 MiB a stream, more than half a batch.
+    let data: Vec<Vec<u8>> = (0..24).map(|i| noise(125_001, i + 11)).collect();
+    for id in 0..2 {
+        let mut w = StreamWriter::create(dir.path(), info(id), 32 << 20, Policy::KeepAll).unwrap();
+        let mut records = vec![Expect::Op(op(0, "first"))];
+        let m = || meta(Io::Output, 0, DType::UINT8, &[125_001], None);
+        records.extend(data.iter().map(|d| tensor(m(), d, true)));
+        write_all(&mut w, &records, 1);
+        w.seal().unwrap();
+    }
+    let run = CaptureRun::open(dir.path()).unwrap();
+    assert_eq!(run.streams.len(), 2);
+    let mut out = Vec::new();
+    for stream in &run.streams {
+        for ((segment_index, offset, _), d) in tensors_where(stream).iter().zip(&data) {
+            stream.read_tensor_data_at_with(*segment_index, *offset, &mut out, &mut Vec::new()).unwrap();
+            assert!(&out == d);
+        }
+    }
+    let segments: Vec<_> =
+        run.streams.iter().flat_map(|s| s.segment_paths().map(Path::to_path_buf)).collect();
+    let kib: u64 = segments.iter().map(|s| mapped_kib(s)).sum();
+    let (batch, tensor_kib) = (RELEASE_BATCH / 1024, 125_001 / 1024 + 1);
+    assert!(kib <= batch + 2 * tensor_kib + 128, "{kib} KiB mapped by the run's two streams after the reads");
+    for stream in &run.streams {
+        stream.release_pending();
+    }
+    let kib: u64 = segments.iter().map(|s| mapped_kib(s)).sum();
+    assert!(kib <= 2 * 96, "{kib} KiB left mapped after the last batches");
+}
+
 /// A tensor recorded twice (an op's output, then the next op's input, here also in a second stream) is
 /// the same stored data by its bytes; other data, data recorded without bytes, or a copy with one byte
 /// flipped in its payload is not, whatever the record's hash says.

@@ -43,6 +43,14 @@ impl CaptureRun {
             }
         }
         streams.sort_by_key(|s| s.info.stream_id);
+        // One batch of releases for the run, shared among its streams: a stream read early in a diff
+        // would otherwise keep up to a batch mapped until the end, as would every other (a capture of 64
+        // ranks is 64 streams). Where the share falls below a payload, each read is released at once, as
+        // before batches.
+        let share = RELEASE_BATCH / streams.len().max(1) as u64;
+        for stream in &mut streams {
+            stream.release_batch = share;
+        }
         Ok(CaptureRun { dir: dir.to_path_buf(), manifest, streams })
     }
 }
@@ -78,10 +86,13 @@ pub struct StreamReader {
     torn_tail: Option<TornTail>,
     /// Ranges read and not yet let go of, gathered into batches ([`Releases`]).
     releases: Mutex<Releases>,
+    /// The bytes of a batch: [`RELEASE_BATCH`], shared among the streams of a [`CaptureRun`].
+    release_batch: u64,
 }
 
 /// Bytes of segment ranges that decodes and [`StreamReader::release_tensor_data_at`] leave mapped before
-/// they are let go of together ([`StreamReader::release_pending`]).
+/// they are let go of together ([`StreamReader::release_pending`]): per stream opened alone, and per run
+/// for the streams of a [`CaptureRun`], which share it equally.
 pub const RELEASE_BATCH: u64 = 4 << 20;
 
 /// Ranges that reads leave waiting before they are let go of together, whatever their bytes.
@@ -96,10 +107,10 @@ const RELEASE_JOIN_GAP: u64 = FAULT_AROUND_BYTES as u64;
 /// to leave the mapping together. Every `madvise` that unmaps pages ends with a TLB shootdown: an interrupt
 /// to each other CPU that runs one of this process's threads, which on a VM is a trap per CPU. With one call
 /// per tensor, madvise was 10% of an outputs-only diff's CPU on 2 vCPUs, 7 points of it those interrupts
-/// (main `94da7a1`, both vCPUs running the diff). The ranges
-/// are let go of once they add up to [`RELEASE_BATCH`] bytes (or `RELEASE_RANGES` ranges), sorted, with
-/// neighbours in one segment joined into one call; so at most that much more stays mapped than with a
-/// release per read.
+/// (main `94da7a1`, both vCPUs running the diff). The ranges are let go of once they add up to a batch
+/// ([`RELEASE_BATCH`], or a run's streams' share of it) or `RELEASE_RANGES` ranges, sorted, with neighbours
+/// in one segment joined into one call; so at most that much more stays mapped than with a release per
+/// read.
 #[derive(Default)]
 struct Releases {
     /// (position of the segment in `segments`, start, end), in the order they came.
@@ -148,7 +159,14 @@ impl StreamReader {
         if segments.is_empty() {
             torn_tail = Some(TornTail { segment: dir.to_path_buf(), offset: 0, reason: "no segment".into() });
         }
-        Ok(StreamReader { dir: dir.to_path_buf(), info, segments, torn_tail, releases: Mutex::default() })
+        Ok(StreamReader {
+            dir: dir.to_path_buf(),
+            info,
+            segments,
+            torn_tail,
+            releases: Mutex::default(),
+            release_batch: RELEASE_BATCH,
+        })
     }
 
     /// Who wrote the stream.
@@ -784,7 +802,7 @@ impl StreamReader {
             let mut waiting = self.releases();
             waiting.ranges.push((seg, start, end));
             waiting.bytes += end.saturating_sub(start);
-            if waiting.bytes < RELEASE_BATCH && waiting.ranges.len() < RELEASE_RANGES {
+            if waiting.bytes < self.release_batch && waiting.ranges.len() < RELEASE_RANGES {
                 return;
             }
             std::mem::take(&mut *waiting)
