@@ -534,7 +534,7 @@ impl Source for CaptureSource {
     /// threads (RAYON_NUM_THREADS, scripts/bench-memory, compare of two captures): each thread added
     /// 1.1-1.35x the largest tensor as f32 per side, beside the 2 MiB of the pool's footprint (medium:4,
     /// 2 MiB: 22, 30, 44 MiB; its outputs only: 14, 20, 33; seq 256, 8 MiB: 25, 47, 92), against
-    /// 1.6-2.1x before the blocks were decoded straight into the values (94da7a1: 25, 29, 57; 13, 25, 40;
+    /// 1.65-2.2x before the blocks were decoded straight into the values (94da7a1: 25, 29, 57; 13, 25, 40;
     /// 38, 75, 124).
     fn buffers_per_tensor(&self) -> u64 {
         let (mut largest, mut largest_in_layout) = (0u64, 0u64);
