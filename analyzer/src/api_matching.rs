@@ -13,9 +13,9 @@
 
 use crate::index::{Index, IndexedOp, Io, Launch, OpId, TensorId};
 use crate::sources::Source;
+use crate::threads::{in_flight, tensor_bytes, InFlight};
 use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
-use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The most table cells one rank and step may take (API outputs x kernels x a kernel's outputs, about 10
@@ -85,8 +85,9 @@ fn similarity(a: Option<&TensorStats>, b: Option<&TensorStats>) -> f64 {
 
 /// The index of `source` with statistics for every output tensor that has none (a CANN dump tree is
 /// indexed from its headers alone), read from the tensors: the alignment weighs statistics. `None` when
-/// nothing is missing. A tensor that cannot be read keeps none (the comparison reports it).
-pub fn with_output_stats(source: &dyn Source) -> Option<Index> {
+/// nothing is missing. A tensor that cannot be read keeps none (the comparison reports it). Tensors are read
+/// as many at once as `limits` lets pairs be measured ([`in_flight`]).
+pub fn with_output_stats(source: &dyn Source, limits: InFlight) -> Option<Index> {
     let index = source.index();
     let missing: Vec<TensorId> = (0..index.tensors.len())
         .filter(|&t| {
@@ -97,13 +98,13 @@ pub fn with_output_stats(source: &dyn Source) -> Option<Index> {
     if missing.is_empty() {
         return None;
     }
-    let stats: Vec<(TensorId, Option<TensorStats>)> = missing
-        .par_iter()
-        .map_init(Vec::new, |values, &t| {
+    let size = |k: usize| tensor_bytes(&index.tensors[missing[k]]);
+    let stats: Vec<(TensorId, Option<TensorStats>)> =
+        in_flight(limits, missing.len(), size, Vec::new, |values, k| {
+            let t = missing[k];
             let read = source.read_values(t, values);
             (t, read.ok().map(|()| TensorStats::of_f32(values, index.tensors[t].dtype)))
-        })
-        .collect();
+        });
     let mut filled = index.clone();
     for (t, s) in stats {
         filled.tensors[t].stats = s;

@@ -8,7 +8,7 @@
 use crate::index::Index;
 use crate::matching::TensorPair;
 use crate::sources::Source;
-use rayon::prelude::*;
+use crate::threads::{in_flight, tensor_bytes, InFlight};
 use std::collections::HashMap;
 
 /// Pairs measured at a time when some repeat earlier ones. Reading a payload maps its neighbours' pages
@@ -49,7 +49,9 @@ type Measured<R, K> = (R, Option<K>, Vec<(usize, bool)>);
 /// A repeat's index, whether its target side stores the same data as its first pair's, and whether both do.
 type Checked = (usize, bool, bool);
 
-/// Every pair's result, in pair order: `measure` reads and measures a pair; a pair that repeats an
+/// Every pair's result, in pair order, with at most as many pairs measured at once as `limits` says
+/// ([`in_flight`]: each on one of the pool's first threads, the rest of the pool free for the work within a
+/// pair; a pair's size is its larger tensor's as f32). `measure` reads and measures a pair; a pair that repeats an
 /// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
 /// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
 /// read), where both sides store the same data for the two pairs. Otherwise, or where that cannot be told
@@ -62,12 +64,15 @@ type Checked = (usize, bool, bool);
 /// and everything at the end of each window ([`Source::release_all`]).
 pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     (target, bench): (&dyn Source, &dyn Source),
+    limits: InFlight,
     pairs: &[&TensorPair],
     measure: impl Fn(&TensorPair) -> R + Sync,
     kept: impl Fn(&R) -> Option<K> + Sync,
     repeat: impl Fn(&TensorPair, &K) -> R + Sync,
 ) -> Vec<R> {
     let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
+    let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
+    let size = |i: usize| tensor_bytes(&ti[pairs[i].target]).max(tensor_bytes(&bi[pairs[i].bench]));
     // Each pair's repeats, in order (a repeat comes after its first).
     let mut repeats: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, e) in earlier.iter().enumerate() {
@@ -85,10 +90,13 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     for start in (0..pairs.len()).step_by(window) {
         let range = start..(start + window).min(pairs.len());
         let end = range.end;
-        let first_pass: Vec<Option<Measured<R, K>>> = range
-            .clone()
-            .into_par_iter()
-            .map(|i| {
+        let first_pass: Vec<Option<Measured<R, K>>> = in_flight(
+            limits,
+            range.len(),
+            |k| size(start + k),
+            || (),
+            |_, k| {
+                let i = start + k;
                 earlier[i].is_none().then(|| {
                     let (f, mine) = (pairs[i], repeats.get(&i).map_or(&[][..], Vec::as_slice));
                     let checked: Vec<Checked> = mine
@@ -115,11 +123,11 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
                     }
                     (r, k, checked.into_iter().map(|(j, _, same)| (j, same)).collect())
                 })
-            })
-            .collect();
-        let mut done_first: Vec<Option<R>> = Vec::with_capacity(first_pass.len());
+            },
+        );
+        let mut done: Vec<Option<R>> = Vec::with_capacity(first_pass.len());
         for (r, i) in first_pass.into_iter().zip(range.clone()) {
-            done_first.push(r.map(|(r, k, checked)| {
+            done.push(r.map(|(r, k, checked)| {
                 for (j, s) in checked {
                     same[j] = s;
                 }
@@ -129,21 +137,26 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
                 r
             }));
         }
+        // The repeats: each takes its first pair's result, or is measured itself.
         let (firsts_here, same_here) = (&firsts, &same);
-        let done: Vec<R> = done_first
-            .into_par_iter()
-            .zip(range.into_par_iter())
-            .map(|(done, i)| {
-                if let Some(r) = done {
-                    return r;
-                }
-                let p = pairs[i];
+        let todo: Vec<usize> = range.clone().filter(|&i| done[i - start].is_none()).collect();
+        let repeated = in_flight(
+            limits,
+            todo.len(),
+            |k| size(todo[k]),
+            || (),
+            |_, k| {
+                let (i, p) = (todo[k], pairs[todo[k]]);
                 match earlier[i].and_then(|e| firsts_here.get(&e)) {
-                    Some(k) if same_here[i] => repeat(p, k),
+                    Some(first) if same_here[i] => repeat(p, first),
                     _ => measure(p),
                 }
-            })
-            .collect();
+            },
+        );
+        for (i, r) in todo.into_iter().zip(repeated) {
+            done[i - start] = Some(r);
+        }
+        let done = done.into_iter().map(|r| r.expect("every pair of the window is measured"));
         results.extend(done);
         // No read is in flight between windows: pages that reads mapped around their own (records around
         // a repeat are mostly repeats, released before or never read) go here, so that they do not add up
@@ -260,6 +273,7 @@ mod tests {
         let measured = AtomicUsize::new(0);
         let results: Vec<Result<(usize, Option<usize>), usize>> = measure_pairs(
             (&target, &bench),
+            InFlight::any(4),
             &pairs,
             |p| {
                 measured.fetch_add(1, Ordering::Relaxed);
@@ -316,6 +330,7 @@ mod tests {
         let measured_at: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect();
         let results: Vec<Result<(usize, Option<usize>), usize>> = measure_pairs(
             (&target, &bench),
+            InFlight::any(4),
             &pairs,
             |p| {
                 let at = (target.log.lock().unwrap().len(), bench.log.lock().unwrap().len());
@@ -373,6 +388,57 @@ mod tests {
                 Ok((i, Some(e)))
             };
             assert_eq!(*r, expected, "pair {i}");
+        }
+    }
+
+    /// At most `n` pairs are measured at once, by `n` threads only (those that keep buffers per thread), in
+    /// every window and both passes, while the pool has more threads and the work within a pair (here a
+    /// parallel loop) runs on them too; the results are in pair order and follow the repeat rule.
+    #[test]
+    fn at_most_n_pairs_are_in_flight_on_n_threads_of_a_larger_pool() {
+        let n_pairs = 2 * WINDOW + 45;
+        // Hashes repeat every 60 pairs; pair 7's bench side stores other bytes (its repeats are measured).
+        let target = Run::new((0..n_pairs).map(|i| Some((i % 60) as u64)), vec![]);
+        let bench = Run::new((0..n_pairs).map(|i| Some(1000 + (i % 60) as u64)), vec![7]);
+        let pairs: Vec<TensorPair> =
+            (0..n_pairs).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<&TensorPair> = pairs.iter().collect();
+        for n in [1, 2, 3] {
+            let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let measuring = Mutex::new(std::collections::BTreeSet::new());
+            let helping = Mutex::new(std::collections::BTreeSet::new());
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(5).build().unwrap();
+            let results: Vec<(usize, Option<usize>)> = pool.install(|| {
+                let in_flight = |p: &TensorPair, first: Option<usize>| {
+                    most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    measuring.lock().unwrap().insert(rayon::current_thread_index());
+                    use rayon::prelude::*;
+                    (0..8).into_par_iter().for_each(|_| {
+                        helping.lock().unwrap().insert(rayon::current_thread_index());
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    });
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    (p.target, first)
+                };
+                measure_pairs(
+                    (&target, &bench),
+                    InFlight::any(n),
+                    &pairs,
+                    |p| in_flight(p, None),
+                    |&(i, _)| Some(i),
+                    |p, &first| in_flight(p, Some(first)),
+                )
+            });
+            let expected: Vec<(usize, Option<usize>)> =
+                (0..n_pairs).map(|i| (i, (i >= 60 && i % 60 != 7).then_some(i % 60))).collect();
+            assert_eq!(results, expected, "n = {n}");
+            assert_eq!(most.load(Ordering::SeqCst), n, "n = {n}: pairs in flight");
+            let measuring = measuring.into_inner().unwrap();
+            assert_eq!(measuring.len(), n, "n = {n}: threads that measured: {measuring:?}");
+            assert!(
+                helping.into_inner().unwrap().len() > n,
+                "n = {n}: the work within pairs used {n} threads"
+            );
         }
     }
 

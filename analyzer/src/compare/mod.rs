@@ -25,10 +25,10 @@ use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::repeats::measure_pairs;
 use crate::sources::Source;
+use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
 pub use msprobe_table::MsprobeRow;
-use rayon::prelude::*;
 pub use row::{CompareRow, Measured};
 use std::collections::{HashMap, HashSet};
 
@@ -195,10 +195,12 @@ pub fn compare<'a>(
     options: &CompareOptions,
 ) -> Comparison<'a> {
     let (ti, bi) = (target.index(), bench.index());
+    // Tensors read at once (each with buffers of its size), within the memory budget.
+    let limits = pairs_in_flight(Footprint::compare([target, bench]), [target, bench]);
     // Kernels against API calls weigh statistics: sources indexed without them get them read first.
     let kernels_against_apis = is_api_level(bi) && !is_api_level(ti);
     let (ts, bs) = match kernels_against_apis {
-        true => (with_output_stats(target), with_output_stats(bench)),
+        true => (with_output_stats(target, limits), with_output_stats(bench, limits)),
         false => (None, None),
     };
     let matching = match_runs(ts.as_ref().unwrap_or(ti), bs.as_ref().unwrap_or(bi), &options.matching);
@@ -243,6 +245,7 @@ pub fn compare<'a>(
     };
     let compared = measure_pairs(
         (target, bench),
+        limits,
         &pairs,
         |p| compare_one(p, None),
         |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
@@ -301,17 +304,20 @@ pub fn compare<'a>(
         }
     }
     let needed = hash_needed(ti, &rows);
-    let hashes: Vec<Result<Option<u64>>> = known
-        .into_par_iter()
-        .enumerate()
-        .map(|(t, known)| match (ti.tensors[t].hash, known) {
+    // As many at once as pairs are measured: a source without stored hashes reads the tensor to hash it.
+    let hashes: Vec<Result<Option<u64>>> = in_flight(
+        limits,
+        known.len(),
+        |t| tensor_bytes(&ti.tensors[t]),
+        || (),
+        |_, t| match (ti.tensors[t].hash, known[t]) {
             (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
             (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t] => {
                 target.content_hash(t).map(Some)
             }
             (None, None) => Ok(None),
-        })
-        .collect();
+        },
+    );
     let hashes: Vec<Option<u64>> = hashes
         .into_iter()
         .enumerate()
@@ -353,6 +359,9 @@ pub fn compare<'a>(
 
 thread_local! {
     /// Per-thread decode buffers for [`compare_pair`]: one allocation per thread and size class, not per pair.
+    /// Only the threads that measure pairs hold them, the pool's first few ([`in_flight`]), the same ones in
+    /// every window, each as large as the pairs it may take: the other threads only help within a pair and
+    /// never call [`compare_pair`].
     static BUFFERS: std::cell::Cell<(Vec<f32>, Vec<f32>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
@@ -424,8 +433,8 @@ fn compare_pair(
         match first.filter(|f| f.request == request) {
             Some(f) => take_metrics(&mut row, &f.metrics),
             None => {
-                // Decode buffers are reused per thread (taken while in use, so a pair that rayon runs on this
-                // thread while this one waits inside a parallel kernel gets buffers of its own).
+                // Decode buffers are reused per thread, taken while in use (a thread measures one pair at a
+                // time: while it waits inside a parallel kernel it runs only work stolen from kernels).
                 let (mut n, mut bv) = BUFFERS.with(|c| c.take());
                 // The target's content hash (for producer links) comes from the same read when the index has
                 // none.

@@ -12,6 +12,7 @@ use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::repeats::measure_pairs;
 use crate::sources::Source;
+use crate::threads::{pairs_in_flight, Footprint};
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
 use serde::Serialize;
@@ -176,8 +177,10 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     // A tensor both runs recorded twice (an op's output, then the next op's input) is read once where each
     // run stores the same bytes for both records: the first pair's data matched its content hashes when it
     // was measured, so the repeat's stored bytes are proved sound without decoding them again.
+    let limits = pairs_in_flight(Footprint::DIFF, [run1, run2]);
     let diffs: Vec<Result<TensorDiff>> = measure_pairs(
         (run1, run2),
+        limits,
         &pairs,
         |p| {
             let d = diff_tensor(run1, run2, p.target, p.bench);

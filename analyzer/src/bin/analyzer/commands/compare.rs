@@ -7,7 +7,6 @@ use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
-use analyzer::threads::{self, Footprint};
 use anyhow::Result;
 
 pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
@@ -29,9 +28,7 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         progress: !args.no_progress,
     };
     // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
-    let sides = [target.as_ref(), bench.as_ref()];
-    let pool = threads::measuring_pool(Footprint::compare(sides), sides);
-    let comparison = threads::install(pool.as_ref(), || compare(target.as_ref(), bench.as_ref(), &options));
+    let comparison = compare(target.as_ref(), bench.as_ref(), &options);
     let to = Destination { output: args.output.as_deref(), colour };
     report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;
     Ok(comparison.outcome().or_input_errors(&comparison.problems, args.input.allow_incomplete))

@@ -6,7 +6,6 @@ use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
-use analyzer::threads::{self, Footprint};
 use anyhow::Result;
 
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
@@ -18,8 +17,7 @@ pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     filter.check(run2.index(), &args.run2)?;
     let options = DiffOptions { filter, progress: !args.no_progress };
     // A refusal (not one configuration, nothing in common) is a report led by a REFUSED input problem.
-    let pool = threads::measuring_pool(Footprint::DIFF, [run1.as_ref(), run2.as_ref()]);
-    let found = match threads::install(pool.as_ref(), || diff(run1.as_ref(), run2.as_ref(), &options)) {
+    let found = match diff(run1.as_ref(), run2.as_ref(), &options) {
         Ok(found) => found,
         Err(e) => match e.downcast::<Refusal>() {
             Ok(refusal) => DiffReport::refused(run1.as_ref(), run2.as_ref(), refusal),

@@ -18,7 +18,6 @@ use analyzer::report::html::{self, Findings};
 use analyzer::report::human_bytes;
 use analyzer::series::series;
 use analyzer::sources;
-use analyzer::threads::{self, Footprint};
 use analyzer::watch::{self, WatchOptions};
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -58,9 +57,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
                 progress: !args.no_progress,
                 ..Default::default()
             };
-            let sides = [target.as_ref(), bench];
-            let pool = threads::measuring_pool(Footprint::compare(sides), sides);
-            Some(threads::install(pool.as_ref(), || compare(target.as_ref(), bench, &options)))
+            Some(compare(target.as_ref(), bench, &options))
         }
         None => None,
     };
@@ -82,8 +79,7 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             ));
         }
         let options = DiffOptions { filter: filter.clone(), progress: !args.no_progress };
-        let pool = threads::measuring_pool(Footprint::DIFF, [target.as_ref(), bench]);
-        threads::install(pool.as_ref(), || diff(target.as_ref(), bench, &options)).map_err(|e| format!("{e:#}"))
+        diff(target.as_ref(), bench, &options).map_err(|e| format!("{e:#}"))
     });
     stages.start("looking for overflows");
     let overflowed = overflow(target.as_ref(), &filter, !args.no_progress);
