@@ -7,6 +7,7 @@
 //! A file that cannot be read is an input problem of the source (named, with the reason), and the rest of
 //! the tree is read: one bad file does not hide the others.
 
+use super::buffers::with_values_scratch;
 use super::device_stats;
 use super::source::Source;
 use crate::index::{Index, Io, Launch, OpId, TensorId, TensorInfo};
@@ -347,7 +348,7 @@ impl Source for CannDumpSource {
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
         self.with_tensor(tensor, |device| {
-            host_values(device, &mut Vec::new(), out)?;
+            with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(())
         })
     }
@@ -358,7 +359,7 @@ impl Source for CannDumpSource {
 
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
         self.with_tensor(tensor, |device| {
-            host_values(device, &mut Vec::new(), out)?;
+            with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(content_hash(device.bytes))
         })
     }

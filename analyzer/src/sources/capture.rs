@@ -1,6 +1,7 @@
 //! accutrace captures: statistics and hashes come from the record heads, so building the index never
 //! touches tensor bytes; values are decompressed on demand from the mapped segment.
 
+use super::buffers::{give_buffer, take_buffer, with_values_scratch};
 use super::device_stats;
 use super::source::{HostBlocks, SliceBlocks, Source};
 use crate::index::{Index, TensorId, TensorInfo};
@@ -317,52 +318,6 @@ impl HostBlocks for CaptureBlocks<'_, '_> {
     }
 }
 
-/// Decode buffers kept per thread between tensors, at most this many ([`CaptureSource::with_data`] takes
-/// two, and diff holds one tensor of each run at once)...
-const POOLED_BUFFERS: usize = 4;
-/// ...and none larger than this: what a thread keeps idle stays a small constant, while tensors up to
-/// this size (nearly all of a model's) cost no allocation, page faults or zeroing per read.
-const POOLED_BUFFER_BYTES: usize = 8 << 20;
-
-thread_local! {
-    static BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A decode buffer from this thread's pool (empty when the pool is).
-fn take_buffer() -> Vec<u8> {
-    BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default()
-}
-
-/// Returns a buffer to this thread's pool, or frees it (pool full, or the buffer too large to keep).
-fn give_buffer(buffer: Vec<u8>) {
-    if buffer.capacity() == 0 || buffer.capacity() > POOLED_BUFFER_BYTES {
-        return;
-    }
-    BUFFERS.with(|b| {
-        let mut pool = b.borrow_mut();
-        if pool.len() < POOLED_BUFFERS {
-            pool.push(buffer);
-        }
-    });
-}
-
-thread_local! {
-    /// The device-order values of a tensor in a device format, laid out from there into the caller's
-    /// buffer ([`host_values`]): kept per thread on the terms of [`BUFFERS`].
-    static VALUES_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// `f` with this thread's values scratch, kept for the next call unless larger than
-/// [`POOLED_BUFFER_BYTES`].
-fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
-    let mut scratch = VALUES_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    let result = f(&mut scratch);
-    if scratch.capacity() * std::mem::size_of::<f32>() <= POOLED_BUFFER_BYTES {
-        VALUES_SCRATCH.with(|s| *s.borrow_mut() = scratch);
-    }
-    result
-}
-
 /// Adds a captured op with what the runtime said about its launch.
 fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
     index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(op.launch()))
@@ -638,6 +593,25 @@ mod tests {
             .map_err(|e| format!("{e:#}"))
     }
 
+    /// `read_values` of `t` into `out`, asserted to give [`read_whole`]'s values bit for bit or its error;
+    /// that result.
+    fn read_as_whole(
+        source: &CaptureSource,
+        t: TensorId,
+        out: &mut Vec<f32>,
+    ) -> std::result::Result<Vec<u32>, String> {
+        let whole = read_whole(source, t);
+        let read = source.read_values(t, out).map_err(|e| format!("{e:#}"));
+        let read = read.map(|()| out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
+        assert!(
+            read == whole,
+            "tensor {t}: {:?} against {:?}",
+            read.map(|v| v.len()),
+            whole.map(|v| v.len())
+        );
+        whole
+    }
+
     /// ND tensors of several widths (stored raw, or zstd with stored and compressed planes), device
     /// layouts (fp16 and complex NC1HWC0, an NZ tensor whose shapes do not fit) and bytes that are not
     /// the shape's: `read_values` takes the blocks wherever the bytes are the shape's and gives the whole
@@ -678,16 +652,8 @@ mod tests {
         let mut out = Vec::new();
         let mut in_blocks = 0;
         for t in 0..tensors.len() {
-            let whole = read_whole(&source, t);
             in_blocks += usize::from(matches!(source.read_values_in_blocks(t, &mut out), Ok(true)));
-            let read = source.read_values(t, &mut out).map_err(|e| format!("{e:#}"));
-            let read = read.map(|()| out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
-            assert!(
-                read == whole,
-                "tensor {t}: {:?} against {:?}",
-                read.map(|v| v.len()),
-                whole.map(|v| v.len())
-            );
+            let _ = read_as_whole(&source, t, &mut out);
         }
         // Every ND tensor whose bytes are its shape's; the NC1HWC0 one and the short one are not.
         assert_eq!(in_blocks, 7);
@@ -723,15 +689,7 @@ mod tests {
         let source = CaptureSource::open(dir.path()).unwrap();
         let mut failed = 0;
         for t in 0..tensors.len() {
-            let whole = read_whole(&source, t);
-            let read = source.read_values(t, &mut out).map_err(|e| format!("{e:#}"));
-            let read = read.map(|()| out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>());
-            assert!(
-                read == whole,
-                "tensor {t}: {:?} against {:?}",
-                read.map(|v| v.len()),
-                whole.map(|v| v.len())
-            );
+            let whole = read_as_whole(&source, t, &mut out);
             failed += usize::from(whole.is_err_and(|e| e.contains("content hash")));
         }
         assert_eq!(failed, 3);

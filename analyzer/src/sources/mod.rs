@@ -142,6 +142,7 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
     Ok(found)
 }
 
+mod buffers;
 pub mod cann;
 pub mod capture;
 pub mod device_stats;
