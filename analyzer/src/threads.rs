@@ -137,7 +137,9 @@ pub fn pairs_in_flight(footprint: Footprint, sources: [&dyn Source; 2]) -> InFli
 /// (`rayon::broadcast`; the same threads on every call): the first `large` take the large indices, then the
 /// small ones, the next `small` threads the small ones only, each the next index as it finishes one, with
 /// one `init()` state per thread and call. So a thread that keeps buffers for the next pair keeps them as
-/// large as the pairs it may take. The pool's other threads are free for the parallel work inside `work`.
+/// large as the pairs it may take, and it keeps them whatever their size
+/// (`sources::keeping_buffers_of_any_size`): the budget counts them. The pool's other threads are free for
+/// the parallel work inside `work`.
 /// Nothing waits but on rayon's own latches, so nested joins cannot deadlock: a thread waiting in a join runs
 /// only work stolen from joins, never a second `work`, because a broadcast's job runs only on its own thread.
 pub fn in_flight<S, R: Send>(
@@ -161,13 +163,15 @@ pub fn in_flight<S, R: Send>(
         let mut done = Vec::new();
         let k = context.index();
         if k < large + small {
-            let mut state = init();
-            while let Some(i) = (k < large).then(|| take(&large_ones, &next_large)).flatten() {
-                done.push((i, work(&mut state, i)));
-            }
-            while let Some(i) = take(&small_ones, &next_small) {
-                done.push((i, work(&mut state, i)));
-            }
+            crate::sources::keeping_buffers_of_any_size(|| {
+                let mut state = init();
+                while let Some(i) = (k < large).then(|| take(&large_ones, &next_large)).flatten() {
+                    done.push((i, work(&mut state, i)));
+                }
+                while let Some(i) = take(&small_ones, &next_small) {
+                    done.push((i, work(&mut state, i)));
+                }
+            });
         }
         done
     });

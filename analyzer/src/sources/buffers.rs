@@ -7,8 +7,36 @@
 /// two, and diff holds one tensor of each run at once)...
 const POOLED_BUFFERS: usize = 4;
 /// ...and none larger than this: what a thread keeps idle stays a small constant, while tensors up to
-/// this size (nearly all of a model's) cost no allocation, page faults or zeroing per read.
+/// this size (nearly all of a model's) cost no allocation, page faults or zeroing per read. Threads that
+/// measure pairs within the memory budget keep buffers of any size ([`keeping_buffers_of_any_size`]).
 const POOLED_BUFFER_BYTES: usize = 8 << 20;
+
+thread_local! {
+    /// Whether this thread keeps buffers larger than [`POOLED_BUFFER_BYTES`] too.
+    static ANY_SIZE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` with this thread keeping its buffers whatever their size, for the threads that measure pairs
+/// (`threads::in_flight`): the memory budget already counts, per pair in flight, buffers as large as the
+/// largest tensor, and only those threads read whole tensors. Freeing each buffer above 8 MiB after its
+/// read, the diff of a capture pair with 18 MiB tensors (big-seq384-2) spent 17% more CPU, nearly all of it
+/// faulting in the next allocation's fresh pages (90 K page faults against 23 K).
+pub(crate) fn keeping_buffers_of_any_size<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the flag back however `f` ends.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ANY_SIZE.set(self.0);
+        }
+    }
+    let _restore = Restore(ANY_SIZE.replace(true));
+    f()
+}
+
+/// Whether this thread keeps a buffer of `bytes` for its next read.
+fn keeps(bytes: usize) -> bool {
+    bytes <= POOLED_BUFFER_BYTES || ANY_SIZE.get()
+}
 
 thread_local! {
     static BUFFERS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -19,9 +47,10 @@ pub(super) fn take_buffer() -> Vec<u8> {
     BUFFERS.with(|b| b.borrow_mut().pop()).unwrap_or_default()
 }
 
-/// Returns a buffer to this thread's pool, or frees it (pool full, or the buffer too large to keep).
+/// Returns a buffer to this thread's pool, or frees it (pool full, or the buffer too large to keep: see
+/// [`POOLED_BUFFER_BYTES`]).
 pub(super) fn give_buffer(buffer: Vec<u8>) {
-    if buffer.capacity() == 0 || buffer.capacity() > POOLED_BUFFER_BYTES {
+    if buffer.capacity() == 0 || !keeps(buffer.capacity()) {
         return;
     }
     BUFFERS.with(|b| {
@@ -39,13 +68,45 @@ thread_local! {
 }
 
 /// `f` with this thread's values scratch (for [`host_values`](accutrace_formats::tensor::host::host_values)'s
-/// device-order values), kept for the next call unless larger
-/// than [`POOLED_BUFFER_BYTES`].
+/// device-order values), kept for the next call on the terms of [`give_buffer`].
 pub(super) fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
     let mut scratch = VALUES_SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
     let result = f(&mut scratch);
-    if scratch.capacity() * std::mem::size_of::<f32>() <= POOLED_BUFFER_BYTES {
+    if keeps(scratch.capacity() * std::mem::size_of::<f32>()) {
         VALUES_SCRATCH.with(|s| *s.borrow_mut() = scratch);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer above 8 MiB is freed after its read, except on a thread that keeps buffers of any size, and
+    /// only while it does; smaller ones are kept either way.
+    #[test]
+    fn large_buffers_are_kept_only_by_threads_that_keep_any_size() {
+        std::thread::spawn(|| {
+            let large = POOLED_BUFFER_BYTES + 4096;
+            give_buffer(Vec::with_capacity(large));
+            assert_eq!(take_buffer().capacity(), 0, "a large buffer was kept");
+            keeping_buffers_of_any_size(|| {
+                give_buffer(Vec::with_capacity(large));
+                assert!(
+                    take_buffer().capacity() >= large,
+                    "a thread that keeps any size freed a large buffer"
+                );
+                with_values_scratch(|s| s.reserve(large / 4 + 1));
+                with_values_scratch(|s| assert!(s.capacity() > large / 4, "the values scratch was freed"));
+            });
+            give_buffer(Vec::with_capacity(large));
+            assert_eq!(take_buffer().capacity(), 0, "the flag outlived its call");
+            with_values_scratch(|s| s.reserve(large / 4 + 1));
+            with_values_scratch(|s| assert_eq!(s.capacity(), 0, "a large values scratch was kept"));
+            give_buffer(Vec::with_capacity(4096));
+            assert!(take_buffer().capacity() >= 4096, "a small buffer was freed");
+        })
+        .join()
+        .unwrap();
+    }
 }
