@@ -6,6 +6,8 @@
 //! the captures `scripts/bench-diff` records (`target/bench-data/diff-medium-4/a` and `b`). Warm page cache:
 //! each capture is read once before it is timed. `ACCUTRACE_BENCH_RUNS` (default 3, best kept). Times are
 //! the reading thread's CPU time: on a shared machine its wall time also counts other processes' turns.
+//! Then the values of the tensors of at least 2 MiB of data, decoded to f32 as compare reads them, on one
+//! thread and on the pool's (`RAYON_NUM_THREADS` sets how many): wall time, best of the runs.
 
 use accutrace_formats::capture::reader::{CaptureRun, CapturedTensor, Record};
 use accutrace_formats::capture::DataEncoding;
@@ -61,6 +63,54 @@ fn reader(run: &CaptureRun, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Totals 
     totals
 }
 
+/// Data of at least this many bytes is what the reader decodes to f32 on several threads.
+const LARGE: u64 = 2 << 20;
+
+/// The values of every tensor of at least [`LARGE`] bytes of data, decoded to f32 as compare reads them
+/// (`with_tensor_blocks_at` and `decode_f32_into`, the content hash checked), in the current rayon pool.
+fn large_values(run: &CaptureRun, out: &mut Vec<f32>, scratch: &mut Vec<u8>) -> Totals {
+    let mut totals = (0, 0, 0);
+    for stream in &run.streams {
+        for record in stream.records() {
+            let record = record.expect("capture reads");
+            let Record::Tensor(t) = record.record else { continue };
+            if !t.has_data() || t.data_size < LARGE {
+                continue;
+            }
+            let read = stream.with_tensor_blocks_at(record.segment_index, record.offset, scratch, |blocks| {
+                blocks.decode_f32_into(t.meta.dtype, out)
+            });
+            assert!(read.expect("tensor reads").expect("values decode"), "values decoded in blocks");
+            totals.0 += 1;
+            totals.1 += t.stored_size();
+            totals.2 += t.data_size;
+        }
+    }
+    totals
+}
+
+/// CPU time of the process (every thread), in seconds.
+fn process_cpu() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec to write into; CLOCK_PROCESS_CPUTIME_ID exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// Best of `runs` by wall time: (wall s, CPU s of the process in that run, totals).
+fn best_wall(runs: usize, mut f: impl FnMut() -> Totals) -> (f64, f64, Totals) {
+    let mut best = (f64::INFINITY, 0.0, (0, 0, 0));
+    for _ in 0..runs {
+        let (t0, c0) = (Instant::now(), process_cpu());
+        let totals = f();
+        let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu() - c0);
+        if wall < best.0 {
+            best = (wall, cpu, totals);
+        }
+    }
+    best
+}
+
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu() -> f64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -106,6 +156,7 @@ fn main() {
         "reader GB/s"
     );
     let (mut out, mut scratch) = (Vec::new(), Vec::new());
+    let mut large = Vec::new();
     for dir in captures.to_string_lossy().split_whitespace() {
         let run = CaptureRun::open(Path::new(dir)).expect("capture opens");
         zstd_only(&run, &mut out); // warms the page cache and the buffers
@@ -124,6 +175,34 @@ fn main() {
             cr,
             wr,
             r.2 as f64 / 1e9 / cr
+        );
+        // The values of the large tensors: on one thread, then on every thread of the pool.
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a pool");
+        let (mut values, threads) = (Vec::new(), rayon::current_num_threads());
+        large_values(&run, &mut values, &mut scratch);
+        let serial = best_wall(runs, || one.install(|| large_values(&run, &mut values, &mut scratch)));
+        let parallel = best_wall(runs, || large_values(&run, &mut values, &mut scratch));
+        assert_eq!(serial.2, parallel.2, "both passes read the same tensors");
+        large.push((dir.to_string(), threads, serial, parallel));
+    }
+    println!(
+        "\nvalues of the tensors of at least 2 MiB of data, decoded to f32 (best of {runs} by wall; process CPU)"
+    );
+    println!(
+        "{:<40} {:>8} {:>9} {:>8} {:>11} {:>10} {:>12} {:>11}",
+        "capture", "tensors", "data GB", "threads", "1 thread s", "CPU s", "pool wall s", "CPU s"
+    );
+    for (dir, threads, serial, parallel) in large {
+        println!(
+            "{:<40} {:>8} {:>9.3} {:>8} {:>11.3} {:>10.3} {:>12.3} {:>11.3}",
+            dir,
+            serial.2 .0,
+            serial.2 .2 as f64 / 1e9,
+            threads,
+            serial.0,
+            serial.1,
+            parallel.0,
+            parallel.1
         );
     }
 }

@@ -443,9 +443,8 @@ impl StoredData<'_> {
                         Some((start, bytes))
                     })
                     .collect();
-                let joined = vec![Vec::new(); width.clamp(1, MAX_PIECE_WIDTH)];
                 let len = self.data_size as usize;
-                return Ok((PlaneBytes::Pieces(Pieces { pieces, len, joined }), width));
+                return Ok((PlaneBytes::Pieces(Pieces { pieces, len }), width));
             }
         }
         let (planes, width) = self.planes(path, scratch)?;
@@ -491,6 +490,7 @@ pub struct TensorBlocks<'a> {
     /// Bytes handed out so far.
     pos: usize,
     hasher: crate::hash::Xxh3,
+    joined: Joined,
 }
 
 /// The byte planes of a tensor's data: one slice, or pieces in order ([`zstd_pieces`]).
@@ -499,15 +499,56 @@ enum PlaneBytes<'a> {
     Pieces(Pieces<'a>),
 }
 
+impl PlaneBytes<'_> {
+    /// The whole planes, where they are the data in order (1-byte planes in one slice): what a read lends.
+    fn in_order(&self, width: usize) -> Option<&[u8]> {
+        match self {
+            PlaneBytes::Whole(planes) if width <= 1 => Some(planes),
+            _ => None,
+        }
+    }
+
+    /// Bytes `start..start + buf.len()` of the data, from planes of `width`-byte elements: unshuffled into
+    /// `buf`, or lent as stored.
+    fn read<'s>(&'s self, width: usize, start: usize, buf: &'s mut [u8], joined: &'s mut Joined) -> &'s [u8] {
+        match self {
+            PlaneBytes::Whole(planes) if width <= 1 => &planes[start..start + buf.len()],
+            PlaneBytes::Whole(planes) => {
+                shuffle::unshuffle_range(planes, width, start, buf);
+                buf
+            }
+            PlaneBytes::Pieces(pieces) => pieces.unshuffle_range(width, start, buf, joined),
+        }
+    }
+
+    /// [`read`](Self::read) into `buf`, lent or not.
+    fn read_into(&self, width: usize, start: usize, buf: &mut [u8], joined: &mut Joined) {
+        match self {
+            PlaneBytes::Whole(planes) if width <= 1 => buf.copy_from_slice(&planes[start..start + buf.len()]),
+            PlaneBytes::Whole(planes) => shuffle::unshuffle_range(planes, width, start, buf),
+            PlaneBytes::Pieces(_) if buf.is_empty() => {}
+            PlaneBytes::Pieces(pieces) if width <= 1 => {
+                let first = pieces.piece_of(start);
+                buf.copy_from_slice(Pieces::range(&pieces.pieces, first, start, buf.len(), &mut joined[0]));
+            }
+            // Elements of several bytes are always unshuffled into `buf`.
+            PlaneBytes::Pieces(pieces) => _ = pieces.unshuffle_range(width, start, buf, joined),
+        }
+    }
+}
+
 /// Byte planes in pieces: zstd's stored blocks lent from the payload, and the frames zstd decoded, lent
-/// from the scratch buffer. A range that spans two pieces is copied together into a buffer of its plane.
+/// from the scratch buffer. A range that spans two pieces is copied together into a buffer of its plane
+/// ([`Joined`]), the reader's own.
 struct Pieces<'a> {
     /// The pieces in order, none empty, each with the offset in the planes where it starts.
     pieces: Vec<(usize, &'a [u8])>,
     len: usize,
-    /// Per plane, where a range that spans pieces is put together.
-    joined: Vec<Vec<u8>>,
 }
+
+/// Per plane, where a range of [`Pieces`] that spans pieces is put together: one per reader, so that
+/// threads reading ranges of the same pieces at once each have their own.
+type Joined = [Vec<u8>; MAX_PIECE_WIDTH];
 
 impl<'a> Pieces<'a> {
     /// The index of the piece holding byte `at` (< `len`).
@@ -552,7 +593,13 @@ impl<'a> Pieces<'a> {
     }
 
     /// [`shuffle::unshuffle_range`] of the planes of `width`-byte elements, as if they were one slice.
-    fn unshuffle_range<'s>(&'s mut self, width: usize, start: usize, out: &'s mut [u8]) -> &'s [u8] {
+    fn unshuffle_range<'s>(
+        &'s self,
+        width: usize,
+        start: usize,
+        out: &'s mut [u8],
+        joined: &'s mut Joined,
+    ) -> &'s [u8] {
         let end = start + out.len();
         let n = self.len / width.max(1);
         if out.is_empty() {
@@ -562,7 +609,7 @@ impl<'a> Pieces<'a> {
         if width <= 1 {
             let first = self.piece_of(start);
             // In order already: lent from its piece (as raw data is lent), or put together.
-            return Self::range(&self.pieces, first, start, out.len(), &mut self.joined[0]);
+            return Self::range(&self.pieces, first, start, out.len(), &mut joined[0]);
         }
         if start.is_multiple_of(width)
             && end.is_multiple_of(width)
@@ -571,7 +618,7 @@ impl<'a> Pieces<'a> {
         {
             let (first, count) = (start / width, out.len() / width);
             let mut planes: [&[u8]; MAX_PIECE_WIDTH] = [&[]; MAX_PIECE_WIDTH];
-            for ((b, plane), joined) in planes[..width].iter_mut().enumerate().zip(self.joined.iter_mut()) {
+            for ((b, plane), joined) in planes[..width].iter_mut().enumerate().zip(joined.iter_mut()) {
                 let at = b * n + first;
                 let piece = self.pieces.partition_point(|&(s, _)| s <= at) - 1;
                 *plane = Self::range(&self.pieces, piece, at, count, joined);
@@ -599,9 +646,24 @@ const MAX_PIECE_WIDTH: usize = 16;
 const DECODE_BLOCK: usize = 32 << 10;
 const _: () = assert!(DECODE_BLOCK.is_multiple_of(16 * 8));
 
+/// Data of at least this many bytes is decoded to f32 on several threads where the pool has them
+/// ([`TensorBlocks::decode_in_parallel`]). Below it the tasks would cost more than they save, and compare
+/// runs pairs of such tensors on every thread at once where the memory budget lets it (the largest tensors
+/// of a medium:4 capture, 1 MiB of fp16, on both threads of a 2-core machine), so that splitting their
+/// decode would only add the tasks' cost.
+const PARALLEL_DECODE_MIN: usize = 2 << 20;
+/// The bytes one parallel task unshuffles and decodes: whole [`DECODE_BLOCK`]s, so that its blocks start
+/// where the serial loop's do.
+const PARALLEL_CHUNK: usize = 2 * DECODE_BLOCK;
+/// At most this many chunks at once: the two wave buffers (one decoded while the other is hashed) hold at
+/// most 2 x 16 x 64 KiB = 2 MiB while a tensor is read.
+const PARALLEL_WAVE_MAX: usize = 16;
+/// At least this many chunks at once, however few the threads: each wave costs a join and a wake-up.
+const PARALLEL_WAVE_MIN: usize = 8;
+
 impl<'a> TensorBlocks<'a> {
     fn new(planes: PlaneBytes<'a>, width: usize) -> TensorBlocks<'a> {
-        TensorBlocks { planes, width, pos: 0, hasher: crate::hash::Xxh3::new() }
+        TensorBlocks { planes, width, pos: 0, hasher: crate::hash::Xxh3::new(), joined: Joined::default() }
     }
 
     /// The data's size in bytes.
@@ -620,14 +682,7 @@ impl<'a> TensorBlocks<'a> {
     /// The next `min(buf.len(), bytes left)` bytes of the data, unshuffled into `buf` or lent as stored.
     pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
         let n = buf.len().min(self.len() - self.pos);
-        let block = match &mut self.planes {
-            PlaneBytes::Whole(planes) if self.width <= 1 => &planes[self.pos..self.pos + n],
-            PlaneBytes::Whole(planes) => {
-                shuffle::unshuffle_range(planes, self.width, self.pos, &mut buf[..n]);
-                &buf[..n]
-            }
-            PlaneBytes::Pieces(pieces) => pieces.unshuffle_range(self.width, self.pos, &mut buf[..n]),
-        };
+        let block = self.planes.read(self.width, self.pos, &mut buf[..n], &mut self.joined);
         self.hasher.update(block);
         self.pos += n;
         block
@@ -642,6 +697,21 @@ impl<'a> TensorBlocks<'a> {
     /// blocks, the values stand only once the content hash has matched
     /// ([`StreamReader::with_tensor_blocks_at`]).
     pub fn decode_f32_into(&mut self, dtype: crate::DType, out: &mut Vec<f32>) -> Result<bool> {
+        self.decode_f32_into_from(dtype, out, PARALLEL_DECODE_MIN, |threads| {
+            threads.clamp(PARALLEL_WAVE_MIN, PARALLEL_WAVE_MAX)
+        })
+    }
+
+    /// [`decode_f32_into`](Self::decode_f32_into), split over the current rayon pool's threads
+    /// ([`decode_in_parallel`](Self::decode_in_parallel), `chunks(threads)` chunks a wave) where the data is
+    /// at least `parallel_min` bytes and the pool has more than one.
+    fn decode_f32_into_from(
+        &mut self,
+        dtype: crate::DType,
+        out: &mut Vec<f32>,
+        parallel_min: usize,
+        chunks: impl Fn(usize) -> usize,
+    ) -> Result<bool> {
         let width = match dtype.bits() {
             Some(bits) if bits >= 8 && bits % 8 == 0 => bits as usize / 8,
             _ => return Ok(false),
@@ -658,6 +728,11 @@ impl<'a> TensorBlocks<'a> {
         } else {
             out.truncate(total);
         }
+        let threads = rayon::current_num_threads();
+        if self.len() >= parallel_min && threads > 1 && PARALLEL_CHUNK.is_multiple_of(width) {
+            self.decode_in_parallel(dtype, width, lanes, out, chunks(threads))?;
+            return Ok(true);
+        }
         let mut buf = [0u8; DECODE_BLOCK];
         let mut at = 0;
         while self.pos < self.len() {
@@ -667,6 +742,98 @@ impl<'a> TensorBlocks<'a> {
             at += n;
         }
         Ok(true)
+    }
+
+    /// The values of `width`-byte `dtype` elements (`lanes` f32 each) decoded into `out`, which fits them,
+    /// on up to `chunks` threads: the data goes in waves of `chunks` chunks of [`PARALLEL_CHUNK`] bytes,
+    /// each chunk unshuffled and decoded by one task into its own part of a wave buffer and of `out`, in
+    /// blocks at the offsets of the serial loop (so the same values, bit for bit), while the previous wave's
+    /// bytes are hashed, in order, beside them. So the wave buffers hold the unshuffled bytes until they
+    /// are hashed; data stored in order (raw, or 1-byte elements in one slice) is decoded and hashed where
+    /// it lies, with no buffer. On an error, what was hashed stands as read (`pos`), so that
+    /// [`finish`](Self::finish) hashes the rest as the serial loop leaves it to.
+    fn decode_in_parallel(
+        &mut self,
+        dtype: crate::DType,
+        width: usize,
+        lanes: usize,
+        out: &mut [f32],
+        chunks: usize,
+    ) -> Result<()> {
+        use rayon::prelude::*;
+        let len = self.len();
+        let (planes, plane_width, hasher) = (&self.planes, self.width, &mut self.hasher);
+        let in_order = planes.in_order(plane_width);
+        let wave = chunks * PARALLEL_CHUNK;
+        // Per tensor, not kept per thread: a read of a large tensor may run on any thread of the pool (compare
+        // reads a pair's two sides at once), and what a thread keeps is counted only for the few that
+        // measure pairs. Their zero-fill is ~1% of the tensor's decode.
+        let buffer = || if in_order.is_some() { Vec::new() } else { vec![0u8; wave] };
+        let (mut hashing, mut decoding) = (buffer(), buffer());
+        // The bytes decoded, not yet hashed: in `hashing` (from its start) unless they are in order.
+        let mut pending = 0..0;
+        let mut pos = 0;
+        while pos < len {
+            let end = (pos + wave).min(len);
+            let values = &mut out[pos / width * lanes..end / width * lanes];
+            let unhashed = match in_order {
+                Some(data) => &data[pending.clone()],
+                None => &hashing[..pending.len()],
+            };
+            // Chunk `k` of this wave: bytes `pos + k * PARALLEL_CHUNK` on, into `buf` (empty where in order).
+            let chunk = |k: usize, values: &mut [f32], buf: &mut [u8]| -> Result<()> {
+                let start = pos + k * PARALLEL_CHUNK;
+                let n = PARALLEL_CHUNK.min(end - start);
+                let mut joined = Joined::default();
+                for at in (0..n).step_by(DECODE_BLOCK) {
+                    let m = DECODE_BLOCK.min(n - at);
+                    let block = match in_order {
+                        Some(data) => &data[start + at..start + at + m],
+                        None => {
+                            planes.read_into(plane_width, start + at, &mut buf[at..at + m], &mut joined);
+                            &buf[at..at + m]
+                        }
+                    };
+                    crate::tensor::decode_f32_into(
+                        dtype,
+                        block,
+                        &mut values[at / width * lanes..(at + m) / width * lanes],
+                    )?;
+                }
+                Ok(())
+            };
+            let per_chunk = PARALLEL_CHUNK / width * lanes;
+            let (_, decoded) = rayon::join(
+                || hasher.update(unhashed),
+                || -> Vec<Result<()>> {
+                    match in_order {
+                        Some(_) => values
+                            .par_chunks_mut(per_chunk)
+                            .enumerate()
+                            .map(|(k, values)| chunk(k, values, &mut []))
+                            .collect(),
+                        None => values
+                            .par_chunks_mut(per_chunk)
+                            .zip(decoding.par_chunks_mut(PARALLEL_CHUNK))
+                            .enumerate()
+                            .map(|(k, (values, buf))| chunk(k, values, buf))
+                            .collect(),
+                    }
+                },
+            );
+            // Hashed up to here: the rest is `finish`'s if this wave failed.
+            self.pos = pos;
+            decoded.into_iter().collect::<Result<()>>()?;
+            pending = pos..end;
+            std::mem::swap(&mut hashing, &mut decoding);
+            pos = end;
+        }
+        hasher.update(match in_order {
+            Some(data) => &data[pending],
+            None => &hashing[..pending.len()],
+        });
+        self.pos = len;
+        Ok(())
     }
 
     /// Reads what is left (hashing it) and returns the hash of the whole data.
@@ -1342,6 +1509,136 @@ mod tests {
             assert!(!blocks.decode_f32_into(dtype, &mut out).unwrap(), "{dtype}");
             assert_eq!((blocks.pos, out.len()), (0, 9), "{dtype}");
         }
+    }
+
+    /// `data` as one zstd frame of stored blocks (RFC 8878: a single segment, its content size in 4 bytes).
+    fn stored_frame(data: &[u8]) -> Vec<u8> {
+        let mut frame = vec![0x28, 0xB5, 0x2F, 0xFD, 0xA0];
+        frame.extend((data.len() as u32).to_le_bytes());
+        let mut blocks = data.chunks(100_000).peekable();
+        if data.is_empty() {
+            frame.extend([1, 0, 0]);
+        }
+        while let Some(block) = blocks.next() {
+            let header = (block.len() as u32) << 3 | u32::from(blocks.peek().is_none());
+            frame.extend(&header.to_le_bytes()[..3]);
+            frame.extend(block);
+        }
+        frame
+    }
+
+    /// `s`'s data decoded as `dtype` values as `with_tensor_blocks_at` would, in parallel from `parallel_min`
+    /// bytes on: the values' bits once the hash matched, or the error.
+    fn decode_checked(s: &StoredData<'_>, dtype: DType, parallel_min: usize) -> Result<Vec<u32>> {
+        let path = Path::new("t");
+        let (mut scratch, mut out) = (Vec::new(), vec![-7.0f32; 11]);
+        let (planes, width) = s.plane_bytes(path, &mut scratch)?;
+        let mut blocks = TensorBlocks::new(planes, width);
+        // Waves of as many chunks as threads: several waves, the last ragged, even on small data.
+        let taken = blocks.decode_f32_into_from(dtype, &mut out, parallel_min, |threads| threads);
+        s.check_hash(path, blocks.finish())?;
+        assert!(taken?, "{dtype}");
+        Ok(out.iter().map(|v| v.to_bits()).collect())
+    }
+
+    /// Tensors of every byte width whose planes are stored in pieces (stored and compressed frames), all
+    /// compressed, raw, or 1-byte planes, of sizes from none to several waves with a ragged last chunk and
+    /// block, decoded in parallel on pools of 2, 3 and 5 threads (waves of as many chunks) at every SIMD
+    /// level: the serial decode's values bit for bit (fp16's signalling NaNs, which the levels treat
+    /// differently, included) and its hash; and with a byte of a stored block or of a compressed frame
+    /// flipped, its error.
+    #[test]
+    fn values_decoded_in_parallel_are_the_serial_decodes() {
+        let dtypes = [
+            (DType::FLOAT16, 2),
+            (DType::BF16, 2),
+            (DType::INT8, 1),
+            (DType::FLOAT, 4),
+            (DType::COMPLEX64, 8),
+            (DType::DOUBLE, 8),
+        ];
+        let pools: Vec<rayon::ThreadPool> =
+            [2, 3, 5].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
+        let (mut compared, mut failed, mut kinds) = (0, 0, std::collections::BTreeSet::new());
+        for (dtype, width) in dtypes {
+            let sizes = [5, 0, (PARALLEL_CHUNK * 5 + DECODE_BLOCK * 2) / width + 13];
+            for (case, elements) in sizes.into_iter().enumerate() {
+                for kind in ["pieces", "compressed", "raw", "1-byte pieces"] {
+                    let mut raw = tensor(width, elements * width, (elements * width + case) as u64);
+                    match kind {
+                        "compressed" => raw.iter_mut().enumerate().for_each(|(i, b)| *b = (i / 64 % 3) as u8),
+                        "raw" => raw
+                            .iter_mut()
+                            .enumerate()
+                            .for_each(|(i, b)| *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8),
+                        _ => {}
+                    }
+                    if width == 2 {
+                        // Signalling NaNs of both signs, spread over the chunks.
+                        for (i, e) in raw.chunks_exact_mut(2).enumerate().filter(|(i, _)| i % 997 == 5) {
+                            e.copy_from_slice(&(0x7C01u16 | (i as u16 & 0x8000)).to_le_bytes());
+                        }
+                    }
+                    let encoded = encode_data(&raw, dtype, 1).unwrap();
+                    let (mut payload, mut encoding) = (encoded.payload().to_vec(), encoded.encoding());
+                    if kind == "1-byte pieces" {
+                        // Not what the writer makes (it shuffles 2 to 8-byte elements, and stores a 1-byte
+                        // tensor raw when it does not compress), but what the reader takes: the data in
+                        // order, its first half a frame of stored blocks, then a compressed frame.
+                        let half = raw.len() / 2 / width * width;
+                        payload = stored_frame(&raw[..half]);
+                        payload.extend(zstd::bulk::compress(&raw[half..], 1).unwrap());
+                        encoding = DataEncoding::Zstd { shuffle_width: 1 };
+                    }
+                    let s = stored(&payload, encoding, &raw);
+                    let mut scratch = Vec::new();
+                    kinds.insert(match s.plane_bytes(Path::new("t"), &mut scratch).unwrap() {
+                        (PlaneBytes::Whole(_), 1) => "in order",
+                        (PlaneBytes::Whole(_), _) => "whole planes",
+                        (PlaneBytes::Pieces(_), 1) => "1-byte pieces",
+                        (PlaneBytes::Pieces(_), _) => "pieces",
+                    });
+                    let mut damaged = Vec::new();
+                    if let Some(pieces) = zstd_pieces(s.payload, s.data_size, &mut Vec::new()) {
+                        let in_stored =
+                            pieces.iter().find(|p| p.0 == PieceIn::Payload).map(|p| p.1.start + 7);
+                        damaged.extend(in_stored);
+                    }
+                    if matches!(s.encoding, DataEncoding::Zstd { .. }) && s.payload.len() > 40 {
+                        damaged.push(s.payload.len() / 2);
+                    }
+                    for level in simd::available() {
+                        let serial = simd::with_ceiling(level, || decode_checked(&s, dtype, usize::MAX));
+                        let serial = serial.unwrap();
+                        for pool in &pools {
+                            let parallel =
+                                simd::with_ceiling(level, || pool.install(|| decode_checked(&s, dtype, 0)));
+                            let parallel = parallel.unwrap();
+                            assert!(
+                                parallel == serial,
+                                "{dtype} {elements} {kind}, {level:?}, {:?}",
+                                pool.current_num_threads()
+                            );
+                            compared += 1;
+                        }
+                    }
+                    for &at in &damaged {
+                        let mut payload = s.payload.to_vec();
+                        payload[at] ^= 0x10;
+                        let d = StoredData { payload: &payload, ..stored(s.payload, s.encoding, &raw) };
+                        let serial = decode_checked(&d, dtype, usize::MAX).map_err(|e| e.to_string());
+                        for pool in &pools {
+                            let parallel =
+                                pool.install(|| decode_checked(&d, dtype, 0)).map_err(|e| e.to_string());
+                            assert_eq!(parallel, serial, "{dtype} {elements} {kind}, byte {at} flipped");
+                            failed += usize::from(parallel.is_err());
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+        assert!(compared > 100 && failed > 20, "{compared} compared, {failed} damaged reads failed");
     }
 
     /// Every byte of the frame and block headers, and bytes spread over the blocks, flipped in turn: the
