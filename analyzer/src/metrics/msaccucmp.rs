@@ -5,7 +5,10 @@
 //! element, which keeps `Σx² - (Σx)²/n` free of cancellation when |mean| >> std and merges across chunks
 //! because every chunk uses the same shift). KL needs each side min-max normalised, so it takes two more
 //! passes: one for the normalised sums, one for Σ p ln(p/q) (computed directly rather than expanded, so
-//! tiny divergences keep their digits).
+//! tiny divergences keep their digits), and none where the fused pass found the sides equal (KL is +0
+//! there). The expanded one-pass form, (1/Σp) Σ p' ln(p'/q') + ln(Σq/Σp) over the unscaled values, was
+//! measured against this one: it changed nearly every printed KL, by up to ~1e-16/KL relative
+//! (cancellation of two first-order terms), see docs/bench-runs/2026-11-26-kl-pass.md.
 
 use super::kernel::{for_lanes, hmax, hmin, hsum, reduce_chunks, Element, LANES};
 use super::sums::MsaccucmpSums as Sums;
@@ -328,6 +331,19 @@ pub fn msaccucmp_metrics<X: Element, Y: Element>(x: &[X], y: &[Y], x_is_fp16: bo
     msaccucmp_from_sums(&x[..len], &y[..len], &s, x_is_fp16, None)
 }
 
+/// Whether the first pass found every pair equal and finite, where KL is +0 without its two passes.
+///
+/// `Σ |x - y|` is 0 exactly then: a NaN or infinite difference makes it NaN or infinite, a difference of
+/// unequal finite values is never 0 (gradual underflow), and a sum of nonnegative values with one
+/// positive term is positive. With equal sides both normalise to the same values: the minima, ranges and
+/// normalised values agree but for the sign of a zero, which the clamp to eps (or a zero range) erases,
+/// so the normalised sums are the same additions in the same order. Every ratio is then exactly 1, every
+/// term `p ln 1` is +0 (`ln_fast(1.0)` and `f64::ln(1.0)` are +0), and KL is +0: the passes' own result
+/// (`kl_of_equal_sides_is_positive_zero_at_every_level` checks that, at every build).
+fn equal_sides(s: &Sums) -> bool {
+    s.sum_abs == 0.0
+}
+
 /// The metrics from the first pass's sums (`x`, `y` of equal, nonzero length: KL reads them again);
 /// `fp16` when that pass found every value an fp16 value.
 pub(crate) fn msaccucmp_from_sums<X: Element, Y: Element>(
@@ -363,7 +379,7 @@ pub(crate) fn msaccucmp_from_sums<X: Element, Y: Element>(
         relative_euclidean_distance: red,
         max_relative_error: s.max_rel,
         mean_relative_error: s.acc_rel / n,
-        kullback_leibler_divergence: kl(&x[..len], &y[..len], s, fp16),
+        kullback_leibler_divergence: if equal_sides(s) { 0.0 } else { kl(&x[..len], &y[..len], s, fp16) },
         standard_deviation: (mean_std(s.x_sh, s.x_sh2, kx), mean_std(s.y_sh, s.y_sh2, ky)),
         overflow: x_is_fp16 && s.x_absmax >= 65504.0,
     }
@@ -548,6 +564,102 @@ mod tests {
                 assert_eq!(got.1.to_bits(), want.1.to_bits(), "len {len}, {level:?}");
                 assert_eq!(got.2.to_bits(), want.1.to_bits(), "len {len}, {level:?}");
             }
+        }
+    }
+
+    /// The sides of a pair that [`equal_sides`] takes: equal values, zeros of either sign on either side.
+    fn equal_pair(x: &[f32], seed: u64) -> Vec<f32> {
+        let mut state = seed;
+        x.iter()
+            .map(|&v| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if v == 0.0 && state >> 63 == 1 {
+                    -v
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    /// KL's passes give +0 for equal sides, which `msaccucmp_from_sums` returns without running them: at
+    /// every build, serial and parallel, through divisions and reciprocals, with constant sides, zeros of
+    /// both signs (the only difference the equality lets through) and values that are not fp16. A NaN or an
+    /// infinity, at the same place on both sides or on one side, makes the sides unequal, in the generic
+    /// kernels' sums and in the fused pass's (both builds, with and without statistics): their KL is the
+    /// passes'.
+    #[test]
+    fn kl_of_equal_sides_is_positive_zero_at_every_level() {
+        use super::super::kernel::PARALLEL_MIN;
+        use super::super::{measure, Families, MetricsRequest};
+        use accutrace_formats::{simd, DType};
+        let mut cases: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+        for len in [1, 9, 1000, PARALLEL_MIN + 77] {
+            let x = fp16_values(len, 7 * len as u64);
+            let y = equal_pair(&x, len as u64);
+            assert_eq!(len > 100, x.iter().zip(&y).any(|(a, b)| a.to_bits() != b.to_bits()), "{len}");
+            cases.push((x, y));
+            let wide: Vec<f32> = (0..len).map(|i| ((i * 7919) % 1013) as f32 * 1.0e-3 - 0.5).collect();
+            cases.push((wide.clone(), wide));
+        }
+        cases.push((vec![0.0; 100], vec![-0.0; 100]));
+        cases.push((vec![-3.5; 17], vec![-3.5; 17]));
+        cases.push((vec![1.0e-40, 0.0, -1.0e-45, 3.0e38], vec![1.0e-40, -0.0, -1.0e-45, 3.0e38]));
+        // Not equal sides: a NaN or an infinity at the same place on both sides (KL is still +0 there: the
+        // clamp takes NaN quotients to eps), and on one side only, against 1.0 (KL > 0).
+        let mut unequal = Vec::new();
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut x = fp16_values(1000, 5);
+            x[500] = 1.0;
+            let y = x.clone();
+            x[500] = bad;
+            unequal.push((x.clone(), y, false));
+            unequal.push((x.clone(), x, true));
+        }
+        for level in simd::available() {
+            simd::with_ceiling(level, || {
+                for (x, y) in &cases {
+                    let s = reduce_chunks(
+                        x,
+                        y,
+                        |a, b| chunk(a, b, f64::from(x[0]), f64::from(y[0])),
+                        Sums::merge,
+                    );
+                    assert!(equal_sides(&s), "{level:?}, len {}", x.len());
+                    for fp16 in [None, Fp16Values::check(x, y)] {
+                        let kl = kl(&x[..], &y[..], &s, fp16);
+                        assert_eq!(kl.to_bits(), 0, "{level:?}, len {}, {fp16:?}", x.len());
+                        let m = msaccucmp_from_sums(&x[..], &y[..], &s, false, fp16);
+                        assert_eq!(m.kullback_leibler_divergence.to_bits(), 0, "{level:?}");
+                    }
+                    let widened: Vec<f64> = y.iter().map(|&v| f64::from(v)).collect();
+                    let m = msaccucmp_metrics(&x[..], &widened[..], false);
+                    assert_eq!(m.kullback_leibler_divergence.to_bits(), 0, "{level:?}, len {}", x.len());
+                }
+                for (x, y, same_place) in &unequal {
+                    let s = reduce_chunks(
+                        x,
+                        y,
+                        |a, b| chunk(a, b, f64::from(x[0]), f64::from(y[0])),
+                        Sums::merge,
+                    );
+                    assert!(!equal_sides(&s), "{level:?}");
+                    let m = msaccucmp_from_sums(&x[..], &y[..], &s, false, None);
+                    let kl = kl(&x[..], &y[..], &s, None);
+                    assert_eq!(m.kullback_leibler_divergence.to_bits(), kl.to_bits(), "{level:?}");
+                    assert_eq!(kl > 0.0, !same_place, "{level:?}: {kl:e}");
+                    // Nor the fused pass's sums (both builds, with and without statistics).
+                    for dtype in [DType::FLOAT16, DType::FLOAT] {
+                        for stats in [false, true] {
+                            let shape = [x.len() as u64];
+                            let request =
+                                MetricsRequest::for_pair(Families::All, (dtype, dtype), &shape, stats);
+                            let m = measure(x, y, &request).msaccucmp.expect("msaccucmp's metrics");
+                            assert_eq!(m.kullback_leibler_divergence.to_bits(), kl.to_bits(), "{level:?}");
+                        }
+                    }
+                }
+            });
         }
     }
 
