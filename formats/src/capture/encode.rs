@@ -78,6 +78,19 @@ fn apply_planes_params(c: &mut Compressor, p: PlanesParams) -> std::io::Result<(
 /// Smallest tensor whose planes may go into several zstd frames (below it, one frame: a frame's header and
 /// the per-plane decision would cost more than they save).
 const PLANE_FRAMES_MIN: usize = 64 << 10;
+/// Most bytes of planes compressed as one zstd frame: a longer run is cut into equal pieces, each its own
+/// frame, because zstd decodes a frame on one core and frames apart on as many as there are (a reader of a
+/// large tensor decodes its frames in parallel). zstd's fast levels match within 512 KiB at most, so pieces
+/// of about 1 MiB lose next to nothing of the ratio.
+const FRAME_BYTES_MAX: usize = 1 << 20;
+
+/// The frames of `run`: itself, or equal pieces of at most [`FRAME_BYTES_MAX`] bytes when it is longer.
+fn frame_pieces(run: std::ops::Range<usize>) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let len = run.end - run.start;
+    let n = len.div_ceil(FRAME_BYTES_MAX).max(1);
+    (0..n).map(move |i| run.start + len * i / n..run.start + len * (i + 1) / n)
+}
+
 /// A plane whose sampled byte entropy reaches this many bits per byte is "flat": Huffman coding would
 /// save under ~2% of it (zstd's fast levels want 1.6% before they use it), so it is compressed with
 /// literal compression off. Matches are still searched, so repeated data keeps its gain.
@@ -303,7 +316,8 @@ impl DataEncoder {
 
     /// The most bytes [`compress_prepared`](Self::compress_prepared) can write for the prepared planes.
     pub(super) fn prepared_bound(&self) -> usize {
-        self.frames.runs().iter().map(|r| zstd::zstd_safe::compress_bound(r.end - r.start)).sum()
+        let runs = self.frames.runs().iter().cloned();
+        runs.flat_map(frame_pieces).map(|piece| zstd::zstd_safe::compress_bound(piece.len())).sum()
     }
 
     /// Whether a zstd context is set up (by [`prepare`](Self::prepare)).
@@ -312,8 +326,8 @@ impl DataEncoder {
     }
 
     /// Compresses the prepared planes into `out` (a slice at least [`prepared_bound`](Self::prepared_bound)
-    /// long, or a Vec with that much spare capacity): one zstd frame per run of [`plane_frames`], back to
-    /// back. Returns the compressed length.
+    /// long, or a Vec with that much spare capacity): one zstd frame per run of [`plane_frames`] (per piece
+    /// of it, [`frame_pieces`]), back to back. Returns the compressed length.
     pub(super) fn compress_prepared<O: FrameOut + ?Sized>(&mut self, out: &mut O) -> Result<usize> {
         use zstd::zstd_safe::{CParameter, ParamSwitch};
         let err = |e: std::io::Error| FormatError::whole(format!("zstd: {e}"));
@@ -327,7 +341,9 @@ impl DataEncoder {
                 z.c.set_parameter(CParameter::LiteralCompressionMode(mode)).map_err(err)?;
                 z.literals_off = *flat;
             }
-            written += out.compress_at(&mut z.c, &self.shuffled[run.clone()], written).map_err(err)?;
+            for piece in frame_pieces(run.clone()) {
+                written += out.compress_at(&mut z.c, &self.shuffled[piece], written).map_err(err)?;
+            }
         }
         Ok(written)
     }
@@ -401,5 +417,34 @@ mod tests {
             (1, 0..planes.len()),
             "wider than 8 bytes: one frame"
         );
+    }
+
+    #[test]
+    fn long_runs_are_cut_into_equal_frames_of_at_most_the_limit() {
+        let cuts = |run: std::ops::Range<usize>| frame_pieces(run).collect::<Vec<_>>();
+        assert_eq!(cuts(5..5), vec![5..5], "an empty run is one (empty) frame, as before");
+        assert_eq!(cuts(3..3 + FRAME_BYTES_MAX), vec![3..3 + FRAME_BYTES_MAX]);
+        let long = 7..7 + 2 * FRAME_BYTES_MAX + 1;
+        let pieces = cuts(long.clone());
+        assert_eq!(pieces.len(), 3);
+        assert_eq!((pieces[0].start, pieces[2].end), (long.start, long.end));
+        assert!(pieces.windows(2).all(|w| w[0].end == w[1].start), "back to back");
+        assert!(pieces.iter().all(|p| p.len() <= FRAME_BYTES_MAX && p.len() >= FRAME_BYTES_MAX * 2 / 3));
+    }
+
+    /// A tensor whose runs exceed the limit is written as more frames, and still decodes (as one zstd
+    /// stream, the way any reader takes the payload) to its bytes.
+    #[test]
+    fn a_large_tensor_is_written_as_frames_a_stream_decoder_reads_whole() {
+        let raw: Vec<u8> = noise(3 * FRAME_BYTES_MAX + 10).iter().map(|b| b & 0x0f).collect();
+        let encoded = encode_data(&raw, crate::DType::FLOAT16, 1).unwrap();
+        assert!(matches!(encoded.encoding(), DataEncoding::Zstd { shuffle_width: 2 }));
+        let payload = encoded.payload();
+        let frames = payload.windows(4).filter(|w| *w == [0x28, 0xB5, 0x2F, 0xFD]).count();
+        assert!(frames >= 4, "{frames} frames for two planes of 1.5 MiB");
+        let planes = zstd::stream::decode_all(payload).unwrap();
+        let mut back = vec![0u8; raw.len()];
+        super::super::shuffle::unshuffle(&planes, 2, &mut back);
+        assert!(back == raw);
     }
 }

@@ -55,15 +55,62 @@ pub(super) enum PieceIn {
     Scratch,
 }
 
+/// Fewest bytes zstd decodes for a tensor before its frames are decoded on several threads at once (each
+/// frame alone: zstd decodes one frame on one core).
+const PARALLEL_DECODE_MIN: u64 = 1 << 20;
+
+/// [`zstd_pieces`]' decoding when a tensor has several frames to decode and enough bytes in them: each frame
+/// decodes on a thread of the pool into its own slice of `scratch`, in frame order. `frames` are the
+/// scanned frames: their bytes in `payload`, their content size, and their stored blocks where they hold
+/// nothing else. The scratch keeps its length where it is longer (only what it grows by is zero-filled) and
+/// ends exactly `decoded` long: every byte of it is one that zstd wrote, since each frame must fill its
+/// slice.
+fn decode_in_parallel(
+    payload: &[u8],
+    frames: impl Iterator<Item = (std::ops::Range<usize>, u64, Option<Vec<std::ops::Range<usize>>>)>,
+    decoded: u64,
+    scratch: &mut Vec<u8>,
+) -> Option<Vec<(PieceIn, std::ops::Range<usize>)>> {
+    use rayon::prelude::*;
+    let decoded = usize::try_from(decoded).ok()?;
+    if scratch.len() < decoded {
+        scratch.resize(decoded, 0);
+    }
+    scratch.truncate(decoded);
+    let (mut pieces, mut jobs) = (Vec::new(), Vec::new());
+    let (mut rest, mut at) = (&mut scratch[..], 0);
+    for (bytes, content_size, stored) in frames {
+        match stored {
+            Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
+            None => {
+                // The decoded frames' content sizes add up to `decoded`, so the split stays in bounds.
+                let size = usize::try_from(content_size).ok().filter(|&n| n <= rest.len())?;
+                let (slice, tail) = std::mem::take(&mut rest).split_at_mut(size);
+                rest = tail;
+                jobs.push((bytes, slice));
+                pieces.push((PieceIn::Scratch, at..at + size));
+                at += size;
+            }
+        }
+    }
+    let whole = |(bytes, slice): (std::ops::Range<usize>, &mut [u8])| {
+        let size = slice.len();
+        with_decompressor(|d| d.decompress_to_buffer(&payload[bytes], slice)).is_ok_and(|n| n == size)
+    };
+    jobs.into_par_iter().all(whole).then_some(pieces)
+}
+
 /// zstd's largest block (`ZSTD_BLOCKSIZE_MAX`).
 const ZSTD_BLOCK_MAX: u64 = 128 << 10;
 /// The largest window zstd decodes without being told to allow more (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`).
 const ZSTD_WINDOW_MAX: u64 = 1 << 27;
 
 /// The pieces of the byte planes `payload` decodes to, in order, when at least one of its zstd frames (one
-/// per run of planes, back to back: see `encode::plane_frames`) consists of stored blocks only: those
-/// blocks are pieces of the payload itself, and every other frame is decoded alone into `scratch` (one
-/// piece per frame). `None` where the payload is not exactly what the writer makes and zstd would decode
+/// per run of planes or piece of one, back to back: see `encode::plane_frames`) consists of stored blocks
+/// only: those blocks are pieces of the payload itself, and every other frame is decoded alone into
+/// `scratch` (one piece per frame). Also when no frame is stored but several, of at least
+/// `PARALLEL_DECODE_MIN` bytes together, are to be decoded and the pool has threads to spare: they are
+/// decoded in parallel then ([`decode_in_parallel`]). `None` where the payload is not exactly what the writer makes and zstd would decode
 /// without complaint (frame checksums, dictionaries, skippable or legacy frames, a frame without its
 /// content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
 /// after the last frame, a frame zstd fails on), or where no frame is stored whole: the caller then
@@ -95,8 +142,18 @@ pub(super) fn zstd_pieces(
         }
         frames.push(frame);
     }
-    if total != data_size || frames.iter().all(|f| f.stored.is_none()) {
+    let decoded_frames = frames.iter().filter(|f| f.stored.is_none()).count();
+    let parallel = decoded >= PARALLEL_DECODE_MIN && decoded_frames > 1 && rayon::current_num_threads() > 1;
+    if total != data_size || (decoded_frames == frames.len() && !parallel) {
         return None;
+    }
+    if parallel {
+        return decode_in_parallel(
+            payload,
+            frames.into_iter().map(|f| (f.bytes, f.content_size, f.stored)),
+            decoded,
+            scratch,
+        );
     }
     // Every decoded frame's content size is at most `data_size`, which the ratio above bounds. Each frame
     // is decoded into the room after the ones before it, which nothing writes first (no zero-fill of
@@ -199,5 +256,92 @@ pub(super) fn zstd_pieces(
             return None;
         }
         Some(Scanned { bytes: pos..at, content_size, stored })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::encode::encode_data;
+    use crate::DType;
+
+    /// The planes that `pieces` of `payload` and `scratch` put together, in order.
+    fn joined(payload: &[u8], scratch: &[u8], pieces: &[(PieceIn, std::ops::Range<usize>)]) -> Vec<u8> {
+        let part = |(from, range): &(PieceIn, std::ops::Range<usize>)| match from {
+            PieceIn::Payload => payload[range.clone()].to_vec(),
+            PieceIn::Scratch => scratch[range.clone()].to_vec(),
+        };
+        pieces.iter().flat_map(part).collect()
+    }
+
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+    }
+
+    /// Tensors of several frames per plane (fp16, f32; planes that compress, flat ones zstd stores, odd
+    /// sizes), read through a reused scratch that shrinks and grows: on one thread and on three, the pieces
+    /// are zstd's own decode of the whole payload, and the scratch holds just the decoded frames.
+    #[test]
+    fn frames_decoded_in_parallel_are_the_whole_decode() {
+        let mut scratch = Vec::new();
+        let sizes = [3 << 20 | 6, 1 << 20, (5 << 20) + 12, 700_001 * 2];
+        for (dtype, bytes) in
+            [DType::FLOAT16, DType::FLOAT, DType::FLOAT16, DType::FLOAT].into_iter().zip(sizes)
+        {
+            // Low bytes noise (flat: stored), high bytes few values (compressed).
+            let noise = crate::capture::test_noise(bytes, bytes as u64);
+            let width = if dtype == DType::FLOAT { 4 } else { 2 };
+            let raw: Vec<u8> = noise
+                .iter()
+                .enumerate()
+                .map(|(i, b)| if i % width == width - 1 { b & 3 } else { *b })
+                .collect();
+            let encoded = encode_data(&raw, dtype, 1).unwrap();
+            let payload = encoded.payload();
+            let whole = zstd::stream::decode_all(payload).unwrap();
+            for threads in [1, 3] {
+                let pieces = pool(threads).install(|| zstd_pieces(payload, raw.len() as u64, &mut scratch));
+                let pieces = pieces.expect("a stored frame, or frames to decode in parallel");
+                assert!(
+                    joined(payload, &scratch, &pieces) == whole,
+                    "{dtype} {bytes} bytes, {threads} threads"
+                );
+                let in_scratch: usize =
+                    pieces.iter().filter(|p| p.0 == PieceIn::Scratch).map(|p| p.1.len()).sum();
+                assert_eq!(scratch.len(), in_scratch, "{dtype} {bytes} bytes, {threads} threads");
+            }
+        }
+    }
+
+    /// Where every frame is compressed, the pieces are taken only to decode the frames in parallel; a
+    /// damaged frame gives no pieces (the caller's whole decode then reports it), on any number of threads.
+    #[test]
+    fn compressed_frames_go_parallel_only_on_several_threads_and_damage_gives_none() {
+        let raw: Vec<u8> = crate::capture::test_noise(3 << 20, 7).iter().map(|b| b & 7).collect();
+        let encoded = encode_data(&raw, DType::FLOAT16, 1).unwrap();
+        let payload = encoded.payload();
+        let mut scratch = Vec::new();
+        assert!(pool(1).install(|| zstd_pieces(payload, raw.len() as u64, &mut scratch)).is_none());
+        let pieces = pool(2).install(|| zstd_pieces(payload, raw.len() as u64, &mut scratch)).unwrap();
+        assert!(pieces.len() > 2 && pieces.iter().all(|p| p.0 == PieceIn::Scratch));
+        assert!(joined(payload, &scratch, &pieces) == zstd::stream::decode_all(payload).unwrap());
+        // Damage at spread offsets: wherever zstd fails on the whole payload there are no pieces, and
+        // wherever it decodes something (no checksums: the content hash is what catches that), the
+        // pieces are that something.
+        let mut failures = 0;
+        for at in (9..payload.len()).step_by(payload.len() / 40) {
+            let mut damaged = payload.to_vec();
+            damaged[at] ^= 0x5a;
+            let whole = zstd::stream::decode_all(damaged.as_slice()).ok().filter(|w| w.len() == raw.len());
+            failures += usize::from(whole.is_none());
+            for threads in [1, 2, 4] {
+                let got = pool(threads).install(|| zstd_pieces(&damaged, raw.len() as u64, &mut scratch));
+                if let Some(pieces) = got {
+                    let planes = joined(&damaged, &scratch, &pieces);
+                    assert!(whole.as_ref() == Some(&planes), "damage at {at}, {threads} threads");
+                }
+            }
+        }
+        assert!(failures > 0, "no damage that zstd notices: the test shows nothing");
     }
 }
