@@ -24,7 +24,7 @@ use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::repeats::measure_pairs;
-use crate::sources::Source;
+use crate::sources::{with_lent_buffers, LentBuffers, Source};
 use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
@@ -363,6 +363,23 @@ thread_local! {
     /// every window, each as large as the pairs it may take: the other threads only help within a pair and
     /// never call [`compare_pair`].
     static BUFFERS: std::cell::Cell<(Vec<f32>, Vec<f32>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+    /// The bench side's decode buffers where [`compare_pair`] reads both sides at once
+    /// ([`reads_sides_at_once`]), kept by the measuring thread beside its own: each side's are what
+    /// [`Footprint::compare`](crate::threads::Footprint::compare) counts per pair.
+    static SIDE_BUFFERS: std::cell::Cell<LentBuffers> = std::cell::Cell::new(LentBuffers::default());
+}
+
+/// Pairs at least this large as f32 (either side) read their two sides at once: capture tensors from 2 MiB
+/// of fp16 data, where the reader's decode is split over threads too, but its zstd is one serial frame.
+const SIDES_AT_ONCE_BYTES: u64 = 4 << 20;
+
+/// Whether [`compare_pair`] reads a pair's two sides at once: a large pair, a bench side that decodes into
+/// the buffer (a capture: sources that lend values from their map keep `with_values`), and a pool with
+/// another thread to take it.
+fn reads_sides_at_once(bench: &dyn Source, ti: &TensorInfo, bi: &TensorInfo) -> bool {
+    bench.kind() == "capture"
+        && rayon::current_num_threads() > 1
+        && tensor_bytes(ti).max(tensor_bytes(bi)) >= SIDES_AT_ONCE_BYTES
 }
 
 /// The metric families to compute: as asked, else msprobe's alone when an msprobe dump is involved (what
@@ -438,19 +455,43 @@ fn compare_pair(
                 let (mut n, mut bv) = BUFFERS.with(|c| c.take());
                 // The target's content hash (for producer links) comes from the same read when the index has
                 // none.
-                let values = if ti.hash.is_none() {
-                    target.read_values_and_hash(t, &mut n).map(Some)
+                let read_target = |n: &mut Vec<f32>| {
+                    if ti.hash.is_none() {
+                        target.read_values_and_hash(t, n).map(Some)
+                    } else {
+                        target.read_values(t, n).map(|()| None)
+                    }
+                };
+                // Both sides at once where it pays: the bench side may then run on another thread, with
+                // buffers this thread keeps for it. The target's error comes first, as when read in turn.
+                let values = if reads_sides_at_once(bench, ti, bi) {
+                    let mut side = SIDE_BUFFERS.with(|c| c.take());
+                    side.on_this_threads_terms();
+                    let (values, bench_read) = rayon::join(
+                        || read_target(&mut n),
+                        || with_lent_buffers(&mut side, || bench.read_values(b, &mut bv)),
+                    );
+                    SIDE_BUFFERS.with(|c| c.replace(side));
+                    values.and_then(|h| bench_read.map(|()| (h, true)))
                 } else {
-                    target.read_values(t, &mut n).map(|()| None)
+                    read_target(&mut n).map(|h| (h, false))
                 };
                 let mut measured = None;
-                // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
                 let mut measure = |bv: &[f32]| {
                     let m = measure(&n, bv, &request);
                     take_metrics(&mut row, &m);
                     measured = Some(m);
                 };
-                match values.and_then(|h| bench.with_values(b, &mut bv, &mut measure).map(|()| h)) {
+                let values = values.and_then(|(h, bench_read)| {
+                    if bench_read {
+                        measure(&bv);
+                        return Ok(h);
+                    }
+                    // The bench values may be borrowed from the source's map (`with_values`) rather than
+                    // copied.
+                    bench.with_values(b, &mut bv, &mut measure).map(|()| h)
+                });
+                match values {
                     Ok(h) => {
                         hash = h;
                         read = measured.map(|metrics| ReadMetrics { request, metrics });
@@ -808,5 +849,107 @@ mod culprit_tests {
         }
         let neither = TensorInfo { hash: None, ..stored.clone() };
         assert!(!same_stored_content(&neither, &neither.clone()));
+    }
+
+    /// One op with one f32 output of `values`, or failing with `error`, as a capture (so that compare reads
+    /// a large pair's two sides at once): each read takes a little while and logs the thread it ran on.
+    struct Sides {
+        index: Index,
+        values: Vec<f32>,
+        error: Option<&'static str>,
+        threads: std::sync::Mutex<Vec<Option<usize>>>,
+    }
+
+    impl Sides {
+        fn new(values: Vec<f32>, hash: u64, error: Option<&'static str>) -> Sides {
+            let mut index = Index::default();
+            let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
+            index.push_tensor(TensorInfo {
+                op,
+                io: Io::Output,
+                index: 0,
+                dtype: DType::FLOAT,
+                shape: vec![values.len() as u64],
+                device_format: None,
+                device_shape: None,
+                original_op: None,
+                stats: None,
+                histogram: None,
+                hash: Some(hash),
+                label: None,
+                requires_grad: None,
+                has_data: true,
+                locator: 0,
+            });
+            Sides { index, values, error, threads: Default::default() }
+        }
+    }
+
+    impl Source for Sides {
+        fn kind(&self) -> &'static str {
+            "capture"
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("sides")
+        }
+        fn index(&self) -> &Index {
+            &self.index
+        }
+        fn read_values(&self, _: TensorId, out: &mut Vec<f32>) -> Result<()> {
+            self.threads.lock().unwrap().push(rayon::current_thread_index());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            if let Some(error) = self.error {
+                anyhow::bail!(error);
+            }
+            out.clear();
+            out.extend_from_slice(&self.values);
+            Ok(())
+        }
+        fn content_hash(&self, t: TensorId) -> Result<u64> {
+            Ok(self.index.tensors[t].hash.unwrap())
+        }
+    }
+
+    /// A pair large enough that its two sides are read at once, on a pool of 4 threads, gives the row that
+    /// reading them in turn (a pool of one) gives: the metrics of both sides' values, or the target's error
+    /// where the target cannot be read, else the bench's; and the two reads did run on two threads.
+    #[test]
+    fn a_large_pairs_sides_read_at_once_give_the_row_of_sides_read_in_turn() {
+        let n = (SIDES_AT_ONCE_BYTES / 4) as usize;
+        let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
+        let b: Vec<f32> =
+            a.iter().enumerate().map(|(i, v)| v + if i % 7 == 0 { 1e-3 } else { 0.0 }).collect();
+        let pool = |threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let (one, four) = (pool(1), pool(4));
+        let pair = TensorPair { target: 0, bench: 0, how: MatchKind::Exact };
+        let options = CompareOptions::default();
+        let mut apart = 0;
+        for (target_error, bench_error) in [
+            (None, None),
+            (Some("target unreadable"), None),
+            (None, Some("bench unreadable")),
+            (Some("t"), Some("b")),
+        ] {
+            let (target, bench) =
+                (Sides::new(a.clone(), 1, target_error), Sides::new(b.clone(), 2, bench_error));
+            let row = |pool: &rayon::ThreadPool| {
+                let (row, hash, _) =
+                    pool.install(|| compare_pair(&target, &bench, &pair, &options, Families::All, None));
+                (format!("{row:?}"), row.error, hash)
+            };
+            let in_turn = row(&one);
+            bench.threads.lock().unwrap().clear();
+            target.threads.lock().unwrap().clear();
+            let at_once = row(&four);
+            assert_eq!(at_once, in_turn, "{target_error:?} {bench_error:?}");
+            assert_eq!(at_once.1.as_deref(), target_error.or(bench_error));
+            if target_error.or(bench_error).is_none() {
+                assert!(at_once.0.contains("cosine: Value("), "{}", at_once.0);
+            }
+            let (t, b) = (target.threads.lock().unwrap().clone(), bench.threads.lock().unwrap().clone());
+            assert_eq!((t.len(), b.len()), (1, 1), "each side read once");
+            apart += usize::from(t != b);
+        }
+        assert!(apart > 0, "the two sides never ran on two threads");
     }
 }

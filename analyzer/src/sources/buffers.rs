@@ -78,9 +78,84 @@ pub(super) fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
     result
 }
 
+/// A set of decode buffers (pool and values scratch, and whether they are kept whatever their size) that
+/// a thread lends to a read another thread of the pool may run for it ([`with_lent_buffers`]).
+#[derive(Default)]
+pub(crate) struct LentBuffers {
+    pool: Vec<Vec<u8>>,
+    values: Vec<f32>,
+    any_size: bool,
+}
+
+impl LentBuffers {
+    /// Buffers kept on the calling thread's terms from now on ([`keeping_buffers_of_any_size`]).
+    pub(crate) fn on_this_threads_terms(&mut self) {
+        self.any_size = ANY_SIZE.get();
+    }
+}
+
+/// `f` with `lent` as the decode buffers of whatever thread runs it: what `f` takes and gives back goes to
+/// and from `lent`, and that thread's own buffers and terms are back in place after, however `f` ends. So a
+/// read that a thread which measures pairs hands to the pool (compare reads both sides of a large pair at
+/// once) runs on buffers that thread keeps, within the memory budget, and the thread that ran it keeps
+/// none of them. (The nesting of rayon's stolen jobs keeps the swaps in stack order.)
+pub(crate) fn with_lent_buffers<R>(lent: &mut LentBuffers, f: impl FnOnce() -> R) -> R {
+    fn swap(lent: &mut LentBuffers) {
+        BUFFERS.with(|b| std::mem::swap(&mut *b.borrow_mut(), &mut lent.pool));
+        VALUES_SCRATCH.with(|s| std::mem::swap(&mut *s.borrow_mut(), &mut lent.values));
+        lent.any_size = ANY_SIZE.replace(lent.any_size);
+    }
+    /// Swaps them back however `f` ends.
+    struct Back<'a>(&'a mut LentBuffers);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            swap(self.0);
+        }
+    }
+    swap(lent);
+    let _back = Back(lent);
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read on another thread with a thread's lent buffers takes them, leaves its own in that set, on the
+    /// lender's terms, and the thread that ran it has its own buffers and terms back, none of the lent ones.
+    #[test]
+    fn lent_buffers_come_back_to_the_lender_and_stay_off_the_thread_that_used_them() {
+        let large = POOLED_BUFFER_BYTES + 4096;
+        let mut lent = LentBuffers::default();
+        keeping_buffers_of_any_size(|| lent.on_this_threads_terms());
+        lent.pool.push(Vec::with_capacity(large));
+        let lent = std::thread::spawn(move || {
+            give_buffer(Vec::with_capacity(4096));
+            let mut lent = lent;
+            with_lent_buffers(&mut lent, || {
+                let buffer = take_buffer();
+                assert!(buffer.capacity() >= large, "the lent buffer was not the one taken");
+                assert_eq!(take_buffer().capacity(), 0, "the thread's own pool showed through");
+                // Kept on the lender's terms (any size), into the lent set.
+                give_buffer(buffer);
+                give_buffer(Vec::with_capacity(2 * large));
+                with_values_scratch(|s| s.reserve(large / 4 + 1));
+            });
+            assert!(take_buffer().capacity() == 4096, "the thread's own buffer is gone");
+            assert_eq!(take_buffer().capacity(), 0, "a lent buffer stayed on the thread");
+            with_values_scratch(|s| {
+                assert_eq!(s.capacity(), 0, "the lent values scratch stayed on the thread")
+            });
+            assert!(!ANY_SIZE.get(), "the lender's terms stayed on the thread");
+            lent
+        })
+        .join()
+        .unwrap();
+        let mut sizes: Vec<usize> = lent.pool.iter().map(Vec::capacity).collect();
+        sizes.sort_unstable();
+        assert!(sizes.len() == 2 && sizes[0] >= large && sizes[1] >= 2 * large, "{sizes:?}");
+        assert!(lent.values.capacity() > large / 4 && lent.any_size);
+    }
 
     /// A buffer above 8 MiB is freed after its read, except on a thread that keeps buffers of any size, and
     /// only while it does; smaller ones are kept either way.
