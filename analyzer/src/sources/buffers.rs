@@ -78,12 +78,15 @@ pub(super) fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
     result
 }
 
-/// A set of decode buffers (pool and values scratch, and whether they are kept whatever their size) that
+use accutrace_formats::capture::reader::{swap_wave_buffers, WaveBuffers};
+
+/// A set of decode buffers (pool, values scratch and the reader's wave buffers, and whether they are kept whatever their size) that
 /// a thread lends to a read another thread of the pool may run for it ([`with_lent_buffers`]).
 #[derive(Default)]
 pub(crate) struct LentBuffers {
     pool: Vec<Vec<u8>>,
     values: Vec<f32>,
+    waves: WaveBuffers,
     any_size: bool,
 }
 
@@ -103,6 +106,7 @@ pub(crate) fn with_lent_buffers<R>(lent: &mut LentBuffers, f: impl FnOnce() -> R
     fn swap(lent: &mut LentBuffers) {
         BUFFERS.with(|b| std::mem::swap(&mut *b.borrow_mut(), &mut lent.pool));
         VALUES_SCRATCH.with(|s| std::mem::swap(&mut *s.borrow_mut(), &mut lent.values));
+        swap_wave_buffers(&mut lent.waves);
         lent.any_size = ANY_SIZE.replace(lent.any_size);
     }
     /// Swaps them back however `f` ends.
