@@ -374,10 +374,10 @@ thread_local! {
 const SIDES_AT_ONCE_BYTES: u64 = 4 << 20;
 
 /// Whether [`compare_pair`] reads a pair's two sides at once: a large pair, a bench side that decodes into
-/// the buffer (a capture: sources that lend values from their map keep `with_values`), and a pool with
-/// another thread to take it.
+/// the buffer ([`Source::decodes_on_read`]: sources that lend values from their map keep `with_values`), and
+/// a pool with another thread to take it.
 fn reads_sides_at_once(bench: &dyn Source, ti: &TensorInfo, bi: &TensorInfo) -> bool {
-    bench.kind() == "capture"
+    bench.decodes_on_read()
         && rayon::current_num_threads() > 1
         && tensor_bytes(ti).max(tensor_bytes(bi)) >= SIDES_AT_ONCE_BYTES
 }
@@ -888,6 +888,9 @@ mod culprit_tests {
     impl Source for Sides {
         fn kind(&self) -> &'static str {
             "capture"
+        }
+        fn decodes_on_read(&self) -> bool {
+            true
         }
         fn root(&self) -> &std::path::Path {
             std::path::Path::new("sides")

@@ -482,6 +482,10 @@ impl Source for CaptureSource {
         Ok(self.run.streams[s].release_tensor_data_at(segment, offset)?)
     }
 
+    fn decodes_on_read(&self) -> bool {
+        true
+    }
+
     /// A read holds the f32 values and zstd's scratch (the planes zstd decodes, at most the tensor's bytes;
     /// the blocks are decoded from there straight into the values), and a tensor in a device layout also
     /// its device-order values: 2 where the largest tensors are in host order, 3 where one in a device

@@ -72,6 +72,13 @@ pub trait Source: Send + Sync {
     }
     /// Lets go of everything reads left in memory (a capture's mapped pages), while no read is in flight.
     fn release_all(&self) {}
+    /// Whether a read decodes the tensor (zstd, unshuffle, conversion to f32) into the reading thread's
+    /// buffers (`sources::buffers`) rather than copying or lending it from a map: two such reads on two
+    /// threads overlap real work, so compare reads a large pair's two sides at once, the bench side on
+    /// buffers lent to the helping thread. `false` unless a source knows better.
+    fn decodes_on_read(&self) -> bool {
+        false
+    }
     /// How many buffers the size of a tensor as f32 a thread holds while it reads one of this source's
     /// tensors for comparison (decoded bytes, decoding scratch, the f32 values): what sizes compare's pool
     /// ([`crate::threads`]). 2 unless a source knows better.
