@@ -89,48 +89,34 @@ fn large_values(run: &CaptureRun, out: &mut Vec<f32>, scratch: &mut Vec<u8>) -> 
     totals
 }
 
-/// CPU time of the process (every thread), in seconds.
-fn process_cpu() -> f64 {
+/// CPU time in seconds on `clock`: `CLOCK_PROCESS_CPUTIME_ID` (every thread of the process) or
+/// `CLOCK_THREAD_CPUTIME_ID` (the calling thread).
+fn cpu_seconds(clock: libc::clockid_t) -> f64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid timespec to write into; CLOCK_PROCESS_CPUTIME_ID exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    // SAFETY: `t` is a valid timespec to write into; both clocks exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut t) };
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-/// Best of `runs` by wall time: (wall s, CPU s of the process in that run, totals).
-fn best_wall(runs: usize, mut f: impl FnMut() -> Totals) -> (f64, f64, Totals) {
-    let mut best = (f64::INFINITY, 0.0, (0, 0, 0));
+/// The best of `runs` of `f`: (wall s, CPU s on `clock`, totals) of the run with the least wall time
+/// (`by_wall`) or the least CPU time.
+fn best_of(
+    runs: usize,
+    clock: libc::clockid_t,
+    by_wall: bool,
+    mut f: impl FnMut() -> Totals,
+) -> (f64, f64, Totals) {
+    let mut best: Option<(f64, f64, Totals)> = None;
     for _ in 0..runs {
-        let (t0, c0) = (Instant::now(), process_cpu());
+        let (t0, c0) = (Instant::now(), cpu_seconds(clock));
         let totals = f();
-        let (wall, cpu) = (t0.elapsed().as_secs_f64(), process_cpu() - c0);
-        if wall < best.0 {
-            best = (wall, cpu, totals);
+        let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds(clock) - c0);
+        let key = |b: &(f64, f64, Totals)| if by_wall { b.0 } else { b.1 };
+        if best.as_ref().is_none_or(|b| key(&(wall, cpu, totals)) < key(b)) {
+            best = Some((wall, cpu, totals));
         }
     }
-    best
-}
-
-/// CPU time of the calling thread, in seconds.
-fn thread_cpu() -> f64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `t` is a valid timespec to write into; CLOCK_THREAD_CPUTIME_ID exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-}
-
-/// Best of `runs` by CPU time: (CPU s, wall s of that run, totals).
-fn best(runs: usize, mut f: impl FnMut() -> Totals) -> (f64, f64, Totals) {
-    let mut best = (f64::INFINITY, 0.0, (0, 0, 0));
-    for _ in 0..runs {
-        let (t0, c0) = (Instant::now(), thread_cpu());
-        let totals = f();
-        let (wall, cpu) = (t0.elapsed().as_secs_f64(), thread_cpu() - c0);
-        if cpu < best.0 {
-            best = (cpu, wall, totals);
-        }
-    }
-    best
+    best.unwrap_or((0.0, 0.0, (0, 0, 0)))
 }
 
 fn main() {
@@ -160,8 +146,9 @@ fn main() {
     for dir in captures.to_string_lossy().split_whitespace() {
         let run = CaptureRun::open(Path::new(dir)).expect("capture opens");
         zstd_only(&run, &mut out); // warms the page cache and the buffers
-        let (cz, wz, z) = best(runs, || zstd_only(&run, &mut out));
-        let (cr, wr, r) = best(runs, || reader(&run, &mut out, &mut scratch));
+        let (wz, cz, z) = best_of(runs, libc::CLOCK_THREAD_CPUTIME_ID, false, || zstd_only(&run, &mut out));
+        let (wr, cr, r) =
+            best_of(runs, libc::CLOCK_THREAD_CPUTIME_ID, false, || reader(&run, &mut out, &mut scratch));
         assert_eq!(z, r, "both passes read the same tensors");
         println!(
             "{:<40} {:>8} {:>9.3} {:>9.3} {:>8.3} {:>8.3} {:>9.2} {:>10.3} {:>8.3} {:>11.2}",
@@ -180,8 +167,12 @@ fn main() {
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a pool");
         let (mut values, threads) = (Vec::new(), rayon::current_num_threads());
         large_values(&run, &mut values, &mut scratch);
-        let serial = best_wall(runs, || one.install(|| large_values(&run, &mut values, &mut scratch)));
-        let parallel = best_wall(runs, || large_values(&run, &mut values, &mut scratch));
+        let serial = best_of(runs, libc::CLOCK_PROCESS_CPUTIME_ID, true, || {
+            one.install(|| large_values(&run, &mut values, &mut scratch))
+        });
+        let parallel = best_of(runs, libc::CLOCK_PROCESS_CPUTIME_ID, true, || {
+            large_values(&run, &mut values, &mut scratch)
+        });
         assert_eq!(serial.2, parallel.2, "both passes read the same tensors");
         large.push((dir.to_string(), threads, serial, parallel));
     }
