@@ -80,8 +80,9 @@ pub(super) fn with_values_scratch<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
 
 use accutrace_formats::capture::reader::{swap_wave_buffers, WaveBuffers};
 
-/// A set of decode buffers (pool, values scratch and the reader's wave buffers, and whether they are kept whatever their size) that
-/// a thread lends to a read another thread of the pool may run for it ([`with_lent_buffers`]).
+/// A set of decode buffers (pool, values scratch and the reader's wave buffers, and whether they are kept
+/// whatever their size) that a thread lends to a read another thread of the pool may run for it
+/// ([`with_lent_buffers`]).
 #[derive(Default)]
 pub(crate) struct LentBuffers {
     pool: Vec<Vec<u8>>,

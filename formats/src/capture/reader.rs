@@ -661,7 +661,7 @@ const PARALLEL_WAVE_MAX: usize = 16;
 /// At least this many chunks at once, however few the threads: each wave costs a join and a wake-up.
 const PARALLEL_WAVE_MIN: usize = 8;
 
-/// The two wave buffers of a parallel decode (at most 2 x [`PARALLEL_WAVE_MAX`] x [`PARALLEL_CHUNK`] =
+/// The two wave buffers of a parallel decode (at most 2 x `PARALLEL_WAVE_MAX` x `PARALLEL_CHUNK` =
 /// 2 MiB), kept per thread between tensors: allocated and freed per tensor, on whichever thread of the pool
 /// read it, they stayed behind in that thread's malloc arena (compare on 16 cores: 91 MiB anonymous against
 /// 60 with glibc's mmap threshold fixed). A reader that runs reads on other threads for one thread lends
@@ -670,7 +670,8 @@ const PARALLEL_WAVE_MIN: usize = 8;
 pub struct WaveBuffers(Vec<u8>, Vec<u8>);
 
 thread_local! {
-    static WAVE_BUFFERS: std::cell::RefCell<WaveBuffers> = const { std::cell::RefCell::new(WaveBuffers(Vec::new(), Vec::new())) };
+    static WAVE_BUFFERS: std::cell::RefCell<WaveBuffers> =
+        const { std::cell::RefCell::new(WaveBuffers(Vec::new(), Vec::new())) };
 }
 
 /// Swaps `buffers` with this thread's wave buffers ([`WaveBuffers`]).

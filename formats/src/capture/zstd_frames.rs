@@ -108,14 +108,14 @@ const ZSTD_WINDOW_MAX: u64 = 1 << 27;
 /// The pieces of the byte planes `payload` decodes to, in order, when at least one of its zstd frames (one
 /// per run of planes or piece of one, back to back: see `encode::plane_frames`) consists of stored blocks
 /// only: those blocks are pieces of the payload itself, and every other frame is decoded alone into
-/// `scratch` (one piece per frame). Also when no frame is stored but several, of at least
-/// `PARALLEL_DECODE_MIN` bytes together, are to be decoded and the pool has threads to spare: they are
-/// decoded in parallel then ([`decode_in_parallel`]). `None` where the payload is not exactly what the writer makes and zstd would decode
-/// without complaint (frame checksums, dictionaries, skippable or legacy frames, a frame without its
+/// `scratch` (one piece per frame). Where every frame is compressed, also when two or more of them, of at
+/// least `PARALLEL_DECODE_MIN` bytes together, can be decoded on more than one thread
+/// ([`decode_in_parallel`]). `None` where the payload is not exactly what the writer makes and zstd would
+/// decode without complaint (frame checksums, dictionaries, skippable or legacy frames, a frame without its
 /// content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
-/// after the last frame, a frame zstd fails on), or where no frame is stored whole: the caller then
-/// decodes the whole payload with zstd as before, which gives the same bytes or the same error. So a stored
-/// block is lent only where zstd would have copied it out unchanged.
+/// after the last frame, a frame zstd fails on), or where it holds no stored frame and is not decoded in
+/// parallel: the caller then decodes the whole payload with zstd as before, which gives the same bytes or
+/// the same error. So a stored block is lent only where zstd would have copied it out unchanged.
 pub(super) fn zstd_pieces(
     payload: &[u8],
     data_size: u64,
