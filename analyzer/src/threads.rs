@@ -15,8 +15,11 @@
 //! a pool the size of the budget ran it on one thread, and small pairs, whose work is not split, keep the
 //! other cores busy beside it. `RAYON_NUM_THREADS=N`, when set, is the user's choice and taken as it is: N
 //! threads, each measuring a pair (more memory for speed where the work within a pair cannot keep the cores
-//! busy, as zstd's serial decode). One pair is measured however large a tensor is, so above ~17 MiB as f32
-//! one compare pair of captures alone needs more than the budget.
+//! busy, as zstd's serial decode). One pair is measured however large a tensor is: a capture whose frames
+//! are at most 1 MiB (the collector's since frames were cut) reads a tensor longer than 16 MiB a window at
+//! a time, so its zstd scratch stays ~20-24 MiB and one pair of any size fits the budget (a bounded
+//! scratch counts as its bound, [`Footprint::scratch_max`]); captures written before hold their large
+//! tensors' compressed planes whole, and above ~25 MiB as f32 one compare pair of them needs more.
 
 use crate::index::{Index, TensorInfo};
 use crate::sources::Source;
@@ -33,6 +36,10 @@ pub struct Footprint {
     pub base: u64,
     pub per_pair: u64,
     pub per_pair_tensors: u64,
+    /// Of the `per_pair_tensors` buffers, how many are decoding scratch that holds at most `scratch_max`
+    /// bytes however large the tensor (`Source::decode_scratch_max`).
+    pub scratch_buffers: u64,
+    pub scratch_max: u64,
 }
 
 impl Footprint {
@@ -40,12 +47,27 @@ impl Footprint {
     /// side's [`Source::buffers_per_tensor`] times the largest tensor as f32. Measured on medium:4 captures:
     /// 11-12 MiB per pair for a largest tensor of 2 MiB (2 to 5 threads each measuring one: 32, 43, 57, 65-68
     /// MiB; 76 with 6 on a 16-core machine, 179 with 16); an npy pair of 8 MiB f32 tensors: 20 MiB with 2.
+    /// A source whose decoding scratch is bounded ([`Source::decode_scratch_max`]) counts one of its buffers
+    /// as at most that bound.
     pub fn compare(sources: [&dyn Source; 2]) -> Footprint {
         let per_pair_tensors = sources.iter().map(|s| s.buffers_per_tensor()).sum();
-        Footprint { base: 12 << 20, per_pair: 2 << 20, per_pair_tensors }
+        let bounded: Vec<u64> = sources.iter().filter_map(|s| s.decode_scratch_max()).collect();
+        Footprint {
+            base: 12 << 20,
+            per_pair: 2 << 20,
+            per_pair_tensors,
+            scratch_buffers: bounded.len() as u64,
+            scratch_max: bounded.into_iter().max().unwrap_or(0),
+        }
     }
     /// diff reads block by block: 4 MiB with one pair; per pair ~0.3 MiB + 1.6x the largest tensor.
-    pub const DIFF: Footprint = Footprint { base: 4 << 20, per_pair: 1 << 19, per_pair_tensors: 2 };
+    pub const DIFF: Footprint = Footprint {
+        base: 4 << 20,
+        per_pair: 1 << 19,
+        per_pair_tensors: 2,
+        scratch_buffers: 0,
+        scratch_max: 0,
+    };
 }
 
 /// A tensor's size as f32 (or as f64 where it is wider), in bytes: the size compare decodes it to. The device
@@ -77,7 +99,9 @@ fn allowed(footprint: Footprint, largest: u64) -> u64 {
 impl Footprint {
     /// What one pair in flight holds when its thread's largest tensor is `bytes` as f32.
     fn per_pair_of(self, bytes: u64) -> u64 {
-        self.per_pair.saturating_add(bytes.saturating_mul(self.per_pair_tensors))
+        let whole = self.per_pair_tensors.saturating_sub(self.scratch_buffers);
+        let scratch = bytes.min(self.scratch_max).saturating_mul(self.scratch_buffers);
+        self.per_pair.saturating_add(bytes.saturating_mul(whole)).saturating_add(scratch)
     }
 }
 
@@ -189,22 +213,59 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
     /// compare of two captures (3 buffers a side) and of two npy directories (1).
-    const CAPTURES: Footprint = Footprint { base: 12 << 20, per_pair: 2 << 20, per_pair_tensors: 6 };
-    const NPY: Footprint = Footprint { base: 12 << 20, per_pair: 2 << 20, per_pair_tensors: 2 };
+    const CAPTURES: Footprint = Footprint {
+        base: 12 << 20,
+        per_pair: 2 << 20,
+        per_pair_tensors: 6,
+        scratch_buffers: 0,
+        scratch_max: 0,
+    };
+    const NPY: Footprint = Footprint {
+        base: 12 << 20,
+        per_pair: 2 << 20,
+        per_pair_tensors: 2,
+        scratch_buffers: 0,
+        scratch_max: 0,
+    };
+    /// compare of two captures whose reads hold at most 24 MiB of zstd's frames (values, scratch a side).
+    const WINDOWED: Footprint = Footprint {
+        base: 12 << 20,
+        per_pair: 2 << 20,
+        per_pair_tensors: 4,
+        scratch_buffers: 2,
+        scratch_max: 24 * MIB,
+    };
 
     #[test]
     fn the_pairs_in_flight_keep_the_measured_footprint_within_the_budget() {
-        for footprint in [CAPTURES, NPY, Footprint::DIFF] {
-            for largest in [0, 4 << 10, 200 << 10, 2 * MIB, 8 * MIB, 30 * MIB] {
+        for footprint in [CAPTURES, NPY, WINDOWED, Footprint::DIFF] {
+            for largest in [0, 4 << 10, 200 << 10, 2 * MIB, 8 * MIB, 30 * MIB, 144 * MIB] {
                 let n = pairs_for(footprint, largest, 1024) as u64;
-                let used = footprint.base + n * (footprint.per_pair + footprint.per_pair_tensors * largest);
+                let used = footprint.base + n * footprint.per_pair_of(largest);
                 let budget = BUDGET + 2 * largest;
                 assert!(used <= budget || n == 1, "{footprint:?} {largest}: {n} pairs use {used}");
                 // One more pair would not fit: as many pairs as the budget allows.
-                let more = used + footprint.per_pair + footprint.per_pair_tensors * largest;
+                let more = used + footprint.per_pair_of(largest);
                 assert!(more > budget, "{footprint:?} {largest}: {n} pairs leave room for another");
             }
         }
+    }
+
+    /// A scratch that stays bounded counts as its bound once the tensors are larger: one pair of two
+    /// captures' 144 MiB tensors then fits the budget (values and 24 MiB of frames a side), where whole
+    /// planes beside the values did not; below the bound it counts as a whole buffer, as before.
+    #[test]
+    fn a_bounded_scratch_counts_as_its_bound() {
+        let budget = |largest: u64| BUDGET + 2 * largest;
+        assert!(WINDOWED.base + WINDOWED.per_pair_of(144 * MIB) <= budget(144 * MIB));
+        assert!(
+            CAPTURES.base + Footprint { per_pair_tensors: 4, ..CAPTURES }.per_pair_of(144 * MIB)
+                > budget(144 * MIB)
+        );
+        for largest in [0, 2 * MIB, 24 * MIB] {
+            assert_eq!(WINDOWED.per_pair_of(largest), WINDOWED.per_pair + 4 * largest, "{largest}");
+        }
+        assert_eq!(WINDOWED.per_pair_of(100 * MIB), WINDOWED.per_pair + 2 * 100 * MIB + 2 * 24 * MIB);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::source::{HostBlocks, SliceBlocks, Source};
 use crate::index::{Index, TensorId, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
+use crate::threads::tensor_bytes;
 use accutrace_formats::capture::completeness::{self, RecordTally};
 use accutrace_formats::capture::reader::{CaptureRun, Record, TensorBlocks};
 use accutrace_formats::capture::record;
@@ -486,8 +487,9 @@ impl Source for CaptureSource {
         true
     }
 
-    /// A read holds the f32 values and zstd's scratch (the planes zstd decodes, at most the tensor's bytes;
-    /// the blocks are decoded from there straight into the values), and a tensor in a device layout also
+    /// A read holds the f32 values and zstd's scratch (the planes zstd decodes, at most the tensor's bytes,
+    /// or a window's frames: [`decode_scratch_max`](Source::decode_scratch_max); the blocks are decoded from
+    /// there straight into the values), and a tensor in a device layout also
     /// its device-order values: 2 where the largest tensors are in host order, 3 where one in a device
     /// layout is at least half the largest (its extra buffer then matters). Measured with 1, 2 and 4
     /// threads (RAYON_NUM_THREADS, scripts/bench-memory, compare of two captures): each thread added
@@ -511,6 +513,24 @@ impl Source for CaptureSource {
         } else {
             2
         }
+    }
+
+    /// Captures whose writer cut the data into frames of at most ~1 MiB are read a window at a time where
+    /// a tensor is longer than a window: the scratch then holds a window's frames, not the whole planes
+    /// that compress ([`StreamReader::blocks_scratch_bytes`]). Where the largest tensor's read holds at
+    /// most that bound (the widest element's), every read does; captures written before frames were cut
+    /// hold their large tensors' planes whole, and so give `None`.
+    ///
+    /// [`StreamReader::blocks_scratch_bytes`]: accutrace_formats::capture::StreamReader::blocks_scratch_bytes
+    fn decode_scratch_max(&self) -> Option<u64> {
+        let tensors = &self.index.tensors;
+        let with_data = |t: &usize| tensors[*t].has_data && self.metas[*t].is_some();
+        let widest = (0..tensors.len()).filter(with_data).filter_map(|t| tensors[t].dtype.bits()).max()?;
+        let bound = accutrace_formats::capture::blocks_scratch_max(widest.div_ceil(8) as usize);
+        let largest = (0..tensors.len()).filter(with_data).max_by_key(|&t| tensor_bytes(&tensors[t]))?;
+        let (s, segment, offset) = unpack(tensors[largest].locator);
+        let bytes = self.run.streams[s].blocks_scratch_bytes(segment, offset).ok()?;
+        (bytes <= bound).then_some(bound)
     }
 
     fn release_all(&self) {
@@ -721,6 +741,31 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             write(dir.path(), &tensors);
             assert_eq!(CaptureSource::open(dir.path()).unwrap().buffers_per_tensor(), buffers);
+        }
+    }
+
+    /// A tensor longer than a window (17 MiB of fp16 data, in the writer's frames of at most 1 MiB): its
+    /// values, read a window at a time, are the whole decode's, and the capture counts its scratch as a
+    /// window's frames at most.
+    #[test]
+    fn a_tensor_longer_than_a_window_is_read_whole_through_a_bounded_scratch() {
+        let n = (17 << 20) / 2 + 3;
+        let bytes: Vec<u8> = noise(2 * n, 5).chunks(2).flat_map(|e| [e[0], 0x3C | (e[1] & 1)]).collect();
+        let big = (DType::FLOAT16, Format::ND, vec![n as u64], None, bytes);
+        let small = (DType::FLOAT, Format::ND, vec![100], None, noise(400, 3));
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &[big, small]);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        let bound = accutrace_formats::capture::blocks_scratch_max(4);
+        assert_eq!(source.decode_scratch_max(), Some(bound));
+        let (s, segment, offset) = unpack(source.index.tensors[0].locator);
+        let scratch = source.run.streams[s].blocks_scratch_bytes(segment, offset).unwrap();
+        // Its compressed plane (the high bytes; the noisy low ones are stored), within the fp16 bound.
+        assert_eq!(scratch, n as u64);
+        assert!(scratch <= accutrace_formats::capture::blocks_scratch_max(2));
+        let mut out = Vec::new();
+        for t in 0..2 {
+            read_as_whole(&source, t, &mut out).unwrap();
         }
     }
 }

@@ -85,6 +85,12 @@ pub trait Source: Send + Sync {
     fn buffers_per_tensor(&self) -> u64 {
         2
     }
+    /// At most how many bytes one of those buffers, the decoding scratch, holds however large the tensor,
+    /// where a source reads its tensors through a bounded scratch (a capture read a window at a time);
+    /// `None` where it grows with the tensor.
+    fn decode_scratch_max(&self) -> Option<u64> {
+        None
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

@@ -82,7 +82,7 @@ const PLANE_FRAMES_MIN: usize = 64 << 10;
 /// frame, because zstd decodes a frame on one core and frames apart on as many as there are (a reader of a
 /// large tensor decodes its frames in parallel). zstd's fast levels match within 512 KiB at most, so pieces
 /// of about 1 MiB lose next to nothing of the ratio.
-const FRAME_BYTES_MAX: usize = 1 << 20;
+pub(super) const FRAME_BYTES_MAX: usize = 1 << 20;
 
 /// The frames of `run`: itself, or equal pieces of at most [`FRAME_BYTES_MAX`] bytes when it is longer.
 fn frame_pieces(run: std::ops::Range<usize>) -> impl Iterator<Item = std::ops::Range<usize>> {

@@ -67,6 +67,7 @@ pub mod encode;
 pub mod environment;
 pub mod manifest;
 pub mod pipeline;
+mod planes;
 pub mod policy;
 pub mod reader;
 pub mod record;
@@ -84,7 +85,9 @@ pub use environment::{FileDigest, FoundVersion, JobSettings, RunEnvironment, MAX
 pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary};
 pub use pipeline::PipelineCounters;
 pub use policy::{Policy, PolicyState};
-pub use reader::{CaptureRun, CapturedTensor, Record, RecordRef, Records, StreamReader, TornTail};
+pub use reader::{
+    blocks_scratch_max, CaptureRun, CapturedTensor, Record, RecordRef, Records, StreamReader, TornTail,
+};
 pub use record::{
     DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource, TensorMeta,
 };

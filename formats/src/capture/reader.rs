@@ -9,9 +9,12 @@
 
 use super::collective::CollectiveInfo;
 use super::manifest::{read_json, Manifest, StreamInfo, MANIFEST_FILE, STREAM_FILE};
+use super::planes::{
+    decodes_in_windows, window_scratch_max, Joined, Pieces, PlaneBytes, Windows, WINDOW_BYTES,
+};
 use super::record::*;
 use super::segment::{self, Frame, SegmentHeader, HEADER_LEN};
-use super::zstd_frames::{decompress, zstd_pieces, PieceIn};
+use super::zstd_frames::{decompress, scan_frames, zstd_pieces};
 use super::{parse_segment_file_name, shuffle, trim_lock};
 use crate::histogram::Histogram;
 use crate::stats::{content_hash, TensorStats};
@@ -424,31 +427,56 @@ impl StoredData<'_> {
     /// [`planes`](Self::planes) for reading block by block: where zstd stored some frames' blocks as they
     /// are (the flat planes, whose literals the writer does not compress), those blocks are lent from the
     /// payload instead of copied out of it ([`zstd_pieces`]); the other frames are decoded into `scratch`.
-    /// Anything else, or anything [`zstd_pieces`] does not take, is [`planes`](Self::planes)' whole decode,
-    /// with its errors.
-    fn plane_bytes<'s>(&'s self, path: &Path, scratch: &'s mut Vec<u8>) -> Result<(PlaneBytes<'s>, usize)> {
+    /// Data longer than a window, written in frames a window takes, is decoded a window at a time as it is
+    /// read ([`Windows`]): `scratch` then holds a window's frames, not the whole planes. Anything else, or
+    /// anything [`zstd_pieces`] does not take, is [`planes`](Self::planes)' whole decode, with its errors.
+    /// `window`: the data bytes a window makes readable ([`WINDOW_BYTES`] but in tests).
+    fn plane_bytes<'s>(
+        &'s self,
+        path: &Path,
+        scratch: &'s mut Vec<u8>,
+        window: usize,
+    ) -> Result<(PlaneBytes<'s>, usize)> {
         if let DataEncoding::Zstd { shuffle_width } = self.encoding {
+            let (width, len) = (shuffle_width as usize, self.data_size as usize);
+            if let Some(frames) = self.windowed_frames(window) {
+                let windows = Windows::new(self.payload, frames, scratch, len, window);
+                return Ok((PlaneBytes::Windows(windows), width));
+            }
             if let Some(pieces) = zstd_pieces(self.payload, self.data_size, scratch) {
-                let width = shuffle_width as usize;
-                let pieces = pieces
-                    .into_iter()
-                    .filter(|p| !p.1.is_empty())
-                    .scan(0, |at, p| {
-                        let bytes = match p.0 {
-                            PieceIn::Payload => &self.payload[p.1],
-                            PieceIn::Scratch => &scratch[p.1],
-                        };
-                        let start = *at;
-                        *at += bytes.len();
-                        Some((start, bytes))
-                    })
-                    .collect();
-                let len = self.data_size as usize;
-                return Ok((PlaneBytes::Pieces(Pieces { pieces, len }), width));
+                return Ok((PlaneBytes::Pieces(Pieces::new(pieces, self.payload, scratch, len)), width));
             }
         }
         let (planes, width) = self.planes(path, scratch)?;
         Ok((PlaneBytes::Whole(planes), width))
+    }
+
+    /// The payload's frames, where the data is read `window` bytes at a time ([`decodes_in_windows`]).
+    fn windowed_frames(&self, window: usize) -> Option<Vec<super::zstd_frames::Frame>> {
+        let len = usize::try_from(self.data_size).ok()?;
+        if !matches!(self.encoding, DataEncoding::Zstd { .. }) || len <= window {
+            return None;
+        }
+        scan_frames(self.payload, self.data_size).filter(|frames| decodes_in_windows(frames, len, window))
+    }
+
+    /// `f` over the data read block by block ([`TensorBlocks`]; zstd's frames in `scratch`, a `window` at a
+    /// time where they are read so), then what `f` left is read: `f`'s result once the whole data matched
+    /// its content hash, else the error `read_tensor_data_at` gives.
+    fn read_blocks_with<R>(
+        &self,
+        path: &Path,
+        scratch: &mut Vec<u8>,
+        window: usize,
+        f: impl FnOnce(&mut TensorBlocks<'_>) -> R,
+    ) -> Result<R> {
+        let (planes, width) = self.plane_bytes(path, scratch, window)?;
+        let mut blocks = TensorBlocks::new(planes, width);
+        let result = f(&mut blocks);
+        match blocks.finish() {
+            Some(hash) => self.check_hash(path, hash).map(|()| result),
+            None => Err(self.whole_decode_error(path, scratch)),
+        }
     }
 
     /// Decodes into `out` (its old contents are overwritten, never zeroed first: a reused buffer costs no
@@ -472,12 +500,28 @@ impl StoredData<'_> {
         self.check_hash(path, content_hash(out))
     }
 
+    /// The whole decode's error, for data whose frames zstd failed on while they were read a window at a
+    /// time ([`Windows`]): the error `read_tensor_data_at` gives.
+    fn whole_decode_error(&self, path: &Path, scratch: &mut Vec<u8>) -> FormatError {
+        match self.planes(path, scratch) {
+            Err(e) => e,
+            Ok(_) => self.error(path, "a zstd frame of the data failed to decode".into()),
+        }
+    }
+
     fn check_hash(&self, path: &Path, hash: u64) -> Result<()> {
         if hash != self.content_hash {
             return Err(self.error(path, "tensor data does not match its content hash".into()));
         }
         Ok(())
     }
+}
+
+/// At most how many bytes of decoded zstd frames [`StreamReader::with_tensor_blocks_at`] holds for
+/// `width`-byte elements where it reads the data a window at a time
+/// ([`StreamReader::blocks_scratch_bytes`] says where).
+pub fn blocks_scratch_max(width: usize) -> u64 {
+    window_scratch_max(width) as u64
 }
 
 /// A tensor's data read in order, block by block, from its byte planes ([`StreamReader::with_tensor_blocks_at`]):
@@ -491,154 +535,10 @@ pub struct TensorBlocks<'a> {
     pos: usize,
     hasher: crate::hash::Xxh3,
     joined: Joined,
+    /// zstd failed on a frame read a window at a time ([`Windows`]): what was read is not the data, and
+    /// the read reports the whole decode's error ([`StreamReader::with_tensor_blocks_at`]).
+    failed: bool,
 }
-
-/// The byte planes of a tensor's data: one slice, or pieces in order ([`zstd_pieces`]).
-enum PlaneBytes<'a> {
-    Whole(&'a [u8]),
-    Pieces(Pieces<'a>),
-}
-
-impl PlaneBytes<'_> {
-    /// The whole planes, where they are the data in order (1-byte planes in one slice): what a read lends.
-    fn in_order(&self, width: usize) -> Option<&[u8]> {
-        match self {
-            PlaneBytes::Whole(planes) if width <= 1 => Some(planes),
-            _ => None,
-        }
-    }
-
-    /// Bytes `start..start + buf.len()` of the data, from planes of `width`-byte elements: unshuffled into
-    /// `buf`, or lent as stored.
-    fn read<'s>(&'s self, width: usize, start: usize, buf: &'s mut [u8], joined: &'s mut Joined) -> &'s [u8] {
-        match self {
-            PlaneBytes::Whole(planes) if width <= 1 => &planes[start..start + buf.len()],
-            PlaneBytes::Whole(planes) => {
-                shuffle::unshuffle_range(planes, width, start, buf);
-                buf
-            }
-            PlaneBytes::Pieces(pieces) => pieces.unshuffle_range(width, start, buf, joined),
-        }
-    }
-
-    /// [`read`](Self::read) into `buf`, lent or not.
-    fn read_into(&self, width: usize, start: usize, buf: &mut [u8], joined: &mut Joined) {
-        match self {
-            PlaneBytes::Whole(planes) if width <= 1 => buf.copy_from_slice(&planes[start..start + buf.len()]),
-            PlaneBytes::Whole(planes) => shuffle::unshuffle_range(planes, width, start, buf),
-            PlaneBytes::Pieces(_) if buf.is_empty() => {}
-            PlaneBytes::Pieces(pieces) if width <= 1 => {
-                let first = pieces.piece_of(start);
-                buf.copy_from_slice(Pieces::range(&pieces.pieces, first, start, buf.len(), &mut joined[0]));
-            }
-            // Elements of several bytes are always unshuffled into `buf`.
-            PlaneBytes::Pieces(pieces) => _ = pieces.unshuffle_range(width, start, buf, joined),
-        }
-    }
-}
-
-/// Byte planes in pieces: zstd's stored blocks lent from the payload, and the frames zstd decoded, lent
-/// from the scratch buffer. A range that spans two pieces is copied together into a buffer of its plane
-/// ([`Joined`]), the reader's own.
-struct Pieces<'a> {
-    /// The pieces in order, none empty, each with the offset in the planes where it starts.
-    pieces: Vec<(usize, &'a [u8])>,
-    len: usize,
-}
-
-/// Per plane, where a range of [`Pieces`] that spans pieces is put together: one per reader, so that
-/// threads reading ranges of the same pieces at once each have their own.
-type Joined = [Vec<u8>; MAX_PIECE_WIDTH];
-
-impl<'a> Pieces<'a> {
-    /// The index of the piece holding byte `at` (< `len`).
-    fn piece_of(&self, at: usize) -> usize {
-        self.pieces.partition_point(|&(start, _)| start <= at) - 1
-    }
-
-    /// Bytes `start..start + len` of the planes: lent from their piece, or put together in `joined`.
-    fn range<'s>(
-        pieces: &[(usize, &'a [u8])],
-        first: usize,
-        start: usize,
-        len: usize,
-        joined: &'s mut Vec<u8>,
-    ) -> &'s [u8]
-    where
-        'a: 's,
-    {
-        let (piece_start, piece) = pieces[first];
-        let from = start - piece_start;
-        if from + len <= piece.len() {
-            return &piece[from..from + len];
-        }
-        joined.clear();
-        let mut at = start;
-        for &(piece_start, piece) in &pieces[first..] {
-            if joined.len() == len {
-                break;
-            }
-            let from = at - piece_start;
-            let take = (piece.len() - from).min(len - joined.len());
-            joined.extend_from_slice(&piece[from..from + take]);
-            at += take;
-        }
-        joined
-    }
-
-    /// Byte `at` of the planes.
-    fn byte(&self, at: usize) -> u8 {
-        let (start, piece) = self.pieces[self.piece_of(at)];
-        piece[at - start]
-    }
-
-    /// [`shuffle::unshuffle_range`] of the planes of `width`-byte elements, as if they were one slice.
-    fn unshuffle_range<'s>(
-        &'s self,
-        width: usize,
-        start: usize,
-        out: &'s mut [u8],
-        joined: &'s mut Joined,
-    ) -> &'s [u8] {
-        let end = start + out.len();
-        let n = self.len / width.max(1);
-        if out.is_empty() {
-            // Nothing to look up (an empty tensor has no pieces).
-            return out;
-        }
-        if width <= 1 {
-            let first = self.piece_of(start);
-            // In order already: lent from its piece (as raw data is lent), or put together.
-            return Self::range(&self.pieces, first, start, out.len(), &mut joined[0]);
-        }
-        if start.is_multiple_of(width)
-            && end.is_multiple_of(width)
-            && end <= n * width
-            && width <= MAX_PIECE_WIDTH
-        {
-            let (first, count) = (start / width, out.len() / width);
-            let mut planes: [&[u8]; MAX_PIECE_WIDTH] = [&[]; MAX_PIECE_WIDTH];
-            for ((b, plane), joined) in planes[..width].iter_mut().enumerate().zip(joined.iter_mut()) {
-                let at = b * n + first;
-                let piece = self.pieces.partition_point(|&(s, _)| s <= at) - 1;
-                *plane = Self::range(&self.pieces, piece, at, count, joined);
-            }
-            shuffle::interleave_planes(&planes[..width], out);
-            return out;
-        }
-        // A range that starts or ends inside an element, or the ragged tail: byte by byte, as
-        // `unshuffle_range` takes them.
-        let whole = n * width;
-        for (k, o) in out.iter_mut().enumerate() {
-            let pos = start + k;
-            *o = self.byte(if pos < whole { (pos % width) * n + pos / width } else { pos });
-        }
-        out
-    }
-}
-
-/// The widest elements whose planes [`Pieces`] interleaves whole (wider ones: byte by byte).
-const MAX_PIECE_WIDTH: usize = 16;
 
 /// The bytes [`TensorBlocks::decode_f32_into`] decodes at a time: whole elements of every width (up to 16
 /// bytes), and whole steps of the hardware fp16 conversion (8 values), so that every block but the last
@@ -688,15 +588,13 @@ impl WaveBuffers {
 
 impl<'a> TensorBlocks<'a> {
     fn new(planes: PlaneBytes<'a>, width: usize) -> TensorBlocks<'a> {
-        TensorBlocks { planes, width, pos: 0, hasher: crate::hash::Xxh3::new(), joined: Joined::default() }
+        let (hasher, joined) = (crate::hash::Xxh3::new(), Joined::default());
+        TensorBlocks { planes, width, pos: 0, hasher, joined, failed: false }
     }
 
     /// The data's size in bytes.
     pub fn len(&self) -> usize {
-        match &self.planes {
-            PlaneBytes::Whole(planes) => planes.len(),
-            PlaneBytes::Pieces(pieces) => pieces.len,
-        }
+        self.planes.len()
     }
 
     /// Whether the data is empty.
@@ -707,6 +605,13 @@ impl<'a> TensorBlocks<'a> {
     /// The next `min(buf.len(), bytes left)` bytes of the data, unshuffled into `buf` or lent as stored.
     pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
         let n = buf.len().min(self.len() - self.pos);
+        self.failed = self.failed || !self.planes.prepare(self.width, self.pos, self.pos + n);
+        if self.failed {
+            // Not the data: zeros stand in for it, and the read reports the error once `f` returns.
+            self.pos += n;
+            buf[..n].fill(0);
+            return &buf[..n];
+        }
         let block = self.planes.read(self.width, self.pos, &mut buf[..n], &mut self.joined);
         self.hasher.update(block);
         self.pos += n;
@@ -787,7 +692,7 @@ impl<'a> TensorBlocks<'a> {
     ) -> Result<()> {
         use rayon::prelude::*;
         let len = self.len();
-        let (planes, plane_width, hasher) = (&self.planes, self.width, &mut self.hasher);
+        let (planes, plane_width, hasher) = (&mut self.planes, self.width, &mut self.hasher);
         let in_order = planes.in_order(plane_width);
         let wave = chunks * PARALLEL_CHUNK;
         // This thread's wave buffers ([`WaveBuffers`]), grown once to the wave, then reused: no allocation or
@@ -814,6 +719,14 @@ impl<'a> TensorBlocks<'a> {
         let mut pos = 0;
         while pos < len {
             let end = (pos + wave).min(len);
+            if !planes.prepare(plane_width, pos, end) {
+                // zstd failed on a frame of this window: the read reports the whole decode's error.
+                self.failed = true;
+                self.pos = len;
+                drop(Back(hashing, decoding));
+                return Ok(());
+            }
+            let planes = &*planes;
             let values = &mut out[pos / width * lanes..end / width * lanes];
             let unhashed = match in_order {
                 Some(data) => &data[pending.clone()],
@@ -879,13 +792,14 @@ impl<'a> TensorBlocks<'a> {
         Ok(())
     }
 
-    /// Reads what is left (hashing it) and returns the hash of the whole data.
-    fn finish(mut self) -> u64 {
+    /// Reads what is left (hashing it) and returns the hash of the whole data; `None` where zstd failed on
+    /// a frame read a window at a time.
+    fn finish(mut self) -> Option<u64> {
         let mut buf = [0u8; 16 << 10];
-        while self.pos < self.len() {
+        while self.pos < self.len() && !self.failed {
             self.next_block(&mut buf);
         }
-        self.hasher.digest()
+        (!self.failed).then(|| self.hasher.digest())
     }
 }
 
@@ -920,7 +834,10 @@ impl StreamReader {
     /// read where they lie in the segment instead), then `f` reads them through [`TensorBlocks`] (each
     /// block unshuffled into `f`'s own buffer); what `f` leaves unread is read after
     /// it returns, and `f`'s result is returned only when the whole data matches its content hash (else
-    /// the same error as `read_tensor_data_at`). `f` is not called when the data cannot be decompressed.
+    /// the same error as `read_tensor_data_at`). `f` is not called when the data cannot be decompressed,
+    /// except where it is decoded a window at a time as `f` reads it (data longer than a window, see
+    /// [`blocks_scratch_bytes`](Self::blocks_scratch_bytes)): a frame zstd fails on then gives zeros for the
+    /// rest of the data to `f` and that same error once `f` returns.
     pub fn with_tensor_blocks_at<R>(
         &self,
         segment_index: u64,
@@ -930,13 +847,30 @@ impl StreamReader {
     ) -> Result<R> {
         let (seg, stored) = self.stored_at(segment_index, offset)?;
         let path = &self.segments[seg].path;
-        let read = stored.plane_bytes(path, scratch).and_then(|(planes, width)| {
-            let mut blocks = TensorBlocks::new(planes, width);
-            let result = f(&mut blocks);
-            stored.check_hash(path, blocks.finish()).map(|()| result)
-        });
+        let read = stored.read_blocks_with(path, scratch, WINDOW_BYTES, f);
         self.release_later(seg, stored.payload_offset, stored.payload_offset + stored.payload.len() as u64);
         read
+    }
+
+    /// At most how many bytes of decoded zstd frames [`with_tensor_blocks_at`](Self::with_tensor_blocks_at)
+    /// holds in its scratch while reading the tensor record at `offset` of segment `segment_index`: for data
+    /// longer than a window written in frames of at most ~1 MiB (the writer's since frames were cut, see
+    /// docs/CAPTURE_FORMAT.md), a window's frames, whatever the data's size; else the frames zstd decodes
+    /// (the planes that compress), or the whole data where the payload's frames are not the writer's. Reads
+    /// only the headers of the frames and of their blocks.
+    pub fn blocks_scratch_bytes(&self, segment_index: u64, offset: u64) -> Result<u64> {
+        let (_, stored) = self.stored_at(segment_index, offset)?;
+        let DataEncoding::Zstd { shuffle_width } = stored.encoding else {
+            return Ok(0);
+        };
+        let Some(frames) = scan_frames(stored.payload, stored.data_size) else {
+            return Ok(stored.data_size);
+        };
+        let decoded: u64 = frames.iter().filter(|f| f.stored.is_none()).map(|f| f.planes.len() as u64).sum();
+        if stored.windowed_frames(WINDOW_BYTES).is_some() {
+            return Ok(decoded.min(window_scratch_max(shuffle_width as usize) as u64));
+        }
+        Ok(decoded)
     }
 
     /// Whether the tensor record at `offset` of segment `segment_index` and the one at `other_offset` of
@@ -1341,6 +1275,7 @@ impl<'a> Records<'a> {
 mod tests {
     use super::*;
     use crate::capture::encode::encode_data;
+    use crate::capture::zstd_frames::PieceIn;
     use crate::{simd, DType};
 
     /// `bytes` bytes of `width`-byte elements whose low byte is noise and whose other bytes take few values:
@@ -1374,28 +1309,35 @@ mod tests {
     /// What `with_tensor_blocks_at` gives: the data read through [`StoredData::plane_bytes`] in blocks of
     /// `block` bytes, once its hash matched.
     fn read_blocks(stored: &StoredData<'_>, block: usize) -> Result<Vec<u8>> {
-        let path = Path::new("t");
-        let mut scratch = Vec::new();
-        let (planes, width) = stored.plane_bytes(path, &mut scratch)?;
-        let mut blocks = TensorBlocks::new(planes, width);
-        let (mut out, mut buf) = (Vec::new(), vec![0u8; block]);
-        while out.len() < blocks.len() {
-            out.extend_from_slice(blocks.next_block(&mut buf));
-        }
-        stored.check_hash(path, blocks.finish())?;
-        Ok(out)
+        read_blocks_in(stored, block, WINDOW_BYTES, &mut Vec::new())
+    }
+
+    /// [`read_blocks`] with windows of `window` bytes and `scratch`.
+    fn read_blocks_in(
+        stored: &StoredData<'_>,
+        block: usize,
+        window: usize,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        stored.read_blocks_with(Path::new("t"), scratch, window, |blocks| {
+            let (mut out, mut buf) = (Vec::new(), vec![0u8; block]);
+            while out.len() < blocks.len() {
+                out.extend_from_slice(blocks.next_block(&mut buf));
+            }
+            out
+        })
     }
 
     /// The hash of the data when half of it was read block by block and `finish` read the rest.
     fn hash_of_half_read(stored: &StoredData<'_>, block: usize) -> u64 {
         let mut scratch = Vec::new();
-        let (planes, width) = stored.plane_bytes(Path::new("t"), &mut scratch).unwrap();
+        let (planes, width) = stored.plane_bytes(Path::new("t"), &mut scratch, WINDOW_BYTES).unwrap();
         let mut blocks = TensorBlocks::new(planes, width);
         let mut buf = vec![0u8; block];
         while blocks.pos < blocks.len() / 2 {
             blocks.next_block(&mut buf);
         }
-        blocks.finish()
+        blocks.finish().unwrap()
     }
 
     /// What `read_tensor_data_at` gives: zstd's whole decode.
@@ -1453,13 +1395,13 @@ mod tests {
                 let encoded = encode_data(&raw, dtype, 1).unwrap();
                 let s = stored(encoded.payload(), encoded.encoding(), &raw);
                 let path = Path::new("t");
-                let (planes, width) = s.plane_bytes(path, &mut scratch).unwrap();
+                let (planes, width) = s.plane_bytes(path, &mut scratch, WINDOW_BYTES).unwrap();
                 let mut blocks = TensorBlocks::new(planes, width);
                 let (mut got, mut buf) = (Vec::new(), vec![0u8; 4096 + 3]);
                 while got.len() < blocks.len() {
                     got.extend_from_slice(blocks.next_block(&mut buf));
                 }
-                assert_eq!(blocks.finish(), s.content_hash, "{dtype} {bytes} bytes");
+                assert_eq!(blocks.finish(), Some(s.content_hash), "{dtype} {bytes} bytes");
                 assert!(got == raw, "{dtype} {bytes} bytes");
                 // What zstd decoded, and only that, is in the scratch buffer.
                 let frames = zstd_pieces(s.payload, s.data_size, &mut Vec::new());
@@ -1522,12 +1464,12 @@ mod tests {
                     out.iter_mut().for_each(|v| *v = -7.0);
                     let path = Path::new("t");
                     let mut scratch = Vec::new();
-                    let (planes, planes_width) = s.plane_bytes(path, &mut scratch).unwrap();
+                    let (planes, planes_width) = s.plane_bytes(path, &mut scratch, WINDOW_BYTES).unwrap();
                     let mut blocks = TensorBlocks::new(planes, planes_width);
                     let taken =
                         simd::with_ceiling(level, || blocks.decode_f32_into(dtype, &mut out)).unwrap();
                     assert!(taken, "{dtype} {elements}");
-                    s.check_hash(path, blocks.finish()).unwrap();
+                    s.check_hash(path, blocks.finish().unwrap()).unwrap();
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
                     let whole = whole_at(level);
                     assert!(bits(&out) == bits(&whole), "{dtype}, {elements} elements, {level:?}");
@@ -1546,7 +1488,7 @@ mod tests {
         let s = stored(encoded.payload(), encoded.encoding(), &raw);
         for dtype in [DType::FLOAT, DType::INT4, DType::STRING] {
             let mut scratch = Vec::new();
-            let (planes, planes_width) = s.plane_bytes(Path::new("t"), &mut scratch).unwrap();
+            let (planes, planes_width) = s.plane_bytes(Path::new("t"), &mut scratch, WINDOW_BYTES).unwrap();
             let mut blocks = TensorBlocks::new(planes, planes_width);
             out = vec![1.0; 9];
             assert!(!blocks.decode_f32_into(dtype, &mut out).unwrap(), "{dtype}");
@@ -1573,13 +1515,22 @@ mod tests {
     /// `s`'s data decoded as `dtype` values as `with_tensor_blocks_at` would, in parallel from `parallel_min`
     /// bytes on: the values' bits once the hash matched, or the error.
     fn decode_checked(s: &StoredData<'_>, dtype: DType, parallel_min: usize) -> Result<Vec<u32>> {
-        let path = Path::new("t");
-        let (mut scratch, mut out) = (Vec::new(), vec![-7.0f32; 11]);
-        let (planes, width) = s.plane_bytes(path, &mut scratch)?;
-        let mut blocks = TensorBlocks::new(planes, width);
+        decode_checked_in(s, dtype, parallel_min, WINDOW_BYTES, &mut Vec::new())
+    }
+
+    /// [`decode_checked`] with windows of `window` bytes and `scratch`.
+    fn decode_checked_in(
+        s: &StoredData<'_>,
+        dtype: DType,
+        parallel_min: usize,
+        window: usize,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Vec<u32>> {
+        let mut out = vec![-7.0f32; 11];
         // Waves of as many chunks as threads: several waves, the last ragged, even on small data.
-        let taken = blocks.decode_f32_into_from(dtype, &mut out, parallel_min, |threads| threads);
-        s.check_hash(path, blocks.finish())?;
+        let taken = s.read_blocks_with(Path::new("t"), scratch, window, |blocks| {
+            blocks.decode_f32_into_from(dtype, &mut out, parallel_min, |threads| threads)
+        })?;
         assert!(taken?, "{dtype}");
         Ok(out.iter().map(|v| v.to_bits()).collect())
     }
@@ -1635,11 +1586,12 @@ mod tests {
                     }
                     let s = stored(&payload, encoding, &raw);
                     let mut scratch = Vec::new();
-                    kinds.insert(match s.plane_bytes(Path::new("t"), &mut scratch).unwrap() {
+                    kinds.insert(match s.plane_bytes(Path::new("t"), &mut scratch, WINDOW_BYTES).unwrap() {
                         (PlaneBytes::Whole(_), 1) => "in order",
                         (PlaneBytes::Whole(_), _) => "whole planes",
                         (PlaneBytes::Pieces(_), 1) => "1-byte pieces",
                         (PlaneBytes::Pieces(_), _) => "pieces",
+                        (PlaneBytes::Windows(_), _) => "windows",
                     });
                     let mut damaged = Vec::new();
                     if let Some(pieces) = zstd_pieces(s.payload, s.data_size, &mut Vec::new()) {
@@ -1744,5 +1696,89 @@ mod tests {
             }
             assert!(same_error > 100, "{dtype}: only {same_error} damaged reads failed");
         }
+    }
+
+    /// Tensors longer than their window, written as the writer writes them (frames of at most 1 MiB, the
+    /// noisy low plane's stored, the others compressed, some across planes), read a window at a time with
+    /// windows smaller than a wave, between frames' sizes, and odd: block by block in blocks of several sizes,
+    /// and as values, serially on 1 thread and in parallel on 3, they read as zstd's whole decode (the same
+    /// bytes, the same values bit for bit) while the scratch holds at most a window's frames, less than the
+    /// whole planes on the longest; a flipped byte in a compressed frame or a stored block gives the whole
+    /// decode's bytes or its error.
+    #[test]
+    fn data_read_a_window_at_a_time_is_the_whole_decode() {
+        let pools: Vec<rayon::ThreadPool> =
+            [1, 3].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
+        let cases = [
+            (DType::FLOAT16, 2, (9 << 19) + 18),
+            (DType::BF16, 2, (3 << 20) + 2),
+            (DType::FLOAT, 4, (3 << 20) + 44),
+            (DType::DOUBLE, 8, (5 << 19) + 8 * 13),
+        ];
+        let (mut bounded, mut failed) = (false, 0);
+        for (dtype, width, bytes) in cases {
+            let raw = tensor(width, bytes, bytes as u64);
+            let encoded = encode_data(&raw, dtype, 1).unwrap();
+            let s = stored(encoded.payload(), encoded.encoding(), &raw);
+            let frames = scan_frames(s.payload, s.data_size).unwrap();
+            let frame_max =
+                frames.iter().filter(|f| f.stored.is_none()).map(|f| f.planes.len()).max().unwrap();
+            let decoded: usize = frames.iter().filter(|f| f.stored.is_none()).map(|f| f.planes.len()).sum();
+            assert!(frames.len() > 3 && frames.iter().any(|f| f.stored.is_some()), "{dtype}");
+            let whole = read_whole(&s).unwrap();
+            let values = decode_checked(&s, dtype, usize::MAX).unwrap();
+            for window in [64 << 10, 700_001, (1 << 20) + (1 << 19) + 5] {
+                let mut scratch = Vec::new();
+                let (planes, _) = s.plane_bytes(Path::new("t"), &mut scratch, window).unwrap();
+                assert!(matches!(planes, PlaneBytes::Windows(_)), "{dtype} window {window}");
+                for block in [777, DECODE_BLOCK + 6] {
+                    let read = read_blocks_in(&s, block, window, &mut scratch).unwrap();
+                    assert!(read == whole, "{dtype} window {window}, blocks of {block}");
+                }
+                for (pool, parallel_min) in pools.iter().zip([usize::MAX, 0]) {
+                    let got =
+                        pool.install(|| decode_checked_in(&s, dtype, parallel_min, window, &mut scratch));
+                    let threads = pool.current_num_threads();
+                    assert!(got.unwrap() == values, "{dtype} window {window}, {threads} threads");
+                }
+                // A window's planes (the largest wave's when that is longer), and a frame reaching out of
+                // each end of each plane's part.
+                let reach = window.max(3 * PARALLEL_CHUNK) + 2 * width;
+                assert!(
+                    scratch.len() <= reach + 2 * width * frame_max,
+                    "{dtype} window {window}: {}",
+                    scratch.len()
+                );
+                bounded |= scratch.len() < decoded;
+            }
+            // Damage in a compressed frame, in a stored block, and in a frame header past the first window.
+            let middle = &frames[frames.len() / 2];
+            let stored_block = frames.iter().rev().find_map(|f| f.stored.as_ref()).unwrap()[0].start + 5;
+            for at in [
+                middle.bytes.start + middle.bytes.len() / 2,
+                stored_block,
+                frames[frames.len() - 1].bytes.start + 4,
+            ] {
+                let mut payload = s.payload.to_vec();
+                payload[at] ^= 0x24;
+                let d = StoredData { payload: &payload, ..stored(s.payload, s.encoding, &raw) };
+                let whole = read_whole(&d).map_err(|e| e.to_string());
+                let blocks = read_blocks_in(&d, 4096, 64 << 10, &mut Vec::new()).map_err(|e| e.to_string());
+                assert_eq!(blocks.as_ref().err(), whole.as_ref().err(), "{dtype}, byte {at} flipped");
+                let serial = decode_checked_in(&d, dtype, usize::MAX, 64 << 10, &mut Vec::new());
+                let parallel =
+                    pools[1].install(|| decode_checked_in(&d, dtype, 0, 64 << 10, &mut Vec::new()));
+                for got in [serial, parallel] {
+                    assert_eq!(
+                        got.map_err(|e| e.to_string()).err(),
+                        whole.as_ref().err().cloned(),
+                        "{dtype} {at}"
+                    );
+                }
+                failed += usize::from(whole.is_err());
+            }
+        }
+        assert!(bounded, "no tensor long enough to show the scratch bounded");
+        assert!(failed >= 8, "only {failed} damaged reads failed");
     }
 }

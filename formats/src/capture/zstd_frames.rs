@@ -3,6 +3,7 @@
 //! copying them out ([`zstd_pieces`]).
 
 use std::io::Read;
+use std::ops::Range;
 
 thread_local! {
     /// One zstd decompression context per thread, made on first use: a context is ~100 KiB of tables that
@@ -59,45 +60,32 @@ pub(super) enum PieceIn {
 /// frame alone: zstd decodes one frame on one core).
 const PARALLEL_DECODE_MIN: u64 = 1 << 20;
 
-/// [`zstd_pieces`]' decoding when a tensor has several frames to decode and enough bytes in them: each frame
-/// decodes on a thread of the pool into its own slice of `scratch`, in frame order. `frames` are the
-/// scanned frames: their bytes in `payload`, their content size, and their stored blocks where they hold
-/// nothing else. The scratch keeps its length where it is longer (only what it grows by is zero-filled) and
-/// ends exactly `decoded` long: every byte of it is one that zstd wrote, since each frame must fill its
-/// slice.
-fn decode_in_parallel(
-    payload: &[u8],
-    frames: impl Iterator<Item = (std::ops::Range<usize>, u64, Option<Vec<std::ops::Range<usize>>>)>,
-    decoded: u64,
-    scratch: &mut Vec<u8>,
-) -> Option<Vec<(PieceIn, std::ops::Range<usize>)>> {
+/// Decodes each frame (its bytes in `payload`) into its slice, which it must fill exactly: on the pool's
+/// threads where there are two or more, of at least [`PARALLEL_DECODE_MIN`] bytes together, and more than
+/// one thread; else in turn. `false` where zstd fails on one or it does not fill its slice.
+pub(super) fn decode_frames(payload: &[u8], jobs: Vec<(Range<usize>, &mut [u8])>) -> bool {
     use rayon::prelude::*;
-    let decoded = usize::try_from(decoded).ok()?;
-    if scratch.len() < decoded {
-        scratch.resize(decoded, 0);
-    }
-    scratch.truncate(decoded);
-    let (mut pieces, mut jobs) = (Vec::new(), Vec::new());
-    let (mut rest, mut at) = (&mut scratch[..], 0);
-    for (bytes, content_size, stored) in frames {
-        match stored {
-            Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
-            None => {
-                // The decoded frames' content sizes add up to `decoded`, so the split stays in bounds.
-                let size = usize::try_from(content_size).ok().filter(|&n| n <= rest.len())?;
-                let (slice, tail) = std::mem::take(&mut rest).split_at_mut(size);
-                rest = tail;
-                jobs.push((bytes, slice));
-                pieces.push((PieceIn::Scratch, at..at + size));
-                at += size;
-            }
-        }
-    }
-    let whole = |(bytes, slice): (std::ops::Range<usize>, &mut [u8])| {
+    let whole = |(bytes, slice): (Range<usize>, &mut [u8])| {
         let size = slice.len();
         with_decompressor(|d| d.decompress_to_buffer(&payload[bytes], slice)).is_ok_and(|n| n == size)
     };
-    jobs.into_par_iter().all(whole).then_some(pieces)
+    let bytes: usize = jobs.iter().map(|j| j.1.len()).sum();
+    if jobs.len() > 1 && bytes as u64 >= PARALLEL_DECODE_MIN && rayon::current_num_threads() > 1 {
+        jobs.into_par_iter().all(whole)
+    } else {
+        jobs.into_iter().all(whole)
+    }
+}
+
+/// A zstd frame of a tensor's payload, as the writer makes it ([`scan_frames`]).
+#[derive(Clone, Debug)]
+pub(super) struct Frame {
+    /// Its bytes in the payload.
+    pub bytes: Range<usize>,
+    /// Where its content lies in the byte planes.
+    pub planes: Range<usize>,
+    /// The contents of its blocks, in the payload, where zstd stored every one of them as it is.
+    pub stored: Option<Vec<Range<usize>>>,
 }
 
 /// zstd's largest block (`ZSTD_BLOCKSIZE_MAX`).
@@ -105,67 +93,85 @@ const ZSTD_BLOCK_MAX: u64 = 128 << 10;
 /// The largest window zstd decodes without being told to allow more (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`).
 const ZSTD_WINDOW_MAX: u64 = 1 << 27;
 
-/// The pieces of the byte planes `payload` decodes to, in order, when at least one of its zstd frames (one
-/// per run of planes or piece of one, back to back: see `encode::plane_frames`) consists of stored blocks
-/// only: those blocks are pieces of the payload itself, and every other frame is decoded alone into
-/// `scratch` (one piece per frame). Where every frame is compressed, also when two or more of them, of at
-/// least `PARALLEL_DECODE_MIN` bytes together, can be decoded on more than one thread
-/// ([`decode_in_parallel`]). `None` where the payload is not exactly what the writer makes and zstd would
-/// decode without complaint (frame checksums, dictionaries, skippable or legacy frames, a frame without its
-/// content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
-/// after the last frame, a frame zstd fails on), or where it holds no stored frame and is not decoded in
-/// parallel: the caller then decodes the whole payload with zstd as before, which gives the same bytes or
-/// the same error. So a stored block is lent only where zstd would have copied it out unchanged.
+/// The frames of `payload` in order (one per run of planes or piece of one, back to back: see
+/// `encode::plane_frames`), where the payload is exactly what the writer makes and they decode to
+/// `data_size` bytes: `None` for frame checksums, dictionaries, skippable or legacy frames, a frame without
+/// its content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
+/// after the last frame, or a size beyond what the payload can expand to ([`TRUSTED_RATIO`]). zstd's whole
+/// decode takes the payload then, with its own errors.
+pub(super) fn scan_frames(payload: &[u8], data_size: u64) -> Option<Vec<Frame>> {
+    if data_size > (payload.len() as u64).saturating_mul(TRUSTED_RATIO) {
+        return None;
+    }
+    let (mut frames, mut pos, mut total) = (Vec::new(), 0usize, 0usize);
+    while pos < payload.len() {
+        let (bytes, content_size, stored) = scan_frame(payload, pos)?;
+        let end = usize::try_from(content_size).ok().and_then(|n| total.checked_add(n))?;
+        pos = bytes.end;
+        frames.push(Frame { bytes, planes: total..end, stored });
+        total = end;
+    }
+    (total as u64 == data_size).then_some(frames)
+}
+
+/// The pieces of the byte planes `payload` decodes to, in order, when at least one of its frames
+/// ([`scan_frames`]) consists of stored blocks only: those blocks are pieces of the payload itself, and every
+/// other frame is decoded alone into `scratch` (one piece per frame). Where every frame is compressed, also
+/// when two or more of them, of at least `PARALLEL_DECODE_MIN` bytes together, can be decoded on more than
+/// one thread ([`decode_frames`]). `None` where [`scan_frames`] takes no frames, where a frame zstd fails
+/// on, or where the payload holds no stored frame and is not decoded in parallel: the caller then decodes
+/// the whole payload with zstd as before, which gives the same bytes or the same error. So a stored block is
+/// lent only where zstd would have copied it out unchanged.
 pub(super) fn zstd_pieces(
     payload: &[u8],
     data_size: u64,
     scratch: &mut Vec<u8>,
-) -> Option<Vec<(PieceIn, std::ops::Range<usize>)>> {
-    if data_size > (payload.len() as u64).saturating_mul(TRUSTED_RATIO) {
-        return None;
-    }
-    /// A frame: its bytes in the payload, and its stored blocks' contents when it has nothing else.
-    struct Scanned {
-        bytes: std::ops::Range<usize>,
-        content_size: u64,
-        stored: Option<Vec<std::ops::Range<usize>>>,
-    }
-    let mut frames = Vec::new();
-    let mut pos = 0usize;
-    let (mut total, mut decoded) = (0u64, 0u64);
-    while pos < payload.len() {
-        let frame = scan_frame(payload, pos)?;
-        pos = frame.bytes.end;
-        total = total.checked_add(frame.content_size)?;
-        if frame.stored.is_none() {
-            decoded += frame.content_size;
-        }
-        frames.push(frame);
-    }
+) -> Option<Vec<(PieceIn, Range<usize>)>> {
+    let frames = scan_frames(payload, data_size)?;
+    let decoded: usize = frames.iter().filter(|f| f.stored.is_none()).map(|f| f.planes.len()).sum();
     let decoded_frames = frames.iter().filter(|f| f.stored.is_none()).count();
-    let parallel = decoded >= PARALLEL_DECODE_MIN && decoded_frames > 1 && rayon::current_num_threads() > 1;
-    if total != data_size || (decoded_frames == frames.len() && !parallel) {
+    let parallel =
+        decoded as u64 >= PARALLEL_DECODE_MIN && decoded_frames > 1 && rayon::current_num_threads() > 1;
+    if decoded_frames == frames.len() && !parallel {
         return None;
     }
     if parallel {
-        return decode_in_parallel(
-            payload,
-            frames.into_iter().map(|f| (f.bytes, f.content_size, f.stored)),
-            decoded,
-            scratch,
-        );
+        // Each frame into its own slice of the scratch, which keeps its length where it is longer (only
+        // what it grows by is zero-filled) and ends exactly `decoded` long: every byte of it is one that
+        // zstd wrote, since each frame must fill its slice.
+        if scratch.len() < decoded {
+            scratch.resize(decoded, 0);
+        }
+        scratch.truncate(decoded);
+        let (mut pieces, mut jobs) = (Vec::new(), Vec::new());
+        let (mut rest, mut at) = (&mut scratch[..], 0);
+        for frame in frames {
+            match frame.stored {
+                Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
+                None => {
+                    // The decoded frames' sizes add up to `decoded`, so the split stays in bounds.
+                    let size = frame.planes.len();
+                    let (slice, tail) = std::mem::take(&mut rest).split_at_mut(size);
+                    rest = tail;
+                    jobs.push((frame.bytes, slice));
+                    pieces.push((PieceIn::Scratch, at..at + size));
+                    at += size;
+                }
+            }
+        }
+        return decode_frames(payload, jobs).then_some(pieces);
     }
     // Every decoded frame's content size is at most `data_size`, which the ratio above bounds. Each frame
     // is decoded into the room after the ones before it, which nothing writes first (no zero-fill of
     // bytes about to be overwritten).
     scratch.clear();
-    scratch.reserve(decoded as usize);
+    scratch.reserve(decoded);
     let mut pieces = Vec::new();
     for frame in frames {
         match frame.stored {
             Some(blocks) => pieces.extend(blocks.into_iter().map(|b| (PieceIn::Payload, b))),
             None => {
-                let (at, size) = (scratch.len(), frame.content_size as usize);
+                let (at, size) = (scratch.len(), frame.planes.len());
                 // zstd writes at most the capacity after the cursor and marks what it wrote as filled:
                 // `scratch` ends where this frame's output does.
                 let mut after = std::io::Cursor::new(&mut *scratch);
@@ -179,84 +185,85 @@ pub(super) fn zstd_pieces(
             }
         }
     }
-    return Some(pieces);
+    Some(pieces)
+}
 
-    /// The zstd frame at `pos` of `payload` (RFC 8878), when it is one the writer makes: zstd's magic, no
-    /// dictionary, no checksum, its content size given, a window zstd accepts by default; its blocks within
-    /// the payload, and, when every block is stored, their contents, which must add up to the content size.
-    fn scan_frame(payload: &[u8], pos: usize) -> Option<Scanned> {
-        let byte = |i: usize| payload.get(i).copied();
-        let head = payload.get(pos..pos + 5)?;
-        if head[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
-            return None;
-        }
-        let descriptor = head[4];
-        let (size_flag, single_segment) = (descriptor >> 6, descriptor & 0x20 != 0);
-        // Reserved bit, content checksum, dictionary ID: none of them is written.
-        if descriptor & 0x08 != 0 || descriptor & 0x04 != 0 || descriptor & 0x03 != 0 {
-            return None;
-        }
-        let mut at = pos + 5;
-        let window = if single_segment {
-            None
-        } else {
-            let w = byte(at)?;
-            at += 1;
-            let log = 10 + u32::from(w >> 3);
-            let base = 1u64 << log;
-            Some(base + base / 8 * u64::from(w & 7))
-        };
-        let size_len = match (size_flag, single_segment) {
-            (0, false) => return None,
-            (0, true) => 1,
-            (1, _) => 2,
-            (2, _) => 4,
-            _ => 8,
-        };
-        let field = payload.get(at..at + size_len)?;
-        let mut le = [0u8; 8];
-        le[..size_len].copy_from_slice(field);
-        let content_size = u64::from_le_bytes(le) + if size_len == 2 { 256 } else { 0 };
-        at += size_len;
-        let window = window.unwrap_or(content_size);
-        if window > ZSTD_WINDOW_MAX {
-            return None;
-        }
-        let block_max = window.min(ZSTD_BLOCK_MAX);
-        let mut stored = Some(Vec::new());
-        let mut stored_bytes = 0u64;
-        loop {
-            let h = payload.get(at..at + 3)?;
-            let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
-            let (last, kind, size) = (h & 1 != 0, (h >> 1) & 3, (h >> 3) as usize);
-            at += 3;
-            let body = match kind {
-                0 => size,
-                1 => 1,
-                2 => size,
-                _ => return None,
-            };
-            if body > payload.len() - at {
-                return None;
-            }
-            match (&mut stored, kind) {
-                (Some(blocks), 0) if size as u64 <= block_max => {
-                    blocks.push(at..at + size);
-                    stored_bytes += size as u64;
-                }
-                (Some(_), 0) => return None,
-                (s, _) => *s = None,
-            }
-            at += body;
-            if last {
-                break;
-            }
-        }
-        if stored.is_some() && stored_bytes != content_size {
-            return None;
-        }
-        Some(Scanned { bytes: pos..at, content_size, stored })
+/// The zstd frame at `pos` of `payload` (RFC 8878), when it is one the writer makes: zstd's magic, no
+/// dictionary, no checksum, its content size given, a window zstd accepts by default. Its bytes, its content
+/// size, and, when every block is stored, their contents, which must add up to the content size.
+#[allow(clippy::type_complexity)]
+fn scan_frame(payload: &[u8], pos: usize) -> Option<(Range<usize>, u64, Option<Vec<Range<usize>>>)> {
+    let byte = |i: usize| payload.get(i).copied();
+    let head = payload.get(pos..pos + 5)?;
+    if head[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
+        return None;
     }
+    let descriptor = head[4];
+    let (size_flag, single_segment) = (descriptor >> 6, descriptor & 0x20 != 0);
+    // Reserved bit, content checksum, dictionary ID: none of them is written.
+    if descriptor & 0x08 != 0 || descriptor & 0x04 != 0 || descriptor & 0x03 != 0 {
+        return None;
+    }
+    let mut at = pos + 5;
+    let window = if single_segment {
+        None
+    } else {
+        let w = byte(at)?;
+        at += 1;
+        let log = 10 + u32::from(w >> 3);
+        let base = 1u64 << log;
+        Some(base + base / 8 * u64::from(w & 7))
+    };
+    let size_len = match (size_flag, single_segment) {
+        (0, false) => return None,
+        (0, true) => 1,
+        (1, _) => 2,
+        (2, _) => 4,
+        _ => 8,
+    };
+    let field = payload.get(at..at + size_len)?;
+    let mut le = [0u8; 8];
+    le[..size_len].copy_from_slice(field);
+    let content_size = u64::from_le_bytes(le) + if size_len == 2 { 256 } else { 0 };
+    at += size_len;
+    let window = window.unwrap_or(content_size);
+    if window > ZSTD_WINDOW_MAX {
+        return None;
+    }
+    let block_max = window.min(ZSTD_BLOCK_MAX);
+    let mut stored = Some(Vec::new());
+    let mut stored_bytes = 0u64;
+    loop {
+        let h = payload.get(at..at + 3)?;
+        let h = u32::from(h[0]) | u32::from(h[1]) << 8 | u32::from(h[2]) << 16;
+        let (last, kind, size) = (h & 1 != 0, (h >> 1) & 3, (h >> 3) as usize);
+        at += 3;
+        let body = match kind {
+            0 => size,
+            1 => 1,
+            2 => size,
+            _ => return None,
+        };
+        if body > payload.len() - at {
+            return None;
+        }
+        match (&mut stored, kind) {
+            (Some(blocks), 0) if size as u64 <= block_max => {
+                blocks.push(at..at + size);
+                stored_bytes += size as u64;
+            }
+            (Some(_), 0) => return None,
+            (s, _) => *s = None,
+        }
+        at += body;
+        if last {
+            break;
+        }
+    }
+    if stored.is_some() && stored_bytes != content_size {
+        return None;
+    }
+    Some((pos..at, content_size, stored))
 }
 
 #[cfg(test)]
