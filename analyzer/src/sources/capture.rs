@@ -12,7 +12,7 @@ use accutrace_formats::capture::completeness::{self, RecordTally};
 use accutrace_formats::capture::reader::{CaptureRun, Record, TensorBlocks};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
-use accutrace_formats::layout::Format;
+use accutrace_formats::layout::{device_runs, Format};
 use accutrace_formats::tensor::host::{host_shape, host_values, DeviceTensor};
 use accutrace_formats::tensor::host_bytes::{self, HostBytes};
 use accutrace_formats::tensor::{element_count, lanes_per_element};
@@ -237,8 +237,10 @@ impl CaptureSource {
 
     /// [`Source::read_values`] decoded block by block as the data is read
     /// ([`TensorBlocks::decode_f32_into`]): straight into `out` where the device order is the host's (nearly
-    /// every tensor), else into this thread's values scratch and laid out from there into `out`, as
-    /// [`host_values`] lays out the whole decode's values. The values are the whole decode's, without a
+    /// every tensor); in a device layout, each block put where it goes in `out` as it is read
+    /// ([`TensorBlocks::decode_device_runs_into`]), or, for the layouts that do not split by device axis
+    /// (grouped FRACTAL_Z, C1HWNCoC0), into this thread's values scratch and laid out from there into
+    /// `out`, as [`host_values`] lays out the whole decode's values. The values are the whole decode's, without a
     /// buffer of its decoded bytes; the content hash is checked as the whole decode checks it, and every
     /// error is the whole decode's. `Ok(false)`, nothing read, for sub-byte and undecodable types and where
     /// the bytes are not the device shape's: the whole decode takes those, and reports what is wrong.
@@ -264,6 +266,13 @@ impl CaptureSource {
             }
             if host_order {
                 return blocks.decode_f32_into(meta.dtype, out);
+            }
+            let format = Format::from_code(meta.format);
+            if let Some(runs) =
+                device_runs(format, &meta.device_shape, original, meta.dtype, meta.sub_format)?
+            {
+                // Each block put where it goes as it is read: no device-order copy of the tensor.
+                return blocks.decode_device_runs_into(meta.dtype, &runs, out);
             }
             with_values_scratch(|device| {
                 if !blocks.decode_f32_into(meta.dtype, device)? {
@@ -489,9 +498,10 @@ impl Source for CaptureSource {
 
     /// A read holds the f32 values and zstd's scratch (the planes zstd decodes, at most the tensor's bytes,
     /// or a window's frames: [`decode_scratch_max`](Source::decode_scratch_max); the blocks are decoded from
-    /// there straight into the values), and a tensor in a device layout also
-    /// its device-order values: 2 where the largest tensors are in host order, 3 where one in a device
-    /// layout is at least half the largest (its extra buffer then matters). Measured with 1, 2 and 4
+    /// there straight into the values, or put from each block where it goes for a tensor in a device
+    /// layout), and a tensor in a layout that does not split by device axis (grouped FRACTAL_Z, C1HWNCoC0)
+    /// also its device-order values: 2, and 3 where such a tensor is at least half the largest (its extra
+    /// buffer then matters). Measured with 1, 2 and 4
     /// threads (RAYON_NUM_THREADS, scripts/bench-memory, compare of two captures): each thread added
     /// 1.1-1.35x the largest tensor as f32 per side, beside the 2 MiB of the pool's footprint (medium:4,
     /// 2 MiB: 22, 30, 44 MiB; its outputs only: 14, 20, 33; seq 256, 8 MiB: 25, 47, 92), against
@@ -504,7 +514,11 @@ impl Source for CaptureSource {
             let bytes = element_count(&meta.device_shape).unwrap_or(u64::MAX).saturating_mul(width);
             largest = largest.max(bytes);
             let original = meta.original_shape.as_deref().unwrap_or_default();
-            if !host_bytes::device_order_is_host_order(meta.format, original) {
+            let format = Format::from_code(meta.format);
+            let by_runs = || device_runs(format, &meta.device_shape, original, meta.dtype, meta.sub_format);
+            if !host_bytes::device_order_is_host_order(meta.format, original)
+                && !matches!(by_runs(), Ok(Some(_)))
+            {
                 largest_in_layout = largest_in_layout.max(bytes);
             }
         }
@@ -719,24 +733,27 @@ mod tests {
         assert_eq!(failed, 3);
     }
 
-    /// A capture whose largest tensor (or one at least half its size) is in a device layout holds one
-    /// more buffer per read: its device-order values.
+    /// A capture whose largest tensor (or one at least half its size) is in a layout that does not split
+    /// by device axis (C1HWNCoC0's diagonal) holds one more buffer per read: its device-order values. One in
+    /// FRACTAL_NZ does not: its blocks go where they belong as they are read.
     #[test]
-    fn a_large_tensor_in_a_device_layout_counts_one_buffer_more() {
-        let nz = |rows: u64| {
-            let host = [rows, 32];
+    fn a_large_tensor_in_a_layout_read_whole_counts_one_buffer_more() {
+        let in_layout = |format: Format, host: Vec<u64>| {
             let device_shape =
-                accutrace_formats::layout::device_shape(Format::FRACTAL_NZ, &host, DType::FLOAT16, 0)
-                    .unwrap();
+                accutrace_formats::layout::device_shape(format, &host, DType::FLOAT16, 0).unwrap();
             let n = device_shape.iter().product::<u64>() as usize;
-            (DType::FLOAT16, Format::FRACTAL_NZ, device_shape, Some(host.to_vec()), noise(2 * n, rows))
+            (DType::FLOAT16, format, device_shape, Some(host), noise(2 * n, n as u64))
         };
+        let nz = |rows: u64| in_layout(Format::FRACTAL_NZ, vec![rows, 32]);
+        let diagonal = |n: u64| in_layout(Format::C1HWNCOC0, vec![1, 1, 16, n]);
         let nd = |n: u64| (DType::FLOAT, Format::ND, vec![n], None, noise(4 * n as usize, n));
         for (tensors, buffers) in [
             (vec![nd(4096), nd(100)], 2),
-            (vec![nd(4096), nz(16)], 2),
-            (vec![nd(4096), nz(64)], 3),
-            (vec![nz(256), nd(100)], 3),
+            (vec![nd(4096), nz(64)], 2),
+            (vec![nz(256), nd(100)], 2),
+            (vec![nd(4096), diagonal(1)], 2),
+            (vec![nd(4096), diagonal(8)], 3),
+            (vec![diagonal(32), nd(100)], 3),
         ] {
             let dir = tempfile::tempdir().unwrap();
             write(dir.path(), &tensors);

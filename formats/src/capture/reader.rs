@@ -632,6 +632,76 @@ impl<'a> TensorBlocks<'a> {
         })
     }
 
+    /// Decodes the data, device values of `dtype` in device order, into `out` in the host layout that `runs`
+    /// describes (resized to its host elements, one lane each, two for complex; memory reused): each block
+    /// as it is read is put where its runs go, so the device-order values are never held whole. The values
+    /// [`decode_f32_into`](Self::decode_f32_into) and `layout::to_host_into` give together, bit for bit.
+    /// `Ok(false)`, with nothing read, where [`decode_f32_into`](Self::decode_f32_into) would give it, or the
+    /// data is not `runs`' device elements.
+    pub fn decode_device_runs_into(
+        &mut self,
+        dtype: crate::DType,
+        runs: &crate::layout::DeviceRuns,
+        out: &mut Vec<f32>,
+    ) -> Result<bool> {
+        let width = match dtype.bits() {
+            Some(bits) if bits >= 8 && bits % 8 == 0 => bits as usize / 8,
+            _ => return Ok(false),
+        };
+        let lanes = crate::tensor::lanes_per_element(dtype);
+        let whole = self.pos == 0 && self.len().is_multiple_of(width) && dtype.is_decodable();
+        let host = usize::try_from(runs.host_len()).ok().and_then(|n| n.checked_mul(lanes));
+        let (true, Some(host)) = (whole && (self.len() / width) as u64 == runs.device_len(), host) else {
+            return Ok(false);
+        };
+        if out.len() < host {
+            out.resize(host, 0.0);
+        } else {
+            out.truncate(host);
+        }
+        // The device elements `first..end` decoded into `values`, a block at a time as the runs reach them:
+        // the serial loop's blocks, so the same values.
+        let (mut bytes, mut values) = (vec![0u8; DECODE_BLOCK], vec![0f32; DECODE_BLOCK / width * lanes]);
+        let (mut first, mut end, mut failed) = (0u64, 0u64, None);
+        runs.for_each(|device, host, step, len| {
+            let mut done = 0;
+            while done < len {
+                let at = device + done;
+                while at >= end {
+                    let block = self.next_block(&mut bytes);
+                    let n = block.len() / width;
+                    if n == 0 {
+                        // Not reached: the data holds the runs' device elements (checked above).
+                        failed = Some(FormatError::at(0, "the data ended before its device elements"));
+                        return false;
+                    }
+                    if let Err(e) = crate::tensor::decode_f32_into(dtype, block, &mut values[..n * lanes]) {
+                        failed = Some(e);
+                        return false;
+                    }
+                    (first, end) = (end, end + n as u64);
+                }
+                let take = (len - done).min(end - at);
+                let from = &values[(at - first) as usize * lanes..][..take as usize * lanes];
+                let to = (host + done * step) as usize * lanes;
+                if step == 1 {
+                    out[to..to + from.len()].copy_from_slice(from);
+                } else {
+                    let stride = step as usize * lanes;
+                    for (k, v) in from.chunks_exact(lanes).enumerate() {
+                        out[to + k * stride..][..lanes].copy_from_slice(v);
+                    }
+                }
+                done += take;
+            }
+            true
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
+    }
+
     /// [`decode_f32_into`](Self::decode_f32_into), split over the current rayon pool's threads
     /// ([`decode_in_parallel`](Self::decode_in_parallel), `chunks(threads)` chunks a wave) where the data is
     /// at least `parallel_min` bytes and the pool has more than one.
@@ -1780,5 +1850,70 @@ mod tests {
         }
         assert!(bounded, "no tensor long enough to show the scratch bounded");
         assert!(failed >= 8, "only {failed} damaged reads failed");
+    }
+
+    /// Data that compresses beyond what a whole decode trusts a payload to expand to (zeros: an optimizer's
+    /// first moments) is read a window at a time too, through a scratch a window's size, not the data's.
+    #[test]
+    fn zeros_are_read_a_window_at_a_time() {
+        let raw = vec![0u8; (12 << 20) + 12];
+        let encoded = encode_data(&raw, DType::FLOAT, 1).unwrap();
+        let s = stored(encoded.payload(), encoded.encoding(), &raw);
+        assert!(s.payload.len() as u64 * 64 < s.data_size, "{} bytes stored", s.payload.len());
+        let mut scratch = Vec::new();
+        let (planes, _) = s.plane_bytes(Path::new("t"), &mut scratch, 64 << 10).unwrap();
+        assert!(matches!(planes, PlaneBytes::Windows(_)));
+        assert!(read_blocks_in(&s, 777, 64 << 10, &mut scratch).unwrap() == raw);
+        // A window's planes and a frame reaching out of each end of each plane's part: less than the data.
+        let bound = (3 * PARALLEL_CHUNK).max(64 << 10) + 8 + 8 * (1 << 20);
+        assert!(scratch.len() <= bound && scratch.len() < raw.len(), "{}", scratch.len());
+        assert!(read_whole(&s).unwrap() == raw);
+    }
+
+    /// Device-layout tensors (FRACTAL_NZ and NC1HWC0 with padding; fp16, fp32 and complex64) read through
+    /// their runs, block by block, a window at a time or not: the values `decode_f32_into` and
+    /// `to_host_into` give together, bit for bit; data that is not the runs' device elements is not taken.
+    #[test]
+    fn device_values_put_by_runs_are_the_host_layout() {
+        use crate::layout::{device_runs, device_shape, to_host_into, Format};
+        let cases: [(Format, &[u64], DType, usize); 4] = [
+            (Format::FRACTAL_NZ, &[300, 70], DType::FLOAT16, 2),
+            (Format::FRACTAL_NZ, &[2, 40, 330], DType::FLOAT, 4),
+            (Format::NC1HWC0, &[3, 21, 29, 31], DType::FLOAT16, 2),
+            (Format::NC1HWC0, &[2, 5, 40, 30], DType::COMPLEX64, 4),
+        ];
+        for (format, host, dtype, width) in cases {
+            let shape = device_shape(format, host, dtype, 0).unwrap();
+            let lanes = crate::tensor::lanes_per_element(dtype);
+            let elements = shape.iter().product::<u64>() as usize * lanes;
+            let raw = tensor(width, elements * width, elements as u64);
+            let encoded = encode_data(&raw, dtype, 1).unwrap();
+            let s = stored(encoded.payload(), encoded.encoding(), &raw);
+            let device: Vec<f32> =
+                decode_checked(&s, dtype, usize::MAX).unwrap().into_iter().map(f32::from_bits).collect();
+            let mut expected = Vec::new();
+            to_host_into(format, &device, lanes, &shape, host, dtype, 0, &mut expected).unwrap();
+            let runs = device_runs(format, &shape, host, dtype, 0).unwrap().unwrap();
+            for window in [WINDOW_BYTES, 64 << 10] {
+                let mut out = vec![-3.0f32; 7];
+                let taken = s
+                    .read_blocks_with(Path::new("t"), &mut Vec::new(), window, |b| {
+                        b.decode_device_runs_into(dtype, &runs, &mut out)
+                    })
+                    .unwrap()
+                    .unwrap();
+                assert!(taken, "{format} {host:?}");
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                assert!(bits(&out) == bits(&expected), "{format} {host:?} {dtype}, window {window}");
+            }
+            // Runs of another shape: not this data's.
+            let other: Vec<u64> = host.iter().map(|&d| d + 16).collect();
+            let other_shape = device_shape(format, &other, dtype, 0).unwrap();
+            let other = device_runs(format, &other_shape, &other, dtype, 0).unwrap().unwrap();
+            let taken = s.read_blocks_with(Path::new("t"), &mut Vec::new(), WINDOW_BYTES, |b| {
+                b.decode_device_runs_into(dtype, &other, &mut Vec::new())
+            });
+            assert!(!taken.unwrap().unwrap(), "{format} {host:?}");
+        }
     }
 }

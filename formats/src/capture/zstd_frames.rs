@@ -96,13 +96,11 @@ const ZSTD_WINDOW_MAX: u64 = 1 << 27;
 /// The frames of `payload` in order (one per run of planes or piece of one, back to back: see
 /// `encode::plane_frames`), where the payload is exactly what the writer makes and they decode to
 /// `data_size` bytes: `None` for frame checksums, dictionaries, skippable or legacy frames, a frame without
-/// its content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, bytes
-/// after the last frame, or a size beyond what the payload can expand to ([`TRUSTED_RATIO`]). zstd's whole
-/// decode takes the payload then, with its own errors.
+/// its content size, a window or block beyond zstd's defaults, sizes that do not add up to `data_size`, or
+/// bytes after the last frame. zstd's whole decode takes the payload then, with its own errors. The sizes
+/// are the frames' own word: a reader allocates by them only as far as it trusts them (`zstd_pieces`, up to
+/// [`TRUSTED_RATIO`] times the payload; a window, a frame of at most 1 MiB at a time).
 pub(super) fn scan_frames(payload: &[u8], data_size: u64) -> Option<Vec<Frame>> {
-    if data_size > (payload.len() as u64).saturating_mul(TRUSTED_RATIO) {
-        return None;
-    }
     let (mut frames, mut pos, mut total) = (Vec::new(), 0usize, 0usize);
     while pos < payload.len() {
         let (bytes, content_size, stored) = scan_frame(payload, pos)?;
@@ -119,14 +117,18 @@ pub(super) fn scan_frames(payload: &[u8], data_size: u64) -> Option<Vec<Frame>> 
 /// other frame is decoded alone into `scratch` (one piece per frame). Where every frame is compressed, also
 /// when two or more of them, of at least `PARALLEL_DECODE_MIN` bytes together, can be decoded on more than
 /// one thread ([`decode_frames`]). `None` where [`scan_frames`] takes no frames, where a frame zstd fails
-/// on, or where the payload holds no stored frame and is not decoded in parallel: the caller then decodes
-/// the whole payload with zstd as before, which gives the same bytes or the same error. So a stored block is
-/// lent only where zstd would have copied it out unchanged.
+/// on, where the data is more than [`TRUSTED_RATIO`] times the payload, or where the payload holds no stored
+/// frame and is not decoded in parallel: the caller then decodes the whole payload with zstd as before, which
+/// gives the same bytes or the same error. So a stored block is lent only where zstd would have copied it
+/// out unchanged.
 pub(super) fn zstd_pieces(
     payload: &[u8],
     data_size: u64,
     scratch: &mut Vec<u8>,
 ) -> Option<Vec<(PieceIn, Range<usize>)>> {
+    if data_size > (payload.len() as u64).saturating_mul(TRUSTED_RATIO) {
+        return None;
+    }
     let frames = scan_frames(payload, data_size)?;
     let decoded: usize = frames.iter().filter(|f| f.stored.is_none()).map(|f| f.planes.len()).sum();
     let decoded_frames = frames.iter().filter(|f| f.stored.is_none()).count();

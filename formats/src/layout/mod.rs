@@ -11,8 +11,10 @@
 mod format;
 mod plan;
 pub mod plans;
+mod runs;
 
 pub use format::Format;
+pub use runs::DeviceRuns;
 
 use crate::{DType, FormatError, Result};
 use plan::{checked_product, walk, Plan};
@@ -135,17 +137,7 @@ pub fn to_host_into<T: Copy>(
         out.extend_from_slice(device);
         return Ok(host_shape.to_vec());
     }
-    let plan = plans::plan(format, host_shape, dtype, groups)?;
-    check_device_shape(format, &plan, device_shape, host_shape)?;
-    if plan.device_len()? != device_count {
-        return Err(FormatError::at(
-            0,
-            format!(
-                "{format}: host shape {host_shape:?} needs {} device elements, got {device_count}",
-                plan.device_len()?
-            ),
-        ));
-    }
+    let plan = checked_plan(format, device_count, device_shape, host_shape, dtype, groups)?;
     if host_count == 0 {
         return Ok(host_shape.to_vec());
     }
@@ -158,6 +150,50 @@ pub fn to_host_into<T: Copy>(
         walk(&tables, |offset| out.extend_from_slice(&device[offset * lanes..][..lanes]));
     }
     Ok(host_shape.to_vec())
+}
+
+/// The layout of `format` for `host_shape`, checked against the device shape and its `device_count`
+/// elements.
+fn checked_plan(
+    format: Format,
+    device_count: u64,
+    device_shape: &[u64],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+) -> Result<Plan> {
+    let plan = plans::plan(format, host_shape, dtype, groups)?;
+    check_device_shape(format, &plan, device_shape, host_shape)?;
+    if plan.device_len()? != device_count {
+        return Err(FormatError::at(
+            0,
+            format!(
+                "{format}: host shape {host_shape:?} needs {} device elements, got {device_count}",
+                plan.device_len()?
+            ),
+        ));
+    }
+    Ok(plan)
+}
+
+/// [`to_host_into`]'s mapping as runs in device order ([`DeviceRuns`]), for a reader that takes the device
+/// values once, in order: `None` where `to_host_into` copies the values as they are (no usable host shape,
+/// a format that is the host layout) or the layout does not split by device axis (grouped FRACTAL_Z,
+/// C1HWNCoC0's diagonal). The errors are `to_host_into`'s for the same shapes.
+pub fn device_runs(
+    format: Format,
+    device_shape: &[u64],
+    host_shape: &[u64],
+    dtype: DType,
+    groups: i32,
+) -> Result<Option<DeviceRuns>> {
+    let device_count = checked_product(device_shape, "device shape")?;
+    if !host_shape_is_usable(host_shape) || format.is_identity() {
+        return Ok(None);
+    }
+    let host_count = checked_product(host_shape, "host shape")?;
+    let plan = checked_plan(format, device_count, device_shape, host_shape, dtype, groups)?;
+    Ok(DeviceRuns::of(&plan, device_count, host_count))
 }
 
 /// Host values (row-major in `host_shape`) to `format`: the device values and the device shape. Padding is
