@@ -21,8 +21,8 @@
 //! it, the baseline build otherwise (SSE2 on x86_64, NEON on aarch64).
 
 use super::f16_re;
+use super::kernel::{fold_chunks, LANES, PARALLEL_MIN};
 use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, round_to_f16, RePrecision};
-use super::kernel::{LANES, PARALLEL_MIN};
 use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
 use accutrace_formats::multiversion;
 use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
@@ -354,17 +354,17 @@ pub(crate) fn both_f32_stats<const F16: bool>(
         let chunk = |x: &[f32], y: &[f32]| {
             let mut sink =
                 StatsSink { sums: Vec::with_capacity(x.len() / F32_BLOCK), ..StatsSink::default() };
-            (chunk_f16c::<false, true, true, F16>(x, y, kx, ky, lim, &mut sink), vec![sink])
+            (chunk_f16c::<false, true, true, F16>(x, y, kx, ky, lim, &mut sink), sink)
         };
-        let merge = |(f, mut p): (Fused, Vec<StatsSink>), (g, q): (Fused, Vec<StatsSink>)| {
-            p.extend(q);
-            (f.merge(g), p)
+        // Each chunk's block sums folded into the statistics in chunk order as its wave ends, the sums merged
+        // in the same order: what folding them after the last chunk gives, without holding them all.
+        let fold = |(f, (mut x, mut y)): (Option<Fused>, _), (g, sink): (Fused, StatsSink)| {
+            sink.fold_into(&mut x, &mut y);
+            (Some(f.map_or(g, |f: Fused| f.merge(g))), (x, y))
         };
-        let (f, sinks) = reduce_chunks(n, b, chunk, merge);
-        for sink in sinks {
-            sink.fold_into(&mut sx, &mut sy);
-        }
-        f
+        let (f, (x, y)) = fold_chunks(n, b, chunk, (None, (sx, sy)), fold);
+        (sx, sy) = (x, y);
+        f.expect("every chunk is folded, and there is at least one")
     };
     let tail = len / LANES * LANES;
     sx.push_f32(&n[tail..]);

@@ -4,7 +4,7 @@
 //! blocks of [`LANES`] elements with one accumulator per lane (`[f64; LANES]` arrays, no cross-lane
 //! dependency), which LLVM turns into SIMD on x86_64 (SSE2/AVX) and aarch64 (NEON) without `unsafe`; a
 //! scalar loop takes the remainder. Large inputs are split into [`CHUNK`]-element chunks processed in
-//! parallel by rayon; chunk accumulators are collected in index order and merged sequentially, so the
+//! parallel by rayon; chunk accumulators are merged in index order, a wave of chunks at a time, so the
 //! result is identical for any thread count and differs from a single pass only by float rounding.
 
 use rayon::prelude::*;
@@ -184,16 +184,52 @@ where
     F: Fn(&[N], &[B]) -> A + Sync,
     M: Fn(A, A) -> A,
 {
+    let merged = fold_chunks(n, b, chunk, None, |acc, part| {
+        Some(match acc {
+            None => part,
+            Some(acc) => merge(acc, part),
+        })
+    });
+    merged.expect("every call of `chunk` is folded, and there is at least one")
+}
+
+/// Chunks a wave of [`fold_chunks`] runs at once: work for every core of a large machine, while what their
+/// results hold stays a few MiB however long the tensors (a fused pass's block sums for the statistics take
+/// 1.5 bytes per element pair: 56 MiB for a pair of 144 MiB tensors, had they been held all at once).
+const WAVE_CHUNKS: usize = 64;
+
+/// Splits `n`/`b` into chunks, runs `chunk` on each (in parallel when large, a wave of [`WAVE_CHUNKS`] at a
+/// time) and folds the results into `state` in chunk order as each wave ends: the folds of collecting every
+/// result first, in the same order, without holding them all. One chunk (the whole slices, perhaps empty)
+/// below [`PARALLEL_MIN`].
+pub(crate) fn fold_chunks<N, B, A, S, F>(
+    n: &[N],
+    b: &[B],
+    chunk: F,
+    state: S,
+    mut fold: impl FnMut(S, A) -> S,
+) -> S
+where
+    N: Element,
+    B: Element,
+    A: Send,
+    F: Fn(&[N], &[B]) -> A + Sync,
+{
     debug_assert_eq!(n.len(), b.len());
     let len = n.len().min(b.len());
     let (n, b) = (&n[..len], &b[..len]);
     if len < PARALLEL_MIN {
-        return chunk(n, b);
+        return fold(state, chunk(n, b));
     }
-    let parts: Vec<A> = n.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)).map(|(x, y)| chunk(x, y)).collect();
-    let mut it = parts.into_iter();
-    let first = it.next().expect("len >= PARALLEL_MIN gives at least one chunk");
-    it.fold(first, merge)
+    let mut state = state;
+    let wave = WAVE_CHUNKS * CHUNK;
+    for (n, b) in n.chunks(wave).zip(b.chunks(wave)) {
+        let parts: Vec<A> = n.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)).map(|(x, y)| chunk(x, y)).collect();
+        for part in parts {
+            state = fold(state, part);
+        }
+    }
+    state
 }
 
 /// Runs `body(lane, n, b)` over blocks of [`LANES`] and the remainder (remainder elements use lane
@@ -353,5 +389,41 @@ mod tests {
         let x: Vec<f32> = (0..(PARALLEL_MIN + 12345)).map(|i| (i % 97) as f32 * 0.5).collect();
         let serial: f64 = x.iter().map(|&v| v as f64).sum();
         assert_eq!(plain_sum(&x), serial); // exact: all partial sums are integers/2 below 2^53
+    }
+
+    /// Chunks are folded in index order, one after the other, across several waves and a ragged last chunk,
+    /// on one thread and on three: the sequence of folds collecting every chunk first gives.
+    #[test]
+    fn chunks_are_folded_in_order_across_waves() {
+        let len = 2 * WAVE_CHUNKS * CHUNK + 5 * CHUNK + 123;
+        let (n, b) = (vec![0f32; len], vec![0f32; len]);
+        let start = |x: &[f32]| (x.as_ptr() as usize - n.as_ptr() as usize) / 4;
+        let expected: Vec<(usize, usize)> =
+            (0..len).step_by(CHUNK).map(|s| (s, CHUNK.min(len - s))).collect();
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let folded = pool.install(|| {
+                fold_chunks(
+                    &n,
+                    &b,
+                    |x, y| (start(x), x.len(), y.len()),
+                    Vec::new(),
+                    |mut seen, (s, l, m)| {
+                        assert_eq!(l, m);
+                        seen.push((s, l));
+                        seen
+                    },
+                )
+            });
+            assert!(folded == expected, "{threads} threads");
+            // reduce_chunks merges in that order too (string concatenation does not commute).
+            let merged = pool
+                .install(|| reduce_chunks(&n, &b, |x, _| format!("{},", start(x) / CHUNK), |a, b| a + &b));
+            let order: String = (0..expected.len()).map(|k| format!("{k},")).collect();
+            assert_eq!(merged, order, "{threads} threads");
+        }
+        // One chunk below PARALLEL_MIN, the empty pair included.
+        assert_eq!(fold_chunks(&n[..10], &b[..10], |x, _| x.len(), 0, |a, l| a + l), 10);
+        assert_eq!(fold_chunks(&n[..0], &b[..0], |x, _| x.len(), 7, |a, l| a + l), 7);
     }
 }
