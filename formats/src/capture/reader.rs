@@ -684,10 +684,16 @@ impl<'a> TensorBlocks<'a> {
                 let take = (len - done).min(end - at);
                 let from = &values[(at - first) as usize * lanes..][..take as usize * lanes];
                 let to = (host + done * step) as usize * lanes;
+                let stride = step as usize * lanes;
                 if step == 1 {
                     out[to..to + from.len()].copy_from_slice(from);
+                } else if lanes == 1 {
+                    // One value an element (every real dtype): a plain strided store.
+                    let to = &mut out[to..=to + (from.len() - 1) * stride];
+                    for (o, &v) in to.iter_mut().step_by(stride).zip(from) {
+                        *o = v;
+                    }
                 } else {
-                    let stride = step as usize * lanes;
                     for (k, v) in from.chunks_exact(lanes).enumerate() {
                         out[to + k * stride..][..lanes].copy_from_slice(v);
                     }
