@@ -15,13 +15,13 @@ use crate::index::{Io, TensorId};
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
+use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::dump::{sanitize_op_name, NameMapping};
 use accutrace_formats::npy::{descr_of, write_npy};
 use accutrace_formats::tensor::host_bytes::HostBytes;
 use accutrace_formats::tensor::{element_count, encode_f32, lanes_per_element};
 use accutrace_formats::DType;
 use anyhow::{bail, Context, Result};
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,46 +81,51 @@ pub fn convert(
     let progress = Progress::new("converting", total as u64, !progress);
     let renamed = Mutex::new(Vec::new());
     let provenance: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
-    let results: Vec<ConvertedTensor> = ops
-        .par_iter()
-        .flat_map_iter(|&o| {
-            let op = &index.ops[o];
-            let dir = output.join(format!("step{}", op.step)).join(format!("rank{}", op.rank));
-            let op_type = match sanitize_op_name(&op.op_type) {
-                t if t.is_empty() => "unknown".to_string(),
-                t => t,
-            };
-            let name = sanitize_op_name(&op.name);
-            let mut out = Vec::new();
-            for (io, list) in [(Io::Input, &op.inputs), (Io::Output, &op.outputs)] {
-                for (position, &t) in list.iter().enumerate() {
-                    let i = file_index(source, list, position);
-                    let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
-                    if name != op.name {
-                        renamed
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push((stem.clone(), op.name.clone()));
-                    }
-                    if let Some((original, index)) = &index.tensors[t].original_op {
-                        let entry = serde_json::json!({
-                            "file": format!("{stem}.npy"), "op_name": op.name, "op_type": op.op_type,
-                            "original_op": original, "original_output_index": index,
-                        });
-                        let mut all = provenance.lock().unwrap_or_else(|e| e.into_inner());
-                        all.entry(dir.clone()).or_default().push(entry);
-                    }
-                    out.push(ConvertedTensor {
-                        tensor: index.tensor_label(t),
-                        file: dir.join(format!("{stem}.npy")),
-                        result: convert_one(source, t, &dir, &stem),
-                    });
-                    progress.inc(1);
-                }
-            }
-            out
-        })
+    let list_of =
+        |o: usize, io: Io| if io == Io::Input { &index.ops[o].inputs } else { &index.ops[o].outputs };
+    // Every tensor of the kept ops, in op order, inputs then outputs: the order of the results.
+    let jobs: Vec<(usize, Io, usize)> = ops
+        .iter()
+        .flat_map(|&o| [Io::Input, Io::Output].map(|io| (0..list_of(o, io).len()).map(move |p| (o, io, p))))
+        .flatten()
         .collect();
+    let convert_job = |&(o, io, position): &(usize, Io, usize)| {
+        let (op, list) = (&index.ops[o], list_of(o, io));
+        let dir = output.join(format!("step{}", op.step)).join(format!("rank{}", op.rank));
+        let op_type = match sanitize_op_name(&op.op_type) {
+            t if t.is_empty() => "unknown".to_string(),
+            t => t,
+        };
+        let name = sanitize_op_name(&op.name);
+        let t = list[position];
+        let i = file_index(source, list, position);
+        let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
+        if name != op.name {
+            renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.clone()));
+        }
+        if let Some((original, index)) = &index.tensors[t].original_op {
+            let entry = serde_json::json!({
+                "file": format!("{stem}.npy"), "op_name": op.name, "op_type": op.op_type,
+                "original_op": original, "original_output_index": index,
+            });
+            let mut all = provenance.lock().unwrap_or_else(|e| e.into_inner());
+            all.entry(dir.clone()).or_default().push(entry);
+        }
+        let converted = ConvertedTensor {
+            tensor: index.tensor_label(t),
+            file: dir.join(format!("{stem}.npy")),
+            result: convert_one(source, t, &dir, &stem),
+        };
+        progress.inc(1);
+        converted
+    };
+    // As many tensors at once as compare would read pairs within the memory budget: a conversion holds one
+    // tensor's values or bytes and their encoding, no more than a compare pair's two sides. Every thread
+    // converting at once held a tensor each (402 MiB on two threads for 144 MiB tensors).
+    let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
+    let size = |k: usize| tensor_bytes(&index.tensors[list_of(jobs[k].0, jobs[k].1)[jobs[k].2]]);
+    let results: Vec<ConvertedTensor> =
+        in_flight(limits, jobs.len(), size, || (), |_, k| convert_job(&jobs[k]));
     progress.finish();
     let renamed = renamed.into_inner().unwrap_or_else(|e| e.into_inner());
     write_mapping(output, renamed)?;
