@@ -7,8 +7,8 @@ use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
+use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::stats::TensorStats;
-use rayon::prelude::*;
 use serde::Serialize;
 
 /// One tensor of an op, as `inspect` lists it.
@@ -54,21 +54,37 @@ impl Inspection {
 pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspection {
     let index = source.index();
     let ops = filter.op_ids(index);
-    let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
-    let bar = Progress::new("inspect", total as u64, !progress);
+    let tensors: Vec<TensorId> =
+        ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs)).copied().collect();
+    let bar = Progress::new("inspect", tensors.len() as u64, !progress);
+    // A tensor without recorded statistics is decoded to compute them, and its thread keeps the values'
+    // buffer for the next one. So as many are read at once as compare would measure pairs within the memory
+    // budget, not one per thread: on a dump tree of 144 MiB tensors every thread held one (295 MiB on two).
+    let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
+    let size = |k: usize| {
+        let info = &index.tensors[tensors[k]];
+        if info.stats.is_none() && info.has_data {
+            tensor_bytes(info)
+        } else {
+            0
+        }
+    };
+    let mut rows = in_flight(limits, tensors.len(), size, Vec::new, |values, k| {
+        let row = tensor_row(source, tensors[k], values);
+        bar.inc(1);
+        row
+    })
+    .into_iter();
     let rows: Vec<OpRow> = ops
-        .par_iter()
+        .iter()
         .map(|&o| {
             let op = &index.ops[o];
-            let tensors: Vec<TensorRow> =
-                op.inputs.iter().chain(&op.outputs).map(|&t| tensor_row(source, t)).collect();
-            bar.inc(tensors.len() as u64);
             OpRow {
                 name: op.name.clone(),
                 op_type: op.op_type.clone(),
                 step: op.step,
                 rank: op.rank,
-                tensors,
+                tensors: rows.by_ref().take(op.inputs.len() + op.outputs.len()).collect(),
             }
         })
         .collect();
@@ -84,14 +100,16 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
     Inspection { ops: rows, input_problems }
 }
 
-fn tensor_row(source: &dyn Source, t: TensorId) -> TensorRow {
+/// Tensor `t`'s row; `values` is the buffer its values are decoded into (where the source recorded no
+/// statistics and cannot lend them from its map).
+fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> TensorRow {
     let info = &source.index().tensors[t];
     let (stats, error) = match &info.stats {
         Some(stats) => (Some(*stats), None),
         None if info.has_data => {
-            let mut values = Vec::new();
-            match source.read_values(t, &mut values) {
-                Ok(()) => (Some(TensorStats::of_f32(&values, info.dtype)), None),
+            let mut stats = None;
+            match source.with_values(t, values, &mut |v| stats = Some(TensorStats::of_f32(v, info.dtype))) {
+                Ok(()) => (stats, None),
                 Err(err) => (None, Some(format!("{err:#}"))),
             }
         }
@@ -107,5 +125,103 @@ fn tensor_row(source: &dyn Source, t: TensorId) -> TensorRow {
         original_op: info.original_op.as_ref().map(|(n, i)| format!("{n}:{i}")),
         stats,
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Index, Io, TensorInfo};
+    use accutrace_formats::DType;
+    use anyhow::Result;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Ops with one output each, of the given element counts, whose values are read (no statistics were
+    /// recorded): the value `k` for op `k`, two of them, whatever the shape says. It counts the reads in
+    /// progress of tensors above [`crate::threads::SMALL_PAIR_BYTES`] as f32.
+    struct Tensors {
+        index: Index,
+        large_now: AtomicUsize,
+        large_most: AtomicUsize,
+        reads: AtomicUsize,
+    }
+
+    impl Tensors {
+        fn new(elements: &[u64]) -> Tensors {
+            let mut index = Index::default();
+            for (k, &n) in elements.iter().enumerate() {
+                let op = index.push_op(format!("layer_{k}/mm"), "MatMul".into(), 0, 0);
+                index.push_tensor(TensorInfo {
+                    op,
+                    io: Io::Output,
+                    index: 0,
+                    dtype: DType::FLOAT,
+                    shape: vec![n],
+                    device_format: None,
+                    device_shape: None,
+                    original_op: None,
+                    stats: None,
+                    histogram: None,
+                    hash: None,
+                    label: None,
+                    requires_grad: None,
+                    has_data: true,
+                    locator: 0,
+                });
+            }
+            Tensors { index, large_now: 0.into(), large_most: 0.into(), reads: 0.into() }
+        }
+    }
+
+    impl Source for Tensors {
+        fn kind(&self) -> &'static str {
+            "npy"
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("tensors")
+        }
+        fn index(&self) -> &Index {
+            &self.index
+        }
+        fn read_values(&self, t: TensorId, out: &mut Vec<f32>) -> Result<()> {
+            let large = tensor_bytes(&self.index.tensors[t]) > crate::threads::SMALL_PAIR_BYTES;
+            if large {
+                let now = self.large_now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.large_most.fetch_max(now, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            if large {
+                self.large_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            out.clear();
+            out.extend([t as f32; 2]);
+            Ok(())
+        }
+        fn content_hash(&self, t: TensorId) -> Result<u64> {
+            Ok(t as u64)
+        }
+    }
+
+    /// Tensors of 512 MiB as f32 (one of them is what the budget allows at once) are read one at a time on a
+    /// pool of four threads, where every thread read one at once before; each op keeps its own tensor's row,
+    /// in execution order.
+    #[test]
+    fn large_tensors_are_read_one_at_a_time_and_rows_keep_their_ops() {
+        let (large, small) = (128 << 20, 16);
+        let elements: Vec<u64> = (0..16).map(|k| if k % 2 == 0 { large } else { small }).collect();
+        let source = Tensors::new(&elements);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let inspection = pool.install(|| inspect(&source, &Filter::default(), false));
+        assert_eq!(source.reads.load(Ordering::SeqCst), 16, "every tensor read once");
+        assert_eq!(source.large_most.load(Ordering::SeqCst), 1, "large tensors read at once");
+        assert_eq!(inspection.ops.len(), 16);
+        for (k, op) in inspection.ops.iter().enumerate() {
+            assert_eq!(op.name, format!("layer_{k}/mm"));
+            assert_eq!(op.tensors.len(), 1);
+            let stats = op.tensors[0].stats.as_ref().expect("statistics of the values read");
+            assert_eq!((stats.count, stats.max), (2, k as f64), "op {k}");
+        }
+        assert!(inspection.input_problems.is_empty());
     }
 }
