@@ -4,10 +4,11 @@
 use crate::filter::Filter;
 use crate::index::TensorId;
 use crate::outcome::Outcome;
+use crate::overflow::decoded_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::sources::Source;
-use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
+use crate::threads::tensors_in_flight;
 use accutrace_formats::stats::TensorStats;
 use serde::Serialize;
 
@@ -57,19 +58,9 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
     let tensors: Vec<TensorId> =
         ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs)).copied().collect();
     let bar = Progress::new("inspect", tensors.len() as u64, !progress);
-    // A tensor without recorded statistics is decoded to compute them, and its thread keeps the values'
-    // buffer for the next one. So as many are read at once as compare would measure pairs within the memory
-    // budget, not one per thread: on a dump tree of 144 MiB tensors every thread held one (295 MiB on two).
-    let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
-    let size = |k: usize| {
-        let info = &index.tensors[tensors[k]];
-        if info.stats.is_none() && info.has_data {
-            tensor_bytes(info)
-        } else {
-            0
-        }
-    };
-    let mut rows = in_flight(limits, tensors.len(), size, Vec::new, |values, k| {
+    // A tensor without recorded statistics is decoded to compute them: within the memory budget.
+    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
+    let mut rows = tensors_in_flight(source, &tensors, decodes, |values, k| {
         let row = tensor_row(source, tensors[k], values);
         bar.inc(1);
         row
@@ -106,13 +97,10 @@ fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> Tensor
     let info = &source.index().tensors[t];
     let (stats, error) = match &info.stats {
         Some(stats) => (Some(*stats), None),
-        None if info.has_data => {
-            let mut stats = None;
-            match source.with_values(t, values, &mut |v| stats = Some(TensorStats::of_f32(v, info.dtype))) {
-                Ok(()) => (stats, None),
-                Err(err) => (None, Some(format!("{err:#}"))),
-            }
-        }
+        None if info.has_data => match decoded_stats(source, t, values) {
+            Ok(stats) => (Some(stats), None),
+            Err(err) => (None, Some(format!("{err:#}"))),
+        },
         None => (None, None),
     };
     TensorRow {
@@ -131,77 +119,8 @@ fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> Tensor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Index, Io, TensorInfo};
-    use accutrace_formats::DType;
-    use anyhow::Result;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Ops with one output each, of the given element counts, whose values are read (no statistics were
-    /// recorded): the value `k` for op `k`, two of them, whatever the shape says. It counts the reads in
-    /// progress of tensors above [`crate::threads::SMALL_PAIR_BYTES`] as f32.
-    struct Tensors {
-        index: Index,
-        large_now: AtomicUsize,
-        large_most: AtomicUsize,
-        reads: AtomicUsize,
-    }
-
-    impl Tensors {
-        fn new(elements: &[u64]) -> Tensors {
-            let mut index = Index::default();
-            for (k, &n) in elements.iter().enumerate() {
-                let op = index.push_op(format!("layer_{k}/mm"), "MatMul".into(), 0, 0);
-                index.push_tensor(TensorInfo {
-                    op,
-                    io: Io::Output,
-                    index: 0,
-                    dtype: DType::FLOAT,
-                    shape: vec![n],
-                    device_format: None,
-                    device_shape: None,
-                    original_op: None,
-                    stats: None,
-                    histogram: None,
-                    hash: None,
-                    label: None,
-                    requires_grad: None,
-                    has_data: true,
-                    locator: 0,
-                });
-            }
-            Tensors { index, large_now: 0.into(), large_most: 0.into(), reads: 0.into() }
-        }
-    }
-
-    impl Source for Tensors {
-        fn kind(&self) -> &'static str {
-            "npy"
-        }
-        fn root(&self) -> &std::path::Path {
-            std::path::Path::new("tensors")
-        }
-        fn index(&self) -> &Index {
-            &self.index
-        }
-        fn read_values(&self, t: TensorId, out: &mut Vec<f32>) -> Result<()> {
-            let large = tensor_bytes(&self.index.tensors[t]) > crate::threads::SMALL_PAIR_BYTES;
-            if large {
-                let now = self.large_now.fetch_add(1, Ordering::SeqCst) + 1;
-                self.large_most.fetch_max(now, Ordering::SeqCst);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(15));
-            if large {
-                self.large_now.fetch_sub(1, Ordering::SeqCst);
-            }
-            self.reads.fetch_add(1, Ordering::SeqCst);
-            out.clear();
-            out.extend([t as f32; 2]);
-            Ok(())
-        }
-        fn content_hash(&self, t: TensorId) -> Result<u64> {
-            Ok(t as u64)
-        }
-    }
+    use crate::threads::counting::Tensors;
+    use std::sync::atomic::Ordering;
 
     /// Tensors of 512 MiB as f32 (one of them is what the budget allows at once) are read one at a time on a
     /// pool of four threads, where every thread read one at once before; each op keeps its own tensor's row,

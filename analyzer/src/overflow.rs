@@ -9,8 +9,8 @@ use crate::outcome::Outcome;
 use crate::problems::InputProblems;
 use crate::progress::Progress;
 use crate::sources::Source;
+use crate::threads::tensors_in_flight;
 use accutrace_formats::stats::TensorStats;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -172,8 +172,8 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     report
 }
 
-/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel, with a progress
-/// bar on stderr when `progress` and it is a terminal). A tensor that cannot be read is an input problem.
+/// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel within the memory
+/// budget, `threads::tensors_in_flight`, with a progress bar on stderr when `progress` and it is a terminal). A tensor that cannot be read is an input problem.
 pub fn gather_stats(
     source: &dyn Source,
     ops: &[OpId],
@@ -183,37 +183,46 @@ pub fn gather_stats(
     let index = source.index();
     let tensors: Vec<TensorId> =
         ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
-    let to_decode =
-        tensors.iter().filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data);
-    let to_decode = to_decode.count() as u64;
+    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
+    let to_decode = tensors.iter().filter(|&&t| decodes(t)).count() as u64;
     let bar = Progress::new("statistics", to_decode, !progress || to_decode == 0);
-    let found: Vec<(TensorId, anyhow::Result<TensorStats>)> = tensors
-        .par_iter()
-        .filter_map(|&t| {
-            let info = &index.tensors[t];
-            if let Some(stats) = &info.stats {
-                return Some((t, Ok(*stats)));
-            }
-            if !info.has_data {
-                return None;
-            }
-            let mut values = Vec::new();
-            let read = source.read_values(t, &mut values);
-            bar.inc(1);
-            Some((t, read.map(|()| TensorStats::of_f32(&values, info.dtype))))
-        })
-        .collect();
+    let found = tensors_in_flight(source, &tensors, decodes, |values, k| {
+        let t = tensors[k];
+        let info = &index.tensors[t];
+        if let Some(stats) = &info.stats {
+            return Some(Ok(*stats));
+        }
+        if !info.has_data {
+            return None;
+        }
+        let stats = decoded_stats(source, t, values);
+        bar.inc(1);
+        Some(stats)
+    });
     bar.finish();
     let mut stats = BTreeMap::new();
-    for (t, found) in found {
+    for (&t, found) in tensors.iter().zip(found) {
         match found {
-            Ok(s) => {
+            Some(Ok(s)) => {
                 stats.insert(t, s);
             }
-            Err(e) => problems.push_unreadable(&index.tensor_label(t), &e),
+            Some(Err(e)) => problems.push_unreadable(&index.tensor_label(t), &e),
+            None => {}
         }
     }
     stats
+}
+
+/// The statistics of tensor `t`'s values, decoded into `values` (or lent by the source).
+pub(crate) fn decoded_stats(
+    source: &dyn Source,
+    t: TensorId,
+    values: &mut Vec<f32>,
+) -> anyhow::Result<TensorStats> {
+    let dtype = source.index().tensors[t].dtype;
+    let mut stats = None;
+    source.with_values(t, values, &mut |v| stats = Some(TensorStats::of_f32(v, dtype)))?;
+    stats.ok_or_else(|| anyhow::anyhow!("the source gave no values"))
 }
 
 fn analyse(
@@ -487,4 +496,29 @@ fn loss_scale_value(
     }
     let updates = name.contains("update") || op.op_type.to_ascii_lowercase().contains("update");
     updates.then(|| op.outputs.first().and_then(scalar).map(|v| ("output", v))).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::threads::counting::Tensors;
+    use std::sync::atomic::Ordering;
+
+    /// Statistics decoded for a source that stored none: tensors of 512 MiB as f32 one at a time on a pool of
+    /// four threads (the budget's one), each tensor's own.
+    #[test]
+    fn statistics_of_large_tensors_are_decoded_one_at_a_time() {
+        let elements: Vec<u64> = (0..12).map(|k| if k % 3 == 0 { 128 << 20 } else { 16 }).collect();
+        let source = Tensors::new(&elements);
+        let ops: Vec<OpId> = (0..elements.len()).collect();
+        let mut problems = InputProblems::default();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let stats = pool.install(|| gather_stats(&source, &ops, &mut problems, false));
+        assert_eq!(source.large_most.load(Ordering::SeqCst), 1, "large tensors read at once");
+        assert!(problems.is_empty());
+        assert_eq!(stats.len(), 12);
+        for (&t, s) in &stats {
+            assert_eq!((s.count, s.max), (2, t as f64), "tensor {t}");
+        }
+    }
 }

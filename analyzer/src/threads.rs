@@ -21,7 +21,7 @@
 //! scratch counts as its bound, [`Footprint::scratch_max`]); captures written before hold their large
 //! tensors' compressed planes whole, and above ~25 MiB as f32 one compare pair of them needs more.
 
-use crate::index::{Index, TensorInfo};
+use crate::index::{Index, TensorId, TensorInfo};
 use crate::sources::Source;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -205,6 +205,102 @@ pub fn in_flight<S, R: Send>(
     }
     // Every index below `len` is in one of the two lists, which the counters hand out once each.
     slots.into_iter().map(|r| r.expect("every index is measured once")).collect()
+}
+
+/// `work(values, k)` for every position `k` of `tensors`, the results in that order, for the commands that
+/// decode tensors of one source to learn what it did not record (inspect's and overflow's statistics,
+/// watch's histograms and exact checks): as many of those `decodes(t)` names at once as compare would
+/// measure pairs of `source` against itself within the budget (a read holds a tensor's values and the
+/// source's buffers, no more than a pair's two sides), the others beside them. `values` is the thread's
+/// buffer, kept for its next tensor. Each thread read one at once before: one large tensor per core.
+pub fn tensors_in_flight<R: Send>(
+    source: &dyn Source,
+    tensors: &[TensorId],
+    decodes: impl Fn(TensorId) -> bool + Sync,
+    work: impl Fn(&mut Vec<f32>, usize) -> R + Sync,
+) -> Vec<R> {
+    let index = source.index();
+    let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
+    let size = |k: usize| if decodes(tensors[k]) { tensor_bytes(&index.tensors[tensors[k]]) } else { 0 };
+    in_flight(limits, tensors.len(), size, Vec::new, work)
+}
+
+/// A source whose reads count how many of its large tensors are read at once, for the tests of the commands
+/// that read tensors through [`tensors_in_flight`].
+#[cfg(test)]
+pub(crate) mod counting {
+    use crate::index::{Index, Io, TensorId, TensorInfo};
+    use crate::sources::Source;
+    use accutrace_formats::DType;
+    use anyhow::Result;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Ops with one output each, of the given element counts, whose values are read (no statistics were
+    /// recorded): the value `k` for op `k`, two of them, whatever the shape says. It counts the reads in
+    /// progress of tensors above [`crate::threads::SMALL_PAIR_BYTES`] as f32.
+    pub(crate) struct Tensors {
+        index: Index,
+        large_now: AtomicUsize,
+        pub(crate) large_most: AtomicUsize,
+        pub(crate) reads: AtomicUsize,
+    }
+
+    impl Tensors {
+        pub(crate) fn new(elements: &[u64]) -> Tensors {
+            let mut index = Index::default();
+            for (k, &n) in elements.iter().enumerate() {
+                let op = index.push_op(format!("layer_{k}/mm"), "MatMul".into(), 0, 0);
+                index.push_tensor(TensorInfo {
+                    op,
+                    io: Io::Output,
+                    index: 0,
+                    dtype: DType::FLOAT,
+                    shape: vec![n],
+                    device_format: None,
+                    device_shape: None,
+                    original_op: None,
+                    stats: None,
+                    histogram: None,
+                    hash: None,
+                    label: None,
+                    requires_grad: None,
+                    has_data: true,
+                    locator: 0,
+                });
+            }
+            Tensors { index, large_now: 0.into(), large_most: 0.into(), reads: 0.into() }
+        }
+    }
+
+    impl Source for Tensors {
+        fn kind(&self) -> &'static str {
+            "npy"
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("tensors")
+        }
+        fn index(&self) -> &Index {
+            &self.index
+        }
+        fn read_values(&self, t: TensorId, out: &mut Vec<f32>) -> Result<()> {
+            let large = super::tensor_bytes(&self.index.tensors[t]) > super::SMALL_PAIR_BYTES;
+            if large {
+                let now = self.large_now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.large_most.fetch_max(now, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            if large {
+                self.large_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            out.clear();
+            out.extend([t as f32; 2]);
+            Ok(())
+        }
+        fn content_hash(&self, t: TensorId) -> Result<u64> {
+            Ok(t as u64)
+        }
+    }
 }
 
 #[cfg(test)]

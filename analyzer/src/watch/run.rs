@@ -11,8 +11,8 @@ use crate::problems::InputProblems;
 use crate::progress::Progress;
 use crate::roles::{Role, Roles, Update};
 use crate::sources::Source;
+use crate::threads::tensors_in_flight;
 use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
-use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -54,20 +54,26 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     tally.add(conditions, events);
     tally.add(conditions, checks::overflow(&ctx, &watched, &groups));
     let bar = Progress::new("watch", watched.len() as u64, !options.progress);
-    let per_tensor: Vec<Event> = watched
-        .par_iter()
-        .flat_map_iter(|&t| {
-            bar.inc(1);
-            checks::tensor(&ctx, conditions, t)
-        })
-        .collect();
+    // A check that statistics leave undecided reads the tensor's values (or an update's two): within the
+    // memory budget, as compare's pairs.
+    let reads = |t: TensorId| ctx.read_tensors && index.tensors[t].has_data;
+    let per_tensor: Vec<Event> = tensors_in_flight(source, &watched, reads, |_, k| {
+        bar.inc(1);
+        checks::tensor(&ctx, conditions, watched[k])
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     bar.finish();
     tally.add(conditions, per_tensor);
     let (norms, trends) = updates::gradient_norms(&ctx, &updates);
-    let per_update: Vec<Event> = updates
-        .par_iter()
-        .flat_map_iter(|u| updates::update(&ctx, conditions, u, &updates, &trends))
-        .collect();
+    let before: Vec<TensorId> = updates.iter().map(|u| u.before).collect();
+    let per_update: Vec<Event> = tensors_in_flight(source, &before, reads, |_, k| {
+        updates::update(&ctx, conditions, updates[k], &updates, &trends)
+    })
+    .into_iter()
+    .flatten()
+    .collect();
     tally.add(conditions, per_update);
     tally.add(conditions, updates::initialization(&ctx, conditions, &updates));
     // Overflow that reached a rank through a collective: no tensor of the rank's ops shows where it came
@@ -220,50 +226,40 @@ fn gather(
     progress: bool,
 ) -> HashMap<TensorId, Known> {
     let index = source.index();
-    let to_decode =
-        tensors.iter().filter(|&&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data);
-    let to_decode = to_decode.count() as u64;
+    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
+    let to_decode = tensors.iter().filter(|&&t| decodes(t)).count() as u64;
     let bar = Progress::new("statistics", to_decode, !progress || to_decode == 0);
-    let found: Vec<(TensorId, anyhow::Result<Option<Known>>)> = tensors
-        .par_iter()
-        .map(|&t| {
-            let info = &index.tensors[t];
-            if let Some(stats) = info.stats {
-                // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
-                let counts_exact = info.hash.is_some() || stats.abs_sum.is_some();
-                let histogram = info.histogram.as_deref().cloned();
-                return (
-                    t,
-                    Ok(Some(Known { stats, counts_exact, histogram, dtype: info.dtype, from_values: false })),
-                );
-            }
-            if !info.has_data {
-                return (t, Ok(None));
-            }
-            let mut values = Vec::new();
-            let read = source.read_values(t, &mut values);
-            bar.inc(1);
-            match read {
-                Ok(()) => {
-                    let mut h = HistogramAccumulator::new();
-                    h.push_f32(&values);
-                    let stats = TensorStats::of_f32(&values, info.dtype);
-                    let known = Known {
-                        stats,
-                        counts_exact: true,
-                        histogram: Some(h.finish()),
-                        dtype: info.dtype,
-                        from_values: true,
-                    };
-                    (t, Ok(Some(known)))
-                }
-                Err(e) => (t, Err(e)),
-            }
-        })
-        .collect();
+    let found = tensors_in_flight(source, tensors, decodes, |values, k| {
+        let t = tensors[k];
+        let info = &index.tensors[t];
+        if let Some(stats) = info.stats {
+            // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
+            let counts_exact = info.hash.is_some() || stats.abs_sum.is_some();
+            let histogram = info.histogram.as_deref().cloned();
+            return Ok(Some(Known { stats, counts_exact, histogram, dtype: info.dtype, from_values: false }));
+        }
+        if !info.has_data {
+            return Ok(None);
+        }
+        let mut known = None;
+        let read = source.with_values(t, values, &mut |values| {
+            let mut h = HistogramAccumulator::new();
+            h.push_f32(values);
+            let stats = TensorStats::of_f32(values, info.dtype);
+            known = Some(Known {
+                stats,
+                counts_exact: true,
+                histogram: Some(h.finish()),
+                dtype: info.dtype,
+                from_values: true,
+            });
+        });
+        bar.inc(1);
+        read.and_then(|()| known.map(Some).ok_or_else(|| anyhow::anyhow!("the source gave no values")))
+    });
     bar.finish();
     let mut known = HashMap::new();
-    for (t, r) in found {
+    for (&t, r) in tensors.iter().zip(found) {
         match r {
             Ok(Some(k)) => {
                 known.insert(t, k);
@@ -294,4 +290,30 @@ fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
     }
     l.updates = ctx.roles.updates.len() as u64;
     l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::threads::counting::Tensors;
+    use std::sync::atomic::Ordering;
+
+    /// Statistics and histograms computed from the values of a source that stored none: tensors of 512 MiB
+    /// as f32 one at a time on a pool of four threads (the budget's one), each tensor's own.
+    #[test]
+    fn values_of_large_tensors_are_read_one_at_a_time() {
+        let elements: Vec<u64> = (0..12).map(|k| if k % 3 == 0 { 128 << 20 } else { 16 }).collect();
+        let source = Tensors::new(&elements);
+        let tensors: Vec<TensorId> = (0..elements.len()).collect();
+        let mut problems = InputProblems::default();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let known = pool.install(|| gather(&source, &tensors, &mut problems, false));
+        assert_eq!(source.large_most.load(Ordering::SeqCst), 1, "large tensors read at once");
+        assert!(problems.is_empty());
+        assert_eq!(known.len(), 12);
+        for (&t, k) in &known {
+            assert!(k.from_values && k.histogram.is_some(), "tensor {t}");
+            assert_eq!((k.stats.count, k.stats.max), (2, t as f64), "tensor {t}");
+        }
+    }
 }
