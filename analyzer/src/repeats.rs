@@ -165,6 +165,7 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
         bench.release_all();
         firsts.retain(|&e, _| repeats[&e].last().is_some_and(|&last| last >= end));
     }
+    crate::threads::release_kept_buffers();
     results
 }
 

@@ -252,6 +252,7 @@ pub fn compare<'a>(
         |p, first| compare_one(p, Some(first)),
     );
     progress.finish();
+    release_pair_buffers();
     let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) =
         compared.into_iter().map(|(row, hash, _)| (row, hash)).unzip();
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
@@ -367,6 +368,16 @@ thread_local! {
     /// ([`reads_sides_at_once`]), kept by the measuring thread beside its own: each side's are what
     /// [`Footprint::compare`](crate::threads::Footprint::compare) counts per pair.
     static SIDE_BUFFERS: std::cell::Cell<LentBuffers> = std::cell::Cell::new(LentBuffers::default());
+}
+
+/// Frees [`BUFFERS`] and [`SIDE_BUFFERS`] on every thread of the pool once the pairs are measured: as
+/// large as the largest pair, they would otherwise stay beside what the next engine of the process keeps
+/// (`threads::release_kept_buffers`).
+fn release_pair_buffers() {
+    rayon::broadcast(|_| {
+        BUFFERS.with(|c| c.take());
+        SIDE_BUFFERS.with(|c| c.take());
+    });
 }
 
 /// Pairs at least this large as f32 (either side) read their two sides at once: capture tensors from 2 MiB
@@ -954,5 +965,26 @@ mod culprit_tests {
             apart += usize::from(t != b);
         }
         assert!(apart > 0, "the two sides never ran on two threads");
+    }
+
+    /// Once compare returns, no thread of its pool keeps the pairs' decode buffers (the next engine of the
+    /// process starts within the budget); the pair was measured with them.
+    #[test]
+    fn no_thread_keeps_pair_buffers_after_compare() {
+        let a: Vec<f32> = (0..(SIDES_AT_ONCE_BYTES / 2) as usize).map(|i| (i % 97) as f32).collect();
+        let b: Vec<f32> = a.iter().map(|v| v + 0.5).collect();
+        let (target, bench) = (Sides::new(a, 1, None), Sides::new(b, 2, None));
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        pool.install(|| {
+            let comparison = compare(&target, &bench, &CompareOptions::default());
+            assert_eq!(comparison.rows.len(), 1);
+            assert!(comparison.rows[0].error.is_none(), "{:?}", comparison.rows[0].error);
+            let kept = rayon::broadcast(|_| {
+                let (n, b) = BUFFERS.with(|c| c.take());
+                let side = SIDE_BUFFERS.with(|c| c.take());
+                n.capacity() + b.capacity() + side.capacity()
+            });
+            assert_eq!(kept, vec![0; 3], "pair buffers kept per thread");
+        });
     }
 }

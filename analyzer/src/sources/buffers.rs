@@ -61,6 +61,18 @@ pub(super) fn give_buffer(buffer: Vec<u8>) {
     });
 }
 
+/// Frees this thread's buffers above [`POOLED_BUFFER_BYTES`], which it kept while measuring pairs
+/// ([`keeping_buffers_of_any_size`]): what a thread keeps idle returns to the small constant.
+pub(crate) fn release_large_buffers() {
+    BUFFERS.with(|b| b.borrow_mut().retain(|buffer| buffer.capacity() <= POOLED_BUFFER_BYTES));
+    VALUES_SCRATCH.with(|s| {
+        let mut scratch = s.borrow_mut();
+        if scratch.capacity() * std::mem::size_of::<f32>() > POOLED_BUFFER_BYTES {
+            *scratch = Vec::new();
+        }
+    });
+}
+
 thread_local! {
     /// The device-order values of a tensor in a device format, laid out from there into the caller's
     /// buffer (`host_values`): kept per thread on the terms of [`BUFFERS`].
@@ -92,6 +104,13 @@ pub(crate) struct LentBuffers {
 }
 
 impl LentBuffers {
+    /// Bytes the buffers hold.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        let pool: usize = self.pool.iter().map(Vec::capacity).sum();
+        pool + self.values.capacity() * std::mem::size_of::<f32>() + self.waves.capacity()
+    }
+
     /// Buffers kept on the calling thread's terms from now on ([`keeping_buffers_of_any_size`]).
     pub(crate) fn on_this_threads_terms(&mut self) {
         self.any_size = ANY_SIZE.get();
@@ -185,6 +204,27 @@ mod tests {
             with_values_scratch(|s| assert_eq!(s.capacity(), 0, "a large values scratch was kept"));
             give_buffer(Vec::with_capacity(4096));
             assert!(take_buffer().capacity() >= 4096, "a small buffer was freed");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// What a thread kept while it kept buffers of any size goes when it is released; small buffers stay.
+    #[test]
+    fn released_threads_keep_only_small_buffers() {
+        std::thread::spawn(|| {
+            let large = POOLED_BUFFER_BYTES + 4096;
+            keeping_buffers_of_any_size(|| {
+                give_buffer(Vec::with_capacity(4096));
+                give_buffer(Vec::with_capacity(large));
+                with_values_scratch(|s| s.reserve(large / 4 + 1));
+            });
+            assert!(VALUES_SCRATCH.with(|s| s.borrow().capacity()) > large / 4, "nothing to release");
+            release_large_buffers();
+            assert_eq!(VALUES_SCRATCH.with(|s| s.borrow().capacity()), 0, "the large values scratch stayed");
+            let kept = take_buffer().capacity();
+            assert!((4096..large).contains(&kept), "{kept}: the small buffer went, or the large one stayed");
+            assert_eq!(take_buffer().capacity(), 0, "the large buffer stayed");
         })
         .join()
         .unwrap();

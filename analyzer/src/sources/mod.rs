@@ -143,7 +143,9 @@ fn find_files_named(dir: &Path, name: &str, depth: u32) -> Result<Vec<PathBuf>> 
 }
 
 mod buffers;
-pub(crate) use buffers::{keeping_buffers_of_any_size, with_lent_buffers, LentBuffers};
+pub(crate) use buffers::{
+    keeping_buffers_of_any_size, release_large_buffers, with_lent_buffers, LentBuffers,
+};
 pub mod cann;
 pub mod capture;
 pub mod device_stats;

@@ -121,10 +121,9 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
         &WatchOptions { filter: filter.clone(), conditions, read_tensors: true, progress: !args.no_progress },
     );
     stages.start("reading the series over steps");
-    let (target_series, bench_series) = rayon::join(
-        || series(target.as_ref(), &filter, !args.no_progress),
-        || bench.map(|b| series(b, &filter, !args.no_progress)),
-    );
+    // One run after the other: each reads as many tensors at once as the memory budget allows.
+    let target_series = series(target.as_ref(), &filter, !args.no_progress);
+    let bench_series = bench.map(|b| series(b, &filter, !args.no_progress));
 
     // What every engine found missing or unreadable, once each: the sources' own problems, then compare's
     // refusal, then the tensors compare, overflow and the series could not read.
