@@ -125,6 +125,20 @@ impl MsprobeDump {
         Ok((dtype, hasher.digest()))
     }
 
+    /// The hash [`MsprobeDump::load_values_and_hash_into`] gives, without keeping the values: a `.pt` file's
+    /// are decoded a step at a time and dropped ([`pt::stream_pt_file_hash`]: no buffer the size of the
+    /// tensor), with the same checks and errors. Returns the dtype too.
+    pub fn values_hash(&self, entry: &MsprobeEntry) -> Result<(DType, u64)> {
+        let path = self.data_path(entry)?;
+        let mut hasher = crate::hash::Xxh3::new();
+        let dtype = if path.extension().and_then(|e| e.to_str()) == Some("pt") {
+            pt::stream_pt_file_hash(&path, &mut hasher)?
+        } else {
+            self.load_into(entry, &mut Vec::new(), Some(&mut hasher))?
+        };
+        Ok((dtype, hasher.digest()))
+    }
+
     fn load_into(
         &self,
         entry: &MsprobeEntry,

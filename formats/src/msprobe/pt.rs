@@ -340,16 +340,28 @@ pub fn stream_pt_file(
     out: &mut Vec<f32>,
     hasher: Option<&mut crate::hash::Xxh3>,
 ) -> Result<DType> {
-    let result = stream_pt(path, out, hasher).map_err(|e| e.in_file(path));
+    let result = stream_pt(path, Some(out), hasher).map_err(|e| e.in_file(path));
     if result.is_err() {
         out.clear();
     }
     result
 }
 
+/// Feeds the little-endian f32 bytes of the values of the `.pt` file's tensor at `path` to `hasher`:
+/// exactly what [`stream_pt_file`] feeds it, with the same checks and the same errors, but the values are
+/// decoded a step at a time into a small buffer and dropped, not into one the size of the tensor (a content
+/// hash alone, as `diff` asks for every tensor, needs no copy of it). Returns the dtype; errors name the file.
+pub fn stream_pt_file_hash(path: &Path, hasher: &mut crate::hash::Xxh3) -> Result<DType> {
+    stream_pt(path, None, Some(hasher)).map_err(|e| e.in_file(path))
+}
+
 #[cfg(not(unix))]
-fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::Xxh3>) -> Result<DType> {
-    read_whole(path, out, hasher)
+fn stream_pt(
+    path: &Path,
+    out: Option<&mut Vec<f32>>,
+    hasher: Option<&mut crate::hash::Xxh3>,
+) -> Result<DType> {
+    read_whole(path, out.unwrap_or(&mut Vec::new()), hasher)
 }
 
 /// [`stream_pt_file`] for archives it cannot stream: the file read into memory and parsed by [`parse_pt`].
@@ -363,8 +375,14 @@ fn read_whole(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::
     Ok(t.dtype)
 }
 
+/// [`stream_pt_file`] into `out`, or with `out` `None` into a buffer of one step's values that each step
+/// overwrites ([`stream_pt_file_hash`]; the archives it cannot stream are then read whole as there).
 #[cfg(unix)]
-fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::Xxh3>) -> Result<DType> {
+fn stream_pt(
+    path: &Path,
+    out: Option<&mut Vec<f32>>,
+    hasher: Option<&mut crate::hash::Xxh3>,
+) -> Result<DType> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
     let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
@@ -388,9 +406,12 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::X
     let decodes_alone = dtype.is_decodable()
         && crate::tensor::lanes_per_element(dtype) == 1
         && dtype.bits() == Some(8 * h.elsize as u32);
-    let Some((start, declared, crc)) = stored else { return read_whole(path, out, hasher) };
+    let mut whole = Vec::new();
+    let Some((start, declared, crc)) = stored else {
+        return read_whole(path, out.unwrap_or(&mut whole), hasher);
+    };
     if !span.contiguous || (h.big_endian && h.elsize > 1) || !decodes_alone {
-        return read_whole(path, out, hasher);
+        return read_whole(path, out.unwrap_or(&mut whole), hasher);
     }
     let name = &h.storage_name;
     let end = start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
@@ -404,11 +425,22 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::X
     // Sized once for the whole view, keeping what `out` already holds: the steps below write every element,
     // so only a part that grows is zero-filled first (a per-step `resize` zero-filled every element).
     let total = span.bytes / h.elsize;
-    if out.len() < total {
-        out.resize(total, 0.0);
-    } else {
-        out.truncate(total);
-    }
+    // Without `out`, each step's values go to `step_values` (a step holds at most STEP elements).
+    let mut step_values = Vec::new();
+    let mut out = match out {
+        Some(out) => {
+            if out.len() < total {
+                out.resize(total, 0.0);
+            } else {
+                out.truncate(total);
+            }
+            Some(out)
+        }
+        None => {
+            step_values.resize(STEP.min(total), 0.0);
+            None
+        }
+    };
     let mut filled = 0usize;
     let mut hasher = hasher;
     let mut crc_state = crc32fast::Hasher::new();
@@ -435,9 +467,14 @@ fn stream_pt(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::X
                 continue;
             }
             let bytes = &step[(from - step_start) as usize..(to - step_start) as usize];
-            // Inside the view, so inside `out` (`total` elements), whole elements (see above).
-            let values = &mut out[filled..filled + bytes.len() / h.elsize];
-            filled += values.len();
+            // Inside the view, so inside `out` (`total` elements), whole elements (see above); at most STEP
+            // elements, so inside `step_values` too.
+            let n = bytes.len() / h.elsize;
+            let values = match out.as_deref_mut() {
+                Some(out) => &mut out[filled..filled + n],
+                None => &mut step_values[..n],
+            };
+            filled += n;
             if let Err(e) = crate::tensor::decode_f32_into(dtype, bytes, values) {
                 result = Err(e);
                 break;
@@ -623,7 +660,8 @@ mod tests {
 
     /// `stream_pt_file` on `bytes` written to a file: the values and their hash, or the error. Read twice,
     /// into a buffer shorter and into one longer than any tensor here (stale values of an earlier, larger
-    /// tensor: `out` is reused and only resized where it grows), which must give the same.
+    /// tensor: `out` is reused and only resized where it grows), which must give the same; and
+    /// `stream_pt_file_hash` must give the same dtype and hash, or the same error, word for word.
     fn stream(bytes: &[u8]) -> Result<(DType, Vec<f32>, u64)> {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut file, bytes).unwrap();
@@ -647,6 +685,12 @@ mod tests {
         };
         let (short, long) = (drop_buffer(&short), drop_buffer(&long));
         assert_same(&long, &short, "into a longer buffer holding stale values");
+        let mut hasher = crate::hash::Xxh3::new();
+        match (stream_pt_file_hash(file.path(), &mut hasher), &short) {
+            (Ok(dtype), Ok((d, _, hash))) => assert_eq!((dtype, hasher.digest()), (*d, *hash)),
+            (Err(e), Err(want)) => assert_eq!(&e, want),
+            (got, want) => panic!("hash only: {got:?}, with the values: {:?}", want.as_ref().err()),
+        }
         short
     }
 
