@@ -240,6 +240,37 @@ impl Source for MsprobeSource {
         }
         Ok(())
     }
+
+    /// A `.pt` file's stored bytes, lent from its map: what diff's byte kernels read block by block, so that
+    /// diff of two differing msprobe tensors holds neither side as f32. A storage of another dtype than
+    /// `dump.json` names gives `false` (diff then reads the values, as before). [`Source::read_host_bytes`]
+    /// stays `None`, so convert writes msprobe tensors from their values as before.
+    fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let (d, e) = self.entries[tensor];
+        with_pt_bytes(&self.dumps[d], &self.dumps[d].entries[e], self.index.tensors[tensor].dtype, f)
+    }
+}
+
+/// Calls `f` with a `.pt` tensor's own bytes (C order, little-endian: `parse_pt`'s, CRC-checked), borrowed
+/// from the file's map where it stores them that way (what `torch.save` writes), when its storage holds
+/// `dtype` (what `dump.json` says); `false` without calling `f` for a `.npy` file or another dtype.
+fn with_pt_bytes(
+    dump: &MsprobeDump,
+    entry: &MsprobeEntry,
+    dtype: DType,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<bool> {
+    let path = dump.data_path(entry)?;
+    if path.extension().and_then(|e| e.to_str()) != Some("pt") {
+        return Ok(false);
+    }
+    let map = MappedFile::open(&path)?;
+    let t = pt::parse_pt(map.bytes()).map_err(|e| e.in_file(&path))?;
+    if t.dtype != dtype {
+        return Ok(false);
+    }
+    f(&t.bytes);
+    Ok(true)
 }
 
 /// A `.pt` tensor's values as f32 without a copy, when its bytes already are host f32 in C order
@@ -312,6 +343,59 @@ mod tests {
         }
     }
 
+    /// diff measures two tensors of one dtype from their lent `.pt` bytes (`with_host_bytes`) where it used
+    /// to decode both to f32: every pair of same-dtype, same-size tensors of the fixture gives the figures the
+    /// values give.
+    #[test]
+    fn lent_bytes_measure_as_the_values_do() {
+        use crate::diff::{compare_host_bytes, compare_values};
+        let (mut pairs, mut differing) = (0, 0);
+        for side in ["target", "bench"] {
+            let source = fixture(side);
+            let mut last_of: std::collections::HashMap<(DType, usize), TensorId> = Default::default();
+            for (t, info) in source.index.tensors.iter().enumerate() {
+                let mut values = Vec::new();
+                source.read_values(t, &mut values).unwrap();
+                // The lent bytes are the values' own, and every tensor of the fixture lends them.
+                let mut decoded = Vec::new();
+                let lent = source
+                    .with_host_bytes(t, &mut |bytes| {
+                        accutrace_formats::tensor::decode_f32(info.dtype, bytes, values.len(), &mut decoded)
+                            .unwrap()
+                    })
+                    .unwrap();
+                assert!(lent, "{side} {t}");
+                assert!(decoded.iter().map(|v| v.to_bits()).eq(values.iter().map(|v| v.to_bits())), "{t}");
+                if !matches!(info.dtype, DType::FLOAT | DType::BF16 | DType::FLOAT16) {
+                    continue;
+                }
+                if let Some(&u) = last_of.get(&(info.dtype, values.len())) {
+                    let mut first = Vec::new();
+                    source.read_values(u, &mut first).unwrap();
+                    let want = compare_values(info.dtype, &first, &values);
+                    let mut got = None;
+                    source
+                        .with_host_bytes(u, &mut |x| {
+                            source
+                                .with_host_bytes(t, &mut |y| got = compare_host_bytes(info.dtype, x, y))
+                                .unwrap();
+                        })
+                        .unwrap();
+                    let got = got.unwrap_or_else(|| panic!("{side} {u} {t}: not measured from the bytes"));
+                    assert_eq!(
+                        serde_json::to_value(&got).unwrap(),
+                        serde_json::to_value(&want).unwrap(),
+                        "{t}"
+                    );
+                    pairs += 1;
+                    differing += usize::from(!want.identical);
+                }
+                last_of.insert((info.dtype, values.len()), t);
+            }
+        }
+        assert!(pairs > 20 && differing > 20, "{pairs} pairs, {differing} differing");
+    }
+
     #[test]
     fn a_damaged_storage_is_an_error_when_lent_too() {
         let dir = tempfile::tempdir().unwrap();
@@ -341,9 +425,12 @@ mod tests {
         assert_eq!(calls, 0, "{:?}", info.shape);
         assert!(format!("{err:#}").contains("checksum"), "{err:#}");
         assert!(source.read_values(t, &mut Vec::new()).is_err());
-        // The content hash fails as the read with it does, word for word.
+        // The content hash fails as the read with it does, word for word, and the bytes are not lent.
         let read = source.read_values_and_hash(t, &mut Vec::new()).unwrap_err();
         assert_eq!(format!("{:#}", source.content_hash(t).unwrap_err()), format!("{read:#}"));
+        let err = source.with_host_bytes(t, &mut |_| calls += 1).unwrap_err();
+        assert_eq!(calls, 0);
+        assert!(format!("{err:#}").contains("checksum"), "{err:#}");
     }
 
     fn copy_tree(from: &Path, to: &Path) {

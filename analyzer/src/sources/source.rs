@@ -37,7 +37,8 @@ pub trait Source: Send + Sync {
         Ok(None)
     }
     /// Calls `f` once with [`Source::read_host_bytes`]' bytes, borrowed where the source can (a capture
-    /// decodes into a buffer it reuses): `Ok(false)` without calling `f` where that gives `None`.
+    /// decodes into a buffer it reuses): `Ok(false)` without calling `f` where that gives `None`. An msprobe
+    /// dump lends its `.pt` storages here only, for diff, and gives `None` there.
     fn with_host_bytes(&self, tensor: TensorId, f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         match self.read_host_bytes(tensor)? {
             Some(host) => {
