@@ -1,0 +1,149 @@
+//! What the compare engine takes ([`CompareOptions`]) and gives ([`Comparison`], with its [`FailingOp`]s),
+//! and what a comparison says of itself: what the reports call a failing op, the pairs nothing was measured
+//! for and the input problem they make, the outcome.
+
+use super::msprobe_table::MsprobeRow;
+use super::row::CompareRow;
+use crate::api_matching::ApiCall;
+use crate::filter::Filter;
+use crate::index::{Index, TensorId};
+use crate::matching::MatchOptions;
+use crate::metrics::Families;
+use crate::outcome::Outcome;
+use crate::problems::{InputProblem, InputProblems};
+use crate::sources::Source;
+
+/// An op that fails, with the reason its inputs are or are not clean.
+#[derive(Clone, Debug)]
+pub struct FailingOp {
+    pub op: usize,
+    /// Rows of the op's outputs that fail.
+    pub failing_rows: Vec<usize>,
+    /// Whether the comparison shows its inputs pass: none fails, none comes from an op the benchmark has no
+    /// counterpart of, and at least one was judged (the op is a culprit, not a propagator).
+    pub inputs_pass: bool,
+    /// When no input fails but the comparison cannot vouch for the inputs either: why, in words. The op may
+    /// still be the culprit (inputs from no dumped op, after ops of its step that pass).
+    pub inputs_unverified: Option<String>,
+}
+
+impl FailingOp {
+    /// Why this op, the first that fails, cannot be named the culprit (the reports' NO CLEAN CULPRIT).
+    pub fn why_not_culprit(&self) -> String {
+        match &self.inputs_unverified {
+            Some(reason) => format!("cannot be blamed: {reason}"),
+            None => {
+                "already has failing inputs: the difference comes from data fed to the model or from ops \
+                     that were not dumped"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// What to compare and how to judge it: built from the command line, or by any other caller.
+#[derive(Clone, Debug, Default)]
+pub struct CompareOptions {
+    /// Which ops (steps, ranks, names) take part.
+    pub filter: Filter,
+    /// How target tensors find their bench counterparts.
+    pub matching: MatchOptions,
+    /// Metric families; `None`: msprobe's alone when a side is an msprobe dump, both otherwise.
+    pub families: Option<Families>,
+    /// Fail a tensor whose cosine similarity is below this (besides the vendor rules).
+    pub cosine_min: Option<f64>,
+    /// Fail a tensor whose max absolute error exceeds this (besides the vendor rules).
+    pub max_abs_err: Option<f64>,
+    /// Show a progress bar on stderr (when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Everything the reports need.
+pub struct Comparison<'a> {
+    pub target: &'a dyn Source,
+    pub bench: &'a dyn Source,
+    pub rows: Vec<CompareRow>,
+    pub failing_ops: Vec<FailingOp>,
+    /// Index into `failing_ops` of the first op that fails while its inputs pass.
+    pub culprit: Option<usize>,
+    pub unmatched_target: Vec<TensorId>,
+    pub unmatched_bench: Vec<TensorId>,
+    /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
+    pub msprobe_table: Vec<MsprobeRow>,
+    /// Why the runs cannot be compared (not one model): nothing was measured; `problems` holds it as a
+    /// [`ProblemKind::Refused`](crate::problems::ProblemKind::Refused) entry (as it does when no tensor
+    /// matched), so the report leads with it and the exit status is 2.
+    pub refused: Option<String>,
+    /// What the user should know before reading the answer (target and benchmark look swapped, steps a
+    /// source inferred, files it skipped).
+    pub warnings: Vec<String>,
+    /// What the sources miss and which tensors could not be read: they lead the report.
+    pub problems: InputProblems,
+    /// Kernels against API calls (a kernel-level target against an API-level benchmark): every call of the
+    /// benchmark with the target kernels that implement it; empty otherwise.
+    pub api_calls: Vec<ApiCall>,
+}
+
+impl Comparison<'_> {
+    /// What the reports call failing op `i` (an index into `failing_ops`): the culprit, an op that fails
+    /// while its inputs pass or are unverified, or one that only propagates a failure.
+    pub fn failing_tag(&self, i: usize) -> &'static str {
+        let f = &self.failing_ops[i];
+        if Some(i) == self.culprit {
+            "culprit"
+        } else if f.inputs_pass {
+            "fails, inputs pass"
+        } else if f.inputs_unverified.is_some() {
+            "fails, inputs unverified"
+        } else {
+            "propagates"
+        }
+    }
+
+    /// Matched pairs of which nothing was measured: a side holds no tensor data and the content hashes do
+    /// not show them identical ([`Measured::Nothing`]). Never passes; the comparison's input problems say
+    /// how many and what to do.
+    ///
+    /// [`Measured::Nothing`]: super::row::Measured::Nothing
+    pub fn unmeasured_pairs(&self) -> usize {
+        self.rows.iter().filter(|r| r.unmeasured()).count()
+    }
+
+    /// The input problem [`Comparison::unmeasured_pairs`] make (also in `problems`), with what to do.
+    pub fn unmeasured_problem(&self) -> Option<InputProblem> {
+        unmeasured_problem(&self.rows, self.target.index(), self.bench.index())
+    }
+
+    /// Findings when some op fails.
+    pub fn outcome(&self) -> Outcome {
+        if self.failing_ops.is_empty() {
+            Outcome::Pass
+        } else {
+            Outcome::Findings
+        }
+    }
+}
+
+/// The input problem of pairs nothing was measured for (a side holds no tensor data), with what to do.
+pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) -> Option<InputProblem> {
+    let unmeasured: Vec<&CompareRow> = rows.iter().filter(|r| r.unmeasured()).collect();
+    let first = unmeasured.first()?;
+    let without =
+        |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
+    let target_side = unmeasured.iter().filter(|r| !ti.tensors[r.target].has_data).count();
+    let bench_side = unmeasured.iter().filter(|r| r.bench.is_some_and(|b| !bi.tensors[b].has_data)).count();
+    let sides: Vec<String> =
+        [without("target", target_side), without("benchmark", bench_side)].into_iter().flatten().collect();
+    let bench_label = first.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+    Some(InputProblem::incomplete(format!(
+        "{} of {} matched tensor pairs were not measured: no tensor data {} (a statistics-mode capture keeps \
+         statistics and content hashes only; pairs whose hashes are equal count as identical); \
+         first: {}{bench_label}. Record with --mode tensor (`analyzer record --mode tensor`, or \
+         ACCUTRACE_MODE=tensor for the collector) to compare values; two runs of one configuration compare \
+         by content hash with `analyzer diff`",
+        unmeasured.len(),
+        rows.len(),
+        sides.join(", "),
+        ti.tensor_label(first.target),
+    )))
+}

@@ -1,0 +1,201 @@
+//! The engine, [`compare`]: matches the runs (or refuses two that are not one model), measures every pair
+//! in parallel within the memory budget, takes msprobe's verdicts from its table, hashes the target
+//! tensors the culprit search needs, and finds the culprit.
+
+use super::comparison::{unmeasured_problem, CompareOptions, Comparison};
+use super::culprit::{find_culprit, hash_needed};
+use super::msprobe_table;
+use super::pair::{compare_pair, release_pair_buffers, ReadMetrics};
+use super::row::CompareRow;
+use crate::api_matching::{is_api_level, with_output_stats};
+use crate::comparable::{different_model, ranks_on_one_side, steps_on_one_side, swapped_sides};
+use crate::index::{Io, TensorId};
+use crate::matching::{match_runs, TensorPair};
+use crate::metrics::verdict::Level;
+use crate::metrics::Families;
+use crate::problems::{InputProblem, InputProblems};
+use crate::progress::Progress;
+use crate::repeats::measure_pairs;
+use crate::sources::Source;
+use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
+use anyhow::Result;
+
+/// Matches, measures every pair in parallel, and finds the culprit.
+pub fn compare<'a>(
+    target: &'a dyn Source,
+    bench: &'a dyn Source,
+    options: &CompareOptions,
+) -> Comparison<'a> {
+    let (ti, bi) = (target.index(), bench.index());
+    // Tensors read at once (each with buffers of its size), within the memory budget.
+    let limits = pairs_in_flight(Footprint::compare([target, bench]), [target, bench]);
+    // Kernels against API calls weigh statistics: sources indexed without them get them read first.
+    let kernels_against_apis = is_api_level(bi) && !is_api_level(ti);
+    let (ts, bs) = match kernels_against_apis {
+        true => (with_output_stats(target, limits), with_output_stats(bench, limits)),
+        false => (None, None),
+    };
+    let matching = match_runs(ts.as_ref().unwrap_or(ti), bs.as_ref().unwrap_or(bi), &options.matching);
+    let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
+    warnings.extend(ranks_on_one_side(ti, bi, &options.filter));
+    warnings.extend(steps_on_one_side(ti, bi, &options.filter));
+    warnings.extend(matching.warnings.iter().cloned());
+    // What each source said about itself (steps it inferred, files it skipped).
+    warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
+    if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
+        let mut problems = InputProblems::of_sources(&[target, bench]);
+        problems.push(InputProblem::refused(format!(
+            "{} vs {}: {why}",
+            target.root().display(),
+            bench.root().display()
+        )));
+        return Comparison {
+            target,
+            bench,
+            rows: Vec::new(),
+            failing_ops: Vec::new(),
+            culprit: None,
+            unmatched_target: matching.unmatched_target,
+            unmatched_bench: matching.unmatched_bench,
+            msprobe_table: Vec::new(),
+            refused: Some(why),
+            warnings,
+            problems,
+            api_calls: matching.api_calls,
+        };
+    }
+    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
+    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
+    let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
+    let families = families(target, bench, options);
+    // A tensor both sides recorded twice (an op's output, then the next op's input) is read once where
+    // each side stores the same bytes for both records: the repeat takes the first pair's metrics.
+    let compare_one = |p: &TensorPair, first: Option<&ReadMetrics>| {
+        let compared = compare_pair(target, bench, p, options, families, first);
+        progress.inc(1);
+        compared
+    };
+    let compared = measure_pairs(
+        (target, bench),
+        limits,
+        &pairs,
+        |p| compare_one(p, None),
+        |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
+        |p, first| compare_one(p, Some(first)),
+    );
+    progress.finish();
+    release_pair_buffers();
+    let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) =
+        compared.into_iter().map(|(row, hash, _)| (row, hash)).unzip();
+    // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
+    // tensors: the table does it, and the compared rows take their verdicts from it.
+    let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
+    for entry in &mut msprobe_table {
+        if let Some(i) = entry.compared {
+            // msprobe's Result never says pass about values nobody compared.
+            if rows[i].unmeasured() {
+                entry
+                    .verdict
+                    .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
+            }
+            rows[i].result = entry.verdict.level;
+            rows[i].messages = entry.verdict.messages.clone();
+        }
+    }
+    let mut problems = InputProblems::of_sources(&[target, bench]);
+    if rows.is_empty() {
+        // Nothing matched: no answer, and no pass.
+        problems.push(InputProblem::refused(format!(
+            "no tensor of {} matched one of {} ({} and {} tensors): check --step/--rank/--op, or pass \
+             --mapping with `target_name,bench_name` lines",
+            target.root().display(),
+            bench.root().display(),
+            ti.tensors.len(),
+            bi.tensors.len()
+        )));
+    }
+    if let Some(p) = unmeasured_problem(&rows, ti, bi) {
+        problems.push(p);
+    }
+    let mut unread = vec![false; ti.tensors.len()];
+    for row in rows.iter().filter(|r| r.error.is_some()) {
+        unread[row.target] = true;
+        let bench_label = row.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+        let why = row.error.as_deref().unwrap_or_default();
+        problems
+            .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target))));
+    }
+    // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
+    // hashed the compared target tensors while reading their values. The culprit search looks up the
+    // producers of failing ops only, so besides every output (a possible producer) only the inputs of
+    // failing ops need a hash: those still missing are hashed here, in parallel. The inputs of passing ops
+    // are never read (a benchmark of outputs pairs none of them).
+    let mut known: Vec<Option<u64>> = vec![None; ti.tensors.len()];
+    for (row, hash) in rows.iter().zip(pair_hashes) {
+        if hash.is_some() {
+            known[row.target] = hash;
+        }
+    }
+    let needed = hash_needed(ti, &rows);
+    // As many at once as pairs are measured: a source without stored hashes reads the tensor to hash it.
+    let hashes: Vec<Result<Option<u64>>> = in_flight(
+        limits,
+        known.len(),
+        |t| tensor_bytes(&ti.tensors[t]),
+        || (),
+        |_, t| match (ti.tensors[t].hash, known[t]) {
+            (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
+            (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t] => {
+                target.content_hash(t).map(Some)
+            }
+            (None, None) => Ok(None),
+        },
+    );
+    let hashes: Vec<Option<u64>> = hashes
+        .into_iter()
+        .enumerate()
+        .map(|(t, hash)| {
+            hash.unwrap_or_else(|e| {
+                problems.push_unreadable(&ti.tensor_label(t), &e);
+                None
+            })
+        })
+        .collect();
+    let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
+    // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
+    // expected, not a finding, so target inputs are not listed as unmatched then.
+    let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
+    let unmatched_target = matching
+        .unmatched_target
+        .into_iter()
+        .filter(|&t| keep(t) && (bench_has_inputs || ti.tensors[t].io == Io::Output))
+        .collect();
+    Comparison {
+        target,
+        bench,
+        rows,
+        failing_ops,
+        culprit,
+        unmatched_target,
+        msprobe_table,
+        unmatched_bench: matching
+            .unmatched_bench
+            .into_iter()
+            .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))
+            .collect(),
+        refused: None,
+        warnings,
+        problems,
+        api_calls: matching.api_calls,
+    }
+}
+
+/// The metric families to compute: as asked, else msprobe's alone when an msprobe dump is involved (what
+/// its users know from `msprobe compare`), both otherwise.
+pub fn families(target: &dyn Source, bench: &dyn Source, options: &CompareOptions) -> Families {
+    options.families.unwrap_or(if target.kind() == "msprobe" || bench.kind() == "msprobe" {
+        Families::Msprobe
+    } else {
+        Families::All
+    })
+}
