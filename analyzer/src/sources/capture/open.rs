@@ -1,0 +1,235 @@
+//! A capture opened and indexed from its records' heads: ops, tensors (statistics, hashes, places), overflow
+//! records tied to the ops they blame, steps, what the ring deleted, the settings that change results.
+
+use super::{pack, CaptureSource};
+use crate::index::{Index, TensorInfo};
+use crate::overflow_records;
+use crate::problems::InputProblem;
+use crate::sources::device_stats;
+use accutrace_formats::capture::completeness::{self, RecordTally};
+use accutrace_formats::capture::reader::{CaptureRun, Record};
+use accutrace_formats::capture::record;
+use accutrace_formats::dump;
+use accutrace_formats::layout::Format;
+use accutrace_formats::tensor::element_count;
+use accutrace_formats::tensor::host::host_shape;
+use anyhow::{Context, Result};
+use std::path::Path;
+
+impl CaptureSource {
+    pub fn open(root: &Path) -> Result<Self> {
+        let run =
+            CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
+        let mut index = Index::default();
+        let mut metas = Vec::new();
+        // Records found per stream, held against the manifest's counts at the end.
+        let mut tallies = vec![RecordTally::default(); run.streams.len()];
+        for (s, stream) in run.streams.iter().enumerate() {
+            let rank = stream.info().rank.unwrap_or(0);
+            let mut current: Option<(usize, std::sync::Arc<record::OpInfo>)> = None;
+            // (task id, stream id, timestamp) -> op id, to tie overflow records to the op they name.
+            let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
+            // Overflow records arrive before the dump of the op they blame: resolved once the stream is read.
+            let mut pending: Vec<(crate::index::OverflowRecord, u64)> = Vec::new();
+            // Every op of the stream with its record, and the step marks: the steps are resolved at the end.
+            let mut stream_ops: Vec<(usize, std::sync::Arc<record::OpInfo>)> = Vec::new();
+            let mut marks = Vec::new();
+            for item in stream.records() {
+                let item = item?;
+                tallies[s].count(&item.record);
+                if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
+                    anyhow::bail!(
+                        "{}: capture too large to index (segment {} offset {})",
+                        root.display(),
+                        item.segment_index,
+                        item.offset
+                    );
+                }
+                match item.record {
+                    Record::Op(op) => {
+                        let id = push_op(&mut index, &op, rank);
+                        op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
+                        stream_ops.push((id, op.clone()));
+                        current = Some((id, op));
+                    }
+                    Record::Tensor(t) => {
+                        let op_id = match &current {
+                            Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
+                            _ => {
+                                let id = push_op(&mut index, &t.op, rank);
+                                stream_ops.push((id, t.op.clone()));
+                                current = Some((id, t.op.clone()));
+                                id
+                            }
+                        };
+                        let m = &t.meta;
+                        let original = m.original_shape.clone().unwrap_or_default();
+                        if element_count(&m.device_shape).is_none() || element_count(&original).is_none() {
+                            index.problems.push(InputProblem::incomplete(format!(
+                                "{}: at byte {}: tensor shape {:?} (original {:?}) has more elements than 64 \
+                                 bits count; the tensor is left out",
+                                item.segment.display(),
+                                item.offset,
+                                m.device_shape,
+                                original
+                            )));
+                            continue;
+                        }
+                        let format = Format::from_code(m.format);
+                        index.push_tensor(TensorInfo {
+                            op: op_id,
+                            io: m.io,
+                            index: m.index,
+                            dtype: m.dtype,
+                            shape: host_shape(m.format, &m.device_shape, &original),
+                            device_format: (!format.is_identity()).then(|| format.name().into_owned()),
+                            device_shape: Some(m.device_shape.clone()),
+                            original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
+                            stats: Some(t.stats),
+                            histogram: t.histogram.clone(),
+                            hash: Some(t.content_hash),
+                            label: None,
+                            requires_grad: None,
+                            has_data: t.has_data(),
+                            locator: pack(s, item.segment_index, item.offset),
+                        });
+                        metas.push(Some(t.meta.clone()));
+                    }
+                    Record::Overflow(info) => {
+                        let file = format!("{} ({})", item.segment.display(), info.dump_file);
+                        // The payload is the op-debug record itself (the dump file's output[0] bytes).
+                        match dump::decode_opdebug(&info.payload) {
+                            Ok(record) => {
+                                for engine in &record.engines {
+                                    if let Some(found) =
+                                        overflow_records::from_engine(engine, info.step, rank, file.clone())
+                                    {
+                                        pending.push((found, info.timestamp_us));
+                                    }
+                                }
+                            }
+                            Err(e) => index.problems.push(InputProblem::incomplete(format!(
+                                "{file}: overflow record unreadable: {e}"
+                            ))),
+                        }
+                    }
+                    Record::StatsCsv(csv) => {
+                        if let Err(e) =
+                            device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank)
+                        {
+                            index.problems.push(InputProblem::incomplete(format!(
+                                "{} ({}): statistics CSV unreadable: {e}",
+                                item.segment.display(),
+                                csv.dump_file
+                            )));
+                        }
+                        // Stats ops have no tensor records: keep the positional maps aligned.
+                        metas.resize(index.tensors.len(), None);
+                    }
+                    Record::Collective(info) => {
+                        index.collectives.push(crate::index::CollectiveCall { rank, info });
+                    }
+                    Record::StepMark(mark) => marks.push(mark),
+                    Record::Unknown { .. } => {}
+                }
+            }
+            let starts_at_first_segment = stream
+                .segment_paths()
+                .next()
+                .and_then(|p| {
+                    p.file_name()?.to_str().and_then(accutrace_formats::capture::parse_segment_file_name)
+                })
+                .is_none_or(|first| first == 0);
+            let label = stream.dir().display().to_string();
+            crate::steps::resolve_capture_steps(
+                &mut index,
+                &stream_ops,
+                &marks,
+                starts_at_first_segment,
+                &label,
+            );
+            // What the ring deleted, as the manifest counts it (a first segment lost otherwise is an input
+            // problem of the completeness check, not a choice of the user's).
+            let deleted = run.manifest.as_ref().and_then(|m| {
+                let dir = stream.dir().file_name()?.to_str()?;
+                m.streams.iter().find(|e| e.dir == dir).map(|e| e.counts.segments_deleted)
+            });
+            if let Some(segments_deleted) = deleted.filter(|&n| n > 0) {
+                let steps = stream_ops.iter().map(|(id, _)| index.ops[*id].step);
+                index.ring_deleted.push(crate::index::RingDeleted {
+                    rank,
+                    first_step: steps.clone().min(),
+                    last_step: steps.max(),
+                    segments_deleted,
+                });
+            }
+            for (mut found, timestamp) in pending {
+                // The blamed op: same task and stream id, the first dump at or after the record.
+                found.op = op_keys
+                    .iter()
+                    .filter(|(task, strm, ts, _)| {
+                        u64::from(*task) == found.task_id
+                            && u64::from(*strm) == found.stream_id
+                            && *ts >= timestamp
+                    })
+                    .min_by_key(|(_, _, ts, _)| *ts)
+                    .map(|(_, _, _, id)| *id);
+                index.overflow_records.push(found);
+            }
+        }
+        if let Some(manifest) = &run.manifest {
+            index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
+            index.settings = Some(settings(manifest));
+            index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
+                .iter()
+                .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
+        }
+        index.only_overflowing_ops |= !index.overflow_records.is_empty();
+        // Records are in the order files completed (a big file after a small one that started later, and
+        // several writer threads append in turn): execution order comes from the ops' own launch fields.
+        let reorder = index.order_by_execution();
+        let metas = crate::index::Reorder::apply(&reorder.tensors, metas);
+        index.problems.extend(
+            completeness::check(&run, &tallies)
+                .iter()
+                .map(|short| InputProblem::incomplete(short.to_string())),
+        );
+        Ok(CaptureSource { root: root.to_path_buf(), run, index, metas })
+    }
+}
+
+/// Adds a captured op with what the runtime said about its launch.
+fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
+    index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(op.launch()))
+}
+
+/// The environment variables of the real stack that change results or their reproducibility
+/// (cann-facts §3): the toolkit (a CANN version has its own kernels), the device's inf/NaN mode, HCCL's
+/// deterministic reductions, synchronous launches, the number of ranks.
+const SETTINGS_ENV: [&str; 5] = [
+    "ASCEND_TOOLKIT_HOME",
+    "INF_NAN_MODE_ENABLE",
+    "HCCL_DETERMINISTIC",
+    "ASCEND_LAUNCH_BLOCKING",
+    "RANK_SIZE",
+];
+
+/// What the manifest says about the settings that change results: the device overflow mode the collector
+/// read, and [`SETTINGS_ENV`] where set.
+fn settings(manifest: &accutrace_formats::capture::Manifest) -> std::collections::BTreeMap<String, String> {
+    let mut settings: std::collections::BTreeMap<String, String> = SETTINGS_ENV
+        .iter()
+        .filter_map(|&key| manifest.env.get(key).map(|v| (key.to_string(), v.clone())))
+        .collect();
+    if let Some(mode) = &manifest.overflow_mode {
+        settings.insert("the device overflow mode".into(), mode.clone());
+    }
+    settings
+}
+
+/// Whether the collector ran with the runtime's overflow detection (`ACCUTRACE_OVERFLOW=1`, the dump JSON's
+/// `dump_debug: on`): then only overflowing ops were dumped.
+fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
+    config.pointer("/dump_json/dump/dump_debug").and_then(|v| v.as_str()) == Some("on")
+        || config.pointer("/collector/overflow").and_then(|v| v.as_bool()) == Some(true)
+}
