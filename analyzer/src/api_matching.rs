@@ -407,14 +407,6 @@ mod tests {
 
     fn tensor(index: &mut Index, op: OpId, io: Io, i: u32, dtype: DType, shape: &[u64], mean: f64) {
         index.push_tensor(TensorInfo {
-            op,
-            io,
-            index: i,
-            dtype,
-            shape: shape.to_vec(),
-            device_format: None,
-            device_shape: None,
-            original_op: None,
             stats: Some(TensorStats {
                 count: 1,
                 mean,
@@ -423,12 +415,7 @@ mod tests {
                 min: mean,
                 ..TensorStats::default()
             }),
-            histogram: None,
-            hash: None,
-            label: None,
-            requires_grad: None,
-            has_data: true,
-            locator: 0,
+            ..TensorInfo::for_test(op, io, i, dtype, shape.to_vec())
         });
     }
 

@@ -350,23 +350,7 @@ mod tests {
         let mut index = Index::default();
         for &(name, dtype, shape) in ops {
             let op = index.push_op(name.into(), "T".into(), 0, 0);
-            index.push_tensor(TensorInfo {
-                op,
-                io: Io::Output,
-                index: 0,
-                dtype,
-                shape: shape.to_vec(),
-                device_format: None,
-                device_shape: None,
-                original_op: None,
-                stats: None,
-                histogram: None,
-                hash: None,
-                label: None,
-                requires_grad: None,
-                has_data: true,
-                locator: 0,
-            });
+            index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, dtype, shape.to_vec()));
         }
         index
     }

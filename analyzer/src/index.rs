@@ -58,6 +58,30 @@ pub struct TensorInfo {
     pub locator: u64,
 }
 
+/// A tensor of the tests' indexes: data recorded, nothing else known (no statistics, hash, layout, label).
+#[cfg(test)]
+impl TensorInfo {
+    pub(crate) fn for_test(op: OpId, io: Io, index: u32, dtype: DType, shape: Vec<u64>) -> TensorInfo {
+        TensorInfo {
+            op,
+            io,
+            index,
+            dtype,
+            shape,
+            device_format: None,
+            device_shape: None,
+            original_op: None,
+            stats: None,
+            histogram: None,
+            hash: None,
+            label: None,
+            requires_grad: None,
+            has_data: true,
+            locator: 0,
+        }
+    }
+}
+
 /// One executed op (a kernel launch, or an API call in framework-level dumps).
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexedOp {
@@ -459,23 +483,7 @@ mod tests {
     }
 
     fn tensor(op: OpId, io: Io, index: u32) -> TensorInfo {
-        TensorInfo {
-            op,
-            io,
-            index,
-            dtype: DType::FLOAT16,
-            shape: vec![2],
-            device_format: None,
-            device_shape: None,
-            original_op: None,
-            stats: None,
-            histogram: None,
-            hash: None,
-            label: None,
-            requires_grad: None,
-            has_data: true,
-            locator: 0,
-        }
+        TensorInfo::for_test(op, io, index, DType::FLOAT16, vec![2])
     }
 
     /// Ops added as they arrived (b's file completed first), with the launch the runtime gave each.

@@ -195,21 +195,9 @@ mod tests {
             for hash in hashes {
                 let op = index.push_op(format!("op{}", index.ops.len()), "T".into(), 0, 0);
                 index.push_tensor(TensorInfo {
-                    op,
-                    io: Io::Output,
-                    index: 0,
-                    dtype: DType::FLOAT16,
-                    shape: vec![4],
-                    device_format: None,
-                    device_shape: None,
-                    original_op: None,
-                    stats: None,
-                    histogram: None,
                     hash,
-                    label: None,
-                    requires_grad: None,
                     has_data: hash.is_some(),
-                    locator: 0,
+                    ..TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4])
                 });
             }
             Run { index, differ, log: Mutex::new(Vec::new()) }

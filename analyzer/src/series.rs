@@ -331,23 +331,13 @@ mod tests {
             for (name, inputs) in [("Mul_0", [loss, 1024.0]), ("Mul_1", [3.0, 5.0])] {
                 let op = index.push_op(name.into(), "Mul".into(), step, 0);
                 for (i, v) in inputs.into_iter().enumerate() {
-                    let t = index.push_tensor(TensorInfo {
+                    let t = index.push_tensor(TensorInfo::for_test(
                         op,
-                        io: Io::Input,
-                        index: i as u32,
-                        dtype: DType::FLOAT,
-                        shape: vec![],
-                        device_format: None,
-                        device_shape: None,
-                        original_op: None,
-                        stats: None,
-                        histogram: None,
-                        hash: None,
-                        label: None,
-                        requires_grad: None,
-                        has_data: true,
-                        locator: 0,
-                    });
+                        Io::Input,
+                        i as u32,
+                        DType::FLOAT,
+                        vec![],
+                    ));
                     stats.insert(t, scalar(v));
                 }
             }

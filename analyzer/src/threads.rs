@@ -261,23 +261,7 @@ pub(crate) mod counting {
             let mut index = Index::default();
             for (k, &n) in elements.iter().enumerate() {
                 let op = index.push_op(format!("layer_{k}/mm"), "MatMul".into(), 0, 0);
-                index.push_tensor(TensorInfo {
-                    op,
-                    io: Io::Output,
-                    index: 0,
-                    dtype: DType::FLOAT,
-                    shape: vec![n],
-                    device_format: None,
-                    device_shape: None,
-                    original_op: None,
-                    stats: None,
-                    histogram: None,
-                    hash: None,
-                    label: None,
-                    requires_grad: None,
-                    has_data: true,
-                    locator: 0,
-                });
+                index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT, vec![n]));
             }
             Tensors { index, large_now: 0.into(), large_most: 0.into(), reads: 0.into() }
         }

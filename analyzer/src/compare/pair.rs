@@ -262,21 +262,8 @@ mod tests {
             let mut index = Index::default();
             let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
             index.push_tensor(TensorInfo {
-                op,
-                io: Io::Output,
-                index: 0,
-                dtype: DType::FLOAT,
-                shape: vec![values.len() as u64],
-                device_format: None,
-                device_shape: None,
-                original_op: None,
-                stats: None,
-                histogram: None,
                 hash: Some(hash),
-                label: None,
-                requires_grad: None,
-                has_data: true,
-                locator: 0,
+                ..TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT, vec![values.len() as u64])
             });
             Sides { index, values, error, threads: Default::default() }
         }

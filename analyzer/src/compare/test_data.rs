@@ -10,23 +10,7 @@ pub(super) fn step(ops: &[(&str, &[u64], u64)]) -> (Index, Vec<Option<u64>>) {
     let mut hashes = Vec::new();
     for &(name, inputs, output) in ops {
         let op = index.push_op(name.into(), "T".into(), 0, 0);
-        let tensor = |io, i| TensorInfo {
-            op,
-            io,
-            index: i,
-            dtype: DType::FLOAT,
-            shape: vec![4],
-            device_format: None,
-            device_shape: None,
-            original_op: None,
-            stats: None,
-            histogram: None,
-            hash: None,
-            label: None,
-            requires_grad: None,
-            has_data: true,
-            locator: 0,
-        };
+        let tensor = |io, i| TensorInfo::for_test(op, io, i, DType::FLOAT, vec![4]);
         for (i, &h) in inputs.iter().enumerate() {
             index.push_tensor(tensor(Io::Input, i as u32));
             hashes.push(Some(h));
