@@ -148,10 +148,35 @@ fn entry_bytes<'a>(
         ));
     };
     let bytes = &archive[range];
-    if crc32fast::hash(bytes) != crc {
+    if crc32(bytes) != crc {
         return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
     }
     Ok((Cow::Borrowed(bytes), start))
+}
+
+/// Members at least this large are CRC-checked in parts of [`CRC_PART`] bytes by the pool's threads, the
+/// parts' CRCs combined in order (crc32fast's `combine`: the CRC of the whole, bit for bit). The check of a
+/// 144 MiB fp32 storage lent from its map ran on one core while the others waited.
+/// (Smaller under test, so that the tests' storages of about a megabyte take the parallel path.)
+const PARALLEL_CRC_BYTES: usize = if cfg!(test) { 1 << 20 } else { 8 << 20 };
+const CRC_PART: usize = if cfg!(test) { 256 << 10 } else { 4 << 20 };
+
+/// The CRC-32 of `bytes` (zip's), on several threads where they are many.
+fn crc32(bytes: &[u8]) -> u32 {
+    use rayon::prelude::*;
+    if bytes.len() < PARALLEL_CRC_BYTES || rayon::current_num_threads() < 2 {
+        return crc32fast::hash(bytes);
+    }
+    let part = |bytes: &[u8]| {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(bytes);
+        crc
+    };
+    let combined = bytes.par_chunks(CRC_PART).map(part).reduce_with(|mut a, b| {
+        a.combine(&b);
+        a
+    });
+    combined.unwrap_or_default().finalize()
 }
 
 /// What `data.pkl` and the archive's directory say about the tensor, before its storage is read.
@@ -383,7 +408,6 @@ fn stream_pt(
     out: Option<&mut Vec<f32>>,
     hasher: Option<&mut crate::hash::Xxh3>,
 ) -> Result<DType> {
-    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
     let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
     let reader = WindowedFile::new(&file, len).map_err(|e| FormatError::io(path, &e))?;
@@ -414,7 +438,7 @@ fn stream_pt(
         return read_whole(path, out.unwrap_or(&mut whole), hasher);
     }
     let name = &h.storage_name;
-    let end = start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
+    start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
         FormatError::at(
             start,
             format!("archive entry {name} declares {declared} bytes past the end of the archive"),
@@ -425,78 +449,31 @@ fn stream_pt(
     // Sized once for the whole view, keeping what `out` already holds: the steps below write every element,
     // so only a part that grows is zero-filled first (a per-step `resize` zero-filled every element).
     let total = span.bytes / h.elsize;
-    // Without `out`, each step's values go to `step_values` (a step holds at most STEP elements).
-    let mut step_values = Vec::new();
-    let mut out = match out {
-        Some(out) => {
-            if out.len() < total {
-                out.resize(total, 0.0);
-            } else {
-                out.truncate(total);
-            }
-            Some(out)
+    let out = out.map(|out| {
+        if out.len() < total {
+            out.resize(total, 0.0);
+        } else {
+            out.truncate(total);
         }
-        None => {
-            step_values.resize(STEP.min(total), 0.0);
-            None
+        &mut out[..]
+    });
+    let member = Streamed { file: &file, path, start, view: view_start..view_end, dtype, elsize: h.elsize };
+    // A large view kept in `out` is read in parts on the pool's threads ([`Streamed::parts`]); anything else
+    // in one part, in order, on this thread.
+    let parts = match out {
+        Some(out) if span.bytes >= PARALLEL_STREAM_BYTES && rayon::current_num_threads() > 1 => {
+            member.parts(0..declared, out, hasher)
         }
+        out => vec![member.part(0..declared, out, hasher)],
     };
-    let mut filled = 0usize;
-    let mut hasher = hasher;
+    // The first error in the member's order, as one pass in order meets it; then the CRC of the whole member.
     let mut crc_state = crc32fast::Hasher::new();
-    let mut buf = READ_BUF.with(std::cell::Cell::take);
-    buf.resize(READ_CHUNK, 0);
-    let mut lanes = [0u8; STEP * 4 / 2];
-    let mut at = start;
-    let mut result = Ok(());
-    while at < end && result.is_ok() {
-        let n = (end - at).min(READ_CHUNK as u64) as usize;
-        if let Err(e) = file.read_exact_at(&mut buf[..n], at) {
-            result = Err(FormatError::io(path, &e));
-            break;
-        }
-        let chunk = &buf[..n];
-        // STEP is a multiple of every element size, and so are READ_CHUNK and the view's offsets, so steps
-        // never split an element.
-        for (i, step) in chunk.chunks(STEP).enumerate() {
-            crc_state.update(step);
-            let step_start = at - start + (i * STEP) as u64;
-            let from = view_start.max(step_start);
-            let to = view_end.min(step_start + step.len() as u64);
-            if from >= to {
-                continue;
-            }
-            let bytes = &step[(from - step_start) as usize..(to - step_start) as usize];
-            // Inside the view, so inside `out` (`total` elements), whole elements (see above); at most STEP
-            // elements, so inside `step_values` too.
-            let n = bytes.len() / h.elsize;
-            let values = match out.as_deref_mut() {
-                Some(out) => &mut out[filled..filled + n],
-                None => &mut step_values[..n],
-            };
-            filled += n;
-            if let Err(e) = crate::tensor::decode_f32_into(dtype, bytes, values) {
-                result = Err(e);
-                break;
-            }
-            if let Some(hasher) = hasher.as_deref_mut() {
-                if dtype == DType::FLOAT {
-                    // The f32 values' little-endian bytes are the storage's bytes.
-                    hasher.update(bytes);
-                } else {
-                    for values in values.chunks(lanes.len() / 4) {
-                        for (b, v) in lanes.chunks_exact_mut(4).zip(values) {
-                            b.copy_from_slice(&v.to_le_bytes());
-                        }
-                        hasher.update(&lanes[..values.len() * 4]);
-                    }
-                }
-            }
-        }
-        at += n as u64;
+    let mut filled = 0usize;
+    for part in parts {
+        part.result?;
+        crc_state.combine(&part.crc);
+        filled += part.filled;
     }
-    READ_BUF.with(|c| c.set(buf));
-    result?;
     if crc_state.finalize() != crc {
         return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
     }
@@ -504,6 +481,185 @@ fn stream_pt(
         return Err(FormatError::at(start, format!("archive entry {name} ended before the tensor's bytes")));
     }
     Ok(dtype)
+}
+
+/// Views at least this large (bytes of storage) that [`stream_pt`] keeps in `out` are read in parts of
+/// [`STREAM_PART`] bytes by the pool's threads: a 144 MiB weight read, checked and decoded on one core while
+/// the others waited took most of compare's time on an LLM-sized msprobe pair.
+/// (Smaller under test, so that the tests' storages of about a megabyte take the parallel path.)
+const PARALLEL_STREAM_BYTES: usize = if cfg!(test) { 1 << 20 } else { 8 << 20 };
+/// A part of a member read in parallel: whole read chunks, so that parts never split an element either.
+const STREAM_PART: u64 = (if cfg!(test) { 2 } else { 16 }) * READ_CHUNK as u64;
+
+/// A stored, contiguous member that [`stream_pt`] streams: where it lies in the file and which of its bytes
+/// (`view`, relative to the member's start) are the tensor's elements.
+#[cfg(unix)]
+struct Streamed<'a> {
+    file: &'a std::fs::File,
+    path: &'a Path,
+    /// The member's first byte in the file.
+    start: u64,
+    view: std::ops::Range<u64>,
+    dtype: DType,
+    elsize: usize,
+}
+
+/// What [`Streamed::part`] read of its bytes: their CRC state, the view's elements among them it decoded,
+/// and the first error met (after which the part stops).
+#[cfg(unix)]
+struct Part {
+    crc: crc32fast::Hasher,
+    filled: usize,
+    result: Result<()>,
+}
+
+#[cfg(unix)]
+impl Streamed<'_> {
+    /// The view's elements that lie in `range` of the member (bytes relative to its start), as indices into
+    /// the view.
+    fn elements_of(&self, range: &std::ops::Range<u64>) -> std::ops::Range<usize> {
+        let clamp =
+            |b: u64| (b.clamp(self.view.start, self.view.end) - self.view.start) as usize / self.elsize;
+        clamp(range.start)..clamp(range.end)
+    }
+
+    /// [`Streamed::part`] over `range` in parts of [`STREAM_PART`] bytes, each on whichever thread of the
+    /// pool takes it, decoding into its own elements of `out` (all of the view's). The hash is fed in the
+    /// member's order: this thread reads its share first and feeds it inline, then feeds the other parts'
+    /// values from `out` once they are read. The parts are returned in order.
+    fn parts(
+        &self,
+        range: std::ops::Range<u64>,
+        out: &mut [f32],
+        hasher: Option<&mut crate::hash::Xxh3>,
+    ) -> Vec<Part> {
+        use rayon::prelude::*;
+        let len = range.end - range.start;
+        // This thread's share, in whole parts: its hashing is inline, the rest's comes after.
+        let share = (len / rayon::current_num_threads() as u64).div_ceil(STREAM_PART).max(1) * STREAM_PART;
+        let first = range.start..range.end.min(range.start + share);
+        let mut rest = Vec::new();
+        let mut at = first.end;
+        while at < range.end {
+            rest.push(at..range.end.min(at + STREAM_PART));
+            at += STREAM_PART;
+        }
+        let values = self.elements_of(&first);
+        let (head, mut tail) = out.split_at_mut(values.end);
+        let mut slices = Vec::with_capacity(rest.len());
+        for r in &rest {
+            let n = self.elements_of(r).len();
+            let (this, next) = std::mem::take(&mut tail).split_at_mut(n);
+            slices.push((r.clone(), this));
+            tail = next;
+        }
+        let mut hasher = hasher;
+        let (first, rest_parts) = rayon::join(
+            || self.part(first, Some(&mut head[values.clone()]), hasher.as_deref_mut()),
+            || slices.into_par_iter().map(|(r, out)| self.part(r, Some(out), None)).collect::<Vec<_>>(),
+        );
+        // The others' values in order, while the parts before them were read whole: a part that failed
+        // leaves its error, which is returned before any hash is taken.
+        if let Some(hasher) = hasher {
+            let mut whole = first.result.is_ok() && first.filled == values.len();
+            for (r, part) in rest.iter().zip(&rest_parts) {
+                let got = self.elements_of(r);
+                whole &= part.result.is_ok() && part.filled == got.len();
+                if !whole {
+                    break;
+                }
+                super::values_hash::hash_f32(hasher, &out[got]);
+            }
+        }
+        std::iter::once(first).chain(rest_parts).collect()
+    }
+
+    /// Reads `range` of the member (bytes relative to its start; a multiple of [`READ_CHUNK`] from the
+    /// member's start, or its end) chunk by chunk with positioned reads into this thread's [`READ_BUF`],
+    /// feeding each step to a CRC and decoding the view's elements in it into `out` (the view's elements
+    /// of `range`), or with `out` `None` into a buffer of one step's values that each step overwrites; the
+    /// values' little-endian bytes go to `hasher` in order. An fp32 storage on a little-endian machine is
+    /// read straight into `out` where a chunk lies inside the view: its bytes are the values.
+    fn part(
+        &self,
+        range: std::ops::Range<u64>,
+        mut out: Option<&mut [f32]>,
+        mut hasher: Option<&mut crate::hash::Xxh3>,
+    ) -> Part {
+        use std::os::unix::fs::FileExt;
+        let (dtype, elsize) = (self.dtype, self.elsize);
+        let mut step_values = Vec::new();
+        if out.is_none() {
+            step_values.resize(STEP.min(self.elements_of(&range).len()), 0.0);
+        }
+        let mut part = Part { crc: crc32fast::Hasher::new(), filled: 0, result: Ok(()) };
+        let mut buf = READ_BUF.with(std::cell::Cell::take);
+        buf.resize(READ_CHUNK, 0);
+        let mut at = range.start;
+        'chunks: while at < range.end {
+            let n = (range.end - at).min(READ_CHUNK as u64) as usize;
+            let chunk = at..at + n as u64;
+            let direct = cfg!(target_endian = "little")
+                && dtype == DType::FLOAT
+                && self.view.start <= chunk.start
+                && chunk.end <= self.view.end;
+            if let (true, Some(out)) = (direct, out.as_deref_mut()) {
+                // Inside the view: `n / 4` elements of `out` from `filled` (see `elements_of`).
+                let values = &mut out[part.filled..part.filled + n / 4];
+                let bytes = super::values_hash::f32_bytes_mut(values);
+                if let Err(e) = self.file.read_exact_at(bytes, self.start + at) {
+                    part.result = Err(FormatError::io(self.path, &e));
+                    break;
+                }
+                part.crc.update(bytes);
+                if let Some(hasher) = hasher.as_deref_mut() {
+                    hasher.update(bytes);
+                }
+                part.filled += n / 4;
+                at += n as u64;
+                continue;
+            }
+            if let Err(e) = self.file.read_exact_at(&mut buf[..n], self.start + at) {
+                part.result = Err(FormatError::io(self.path, &e));
+                break;
+            }
+            // STEP is a multiple of every element size, and so are READ_CHUNK and the view's offsets, so steps
+            // never split an element.
+            for (i, step) in buf[..n].chunks(STEP).enumerate() {
+                part.crc.update(step);
+                let step_start = at + (i * STEP) as u64;
+                let from = self.view.start.max(step_start);
+                let to = self.view.end.min(step_start + step.len() as u64);
+                if from >= to {
+                    continue;
+                }
+                let bytes = &step[(from - step_start) as usize..(to - step_start) as usize];
+                // Inside the view, so inside `out` (this part's elements), whole elements (see above); at most
+                // STEP elements, so inside `step_values` too.
+                let n = bytes.len() / elsize;
+                let values = match out.as_deref_mut() {
+                    Some(out) => &mut out[part.filled..part.filled + n],
+                    None => &mut step_values[..n],
+                };
+                part.filled += n;
+                if let Err(e) = crate::tensor::decode_f32_into(dtype, bytes, values) {
+                    part.result = Err(e);
+                    break 'chunks;
+                }
+                if let Some(hasher) = hasher.as_deref_mut() {
+                    if dtype == DType::FLOAT {
+                        // The f32 values' little-endian bytes are the storage's bytes.
+                        hasher.update(bytes);
+                    } else {
+                        super::values_hash::hash_f32(hasher, values);
+                    }
+                }
+            }
+            at += n as u64;
+        }
+        READ_BUF.with(|c| c.set(buf));
+        part
+    }
 }
 
 /// Where a view's elements lie in its storage, after [`check_view`].
@@ -712,6 +868,58 @@ mod tests {
             }
             (Err(_), Err(_)) => {}
             _ => panic!("{what}: streamed {:?}, in memory {:?}", got.as_ref().err(), want.as_ref().err()),
+        }
+    }
+
+    fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(f)
+    }
+
+    /// Large views are read in parts on several threads (`Streamed::parts`), with their CRCs combined and the
+    /// hash fed in order: the same values, hash and errors as one pass on one thread, and as the in-memory
+    /// reader, for fp32 (read straight into the values) and bf16, a view that starts and ends inside a part,
+    /// and a damaged byte in the first, a middle and the last part.
+    #[test]
+    fn large_views_read_in_parallel_parts_as_in_one_pass() {
+        let numel = (PARALLEL_STREAM_BYTES / 4 + READ_CHUNK / 8 + 1000) as u32;
+        let values: Vec<f32> = (0..numel).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let bf16_bytes: Vec<u8> =
+            [&f32_bytes[..], &f32_bytes[..]].concat().chunks_exact(4).flat_map(|v| [v[2], v[3]]).collect();
+        for (class, storage, numel) in
+            [("FloatStorage", &f32_bytes, numel), ("BFloat16Storage", &bf16_bytes, 2 * numel)]
+        {
+            let pt = archive(class, numel, 5, numel - 15, storage);
+            assert!(storage.len() - 20 * 4 > PARALLEL_STREAM_BYTES, "{class}: one part only");
+            let want = in_memory(&pt);
+            assert_eq!(want.as_ref().unwrap().1.len(), numel as usize - 15);
+            for threads in [1, 2, 3] {
+                assert_same(&in_pool(threads, || stream(&pt)), &want, &format!("{class}, {threads} threads"));
+            }
+            // The storage's first byte: the view's, 5 elements before.
+            let at = read_pt_bytes(&pt).map(|_| parse_pt(&pt).unwrap().bytes.as_ptr() as usize).unwrap()
+                - pt.as_ptr() as usize
+                - 5 * storage.len() / numel as usize;
+            for damaged in [at + 7, at + storage.len() / 2 + 1, at + storage.len() - 3] {
+                let mut bad = pt.clone();
+                bad[damaged] ^= 0x10;
+                let err = in_pool(3, || stream(&bad)).unwrap_err();
+                assert!(err.problem.contains("checksum mismatch"), "{class} {damaged}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn crc_in_parallel_parts_is_the_crc_of_the_whole() {
+        let bytes: Vec<u8> =
+            (0..PARALLEL_CRC_BYTES + 3 * CRC_PART + 17).map(|i| (i * 7 + i / 251) as u8).collect();
+        for len in
+            [0, 1, PARALLEL_CRC_BYTES - 1, PARALLEL_CRC_BYTES, PARALLEL_CRC_BYTES + CRC_PART + 1, bytes.len()]
+        {
+            let want = crc32fast::hash(&bytes[..len]);
+            for threads in [1, 2, 3] {
+                assert_eq!(in_pool(threads, || crc32(&bytes[..len])), want, "{len} bytes, {threads} threads");
+            }
         }
     }
 

@@ -13,6 +13,31 @@ pub(super) fn hash_f32_le(hasher: &mut crate::hash::Xxh3, values: &[f32]) {
     }
 }
 
+/// [`hash_f32_le`] without the copy where the machine is little-endian: the values' bytes in memory are their
+/// little-endian bytes, fed as they lie.
+pub(super) fn hash_f32(hasher: &mut crate::hash::Xxh3, values: &[f32]) {
+    if cfg!(target_endian = "little") {
+        hasher.update(f32_bytes(values));
+    } else {
+        hash_f32_le(hasher, values);
+    }
+}
+
+/// `values`' bytes in memory order.
+pub(super) fn f32_bytes(values: &[f32]) -> &[u8] {
+    // SAFETY: `values` is `len * 4` initialised bytes (f32 has no padding), aligned for u8, borrowed shared for
+    // the returned slice's lifetime.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
+/// `values`' bytes in memory order, to be written: a positioned read of a little-endian fp32 storage fills
+/// them with the values themselves.
+pub(super) fn f32_bytes_mut(values: &mut [f32]) -> &mut [u8] {
+    // SAFETY: `values` is `len * 4` initialised, writable bytes, aligned for u8, borrowed mutably for the
+    // returned slice's lifetime; every bit pattern a write may leave is a valid f32.
+    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,6 +51,20 @@ mod tests {
             let mut hasher = crate::hash::Xxh3::new();
             hash_f32_le(&mut hasher, &values);
             assert_eq!(hasher.digest(), content_hash(&bytes), "{n} values");
+            let mut hasher = crate::hash::Xxh3::new();
+            hash_f32(&mut hasher, &values);
+            assert_eq!(hasher.digest(), content_hash(&bytes), "{n} values, in place");
         }
+    }
+
+    #[test]
+    fn the_bytes_of_values_are_their_bytes_in_memory() {
+        let values = [1.0f32, -2.5, f32::NAN, f32::from_bits(0x0123_4567)];
+        let want: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(f32_bytes(&values), &want[..]);
+        let mut written = [0f32; 4];
+        f32_bytes_mut(&mut written).copy_from_slice(&want);
+        assert!(written.iter().zip(&values).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(f32_bytes(&[]).is_empty());
     }
 }
