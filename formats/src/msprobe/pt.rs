@@ -402,12 +402,23 @@ fn read_whole(path: &Path, out: &mut Vec<f32>, hasher: Option<&mut crate::hash::
 
 /// [`stream_pt_file`] into `out`, or with `out` `None` into a buffer of one step's values that each step
 /// overwrites ([`stream_pt_file_hash`]; the archives it cannot stream are then read whole as there).
+/// A `.pt` file opened for streaming ([`plan`]): a stored, contiguous, little-endian storage of a dtype that
+/// decodes element by element (what `torch.save` writes), the member's place in the file and its CRC.
 #[cfg(unix)]
-fn stream_pt(
-    path: &Path,
-    out: Option<&mut Vec<f32>>,
-    hasher: Option<&mut crate::hash::Xxh3>,
-) -> Result<DType> {
+struct Plan {
+    file: std::fs::File,
+    h: Header,
+    span: ViewSpan,
+    /// The storage member's first byte in the file, its declared size and CRC-32.
+    start: u64,
+    declared: u64,
+    crc: u32,
+}
+
+/// Reads the `.pt` file's directory and `data.pkl` through [`WindowedFile`] and checks its view: `None`
+/// where the storage cannot be streamed (read it whole through [`parse_pt`] then).
+#[cfg(unix)]
+fn plan(path: &Path) -> Result<Option<Plan>> {
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, &e))?;
     let len = file.metadata().map_err(|e| FormatError::io(path, &e))?.len();
     let reader = WindowedFile::new(&file, len).map_err(|e| FormatError::io(path, &e))?;
@@ -430,12 +441,11 @@ fn stream_pt(
     let decodes_alone = dtype.is_decodable()
         && crate::tensor::lanes_per_element(dtype) == 1
         && dtype.bits() == Some(8 * h.elsize as u32);
-    let mut whole = Vec::new();
     let Some((start, declared, crc)) = stored else {
-        return read_whole(path, out.unwrap_or(&mut whole), hasher);
+        return Ok(None);
     };
     if !span.contiguous || (h.big_endian && h.elsize > 1) || !decodes_alone {
-        return read_whole(path, out.unwrap_or(&mut whole), hasher);
+        return Ok(None);
     }
     let name = &h.storage_name;
     start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
@@ -444,6 +454,19 @@ fn stream_pt(
             format!("archive entry {name} declares {declared} bytes past the end of the archive"),
         )
     })?;
+    Ok(Some(Plan { file, h, span, start, declared, crc }))
+}
+
+#[cfg(unix)]
+fn stream_pt(
+    path: &Path,
+    out: Option<&mut Vec<f32>>,
+    hasher: Option<&mut crate::hash::Xxh3>,
+) -> Result<DType> {
+    let Some(Plan { file, h, span, start, declared, crc }) = plan(path)? else {
+        return read_whole(path, out.unwrap_or(&mut Vec::new()), hasher);
+    };
+    let (dtype, name) = (h.tensor.storage.dtype, &h.storage_name);
     // The view's bytes, relative to the member's start; inside the member (check_view, storage_bytes).
     let (view_start, view_end) = (span.offset as u64, (span.offset + span.bytes) as u64);
     // Sized once for the whole view, keeping what `out` already holds: the steps below write every element,
@@ -659,6 +682,137 @@ impl Streamed<'_> {
         }
         READ_BUF.with(|c| c.set(buf));
         part
+    }
+}
+
+/// A `.pt` file's tensor bytes (C order, little-endian), handed out in order block by block
+/// ([`PtBlocks::next_block`]) from positioned reads into a buffer of [`READ_CHUNK`] bytes: never mapped, so
+/// reading a storage of any size leaves none of its pages in the process (a mapped 144 MiB pair showed as
+/// 297 MiB of RSS). Each byte read goes to the member's CRC; [`PtBlocks::finish`] reads what is left of the
+/// member and checks it, so what the blocks showed counts only when it returns `Ok`.
+#[cfg(unix)]
+pub struct PtBlocks {
+    plan: Plan,
+    path: std::path::PathBuf,
+    /// The next member byte (relative to its start) to read; every byte before it went to `crc`.
+    at: u64,
+    crc: crc32fast::Hasher,
+    buf: Vec<u8>,
+    /// The bytes of `buf` read but not yet handed out (all inside the view).
+    ready: std::ops::Range<usize>,
+    /// The view's bytes not yet handed out.
+    left: usize,
+    /// The first error met by a read: the blocks after it are zeros.
+    error: Option<FormatError>,
+}
+
+/// Opens the `.pt` file at `path` for [`PtBlocks`]: `None` where its storage cannot be streamed (compressed,
+/// a view that is not contiguous, big-endian: [`parse_pt`] reads those whole). Errors name the file.
+#[cfg(unix)]
+pub fn open_pt_blocks(path: &Path) -> Result<Option<PtBlocks>> {
+    let Some(plan) = plan(path).map_err(|e| e.in_file(path))? else {
+        return Ok(None);
+    };
+    let left = plan.span.bytes;
+    let mut blocks = PtBlocks {
+        plan,
+        path: path.to_path_buf(),
+        at: 0,
+        crc: crc32fast::Hasher::new(),
+        buf: vec![0; READ_CHUNK],
+        ready: 0..0,
+        left,
+        error: None,
+    };
+    // The member's bytes before the view: only its CRC takes them.
+    blocks.skip_to(blocks.plan.span.offset as u64);
+    Ok(Some(blocks))
+}
+
+#[cfg(unix)]
+impl PtBlocks {
+    /// The storage's dtype.
+    pub fn dtype(&self) -> DType {
+        self.plan.h.tensor.storage.dtype
+    }
+
+    /// The tensor's bytes in all.
+    pub fn len(&self) -> usize {
+        self.plan.span.bytes
+    }
+
+    /// Whether the tensor has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads `n` bytes (at most a buffer's) from member byte `self.at` into the buffer and the CRC, or records
+    /// the first error and zero-fills them.
+    fn read(&mut self, n: usize) {
+        use std::os::unix::fs::FileExt;
+        let bytes = &mut self.buf[..n];
+        if self.error.is_none() {
+            match self.plan.file.read_exact_at(bytes, self.plan.start + self.at) {
+                Ok(()) => self.crc.update(bytes),
+                Err(e) => self.error = Some(FormatError::io(&self.path, &e)),
+            }
+        }
+        if self.error.is_some() {
+            bytes.fill(0);
+        }
+        self.at += n as u64;
+    }
+
+    /// Reads the member's bytes up to `end` (relative to its start) for the CRC alone.
+    fn skip_to(&mut self, end: u64) {
+        while self.at < end {
+            let n = (end - self.at).min(READ_CHUNK as u64) as usize;
+            self.read(n);
+        }
+    }
+
+    /// The next `min(buf.len(), bytes left)` bytes of the tensor, borrowed from this reader's buffer or
+    /// written into `buf` (where they span two reads). After a failed read the bytes are zeros, and
+    /// [`PtBlocks::finish`] returns the error.
+    pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
+        let want = buf.len().min(self.left);
+        self.left -= want;
+        if self.ready.len() >= want {
+            let block = self.ready.start..self.ready.start + want;
+            self.ready.start = block.end;
+            return &self.buf[block];
+        }
+        let mut filled = 0;
+        while filled < want {
+            if self.ready.is_empty() {
+                // The view's next bytes, at most a buffer's worth.
+                let view_left = (self.plan.span.offset + self.plan.span.bytes) as u64 - self.at;
+                let n = view_left.min(READ_CHUNK as u64) as usize;
+                self.read(n);
+                self.ready = 0..n;
+            }
+            let n = self.ready.len().min(want - filled);
+            buf[filled..filled + n].copy_from_slice(&self.buf[self.ready.start..self.ready.start + n]);
+            self.ready.start += n;
+            filled += n;
+        }
+        &buf[..want]
+    }
+
+    /// Reads what is left of the member (the view's bytes not handed out, and those after the view) for the
+    /// CRC, then checks it: the first read error, else a checksum mismatch, in the words of the other
+    /// readers, naming the file.
+    pub fn finish(mut self) -> Result<()> {
+        self.skip_to(self.plan.declared);
+        let (start, name) = (self.plan.start, &self.plan.h.storage_name);
+        let result = match self.error.take() {
+            Some(e) => Err(e),
+            None if self.crc.clone().finalize() != self.plan.crc => {
+                Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")))
+            }
+            None => Ok(()),
+        };
+        result.map_err(|e| e.in_file(&self.path))
     }
 }
 
@@ -923,6 +1077,47 @@ mod tests {
         }
     }
 
+    /// `PtBlocks` over `bytes` written to a file, read in blocks of several sizes: where it opens, the blocks
+    /// make the in-memory reader's bytes and `finish` succeeds exactly where that reader does (the CRC);
+    /// where it fails to open, so does that reader. Returns whether it opened.
+    fn assert_blocks(bytes: &[u8], what: &str) -> bool {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut file, bytes).unwrap();
+        let want = parse_pt(bytes).map(|t| (t.dtype, t.bytes.into_owned()));
+        for size in [1, 4, 4096, READ_CHUNK - 1, 3 * READ_CHUNK] {
+            let mut blocks = match open_pt_blocks(file.path()) {
+                Ok(Some(blocks)) => blocks,
+                Ok(None) => return false,
+                Err(e) => {
+                    assert!(want.is_err(), "{what}: blocks {e}, in memory fine");
+                    return false;
+                }
+            };
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; size];
+            let len = blocks.len();
+            loop {
+                let block = blocks.next_block(&mut buf);
+                assert!(block.len() == size || block.len() == len - got.len(), "{what}: {size}");
+                if block.is_empty() {
+                    break;
+                }
+                got.extend_from_slice(block);
+            }
+            let dtype = blocks.dtype();
+            match (blocks.finish(), &want) {
+                (Ok(()), Ok((d, w))) => assert!(dtype == *d && got == *w, "{what}: blocks of {size}"),
+                (Err(e), Err(_)) => assert!(e.path.is_some(), "{what}: {e}"),
+                (got, want) => panic!("{what}: blocks {got:?}, in memory {:?}", want.as_ref().err()),
+            }
+            // Stopping half way still checks the whole member.
+            let mut half = open_pt_blocks(file.path()).unwrap().unwrap();
+            half.next_block(&mut vec![0u8; len / 2]);
+            assert_eq!(half.finish().is_ok(), want.is_ok(), "{what}: half read");
+        }
+        true
+    }
+
     #[test]
     fn streams_storage_across_read_chunks() {
         // 3.5 read chunks of f32 and of bf16, viewed from element 5 to 10 before the end.
@@ -935,6 +1130,7 @@ mod tests {
             [("FloatStorage", &f32_bytes, DType::FLOAT), ("BFloat16Storage", &bf16_bytes, DType::BF16)]
         {
             let pt = archive(class, numel, 5, numel - 15, storage);
+            assert!(assert_blocks(&pt, class));
             let got = stream(&pt);
             assert_same(&got, &in_memory(&pt), class);
             let (d, v, _) = got.unwrap();
@@ -952,6 +1148,7 @@ mod tests {
             let last = pt.windows(storage.len()).position(|w| w == &storage[..]).unwrap() + storage.len() - 1;
             let mut bad = pt.clone();
             bad[last] ^= 1;
+            assert!(assert_blocks(&bad, "flipped after the view"));
             let err = stream(&bad).unwrap_err();
             assert!(err.problem.contains("checksum mismatch"), "{err}");
             assert!(in_memory(&bad).is_err());
@@ -969,15 +1166,18 @@ mod tests {
         let mut seeds: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
         seeds.sort();
         assert!(!seeds.is_empty());
+        let mut opened = 0;
         for path in seeds {
             let bytes = std::fs::read(&path).unwrap();
             let name = path.display().to_string();
             assert_same(&stream(&bytes), &in_memory(&bytes), &name);
+            opened += usize::from(assert_blocks(&bytes, &name));
             if !name.contains("valid") {
                 continue;
             }
             for cut in (0..bytes.len()).step_by(13) {
                 assert_same(&stream(&bytes[..cut]), &in_memory(&bytes[..cut]), &format!("{name} cut {cut}"));
+                assert_blocks(&bytes[..cut], &format!("{name} cut {cut}"));
             }
             let mut m = bytes.clone();
             for i in (0..bytes.len()).step_by(5) {
@@ -988,6 +1188,7 @@ mod tests {
                 m[i] = bytes[i];
             }
         }
+        assert!(opened > 0, "no seed streams");
     }
 
     #[test]
