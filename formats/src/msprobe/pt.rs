@@ -746,11 +746,17 @@ impl PtBlocks {
         self.len() == 0
     }
 
-    /// Reads `n` bytes (at most a buffer's) from member byte `self.at` into the buffer and the CRC, or records
-    /// the first error and zero-fills them.
+    /// Reads `n` bytes (at most a buffer's) from member byte `self.at` into the buffer.
     fn read(&mut self, n: usize) {
+        let mut buf = std::mem::take(&mut self.buf);
+        self.read_into(&mut buf[..n]);
+        self.buf = buf;
+    }
+
+    /// Reads `bytes.len()` bytes from member byte `self.at` into `bytes` and the CRC, or records the first
+    /// error and zero-fills them.
+    fn read_into(&mut self, bytes: &mut [u8]) {
         use std::os::unix::fs::FileExt;
-        let bytes = &mut self.buf[..n];
         if self.error.is_none() {
             match self.plan.file.read_exact_at(bytes, self.plan.start + self.at) {
                 Ok(()) => self.crc.update(bytes),
@@ -760,7 +766,7 @@ impl PtBlocks {
         if self.error.is_some() {
             bytes.fill(0);
         }
-        self.at += n as u64;
+        self.at += bytes.len() as u64;
     }
 
     /// Reads the member's bytes up to `end` (relative to its start) for the CRC alone.
@@ -772,7 +778,7 @@ impl PtBlocks {
     }
 
     /// The next `min(buf.len(), bytes left)` bytes of the tensor, borrowed from this reader's buffer or
-    /// written into `buf` (where they span two reads). After a failed read the bytes are zeros, and
+    /// written into `buf` (where they span two reads, or are more than a buffer's worth). After a failed read the bytes are zeros, and
     /// [`PtBlocks::finish`] returns the error.
     pub fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
         let want = buf.len().min(self.left);
@@ -784,6 +790,13 @@ impl PtBlocks {
         }
         let mut filled = 0;
         while filled < want {
+            if self.ready.is_empty() && want - filled >= READ_CHUNK {
+                // A block of a buffer's size or more (a reader splitting its work over threads) is read
+                // straight into `buf`.
+                self.read_into(&mut buf[filled..want]);
+                filled = want;
+                continue;
+            }
             if self.ready.is_empty() {
                 // The view's next bytes, at most a buffer's worth.
                 let view_left = (self.plan.span.offset + self.plan.span.bytes) as u64 - self.at;
