@@ -12,6 +12,9 @@ use anyhow::Result;
 use serde_json::json;
 use std::io::Write;
 
+mod json_rows;
+use json_rows::RowJson;
+
 /// The forms of compare's report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CompareFormat {
@@ -456,13 +459,6 @@ fn measured_word(m: Measured) -> &'static str {
     }
 }
 
-fn json_cell(c: Cell) -> serde_json::Value {
-    match c {
-        Cell::Value(v) if v.is_finite() => json!(v),
-        other => json!(other.to_string()),
-    }
-}
-
 fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let (ti, bi) = (c.target.index(), c.bench.index());
     let op_json = |o: usize| {
@@ -470,35 +466,8 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         json!({"name": op.name, "op_type": op.op_type, "step": op.step, "rank": op.rank,
                "original_ops": op.original_names(ti)})
     };
-    let rows: Vec<serde_json::Value> = c
-        .rows
-        .iter()
-        .map(|row| {
-            let m = &row.msprobe;
-            let op = &ti.ops[ti.tensors[row.target].op];
-            json!({
-                "target": ti.tensor_label(row.target),
-                "step": op.step, "rank": op.rank,
-                "bench": row.bench.map(|b| bi.tensor_label(b)),
-                "match": row.how,
-                "cosine": json_cell(m.cosine), "euc_dist": json_cell(m.euc_dist),
-                "max_abs_err": json_cell(m.max_abs_err), "max_relative_err": json_cell(m.max_relative_err),
-                "one_thousandth_err_ratio": json_cell(m.one_thousandth_err_ratio),
-                "five_thousandths_err_ratio": json_cell(m.five_thousandths_err_ratio),
-                "msaccucmp": row.msaccucmp.as_ref().map(|a| json!({
-                    "cosine_similarity": a.cosine_similarity, "max_absolute_error": a.max_absolute_error,
-                    "mean_absolute_error": a.mean_absolute_error, "root_mean_square_error": a.root_mean_square_error,
-                    "relative_euclidean_distance": a.relative_euclidean_distance,
-                    "mean_relative_error": a.mean_relative_error, "kullback_leibler_divergence": a.kullback_leibler_divergence,
-                    "overflow": a.overflow,
-                })),
-                "target_stats": row.target_stats, "bench_stats": row.bench_stats,
-                "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
-                "messages": row.messages, "status": status_word(row), "measured": measured_word(row.measured),
-                "reason": row.reason, "error": row.error,
-            })
-        })
-        .collect();
+    // The rows straight from the comparison (`json_rows`); the rest, small, as `Value`s.
+    let rows: Vec<RowJson<'_>> = c.rows.iter().map(|row| RowJson::new(row, ti, bi)).collect();
     let fused: Vec<serde_json::Value> = fused_kernels(c)
         .into_iter()
         .map(|(o, failed)| {
@@ -518,38 +487,67 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
                 })
             })
             .collect();
-    let report = json!({
-        "target": {"path": c.target.root(), "kind": c.target.kind()},
-        "warnings": c.warnings,
-        "fused_kernels": fused,
-        "bench": {"path": c.bench.root(), "kind": c.bench.kind()},
-        "culprit": c.culprit.map(|i| op_json(c.failing_ops[i].op)),
-        "failing_ops": c.failing_ops.iter().map(|f| {
-            let mut v = op_json(f.op);
-            v["inputs_pass"] = json!(f.inputs_pass);
-            v["inputs_unverified"] = json!(f.inputs_unverified);
-            v
-        }).collect::<Vec<_>>(),
-        "rows": rows,
-        "unmatched_target": c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect::<Vec<_>>(),
-        "unmatched_bench": c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect::<Vec<_>>(),
-        "unmatched": unmatched,
-        "input_problems": c.problems,
-        "refused": c.refused,
-        "api_calls": c.api_calls.iter().map(|a| json!({
-            "api": bi.ops[a.bench_op].name,
-            "step": bi.ops[a.bench_op].step,
-            "rank": bi.ops[a.bench_op].rank,
-            "kernels": a.kernels.iter().map(|&k| ti.ops[k].name.as_str()).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "first_diverging_api": c.first_diverging_api().map(|d| json!({
+    /// The report's object, its keys in the sorted order in which a `serde_json::Map` (a `BTreeMap`) wrote
+    /// them when the whole report was one `Value`; each value but `rows` is still the `Value` it was.
+    #[derive(serde::Serialize)]
+    struct Report<'a> {
+        api_calls: Vec<serde_json::Value>,
+        bench: serde_json::Value,
+        culprit: serde_json::Value,
+        failing_ops: Vec<serde_json::Value>,
+        first_diverging_api: serde_json::Value,
+        fused_kernels: Vec<serde_json::Value>,
+        input_problems: serde_json::Value,
+        refused: serde_json::Value,
+        rows: Vec<RowJson<'a>>,
+        target: serde_json::Value,
+        unmatched: Vec<serde_json::Value>,
+        unmatched_bench: Vec<String>,
+        unmatched_target: Vec<String>,
+        warnings: serde_json::Value,
+    }
+    let report = Report {
+        api_calls: c
+            .api_calls
+            .iter()
+            .map(|a| {
+                json!({
+                    "api": bi.ops[a.bench_op].name,
+                    "step": bi.ops[a.bench_op].step,
+                    "rank": bi.ops[a.bench_op].rank,
+                    "kernels": a.kernels.iter().map(|&k| ti.ops[k].name.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect(),
+        bench: json!({"path": c.bench.root(), "kind": c.bench.kind()}),
+        culprit: json!(c.culprit.map(|i| op_json(c.failing_ops[i].op))),
+        failing_ops: c
+            .failing_ops
+            .iter()
+            .map(|f| {
+                let mut v = op_json(f.op);
+                v["inputs_pass"] = json!(f.inputs_pass);
+                v["inputs_unverified"] = json!(f.inputs_unverified);
+                v
+            })
+            .collect(),
+        first_diverging_api: json!(c.first_diverging_api().map(|d| json!({
             "api": bi.ops[d.bench_op].name,
             "step": bi.ops[d.bench_op].step,
             "rank": bi.ops[d.bench_op].rank,
             "kernels": d.kernels.iter().map(|&k| ti.ops[k].name.as_str()).collect::<Vec<_>>(),
             "also_computes": d.sharing.iter().map(|&b| bi.ops[b].name.as_str()).collect::<Vec<_>>(),
-        })),
-    });
+        }))),
+        fused_kernels: fused,
+        input_problems: json!(c.problems),
+        refused: json!(c.refused),
+        rows,
+        target: json!({"path": c.target.root(), "kind": c.target.kind()}),
+        unmatched,
+        unmatched_bench: c.unmatched_bench.iter().map(|&t| bi.tensor_label(t)).collect(),
+        unmatched_target: c.unmatched_target.iter().map(|&t| ti.tensor_label(t)).collect(),
+        warnings: json!(c.warnings),
+    };
     write_json(out, "compare", &report)
 }
 
