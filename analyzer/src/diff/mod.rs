@@ -19,7 +19,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod values;
+mod waves;
 pub use values::{compare_host_blocks, compare_host_bytes, compare_values, ulp_distance, TensorDiff};
+pub use waves::compare_host_waves;
 
 /// The first differing op of one step on one rank.
 #[derive(Clone, Debug, Serialize)]
@@ -178,12 +180,15 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     // run stores the same bytes for both records: the first pair's data matched its content hashes when it
     // was measured, so the repeat's stored bytes are proved sound without decoding them again.
     let limits = pairs_in_flight(Footprint::DIFF, [run1, run2]);
+    // Threads that measure no pair of their own: a large pair's waves take them (the pairs' threads take
+    // waves only when they wait on their own).
+    let spare_threads = rayon::current_num_threads() > limits.large;
     let diffs: Vec<Result<TensorDiff>> = measure_pairs(
         (run1, run2),
         limits,
         &pairs,
         |p| {
-            let d = diff_tensor(run1, run2, p.target, p.bench);
+            let d = diff_tensor(run1, run2, p.target, p.bench, spare_threads);
             progress.inc(1);
             d
         },
@@ -269,8 +274,15 @@ fn stats_delta(ia: &TensorInfo, ib: &TensorInfo) -> Option<f64> {
     }
 }
 
-/// Hash comparison, and only when hashes differ, a decode of both sides.
-fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Result<TensorDiff> {
+/// Hash comparison, and only when hashes differ, a decode of both sides; in waves on the pool's threads
+/// where a tensor is large and `spare_threads` says there are threads to take them.
+fn diff_tensor(
+    a: &dyn Source,
+    b: &dyn Source,
+    ta: TensorId,
+    tb: TensorId,
+    spare_threads: bool,
+) -> Result<TensorDiff> {
     let (ia, ib) = (&a.index().tensors[ta], &b.index().tensors[tb]);
     let ha = match ia.hash {
         Some(h) => h,
@@ -299,7 +311,12 @@ fn diff_tensor(a: &dyn Source, b: &dyn Source, ta: TensorId, tb: TensorId) -> Re
         // kernel declines.
         let (mut measured, mut inner) = (None, Ok(false));
         a.with_host_blocks(ta, &mut |x| {
-            inner = b.with_host_blocks(tb, &mut |y| measured = compare_host_blocks(ia.dtype, x, y));
+            inner = b.with_host_blocks(tb, &mut |y| {
+                measured = match spare_threads && x.len() >= waves::WAVES_MIN {
+                    true => compare_host_waves(ia.dtype, x, y),
+                    false => compare_host_blocks(ia.dtype, x, y),
+                }
+            });
         })?;
         inner?;
         if let Some(d) = measured {

@@ -82,7 +82,7 @@ pub fn ulp_distance(dtype: DType, x: f32, y: f32) -> u64 {
 }
 
 /// Elements per block of [`compare_host_blocks`]: both sides' bytes and an fp16 decoding of them stay in L1.
-const BLOCK: usize = 1024;
+pub(super) const BLOCK: usize = 1024;
 
 /// [`compare_values`] of the two decodings, computed from the tensors' own host-layout bytes (fp16, bf16,
 /// fp32; `None` for other dtypes or byte counts that are not whole elements of equal length: use the
@@ -171,7 +171,7 @@ pub fn has_bytes_kernel(dtype: DType) -> bool {
     bytes_kernel_width(dtype).is_some()
 }
 
-fn bytes_kernel_width(dtype: DType) -> Option<usize> {
+pub(super) fn bytes_kernel_width(dtype: DType) -> Option<usize> {
     match dtype {
         DType::FLOAT16 | DType::BF16 => Some(2),
         DType::FLOAT => Some(4),

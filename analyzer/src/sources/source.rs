@@ -102,7 +102,7 @@ pub trait Source: Send + Sync {
 /// A tensor's host-layout bytes read in order, block by block ([`Source::with_host_blocks`]): from a slice
 /// ([`SliceBlocks`]) or decoded as they are asked for (a capture's byte planes, unshuffled block by block
 /// into the reader's buffer, so that no whole-tensor copy is written and read back).
-pub trait HostBlocks {
+pub trait HostBlocks: Send {
     /// Bytes in all.
     fn len(&self) -> usize;
     /// Whether there are no bytes.
@@ -111,6 +111,12 @@ pub trait HostBlocks {
     }
     /// The next `min(buf.len(), bytes left)` bytes, written into `buf` or borrowed from the source.
     fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8];
+    /// `f` of [`next_block`](Self::next_block)'s bytes, for a reader that splits its work on a large `buf`
+    /// over the current pool's threads: a capture splits its unshuffle of them the same way, and hashes
+    /// them while `f` runs.
+    fn with_next_wave(&mut self, buf: &mut [u8], f: &mut (dyn FnMut(&[u8]) + Send)) {
+        f(self.next_block(buf))
+    }
 }
 
 /// [`HostBlocks`] over bytes already in memory: blocks are borrowed, nothing is copied.

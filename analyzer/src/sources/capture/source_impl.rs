@@ -26,6 +26,10 @@ impl HostBlocks for CaptureBlocks<'_, '_> {
     fn next_block<'s>(&'s mut self, buf: &'s mut [u8]) -> &'s [u8] {
         self.0.next_block(buf)
     }
+
+    fn with_next_wave(&mut self, buf: &mut [u8], f: &mut (dyn FnMut(&[u8]) + Send)) {
+        self.0.with_next_wave(buf, f)
+    }
 }
 
 impl Source for CaptureSource {

@@ -23,6 +23,7 @@
 mod blocks;
 mod device_runs;
 mod open;
+mod parallel_blocks;
 mod parallel_decode;
 mod records;
 mod releases;
