@@ -68,6 +68,14 @@ impl Footprint {
         scratch_buffers: 0,
         scratch_max: 0,
     };
+
+    /// diff where each side of a pair holds at most `side` bytes (where that is less than the tensor as f32:
+    /// a capture of fp16 tensors read block by block holds at most their data, half of it) and `extra`
+    /// bytes more a pair (the wave buffers of a large pair). Measured on big-seq384-2 (9 MiB of fp16 data
+    /// a tensor, 1 and 2 threads each measuring a pair): 21 MiB a pair, 18 of them the two sides' data.
+    pub fn diff_bounded(side: u64, extra: u64) -> Footprint {
+        Footprint { per_pair: (4 << 20) + extra, scratch_buffers: 2, scratch_max: side, ..Footprint::DIFF }
+    }
 }
 
 /// A tensor's size as f32 (or as f64 where it is wider), in bytes: the size compare decodes it to. The device
@@ -327,9 +335,18 @@ mod tests {
         scratch_max: 24 * MIB,
     };
 
+    /// diff of two captures of 9 MiB fp16 tensors (big-seq384-2), pairs read in waves.
+    const DIFF_BOUNDED: Footprint = Footprint {
+        per_pair: 6 * MIB,
+        per_pair_tensors: 2,
+        scratch_buffers: 2,
+        scratch_max: 9 * MIB,
+        base: 4 * MIB,
+    };
+
     #[test]
     fn the_pairs_in_flight_keep_the_measured_footprint_within_the_budget() {
-        for footprint in [CAPTURES, NPY, WINDOWED, Footprint::DIFF] {
+        for footprint in [CAPTURES, NPY, WINDOWED, Footprint::DIFF, DIFF_BOUNDED] {
             for largest in [0, 4 << 10, 200 << 10, 2 * MIB, 8 * MIB, 30 * MIB, 144 * MIB] {
                 let n = pairs_for(footprint, largest, 1024) as u64;
                 let used = footprint.base + n * footprint.per_pair_of(largest);
@@ -369,6 +386,9 @@ mod tests {
         // An npy pair of 8 MiB f32 tensors: 3 pairs (2 on the 2-core VM).
         assert_eq!(pairs_for(NPY, 8 * MIB, 16), 3);
         assert_eq!(pairs_for(Footprint::DIFF, 2 * MIB, 16), 14);
+        // big-seq384-2 (18 MiB as f32, 9 MiB of fp16 data): 2 pairs counted as f32, 4 within the data's bound.
+        assert_eq!(pairs_for(Footprint { per_pair: 6 * MIB, ..Footprint::DIFF }, 18 * MIB, 16), 2);
+        assert_eq!(pairs_for(DIFF_BOUNDED, 18 * MIB, 16), 4);
     }
 
     /// Runs `f` in a pool of `threads` threads.

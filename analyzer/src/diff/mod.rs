@@ -12,7 +12,7 @@ use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::repeats::measure_pairs;
 use crate::sources::Source;
-use crate::threads::{pairs_in_flight, Footprint};
+use crate::threads::{largest_tensor_bytes, pairs_for, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::tensor::element_count;
 use anyhow::Result;
 use serde::Serialize;
@@ -179,7 +179,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     // A tensor both runs recorded twice (an op's output, then the next op's input) is read once where each
     // run stores the same bytes for both records: the first pair's data matched its content hashes when it
     // was measured, so the repeat's stored bytes are proved sound without decoding them again.
-    let limits = pairs_in_flight(Footprint::DIFF, [run1, run2]);
+    let limits = pairs_in_flight(footprint([run1, run2]), [run1, run2]);
     // Threads that measure no pair of their own: a large pair's waves take them (the pairs' threads take
     // waves only when they wait on their own).
     let spare_threads = rayon::current_num_threads() > limits.large;
@@ -257,6 +257,28 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         input_problems,
         warnings: i1.warnings_of("run1").chain(i2.warnings_of("run2")).collect(),
     })
+}
+
+/// What diff's pairs hold ([`crate::threads`]): each side a tensor as f32 ([`Footprint::DIFF`]), or each
+/// side at most the bound of a block-by-block read ([`Source::host_blocks_bytes`]) for the tensors diff
+/// reads so, the others as f32: whichever lets more pairs run, since each bounds what a pair holds. A
+/// pair large enough to be read in waves also holds their buffers.
+fn footprint(sources: [&dyn Source; 2]) -> Footprint {
+    let largest = largest_tensor_bytes(sources.map(Source::index));
+    let extra = if largest >= waves::WAVES_MIN as u64 { waves::WAVE_BUFFERS } else { 0 };
+    let side = |s: &dyn Source| {
+        let tensors = s.index().tensors.iter().enumerate().filter(|(_, t)| t.has_data);
+        let read = |(id, t): (TensorId, &TensorInfo)| {
+            let blocks = s.host_blocks_bytes(id).filter(|_| values::has_bytes_kernel(t.dtype));
+            blocks.unwrap_or_else(|| tensor_bytes(t))
+        };
+        tensors.map(read).max().unwrap_or(0)
+    };
+    let bounded = Footprint::diff_bounded(side(sources[0]).max(side(sources[1])), extra);
+    let plain = Footprint { per_pair: Footprint::DIFF.per_pair + extra, ..Footprint::DIFF };
+    let threads = rayon::current_num_threads();
+    // The last of equals: the plain count where the bound gains nothing.
+    [bounded, plain].into_iter().max_by_key(|f| pairs_for(*f, largest, threads)).unwrap_or(plain)
 }
 
 /// The largest change of a statistic (min, max, mean, L2 norm) between two tensors, when both have

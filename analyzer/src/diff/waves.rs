@@ -9,11 +9,15 @@ use accutrace_formats::DType;
 use rayon::prelude::*;
 
 /// Data bytes from which a pair is measured in waves, where the pool has threads no other pair takes:
-/// below it the tasks would cost more than they save.
-pub const WAVES_MIN: usize = 2 << 20;
+/// below it the tasks would cost more than they save (medium:4's largest tensors, 2 MiB, are read as
+/// before).
+pub const WAVES_MIN: usize = 4 << 20;
 
-/// Bytes of each side read at a time: the two wave buffers of a pair hold 4 MiB.
-const WAVE: usize = 2 << 20;
+/// Bytes of each side read at a time.
+const WAVE: usize = 1 << 20;
+
+/// What the two wave buffers of a pair hold (the diff footprint counts them).
+pub const WAVE_BUFFERS: u64 = 2 * WAVE as u64;
 
 /// Bytes one task measures: whole kernel blocks of every dtype, so that a chunk's blocks start where the
 /// serial loop's do.

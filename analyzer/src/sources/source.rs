@@ -92,6 +92,12 @@ pub trait Source: Send + Sync {
     fn decode_scratch_max(&self) -> Option<u64> {
         None
     }
+    /// At most how many bytes a read of the tensor's host blocks ([`Source::with_host_blocks`]) holds, where
+    /// the source reads them block by block: a capture's decoded zstd frames, at most the data's size (half
+    /// the tensor as f32 for fp16 and bf16). `None` where it reads the tensor whole.
+    fn host_blocks_bytes(&self, _tensor: TensorId) -> Option<u64> {
+        None
+    }
     /// Lines about the source as a whole, for `inspect` to print under its title (a capture: each stream,
     /// sealed or not, and the collector's drop counters). Empty where there is nothing beyond the index.
     fn about(&self) -> Vec<String> {

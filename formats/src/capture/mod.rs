@@ -86,7 +86,8 @@ pub use manifest::{Manifest, RunCounts, StreamCounts, StreamInfo, StreamSummary}
 pub use pipeline::PipelineCounters;
 pub use policy::{Policy, PolicyState};
 pub use reader::{
-    blocks_scratch_max, CaptureRun, CapturedTensor, Record, RecordRef, Records, StreamReader, TornTail,
+    blocks_scratch_bound, blocks_scratch_max, CaptureRun, CapturedTensor, Record, RecordRef, Records,
+    StreamReader, TornTail,
 };
 pub use record::{
     DataEncoding, Io, OpInfo, OriginalOp, OverflowInfo, StatsCsv, StepMark, StepSource, TensorMeta,

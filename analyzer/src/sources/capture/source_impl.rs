@@ -215,6 +215,22 @@ impl Source for CaptureSource {
         (bytes <= bound).then_some(bound)
     }
 
+    /// What `with_host_blocks` holds reading the planes of a tensor in host order: its decoded frames
+    /// ([`blocks_scratch_bound`] of its data). A tensor in a device layout to undo, or of sub-byte
+    /// elements, is read whole and converted.
+    ///
+    /// [`blocks_scratch_bound`]: accutrace_formats::capture::blocks_scratch_bound
+    fn host_blocks_bytes(&self, tensor: TensorId) -> Option<u64> {
+        let meta = self.metas[tensor].as_ref().filter(|_| self.index.tensors[tensor].has_data)?;
+        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let width = meta.dtype.bits().filter(|b| *b >= 8 && b % 8 == 0)? as usize / 8;
+        if !host_bytes::device_order_is_host_order(meta.format, original) {
+            return None;
+        }
+        let data = element_count(&meta.device_shape)?.checked_mul(width as u64)?;
+        Some(accutrace_formats::capture::blocks_scratch_bound(data, width))
+    }
+
     fn release_all(&self) {
         for stream in &self.run.streams {
             stream.release_all();
@@ -267,6 +283,24 @@ mod tests {
         }
     }
 
+    /// A read of host blocks holds at most the tensor's data (fp16: half the tensor as f32) where it is
+    /// read in host order; one in a device layout to undo is read whole.
+    #[test]
+    fn a_read_of_host_blocks_holds_at_most_the_data() {
+        let fp16 = (DType::FLOAT16, Format::ND, vec![4096], None, noise(8192, 1));
+        let fp32 = (DType::FLOAT, Format::ND, vec![100], None, noise(400, 2));
+        let nz_shape =
+            accutrace_formats::layout::device_shape(Format::FRACTAL_NZ, &[64, 32], DType::FLOAT16, 0);
+        let nz_shape = nz_shape.unwrap();
+        let n = nz_shape.iter().product::<u64>() as usize;
+        let nz = (DType::FLOAT16, Format::FRACTAL_NZ, nz_shape, Some(vec![64, 32]), noise(2 * n, 3));
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &[fp16, fp32, nz]);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        let bytes: Vec<Option<u64>> = (0..3).map(|t| source.host_blocks_bytes(t)).collect();
+        assert_eq!(bytes, [Some(8192), Some(400), None]);
+    }
+
     /// A tensor longer than a window (17 MiB of fp16 data, in the writer's frames of at most 1 MiB): its
     /// values, read a window at a time, are the whole decode's, and the capture counts its scratch as a
     /// window's frames at most.
@@ -286,6 +320,9 @@ mod tests {
         // Its compressed plane (the high bytes; the noisy low ones are stored), within the fp16 bound.
         assert_eq!(scratch, n as u64);
         assert!(scratch <= accutrace_formats::capture::blocks_scratch_max(2));
+        assert!(scratch <= accutrace_formats::capture::blocks_scratch_bound(2 * n as u64, 2));
+        // Longer than a window: a window's frames may be more than the data.
+        assert_eq!(source.host_blocks_bytes(0), Some(accutrace_formats::capture::blocks_scratch_max(2)));
         let mut out = Vec::new();
         for t in 0..2 {
             read_as_whole(&source, t, &mut out).unwrap();

@@ -35,7 +35,7 @@ mod test_data;
 pub use parallel_decode::{swap_wave_buffers, WaveBuffers};
 pub use records::Records;
 pub use releases::RELEASE_BATCH;
-pub use tensor_data::blocks_scratch_max;
+pub use tensor_data::{blocks_scratch_bound, blocks_scratch_max};
 
 use super::collective::CollectiveInfo;
 use super::manifest::{Manifest, StreamInfo};

@@ -18,6 +18,17 @@ pub fn blocks_scratch_max(width: usize) -> u64 {
     window_scratch_max(width) as u64
 }
 
+/// At most how many bytes of decoded zstd frames [`StreamReader::with_tensor_blocks_at`] holds for data of
+/// `data_size` bytes of `width`-byte elements, whatever its frames: the frames decoded are at most the
+/// data, and where the data is longer than a window and read a window at a time, a window's frames
+/// ([`blocks_scratch_max`]), which may be more than the data.
+pub fn blocks_scratch_bound(data_size: u64, width: usize) -> u64 {
+    match data_size > WINDOW_BYTES as u64 {
+        true => data_size.max(blocks_scratch_max(width)),
+        false => data_size,
+    }
+}
+
 impl StreamReader {
     /// Decodes the data of the tensor record at `offset` of segment `segment_index` (a place a
     /// [`RecordRef`] reported), without walking the stream: random access for analyses that pair tensors.
