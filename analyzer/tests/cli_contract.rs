@@ -63,6 +63,23 @@ fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
+/// The keys of each object of pretty-printed JSON, in the order written, innermost objects first (an array
+/// counts as an object without keys).
+fn keys_in_order(text: &str) -> Vec<Vec<String>> {
+    let (mut open, mut done): (Vec<Vec<String>>, Vec<Vec<String>>) = (Vec::new(), Vec::new());
+    for line in text.lines().map(str::trim) {
+        if let Some((key, _)) = line.strip_prefix('"').and_then(|l| l.split_once("\": ")) {
+            open.last_mut().expect("a key inside an object").push(key.to_string());
+        }
+        if line.ends_with('{') || line.ends_with('[') {
+            open.push(Vec::new());
+        } else if matches!(line, "}" | "}," | "]" | "],") {
+            done.push(open.pop().expect("an object to close"));
+        }
+    }
+    done
+}
+
 #[test]
 fn every_command_speaks_table_csv_and_json() {
     let tmp = tempfile::tempdir().unwrap();
@@ -83,8 +100,16 @@ fn every_command_speaks_table_csv_and_json() {
     run(&["inspect", "target", "--format", "json", "-o", file.to_str().unwrap()], &[0]);
     json(&std::fs::read_to_string(&file).unwrap(), "inspect");
 
-    // compare (every row with its step and rank)
-    let v = json(&run(&["compare", "target", "bench", "--format", "json"], &[0, 1]), "compare");
+    // compare (every row with its step and rank; the keys of every object sorted after the envelope's two,
+    // as when the report was one serde_json::Value)
+    let text = run(&["compare", "target", "bench", "--format", "json"], &[0, 1]);
+    let objects = keys_in_order(&text);
+    let top = objects.last().expect("the report's object");
+    assert_eq!(top[..2], ["schema_version", "command"]);
+    assert!(top.len() > 10 && top[2..].is_sorted(), "{top:?}");
+    assert!(objects.iter().filter(|k| k.contains(&"cosine".to_string())).count() > 100);
+    assert!(objects[..objects.len() - 1].iter().all(|keys| keys.is_sorted()), "{objects:?}");
+    let v = json(&text, "compare");
     assert!(v["rows"].as_array().is_some_and(|r| r.len() > 100));
     assert!(v["rows"].as_array().unwrap().iter().all(|r| r["rank"] == 0 && r["step"] == 0), "{v}");
     let all = run(&["compare", "target", "bench", "--all", "--color", "never"], &[0, 1]);
