@@ -105,12 +105,7 @@ pub fn compare_host_blocks(
     a: &mut dyn HostBlocks,
     b: &mut dyn HostBlocks,
 ) -> Option<TensorDiff> {
-    let width = bytes_kernel_width(dtype)?;
-    if a.len() != b.len() || !a.len().is_multiple_of(width) {
-        return None;
-    }
-    let elements = (a.len() / width) as u64;
-    let mut total = TensorDiff { elements, measured: true, ..Default::default() };
+    let (width, mut total) = pair_to_measure(dtype, a, b)?;
     // At most the f32 rounding of the exact difference behind `total.max_abs_diff` (0: none yet). A block
     // whose rounded differences all lie below it cannot raise the maximum.
     let mut total_f32 = 0f32;
@@ -166,12 +161,26 @@ pub fn compare_host_blocks(
     Some(total)
 }
 
+/// The element width of `dtype`'s byte kernel and the pair's figures before any block is read, where the
+/// kernel takes the pair: a dtype it has, both sides the same whole number of elements.
+pub(super) fn pair_to_measure(
+    dtype: DType,
+    a: &dyn HostBlocks,
+    b: &dyn HostBlocks,
+) -> Option<(usize, TensorDiff)> {
+    let width = bytes_kernel_width(dtype)?;
+    if a.len() != b.len() || !a.len().is_multiple_of(width) {
+        return None;
+    }
+    Some((width, TensorDiff { elements: (a.len() / width) as u64, measured: true, ..Default::default() }))
+}
+
 /// Whether [`compare_host_bytes`] measures `dtype`.
 pub fn has_bytes_kernel(dtype: DType) -> bool {
     bytes_kernel_width(dtype).is_some()
 }
 
-pub(super) fn bytes_kernel_width(dtype: DType) -> Option<usize> {
+fn bytes_kernel_width(dtype: DType) -> Option<usize> {
     match dtype {
         DType::FLOAT16 | DType::BF16 => Some(2),
         DType::FLOAT => Some(4),

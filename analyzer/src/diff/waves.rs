@@ -3,7 +3,7 @@
 //! diff measures as many pairs at once as the memory budget lets it; a pair of tensors of many MiB is then
 //! measured nearly alone, and this keeps the other cores at work on it.
 
-use super::values::{bytes_kernel_width, compare_host_bytes, TensorDiff, BLOCK};
+use super::values::{compare_host_bytes, pair_to_measure, TensorDiff, BLOCK};
 use crate::sources::HostBlocks;
 use accutrace_formats::DType;
 use rayon::prelude::*;
@@ -33,11 +33,7 @@ pub fn compare_host_waves(
     a: &mut dyn HostBlocks,
     b: &mut dyn HostBlocks,
 ) -> Option<TensorDiff> {
-    let width = bytes_kernel_width(dtype)?;
-    if a.len() != b.len() || !a.len().is_multiple_of(width) {
-        return None;
-    }
-    let mut total = TensorDiff { elements: (a.len() / width) as u64, measured: true, ..Default::default() };
+    let (_, mut total) = pair_to_measure(dtype, a, b)?;
     let (mut wave_a, mut wave_b) = (vec![0u8; WAVE.min(a.len())], vec![0u8; WAVE.min(a.len())]);
     let mut left = a.len();
     while left > 0 {
