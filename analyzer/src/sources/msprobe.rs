@@ -273,6 +273,23 @@ impl Source for MsprobeSource {
         }
         self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes)))
     }
+    /// A `.pt` storage that [`Source::with_host_blocks`] streams ([`pt::PtBlocks`]) holds its buffer of 256
+    /// KiB, whatever the tensor's size. `None` where the read holds the tensor whole or reads its values
+    /// instead: a storage it cannot stream (lent from the map, gathered where not contiguous), of another
+    /// dtype than `dump.json` names, a `.npy` file, or one that cannot be read (the read then fails). Reads
+    /// the file's directory and `data.pkl`, not its storage.
+    fn host_blocks_bytes(&self, tensor: TensorId) -> Option<u64> {
+        let (d, e) = self.entries[tensor];
+        let path = self.dumps[d].data_path(&self.dumps[d].entries[e]).ok()?;
+        if path.extension().and_then(|e| e.to_str()) != Some("pt") {
+            return None;
+        }
+        #[cfg(unix)]
+        if pt::streamed_dtype(&path).ok()?? == self.index.tensors[tensor].dtype {
+            return Some(pt::PT_BLOCKS_BUFFER_BYTES as u64);
+        }
+        None
+    }
 }
 
 /// A `.pt` file's [`pt::PtBlocks`] as the [`HostBlocks`] a [`Source`] hands out.
@@ -482,6 +499,38 @@ mod tests {
             .unwrap_err();
         assert!(blocks_read > 0);
         assert_eq!(format!("{err:#}"), format!("{:#}", source.with_host_bytes(t, &mut |_| ()).unwrap_err()));
+        // The damage is in the storage: the header still says it streams.
+        assert_eq!(source.host_blocks_bytes(t), Some(256 << 10));
+    }
+
+    /// diff's footprint counts a `.pt` read by blocks as the block buffer only where `with_host_blocks` reads
+    /// it so: a storage of another dtype than `dump.json` names, or a file that is gone, counts as the
+    /// tensor (`None`).
+    #[test]
+    fn only_storages_read_by_blocks_count_as_the_block_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let from =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny/target");
+        let to = dir.path().join("target");
+        copy_tree(&from, &to);
+        let source = MsprobeSource::open(&to, &[to.join("step0/rank0/dump.json")]).unwrap();
+        let path_of = |t: TensorId| {
+            let (d, e) = source.entries[t];
+            source.dumps[d].data_path(&source.dumps[d].entries[e]).unwrap()
+        };
+        let of = |dtype: DType| source.index.tensors.iter().position(|i| i.dtype == dtype).unwrap();
+        let (f, b, gone) = (of(DType::FLOAT), of(DType::BF16), source.index.tensors.len() - 1);
+        assert!(gone != f && gone != b);
+        for t in [f, b, gone] {
+            assert_eq!(source.host_blocks_bytes(t), Some(256 << 10), "{t}");
+        }
+        std::fs::copy(path_of(b), path_of(f)).unwrap();
+        std::fs::remove_file(path_of(gone)).unwrap();
+        assert_eq!(source.host_blocks_bytes(f), None);
+        assert!(!source.with_host_blocks(f, &mut |_| panic!("a bf16 storage lent as fp32")).unwrap());
+        assert_eq!(source.host_blocks_bytes(gone), None);
+        assert!(source.with_host_blocks(gone, &mut |_| ()).is_err());
+        assert_eq!(source.host_blocks_bytes(b), Some(256 << 10));
     }
 
     /// diff reads `.pt` storages block by block (`with_host_blocks`): the bytes are the lent bytes, whatever
@@ -502,6 +551,8 @@ mod tests {
         for (t, info) in source.index.tensors.iter().enumerate() {
             let mut lent = Vec::new();
             assert!(source.with_host_bytes(t, &mut |b| lent = b.to_vec()).unwrap());
+            // What diff's footprint counts for the read below: the block buffer, not the tensor.
+            assert_eq!(source.host_blocks_bytes(t), Some(256 << 10), "{t}");
             for size in [1, 7, 4096, 300_000] {
                 let mut got = Vec::new();
                 let mut was_mapped = false;

@@ -706,6 +706,18 @@ pub struct PtBlocks {
     error: Option<FormatError>,
 }
 
+/// The buffer a [`PtBlocks`] holds, whatever the tensor's size.
+#[cfg(unix)]
+pub const PT_BLOCKS_BUFFER_BYTES: usize = READ_CHUNK;
+
+/// The storage's dtype where the `.pt` file at `path` is streamed ([`open_pt_blocks`] gives `Some`, and
+/// [`stream_pt_file`] reads it in chunks), `None` where it is read whole: from its directory and `data.pkl`
+/// alone, without reading the storage. Errors name the file.
+#[cfg(unix)]
+pub fn streamed_dtype(path: &Path) -> Result<Option<DType>> {
+    Ok(plan(path).map_err(|e| e.in_file(path))?.map(|p| p.h.tensor.storage.dtype))
+}
+
 /// Opens the `.pt` file at `path` for [`PtBlocks`]: `None` where its storage cannot be streamed (compressed,
 /// a view that is not contiguous, big-endian: [`parse_pt`] reads those whole). Errors name the file.
 #[cfg(unix)]
@@ -1097,6 +1109,12 @@ mod tests {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut file, bytes).unwrap();
         let want = parse_pt(bytes).map(|t| (t.dtype, t.bytes.into_owned()));
+        // What the header alone says is what opening says.
+        let streamed = streamed_dtype(file.path());
+        match open_pt_blocks(file.path()) {
+            Ok(blocks) => assert_eq!(streamed.unwrap(), blocks.map(|b| b.dtype()), "{what}"),
+            Err(e) => assert_eq!(streamed.unwrap_err(), e, "{what}"),
+        }
         for size in [1, 4, 4096, READ_CHUNK - 1, 3 * READ_CHUNK] {
             let mut blocks = match open_pt_blocks(file.path()) {
                 Ok(Some(blocks)) => blocks,
