@@ -13,7 +13,7 @@ use serde_json::json;
 use std::io::Write;
 
 mod json_rows;
-use json_rows::RowJson;
+use json_rows::{status_word, RowJson};
 
 /// The forms of compare's report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -433,30 +433,10 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The CSV's and JSON's Status: `pass`, `fail`, or, not judged, `unreadable` (a side could not be read) or
-/// `unmeasured` (a side holds no tensor data).
-fn status_word(row: &CompareRow) -> &'static str {
-    match (row.failed, &row.error) {
-        (_, Some(_)) => "unreadable",
-        _ if row.unmeasured() => "unmeasured",
-        (true, None) => "fail",
-        (false, None) => "pass",
-    }
-}
-
 /// The CSV's Reason: why it fails, why it could not be read, or what a verdict without metrics rests on.
 fn reason_text(row: &CompareRow) -> String {
     let without_values = (row.measured != Measured::Values).then(|| row.measured.text().to_string());
     row.reason.clone().or_else(|| row.error.clone()).or(without_values).unwrap_or_default()
-}
-
-/// The JSON's `measured`: what the verdict rests on.
-fn measured_word(m: Measured) -> &'static str {
-    match m {
-        Measured::Values => "values",
-        Measured::EqualHashes => "equal_hashes",
-        Measured::Nothing => "nothing",
-    }
 }
 
 fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {

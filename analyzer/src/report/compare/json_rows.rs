@@ -6,8 +6,7 @@
 //! declared in that order, and every value goes through the same `Serializer` calls the tree's made (a
 //! non-finite f64 is `null` either way). The tests hold each row's text to the tree's.
 
-use super::{measured_word, status_word};
-use crate::compare::CompareRow;
+use crate::compare::{CompareRow, Measured};
 use crate::index::Index;
 use crate::matching::MatchKind;
 use crate::metrics::{Cell, MsaccucmpMetrics};
@@ -146,6 +145,26 @@ impl StatsJson {
             at_saturation,
         } = *s;
         StatsJson { abs_sum, at_saturation, count, l2_norm, max, mean, min, nan, neg_inf, pos_inf, zero }
+    }
+}
+
+/// The CSV's and JSON's Status: `pass`, `fail`, or, not judged, `unreadable` (a side could not be read) or
+/// `unmeasured` (a side holds no tensor data).
+pub(super) fn status_word(row: &CompareRow) -> &'static str {
+    match (row.failed, &row.error) {
+        (_, Some(_)) => "unreadable",
+        _ if row.unmeasured() => "unmeasured",
+        (true, None) => "fail",
+        (false, None) => "pass",
+    }
+}
+
+/// The JSON's `measured`: what the verdict rests on.
+fn measured_word(m: Measured) -> &'static str {
+    match m {
+        Measured::Values => "values",
+        Measured::EqualHashes => "equal_hashes",
+        Measured::Nothing => "nothing",
     }
 }
 
