@@ -386,7 +386,8 @@ mod tests {
         // An npy pair of 8 MiB f32 tensors: 3 pairs (2 on the 2-core VM).
         assert_eq!(pairs_for(NPY, 8 * MIB, 16), 3);
         assert_eq!(pairs_for(Footprint::DIFF, 2 * MIB, 16), 14);
-        // big-seq384-2 (18 MiB as f32, 9 MiB of fp16 data): 2 pairs counted as f32, 4 within the data's bound.
+        // big-seq384-2 (18 MiB as f32, 9 MiB of fp16 data): 2 pairs counted as f32, 4 within the data's
+        // bound.
         assert_eq!(pairs_for(Footprint { per_pair: 6 * MIB, ..Footprint::DIFF }, 18 * MIB, 16), 2);
         assert_eq!(pairs_for(DIFF_BOUNDED, 18 * MIB, 16), 4);
     }

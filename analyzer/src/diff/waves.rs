@@ -1,7 +1,7 @@
 //! diff of one large tensor pair on every core: both tensors read a wave at a time
-//! ([`HostBlocks::with_next_wave`]), each wave's chunks measured on the pool's threads and their figures merged.
-//! diff measures as many pairs at once as the memory budget lets it; a pair of tensors of many MiB is then
-//! measured nearly alone, and this keeps the other cores at work on it.
+//! ([`HostBlocks::with_next_wave`]), each wave's chunks measured on the pool's threads and their figures
+//! merged. diff measures as many pairs at once as the memory budget lets it; a pair of tensors of many MiB
+//! is then measured nearly alone, and this keeps the other cores at work on it.
 
 use super::values::{compare_host_bytes, pair_to_measure, TensorDiff, BLOCK};
 use crate::sources::HostBlocks;

@@ -686,9 +686,9 @@ impl Streamed<'_> {
 }
 
 /// A `.pt` file's tensor bytes (C order, little-endian), handed out in order block by block
-/// ([`PtBlocks::next_block`]) from positioned reads into a buffer of [`READ_CHUNK`] bytes: never mapped, so
-/// reading a storage of any size leaves none of its pages in the process (a mapped 144 MiB pair showed as
-/// 297 MiB of RSS). Each byte read goes to the member's CRC; [`PtBlocks::finish`] reads what is left of the
+/// ([`PtBlocks::next_block`]) from positioned reads into a buffer of 256 KiB (`READ_CHUNK`): never mapped,
+/// so reading a storage of any size leaves none of its pages in the process (a mapped 144 MiB pair showed
+/// as 297 MiB of RSS). Each byte read goes to the member's CRC; [`PtBlocks::finish`] reads what is left of the
 /// member and checks it, so what the blocks showed counts only when it returns `Ok`.
 #[cfg(unix)]
 pub struct PtBlocks {

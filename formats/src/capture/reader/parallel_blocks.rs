@@ -1,6 +1,7 @@
-//! A tensor's data read a wave at a time, its unshuffle split over the current rayon pool's threads
-//! and its hash beside the reader's work ([`TensorBlocks::with_next_wave`]): for readers that split their own work on each wave the same way (diff's
-//! kernels), so that one large tensor keeps every core busy where no other tensor is read beside it.
+//! A tensor's data read a wave at a time, its unshuffle split over the current rayon pool's threads and
+//! its hash beside the reader's work ([`TensorBlocks::with_next_wave`]): for readers that split their own
+//! work on each wave the same way (diff's kernels), so that one large tensor keeps every core busy where no
+//! other tensor is read beside it.
 
 use super::blocks::PARALLEL_CHUNK;
 use super::TensorBlocks;
@@ -8,7 +9,7 @@ use crate::capture::planes::Joined;
 
 impl TensorBlocks<'_> {
     /// `f` of the next `min(buf.len(), bytes left)` bytes of the data, those [`next_block`](Self::next_block)
-    /// gives, hashed in order as it hashes them; but a wave of at least two [`PARALLEL_CHUNK`]s is
+    /// gives, hashed in order as it hashes them; but a wave of at least two parallel chunks (64 KiB each) is
     /// unshuffled into `buf` a chunk per task on the current pool's threads where it has several, and
     /// hashed on one of them while `f` runs on the others. Data stored in order is lent as `next_block`
     /// lends it.
