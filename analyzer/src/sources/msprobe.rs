@@ -238,6 +238,13 @@ impl Source for MsprobeSource {
                 f(buf);
             }
         }
+        drop(t);
+        // Unmapping a large storage (page table entries of 144 MiB) took ~10 ms on this thread while the
+        // others waited for the next pair: another thread of the pool does it. Not with one thread, which
+        // would run it only once idle, holding every map until then.
+        if map.bytes().len() >= UNMAP_ON_POOL_BYTES && rayon::current_num_threads() > 1 {
+            rayon::spawn(move || drop(map));
+        }
         Ok(())
     }
 
@@ -328,6 +335,10 @@ fn with_pt_bytes(
     f(&t.bytes);
     Ok(true)
 }
+
+/// Maps at least this large that [`Source::with_values`] lent are unmapped on another thread of the pool.
+/// (Smaller under test, so that the fixture's files of about 130 KB take that path.)
+const UNMAP_ON_POOL_BYTES: usize = if cfg!(test) { 64 << 10 } else { 8 << 20 };
 
 /// A `.pt` tensor's values as f32 without a copy, when its bytes already are host f32 in C order
 /// (little-endian fp32 on a little-endian machine, 4-byte aligned, every element there): what
@@ -604,6 +615,55 @@ mod tests {
             last_of.insert((info.dtype, lent.len()), t);
         }
         assert!(read > 400 && pairs > 20, "{read} reads, {pairs} pairs");
+    }
+
+    /// `with_values` lends a large fp32 storage from its map and leaves the unmapping to another thread of
+    /// the pool: the values are the values read, and no map is left once the pool has run that work. With
+    /// one thread (which would run it only once idle) the map is gone when `with_values` returns.
+    #[test]
+    fn lent_maps_are_unmapped_on_the_pool_or_at_once_with_one_thread() {
+        // A copy of its own: other tests map the fixture's files.
+        let dir = tempfile::tempdir().unwrap();
+        let from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny/bench");
+        let to = dir.path().join("bench");
+        copy_tree(&from, &to);
+        let source = MsprobeSource::open(&to, &[to.join("step0/rank0/dump.json")]).unwrap();
+        let path_of = |t: TensorId| {
+            let (d, e) = source.entries[t];
+            let path = source.dumps[d].data_path(&source.dumps[d].entries[e]).unwrap();
+            path.canonicalize().unwrap().to_str().unwrap().to_owned()
+        };
+        let large: Vec<TensorId> = (0..source.index.tensors.len())
+            .filter(|&t| source.index.tensors[t].dtype == DType::FLOAT)
+            .filter(|&t| std::fs::metadata(path_of(t)).unwrap().len() >= UNMAP_ON_POOL_BYTES as u64)
+            .collect();
+        assert!(large.len() > 5, "{}", large.len());
+        let mapped = |t: TensorId| std::fs::read_to_string("/proc/self/maps").unwrap().contains(&path_of(t));
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                for &t in &large {
+                    let mut want = Vec::new();
+                    source.read_values(t, &mut want).unwrap();
+                    let mut got = Vec::new();
+                    source
+                        .with_values(t, &mut Vec::new(), &mut |values| {
+                            assert!(mapped(t), "{t}: lent from the map");
+                            got = values.to_vec();
+                        })
+                        .unwrap();
+                    assert!(got.iter().map(|v| v.to_bits()).eq(want.iter().map(|v| v.to_bits())), "{t}");
+                    if threads == 1 {
+                        assert!(!mapped(t), "{t}: still mapped with one thread");
+                    }
+                }
+            });
+            let waited = std::time::Instant::now();
+            while let Some(t) = large.iter().find(|&&t| mapped(t)) {
+                assert!(waited.elapsed().as_secs() < 20, "{t} still mapped, {threads} threads");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
     }
 
     fn copy_tree(from: &Path, to: &Path) {

@@ -474,7 +474,7 @@ fn stream_pt(
     let total = span.bytes / h.elsize;
     let out = out.map(|out| {
         if out.len() < total {
-            out.resize(total, 0.0);
+            grow_zeroed(out, total);
         } else {
             out.truncate(total);
         }
@@ -506,6 +506,19 @@ fn stream_pt(
     Ok(dtype)
 }
 
+/// Grows `out` to `total` zeros beyond what it holds ([`stream_pt`] then writes every element). A growth of a
+/// large view's size is zero-filled on the pool's threads: the first 144 MiB decode buffer's page faults and
+/// zero-fill ran on one core while the other waited, a sixth of compare's time on an LLM-sized msprobe pair. (rayon writes the zeros into the spare capacity and sets the length once all are written.)
+fn grow_zeroed(out: &mut Vec<f32>, total: usize) {
+    use rayon::prelude::*;
+    let grow = total.saturating_sub(out.len());
+    if grow >= PARALLEL_STREAM_BYTES / 4 && rayon::current_num_threads() > 1 {
+        out.par_extend(rayon::iter::repeat_n(0.0f32, grow));
+    } else {
+        out.resize(total, 0.0);
+    }
+}
+
 /// Views at least this large (bytes of storage) that [`stream_pt`] keeps in `out` are read in parts of
 /// [`STREAM_PART`] bytes by the pool's threads: a 144 MiB weight read, checked and decoded on one core while
 /// the others waited took most of compare's time on an LLM-sized msprobe pair.
@@ -513,6 +526,10 @@ fn stream_pt(
 const PARALLEL_STREAM_BYTES: usize = if cfg!(test) { 1 << 20 } else { 8 << 20 };
 /// A part of a member read in parallel: whole read chunks, so that parts never split an element either.
 const STREAM_PART: u64 = (if cfg!(test) { 2 } else { 16 }) * READ_CHUNK as u64;
+/// Parts per thread of the pool that [`Streamed::parts`] reads at once while one thread hashes the ones
+/// before them (a wave): a few MiB per thread, so that what it hashes is still in the last-level cache.
+/// (One under test, so that the tests' storages of a few parts take several waves.)
+const WAVE_PARTS_PER_THREAD: usize = if cfg!(test) { 1 } else { 2 };
 
 /// A stored, contiguous member that [`stream_pt`] streams: where it lies in the file and which of its bytes
 /// (`view`, relative to the member's start) are the tensor's elements.
@@ -548,8 +565,9 @@ impl Streamed<'_> {
 
     /// [`Streamed::part`] over `range` in parts of [`STREAM_PART`] bytes, each on whichever thread of the
     /// pool takes it, decoding into its own elements of `out` (all of the view's). The hash is fed in the
-    /// member's order: this thread reads its share first and feeds it inline, then feeds the other parts'
-    /// values from `out` once they are read. The parts are returned in order.
+    /// member's order from `out`, a wave of parts behind the reads: while the pool reads a wave of parts,
+    /// one thread hashes the wave before it (still in the last-level cache), so that no pass over the values
+    /// is left for one thread once all are read. The parts are returned in order.
     fn parts(
         &self,
         range: std::ops::Range<u64>,
@@ -557,44 +575,49 @@ impl Streamed<'_> {
         hasher: Option<&mut crate::hash::Xxh3>,
     ) -> Vec<Part> {
         use rayon::prelude::*;
-        let len = range.end - range.start;
-        // This thread's share, in whole parts: its hashing is inline, the rest's comes after.
-        let share = (len / rayon::current_num_threads() as u64).div_ceil(STREAM_PART).max(1) * STREAM_PART;
-        let first = range.start..range.end.min(range.start + share);
-        let mut rest = Vec::new();
-        let mut at = first.end;
+        let mut slices = Vec::new();
+        let (mut at, mut tail) = (range.start, out);
         while at < range.end {
-            rest.push(at..range.end.min(at + STREAM_PART));
-            at += STREAM_PART;
+            let r = at..range.end.min(at + STREAM_PART);
+            let (this, next) = std::mem::take(&mut tail).split_at_mut(self.elements_of(&r).len());
+            slices.push((r, this));
+            (at, tail) = (at + STREAM_PART, next);
         }
-        let values = self.elements_of(&first);
-        let (head, mut tail) = out.split_at_mut(values.end);
-        let mut slices = Vec::with_capacity(rest.len());
-        for r in &rest {
-            let n = self.elements_of(r).len();
-            let (this, next) = std::mem::take(&mut tail).split_at_mut(n);
-            slices.push((r.clone(), this));
-            tail = next;
-        }
-        let mut hasher = hasher;
-        let (first, rest_parts) = rayon::join(
-            || self.part(first, Some(&mut head[values.clone()]), hasher.as_deref_mut()),
-            || slices.into_par_iter().map(|(r, out)| self.part(r, Some(out), None)).collect::<Vec<_>>(),
-        );
-        // The others' values in order, while the parts before them were read whole: a part that failed
-        // leaves its error, which is returned before any hash is taken.
-        if let Some(hasher) = hasher {
-            let mut whole = first.result.is_ok() && first.filled == values.len();
-            for (r, part) in rest.iter().zip(&rest_parts) {
-                let got = self.elements_of(r);
-                whole &= part.result.is_ok() && part.filled == got.len();
+        let Some(hasher) = hasher else {
+            return slices.into_par_iter().map(|(r, out)| self.part(r, Some(out), None)).collect();
+        };
+        // Whether every part so far read all its elements: the hash is fed only while they did (a part that
+        // failed leaves its error, which is returned before any hash is taken).
+        let mut whole = true;
+        let mut hash = |done: &[(std::ops::Range<u64>, &mut [f32])], parts: &[Part]| {
+            for ((_, values), part) in done.iter().zip(parts) {
+                whole &= part.result.is_ok() && part.filled == values.len();
                 if !whole {
-                    break;
+                    return;
                 }
-                super::values_hash::hash_f32(hasher, &out[got]);
+                super::values_hash::hash_f32(hasher, values);
             }
+        };
+        let wave = rayon::current_num_threads() * WAVE_PARTS_PER_THREAD;
+        let mut parts: Vec<Part> = Vec::with_capacity(slices.len());
+        let mut previous: Vec<(std::ops::Range<u64>, &mut [f32])> = Vec::new();
+        let mut slices = slices.into_iter().peekable();
+        while slices.peek().is_some() {
+            let mut this: Vec<_> = slices.by_ref().take(wave).collect();
+            let done = &parts[parts.len() - previous.len()..];
+            let ((), read) = rayon::join(
+                || hash(&previous, done),
+                || {
+                    let read =
+                        this.par_iter_mut().map(|(r, out)| self.part(r.clone(), Some(&mut **out), None));
+                    read.collect::<Vec<_>>()
+                },
+            );
+            parts.extend(read);
+            previous = this;
         }
-        std::iter::once(first).chain(rest_parts).collect()
+        hash(&previous, &parts[parts.len() - previous.len()..]);
+        parts
     }
 
     /// Reads `range` of the member (bytes relative to its start; a multiple of [`READ_CHUNK`] from the
