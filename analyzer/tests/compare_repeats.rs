@@ -3,27 +3,16 @@
 //! a damaged copy of such a tensor, first or second, is still unreadable.
 
 mod repeats;
+mod support;
 
-use analyzer::compare::{compare, CompareOptions};
-use analyzer::report::compare::{write, CompareFormat};
-use analyzer::report::{Colour, Destination};
 use repeats::{damage, write_run};
 use std::path::Path;
+use support::compare_texts;
 
 /// compare of `a` (target) and `b` (bench) as JSON and as msprobe's CSV, with and without the shortcut, and
 /// how often the shortcut was taken.
 fn both_ways(a: &Path, b: &Path) -> ((String, String), (String, String), usize) {
-    let dir = tempfile::tempdir().unwrap();
-    repeats::both_ways(a, b, |x, y| {
-        let comparison = compare(x, y, &CompareOptions::default());
-        let text = |format, name: &str| {
-            let path = dir.path().join(name);
-            let to = Destination { output: Some(&path), colour: Colour::Never };
-            write(&comparison, format, &to, false).unwrap();
-            std::fs::read_to_string(&path).unwrap()
-        };
-        (text(CompareFormat::Json, "json"), text(CompareFormat::MsprobeCsv, "csv"))
-    })
+    repeats::both_ways(a, b, |x, y| compare_texts(x, y))
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! damaged copy of such a tensor, first or second, is still unreadable.
 
 mod repeats;
+mod support;
 
 use analyzer::diff::{diff, DiffOptions};
 use repeats::{damage, write_run};

@@ -2,11 +2,13 @@
 //! least 4 MiB of data): the report on a pool of eight threads, where several pairs run at once and each is
 //! split into waves, is the one a single thread measures pair by pair, a damaged payload included.
 
-use accutrace_formats::capture::{Io, Manifest, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta};
-use accutrace_formats::stats::{content_hash, TensorStats};
+mod support;
+
+use accutrace_formats::capture::Io;
 use accutrace_formats::DType;
 use analyzer::diff::{diff, DiffOptions};
 use std::path::{Path, PathBuf};
+use support::RunWriter;
 
 /// fp16 values of 5 MiB of data a tensor: more than a wave threshold, and several waves long.
 const N: usize = (5 << 20) / 2 + 7;
@@ -33,40 +35,12 @@ fn output(k: u64, run2: bool) -> Vec<u8> {
 }
 
 fn write_run(dir: &Path, run2: bool) -> PathBuf {
-    let run = dir.join(if run2 { "b" } else { "a" });
-    std::fs::create_dir_all(&run).unwrap();
-    let mut manifest = Manifest::new("test", vec!["train".into()]);
-    let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "test".into() };
-    let mut w = StreamWriter::create(&run, info, 64 << 20, Policy::KeepAll).unwrap();
+    let mut run = RunWriter::create(&dir.join(if run2 { "b" } else { "a" }), 64 << 20);
     for k in 0..3u64 {
-        let op = OpInfo {
-            name: format!("model/op{k}"),
-            op_type: "Gelu".into(),
-            step: 0,
-            task_id: k as u32,
-            stream_id: 2,
-            timestamp_us: 10 + k,
-            dump_file: format!("Gelu.model_op{k}.{k}.2.{}", 10 + k),
-            ..OpInfo::default()
-        };
-        w.append_op(&op).unwrap();
-        let meta = TensorMeta {
-            io: Io::Output,
-            index: 0,
-            dtype: DType::FLOAT16,
-            format: 2,
-            sub_format: 0,
-            device_shape: vec![N as u64],
-            original_shape: None,
-            original_op: None,
-        };
-        let data = output(k, run2);
-        let stats = TensorStats::of_bytes(DType::FLOAT16, &data).unwrap();
-        w.append_tensor(&meta, &stats, content_hash(&data), Some(&data), 1).unwrap();
+        run.op(k, "Gelu");
+        run.tensor(Io::Output, 0, DType::FLOAT16, &output(k, run2));
     }
-    manifest.streams.push(w.seal().unwrap());
-    manifest.write(&run).unwrap();
-    run
+    run.finish()
 }
 
 /// diff of `a` and `b` as JSON on a pool of `threads` threads.

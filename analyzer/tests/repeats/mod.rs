@@ -2,8 +2,9 @@
 //! input), for the tests of diff and compare that read such a tensor once: a source that can turn that off,
 //! and damage to one record's payload.
 
-use accutrace_formats::capture::{Io, Manifest, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta};
-use accutrace_formats::stats::{content_hash, TensorStats};
+pub use crate::support::damage;
+use crate::support::RunWriter;
+use accutrace_formats::capture::Io;
 use accutrace_formats::tensor::host_bytes::HostBytes;
 use accutrace_formats::DType;
 use analyzer::index::{Index, TensorId};
@@ -112,67 +113,16 @@ fn output(k: u64, run2: bool) -> Vec<u8> {
 /// A run of 6 chained ops: op k reads op k-1's output (recorded again as its input 0) and a weight
 /// (input 1, the same in both runs), and writes its output.
 pub fn write_run(dir: &Path, run2: bool) -> PathBuf {
-    let run = dir.join(if run2 { "b" } else { "a" });
-    std::fs::create_dir_all(&run).unwrap();
-    let mut manifest = Manifest::new("test", vec!["train".into()]);
-    let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "test".into() };
-    let mut w = StreamWriter::create(&run, info, 1 << 20, Policy::KeepAll).unwrap();
-    let meta = |io, index| TensorMeta {
-        io,
-        index,
-        dtype: DType::FLOAT16,
-        format: 2,
-        sub_format: 0,
-        device_shape: vec![N as u64],
-        original_shape: None,
-        original_op: None,
-    };
+    let mut run = RunWriter::create(&dir.join(if run2 { "b" } else { "a" }), 1 << 20);
     let weight = output(100, false);
     for k in 0..6u64 {
-        let op = OpInfo {
-            name: format!("model/op{k}"),
-            op_type: "Gelu".into(),
-            step: 0,
-            task_id: k as u32,
-            stream_id: 2,
-            timestamp_us: 10 + k,
-            dump_file: format!("Gelu.model_op{k}.{k}.2.{}", 10 + k),
-            original_names: vec![],
-            ..OpInfo::default()
-        };
-        w.append_op(&op).unwrap();
+        run.op(k, "Gelu");
         let input = if k == 0 { output(99, false) } else { output(k - 1, run2) };
         for (io, index, data) in
             [(Io::Input, 0, &input), (Io::Input, 1, &weight), (Io::Output, 0, &output(k, run2))]
         {
-            let stats = TensorStats::of_bytes(DType::FLOAT16, data).unwrap();
-            w.append_tensor(&meta(io, index), &stats, content_hash(data), Some(data), 1).unwrap();
+            run.tensor(io, index, DType::FLOAT16, data);
         }
     }
-    manifest.streams.push(w.seal().unwrap());
-    manifest.write(&run).unwrap();
-    run
-}
-
-/// Inverts one byte in the middle of the payload of the `nth` tensor record (0-based, in stream order) of
-/// `run`'s only stream.
-pub fn damage(run: &Path, nth: usize) {
-    use accutrace_formats::capture::{CaptureRun, Record};
-    let capture = CaptureRun::open(run).unwrap();
-    let (segment, offset, payload) = capture.streams[0]
-        .records()
-        .filter_map(|r| {
-            let r = r.unwrap();
-            match r.record {
-                Record::Tensor(t) => Some((r.segment.to_path_buf(), r.offset, t.stored_bytes().to_vec())),
-                _ => None,
-            }
-        })
-        .nth(nth)
-        .unwrap();
-    drop(capture);
-    let mut bytes = std::fs::read(&segment).unwrap();
-    let at = (offset as usize..bytes.len()).find(|&k| bytes[k..].starts_with(&payload)).unwrap();
-    bytes[at + payload.len() / 2] ^= 0x10;
-    std::fs::write(&segment, bytes).unwrap();
+    run.finish()
 }

@@ -1,0 +1,109 @@
+//! Capture runs written with the capture writer itself, for tests that need tensors of chosen sizes,
+//! dtypes and values without the simulated training: one stream, rank 0, ops named `model/op{k}`.
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
+
+use accutrace_formats::capture::{Io, Manifest, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta};
+use accutrace_formats::stats::{content_hash, TensorStats};
+use accutrace_formats::DType;
+use analyzer::compare::{compare, CompareOptions};
+use analyzer::report::compare::{write, CompareFormat};
+use analyzer::report::{Colour, Destination};
+use analyzer::sources::Source;
+use std::path::{Path, PathBuf};
+
+/// A capture run being written: ops, each followed by its tensors.
+pub struct RunWriter {
+    run: PathBuf,
+    manifest: Manifest,
+    writer: StreamWriter,
+}
+
+impl RunWriter {
+    /// A run in `run` (created), its stream cut into segments of `segment_bytes`, every record kept.
+    pub fn create(run: &Path, segment_bytes: u64) -> RunWriter {
+        std::fs::create_dir_all(run).unwrap();
+        let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1, host: "test".into() };
+        RunWriter {
+            run: run.to_path_buf(),
+            manifest: Manifest::new("test", vec!["train".into()]),
+            writer: StreamWriter::create(run, info, segment_bytes, Policy::KeepAll).unwrap(),
+        }
+    }
+
+    /// Op `k` of step 0, `model/op{k}` of type `op_type`: the tensors written next are its own.
+    pub fn op(&mut self, k: u64, op_type: &str) {
+        let op = OpInfo {
+            name: format!("model/op{k}"),
+            op_type: op_type.into(),
+            step: 0,
+            task_id: k as u32,
+            stream_id: 2,
+            timestamp_us: 10 + k,
+            dump_file: format!("{op_type}.model_op{k}.{k}.2.{}", 10 + k),
+            ..OpInfo::default()
+        };
+        self.writer.append_op(&op).unwrap();
+    }
+
+    /// Input or output `index` of the last op: `data`, a flat tensor of `dtype` (ND), with its statistics
+    /// and content hash as the collector records them.
+    pub fn tensor(&mut self, io: Io, index: u32, dtype: DType, data: &[u8]) {
+        let width = dtype.bits().expect("a dtype of whole bytes") as usize / 8;
+        let meta = TensorMeta {
+            io,
+            index,
+            dtype,
+            format: 2,
+            sub_format: 0,
+            device_shape: vec![(data.len() / width) as u64],
+            original_shape: None,
+            original_op: None,
+        };
+        let stats = TensorStats::of_bytes(dtype, data).unwrap();
+        self.writer.append_tensor(&meta, &stats, content_hash(data), Some(data), 1).unwrap();
+    }
+
+    /// Seals the stream and writes the manifest: the run's directory.
+    pub fn finish(mut self) -> PathBuf {
+        self.manifest.streams.push(self.writer.seal().unwrap());
+        self.manifest.write(&self.run).unwrap();
+        self.run
+    }
+}
+
+/// Inverts one byte in the middle of the payload of the `nth` tensor record (0-based, in stream order) of
+/// `run`'s only stream.
+pub fn damage(run: &Path, nth: usize) {
+    use accutrace_formats::capture::{CaptureRun, Record};
+    let capture = CaptureRun::open(run).unwrap();
+    let (segment, offset, payload) = capture.streams[0]
+        .records()
+        .filter_map(|r| {
+            let r = r.unwrap();
+            match r.record {
+                Record::Tensor(t) => Some((r.segment.to_path_buf(), r.offset, t.stored_bytes().to_vec())),
+                _ => None,
+            }
+        })
+        .nth(nth)
+        .unwrap();
+    drop(capture);
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let at = (offset as usize..bytes.len()).find(|&k| bytes[k..].starts_with(&payload)).unwrap();
+    bytes[at + payload.len() / 2] ^= 0x10;
+    std::fs::write(&segment, bytes).unwrap();
+}
+
+/// compare of `target` and `bench` with the default options, as the JSON report and as msprobe's CSV.
+pub fn compare_texts(target: &dyn Source, bench: &dyn Source) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let comparison = compare(target, bench, &CompareOptions::default());
+    let text = |format, name: &str| {
+        let path = dir.path().join(name);
+        let to = Destination { output: Some(&path), colour: Colour::Never };
+        write(&comparison, format, &to, false).unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    };
+    (text(CompareFormat::Json, "json"), text(CompareFormat::MsprobeCsv, "csv"))
+}
