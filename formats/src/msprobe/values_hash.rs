@@ -23,19 +23,15 @@ pub(super) fn hash_f32(hasher: &mut crate::hash::Xxh3, values: &[f32]) {
     }
 }
 
-/// `values`' bytes in memory order.
+/// `values`' bytes in memory order (zerocopy's view: f32 has no padding, and any alignment suits u8).
 pub(super) fn f32_bytes(values: &[f32]) -> &[u8] {
-    // SAFETY: `values` is `len * 4` initialised bytes (f32 has no padding), aligned for u8, borrowed shared for
-    // the returned slice's lifetime.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+    zerocopy::IntoBytes::as_bytes(values)
 }
 
 /// `values`' bytes in memory order, to be written: a positioned read of a little-endian fp32 storage fills
-/// them with the values themselves.
+/// them with the values themselves (every bit pattern a write may leave is a valid f32).
 pub(super) fn f32_bytes_mut(values: &mut [f32]) -> &mut [u8] {
-    // SAFETY: `values` is `len * 4` initialised, writable bytes, aligned for u8, borrowed mutably for the
-    // returned slice's lifetime; every bit pattern a write may leave is a valid f32.
-    unsafe { std::slice::from_raw_parts_mut(values.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+    zerocopy::IntoBytes::as_mut_bytes(values)
 }
 
 #[cfg(test)]
