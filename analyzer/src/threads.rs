@@ -13,9 +13,10 @@
 //! other threads hold no pair's buffers and take the work within a pair (the parallel decode to f32, the
 //! metrics' chunks), which needs none. So a pair of large tensors is measured alone but on every core, where
 //! a pool the size of the budget ran it on one thread, and small pairs, whose work is not split, keep the
-//! other cores busy beside it. `RAYON_NUM_THREADS=N`, when set, is the user's choice and taken as it is: N
-//! threads, each measuring a pair (more memory for speed where the work within a pair cannot keep the cores
-//! busy, as zstd's serial decode). One pair is measured however large a tensor is: a capture whose frames
+//! other cores busy beside it. `RAYON_NUM_THREADS=N` sizes the pool (the cores the command uses), not the
+//! memory: the pairs in flight are counted against the budget on any number of threads. (Before, N also
+//! made every thread measure a pair: compare of 18 MiB tensors with N = 16 held 890 MiB anonymous for a
+//! budget of 100, with no word of it.) One pair is measured however large a tensor is: a capture whose frames
 //! are at most 1 MiB (the collector's since frames were cut) reads a tensor longer than 16 MiB a window at
 //! a time, so its zstd scratch stays ~20-24 MiB and one pair of any size fits the budget (a bounded
 //! scratch counts as its bound, [`Footprint::scratch_max`]); captures written before hold their large
@@ -152,14 +153,9 @@ impl InFlight {
 }
 
 /// The pairs of `sources` to measure at once in the current pool: [`InFlight::within_budget`] on its threads,
-/// or one pair on every thread where the user set `RAYON_NUM_THREADS` to a number of threads (rayon sizes
-/// the pool by it).
+/// however many there are (`RAYON_NUM_THREADS` included).
 pub fn pairs_in_flight(footprint: Footprint, sources: [&dyn Source; 2]) -> InFlight {
     let threads = rayon::current_num_threads();
-    let chosen = std::env::var("RAYON_NUM_THREADS").ok().and_then(|n| n.trim().parse::<usize>().ok());
-    if chosen.is_some_and(|n| n > 0) {
-        return InFlight::any(threads);
-    }
     InFlight::within_budget(footprint, largest_tensor_bytes(sources.map(Source::index)), threads)
 }
 

@@ -169,9 +169,9 @@ impl Source for CaptureSource {
     /// there straight into the values, or put from each block where it goes for a tensor in a device
     /// layout), and a tensor in a layout that does not split by device axis (grouped FRACTAL_Z, C1HWNCoC0)
     /// also its device-order values: 2, and 3 where such a tensor is at least half the largest (its extra
-    /// buffer then matters). Measured with 1, 2 and 4
-    /// threads (RAYON_NUM_THREADS, scripts/bench-memory, compare of two captures): each thread added
-    /// 1.1-1.35x the largest tensor as f32 per side, beside the 2 MiB of the pool's footprint (medium:4,
+    /// buffer then matters). Measured with 1, 2 and 4 threads each measuring a pair (RAYON_NUM_THREADS did
+    /// that until 2026-11-27; scripts/bench-memory, compare of two captures): each thread added 1.1-1.35x the
+    /// largest tensor as f32 per side, beside the 2 MiB of the pool's footprint (medium:4,
     /// 2 MiB: 22, 30, 44 MiB; its outputs only: 14, 20, 33; seq 256, 8 MiB: 25, 47, 92), against
     /// 1.65-2.2x before the blocks were decoded straight into the values (94da7a1: 25, 29, 57; 13, 25, 40;
     /// 38, 75, 124).
