@@ -240,10 +240,18 @@ impl Source for MsprobeSource {
         }
         drop(t);
         // Unmapping a large storage (page table entries of 144 MiB) took ~10 ms on this thread while the
-        // others waited for the next pair: another thread of the pool does it. Not with one thread, which
-        // would run it only once idle, holding every map until then.
-        if map.bytes().len() >= UNMAP_ON_POOL_BYTES && rayon::current_num_threads() > 1 {
-            rayon::spawn(move || drop(map));
+        // others waited for the next pair: another thread of the pool does it, one map at a time (a map that
+        // waits for a busy pool still counts in the RSS users see: with every map of 8 MiB or more sent
+        // there, `time`'s peak on the 0.26 GB pair rose from 40 to 56 MB). Not with one thread, which would
+        // run it only once idle.
+        if map.bytes().len() >= UNMAP_ON_POOL_BYTES
+            && rayon::current_num_threads() > 1
+            && !UNMAPPING.swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            rayon::spawn(move || {
+                drop(map);
+                UNMAPPING.store(false, std::sync::atomic::Ordering::Release);
+            });
         }
         Ok(())
     }
@@ -338,7 +346,9 @@ fn with_pt_bytes(
 
 /// Maps at least this large that [`Source::with_values`] lent are unmapped on another thread of the pool.
 /// (Smaller under test, so that the fixture's files of about 130 KB take that path.)
-const UNMAP_ON_POOL_BYTES: usize = if cfg!(test) { 64 << 10 } else { 8 << 20 };
+const UNMAP_ON_POOL_BYTES: usize = if cfg!(test) { 64 << 10 } else { 64 << 20 };
+/// Whether a map [`Source::with_values`] lent is waiting to be unmapped on the pool.
+static UNMAPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A `.pt` tensor's values as f32 without a copy, when its bytes already are host f32 in C order
 /// (little-endian fp32 on a little-endian machine, 4-byte aligned, every element there): what
