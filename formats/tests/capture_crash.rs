@@ -318,3 +318,27 @@ fn a_reader_of_a_live_stream_survives_the_seal_cutting_the_last_segment() {
     assert!(after.torn_tail().is_none());
     assert_eq!(complete_steps(&after), (0..5).collect::<Vec<_>>());
 }
+
+/// A sealed segment cut short after it was closed (an unfinished copy) is an error that says so and what to
+/// do, not a torn tail; a sealed end beyond the segment's own size is a damaged header.
+#[test]
+fn a_sealed_segment_cut_short_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 16 * 1024, Policy::KeepAll).unwrap();
+    for step in 0..6 {
+        write_step(&mut w, step);
+    }
+    w.seal().unwrap();
+    let path = segment(dir.path());
+    let intact = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &intact[..intact.len() / 2]).unwrap();
+    let err =
+        StreamReader::open(path.parent().unwrap()).err().expect("a cut file is not a capture").to_string();
+    assert!(err.contains("cut short") && err.contains("copy the capture again"), "{err}");
+
+    let mut bytes = intact;
+    bytes[56..64].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = StreamReader::open(path.parent().unwrap()).err().expect("a damaged header").to_string();
+    assert!(err.contains("the header is damaged"), "{err}");
+}

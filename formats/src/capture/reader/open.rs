@@ -155,10 +155,23 @@ fn open_segment(map: &[u8], index: u64, last: bool) -> Result<Extent> {
     let file_len = map.len() as u64;
     let sealed_end = segment::sealed_end(map);
     if sealed_end != 0 {
-        if sealed_end < HEADER_LEN || sealed_end > header.segment_size || sealed_end > file_len {
+        if sealed_end < HEADER_LEN || sealed_end > header.segment_size {
             return Err(FormatError::at(
                 56,
-                format!("sealed end {sealed_end} outside the segment ({file_len} bytes)"),
+                format!(
+                    "sealed end {sealed_end} outside the segment ({} bytes): the header is damaged",
+                    header.segment_size
+                ),
+            ));
+        }
+        if sealed_end > file_len {
+            // The writer sealed more than the file now holds: the file was cut after it was closed.
+            return Err(FormatError::at(
+                56,
+                format!(
+                    "the file holds {file_len} bytes but was sealed at {sealed_end}: it was cut short after \
+                     the collector closed it (a copy that did not finish, a full disk); copy the capture again"
+                ),
             ));
         }
         return Ok((sealed_end, true, None));
