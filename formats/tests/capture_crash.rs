@@ -342,3 +342,39 @@ fn a_sealed_segment_cut_short_says_so() {
     let err = StreamReader::open(path.parent().unwrap()).err().expect("a damaged header").to_string();
     assert!(err.contains("the header is damaged"), "{err}");
 }
+
+/// Zeros or garbage inside a sealed segment (a damaged disk or copy) is an error that names the file and
+/// offset, says the bytes changed after the collector closed the file, and what to do.
+#[test]
+fn a_zeroed_or_garbled_range_in_a_sealed_segment_says_what_happened() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 16 * 1024, Policy::KeepAll).unwrap();
+    let mut offsets = Vec::new();
+    for step in 0..6 {
+        if let Appended::Written { offset, .. } = write_step(&mut w, step) {
+            offsets.push(offset);
+        }
+    }
+    w.seal().unwrap();
+    let path = segment(dir.path());
+    let intact = std::fs::read(&path).unwrap();
+    let read_all = || -> String {
+        let stream = StreamReader::open(path.parent().unwrap()).unwrap();
+        let err = stream.records().find_map(|r| r.err()).expect("damage inside a sealed segment is an error");
+        assert_eq!(err.path.as_deref(), Some(path.as_path()));
+        err.to_string()
+    };
+    // Zeros from the third tensor record on: the records after it are lost.
+    let mut zeroed = intact.clone();
+    zeroed[offsets[2] as usize..offsets[4] as usize].fill(0);
+    std::fs::write(&path, &zeroed).unwrap();
+    let err = read_all();
+    assert!(err.contains("no record here") && err.contains("zeroed or overwritten"), "{err}");
+    assert!(err.contains("copy the capture again"), "{err}");
+    // Garbage in a frame's head: its checksum fails.
+    let mut garbled = intact;
+    garbled[offsets[2] as usize + 8] ^= 0xFF;
+    std::fs::write(&path, &garbled).unwrap();
+    let err = read_all();
+    assert!(err.contains("copy the capture again"), "{err}");
+}

@@ -11,6 +11,11 @@ use crate::{FormatError, Result};
 use accutrace_proto::capture as pb;
 use std::sync::Arc;
 
+/// What a bad or empty frame inside a sealed segment means, and what to do: the collector wrote every
+/// frame up to the sealed end before it sealed the file, so the bytes changed afterwards.
+const CHANGED: &str = "the collector sealed this file with a record here, so these bytes were zeroed or \
+                       overwritten after it closed it (a damaged disk or copy); copy the capture again";
+
 /// Iterator over a stream's records (see [`StreamReader::records`]). Stops after the first error.
 pub struct Records<'a> {
     stream: &'a StreamReader,
@@ -71,7 +76,10 @@ impl<'a> Iterator for Records<'a> {
                     self.pos = seg.end;
                     continue;
                 }
-                Frame::Empty => return self.fail(seg, offset, "sealed segment has no record here".into()),
+                Frame::Empty => {
+                    return self.fail(seg, offset, format!("sealed segment has no record here: {CHANGED}"))
+                }
+                Frame::Bad(why) if seg.sealed => return self.fail(seg, offset, format!("{why}: {CHANGED}")),
                 Frame::Bad(why) => return self.fail(seg, offset, why),
             };
             self.pos = next;
