@@ -11,6 +11,7 @@
 use crate::filter::Filter;
 use crate::index::{Index, Io, OpId};
 use crate::matching::Matching;
+use crate::problems::ProblemKind;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -35,6 +36,12 @@ fn by_step(index: &Index, filter: &Filter) -> BTreeMap<(u32, u64), Vec<OpId>> {
     groups
 }
 
+/// Whether every item of `short` is in `long`, in the same order.
+fn is_subsequence<T: PartialEq>(short: &[T], long: &[T]) -> bool {
+    let mut rest = long.iter();
+    short.iter().all(|x| rest.any(|y| y == x))
+}
+
 /// (name, type) of each op, in order.
 fn sequence<'a>(index: &'a Index, ops: &[OpId]) -> Vec<(&'a str, &'a str)> {
     ops.iter().map(|&o| (index.ops[o].name.as_str(), index.ops[o].op_type.as_str())).collect()
@@ -42,7 +49,8 @@ fn sequence<'a>(index: &'a Index, ops: &[OpId]) -> Vec<(&'a str, &'a str)> {
 
 /// What differs between two runs that should be one configuration, aspect by aspect (empty: nothing
 /// found). Only steps and ranks both runs have are looked at, and a step one run holds only the start or
-/// the end of is no difference: a run that dumped less is not another configuration. Settings are compared
+/// the end of is no difference, nor one with ops missing inside it when a run lost records: a run that
+/// dumped less is not another configuration. Settings are compared
 /// where both runs recorded them.
 pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<ConfigurationDifference> {
     let mut found = Vec::new();
@@ -65,6 +73,10 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
         });
     }
     let (groups_a, groups_b) = (by_step(a, filter), by_step(b, filter));
+    // A run that lost records (a missing segment, a dump file it could not read) may miss ops anywhere in
+    // a step, not only at its start or end: what it kept is still the other run's ops, in their order.
+    let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
+    let holes = lost(a) || lost(b);
     let (mut sequences, mut dtypes, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
     for (key @ (rank, step), ops_a) in &groups_a {
         let Some(ops_b) = groups_b.get(key) else { continue };
@@ -73,7 +85,8 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
         // A step one run holds only the start or the end of (a ring that deleted old segments, a capture
         // cut short) is not another configuration: its ops are those of the other run.
         let (short, long) = if seq_a.len() <= seq_b.len() { (&seq_a, &seq_b) } else { (&seq_b, &seq_a) };
-        let cut_short = long.starts_with(short) || long.ends_with(short);
+        let cut_short =
+            long.starts_with(short) || long.ends_with(short) || (holes && is_subsequence(short, long));
         if let Some(i) =
             (0..seq_a.len().max(seq_b.len())).find(|&i| !cut_short && seq_a.get(i) != seq_b.get(i))
         {

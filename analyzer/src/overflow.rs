@@ -6,7 +6,7 @@
 use crate::filter::Filter;
 use crate::index::{Index, IndexedOp, OpId, TensorId};
 use crate::outcome::Outcome;
-use crate::problems::InputProblems;
+use crate::problems::{InputProblems, ProblemKind};
 use crate::progress::Progress;
 use crate::sources::Source;
 use crate::threads::tensors_in_flight;
@@ -417,7 +417,9 @@ pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
 /// Steps of the ranks `filter` keeps where the run shows an overflow that no step of `explained` accounts
 /// for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
 /// or a loss-scale drop with no explained step since the previous scale. Not judged on dumps of the
-/// flagged ops only, which hold no optimizer op.
+/// flagged ops only, which hold no optimizer op. A step without optimizer ops is not judged either when
+/// the source lost records (a missing segment, a dump file it could not read): the optimizer ops may be
+/// what was lost, and a skipped step nobody saw is no finding (the lost records lead the report).
 pub fn without_origin(
     index: &Index,
     filter: &Filter,
@@ -428,6 +430,7 @@ pub fn without_origin(
     if index.only_overflowing_ops {
         return found;
     }
+    let lost_records = index.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
     // Every op of the selected steps and ranks counts, whatever the op selection: the update is whole-step.
     let mut updates: BTreeMap<u32, BTreeMap<u64, bool>> = BTreeMap::new();
     for op in &index.ops {
@@ -440,7 +443,7 @@ pub fn without_origin(
             crate::roles::is_optimizer(&op.op_type);
     }
     for (&rank, steps) in &updates {
-        if !steps.values().any(|&u| u) {
+        if lost_records || !steps.values().any(|&u| u) {
             continue;
         }
         for (&step, _) in steps.iter().filter(|(s, &u)| !u && !explained.contains(s)) {

@@ -43,9 +43,6 @@ fn status_word(s: Status) -> &'static str {
 }
 
 fn print_table(out: &mut impl Write, r: &CheckReport, colour: bool) -> Result<()> {
-    if !r.input_problems.is_empty() {
-        writeln!(out, "(exit status 2: the answer below does not cover what is listed above)\n")?;
-    }
     match &r.runs[..] {
         [one] => writeln!(out, "pre-tuning checklist of {one}")?,
         runs => {

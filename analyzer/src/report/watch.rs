@@ -98,9 +98,6 @@ pub fn place(f: &Finding) -> String {
 }
 
 fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()> {
-    if !r.input_problems.is_empty() {
-        writeln!(out, "(exit status 2: the answer below does not cover what is listed above)\n")?;
-    }
     let l = &r.labels;
     let steps = match (r.steps.first(), r.steps.last()) {
         (Some(a), Some(b)) if a != b => format!("steps {a}-{b}"),

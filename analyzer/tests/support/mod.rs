@@ -33,10 +33,15 @@ impl RunWriter {
 
     /// Op `k` of step 0, `model/op{k}` of type `op_type`: the tensors written next are its own.
     pub fn op(&mut self, k: u64, op_type: &str) {
+        self.op_of_step(0, k, op_type);
+    }
+
+    /// Op `k` of `step`, `model/op{k}` of type `op_type`: the tensors written next are its own.
+    pub fn op_of_step(&mut self, step: u64, k: u64, op_type: &str) {
         let op = OpInfo {
             name: format!("model/op{k}"),
             op_type: op_type.into(),
-            step: 0,
+            step,
             task_id: k as u32,
             stream_id: 2,
             timestamp_us: 10 + k,
