@@ -45,3 +45,22 @@ fn compare_with_nothing_in_common_is_an_error_not_a_pass() {
     assert_eq!(code, 2);
     assert!(err.contains("--op 'no_such_op' matches no op of") && err.contains("Functional."), "{err}");
 }
+
+#[test]
+fn a_single_npy_file_or_capture_segment_names_the_directory_to_give() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let npy = dir.path().join("bench").join("model_fc1_MatMul.0.1700000000000001.npy");
+    std::fs::create_dir_all(npy.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(&npy, b"\x93NUMPY").expect("write");
+    let (code, err) = analyzer(&["inspect", npy.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("a single .npy file is not a run") && err.contains("model_fc1_MatMul"), "{err}");
+    assert!(!err.contains("CANN"), "a .npy file is no CANN dump: {err}");
+
+    let segment = dir.path().join("run").join("stream-000-rank0-dev0-pid1").join("seg-000000.acc");
+    std::fs::create_dir_all(segment.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(&segment, b"ACCU").expect("write");
+    let (code, err) = analyzer(&["diff", segment.to_str().expect("utf-8"), segment.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("one file of an accutrace capture") && err.contains("manifest.json"), "{err}");
+}

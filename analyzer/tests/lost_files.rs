@@ -1,6 +1,6 @@
-//! A capture that lost a file (a copy that skipped a segment from its middle): every command leads with what
-//! is missing and exits 2, says so once, and takes no gap in the records for something the run did (a
-//! skipped step, another configuration).
+//! A capture that lost a file (a copy that skipped a segment from its middle, or its manifest.json): every
+//! command still reads it as a capture, leads with what is missing and exits 2, says so once, and takes no
+//! gap in the records for something the run did (a skipped step, another configuration).
 
 mod support;
 
@@ -109,4 +109,17 @@ fn diff_of_a_run_with_a_hole_in_a_step_diffs_what_is_left_and_blames_no_configur
     assert!(!out.contains("REFUSED") && !out.contains("not the same configuration"), "{out}");
     assert!(out.contains(" 0 differ"), "what is left is diffed:\n{out}");
     assert!(!out.contains("bit-identical"), "no all-clear over a lost segment:\n{out}");
+}
+
+#[test]
+fn a_capture_without_its_manifest_is_read_as_a_capture_with_the_loss_leading() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(&dir.path().join("a"));
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+
+    let (code, out, err) = analyzer(&["inspect", run.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: ") && out.contains("manifest.json: missing"), "{out}{err}");
+    assert!(out.contains("(capture): 12 ops, 12 tensors"), "its streams are read:\n{out}");
+    assert!(!err.contains("CANN"), "a capture is no CANN dump tree: {err}");
 }

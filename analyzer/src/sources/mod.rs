@@ -20,13 +20,33 @@ pub fn detect(path: &Path) -> Result<Detected> {
     let meta = std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
     if meta.is_file() {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // Files that belong to a source read as a whole: name that source rather than fail on CANN's names.
+        if name.ends_with(".npy") {
+            bail!(
+                "{}: a single .npy file is not a run: give the directory that holds it ({}), read as a \
+                 directory of .npy files (--op selects this file's op)",
+                path.display(),
+                parent.display()
+            );
+        }
+        if name.ends_with(".acc") || name == "stream.json" {
+            bail!(
+                "{}: one file of an accutrace capture: give the capture's directory, the one that holds \
+                 manifest.json ({})",
+                path.display(),
+                parent.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).display()
+            );
+        }
         return Ok(match name {
             "dump.json" => Detected::Msprobe(vec![path.to_path_buf()]),
             "manifest.json" => Detected::Capture(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
             _ => Detected::CannDump(path.to_path_buf()),
         });
     }
-    if path.join("manifest.json").is_file() {
+    // A capture without its manifest.json (not copied, removed) is still one: its streams are read and the
+    // missing manifest leads the report (docs/CAPTURE_FORMAT.md, "Completeness").
+    if path.join("manifest.json").is_file() || holds_capture_streams(path) {
         return Ok(Detected::Capture(path.to_path_buf()));
     }
     let dump_jsons = find_files_named(path, "dump.json", 4)?;
@@ -86,6 +106,12 @@ pub fn same_run(a: &dyn Source, b: &dyn Source) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Whether `dir` holds a capture's stream directory (one with a `stream.json`).
+fn holds_capture_streams(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().any(|e| e.path().join("stream.json").is_file())
 }
 
 /// Counts `.npy` files and other data files under `dir` (name-mapping files do not count as data), at
