@@ -378,3 +378,25 @@ fn a_zeroed_or_garbled_range_in_a_sealed_segment_says_what_happened() {
     let err = read_all();
     assert!(err.contains("copy the capture again"), "{err}");
 }
+
+/// A segment before the last one left empty or all zeros (a copy that created the file but wrote nothing)
+/// is an error that says so and what to do, not "records follow".
+#[test]
+fn an_empty_or_zeroed_segment_before_the_last_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(), 4096, Policy::KeepAll).unwrap();
+    for step in 0..40 {
+        write_step(&mut w, step);
+    }
+    w.seal().unwrap();
+    let path = segment(dir.path());
+    assert!(path.with_file_name("seg-000001.acc").is_file(), "the stream needs a second segment");
+    let len = std::fs::metadata(&path).unwrap().len() as usize;
+    for (bytes, said) in [(Vec::new(), "the file is empty"), (vec![0u8; len], "holds only zeros")] {
+        std::fs::write(&path, &bytes).unwrap();
+        let err = StreamReader::open(path.parent().unwrap()).err().expect("a lost segment is an error");
+        assert_eq!(err.path.as_deref(), Some(path.as_path()));
+        let err = err.to_string();
+        assert!(err.contains(said) && err.contains("copy the capture again"), "{err}");
+    }
+}

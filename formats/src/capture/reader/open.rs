@@ -143,6 +143,22 @@ fn open_segment(map: &[u8], index: u64, last: bool) -> Result<Extent> {
         Ok(None) | Err(_) if last && map.iter().skip(HEADER_LEN as usize).all(|&b| b == 0) => {
             return Ok((HEADER_LEN, false, Some((0, "segment header never completed".into()))));
         }
+        // Not the last segment: the collector wrote this one whole before it began the next.
+        Ok(None) if map.iter().all(|&b| b == 0) => {
+            let what = if map.is_empty() {
+                "is empty".to_string()
+            } else {
+                format!("holds only zeros ({} bytes)", map.len())
+            };
+            return Err(FormatError::at(
+                0,
+                format!(
+                    "the file {what}, but the collector wrote it whole before it began the next segment: it \
+                     was cut or zeroed after the collector closed it (a copy that did not finish, a full disk); \
+                     copy the capture again"
+                ),
+            ));
+        }
         Ok(None) => return Err(FormatError::at(0, "segment header is zero but records follow")),
         Err(e) => return Err(e),
     };
