@@ -5,7 +5,7 @@ use super::{fmt_num, paint, write_json, Destination, Output};
 use crate::compare::msprobe_table::bool_text;
 use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured};
 use crate::index::Io;
-use crate::metrics::{Cell, MsaccucmpMetrics};
+use crate::metrics::{Cell, Families, MsaccucmpMetrics};
 use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
 use anyhow::Result;
@@ -27,6 +27,19 @@ pub enum CompareFormat {
     Json,
     /// msprobe's own `compare_result` CSV.
     MsprobeCsv,
+}
+
+impl CompareFormat {
+    /// The metric families this form shows, where it shows fewer than a comparison can compute: the table
+    /// and msprobe's CSV have msprobe's columns alone, so msaccucmp's (whose KL divergence costs about as
+    /// much as all of msprobe's metrics) would be computed for nothing. `None`: every family computed
+    /// reaches the report (CSV, JSON).
+    pub fn families_shown(self) -> Option<Families> {
+        match self {
+            CompareFormat::Table | CompareFormat::MsprobeCsv => Some(Families::Msprobe),
+            CompareFormat::Csv | CompareFormat::Json => None,
+        }
+    }
 }
 
 /// Writes the report in `format` to its destination; `all` lists every compared tensor in the table, not
@@ -574,4 +587,21 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     }
     w.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CSV and JSON, whose rows have msaccucmp's columns, leave the families to the comparison; the table
+    /// and msprobe's CSV, which have none of them, ask for msprobe's alone. A form that starts showing
+    /// msaccucmp's figures must change `families_shown`, or its cells would be empty.
+    #[test]
+    fn each_form_asks_for_the_families_it_shows() {
+        assert!(csv_header().contains(&"KullbackLeiblerDivergence"));
+        assert_eq!(CompareFormat::Csv.families_shown(), None);
+        assert_eq!(CompareFormat::Json.families_shown(), None);
+        assert_eq!(CompareFormat::Table.families_shown(), Some(Families::Msprobe));
+        assert_eq!(CompareFormat::MsprobeCsv.families_shown(), Some(Families::Msprobe));
+    }
 }

@@ -26,9 +26,10 @@ pub struct CompareArgs {
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).
     #[arg(long)]
     pub fuzzy: bool,
-    /// Metric families to compute. Default: msprobe's alone when either side is an msprobe dump (what
-    /// `msprobe compare` reports), both families otherwise. msaccucmp's KL divergence costs about as much as
-    /// all of msprobe's metrics together.
+    /// Metric families to compute. Default: what the report shows. The table and msprobe-csv show msprobe's
+    /// metrics alone, so only those are computed; csv and json get msprobe's alone when either side is an
+    /// msprobe dump (what `msprobe compare` reports), both families otherwise. msaccucmp's KL divergence
+    /// costs about as much as all of msprobe's metrics together.
     #[arg(long, value_enum, value_name = "FAMILIES")]
     pub metrics: Option<MetricFamilies>,
     /// Fail a tensor whose cosine similarity is below this (in addition to the vendor rules).

@@ -19,10 +19,12 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
     if let Some(path) = &args.mapping {
         matching.mapping = read_mapping_file(path)?;
     }
+    let format: report::compare::CompareFormat = args.format.into();
     let options = CompareOptions {
         filter,
         matching,
-        families: args.metrics.map(Into::into),
+        // Unless asked, what the report's form shows: the table needs none of msaccucmp's figures.
+        families: args.metrics.map(Into::into).or(format.families_shown()),
         cosine_min: args.cosine_min,
         max_abs_err: args.max_abs_err,
         progress: !args.no_progress,
@@ -30,6 +32,6 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
     // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
     let to = Destination { output: args.output.as_deref(), colour };
-    report::reader_may_leave(report::compare::write(&comparison, args.format.into(), &to, args.all))?;
+    report::reader_may_leave(report::compare::write(&comparison, format, &to, args.all))?;
     Ok(comparison.outcome().or_input_errors(&comparison.problems, args.input.allow_incomplete))
 }

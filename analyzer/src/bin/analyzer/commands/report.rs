@@ -9,6 +9,7 @@ use analyzer::comparable::configuration_differences;
 use analyzer::compare::{compare, CompareOptions};
 use analyzer::diff::{diff, DiffOptions};
 use analyzer::matching::{read_mapping_file, MatchOptions};
+use analyzer::metrics::Families;
 use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
 use analyzer::problems::{InputProblem, InputProblems};
@@ -54,6 +55,9 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
             let options = CompareOptions {
                 filter: filter.clone(),
                 matching,
+                // The page judges and shows pairs by msprobe's metrics alone: msaccucmp's would be computed
+                // for nothing.
+                families: Some(Families::Msprobe),
                 progress: !args.no_progress,
                 ..Default::default()
             };
