@@ -356,6 +356,15 @@ pub fn parse(bytes: &[u8]) -> Result<ParsedDump> {
         ];
         for (key, role, label) in sections {
             if let Some(section) = record.get(key) {
+                // msprobe writes a section as a list, an object or null; a bare value holds no argument
+                // records, so reading it as one value would lose the section's tensors without a word.
+                if !matches!(section, Value::Array(_) | Value::Object(_) | Value::Null) {
+                    return Err(FormatError::whole(format!(
+                        "{op_name}: \"{key}\" is a {}, not a list or object of arguments as msprobe writes \
+                         them: the file was edited or damaged; dump again with msprobe",
+                        json_type(section)
+                    )));
+                }
                 let prefix = format!("{op_name}.{label}");
                 let mut leaf = |name: String, kind: EntryKind| {
                     entries.push(MsprobeEntry { name, op_name: op_name.clone(), direction, role, kind })
@@ -493,6 +502,12 @@ mod tests {
         assert_eq!(err.offset, Some(21), "{err}"); // the stray `}`
         assert!(parse(b"[1]").is_err());
         assert!(parse(b"{}").unwrap_err().problem.contains("no \"data\""));
+        // A section that is a bare value (not msprobe's list or object) is an error naming it, not a value.
+        let err =
+            parse(br#"{"data": {"Functional.linear.2.forward": {"input_args": [], "output": "oops"}}}"#)
+                .unwrap_err();
+        assert!(err.problem.contains("Functional.linear.2.forward: \"output\" is a str"), "{err}");
+        assert!(parse(br#"{"data": {"Functional.gelu.0.forward": {"input_args": 5}}}"#).is_err());
         // Tokens inside strings are left alone.
         assert_eq!(&*quote_nonfinite(br#"{"a":"NaN \" Infinity"}"#), br#"{"a":"NaN \" Infinity"}"#);
     }
