@@ -92,13 +92,15 @@ impl InputProblems {
         self.items.iter().any(|p| p.kind != ProblemKind::Incomplete || !allow_incomplete)
     }
 
-    /// The block every report starts with (nothing when there are no problems): refusals, then what the
-    /// sources miss, then the unreadable tensors as a count with the first one named.
+    /// The block every report starts with (nothing when there are no problems): what the sources miss, then
+    /// refusals, then the unreadable tensors as a count with the first one named. What is missing comes
+    /// first because a refusal is often its consequence (a run that lost a rank's stream "holds one rank"):
+    /// the cause leads, and the user copies the run again rather than asking another question.
     pub fn lead(&self, out: &mut dyn Write) -> std::io::Result<()> {
         if self.is_empty() {
             return Ok(());
         }
-        for kind in [ProblemKind::Refused, ProblemKind::Incomplete] {
+        for kind in [ProblemKind::Incomplete, ProblemKind::Refused] {
             let of_kind: Vec<&InputProblem> = self.items.iter().filter(|p| p.kind == kind).collect();
             let title = match kind {
                 ProblemKind::Refused => "REFUSED",
@@ -152,5 +154,20 @@ mod tests {
         assert!(text.starts_with("INCOMPLETE INPUT: runs/a/stream-000: segment 0 is missing\n"), "{text}");
         assert!(text.contains("UNREADABLE INPUT: 2 tensors could not be read and are not judged; first: op.output.0: tensor data"));
         assert_eq!(serde_json::to_value(&p).unwrap()[2]["kind"], "unreadable");
+    }
+
+    /// A refusal found after what the sources miss still follows it: the loss is often its cause.
+    #[test]
+    fn what_is_missing_leads_a_refusal() {
+        let mut p = InputProblems::default();
+        p.push(InputProblem::refused("the run holds one rank (rank 0)"));
+        p.push(InputProblem::incomplete("runs/a: rank 1's stream directory is missing"));
+        let mut out = Vec::new();
+        p.lead(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "INCOMPLETE INPUT: runs/a: rank 1's stream directory is missing", "{text}");
+        assert_eq!(lines[1], "REFUSED: the run holds one rank (rank 0)", "{text}");
+        assert!(p.fail_the_run(true), "--allow-incomplete does not excuse a refusal");
     }
 }

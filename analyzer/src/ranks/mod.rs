@@ -323,13 +323,15 @@ fn scope_problems(
             let missing: Vec<u32> = (0..job).filter(|r| !ranks.contains(r)).collect();
             found.push(InputProblem::incomplete(format!(
                 "the job had {job} ranks (RANK_SIZE/WORLD_SIZE recorded with the run) and {} {} here (rank{} \
-                 {}); ranks {} are missing, so no answer covers the job (give every node's capture or \
-                 summaries)",
+                 {}); {} missing, so no answer covers the job (give every node's capture or summaries)",
                 ranks.len(),
                 if ranks.len() == 1 { "is" } else { "are" },
                 if ranks.len() == 1 { "" } else { "s" },
                 list(ranks),
-                list(&missing)
+                match missing.as_slice() {
+                    [one] => format!("rank {one} is"),
+                    more => format!("ranks {} are", list(more)),
+                }
             )));
         }
     }
@@ -353,4 +355,27 @@ fn scope_problems(
         )));
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A partial job names the ranks it lacks, in the number they are.
+    #[test]
+    fn a_partial_job_names_its_missing_ranks() {
+        let message = |job: u32, present: &[u32]| {
+            let run = RunEvents { job_ranks: Some(job), ..RunEvents::default() };
+            let found = scope_problems(&run, present, present, 1, None);
+            found
+                .into_iter()
+                .map(|p| p.message)
+                .find(|m| m.starts_with("the job had"))
+                .expect("a partial job")
+        };
+        let one = message(2, &[1]);
+        assert!(one.contains("1 is here (rank 1); rank 0 is missing, so no answer"), "{one}");
+        let two = message(4, &[0, 1]);
+        assert!(two.contains("2 are here (ranks 0, 1); ranks 2, 3 are missing, so no answer"), "{two}");
+    }
 }

@@ -30,8 +30,8 @@ fn stream_dir(run: &Path) -> PathBuf {
         .unwrap()
 }
 
-/// The report leads with the input problems (a refusal first: nothing left to compare), then says no
-/// all-clear.
+/// The report leads with the input problems (what is lost, then any refusal: nothing left to compare),
+/// then says no all-clear.
 fn assert_leads(stdout: &str, what: &str) {
     let first = stdout.lines().next().unwrap_or_default();
     assert!(
@@ -64,7 +64,7 @@ fn a_lost_segment_or_stream_file_leads_every_report_and_fails_the_run() {
         for args in [vec!["inspect", r], vec!["compare", r, b], vec!["diff", r, i], vec!["overflow", r]] {
             let (code, stdout, stderr) = analyzer(&args);
             assert_eq!(code, 2, "{lost}: {args:?}\n{stdout}\n{stderr}");
-            // Without stream.json nothing of the stream is left to compare: REFUSED leads, then what is lost.
+            // Without stream.json nothing of the stream is left to compare: what is lost leads, then REFUSED.
             let said = if stdout.is_empty() { &stderr } else { &stdout };
             assert_leads(said, &format!("{lost}: {args:?}"));
             let named = if lost == "stream.json" { "stream.json is missing" } else { "segment 0 is missing" };

@@ -74,10 +74,11 @@ fn problems(page: &mut String, f: &Findings<'_>) {
         "<section id=\"problems\" class=\"problems\"><h2>Read this first: the answer below does not cover \
          everything</h2><ul>",
     );
-    // Refusals first, then what the sources miss, then unreadable tensors (the first few named).
+    // What the sources miss first (often the cause of a refusal), then refusals, then unreadable tensors
+    // (the first few named): the commands' order (`InputProblems::lead`).
     for (kind, title, listed) in [
-        (ProblemKind::Refused, "REFUSED", usize::MAX),
         (ProblemKind::Incomplete, "INCOMPLETE INPUT", 50),
+        (ProblemKind::Refused, "REFUSED", usize::MAX),
         (ProblemKind::Unreadable, "UNREADABLE INPUT", 10),
     ] {
         let items: Vec<_> = f.problems.items().iter().filter(|p| p.kind == kind).collect();
