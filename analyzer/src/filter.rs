@@ -87,7 +87,12 @@ impl Filter {
             // Nothing to select from. When the source knows why (lost segments or streams), its input
             // problems lead the report and fail the run; otherwise an empty answer would read as a clean one.
             if index.problems.is_empty() {
-                anyhow::bail!("{source} holds no ops");
+                anyhow::bail!(
+                    "{source} holds no ops: it was read without a problem but records no operator (an \
+                     msprobe dump whose dump.json \"data\" is empty, a capture of a process that launched \
+                     none); check that this is the run you meant, and the dump's configuration (its scope or \
+                     list)"
+                );
             }
             return Ok(());
         }

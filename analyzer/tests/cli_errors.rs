@@ -64,3 +64,18 @@ fn a_single_npy_file_or_capture_segment_names_the_directory_to_give() {
     assert_eq!(code, 2);
     assert!(err.contains("one file of an accutrace capture") && err.contains("manifest.json"), "{err}");
 }
+
+#[test]
+fn an_msprobe_dump_that_lists_no_call_says_what_to_check() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/msprobe-tiny/target");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dump = dir.path().join("step0").join("rank0");
+    std::fs::create_dir_all(&dump).expect("mkdir");
+    let text = std::fs::read_to_string(format!("{fixture}/step0/rank0/dump.json")).expect("the fixture");
+    let mut json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    json["data"] = serde_json::json!({});
+    std::fs::write(dump.join("dump.json"), json.to_string()).expect("write");
+    let (code, err) = analyzer(&["overflow", dir.path().to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("holds no ops") && err.contains("dump.json \"data\" is empty"), "{err}");
+}
