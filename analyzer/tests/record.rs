@@ -81,6 +81,26 @@ fn a_command_that_leaves_no_capture_is_an_error() {
 }
 
 #[test]
+fn a_collector_that_stopped_before_writing_is_not_said_to_be_inactive() {
+    // What a full disk leaves: the collector made its stream's directory, then could not write its first
+    // segment (ENOSPC), logged it and went inactive. The collector did activate: the message must not send
+    // the user to check that the command loads libascendcl.so.
+    let tmp = tempfile::tempdir().unwrap();
+    let collector = fake_collector(tmp.path());
+    let run = tmp.path().join("run");
+    let script = "mkdir \"$ACCUTRACE_DIR/stream-000-rank0-dev0-pid1\" && : > \"$ACCUTRACE_DIR/stream-000-rank0-dev0-pid1/seg-000000.acc\"";
+    let args =
+        ["-o", run.to_str().unwrap(), "--collector", collector.to_str().unwrap(), "--", "sh", "-c", script];
+    let out = record(&args, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nothing was captured"), "{stderr}");
+    assert!(!stderr.contains("did not activate"), "the collector did activate: {stderr}");
+    assert!(stderr.contains("the collector started but stopped before writing anything"), "{stderr}");
+    assert!(stderr.contains("record again"), "what to do: {stderr}");
+}
+
+#[test]
 fn a_failing_command_is_named_as_the_failure() {
     let tmp = tempfile::tempdir().unwrap();
     let collector = fake_collector(tmp.path());

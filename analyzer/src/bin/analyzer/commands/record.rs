@@ -76,6 +76,15 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
             report::reader_may_leave(report::record::write(&summary, args.format.into(), args.overflow))?;
             Ok(Outcome::Pass)
         }
+        // The collector made its stream's directory, then stopped before writing anything readable (its
+        // first segment could not be written: a full disk, a quota): it did activate, its log line says why.
+        (0, Ok(None)) if holds_stream_dir(&dir) => bail!(
+            "{}: nothing was captured (no manifest.json, no stream.json): the collector started but stopped \
+             before writing anything; its log line on stderr (`accutrace: ...`) names the file and the error \
+             (e.g. no space left on device); fix that, remove {} and record again",
+            dir.display(),
+            dir.display()
+        ),
         (0, Ok(None)) => bail!(
             "{}: nothing was captured (no manifest.json, no streams): the collector did not activate; check \
              that the command loads libascendcl.so and enables dumping, and see the collector's log line on stderr",
@@ -102,6 +111,13 @@ pub fn run(args: RecordArgs) -> Result<Outcome> {
             std::process::exit(code)
         }
     }
+}
+
+/// Whether `dir` holds a collector stream's directory (`stream-*`), complete or not.
+fn holds_stream_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("stream-") && e.path().is_dir())
+    })
 }
 
 /// Fails unless `program` names an executable file, as `execvp` looks it up: a name with a slash as given,
