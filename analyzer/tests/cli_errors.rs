@@ -66,6 +66,32 @@ fn a_single_npy_file_or_capture_segment_names_the_directory_to_give() {
 }
 
 #[test]
+fn rank_summaries_given_as_a_run_point_to_merge() {
+    // `analyzer scan`'s output (rank*.parquet, series/) given to a command that reads runs: the message
+    // names merge, not CANN's file names.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let summaries = dir.path().join("summaries");
+    std::fs::create_dir_all(summaries.join("series")).expect("mkdir");
+    for r in 0..2 {
+        std::fs::write(summaries.join(format!("rank{r:06}.parquet")), b"PAR1").expect("write");
+        std::fs::write(summaries.join("series").join(format!("rank{r:06}.parquet")), b"PAR1").expect("write");
+    }
+    for args in [vec!["ranks"], vec!["inspect"], vec!["report", "-o", "/dev/null"]] {
+        let mut args = args.clone();
+        let s = summaries.to_str().expect("utf-8");
+        args.insert(1, s);
+        let (code, err) = analyzer(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("rank summaries") && err.contains("analyzer merge"), "{args:?}: {err}");
+        assert!(!err.contains("CANN"), "{args:?}: summaries are no CANN dump: {err}");
+    }
+    let one = summaries.join("rank000001.parquet");
+    let (code, err) = analyzer(&["overflow", one.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("a rank summary") && err.contains("analyzer merge"), "{err}");
+}
+
+#[test]
 fn an_msprobe_dump_that_lists_no_call_says_what_to_check() {
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures/msprobe-tiny/target");
     let dir = tempfile::tempdir().expect("temp dir");

@@ -38,6 +38,14 @@ pub fn detect(path: &Path) -> Result<Detected> {
                 parent.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).display()
             );
         }
+        if is_rank_summary_name(name) {
+            bail!(
+                "{}: a rank summary written by `analyzer scan`, not a run: read summaries with `analyzer merge \
+                 {}` (every rank's), or give the capture that was scanned",
+                path.display(),
+                parent.display()
+            );
+        }
         return Ok(match name {
             "dump.json" => Detected::Msprobe(vec![path.to_path_buf()]),
             "manifest.json" => Detected::Capture(path.parent().unwrap_or(Path::new(".")).to_path_buf()),
@@ -48,6 +56,14 @@ pub fn detect(path: &Path) -> Result<Detected> {
     // missing manifest leads the report (docs/CAPTURE_FORMAT.md, "Completeness").
     if path.join("manifest.json").is_file() || holds_capture_streams(path) {
         return Ok(Detected::Capture(path.to_path_buf()));
+    }
+    if holds_rank_summaries(path) {
+        bail!(
+            "{}: a directory of rank summaries written by `analyzer scan` (rank*.parquet), not a run: read \
+             them with `analyzer merge {}`, or give the capture that was scanned",
+            path.display(),
+            path.display()
+        );
     }
     let dump_jsons = find_files_named(path, "dump.json", 4)?;
     if !dump_jsons.is_empty() {
@@ -106,6 +122,24 @@ pub fn same_run(a: &dyn Source, b: &dyn Source) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// `rank{R:06}.parquet`, the name `analyzer scan` gives a rank's summary.
+fn is_rank_summary_name(name: &str) -> bool {
+    name.strip_prefix("rank")
+        .and_then(|n| n.strip_suffix(".parquet"))
+        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `dir` holds rank summaries (`rank*.parquet`) and no other file: `analyzer scan`'s output.
+fn holds_rank_summaries(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let files: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    !files.is_empty() && files.iter().all(|n| is_rank_summary_name(n))
 }
 
 /// Whether `dir` holds a capture's stream directory (one with a `stream.json`).
