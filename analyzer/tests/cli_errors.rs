@@ -66,6 +66,23 @@ fn a_single_npy_file_or_capture_segment_names_the_directory_to_give() {
 }
 
 #[test]
+fn a_run_directory_the_collector_left_without_a_stream_says_so() {
+    // What a disk full at the first segment leaves: the lock, a stream directory with an empty segment,
+    // no stream.json, no manifest.json. It is no CANN dump tree.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = dir.path().join("run");
+    let stream = run.join("stream-000-rank0-dev0-pid1");
+    std::fs::create_dir_all(&stream).expect("mkdir");
+    std::fs::write(run.join(".accutrace.lock"), b"").expect("write");
+    std::fs::write(stream.join("seg-000000.acc"), b"").expect("write");
+    let (code, err) = analyzer(&["inspect", run.to_str().expect("utf-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("holds no readable capture") && err.contains("stream-000-rank0-dev0-pid1"), "{err}");
+    assert!(err.contains("record again"), "what to do: {err}");
+    assert!(!err.contains("CANN"), "no CANN dump: {err}");
+}
+
+#[test]
 fn rank_summaries_given_as_a_run_point_to_merge() {
     // `analyzer scan`'s output (rank*.parquet, series/) given to a command that reads runs: the message
     // names merge, not CANN's file names.

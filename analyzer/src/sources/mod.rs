@@ -57,6 +57,17 @@ pub fn detect(path: &Path) -> Result<Detected> {
     if path.join("manifest.json").is_file() || holds_capture_streams(path) {
         return Ok(Detected::Capture(path.to_path_buf()));
     }
+    // The collector made a stream's directory and stopped before its stream.json (a full disk at its first
+    // segment): what is left is no CANN dump tree; say what it is.
+    if let Some(stream) = stream_dir_without_stream_json(path) {
+        bail!(
+            "{}: an accutrace run directory that holds no readable capture: there is no manifest.json and {} \
+             has no stream.json; if the collector logged an `accutrace: ...` line on the job's stderr (e.g. no \
+             space left on device), fix that and record again",
+            path.display(),
+            stream.display()
+        );
+    }
     if holds_rank_summaries(path) {
         bail!(
             "{}: a directory of rank summaries written by `analyzer scan` (rank*.parquet), not a run: read \
@@ -122,6 +133,17 @@ pub fn same_run(a: &dyn Source, b: &dyn Source) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// A collector stream's directory (`stream-*`) in `dir` without its `stream.json`, when `dir` holds no
+/// stream with one (else it is a capture, read as such).
+fn stream_dir_without_stream_json(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries.flatten().map(|e| e.path()).find(|p| {
+        p.is_dir()
+            && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("stream-"))
+            && !p.join("stream.json").exists()
+    })
 }
 
 /// `rank{R:06}.parquet`, the name `analyzer scan` gives a rank's summary.
