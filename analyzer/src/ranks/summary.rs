@@ -259,6 +259,8 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
     // Each distinct selection (as options) and the ranks scanned with it.
     let mut selections: Vec<(String, Vec<u32>)> = Vec::new();
     let mut names = Names::default();
+    // Each job size the summaries recorded and the ranks that recorded it: two sizes are two jobs.
+    let mut job_sizes: Vec<(u32, Vec<u32>)> = Vec::new();
     for file in files {
         let s = read_one_with(&file, &mut names)?;
         bar.inc(1);
@@ -268,6 +270,12 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
         run.warnings.extend(s.warnings);
         run.problems.extend(s.problems);
         run.job_ranks = run.job_ranks.max(s.job_ranks);
+        if let Some(n) = s.job_ranks {
+            match job_sizes.iter().position(|(size, _)| *size == n) {
+                Some(i) => job_sizes[i].1.push(s.events.rank),
+                None => job_sizes.push((n, vec![s.events.rank])),
+            }
+        }
         let options = s.selection.options();
         match selections.iter().position(|(o, _)| *o == options) {
             Some(i) => selections[i].1.push(s.events.rank),
@@ -289,6 +297,17 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
             .collect();
         run.warnings
             .push(format!("the summaries were scanned with different selections: {}", each.join("; ")));
+    }
+    if job_sizes.len() > 1 {
+        // Summaries of two jobs in one answer (a scan into a directory that held another job's summaries):
+        // their collectives cannot match, and no answer covers either job.
+        let each: Vec<String> =
+            job_sizes.iter().map(|(n, ranks)| format!("ranks {ranks:?} of a job of {n} ranks")).collect();
+        run.problems.push(InputProblem::incomplete(format!(
+            "the summaries are of different jobs: {}; scan each job into its own directory and merge one \
+             job's summaries",
+            each.join(", ")
+        )));
     }
     run.ranks.sort_by_key(|r| r.rank);
     fill_unknown_steps(&mut run);

@@ -593,6 +593,32 @@ mod tests {
     }
 
     #[test]
+    fn summaries_of_jobs_of_different_sizes_are_an_input_problem() {
+        // Ranks 0 and 1 of a 2-rank job beside rank 2 of a 4-rank job (a scan into a directory that held
+        // another job's summaries): no answer covers either job.
+        let dir = tempfile::tempdir().unwrap();
+        for (rank, job_ranks) in [(0, 2), (1, 2), (2, 4)] {
+            let summary = RankSummary {
+                run: "r".into(),
+                events: RankEvents { rank, events: vec![] },
+                warnings: vec![],
+                problems: vec![],
+                selection: Default::default(),
+                job_ranks: Some(job_ranks),
+            };
+            write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
+        }
+        let run = super::super::read(&[dir.path().to_path_buf()]).unwrap();
+        let said: Vec<String> = run.problems.iter().map(|p| p.message.clone()).collect();
+        assert!(
+            said.iter().any(|p| p.contains("different jobs")
+                && p.contains("ranks [0, 1] of a job of 2 ranks")
+                && p.contains("ranks [2] of a job of 4 ranks")),
+            "{said:?}"
+        );
+    }
+
+    #[test]
     fn rows_out_of_program_order_or_of_another_rank_are_refused() {
         let events =
             RankEvents { rank: 0, events: vec![collective(CollectiveOp::AllReduce, 0, None, vec![])] };
