@@ -185,6 +185,17 @@ fn bad_options_stop_before_the_command_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("not empty"), "{}", text(&out.stderr));
     assert!(!marker.exists());
+    // So is a file where the run directory should be, saying what to do (not "cannot create: File exists").
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let mut args = vec!["-o", file.to_str().unwrap(), "--collector", col];
+    args.extend_from_slice(&touch);
+    let out = record(&args, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("a file, not a directory") && stderr.contains("a-file"), "{stderr}");
+    assert!(stderr.contains("record into a new directory"), "{stderr}");
+    assert!(!marker.exists());
     // A command that cannot be started leaves no directory behind, not even the parents it needed.
     let fresh = tmp.path().join("fresh");
     let nested = fresh.join("runs/a");

@@ -168,6 +168,12 @@ pub fn find_collector(given: Option<&Path>, exe: Option<&Path>) -> Result<PathBu
 fn prepare_output(dir: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
     // Absolute, because the command may change its working directory before the collector starts.
     let dir = std::path::absolute(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+    if dir.exists() && !dir.is_dir() {
+        bail!(
+            "{}: a file, not a directory; record into a new directory (a capture run owns its directory)",
+            dir.display()
+        );
+    }
     let created: Vec<PathBuf> = dir.ancestors().take_while(|d| !d.exists()).map(Path::to_path_buf).collect();
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut entries = std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
