@@ -125,6 +125,12 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     // First what is most likely to fail under the job's limits (`ulimit -v`): then nothing is on disk yet.
     let pool = SlotPool::new(cfg.slots, cfg.slot_size)?;
     crate::limits::threads_within_process_limit(cfg.writers)?;
+    if cfg.dir.exists() && !cfg.dir.is_dir() {
+        return Err(format!(
+            "ACCUTRACE_DIR={}: a file, not a directory; name a new or existing directory",
+            cfg.dir.display()
+        ));
+    }
     std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("cannot create {}: {e}", cfg.dir.display()))?;
     let run_dir = cfg.dir.canonicalize().map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
     let mut cfg = cfg;

@@ -147,6 +147,21 @@ fn a_run_directory_that_cannot_be_created_leaves_the_job_alone() {
     assert!(lines[0].contains("cannot create") && lines[0].contains("inactive"), "{}", lines[0]);
 }
 
+#[test]
+fn a_run_directory_that_is_a_file_is_named_as_such_and_leaves_the_job_alone() {
+    let s = Scratch::new("{}");
+    let plain = s.run(1, None, false, &[]);
+    assert_ok(&plain);
+    let file = s.path("model.json");
+    let out = s.run(1, None, true, &env(&[("ACCUTRACE_DIR", file.to_str().unwrap())]));
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&plain));
+    let lines = collector_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("a file, not a directory") && lines[0].contains("model.json"), "{}", lines[0]);
+    assert!(lines[0].contains("inactive"), "{}", lines[0]);
+}
+
 /// Runs `cmd` with at most `threads` processes and threads for its user (RLIMIT_NPROC). Linux does not
 /// hold root to that limit, so as root the child drops to the unprivileged `nobody` (65534), which runs
 /// nothing else here.
