@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Run directory to write the capture into.
+    /// Run directory to write the capture into: new or empty (one that holds files, or a file, is
+    /// refused before the command runs).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
     /// What to keep per tensor: statistics and hash only, or the full (compressed) tensor too.
@@ -19,7 +20,7 @@ pub struct RecordArgs {
     /// Steps to dump, CANN syntax (`0|5|10-20`).
     #[arg(long, value_name = "STEPS")]
     pub steps: Option<String>,
-    /// zstd level for tensor data (1 is fast; higher is smaller).
+    /// zstd level for tensor data, -7..22 (1 is fast; higher is smaller).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub zstd_level: i32,
     /// Capture the device's overflow (op-debug) records instead of data: CANN makes overflow detection
