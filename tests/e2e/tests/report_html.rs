@@ -113,8 +113,8 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     assert_eq!(grad.matches("class=\"legend\">global</text>").count(), 1);
     assert!(!html.contains("id=\"heat-ranks\""), "one rank: no rank x step heatmap");
     assert!(svg_element(&html, "heat-nonfinite").contains("data-values=\""));
-    // watch's conditions: the loss overflow leads, and is the outlined first hit of the timeline; conditions
-    // the statistics cannot decide are named so, never shown as passing.
+    // watch's conditions: the loss overflow is among the hits, and the first hit is outlined on the timeline;
+    // conditions the statistics cannot decide are named so, never shown as passing.
     assert!(html.contains("<b>WATCH</b>: loss_overflow (1)"), "no watch verdict");
     let timeline = svg_element(&html, "heat-watch");
     assert!(timeline.contains("data-rows=\"loss_overflow\u{1f}") && timeline.contains("class=\"outline\""));
@@ -122,6 +122,46 @@ fn an_overflow_run_shows_its_loss_scale_and_skipped_step() {
     for table in ["t-check", "t-watch", "t-watch-cant"] {
         assert!(html.contains(&format!("<table id=\"{table}\"")), "no table {table}");
     }
+}
+
+#[test]
+fn watch_names_the_rank_an_overflow_began_on_not_the_rank_it_reached() {
+    // Rank 1 overflows at step 2; rank 0 gets the inf/NaN only through the gradient all-reduce, which watch
+    // hits too (role `collective output`). The page's first hit is rank 1's op, as overflow and the
+    // cross-rank analysis say, not rank 0's all-reduce (the lower rank, later in the step).
+    let dir = scratch();
+    let json = r#"{"faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 2, "rank": 1}}}"#;
+    let model = model_file(dir.path(), "overflow_rank1.json", json);
+    let run = dir.path().join("run");
+    let (collector, sim_train, lib) = (collector_lib(), sim_train_bin(), runtime_lib());
+    let (code, out, err) = analyzer(&[
+        "record",
+        "-o",
+        path_str(&run),
+        "--collector",
+        path_str(&collector),
+        "--",
+        path_str(&sim_train),
+        "--model",
+        path_str(&model),
+        "--lib",
+        path_str(&lib),
+        "--steps",
+        "4",
+        "--ranks",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let file = dir.path().join("report.html");
+    let (code, stdout, _) = analyzer(&["report", path_str(&run), "-o", path_str(&file), "--no-progress"]);
+    assert_eq!(code, 1, "an overflow is a finding");
+    let html = report_page(&file);
+    let first = "first: tensor_overflow step 2 rank 1: model/layer_0/mlp/fc1/MatMul.output.0";
+    assert!(html.contains(first), "the page's first watch hit is not rank 1's op:\n{stdout}");
+    assert!(stdout.contains(first), "report's lines name another first hit:\n{stdout}");
+    // The timeline outlines that hit: tensor_overflow's row at step 2.
+    let timeline = svg_element(&html, "heat-watch");
+    assert!(timeline.contains("class=\"outline\""), "no first hit outlined");
 }
 
 #[test]

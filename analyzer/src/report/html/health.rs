@@ -6,8 +6,9 @@ use super::svg::{Colouring, Heatmap};
 use super::table::{Cell, Table, MAX_ROWS};
 use super::text::escape;
 use crate::check::{CheckReport, Status};
+use crate::index::Index;
 use crate::report::watch::{fmt_measure, place};
-use crate::watch::WatchReport;
+use crate::watch::{Finding, WatchReport};
 use std::collections::HashMap;
 
 /// check's and watch's verdicts; `open`: input problems keep every clean answer open.
@@ -16,7 +17,7 @@ pub fn verdicts(page: &mut String, f: &Findings<'_>, open: bool) {
         check_verdict(page, c, open);
     }
     if let Some(w) = f.watch {
-        watch_verdict(page, w, open);
+        watch_verdict(page, w, f.target.index(), open);
     }
 }
 
@@ -62,7 +63,30 @@ fn check_verdict(page: &mut String, c: &CheckReport, open: bool) {
     }
 }
 
-fn watch_verdict(page: &mut String, w: &WatchReport, open: bool) {
+/// The hit that happened first: the earliest step; within it, the op that ran first in its rank's step
+/// (data-parallel ranks run one op sequence, so positions order them across ranks), then the lower rank.
+/// A hit on what the index holds no op of (an HCCL call an overflow arrived through from another rank) comes
+/// after the step's ops, one of which is its origin; hits on the run as a whole come last.
+fn first_hit<'w>(w: &'w WatchReport, index: &Index) -> Option<&'w Finding> {
+    let mut step_start: HashMap<(u32, u64), usize> = HashMap::new();
+    for (id, op) in index.ops.iter().enumerate() {
+        step_start.entry((op.rank, op.step)).and_modify(|s| *s = (*s).min(id)).or_insert(id);
+    }
+    let mut position: HashMap<(u32, u64, &str), usize> = HashMap::new();
+    for (id, op) in index.ops.iter().enumerate() {
+        let at = id - step_start[&(op.rank, op.step)];
+        position.entry((op.rank, op.step, op.name.as_str())).and_modify(|p| *p = (*p).min(at)).or_insert(at);
+    }
+    w.findings.iter().min_by_key(|h| {
+        let at = match (h.rank, h.step, &h.op) {
+            (Some(rank), Some(step), Some(op)) => position.get(&(rank, step, op.as_str())).copied(),
+            _ => None,
+        };
+        (h.step.unwrap_or(u64::MAX), at.unwrap_or(usize::MAX), h.rank.unwrap_or(u32::MAX))
+    })
+}
+
+fn watch_verdict(page: &mut String, w: &WatchReport, index: &Index, open: bool) {
     let cant: u64 = w.cant_tell.iter().map(|c| c.count).sum();
     let undecided = if cant > 0 {
         format!(
@@ -72,7 +96,7 @@ fn watch_verdict(page: &mut String, w: &WatchReport, open: bool) {
     } else {
         String::new()
     };
-    let Some(first) = w.findings.iter().min_by_key(|f| (f.step.unwrap_or(0), f.rank.unwrap_or(0))) else {
+    let Some(first) = first_hit(w, index) else {
         if open {
             page.push_str(&format!(
                 "<p class=\"verdict warn\"><b>NO VERDICT</b> from watch: no condition hit on what was read; the \
@@ -139,7 +163,8 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
         .iter()
         .map(|c| if c.decided == 0 { format!("{} (can't tell)", c.name) } else { c.name.to_string() })
         .collect();
-    let first = w.findings.iter().filter_map(|h| Some((h.step?, row_of.get(h.condition)?))).min();
+    // The verdict's first hit, outlined.
+    let first = first_hit(w, f.target.index()).and_then(|h| Some((h.step?, row_of.get(h.condition)?)));
     let map = Heatmap {
         id: "heat-watch".into(),
         rows,
