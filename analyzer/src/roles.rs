@@ -180,8 +180,17 @@ impl Roles {
     }
 }
 
-/// The loss of a step: the one-element float output of the last forward op named like a loss (`loss`,
-/// without `scale`) before the backward pass starts. `None` when no op looks like one.
+/// Whether an op's name says it computes the loss (`loss`, `cross_entropy`, `nll`: msprobe names PyTorch's
+/// loss `Functional.cross_entropy.0.forward`), and not its gradient or its scaling. watch's loss and the
+/// report's loss plot both read the loss this way, so that they agree on which op it is.
+pub fn names_a_loss(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let lossy = ["loss", "cross_entropy", "crossentropy", "nll"].iter().any(|k| name.contains(k));
+    lossy && !name.contains("grad") && !name.contains("scale") && !name.contains("backward")
+}
+
+/// The loss of a step: the one-element float output of the last forward op named like a loss
+/// ([`names_a_loss`]) before the backward pass starts. `None` when no op looks like one.
 pub fn loss_tensor(index: &Index, ops: &[OpId]) -> Option<TensorId> {
     let mut found = None;
     for &o in ops {
@@ -189,8 +198,7 @@ pub fn loss_tensor(index: &Index, ops: &[OpId]) -> Option<TensorId> {
         if is_backward(&op.name, &op.op_type) || is_optimizer(&op.op_type) {
             break;
         }
-        let name = op.name.to_ascii_lowercase();
-        if !name.contains("loss") || name.contains("scale") {
+        if !names_a_loss(&op.name) {
             continue;
         }
         let scalar = op.outputs.iter().copied().find(|&t| {

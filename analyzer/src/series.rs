@@ -148,9 +148,7 @@ pub fn row_label(phase: Phase, layer: &str) -> String {
 
 /// Whether an op's name says it computes the loss (and not its gradient or its scaling).
 fn names_a_loss(op: &IndexedOp) -> bool {
-    let name = op.name.to_ascii_lowercase();
-    let lossy = ["loss", "cross_entropy", "crossentropy", "nll"].iter().any(|k| name.contains(k));
-    lossy && !name.contains("grad") && !name.contains("scale") && !name.contains("backward")
+    crate::roles::names_a_loss(&op.name)
 }
 
 /// The series of the ops `filter` keeps (`progress`: a bar on stderr while statistics are decoded).

@@ -31,7 +31,8 @@ pub(super) fn loss(
     for (&(rank, _), ops) in groups {
         let Some(t) = roles::loss_tensor(ctx.index, ops) else {
             let reason =
-                "no op of the step looks like the loss (a one-element output of a forward op named *loss*)";
+                "no op of the step looks like the loss (a one-element output of a forward op named like a loss: \
+                 loss, cross_entropy, nll)";
             for c in ["loss_overflow", "loss_zero", "loss_too_large"] {
                 events.push(ctx.cant_tell(
                     c,

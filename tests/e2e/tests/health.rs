@@ -242,6 +242,57 @@ fn each_fault_is_found_by_its_condition() {
     }
 }
 
+/// Edits one call's record in `dir/dump.json` as sim-train writes it (a line per call), keeping the calls
+/// in their order: msprobe's order is the order the calls were made.
+fn edit_call(dir: &Path, call: &str, edit: impl FnOnce(&mut Value)) {
+    let path = dir.join("dump.json");
+    let mut lines: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(String::from).collect();
+    let key = format!("\"{call}\": ");
+    let at = lines.iter().position(|l| l.trim_start().starts_with(&key));
+    let line = &mut lines[at.unwrap_or_else(|| panic!("{call} is not in {}", path.display()))];
+    let (indent, rest) = line.split_at(line.len() - line.trim_start().len());
+    let rest = &rest[key.len()..];
+    let comma = if rest.ends_with(',') { "," } else { "" };
+    let mut entry: Value = serde_json::from_str(rest.trim_end_matches(',')).unwrap();
+    edit(&mut entry);
+    *line = format!("{indent}{key}{entry}{comma}");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+}
+
+#[test]
+fn the_loss_of_an_msprobe_dump_is_watched_and_its_spike_found() {
+    // msprobe names PyTorch's loss `Functional.cross_entropy.0.forward`: the report plots it, and watch's
+    // loss conditions read the same op (they used to say "no op looks like the loss" and miss the spike).
+    let dir = scratch();
+    let model = model_file(dir.path(), "m.json", "{}");
+    let dump = dir.path().join("gpu_dump");
+    sim_bench_as(&model, 3, &dump, "msprobe");
+    // Step 2's loss 100 times its value: in dump.json's statistics and in the tensor's .npy (fp32, last).
+    let rank = dump.join("step2/rank0");
+    edit_call(&rank, "Functional.cross_entropy.0.forward", |call| {
+        let loss = &mut call["output"][0];
+        for key in ["Max", "Min", "Mean", "Norm"] {
+            loss[key] = (loss[key].as_f64().unwrap() * 100.0).into();
+        }
+        let npy = rank.join("dump_tensor_data").join(loss["data_name"].as_str().unwrap());
+        let mut bytes = std::fs::read(&npy).unwrap();
+        let at = bytes.len() - 4;
+        let value = f32::from_le_bytes(bytes[at..].try_into().unwrap()) * 100.0;
+        bytes[at..].copy_from_slice(&value.to_le_bytes());
+        std::fs::write(&npy, bytes).unwrap();
+    });
+
+    let (code, report) = watch(&dump, &[]);
+    assert_eq!(code, 1, "the spike is a finding: {report:#}");
+    let loss = report["loss"].as_array().unwrap();
+    assert_eq!(loss.len(), 3, "a loss per step: {report:#}");
+    assert!(loss.iter().all(|p| p["op"] == "Functional.cross_entropy.0.forward"), "{loss:?}");
+    let spike = hits(&report, "loss_too_large");
+    assert_eq!(spike.len(), 1, "{:#}", report["findings"]);
+    assert_eq!(spike[0]["step"], 2);
+    assert!(cant_tell(&report, "loss_overflow").is_none(), "{:#}", report["cant_tell"]);
+}
+
 #[test]
 fn statistics_alone_say_cant_tell_and_name_what_would_decide() {
     // A saturated tanh without a histogram: fp16's +-1 and 0.99951 share a magnitude bucket of the
