@@ -165,10 +165,27 @@ impl Known {
         })
     }
 
-    /// Percentage of zeros, when the zero count is exact.
+    /// Percentage of zeros: exact from the zero count, else where the extremes decide it. Device and msprobe
+    /// statistics count no zeros, but a finite tensor whose min and max are 0 is all zeros (a layer whose
+    /// gradients vanished), and one whose values all lie on one side of 0 holds none.
     pub fn zero_percentage(&self) -> Option<f64> {
-        (self.counts_exact && self.stats.count > 0)
-            .then(|| 100.0 * self.stats.zero as f64 / self.stats.count as f64)
+        let s = &self.stats;
+        if s.count == 0 {
+            return None;
+        }
+        if self.counts_exact {
+            return Some(100.0 * s.zero as f64 / s.count as f64);
+        }
+        // NaN extremes (statistics that count no NaN either) compare false: undecided.
+        if s.has_nonfinite() {
+            None
+        } else if s.min == 0.0 && s.max == 0.0 {
+            Some(100.0)
+        } else if s.min > 0.0 || s.max < 0.0 {
+            Some(0.0)
+        } else {
+            None
+        }
     }
 
     /// Percentage of the values in `[lo, hi]`, and what decided it.

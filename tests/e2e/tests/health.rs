@@ -294,6 +294,44 @@ fn the_loss_of_an_msprobe_dump_is_watched_and_its_spike_found() {
 }
 
 #[test]
+fn zero_gradients_in_an_msprobe_dump_are_found_from_its_extremes() {
+    // msprobe records Max/Min/Mean/Norm, no zero count: a gradient whose max and min are 0 is all zeros all
+    // the same (it used to be "can't tell: the statistics do not count zeros").
+    let dir = scratch();
+    let model = model_file(dir.path(), "m.json", "{}");
+    let dump = dir.path().join("gpu_dump");
+    sim_bench_as(&model, 2, &dump, "msprobe");
+    // Step 1: every gradient a linear layer's backward returns is zero, in dump.json and in the .npy files.
+    let rank = dump.join("step1/rank0");
+    let call = "Functional.linear.3.backward";
+    edit_call(&rank, call, |entry| {
+        let outputs = entry["output"].as_array_mut().expect("the call's outputs");
+        for out in outputs.iter_mut().filter(|o| o["Max"].is_number()) {
+            for key in ["Max", "Min", "Mean", "Norm"] {
+                out[key] = 0.0.into();
+            }
+            let npy = rank.join("dump_tensor_data").join(out["data_name"].as_str().unwrap());
+            let mut bytes = std::fs::read(&npy).unwrap();
+            let data = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize; // .npy version 1 header
+            bytes[data..].fill(0);
+            std::fs::write(&npy, bytes).unwrap();
+        }
+    });
+
+    let (code, report) = watch(&dump, &[]);
+    assert_eq!(code, 1, "zero gradients are a finding: {report:#}");
+    let zeros = hits(&report, "tensor_all_zero");
+    assert!(!zeros.is_empty(), "{:#}", report["cant_tell"]);
+    for hit in &zeros {
+        assert_eq!(
+            (&hit["step"], &hit["role"], &hit["op"]),
+            (&Value::from(1), &Value::from("gradient"), &Value::from(call))
+        );
+        assert_eq!(hit["evidence"], "statistics");
+    }
+}
+
+#[test]
 fn statistics_alone_say_cant_tell_and_name_what_would_decide() {
     // A saturated tanh without a histogram: fp16's +-1 and 0.99951 share a magnitude bucket of the
     // statistics' view; only a histogram or the values tell them apart.
