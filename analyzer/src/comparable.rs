@@ -14,7 +14,7 @@ use crate::matching::Matching;
 use crate::problems::ProblemKind;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// One way in which two runs are not the same configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -308,6 +308,62 @@ pub fn steps_on_one_side(target: &Index, bench: &Index, filter: &Filter) -> Opti
         index.ops.iter().filter(|o| filter.keeps(o)).map(|o| o.step).collect()
     };
     on_one_side("step", &steps(target), &steps(bench))
+}
+
+/// The target tensors (of those `unmatched` lists) that lie in a step and rank the benchmark holds too, and
+/// that no fusion explains: a benchmark that lost an op's files, or a run of another layer count, leaves
+/// them, and a verdict over the matched pairs says nothing of them. Steps and ranks one side holds alone
+/// have their own warning ([`steps_on_one_side`], [`ranks_on_one_side`]); an op the benchmark fused into
+/// a kernel, and the inputs of a target's fused kernel, have no counterpart of their own.
+pub fn without_counterpart(
+    target: &Index,
+    bench: &Index,
+    unmatched: &[usize],
+    filter: &Filter,
+) -> Vec<usize> {
+    let places = |index: &Index| -> HashSet<(u32, u64)> {
+        index.ops.iter().filter(|o| filter.keeps(o)).map(|o| (o.rank, o.step)).collect()
+    };
+    let in_bench = places(bench);
+    // An op is fused when an output names another op as its origin.
+    let origins = |index: &Index, o: OpId| -> Vec<String> {
+        index.ops[o]
+            .original_names(index)
+            .into_iter()
+            .filter(|n| *n != index.ops[o].name)
+            .map(String::from)
+            .collect()
+    };
+    let fused_in_bench: HashSet<String> = (0..bench.ops.len()).flat_map(|o| origins(bench, o)).collect();
+    unmatched
+        .iter()
+        .copied()
+        .filter(|&t| {
+            let o = target.tensors[t].op;
+            let op = &target.ops[o];
+            in_bench.contains(&(op.rank, op.step))
+                && !fused_in_bench.contains(&op.name)
+                && origins(target, o).is_empty()
+        })
+        .collect()
+}
+
+/// The warning [`without_counterpart`]'s tensors get, before the verdict: how many, the first, and that
+/// the verdict covers the matched pairs only.
+pub fn without_counterpart_warning(target: &Index, tensors: &[usize], matched: usize) -> Option<String> {
+    let &first = tensors.first()?;
+    let op = &target.ops[target.tensors[first].op];
+    let ops: HashSet<OpId> = tensors.iter().map(|&t| target.tensors[t].op).collect();
+    Some(format!(
+        "{} target tensors ({} ops) in steps and ranks the benchmark holds have no counterpart in it (first: \
+         step {} rank {}: {}): they are not compared, and the verdict covers the {matched} matched pairs only \
+         (the benchmark lacks these ops: files lost, an op fused there, or another model)",
+        tensors.len(),
+        ops.len(),
+        op.step,
+        op.rank,
+        target.tensor_label(first)
+    ))
 }
 
 /// The `what`s (rank, step) each side holds alone, and the `--what` selection of those both hold.

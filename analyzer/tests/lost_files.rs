@@ -123,3 +123,42 @@ fn a_capture_without_its_manifest_is_read_as_a_capture_with_the_loss_leading() {
     assert!(out.contains("(capture): 12 ops, 12 tensors"), "its streams are read:\n{out}");
     assert!(!err.contains("CANN"), "a capture is no CANN dump tree: {err}");
 }
+
+#[test]
+fn a_benchmark_that_lost_an_ops_files_gets_no_pass_over_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(&dir.path().join("a"));
+    let bench = dir.path().join("npy");
+    let (code, out, err) = analyzer(&["convert", run.to_str().unwrap(), "-o", bench.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = analyzer(&["compare", run.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert_eq!((code, out.contains("PASS: every compared tensor passes")), (0, true), "{out}{err}");
+
+    // The benchmark of the same run, one op's .npy file lost (a copy that skipped it): a dump directory
+    // has no manifest to tell, so the pairs left pass, but op 3 was never compared.
+    let lost: Vec<PathBuf> =
+        walk(&bench).into_iter().filter(|p| p.to_string_lossy().contains("op3")).collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    std::fs::remove_file(&lost[0]).unwrap();
+    let (code, out, err) = analyzer(&["compare", run.to_str().unwrap(), bench.to_str().unwrap()]);
+    assert_eq!(code, 1, "no pass over part of the target:\n{out}{err}");
+    let warning =
+        "WARNING: 1 target tensors (1 ops) in steps and ranks the benchmark holds have no counterpart";
+    let (at_warning, at_verdict) = (out.find(warning), out.find("NOT ALL COMPARED: "));
+    assert!(at_warning.is_some() && at_warning < at_verdict, "the count leads the verdict:\n{out}");
+    assert!(out.contains("model/op3.output.0") && !out.contains("PASS"), "{out}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -67,6 +67,9 @@ pub struct Comparison<'a> {
     /// Index into `failing_ops` of the first op that fails while its inputs pass.
     pub culprit: Option<usize>,
     pub unmatched_target: Vec<TensorId>,
+    /// How many of `unmatched_target` lie in steps and ranks the benchmark holds, no fusion explaining
+    /// them ([`crate::comparable::without_counterpart`]): never compared, so no PASS while there are any.
+    pub without_counterpart: usize,
     pub unmatched_bench: Vec<TensorId>,
     /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
     pub msprobe_table: Vec<MsprobeRow>,
@@ -114,9 +117,10 @@ impl Comparison<'_> {
         unmeasured_problem(&self.rows, self.target.index(), self.bench.index())
     }
 
-    /// Findings when some op fails.
+    /// Findings when some op fails, or when target tensors of steps and ranks both sides hold have no
+    /// counterpart (as `diff` finds tensors in one run only): no pass over part of the target.
     pub fn outcome(&self) -> Outcome {
-        if self.failing_ops.is_empty() {
+        if self.failing_ops.is_empty() && self.without_counterpart == 0 {
             Outcome::Pass
         } else {
             Outcome::Findings

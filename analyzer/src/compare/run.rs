@@ -8,7 +8,10 @@ use super::msprobe_table;
 use super::pair::{compare_pair, release_pair_buffers, ReadMetrics};
 use super::row::CompareRow;
 use crate::api_matching::{is_api_level, with_output_stats};
-use crate::comparable::{different_model, ranks_on_one_side, steps_on_one_side, swapped_sides};
+use crate::comparable::{
+    different_model, ranks_on_one_side, steps_on_one_side, swapped_sides, without_counterpart,
+    without_counterpart_warning,
+};
 use crate::index::{Io, TensorId};
 use crate::matching::{match_runs, TensorPair};
 use crate::metrics::verdict::Level;
@@ -39,6 +42,23 @@ pub fn compare<'a>(
     let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
     warnings.extend(ranks_on_one_side(ti, bi, &options.filter));
     warnings.extend(steps_on_one_side(ti, bi, &options.filter));
+    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
+    // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
+    // expected, not a finding, so target inputs are not listed as unmatched then.
+    let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
+    let unmatched_target: Vec<TensorId> = matching
+        .unmatched_target
+        .iter()
+        .copied()
+        .filter(|&t| keep(t) && (bench_has_inputs || ti.tensors[t].io == Io::Output))
+        .collect();
+    // Kernels against API calls say what no call covers in their own line.
+    let without_counterpart = match matching.api_calls.is_empty() {
+        true => without_counterpart(ti, bi, &unmatched_target, &options.filter),
+        false => Vec::new(),
+    };
+    let matched = matching.pairs.iter().filter(|p| keep(p.target)).count();
+    warnings.extend(without_counterpart_warning(ti, &without_counterpart, matched));
     warnings.extend(matching.warnings.iter().cloned());
     // What each source said about itself (steps it inferred, files it skipped).
     warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
@@ -56,6 +76,7 @@ pub fn compare<'a>(
             failing_ops: Vec::new(),
             culprit: None,
             unmatched_target: matching.unmatched_target,
+            without_counterpart: 0,
             unmatched_bench: matching.unmatched_bench,
             msprobe_table: Vec::new(),
             refused: Some(why),
@@ -64,7 +85,6 @@ pub fn compare<'a>(
             api_calls: matching.api_calls,
         };
     }
-    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
     let families = families(target, bench, options);
@@ -162,14 +182,6 @@ pub fn compare<'a>(
         })
         .collect();
     let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
-    // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
-    // expected, not a finding, so target inputs are not listed as unmatched then.
-    let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
-    let unmatched_target = matching
-        .unmatched_target
-        .into_iter()
-        .filter(|&t| keep(t) && (bench_has_inputs || ti.tensors[t].io == Io::Output))
-        .collect();
     Comparison {
         target,
         bench,
@@ -177,6 +189,7 @@ pub fn compare<'a>(
         failing_ops,
         culprit,
         unmatched_target,
+        without_counterpart: without_counterpart.len(),
         msprobe_table,
         unmatched_bench: matching
             .unmatched_bench

@@ -152,6 +152,14 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
             "{}: every tensor that could be compared passes, but the input problems above leave the answer open",
             paint("NO VERDICT", "1;33", colour)
         )?,
+        // Never a pass over part of the target: what has no counterpart was not compared (the WARNING above).
+        None if c.without_counterpart > 0 => writeln!(
+            out,
+            "{}: every compared tensor passes, but {} target tensors have no counterpart in the benchmark and \
+             were not compared (listed below)",
+            paint("NOT ALL COMPARED", "1;33", colour),
+            c.without_counterpart
+        )?,
         None => writeln!(out, "{}: every compared tensor passes", paint("PASS", "1;32", colour))?,
     }
     api_summary(out, c, colour)

@@ -238,6 +238,11 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool, diffed: bo
             "<p class=\"verdict warn\"><b>NO VERDICT</b>: every tensor that could be compared passes, but the \
              {unmeasured} pairs not measured leave the answer open</p>"
         )),
+        None if c.without_counterpart > 0 => page.push_str(&format!(
+            "<p class=\"verdict warn\"><b>NOT ALL COMPARED</b>: every compared tensor passes, but {} target \
+             tensors have no counterpart in the benchmark and were not compared</p>",
+            c.without_counterpart
+        )),
         None => page.push_str("<p class=\"verdict good\"><b>PASS</b>: every compared tensor passes</p>"),
     }
     api_verdict(page, c);
