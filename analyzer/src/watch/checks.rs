@@ -5,7 +5,7 @@
 use super::conditions::Condition;
 use super::context::{get, Ctx, Event};
 use super::findings::LossPoint;
-use super::measure::{self, above, at_least, below, Known, Measure, Verdict};
+use super::measure::{self, above, at_least, below, Evidence, Known, Measure, Verdict};
 use crate::index::{OpId, TensorId};
 use crate::overflow::Anomaly;
 use crate::roles::{self, ActivationKind, Role};
@@ -29,10 +29,10 @@ pub(super) fn loss(
     let mut first: HashMap<u32, f64> = HashMap::new();
     let too_large = get(conditions, "loss_too_large");
     for (&(rank, _), ops) in groups {
-        let Some(t) = roles::loss_tensor(ctx.index, ops) else {
+        let Some(t) = roles::loss_tensor(ctx.index, ops).or_else(|| scaled_loss(ctx, ops)) else {
             let reason =
                 "no op of the step looks like the loss (a one-element output of a forward op named like a loss: \
-                 loss, cross_entropy, nll)";
+                 loss, cross_entropy, nll; nor a loss scaler's Mul of it by a power of two)";
             for c in ["loss_overflow", "loss_zero", "loss_too_large"] {
                 events.push(ctx.cant_tell(
                     c,
@@ -45,8 +45,12 @@ pub(super) fn loss(
             }
             continue;
         };
-        let Some(k) = ctx.known.get(&t) else { continue };
-        let s = &k.stats;
+        // A scaler's input is no watched tensor (an earlier op produced it): its own statistics then.
+        let known = ctx.known.get(&t).map(|k| (k.stats, k.evidence()));
+        let Some((s, ev)) = known.or_else(|| Some((ctx.index.tensors[t].stats?, Evidence::Statistics)))
+        else {
+            continue;
+        };
         let value = if s.nan > 0 {
             f64::NAN
         } else if s.pos_inf > 0 {
@@ -63,7 +67,6 @@ pub(super) fn loss(
             op: op.name.clone(),
             value: value.is_finite().then_some(value),
         });
-        let ev = k.evidence();
         let exact = Measure::exact(value);
         if !value.is_finite() {
             events.push(ctx.hit("loss_overflow", Some(t), None, "loss", exact, "NaN or inf".into(), ev));
@@ -90,6 +93,18 @@ pub(super) fn loss(
         });
     }
     (points, events)
+}
+
+/// Where no op of the step is named like a loss (eager kernels are named by type): the one-element input
+/// that a loss scaler's `Mul` multiplies by a power of two, the loss the report plots then.
+fn scaled_loss(ctx: &Ctx<'_>, ops: &[OpId]) -> Option<TensorId> {
+    let stats = |t: TensorId| ctx.known.get(&t).map(|k| k.stats).or(ctx.index.tensors[t].stats);
+    let is_scale = |t: TensorId| stats(t).is_some_and(|st| st.max >= 2.0 && st.max.log2().fract() == 0.0);
+    ops.iter().find_map(|&o| {
+        let op = &ctx.index.ops[o];
+        crate::overflow::scaler_multiply(op, &stats)?;
+        op.inputs.iter().copied().find(|&t| !is_scale(t))
+    })
 }
 
 /// tensor_overflow over every watched tensor; operator_overflow over the device's records.

@@ -332,6 +332,25 @@ fn zero_gradients_in_an_msprobe_dump_are_found_from_its_extremes() {
 }
 
 #[test]
+fn the_loss_of_an_eager_run_is_the_one_its_scaler_multiplies() {
+    // Eager kernels are named by type (Mul_4): no op is named like a loss, and the report plots the
+    // one-element input the loss scaler's Mul multiplies by a power of two. watch's loss conditions read the
+    // same (they said "no op looks like the loss" and left the NaN loss of the overflowing step to others).
+    let json = r#"{"faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 2}}}"#;
+    let r = run("eager_overflow", Spec { model: json, steps: 4, train: &["--eager"], ..TINY });
+    let (code, report) = watch(&r, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let loss = report["loss"].as_array().unwrap();
+    assert_eq!(loss.len(), 4, "a loss per step: {report:#}");
+    assert!(loss.iter().all(|p| p["op"].as_str().unwrap().starts_with("Mul_")), "{loss:?}");
+    assert!(loss[2]["value"].is_null() && loss[3]["value"].is_f64(), "step 2's loss is NaN: {loss:?}");
+    let nan = hits(&report, "loss_overflow");
+    assert_eq!(nan.len(), 1, "{:#}", report["findings"]);
+    assert_eq!(nan[0]["step"], 2);
+    assert!(cant_tell(&report, "loss_too_large").is_none(), "{:#}", report["cant_tell"]);
+}
+
+#[test]
 fn statistics_alone_say_cant_tell_and_name_what_would_decide() {
     // A saturated tanh without a histogram: fp16's +-1 and 0.99951 share a magnitude bucket of the
     // statistics' view; only a histogram or the values tell them apart.
