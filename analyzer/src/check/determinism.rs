@@ -33,6 +33,11 @@ fn settings(r: &Seen<'_>) -> Option<Settings> {
     })
 }
 
+/// A setting as the reason words it: its value, or `unset` (never Rust's `Some(1)` / `None`).
+fn unset<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or_else(|| "unset".to_string(), T::to_string)
+}
+
 fn truthy(v: &str) -> bool {
     matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes")
 }
@@ -113,13 +118,18 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
         if let (Some(sa), Some(sb)) = (&all[0], &all[1]) {
             let mut differ = Vec::new();
             if sa.overflow_mode != sb.overflow_mode {
-                differ.push(format!("overflow mode {:?} vs {:?}", sa.overflow_mode, sb.overflow_mode));
+                differ.push(format!(
+                    "overflow mode {} vs {}",
+                    unset(&sa.overflow_mode),
+                    unset(&sb.overflow_mode)
+                ));
             }
             if sa.deterministic != sb.deterministic {
-                differ.push(format!("deterministic option {:?} vs {:?}", sa.deterministic, sb.deterministic));
+                let (da, db) = (unset(&sa.deterministic), unset(&sb.deterministic));
+                differ.push(format!("ACL_OPT_DETERMINISTIC {da} vs {db}"));
             }
             if sa.hccl != sb.hccl {
-                differ.push(format!("HCCL_DETERMINISTIC {:?} vs {:?}", sa.hccl, sb.hccl));
+                differ.push(format!("HCCL_DETERMINISTIC {} vs {}", unset(&sa.hccl), unset(&sb.hccl)));
             }
             if !differ.is_empty() {
                 statuses.push(Status::Fail);

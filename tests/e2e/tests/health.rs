@@ -427,6 +427,10 @@ fn a_missing_determinism_setting_fails_the_checklist() {
     let e = run("det_2", Spec { model: &m2, ..TINY });
     let (_, items) = check(&[&c, &e]);
     assert_eq!(items["determinism"]["status"], "pass", "{:#}", items["determinism"]);
+    // One run with the setting and one without: the reason names both values in words.
+    let (_, items) = check(&[&c, &a]);
+    let reason = items["determinism"]["reason"].as_str().unwrap();
+    assert!(reason.contains("ACL_OPT_DETERMINISTIC 1 vs unset") && !reason.contains("Some("), "{reason}");
     // Set through a function looked up in the runtime's handle (as torch_npu does), the collector still
     // sees it.
     let h = run("det_handle", Spec { model: &m1, train: &["--resolve", "handle"], ..TINY });
