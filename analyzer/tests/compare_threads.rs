@@ -8,8 +8,10 @@ mod support;
 
 use accutrace_formats::capture::Io;
 use accutrace_formats::DType;
+use analyzer::compare::CompareOptions;
+use analyzer::metrics::Families;
 use std::path::{Path, PathBuf};
-use support::{compare_texts, damage, RunWriter};
+use support::{compare_texts, compare_texts_with, damage, RunWriter};
 
 /// Values of a large tensor: at least 4 MiB as f32 (compare reads its two sides at once), more than 2^18
 /// values (the metrics' chunks run in parallel) and, as fp16, more than 2 MiB of data (decoded in
@@ -142,4 +144,29 @@ fn a_damaged_large_payload_gives_one_report_on_every_pool() {
     damage(&b, 7);
     let report = same_on_every_pool(&a, &b);
     assert!(report["input_problems"].to_string().contains("model/op2"), "{report}");
+}
+
+/// msprobe's metrics alone (the table's, msprobe's CSV's: large pairs are then read and measured a wave at a
+/// time) give the msprobe CSV that both families give (every pair read whole), on every pool; so does the
+/// run with a damaged large payload.
+#[test]
+fn msprobes_metrics_alone_give_both_families_msprobe_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (write_run(dir.path(), false), write_run(dir.path(), true));
+    let options = |families| CompareOptions { families: Some(families), ..CompareOptions::default() };
+    for damaged in [false, true] {
+        if damaged {
+            damage(&b, 7);
+        }
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (alone, both) = pool.install(|| {
+                let (x, y) = (analyzer::sources::open(&a).unwrap(), analyzer::sources::open(&b).unwrap());
+                let csv = |f| compare_texts_with(x.as_ref(), y.as_ref(), &options(f)).1;
+                (csv(Families::Msprobe), csv(Families::All))
+            });
+            assert!(alone == both, "{threads} threads, damaged {damaged}:\n{alone}\n---\n{both}");
+            assert!(alone.lines().count() > 10, "{alone}");
+        }
+    }
 }

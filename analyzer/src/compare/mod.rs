@@ -16,6 +16,7 @@
 //!   needs, and find the culprit; [`families`], the metric families it computes.
 //! - `pair`: one tensor pair read (both sides at once where it pays, into per-thread buffers), measured and
 //!   judged.
+//! - `in_waves`: a large pair whose metrics fold chunk by chunk, read and measured a wave at a time.
 //! - `culprit`: the failing ops in execution order, and the first one the comparison clears of inherited
 //!   blame (inputs tied to their producers by content hash).
 //! - `views`: what the reports ask of a comparison beyond its rows: the first diverging API call
@@ -25,6 +26,7 @@
 
 mod comparison;
 mod culprit;
+mod in_waves;
 pub mod msprobe_table;
 mod pair;
 mod row;

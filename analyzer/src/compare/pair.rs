@@ -1,11 +1,13 @@
-//! One tensor pair read, measured and judged ([`compare_pair`]): both sides at once where the pair is large
+//! One tensor pair read, measured and judged ([`compare_pair`]): a wave at a time where its metrics fold
+//! chunk by chunk (`in_waves`), else whole ([`read_whole`]): both sides at once where the pair is large
 //! ([`reads_sides_at_once`]), into decode buffers each measuring thread keeps ([`BUFFERS`],
 //! [`SIDE_BUFFERS`]) until the engine frees them; a repeat of an earlier pair takes its metrics; a pair
 //! nobody can read is told apart from one whose stored hashes show it identical.
 
 use super::comparison::CompareOptions;
+use super::in_waves;
 use super::row::{CompareRow, Measured};
-use crate::index::TensorInfo;
+use crate::index::{TensorId, TensorInfo};
 use crate::matching::TensorPair;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
 use crate::metrics::verdict::Level;
@@ -13,6 +15,7 @@ use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics, Pa
 use crate::sources::{with_lent_buffers, LentBuffers, Source};
 use crate::threads::tensor_bytes;
 use accutrace_formats::tensor::element_count;
+use anyhow::Result;
 
 thread_local! {
     /// Per-thread decode buffers for [`compare_pair`]: one allocation per thread and size class, not per pair.
@@ -35,6 +38,7 @@ pub(super) fn release_pair_buffers() {
     rayon::broadcast(|_| {
         BUFFERS.with(|c| c.take());
         SIDE_BUFFERS.with(|c| c.take());
+        in_waves::release_wave_buffers();
     });
 }
 
@@ -109,55 +113,21 @@ pub(super) fn compare_pair(
         match first.filter(|f| f.request == request) {
             Some(f) => take_metrics(&mut row, &f.metrics),
             None => {
-                // Decode buffers are reused per thread, taken while in use (a thread measures one pair at a
-                // time: while it waits inside a parallel kernel it runs only work stolen from kernels).
-                let (mut n, mut bv) = BUFFERS.with(|c| c.take());
-                // The target's content hash (for producer links) comes from the same read when the index has
-                // none.
-                let read_target = |n: &mut Vec<f32>| {
-                    if ti.hash.is_none() {
-                        target.read_values_and_hash(t, n).map(Some)
-                    } else {
-                        target.read_values(t, n).map(|()| None)
-                    }
-                };
-                // Both sides at once where it pays: the bench side may then run on another thread, with
-                // buffers this thread keeps for it. The target's error comes first, as when read in turn.
-                let values = if reads_sides_at_once(bench, ti, bi) {
-                    let mut side = SIDE_BUFFERS.with(|c| c.take());
-                    side.on_this_threads_terms();
-                    let (values, bench_read) = rayon::join(
-                        || read_target(&mut n),
-                        || with_lent_buffers(&mut side, || bench.read_values(b, &mut bv)),
-                    );
-                    SIDE_BUFFERS.with(|c| c.replace(side));
-                    values.and_then(|h| bench_read.map(|()| (h, true)))
-                } else {
-                    read_target(&mut n).map(|h| (h, false))
-                };
-                let mut measured = None;
-                let mut measure = |bv: &[f32]| {
-                    let m = measure(&n, bv, &request);
-                    take_metrics(&mut row, &m);
-                    measured = Some(m);
-                };
-                let values = values.and_then(|(h, bench_read)| {
-                    if bench_read {
-                        measure(&bv);
-                        return Ok(h);
-                    }
-                    // The bench values may be borrowed from the source's map (`with_values`) rather than
-                    // copied.
-                    bench.with_values(b, &mut bv, &mut measure).map(|()| h)
-                });
-                match values {
+                let (metrics, result) =
+                    match in_waves::measure_in_waves(target, bench, (t, ti), (b, bi), &request) {
+                        Some(metrics) => (Some(metrics), Ok(None)),
+                        None => read_whole(target, bench, (t, ti), (b, bi), &request),
+                    };
+                if let Some(m) = &metrics {
+                    take_metrics(&mut row, m);
+                }
+                match result {
                     Ok(h) => {
                         hash = h;
-                        read = measured.map(|metrics| ReadMetrics { request, metrics });
+                        read = metrics.map(|metrics| ReadMetrics { request, metrics });
                     }
                     Err(err) => row.error = Some(format!("{err:#}")),
                 }
-                BUFFERS.with(|c| c.replace((n, bv)));
             }
         }
     } else if same_stored_content(ti, bi) {
@@ -168,6 +138,55 @@ pub(super) fn compare_pair(
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, options);
     (row, hash, read)
+}
+
+/// Both sides of a pair read whole into this thread's decode buffers and measured: the metrics, where both
+/// were read (they may come with an error the bench's borrowed read reported after them), and the target's
+/// content hash where the index has none, or the first error.
+fn read_whole(
+    target: &dyn Source,
+    bench: &dyn Source,
+    (t, ti): (TensorId, &TensorInfo),
+    (b, bi): (TensorId, &TensorInfo),
+    request: &MetricsRequest,
+) -> (Option<PairMetrics>, Result<Option<u64>>) {
+    // Decode buffers are reused per thread, taken while in use (a thread measures one pair at a time: while
+    // it waits inside a parallel kernel it runs only work stolen from kernels).
+    let (mut n, mut bv) = BUFFERS.with(|c| c.take());
+    // The target's content hash (for producer links) comes from the same read when the index has none.
+    let read_target = |n: &mut Vec<f32>| {
+        if ti.hash.is_none() {
+            target.read_values_and_hash(t, n).map(Some)
+        } else {
+            target.read_values(t, n).map(|()| None)
+        }
+    };
+    // Both sides at once where it pays: the bench side may then run on another thread, with buffers this
+    // thread keeps for it. The target's error comes first, as when read in turn.
+    let values = if reads_sides_at_once(bench, ti, bi) {
+        let mut side = SIDE_BUFFERS.with(|c| c.take());
+        side.on_this_threads_terms();
+        let (values, bench_read) = rayon::join(
+            || read_target(&mut n),
+            || with_lent_buffers(&mut side, || bench.read_values(b, &mut bv)),
+        );
+        SIDE_BUFFERS.with(|c| c.replace(side));
+        values.and_then(|h| bench_read.map(|()| (h, true)))
+    } else {
+        read_target(&mut n).map(|h| (h, false))
+    };
+    let mut measured = None;
+    let mut measure = |bv: &[f32]| measured = Some(measure(&n, bv, request));
+    let result = values.and_then(|(h, bench_read)| {
+        if bench_read {
+            measure(&bv);
+            return Ok(h);
+        }
+        // The bench values may be borrowed from the source's map (`with_values`) rather than copied.
+        bench.with_values(b, &mut bv, &mut measure).map(|()| h)
+    });
+    BUFFERS.with(|c| c.replace((n, bv)));
+    (measured, result)
 }
 
 /// A pair's metrics into its row: the statistics only where the index has none.

@@ -22,7 +22,8 @@
 
 use super::f16_re;
 use super::kernel::{fold_chunks, LANES, PARALLEL_MIN};
-use super::kernel::{hmax, hmin, hsum, reduce_chunks, rel_err_f16, rel_err_f32, round_to_f16, RePrecision};
+use super::kernel::{hmax, hmin, hsum, reduce_chunks, round_to_f16, RePrecision};
+use super::kernel::{rel_err_f16, rel_err_f32, rel_err_of_f16_values};
 use super::sums::{MsaccucmpSums as AccSums, MsprobeSums};
 use accutrace_formats::multiversion;
 use accutrace_formats::stats::{BlockF32, StatsAccumulator, F32_BLOCK, F32_LANES};
@@ -140,7 +141,13 @@ fn chunk<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: bool, 
             if RE {
                 // RePrecision::rel_err in f32 or f16: that precision's epsilon added to both sides where
                 // the bench is zero.
-                let re = if F16 { rel_err_f16(x, y) } else { rel_err_f32(x, y) };
+                // With msaccucmp's sums the roundings of the inputs are formed anyway (`not_f16` below);
+                // without, the inputs are taken as the f16 values msprobe's f16 pairs hold.
+                let re = match (F16, ACC) {
+                    (true, true) => rel_err_f16(x, y),
+                    (true, false) => rel_err_of_f16_values(x, y),
+                    (false, _) => rel_err_f32(x, y),
+                };
                 max_re[l] = if re > max_re[l] { re } else { max_re[l] };
                 if F16 {
                     re_nan[l] |= u32::from(re.is_nan());
@@ -309,10 +316,12 @@ fn chunk_f16c<const ZERO: bool, const ACC: bool, const STATS: bool, const F16: b
 /// msprobe's sums of an f32 pair with relative error in f32, or in f16 with `F16` (`ZERO`: inf/NaN mapped
 /// to 0).
 pub(crate) fn msprobe_f32<const ZERO: bool, const F16: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
-    let chunk = |x: &[f32], y: &[f32]| {
-        chunk_f16c::<ZERO, false, false, F16>(x, y, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default())
-    };
-    reduce_chunks(n, b, chunk, Fused::merge).probe
+    reduce_chunks(n, b, msprobe_chunk::<ZERO, F16>, MsprobeSums::merge)
+}
+
+/// [`msprobe_f32`]'s sums of one of its chunks.
+pub(crate) fn msprobe_chunk<const ZERO: bool, const F16: bool>(n: &[f32], b: &[f32]) -> MsprobeSums {
+    chunk_f16c::<ZERO, false, false, F16>(n, b, 0.0, 0.0, (0.0, 0.0), &mut StatsSink::default()).probe
 }
 
 /// msprobe's sums (valid when `probe.nonfinite` is false) and msaccucmp's first pass, in one pass.

@@ -7,10 +7,12 @@
 //! - [`kernel`]: the fused, chunked, parallel accumulation both use.
 //! - [`sums`]: each family's mergeable first-pass sums.
 //! - [`measure`]: the entry point, which picks the fused f32 pass or the generic kernels for a pair.
+//! - [`chunked`]: msprobe's metrics of a large pair given a chunk at a time, `measure`'s bit for bit.
 //!
 //! Everything is computed in f64 over f32 or f64 slices in one streaming pass (KL divergence needs two
 //! more, see [`msaccucmp`]); chunks are reduced in index order so results do not depend on thread count.
 
+pub mod chunked;
 mod f16_re;
 pub(crate) mod fused;
 pub mod kernel;
@@ -78,7 +80,9 @@ pub struct PairMetrics {
 /// f32 pass (`fused.rs`: every family and both sides' statistics from one pass over the data) and the
 /// generic kernels ([`msprobe_metrics`], [`msaccucmp_metrics`], `TensorStats::of_f32`). The fused pass
 /// takes pairs of equal, nonzero length, not 0-d, whose relative error msprobe computes in f32 (bf16 and
-/// fp32 pairs, fp16 against fp32 or bf16) or in f16 (fp16 pairs); both give the same bits.
+/// fp32 pairs, fp16 against fp32 or bf16) or in f16 (fp16 pairs); both give the same bits. A pair whose
+/// relative error is in f16 holds f16 values, as decoded from its dtypes (fp16, and bool, int8 or uint8
+/// against fp16): msprobe's metrics alone take them as such (see `kernel::rel_err_of_f16_values`).
 pub fn measure(n: &[f32], b: &[f32], request: &MetricsRequest) -> PairMetrics {
     let fused = n.len() == b.len() && !n.is_empty() && !request.msprobe.zero_dim;
     match request.msprobe.re_precision {

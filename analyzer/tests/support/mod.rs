@@ -102,8 +102,17 @@ pub fn damage(run: &Path, nth: usize) {
 
 /// compare of `target` and `bench` with the default options, as the JSON report and as msprobe's CSV.
 pub fn compare_texts(target: &dyn Source, bench: &dyn Source) -> (String, String) {
+    compare_texts_with(target, bench, &CompareOptions::default())
+}
+
+/// [`compare_texts`] with `options`.
+pub fn compare_texts_with(
+    target: &dyn Source,
+    bench: &dyn Source,
+    options: &CompareOptions,
+) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let comparison = compare(target, bench, &CompareOptions::default());
+    let comparison = compare(target, bench, options);
     let text = |format, name: &str| {
         let path = dir.path().join(name);
         let to = Destination { output: Some(&path), colour: Colour::Never };

@@ -1,0 +1,275 @@
+//! A large pair measured a wave at a time from both sides' host bytes ([`Source::with_host_blocks`]): each
+//! wave's chunks decoded to f32 and measured on the pool's threads ([`MsprobeChunks`]), instead of both
+//! sides decoded whole into f32 buffers and measured after. The values then stay in cache between their
+//! decode and their measure, and no buffer the size of the tensor as f32 is written (or zero-filled when a
+//! thread's buffer grows). Only where the metrics can be folded chunk by chunk: msprobe's alone, without
+//! statistics (compare's table, msprobe's CSV and the HTML report between captures); the figures are the
+//! whole read's bit for bit.
+
+use crate::index::{TensorId, TensorInfo};
+use crate::metrics::chunked::{ChunkSums, MsprobeChunks, CHUNK};
+use crate::metrics::{MetricsRequest, PairMetrics};
+use crate::sources::{HostBlocks, Source};
+use accutrace_formats::tensor::{decode_f32_into, element_count, lanes_per_element};
+use accutrace_formats::DType;
+use rayon::prelude::*;
+use std::cell::{Cell, RefCell};
+
+/// Chunks of each side read at a time: work for 8 threads, in 1 MiB of fp16 a side (2 MiB of fp32), which
+/// stays in a core's L2 cache between its unshuffle and its decode.
+const WAVE_CHUNKS: usize = 8;
+
+thread_local! {
+    /// Each side's bytes of a wave, kept by the thread that measures pairs: they only grow (to a wave's
+    /// bytes, at most 2 MiB a side), so nothing is zero-filled again.
+    static WAVE_BYTES: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// One chunk of each side as f32, kept by every thread that measures chunks (2 x 256 KiB).
+    static CHUNK_VALUES: Cell<(Vec<f32>, Vec<f32>)> = const { Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// Frees this thread's wave and chunk buffers.
+pub(super) fn release_wave_buffers() {
+    WAVE_BYTES.with(|w| w.take());
+    CHUNK_VALUES.with(|c| c.take());
+}
+
+/// The metrics of pair `t` (target) and `b` (bench) under `request`, measured in waves where that gives
+/// them: two sources that decode on read (captures), a pair long enough to be chunked
+/// ([`MsprobeChunks::new`]), dtypes of whole bytes with one value each, the target's content hash known.
+/// `None` otherwise, and wherever a read failed or a side held other bytes than its shape says: the caller
+/// then reads the pair whole, which gives the error the user sees.
+pub(super) fn measure_in_waves(
+    target: &dyn Source,
+    bench: &dyn Source,
+    (t, ti): (TensorId, &TensorInfo),
+    (b, bi): (TensorId, &TensorInfo),
+    request: &MetricsRequest,
+) -> Option<PairMetrics> {
+    let len = element_count(&ti.shape).filter(|&n| Some(n) == element_count(&bi.shape))?;
+    let mut fold = MsprobeChunks::new(request, usize::try_from(len).ok()?)?;
+    let (wn, wb) = (value_width(ti.dtype)?, value_width(bi.dtype)?);
+    if !(target.decodes_on_read() && bench.decodes_on_read() && ti.hash.is_some()) {
+        return None;
+    }
+    let len = len as usize;
+    let (mut whole, mut bench_read) = (false, Ok(false));
+    let target_read = target.with_host_blocks(t, &mut |x| {
+        bench_read = bench.with_host_blocks(b, &mut |y| {
+            let sides = Sides { x, y, dtypes: (ti.dtype, bi.dtype), widths: (wn, wb) };
+            whole = sides.fold(len, &mut fold);
+        });
+    });
+    // What was folded counts only once both reads matched their content hashes.
+    (whole && matches!(target_read, Ok(true)) && matches!(bench_read, Ok(true))).then(|| fold.finish())
+}
+
+/// Bytes per value of a dtype the waves decode: whole bytes, one value per element (not complex).
+fn value_width(dtype: DType) -> Option<usize> {
+    let bits = dtype.bits()? as usize;
+    (bits >= 8 && bits.is_multiple_of(8) && dtype.is_decodable() && lanes_per_element(dtype) == 1)
+        .then_some(bits / 8)
+}
+
+/// Both sides' host blocks, read in lockstep.
+struct Sides<'r> {
+    x: &'r mut dyn HostBlocks,
+    y: &'r mut dyn HostBlocks,
+    dtypes: (DType, DType),
+    widths: (usize, usize),
+}
+
+impl Sides<'_> {
+    /// Folds every chunk of `len` values into `fold`, a wave at a time; false where a side holds other
+    /// than `len` values' bytes or a chunk does not decode.
+    fn fold(self, len: usize, fold: &mut MsprobeChunks) -> bool {
+        let Sides { x, y, dtypes, widths: (wn, wb) } = self;
+        if x.len() != len * wn || y.len() != len * wb {
+            return false;
+        }
+        WAVE_BYTES.with(|bufs| {
+            let (wave_x, wave_y) = &mut *bufs.borrow_mut();
+            let wave = len.min(WAVE_CHUNKS * CHUNK);
+            for (buf, width) in [(&mut *wave_x, wn), (&mut *wave_y, wb)] {
+                if buf.len() < wave * width {
+                    buf.resize(wave * width, 0);
+                }
+            }
+            let mut left = len;
+            while left > 0 {
+                let take = left.min(wave);
+                left -= take;
+                let mut parts: Option<Vec<ChunkSums>> = None;
+                let sides = ((dtypes.0, wn), (dtypes.1, wb));
+                let measure = |xs: &[u8], ys: &[u8]| measure_chunk(fold, sides, xs, ys);
+                x.with_next_wave(&mut wave_x[..take * wn], &mut |xs| {
+                    y.with_next_wave(&mut wave_y[..take * wb], &mut |ys| {
+                        parts = (xs.len() == take * wn && ys.len() == take * wb)
+                            .then(|| {
+                                let chunks = xs.par_chunks(CHUNK * wn).zip(ys.par_chunks(CHUNK * wb));
+                                chunks.map(|(xs, ys)| measure(xs, ys)).collect()
+                            })
+                            .flatten();
+                    })
+                });
+                let Some(parts) = parts else { return false };
+                parts.into_iter().for_each(|part| fold.push(part));
+            }
+            true
+        })
+    }
+}
+
+/// One chunk of each side's bytes decoded into this thread's chunk buffers and measured; `None` where a
+/// side does not decode.
+fn measure_chunk(
+    fold: &MsprobeChunks,
+    ((dn, wn), (db, _)): ((DType, usize), (DType, usize)),
+    xs: &[u8],
+    ys: &[u8],
+) -> Option<ChunkSums> {
+    let (mut n, mut b) = CHUNK_VALUES.with(|c| c.take());
+    let count = xs.len() / wn;
+    for v in [&mut n, &mut b] {
+        if v.len() < count {
+            v.resize(CHUNK.max(count), 0.0);
+        }
+    }
+    let decoded =
+        decode_f32_into(dn, xs, &mut n[..count]).and_then(|()| decode_f32_into(db, ys, &mut b[..count]));
+    let part = decoded.ok().map(|()| fold.measure(&n[..count], &b[..count]));
+    CHUNK_VALUES.with(|c| c.set((n, b)));
+    part
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Index, Io};
+    use crate::metrics::kernel::PARALLEL_MIN;
+    use crate::metrics::{measure, Families};
+    use crate::sources::SliceBlocks;
+    use anyhow::Result;
+
+    /// One tensor stored as `dtype` bytes that a read decodes (as a capture's are); its host blocks lent from
+    /// memory, and reported as not matching their hash where `bad_hash`.
+    struct Stored {
+        index: Index,
+        bytes: Vec<u8>,
+        bad_hash: bool,
+    }
+
+    impl Stored {
+        fn new(dtype: DType, values: &[f32], bad_hash: bool) -> Stored {
+            let bytes: Vec<u8> = match dtype {
+                DType::FLOAT16 => values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect(),
+                DType::BF16 => values.iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+                _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            };
+            let mut index = Index::default();
+            let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
+            let info = TensorInfo::for_test(op, Io::Output, 0, dtype, vec![values.len() as u64]);
+            index.push_tensor(TensorInfo { hash: Some(1), ..info });
+            Stored { index, bytes, bad_hash }
+        }
+    }
+
+    impl Source for Stored {
+        fn kind(&self) -> &'static str {
+            "capture"
+        }
+        fn decodes_on_read(&self) -> bool {
+            true
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("stored")
+        }
+        fn index(&self) -> &Index {
+            &self.index
+        }
+        fn read_values(&self, t: TensorId, out: &mut Vec<f32>) -> Result<()> {
+            let n = self.bytes.len() / value_width(self.index.tensors[t].dtype).unwrap();
+            out.resize(n, 0.0);
+            Ok(decode_f32_into(self.index.tensors[t].dtype, &self.bytes, out)?)
+        }
+        fn content_hash(&self, t: TensorId) -> Result<u64> {
+            Ok(self.index.tensors[t].hash.unwrap())
+        }
+        fn with_host_blocks(&self, _: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
+            f(&mut SliceBlocks::new(&self.bytes));
+            match self.bad_hash {
+                true => anyhow::bail!("the data does not match its content hash"),
+                false => Ok(true),
+            }
+        }
+    }
+
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| match (i + seed) % 50_021 {
+                17 => f32::INFINITY,
+                29 => f32::NAN,
+                _ => ((i * 7 + seed) as f32 * 0.00913).sin() * 20.0 + (i % 11) as f32 * 1e-3,
+            })
+            .collect()
+    }
+
+    /// Pairs of every dtype the waves decode (fp16 against fp16 and fp32, bf16, fp32), several waves long
+    /// and ragged, with inf/NaN at the same places and at different ones, on pools of 1, 2 and 3 threads:
+    /// the metrics of both sides read whole, bit for bit.
+    #[test]
+    fn waves_give_the_metrics_of_the_whole_read() {
+        let len = WAVE_CHUNKS * CHUNK * 2 + 3 * CHUNK + 1001;
+        let pools: Vec<rayon::ThreadPool> =
+            [1, 2, 3].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
+        let pairs = [
+            (DType::FLOAT16, DType::FLOAT16),
+            (DType::FLOAT16, DType::FLOAT),
+            (DType::BF16, DType::BF16),
+            (DType::FLOAT, DType::FLOAT),
+        ];
+        for (dn, db) in pairs {
+            for bench_seed in [0, 5] {
+                let target = Stored::new(dn, &values(len, 0), false);
+                let mut bv = values(len, 0);
+                bv.iter_mut().enumerate().filter(|(i, _)| i % 9 == 0).for_each(|(_, v)| *v *= 1.003);
+                if bench_seed != 0 {
+                    bv = values(len, bench_seed);
+                }
+                let bench = Stored::new(db, &bv, false);
+                let (ti, bi) = (&target.index.tensors[0], &bench.index.tensors[0]);
+                let request = MetricsRequest::for_pair(Families::Msprobe, (dn, db), &ti.shape, false);
+                let (mut n, mut b) = (Vec::new(), Vec::new());
+                target.read_values(0, &mut n).unwrap();
+                bench.read_values(0, &mut b).unwrap();
+                let whole = format!("{:?}", measure(&n, &b, &request));
+                for pool in &pools {
+                    let got = pool.install(|| measure_in_waves(&target, &bench, (0, ti), (0, bi), &request));
+                    let got = got.unwrap_or_else(|| panic!("{dn:?} {db:?}: not measured in waves"));
+                    assert_eq!(format!("{got:?}"), whole, "{dn:?} {db:?} seed {bench_seed}");
+                }
+            }
+        }
+    }
+
+    /// Pairs the waves leave to the whole read: too short to be chunked, metrics that need the whole read,
+    /// a side holding fewer bytes than its shape says, a side whose data fails its hash.
+    #[test]
+    fn what_the_waves_cannot_measure_is_left_to_the_whole_read() {
+        let len = PARALLEL_MIN + 3;
+        let measured = |target: &Stored, bench: &Stored, families| {
+            let (ti, bi) = (&target.index.tensors[0], &bench.index.tensors[0]);
+            let request = MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, false);
+            measure_in_waves(target, bench, (0, ti), (0, bi), &request).is_some()
+        };
+        let fp16 = |len, bad_hash| Stored::new(DType::FLOAT16, &values(len, 0), bad_hash);
+        assert!(measured(&fp16(len, false), &fp16(len, false), Families::Msprobe));
+        assert!(!measured(&fp16(len, false), &fp16(len, false), Families::All));
+        assert!(!measured(&fp16(PARALLEL_MIN - 1, false), &fp16(PARALLEL_MIN - 1, false), Families::Msprobe));
+        assert!(!measured(&fp16(len, true), &fp16(len, false), Families::Msprobe));
+        assert!(!measured(&fp16(len, false), &fp16(len, true), Families::Msprobe));
+        let mut short = fp16(len, false);
+        short.bytes.truncate(short.bytes.len() - 2);
+        assert!(!measured(&fp16(len, false), &short, Families::Msprobe));
+        assert!(!measured(&short, &fp16(len, false), Families::Msprobe));
+    }
+}
