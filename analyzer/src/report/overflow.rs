@@ -183,7 +183,16 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         let steps: Vec<String> = r.steps_with_overflow.iter().map(|s| s.to_string()).collect();
         writeln!(out, "\nsteps with an overflow: {}", steps.join(", "))?;
         for (a, b) in &r.consecutive_runs {
-            writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
+            // A collapsing scale only where the run shows one (bf16 and fp32 train unscaled).
+            if r.loss_scale.is_empty() {
+                writeln!(
+                    out,
+                    "  steps {a}-{b} overflowed in a row: no loss scale is dumped, so no lower scale can absorb \
+                     it; what overflows (a weight, the data) does so at every step"
+                )?;
+            } else {
+                writeln!(out, "  steps {a}-{b} overflowed in a row: the loss scale is collapsing")?;
+            }
         }
     }
     loss_scale_history(out, r)?;

@@ -454,6 +454,21 @@ fn a_loss_scale_stuck_at_its_floor_fails_and_the_overflow_shows() {
     assert_eq!(code, 1);
     assert!(!hits(&report, "tensor_overflow").is_empty());
     assert_eq!(report["labels"]["updates"], 0, "no step updated");
+    let (_, text, _) = analyzer(&["overflow", path_str(&r)]);
+    assert!(text.contains("overflowed in a row: the loss scale is collapsing"), "{text}");
+}
+
+#[test]
+fn an_overflow_that_persists_unscaled_is_no_collapsing_loss_scale() {
+    // bf16 trains without a loss scale: a weight whose exponent bit flipped overflows at every step after
+    // it, which overflow calls out without claiming a loss scale that is not there.
+    let json = r#"{"precision": "bf16", "faults": {"weight_bitflip":
+        {"param": "model/layer_1/mlp/fc1/weight", "step": 2, "bit": 30}}}"#;
+    let r = run("bf16_bitflip", Spec { model: json, steps: 5, ..TINY });
+    let (code, text, _) = analyzer(&["overflow", path_str(&r)]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("steps 2-4 overflowed in a row: no loss scale is dumped"), "{text}");
+    assert!(!text.contains("collapsing"), "{text}");
 }
 
 #[test]
