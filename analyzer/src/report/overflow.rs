@@ -98,7 +98,8 @@ fn step_words(step: Option<u64>) -> String {
 }
 
 /// Where to look when the origin is not in the data.
-const ELSEWHERE: &str = "the origin is not in this data (on another rank, or in ops not dumped): run \
+const ELSEWHERE: &str =
+    "the origin is not in this data (on another rank, in ops not dumped, or left out by --op): run \
                          `analyzer ranks` over every rank's capture";
 
 fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result<()> {

@@ -350,7 +350,8 @@ fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {
 }
 
 fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
-    const ELSEWHERE: &str = "the origin is not in this data (on another rank, or in ops not dumped): run \
+    const ELSEWHERE: &str =
+        "the origin is not in this data (on another rank, in ops not dumped, or left out by --op): run \
                              <code>analyzer ranks</code> over every rank's capture";
     for line in &o.scope {
         page.push_str(&format!("<p class=\"verdict warn\"><b>SCOPE</b>: {}</p>", escape(line)));

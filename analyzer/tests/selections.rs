@@ -1,0 +1,56 @@
+//! A selection (`--op`) that holds only part of an answer: the answer says what it leaves out, never an
+//! all-clear over it.
+
+mod support;
+
+use accutrace_formats::capture::Io;
+use accutrace_formats::DType;
+use std::process::Command;
+use support::RunWriter;
+
+fn analyzer(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+fn f32s(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn overflow_of_a_selection_downstream_of_the_first_overflow_names_it_and_is_no_all_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    // One step: op0 finite, op1 overflows from finite inputs, op2 reads op1's inf.
+    let (finite, inf) = (f32s(&[1.0, -2.0, 3.0, 0.5]), f32s(&[1.0, f32::INFINITY, 3.0, 0.5]));
+    let mut w = RunWriter::create(&dir.path().join("run"), 1 << 20);
+    w.op(0, "MatMulV2");
+    w.tensor(Io::Output, 0, DType::FLOAT, &finite);
+    w.op(1, "MatMulV2");
+    w.tensor(Io::Input, 0, DType::FLOAT, &finite);
+    w.tensor(Io::Output, 0, DType::FLOAT, &inf);
+    w.op(2, "Add");
+    w.tensor(Io::Input, 0, DType::FLOAT, &inf);
+    w.tensor(Io::Output, 0, DType::FLOAT, &inf);
+    let run = w.finish();
+    let run = run.to_str().unwrap();
+
+    let (code, out, err) = analyzer(&["overflow", run]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FIRST OVERFLOW: step 0 rank 0: model/op1 [MatMulV2]"), "{out}");
+
+    // op2 alone reads inf that no selected op produced: the overflow happened where the selection
+    // does not look, and the answer says so and where.
+    let (code, out, err) = analyzer(&["overflow", run, "--op", "model/op2"]);
+    assert_eq!(code, 1, "an overflow seen in the selection is no all-clear:\n{out}{err}");
+    assert!(!out.contains("No op produced inf/NaN"), "{out}");
+    assert!(
+        out.contains("at step 0, the first overflow is model/op1 [MatMulV2]")
+            && out.contains("an op the --op selection leaves out"),
+        "{out}"
+    );
+    // A selection before the overflow holds none of it.
+    let (code, out, err) = analyzer(&["overflow", run, "--op", "model/op0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("No op produced inf/NaN"), "{out}");
+}
