@@ -158,7 +158,9 @@ pub fn not_one_configuration(
     let what = match differences.first().map(|d| d.aspect) {
         Some("precision") => "precision",
         Some("shapes") => "shapes (another model, batch or sequence length)",
-        Some("op sequence") => "their ops (fusion, another model or framework version)",
+        Some("op sequence") => {
+            "their ops (fusion, another model or framework version, or files lost from a dump copied in part)"
+        }
         _ => "their settings",
     };
     text.push_str(&format!(
