@@ -9,6 +9,7 @@ use super::measure::{self, above, at_least, below, Evidence, Known, Measure, Ver
 use crate::index::{OpId, TensorId};
 use crate::overflow::Anomaly;
 use crate::roles::{self, ActivationKind, Role};
+use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap};
 
 /// What decides a "can't tell", by what is missing.
@@ -45,12 +46,7 @@ pub(super) fn loss(
             }
             continue;
         };
-        // A scaler's input is no watched tensor (an earlier op produced it): its own statistics then.
-        let known = ctx.known.get(&t).map(|k| (k.stats, k.evidence()));
-        let Some((s, ev)) = known.or_else(|| Some((ctx.index.tensors[t].stats?, Evidence::Statistics)))
-        else {
-            continue;
-        };
+        let Some((s, ev)) = scalar_stats(ctx, t) else { continue };
         let value = if s.nan > 0 {
             f64::NAN
         } else if s.pos_inf > 0 {
@@ -95,10 +91,26 @@ pub(super) fn loss(
     (points, events)
 }
 
+/// What is known of a one-element tensor, and from what. A scaler's input is no watched tensor (an earlier
+/// op produced it): its own statistics then, else (a dump tree stores none) its one value, read.
+fn scalar_stats(ctx: &Ctx<'_>, t: TensorId) -> Option<(TensorStats, Evidence)> {
+    if let Some(k) = ctx.known.get(&t) {
+        return Some((k.stats, k.evidence()));
+    }
+    let info = &ctx.index.tensors[t];
+    if let Some(st) = info.stats {
+        return Some((st, Evidence::Statistics));
+    }
+    let mut values = Vec::new();
+    let one = info.has_data && info.shape.iter().product::<u64>() == 1;
+    (one && ctx.source.read_values(t, &mut values).is_ok())
+        .then(|| (TensorStats::of_f32(&values, info.dtype), Evidence::Tensor))
+}
+
 /// Where no op of the step is named like a loss (eager kernels are named by type): the one-element input
 /// that a loss scaler's `Mul` multiplies by a power of two, the loss the report plots then.
 fn scaled_loss(ctx: &Ctx<'_>, ops: &[OpId]) -> Option<TensorId> {
-    let stats = |t: TensorId| ctx.known.get(&t).map(|k| k.stats).or(ctx.index.tensors[t].stats);
+    let stats = |t: TensorId| scalar_stats(ctx, t).map(|(st, _)| st);
     let is_scale = |t: TensorId| stats(t).is_some_and(|st| st.max >= 2.0 && st.max.log2().fract() == 0.0);
     ops.iter().find_map(|&o| {
         let op = &ctx.index.ops[o];

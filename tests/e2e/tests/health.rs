@@ -348,6 +348,21 @@ fn the_loss_of_an_eager_run_is_the_one_its_scaler_multiplies() {
     assert_eq!(nan.len(), 1, "{:#}", report["findings"]);
     assert_eq!(nan[0]["step"], 2);
     assert!(cant_tell(&report, "loss_too_large").is_none(), "{:#}", report["cant_tell"]);
+    // The same from CANN's own single-op dump tree (no statistics stored: the loss's one value is read).
+    let dir = scratch();
+    let model = model_file(dir.path(), "m.json", json);
+    let config = dump_config(dir.path(), "acl.json", &dir.path().join("dump"), "");
+    let out = std::process::Command::new(sim_train_bin())
+        .args(["--eager", "--steps", "4", "--model", path_str(&model), "--acl-config", path_str(&config)])
+        .args(["--lib", path_str(&runtime_lib())])
+        .output()
+        .expect("run sim-train");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, report) = watch(&dir.path().join("dump"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    let nan = hits(&report, "loss_overflow");
+    assert_eq!(nan.len(), 1, "{:#}", report["cant_tell"]);
+    assert_eq!(nan[0]["step"], 2);
 }
 
 #[test]
