@@ -39,6 +39,21 @@ impl FailingOp {
             }
         }
     }
+    /// What the reports say under a culprit of this op, the first failing op, when a later one is the
+    /// culprit: it could not be cleared, and the difference may have begun there (in a later step, the
+    /// culprit may read weights its update changed).
+    pub fn before_culprit_note(&self, index: &Index) -> String {
+        let op = &index.ops[self.op];
+        format!(
+            "an earlier failing op, {} [{}] (step {} rank {}), {}; the difference may have begun there (the \
+             culprit is the first failing op that could be cleared)",
+            op.name,
+            op.op_type,
+            op.step,
+            op.rank,
+            self.why_not_culprit()
+        )
+    }
 }
 
 /// What to compare and how to judge it: built from the command line, or by any other caller.
@@ -88,6 +103,12 @@ pub struct Comparison<'a> {
 }
 
 impl Comparison<'_> {
+    /// The first failing op, where the culprit is a later one (every failing op before the culprit is one
+    /// the comparison could not clear).
+    pub fn failing_before_culprit(&self) -> Option<&FailingOp> {
+        self.culprit.filter(|&i| i > 0).map(|_| &self.failing_ops[0])
+    }
+
     /// What the reports call failing op `i` (an index into `failing_ops`): the culprit, an op that fails
     /// while its inputs pass or are unverified, or one that only propagates a failure.
     pub fn failing_tag(&self, i: usize) -> &'static str {

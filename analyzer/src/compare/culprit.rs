@@ -189,6 +189,22 @@ mod tests {
             .contains("the ops before it in its step pass"));
     }
 
+    /// A first failing op that cannot be cleared does not hide a later one that can (another branch: its
+    /// inputs pass); the later one is the culprit, and the note the reports put under it names the first.
+    #[test]
+    fn a_culprit_after_an_uncleared_failure_comes_with_it() {
+        // embed reads graph inputs only (fails, unverified); norm -> proj, another branch, proj fails alone.
+        let (index, hashes) = step(&[("embed", &[1, 2], 10), ("norm", &[3], 11), ("proj", &[11], 12)]);
+        let rows = rows(&index, &["embed", "norm", "proj"], &["embed", "proj"]);
+        let (failing, culprit) = find_culprit(&index, &rows, &hashes);
+        assert_eq!(culprit, Some(1));
+        assert_eq!(index.ops[failing[1].op].name, "proj");
+        assert!(failing[0].inputs_unverified.is_some() && failing[1].inputs_pass);
+        let note = failing[0].before_culprit_note(&index);
+        assert!(note.starts_with("an earlier failing op, embed [T] (step 0 rank 0), cannot be blamed"), "{note}");
+        assert!(note.contains("may have begun there"), "{note}");
+    }
+
     #[test]
     fn a_pair_nothing_was_measured_for_clears_nothing() {
         let (index, hashes) = step(&[("embed", &[1, 2], 10), ("mm", &[10, 3], 11), ("act", &[11], 12)]);

@@ -1,6 +1,6 @@
 //! msprobe's metrics of a large pair given a chunk at a time ([`MsprobeChunks`]), for a reader that decodes
 //! the pair piece by piece instead of whole (compare of two captures): [`measure`](super::measure)'s
-//! figures bit for bit. The fused pass cuts a pair of at least [`PARALLEL_MIN`] elements into chunks of
+//! figures bit for bit. The fused pass cuts a pair of at least `PARALLEL_MIN` elements into chunks of
 //! [`CHUNK`] and merges their sums in order; the same chunks, merged in the same order, give the same sums.
 //! msprobe's inf/NaN rule needs no second read here: a chunk with an inf or a NaN checks its positions and
 //! forms its zeroed sums at once (a chunk without any gives the same sums zeroed or not).

@@ -126,6 +126,9 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
                     row.reason.as_deref().unwrap_or("")
                 )?;
             }
+            if let Some(first) = c.failing_before_culprit() {
+                writeln!(out, "  {}: {}", paint("NOTE", "1;33", colour), first.before_culprit_note(index))?;
+            }
         }
         None if !c.failing_ops.is_empty() => {
             let first = &c.failing_ops[0];

@@ -208,6 +208,12 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool, diffed: bo
                     escape(row.reason.as_deref().unwrap_or(""))
                 ));
             }
+            if let Some(first) = c.failing_before_culprit() {
+                page.push_str(&format!(
+                    "<p class=\"verdict detail\"><b>NOTE</b>: {} (<a href=\"#failing-0\">failing ops</a>)</p>",
+                    escape(&first.before_culprit_note(index))
+                ));
+            }
         }
         None if !c.failing_ops.is_empty() => {
             let first = &c.failing_ops[0];
