@@ -201,7 +201,10 @@ mod tests {
         assert_eq!(index.ops[failing[1].op].name, "proj");
         assert!(failing[0].inputs_unverified.is_some() && failing[1].inputs_pass);
         let note = failing[0].before_culprit_note(&index);
-        assert!(note.starts_with("an earlier failing op, embed [T] (step 0 rank 0), cannot be blamed"), "{note}");
+        assert!(
+            note.starts_with("an earlier failing op, embed [T] (step 0 rank 0), cannot be blamed"),
+            "{note}"
+        );
         assert!(note.contains("may have begun there"), "{note}");
     }
 

@@ -205,7 +205,7 @@ mod tests {
 
     fn values(len: usize, seed: usize) -> Vec<f32> {
         (0..len)
-            .map(|i| match (i + seed) % 50_021 {
+            .map(|i| match (i + seed) % 200_003 {
                 17 => f32::INFINITY,
                 29 => f32::NAN,
                 _ => ((i * 7 + seed) as f32 * 0.00913).sin() * 20.0 + (i % 11) as f32 * 1e-3,

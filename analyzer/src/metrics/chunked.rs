@@ -98,14 +98,15 @@ mod tests {
     use crate::metrics::measure;
     use accutrace_formats::DType;
 
-    /// Smooth values with a little noise; `specials` puts infinities and NaNs at every 9973rd place.
+    /// Smooth values with a little noise; `specials` puts infinities and NaNs near every 200,003rd place,
+    /// so that some chunks hold them and others do not.
     fn values(len: usize, seed: u32, specials: bool) -> Vec<f32> {
         (0..len)
             .map(|i| {
                 let v = ((i as f32) * 0.00731 + seed as f32).sin() * 40.0;
                 let noise = ((i as u32).wrapping_mul(2_654_435_761) ^ seed) % 97;
                 let v = v + noise as f32 * 1e-3 - 0.048;
-                match (specials, i % 9973) {
+                match (specials, i % 200_003) {
                     (true, 3) => f32::INFINITY,
                     (true, 5) => f32::NAN,
                     (true, 8) if i % 2 == 0 => f32::NEG_INFINITY,
@@ -148,6 +149,13 @@ mod tests {
                     fold.push(fold.measure(x, y));
                 }
                 let got = fold.finish();
+                if specials_n && specials_b {
+                    // Both kinds of chunk were folded: with inf/NaN (zeroed) and without.
+                    let holds =
+                        |k: usize| n[k * CHUNK..len.min((k + 1) * CHUNK)].iter().any(|v| !v.is_finite());
+                    let chunks = len.div_ceil(CHUNK);
+                    assert!((0..chunks).any(holds) && !(0..chunks).all(holds));
+                }
                 assert_eq!(format!("{got:?}"), format!("{want:?}"), "{dtypes:?} {specials_n} {specials_b}");
                 cases += 1;
             }
