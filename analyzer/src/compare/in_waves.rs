@@ -13,16 +13,16 @@ use crate::sources::{HostBlocks, Source};
 use accutrace_formats::tensor::{decode_f32_into, element_count, lanes_per_element};
 use accutrace_formats::DType;
 use rayon::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 
 /// Chunks of each side read at a time: work for 8 threads, in 1 MiB of fp16 a side (2 MiB of fp32), which
 /// stays in a core's L2 cache between its unshuffle and its decode.
 const WAVE_CHUNKS: usize = 8;
 
 thread_local! {
-    /// Each side's bytes of a wave, kept by the thread that measures pairs: they only grow (to a wave's
-    /// bytes, at most 2 MiB a side), so nothing is zero-filled again.
-    static WAVE_BYTES: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Each side's bytes of a wave, kept by the thread that measures pairs (taken while in use): they only
+    /// grow (to a wave's bytes, at most 2 MiB a side), so nothing is zero-filled again.
+    static WAVE_BYTES: Cell<(Vec<u8>, Vec<u8>)> = const { Cell::new((Vec::new(), Vec::new())) };
     /// One chunk of each side as f32, kept by every thread that measures chunks (2 x 256 KiB).
     static CHUNK_VALUES: Cell<(Vec<f32>, Vec<f32>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
@@ -79,43 +79,53 @@ struct Sides<'r> {
 }
 
 impl Sides<'_> {
-    /// Folds every chunk of `len` values into `fold`, a wave at a time; false where a side holds other
-    /// than `len` values' bytes or a chunk does not decode.
+    /// Folds every chunk of `len` values into `fold`, a wave at a time, on this thread's wave buffers; false
+    /// where a side holds other than `len` values' bytes or a chunk does not decode.
     fn fold(self, len: usize, fold: &mut MsprobeChunks) -> bool {
+        let mut waves = WAVE_BYTES.with(|w| w.take());
+        let folded = self.fold_with(len, fold, &mut waves);
+        WAVE_BYTES.with(|w| w.set(waves));
+        folded
+    }
+
+    /// [`fold`](Self::fold) with `wave_x` and `wave_y` as the waves' bytes (grown to a wave, never shrunk).
+    fn fold_with(
+        self,
+        len: usize,
+        fold: &mut MsprobeChunks,
+        (wave_x, wave_y): &mut (Vec<u8>, Vec<u8>),
+    ) -> bool {
         let Sides { x, y, dtypes, widths: (wn, wb) } = self;
         if x.len() != len * wn || y.len() != len * wb {
             return false;
         }
-        WAVE_BYTES.with(|bufs| {
-            let (wave_x, wave_y) = &mut *bufs.borrow_mut();
-            let wave = len.min(WAVE_CHUNKS * CHUNK);
-            for (buf, width) in [(&mut *wave_x, wn), (&mut *wave_y, wb)] {
-                if buf.len() < wave * width {
-                    buf.resize(wave * width, 0);
-                }
+        let wave = len.min(WAVE_CHUNKS * CHUNK);
+        for (buf, width) in [(&mut *wave_x, wn), (&mut *wave_y, wb)] {
+            if buf.len() < wave * width {
+                buf.resize(wave * width, 0);
             }
-            let mut left = len;
-            while left > 0 {
-                let take = left.min(wave);
-                left -= take;
-                let mut parts: Option<Vec<ChunkSums>> = None;
-                let sides = ((dtypes.0, wn), (dtypes.1, wb));
-                let measure = |xs: &[u8], ys: &[u8]| measure_chunk(fold, sides, xs, ys);
-                x.with_next_wave(&mut wave_x[..take * wn], &mut |xs| {
-                    y.with_next_wave(&mut wave_y[..take * wb], &mut |ys| {
-                        parts = (xs.len() == take * wn && ys.len() == take * wb)
-                            .then(|| {
-                                let chunks = xs.par_chunks(CHUNK * wn).zip(ys.par_chunks(CHUNK * wb));
-                                chunks.map(|(xs, ys)| measure(xs, ys)).collect()
-                            })
-                            .flatten();
-                    })
-                });
-                let Some(parts) = parts else { return false };
-                parts.into_iter().for_each(|part| fold.push(part));
-            }
-            true
-        })
+        }
+        let mut left = len;
+        while left > 0 {
+            let take = left.min(wave);
+            left -= take;
+            let mut parts: Option<Vec<ChunkSums>> = None;
+            let sides = ((dtypes.0, wn), (dtypes.1, wb));
+            let measure = |xs: &[u8], ys: &[u8]| measure_chunk(fold, sides, xs, ys);
+            x.with_next_wave(&mut wave_x[..take * wn], &mut |xs| {
+                y.with_next_wave(&mut wave_y[..take * wb], &mut |ys| {
+                    parts = (xs.len() == take * wn && ys.len() == take * wb)
+                        .then(|| {
+                            let chunks = xs.par_chunks(CHUNK * wn).zip(ys.par_chunks(CHUNK * wb));
+                            chunks.map(|(xs, ys)| measure(xs, ys)).collect()
+                        })
+                        .flatten();
+                })
+            });
+            let Some(parts) = parts else { return false };
+            parts.into_iter().for_each(|part| fold.push(part));
+        }
+        true
     }
 }
 
