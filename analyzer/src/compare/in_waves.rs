@@ -223,14 +223,14 @@ mod tests {
             .collect()
     }
 
-    /// Pairs of every dtype the waves decode (fp16 against fp16 and fp32, bf16, fp32), several waves long
-    /// and ragged, with inf/NaN at the same places and at different ones, on pools of 1, 2 and 3 threads:
+    /// Pairs of every dtype the waves decode (fp16 against fp16 and fp32, bf16, fp32), a wave and a ragged
+    /// part long, with inf/NaN at the same places and at different ones, on pools of 1 and 3 threads:
     /// the metrics of both sides read whole, bit for bit.
     #[test]
     fn waves_give_the_metrics_of_the_whole_read() {
-        let len = WAVE_CHUNKS * CHUNK * 2 + 3 * CHUNK + 1001;
+        let len = WAVE_CHUNKS * CHUNK + 3 * CHUNK + 1001;
         let pools: Vec<rayon::ThreadPool> =
-            [1, 2, 3].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
+            [1, 3].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
         let pairs = [
             (DType::FLOAT16, DType::FLOAT16),
             (DType::FLOAT16, DType::FLOAT),

@@ -377,7 +377,7 @@ mod tests {
     fn f16_values_need_no_rounding() {
         let f16 = |h: u16| half::f16::from_bits(h).to_f32();
         let benches =
-            (0..=u16::MAX).step_by(211).chain([0x0000, 0x8000, 0x0001, 0x83FF, 0x7BFF, 0x7C00, 0xFE00]);
+            (0..=u16::MAX).step_by(523).chain([0x0000, 0x8000, 0x0001, 0x83FF, 0x7BFF, 0x7C00, 0xFE00]);
         let mut pairs = 0u64;
         for b in benches.map(f16) {
             for n in (0..=u16::MAX).map(f16) {
@@ -386,7 +386,7 @@ mod tests {
                 pairs += 1;
             }
         }
-        assert!(pairs > 20_000_000, "{pairs}");
+        assert!(pairs > 8_000_000, "{pairs}");
     }
 
     #[test]
