@@ -106,3 +106,28 @@ fn written_csv_reads_back() {
     assert!(text.contains("Output,2,8,DT_BF16,FORMAT_FRACTAL_NZ,2x2,1.5,-inf,-0.125,4,0,1,0,3\n"), "{text}");
     assert_eq!(parse_stats_csv(text.as_bytes()).unwrap(), rows);
 }
+
+/// What the runtime's stats writer (hicann/runtime src/dfx/adump/adump/adx_dump_record.cpp) hands a dump
+/// callback: a `dump_stats` selection moves `Count` after `Shape` and names the norm `l2norm`; formats are
+/// bare names (three spelt its own way), a type or format missing from its table is `UNKNOW`, a tensor it
+/// cannot measure has `NA` cells, and the chunk is a C string whose length counts its NUL.
+#[test]
+fn the_runtime_s_callback_csv_reads() {
+    let text = b"Input/Output,Index,Data Size,Data Type,Format,Shape,Count,Max Value,l2norm\n\
+Input,0,24,DT_FLOAT,ND,2x3,6,1.5,2.5\n\
+Input,1,8,UNKNOW,DHWCH,2x2,4,NA,NA\n\
+Output,0,4,DT_BF16,NYUV_A,-,1,inf,0.5\n\0";
+    let rows = parse_stats_csv(text).unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!((rows[0].dtype, rows[0].format, rows[0].count), (Some(DType::FLOAT), Some(2), Some(6)));
+    assert_eq!((rows[0].max, rows[0].l2norm), (Some(1.5), Some(2.5)));
+    assert_eq!((rows[1].dtype, rows[1].format, rows[1].max), (None, Some(31), None));
+    assert_eq!((rows[2].io, rows[2].format, rows[2].shape.as_ref()), (Io::Output, Some(46), None));
+    assert_eq!(rows[2].max, Some(f64::INFINITY));
+    // The same text without the terminator, and the runtime's default header, read the same way.
+    assert_eq!(parse_stats_csv(&text[..text.len() - 1]).unwrap(), rows);
+    let default = format!("{STANDARD}\0");
+    // Debug text: STANDARD holds a NaN, which is not equal to itself.
+    let debug = |bytes: &[u8]| format!("{:?}", parse_stats_csv(bytes).unwrap());
+    assert_eq!(debug(default.as_bytes()), debug(STANDARD.as_bytes()));
+}

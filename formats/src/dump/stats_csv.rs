@@ -116,9 +116,13 @@ pub fn parse_stats_csv(bytes: &[u8]) -> Result<Vec<StatsRow>> {
         }
         let (offset, line) = record.position().map_or((0, 0), |p| (p.byte(), p.line()));
         let fail = |what: String| FormatError::at(offset, format!("line {line}: {what}"));
+        // NUL is trimmed with the spaces: a CSV handed to a dump callback is a C string whose bufLen counts
+        // its terminator (the runtime's adx_dump_record.cpp), so a capture's copy ends in one.
         let cells: Vec<&str> = record
             .iter()
-            .map(|c| std::str::from_utf8(c).map(str::trim))
+            .map(|c| {
+                std::str::from_utf8(c).map(|c| c.trim_matches(|ch: char| ch.is_whitespace() || ch == '\0'))
+            })
             .collect::<std::result::Result<_, _>>()
             .map_err(|_| fail("not UTF-8".into()))?;
         let Some(cols) = &columns else {
@@ -187,8 +191,15 @@ fn parse_row(cols: &[Option<Col>], cells: &[&str]) -> std::result::Result<StatsR
     })
 }
 
+/// Empty, `NA`/`N/A`, `-` (the runtime's shape of a tensor without one) or `UNKNOW` (what the runtime writes
+/// for a dtype or format its name table lacks, e.g. DT_HIFLOAT4).
 fn is_missing(v: &str) -> bool {
-    v.is_empty() || v.eq_ignore_ascii_case("n/a") || v.eq_ignore_ascii_case("na") || v == "-"
+    v.is_empty()
+        || v.eq_ignore_ascii_case("n/a")
+        || v.eq_ignore_ascii_case("na")
+        || v == "-"
+        || v.eq_ignore_ascii_case("unknow")
+        || v.eq_ignore_ascii_case("unknown")
 }
 
 /// `FORMAT_ND`, `ND` or a code.
@@ -197,7 +208,15 @@ fn parse_format(v: &str) -> std::result::Result<i32, String> {
         return Ok(code);
     }
     let upper = v.to_ascii_uppercase();
-    let full = if upper.starts_with("FORMAT_") { upper } else { format!("FORMAT_{upper}") };
+    let bare = upper.strip_prefix("FORMAT_").unwrap_or(&upper);
+    // The runtime's stats writer spells three formats its own way (adx_dump_record.cpp's name table).
+    let bare = match bare {
+        "DHWCH" => "DHWCN",
+        "NYUV" => "YUV",
+        "NYUV_A" => "YUV_A",
+        other => other,
+    };
+    let full = format!("FORMAT_{bare}");
     OutputFormat::from_str_name(&full)
         .map(|f| f as i32)
         .ok_or_else(|| format!("Format {v:?} is not a known format"))
