@@ -7,6 +7,7 @@
 //! acldumpUnregCallback use it so that a caller can rely on every file having arrived.
 
 use crate::chunker::{chunk_size_from_env, ChunkBuf, Interleaver, OutFile, INTERLEAVE_WINDOW};
+use accutrace_formats::dump::{parse_file_name, FileKind};
 use ascend_sys::AcldumpCallbackFn;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use std::sync::{Mutex, MutexGuard};
@@ -120,7 +121,7 @@ fn run(rx: Receiver<Job>, chunk_size: usize) {
 
 fn deliver(files: Vec<OutFile>, cb: AcldumpCallbackFn, chunk_size: usize, buf: &mut ChunkBuf) {
     let mut il = Interleaver::new(chunk_size);
-    let mut files = files.into_iter();
+    let mut files = files.into_iter().map(with_callback_terminator);
     loop {
         // Keep the window full so that up to INTERLEAVE_WINDOW files are in flight at once.
         while il.len() < INTERLEAVE_WINDOW {
@@ -140,6 +141,17 @@ fn deliver(files: Vec<OutFile>, cb: AcldumpCallbackFn, chunk_size: usize, buf: &
             break;
         }
     }
+}
+
+/// The real runtime turns the device's statistics into CSV text on its dump thread and hands that text to a
+/// callback as a C string: `bufLen` counts the terminating NUL (hicann/runtime
+/// `src/dfx/adump/adump/adx_dump_record.cpp`, `DumpDataToCallback`). On disk the file has no NUL.
+fn with_callback_terminator(mut file: OutFile) -> OutFile {
+    let base = file.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if parse_file_name(base).is_ok_and(|n| n.kind == FileKind::StatsCsv) {
+        file.bytes.push(0);
+    }
+    file
 }
 
 fn write_file(file: &OutFile) -> std::io::Result<()> {

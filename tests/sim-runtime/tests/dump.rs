@@ -226,3 +226,22 @@ fn stats_mode_writes_one_parsable_csv_per_op() {
         assert!(rows.iter().all(|r| r.count.is_some() && r.data_size.is_some()), "{path}");
     }
 }
+
+#[test]
+fn stats_csvs_reach_a_callback_as_c_strings() {
+    use accutrace_formats::dump::stats_csv::parse_stats_csv;
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let dump_path = dir.path().join("s");
+    let cfg = dump_json(dir.path(), &dump_path, r#", "dump_data": "stats", "dump_mode": "all""#);
+    take_chunks();
+    session(MODEL, &cfg, 1, true);
+    let files = reassemble(&take_chunks());
+    assert!(files.len() > 20);
+    for (path, bytes) in &files {
+        // As the real runtime sends them: the text and its NUL (bufLen counts it); on disk there is none.
+        assert_eq!(bytes.iter().position(|&b| b == 0), Some(bytes.len() - 1), "{path}");
+        let rows = parse_stats_csv(bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!rows.is_empty() && rows.iter().all(|r| r.count.is_some()), "{path}");
+    }
+}
