@@ -12,17 +12,23 @@ use std::path::{Path, PathBuf};
 
 /// The runtime library; its SONAME, which `RTLD_NOLOAD` matches, is the same.
 pub const ASCENDCL_NAME: &str = "libascendcl.so";
+/// The open-source runtime's own library (hicann/runtime `src/acl/aclrt`): `aclInit`, `aclFinalize`, the
+/// `aclrt*` calls and `aclmdlInitDump`/`SetDump`/`FinalizeDump` are defined here, and `libascendcl.so`
+/// becomes a compatibility library beside it. A framework built against it may never load `libascendcl.so`.
+pub const ACL_RT_NAME: &str = "libacl_rt.so";
 /// Newer toolkits move the dump API (`acldumpRegCallback`, ...) into this library.
 pub const ASCEND_DUMP_NAME: &str = "libascend_dump.so";
+/// Every library the entry points may come from, in the order they are searched.
+pub const RUNTIME_NAMES: [&str; 3] = [ASCENDCL_NAME, ACL_RT_NAME, ASCEND_DUMP_NAME];
 
 /// Why the library or one of its entry points is unavailable.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("neither {ASCENDCL_NAME} nor {ASCEND_DUMP_NAME} is loaded in this process")]
+    #[error("none of {ASCENDCL_NAME}, {ACL_RT_NAME}, {ASCEND_DUMP_NAME} is loaded in this process")]
     NotLoaded,
     #[error("cannot load {path}: {source}")]
     Open { path: String, source: libloading::Error },
-    #[error("{ASCENDCL_NAME} not found (tried: {tried})")]
+    #[error("{ASCENDCL_NAME} (or {ACL_RT_NAME}) not found (tried: {tried})")]
     NotFound { tried: String },
     #[error("symbol {symbol} not found in {libraries}")]
     MissingSymbol { symbol: &'static str, libraries: String },
@@ -131,12 +137,12 @@ impl std::fmt::Debug for AclLibrary {
 }
 
 impl AclLibrary {
-    /// Attaches to the `libascendcl.so` / `libascend_dump.so` the process already loaded (the framework's
-    /// copy), without loading anything new: `dlopen(name, RTLD_LAZY | RTLD_NOLOAD)`.
+    /// Attaches to the `libascendcl.so` / `libacl_rt.so` / `libascend_dump.so` the process already loaded
+    /// (the framework's copies), without loading anything new: `dlopen(name, RTLD_LAZY | RTLD_NOLOAD)`.
     pub fn attach_loaded() -> Result<AclLibrary, LoadError> {
         let mut libs = Vec::new();
         let mut opened = Vec::new();
-        for name in [ASCENDCL_NAME, ASCEND_DUMP_NAME] {
+        for name in RUNTIME_NAMES {
             // SAFETY: RTLD_NOLOAD never maps a new object, so no initialisers run; it only takes a
             // reference on an object that is already loaded (matched by path or SONAME).
             if let Ok(lib) = unsafe { Library::open(Some(name), libc::RTLD_LAZY | libc::RTLD_NOLOAD) } {
@@ -152,43 +158,51 @@ impl AclLibrary {
 
     /// Loads the runtime from the first of: `$ASCEND_TOOLKIT_HOME/lib64`,
     /// `/usr/local/Ascend/ascend-toolkit/latest/lib64`, `/usr/local/Ascend/cann/lib64`, then the plain name
-    /// (the dynamic linker's search path). `libascend_dump.so` is loaded beside it when present.
+    /// (the dynamic linker's search path); in each place `libascendcl.so`, else `libacl_rt.so`.
+    /// `libacl_rt.so` and `libascend_dump.so` are loaded beside it when present.
     pub fn find_and_load() -> Result<AclLibrary, LoadError> {
         let mut tried = Vec::new();
         for dir in search_dirs() {
-            let path = dir.join(ASCENDCL_NAME);
-            if path.is_file() {
-                return Self::from_path(&path);
-            }
-            tried.push(path.display().to_string());
-        }
-        match Self::open_one(ASCENDCL_NAME) {
-            Ok(lib) => {
-                let mut libs = vec![lib];
-                let mut opened = vec![ASCENDCL_NAME.to_string()];
-                if let Ok(dump) = Self::open_one(ASCEND_DUMP_NAME) {
-                    libs.push(dump);
-                    opened.push(ASCEND_DUMP_NAME.to_string());
+            for name in [ASCENDCL_NAME, ACL_RT_NAME] {
+                let path = dir.join(name);
+                if path.is_file() {
+                    return Self::from_path(&path);
                 }
-                Ok(Self::from_libs(libs, opened))
-            }
-            Err(_) => {
-                tried.push(ASCENDCL_NAME.to_string());
-                Err(LoadError::NotFound { tried: tried.join(", ") })
+                tried.push(path.display().to_string());
             }
         }
+        let mut libs = Vec::new();
+        let mut opened = Vec::new();
+        for name in RUNTIME_NAMES {
+            if let Ok(lib) = Self::open_one(name) {
+                libs.push(lib);
+                opened.push(name.to_string());
+            }
+        }
+        // libascend_dump.so alone is no runtime: aclInit and the dump configuration live elsewhere.
+        if opened.iter().all(|n| n == ASCEND_DUMP_NAME) {
+            tried.extend([ASCENDCL_NAME.to_string(), ACL_RT_NAME.to_string()]);
+            return Err(LoadError::NotFound { tried: tried.join(", ") });
+        }
+        Ok(Self::from_libs(libs, opened))
     }
 
-    /// Loads the runtime from an explicit path (and `libascend_dump.so` from the same directory, if there).
+    /// Loads the runtime from an explicit path, and `libacl_rt.so` and `libascend_dump.so` from the same
+    /// directory when there (the path may name either of them, or `libascendcl.so`).
     pub fn from_path(path: impl AsRef<Path>) -> Result<AclLibrary, LoadError> {
         let path = path.as_ref();
         let lib = Self::open_one(path)?;
         let mut libs = vec![lib];
         let mut opened = vec![path.display().to_string()];
-        if let Some(dump_path) = path.parent().map(|d| d.join(ASCEND_DUMP_NAME)).filter(|p| p.is_file()) {
-            if let Ok(dump) = Self::open_one(&dump_path) {
-                libs.push(dump);
-                opened.push(dump_path.display().to_string());
+        for sibling in [ACL_RT_NAME, ASCEND_DUMP_NAME] {
+            if path.file_name().is_some_and(|f| f == sibling) {
+                continue;
+            }
+            if let Some(sibling_path) = path.parent().map(|d| d.join(sibling)).filter(|p| p.is_file()) {
+                if let Ok(lib) = Self::open_one(&sibling_path) {
+                    libs.push(lib);
+                    opened.push(sibling_path.display().to_string());
+                }
             }
         }
         Ok(Self::from_libs(libs, opened))
