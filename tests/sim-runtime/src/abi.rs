@@ -368,7 +368,11 @@ pub extern "C" fn aclmdlInitDump() -> aclError {
             if !rt.initialized {
                 return ACL_ERROR_UNINITIALIZE;
             }
-            // Repeat calls are accepted: callers (framework and collector) may both initialise dumping.
+            // As the open-source runtime (src/acl/aclrt_impl/toolchain/dump.cpp): a second call before
+            // aclmdlFinalizeDump is refused with ACL_ERROR_REPEAT_INITIALIZE, and dumping stays as it was.
+            if rt.dump_initialized {
+                return ACL_ERROR_REPEAT_INITIALIZE;
+            }
             rt.dump_initialized = true;
             ACL_SUCCESS
         })
@@ -426,10 +430,15 @@ pub extern "C" fn aclmdlFinalizeDump() -> aclError {
 #[no_mangle]
 pub extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
     guard("acldumpRegCallback", || {
+        // As adump's acldumpRegCallback (src/dfx/adump/adump/host/adx_datadump_callback.cpp): a null callback
+        // or a flag other than 0 is ACL_ERROR_FAILURE; while a callback is registered another registration
+        // is ignored (the first keeps receiving) and still reports success.
         if flag != 0 || cb.is_none() {
-            return ACL_ERROR_INVALID_PARAM;
+            return ACL_ERROR_FAILURE;
         }
-        state::set_callback(cb);
+        if let Some(cb) = cb {
+            state::set_callback_if_none(cb);
+        }
         ACL_SUCCESS
     })
 }

@@ -60,3 +60,8 @@ pub fn callback() -> Option<AcldumpCallbackFn> {
 pub fn set_callback(cb: Option<AcldumpCallbackFn>) {
     *lock(&CALLBACK) = cb;
 }
+
+/// Registers `cb` unless a callback is registered already (then that one stays).
+pub fn set_callback_if_none(cb: AcldumpCallbackFn) {
+    lock(&CALLBACK).get_or_insert(cb);
+}

@@ -51,13 +51,16 @@ fn dump_api_codes() {
         &format!(r#"{{"dump": {{"dump_path": "{}", "dump_op_switch": "on"}}}}"#, dir.path().display()),
     );
     assert_eq!(init(None), ACL_SUCCESS);
-    assert_eq!(reg_callback(1), ACL_ERROR_INVALID_PARAM);
+    // adump's answers (hicann/runtime src/dfx/adump/adump/host/adx_datadump_callback.cpp).
+    assert_eq!(reg_callback(1), ACL_ERROR_FAILURE);
     // SAFETY: the pointer comes from the loaded library; a null callback is a documented invalid argument.
-    assert_eq!(unsafe { lib().acldump_reg_callback().unwrap()(None, 0) }, ACL_ERROR_INVALID_PARAM);
+    assert_eq!(unsafe { lib().acldump_reg_callback().unwrap()(None, 0) }, ACL_ERROR_FAILURE);
     assert_eq!(reg_callback(0), ACL_SUCCESS);
     assert_eq!(set_dump(&cfg), ACL_ERROR_DUMP_NOT_RUN);
     assert_eq!(finalize_dump(), ACL_ERROR_DUMP_NOT_RUN);
     assert_eq!(init_dump(), ACL_SUCCESS);
+    // A second aclmdlInitDump before aclmdlFinalizeDump is refused (src/acl/aclrt_impl/toolchain/dump.cpp).
+    assert_eq!(init_dump(), ACL_ERROR_REPEAT_INITIALIZE);
     assert_eq!(set_dump(&dir.path().join("missing.json")), ACL_ERROR_INVALID_FILE);
     // Nothing to set (no dump section; NeedDump turning a valid section down) is success, as on CANN.
     assert_eq!(set_dump(&write(dir.path(), "x.json", "{}")), ACL_SUCCESS);

@@ -228,6 +228,37 @@ fn stats_mode_writes_one_parsable_csv_per_op() {
 }
 
 #[test]
+fn a_second_callback_registration_is_ignored_and_the_first_keeps_receiving() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SECOND: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn second(_chunk: *const acldumpChunk, _len: i32) -> i32 {
+        SECOND.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dump_json(dir.path(), &dir.path().join("d"), "");
+    let model = write(dir.path(), "model.json", MODEL);
+    take_chunks();
+    assert_eq!(init(None), ACL_SUCCESS);
+    assert_eq!(set_device(0), ACL_SUCCESS);
+    assert_eq!(reg_callback(0), ACL_SUCCESS);
+    // SAFETY: the pointer comes from the loaded library; `second` has the acldumpCallback signature.
+    assert_eq!(unsafe { lib().acldump_reg_callback().unwrap()(Some(second), 0) }, ACL_SUCCESS);
+    assert_eq!(init_dump(), ACL_SUCCESS);
+    assert_eq!(set_dump(&cfg), ACL_SUCCESS);
+    let (rc, id) = load(&model);
+    assert_eq!(rc, ACL_SUCCESS);
+    assert_eq!(execute(id), ACL_SUCCESS);
+    assert_eq!(finalize_dump(), ACL_SUCCESS);
+    unreg_callback();
+    assert_eq!(unload(id), ACL_SUCCESS);
+    assert_eq!(finalize(), ACL_SUCCESS);
+    assert!(!take_chunks().is_empty());
+    assert_eq!(SECOND.load(Ordering::Relaxed), 0);
+}
+
+#[test]
 fn stats_csvs_reach_a_callback_as_c_strings() {
     use accutrace_formats::dump::stats_csv::parse_stats_csv;
     let _g = serial();
