@@ -59,7 +59,7 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
     }
     // SAFETY: no arguments.
     let code = unsafe { init_dump() };
-    if code != ACL_SUCCESS && code != ACL_ERROR_DUMP_ALREADY_RUN {
+    if code != ACL_SUCCESS && !dump_already_initialised(code) {
         return Err(format!("aclmdlInitDump returned {}({code})", error_name(code)));
     }
     let path = p.run_dir.join(format!(".dump-config-{}.json", std::process::id()));
@@ -72,6 +72,13 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
         return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
     }
     Ok(())
+}
+
+/// Whether `aclmdlInitDump` refused only because dumping is initialised already (by the framework, or by
+/// another tool): the open-source runtime answers a repeat with ACL_ERROR_REPEAT_INITIALIZE (hicann/runtime
+/// `src/acl/aclrt_impl/toolchain/dump.cpp`); ACL_ERROR_DUMP_ALREADY_RUN is kept for other releases.
+fn dump_already_initialised(code: aclError) -> bool {
+    code == ACL_ERROR_REPEAT_INITIALIZE || code == ACL_ERROR_DUMP_ALREADY_RUN
 }
 
 /// Removes the (empty) per-step dump directories at the end of a capture; anything the runtime did write
@@ -127,4 +134,17 @@ fn step_end(p: &Pipeline) -> i32 {
         }
     }
     i32::try_from(step).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_init_dump_is_taken_as_initialised_as_the_runtime_answers_it() {
+        assert!(dump_already_initialised(ACL_ERROR_REPEAT_INITIALIZE));
+        assert!(dump_already_initialised(ACL_ERROR_DUMP_ALREADY_RUN));
+        assert!(!dump_already_initialised(ACL_ERROR_UNINITIALIZE));
+        assert!(!dump_already_initialised(ACL_ERROR_INTERNAL_ERROR));
+    }
 }
