@@ -2,8 +2,9 @@
  * accutrace_acl.h: the subset of CANN's AscendCL C ABI that accutrace touches.
  *
  * Written for accutrace from the public CANN documentation and headers (acl_base.h, acl_rt.h, acl_mdl.h,
- * acl_op.h, acl_dump.h); see docs/CANN.md sections 3 and 5. Only declarations are here: the definitions
- * come from a real libascendcl.so / libascend_dump.so, or from the simulated runtime in tests/sim-runtime.
+ * acl_op.h, acl_dump.h); see docs/CANN.md sections 3 and 5 and its Grounding table. Only declarations are
+ * here: the definitions come from a real libascendcl.so / libacl_rt.so / libascend_dump.so, or from the
+ * simulated runtime in tests/sim-runtime.
  *
  * Regenerate ascend-sys/src/bindings.rs after editing: scripts/regen-bindings (needs libclang).
  */
@@ -70,7 +71,8 @@ typedef enum aclSysParamOpt {
 
 aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value);
 aclError aclrtCtxGetSysParamOpt(aclSysParamOpt opt, int64_t *value);
-/* outputAddr receives the device's overflow status (the real API documents a 64-byte buffer). */
+/* Asynchronous: queues a copy of the device's overflow status into outputAddr, which is DEVICE memory
+ * (aclrtMalloc) of 64 bytes; synchronize the stream, then aclrtMemcpy it to the host. */
 aclError aclrtGetOverflowStatus(void *outputAddr, size_t outputSize, aclrtStream stream);
 aclError aclrtResetOverflowStatus(aclrtStream stream);
 

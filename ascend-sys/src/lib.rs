@@ -53,7 +53,8 @@ pub const ACLDUMP_CHUNK_DATA_OFFSET: usize = core::mem::offset_of!(acldumpChunk,
 /// The `offset` value meaning "append to the file" (the only one the dump producer is known to send).
 pub const ACLDUMP_OFFSET_APPEND: i64 = -1;
 
-/// Size of the buffer `aclrtGetOverflowStatus` writes into, as the public documentation fixes it.
+/// Size of the device buffer (aclrtMalloc'd, not host memory) `aclrtGetOverflowStatus` copies the status
+/// into, as the runtime's documentation fixes it (hicann/runtime `docs/zh/api_ref/04_device_management.md`).
 pub const ACL_OVERFLOW_STATUS_SIZE: usize = 64;
 
 /// A readable name for an ACL error code, for log lines (`ACL_ERROR_REPEAT_INITIALIZE(100002)`).
