@@ -48,6 +48,7 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
     let init_dump = f.aclmdl_init_dump().map_err(|e| e.to_string())?;
     let set = f.aclmdl_set_dump().map_err(|e| e.to_string())?;
     let dir = step_dump_path(p, step);
+    check_dump_path_len(&dir)?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let steps = if reinit { dump_step_for(p, step) } else { p.cfg.steps.clone() };
     let json = p.cfg.dump_json_at(&dir, steps.as_deref());
@@ -70,6 +71,23 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
     let _ = std::fs::remove_file(&path);
     if code != ACL_SUCCESS {
         return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
+    }
+    Ok(())
+}
+
+/// The longest `dump_path` the runtime's dump configuration accepts, in bytes (hicann/runtime
+/// `src/dfx/adump/adump/impl/dump_config_converter.h`). A longer one fails aclmdlSetDump with
+/// ACL_ERROR_INVALID_DUMP_CONFIG, which names neither the path nor the limit.
+pub const MAX_DUMP_PATH_LEN: usize = 512;
+
+fn check_dump_path_len(dir: &std::path::Path) -> Result<(), String> {
+    let len = dir.as_os_str().len();
+    if len > MAX_DUMP_PATH_LEN {
+        return Err(format!(
+            "the dump path {} is {len} bytes long and CANN takes at most {MAX_DUMP_PATH_LEN}; \
+             set ACCUTRACE_DIR to a directory with a shorter path",
+            dir.display()
+        ));
     }
     Ok(())
 }
@@ -146,5 +164,17 @@ mod tests {
         assert!(dump_already_initialised(ACL_ERROR_DUMP_ALREADY_RUN));
         assert!(!dump_already_initialised(ACL_ERROR_UNINITIALIZE));
         assert!(!dump_already_initialised(ACL_ERROR_INTERNAL_ERROR));
+    }
+
+    #[test]
+    fn a_dump_path_over_cann_s_limit_is_refused_by_name_before_the_runtime_sees_it() {
+        let at_limit = PathBuf::from(format!("/{}", "d".repeat(MAX_DUMP_PATH_LEN - 1)));
+        assert!(check_dump_path_len(&at_limit).is_ok());
+        let over = at_limit.join("step0");
+        let err = check_dump_path_len(&over).unwrap_err();
+        assert!(
+            err.contains("518 bytes") && err.contains("at most 512") && err.contains("ACCUTRACE_DIR"),
+            "{err}"
+        );
     }
 }

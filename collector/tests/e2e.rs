@@ -165,6 +165,21 @@ fn inert_without_dir_and_one_line_for_a_bad_value() {
 }
 
 #[test]
+fn a_run_directory_too_long_for_cann_s_dump_path_is_named_with_the_limit() {
+    let s = Scratch::new("{}");
+    let plain = s.run(2, None, false, &[]);
+    // CANN refuses a dump_path over 512 bytes with ACL_ERROR_INVALID_DUMP_CONFIG alone.
+    let run = s.path(&["d".repeat(200), "e".repeat(200), "f".repeat(200)].join("/"));
+    let out = s.run(2, None, true, &collector_env(&run, &[]));
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&plain), "training output changed");
+    let err = stderr(&out);
+    let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("accutrace:")).collect();
+    assert_eq!(ours.len(), 1, "{err}");
+    assert!(ours[0].contains("takes at most 512") && ours[0].contains("ACCUTRACE_DIR"), "{err}");
+}
+
+#[test]
 fn forced_panics_leave_training_running_and_unchanged() {
     let s = Scratch::new("{}");
     let plain = s.run(3, None, false, &[]);
