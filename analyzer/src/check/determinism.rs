@@ -38,6 +38,19 @@ fn unset<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or_else(|| "unset".to_string(), T::to_string)
 }
 
+/// What a value of ACL_OPT_DETERMINISTIC turns on: 1 deterministic computation, 2 strong consistency (also
+/// the same result wherever the data sits), 3 batch consistency (also the same result whatever the batch);
+/// 0 and anything else, nothing (hicann/runtime `docs/zh/api_ref/25-02_Enumerations.md`; the runtime takes
+/// 0 to 3, `src/runtime/api/impl/api_error.cc`).
+fn deterministic_level(v: i64) -> Option<&'static str> {
+    match v {
+        1 => Some("on"),
+        2 => Some("on, with strong consistency"),
+        3 => Some("on, with batch consistency"),
+        _ => None,
+    }
+}
+
 fn truthy(v: &str) -> bool {
     matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes")
 }
@@ -49,8 +62,10 @@ fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
             "{}: deterministic computation {}",
             r.label,
             match s.deterministic {
-                Some(1) => "on (the job set ACL_OPT_DETERMINISTIC = 1)".to_string(),
-                Some(v) => format!("OFF (the job set ACL_OPT_DETERMINISTIC = {v})"),
+                Some(v) => match deterministic_level(v) {
+                    Some(level) => format!("{level} (the job set ACL_OPT_DETERMINISTIC = {v})"),
+                    None => format!("OFF (the job set ACL_OPT_DETERMINISTIC = {v})"),
+                },
                 None =>
                     "not seen set (the default is off; a framework that looks the call up through its own \
                          library handle hides it from the collector)"
@@ -75,7 +90,7 @@ fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
         ));
     }
     match (s.deterministic, hccl_off) {
-        (Some(v), _) if v != 1 => {
+        (Some(v), _) if deterministic_level(v).is_none() => {
             (Status::Fail, format!("{} turned deterministic computation off", r.label), details)
         }
         (_, true) => {

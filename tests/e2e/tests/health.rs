@@ -451,6 +451,15 @@ fn a_missing_determinism_setting_fails_the_checklist() {
     let h = run("det_handle", Spec { model: &m1, train: &["--resolve", "handle"], ..TINY });
     let (_, items) = check(&[&h]);
     assert_eq!(items["determinism"]["status"], "pass", "{:#}", items["determinism"]);
+    // The runtime's stronger levels (2 strong consistency, 3 batch consistency) are deterministic too.
+    let s = run("det_strong", Spec { model: &m1, train: &["--deterministic-level", "2"], ..TINY });
+    let (_, items) = check(&[&s]);
+    let d = &items["determinism"];
+    assert_eq!(d["status"], "pass", "{d:#}");
+    assert!(
+        d.to_string().contains("on, with strong consistency (the job set ACL_OPT_DETERMINISTIC = 2)"),
+        "{d:#}"
+    );
 }
 
 #[test]

@@ -60,6 +60,9 @@ struct TrainArgs {
     /// ACL_OPT_DETERMINISTIC, 1)), as torch.use_deterministic_algorithms(True) does on torch_npu.
     #[arg(long)]
     deterministic: bool,
+    /// Set ACL_OPT_DETERMINISTIC to N instead of 1 (2: strong consistency, 3: batch consistency).
+    #[arg(long, value_name = "N")]
+    deterministic_level: Option<i64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -163,9 +166,10 @@ fn train(args: &TrainArgs) -> Result<()> {
             };
             acl::check("aclrtSetDeviceSatMode", set(m as _))?;
         }
-        if args.deterministic {
+        if args.deterministic || args.deterministic_level.is_some() {
             let set = f.set_sys_param.context("the runtime has no aclrtCtxSetSysParamOpt")?;
-            acl::check("aclrtCtxSetSysParamOpt", set(ascend_sys::ACL_OPT_DETERMINISTIC, 1))?;
+            let level = args.deterministic_level.unwrap_or(1);
+            acl::check("aclrtCtxSetSysParamOpt", set(ascend_sys::ACL_OPT_DETERMINISTIC, level))?;
         }
         match &rank_env {
             Some(env) => {

@@ -31,9 +31,11 @@ pub fn deterministic() -> bool {
 }
 
 pub fn set(opt: aclSysParamOpt, value: i64) -> aclError {
+    // The real runtime takes 0 to 3 for the deterministic option (1 deterministic, 2 strong consistency,
+    // 3 batch consistency) and 0 or 1 for the others (hicann/runtime src/runtime/api/impl/api_error.cc).
+    let max = if opt == ACL_OPT_DETERMINISTIC { 3 } else { 1 };
     match option(opt) {
-        // The real runtime takes 0 or 1 for both options.
-        Some(o) if value == 0 || value == 1 => {
+        Some(o) if (0..=max).contains(&value) => {
             o.store(value, Ordering::SeqCst);
             ACL_SUCCESS
         }
@@ -50,13 +52,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_take_0_or_1_and_unknown_ones_are_refused() {
+    fn options_take_their_levels_and_unknown_ones_are_refused() {
         reset();
         assert!(!deterministic());
         assert_eq!(set(ACL_OPT_DETERMINISTIC, 1), ACL_SUCCESS);
         assert!(deterministic());
         assert_eq!(get(ACL_OPT_DETERMINISTIC), Ok(1));
-        assert_eq!(set(ACL_OPT_DETERMINISTIC, 2), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(set(ACL_OPT_DETERMINISTIC, 3), ACL_SUCCESS);
+        assert_eq!(get(ACL_OPT_DETERMINISTIC), Ok(3));
+        assert_eq!(set(ACL_OPT_DETERMINISTIC, 4), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(set(ACL_OPT_ENABLE_DEBUG_KERNEL, 2), ACL_ERROR_INVALID_PARAM);
         assert_eq!(set(7, 1), ACL_ERROR_INVALID_PARAM);
         assert_eq!(get(7), Err(ACL_ERROR_INVALID_PARAM));
         reset();
