@@ -58,7 +58,7 @@ def main(doc_path, work):
     view = sql_block_after(sql, "DuckDB:")
     query = sql_block_after(sql, "The query:")
     completeness = sql_block_after(sql, "The completeness query:")
-    check(len(columns) >= 20 and len(keys) == 8, f"the page's tables were found ({len(columns)} columns, {len(keys)} keys)")
+    check(len(columns) >= 20 and len(keys) == 9, f"the page's tables were found ({len(columns)} columns, {len(keys)} keys)")
     # The series files' columns: the rows of the Series section's tables that give a type.
     series_columns = [r for r in table_rows(section(doc, "Series")) if len(r) >= 4 and r[1] in DOC_TYPES]
     check(len(series_columns) == 13, f"the page's series columns were found ({len(series_columns)})")
@@ -111,6 +111,12 @@ def main(doc_path, work):
             selection = json.loads(meta.get("accutrace.selection", "null"))
             check(selection == {"steps": [], "ranks": [], "ops": []}, f"{job}/{name}: no selection: {selection}")
             check(meta.get("accutrace.job_ranks") == "4", f"{job}/{name}: a job of 4 ranks: {meta.get('accutrace.job_ranks')}")
+            made = json.loads(meta.get("accutrace.communicators", "null"))
+            check(
+                isinstance(made, list)
+                and any(c.get("comm_size") == 4 and c.get("comm_rank") == rank and c.get("comm", "").startswith("root-") for c in made),
+                f"{job}/{name}: made a communicator spanning the 4 ranks: {made}",
+            )
 
         # The completeness query: every rank here, every collective's members; over two files, not.
         present = con.execute(completeness).fetchall()

@@ -182,6 +182,15 @@ pub struct RingDeleted {
     pub segments_deleted: u64,
 }
 
+/// A communicator a rank's process made from an HCCL root info: its identity (`root-{hash}`, the same on
+/// every member), the rank's place in it and its size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct MadeCommunicator {
+    pub comm: String,
+    pub comm_rank: u32,
+    pub comm_size: u32,
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
@@ -209,6 +218,10 @@ pub struct Index {
     /// `WORLD_SIZE`), when known.
     #[serde(skip)]
     pub job_ranks: Option<u32>,
+    /// The HCCL communicators each rank's process made from a root info (a capture's manifest,
+    /// `config.communicators`), by rank; a rank absent is unknown (an older collector, a dump tree).
+    #[serde(skip)]
+    pub communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
     /// What the source knows it is missing (lost segments or streams, dropped chunks, unsealed streams,
     /// dump files that could not be read): these lead every report and make the exit status 2.
     pub problems: Vec<InputProblem>,

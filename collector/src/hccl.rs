@@ -127,6 +127,24 @@ struct CommState {
 
 static COMMS: Mutex<Option<HashMap<usize, CommState>>> = Mutex::new(None);
 
+/// Every communicator this process made from a root info, in the order made (kept after it is destroyed):
+/// the manifest records them, and a communicator with as many members as the job has ranks ties every rank
+/// of one job together (the analyzer tells runs apart by it).
+static MADE: Mutex<Vec<Made>> = Mutex::new(Vec::new());
+
+/// A communicator made from a root info: its identity, this process's rank in it and its size.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Made {
+    pub comm: String,
+    pub comm_rank: u32,
+    pub comm_size: u32,
+}
+
+/// The communicators this process made from a root info so far (for the manifest, off the calls' path).
+pub fn made() -> Vec<Made> {
+    MADE.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 fn with_comms<R>(f: impl FnOnce(&mut HashMap<usize, CommState>) -> R) -> R {
     let mut guard = COMMS.lock().unwrap_or_else(|e| e.into_inner());
     f(guard.get_or_insert_with(HashMap::new))
@@ -337,6 +355,8 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
             let (bytes, handle) =
                 unsafe { (std::slice::from_raw_parts(root_info.cast::<u8>(), ROOT_INFO_LEN), comm.read()) };
             let id = format!("root-{:016x}", accutrace_formats::stats::content_hash(bytes));
+            let made = Made { comm: id.clone(), comm_rank: rank, comm_size: n_ranks };
+            MADE.lock().unwrap_or_else(|e| e.into_inner()).push(made);
             let state = CommState { id, rank, size: n_ranks, next_seq: 0, p2p: HashMap::new() };
             with_comms(|c| c.insert(handle.addr(), state));
         });

@@ -134,6 +134,12 @@ pub fn merge(p: &Pipeline, summary: Option<StreamSummary>, finished: bool) -> Re
     };
     config.insert("collector".into(), p.manifest_base.config["collector"].clone());
     config.insert("dump_json".into(), p.manifest_base.config["dump_json"].clone());
+    // Always written (an empty list: none made), so that a reader can tell "none" from an older collector.
+    let communicators = config.entry("communicators").or_insert_with(|| serde_json::json!({}));
+    if let Some(obj) = communicators.as_object_mut() {
+        let made = serde_json::to_value(crate::hccl::made()).map_err(|e| e.to_string())?;
+        obj.insert(p.stream_dir.clone(), made);
+    }
     let pipeline = config.entry("pipeline").or_insert_with(|| serde_json::json!({}));
     if let Some(obj) = pipeline.as_object_mut() {
         obj.insert(p.stream_dir.clone(), serde_json::to_value(&snapshot).map_err(|e| e.to_string())?);

@@ -11,7 +11,7 @@
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
 use crate::filter::Filter;
-use crate::index::{Index, Io, TensorId};
+use crate::index::{Index, Io, MadeCommunicator, TensorId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::Source;
@@ -194,6 +194,9 @@ pub struct RunEvents {
     /// The `--step/--rank/--op` selection the events were read with (a scan's travels in its summaries):
     /// everything when empty. An answer for a selection is not one for the whole job.
     pub selection: Filter,
+    /// The HCCL communicators each rank's process made from a root info, by rank; a rank absent is
+    /// unknown. What tells runs apart: see [`different_runs`].
+    pub communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
 }
 
 impl RunEvents {
@@ -218,6 +221,11 @@ impl RunEvents {
         run.problems.extend(unreadable.items().iter().cloned());
         run.job_ranks = index.job_ranks;
         run.selection = filter.clone();
+        run.communicators_made = index.communicators_made.clone();
+        if let Some(mixed) = different_runs(&run) {
+            run.problems
+                .push(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")));
+        }
         run
     }
 
@@ -225,6 +233,53 @@ impl RunEvents {
     pub fn rank_ids(&self) -> Vec<u32> {
         self.ranks.iter().map(|r| r.rank).collect()
     }
+}
+
+/// Whether the ranks are of different runs, said with the evidence: every rank of a job makes each
+/// communicator that spans the job (as many members as the job has ranks), from the same root info, so
+/// two ranks that made spanning communicators and none in common are not of one job (two runs of the same
+/// job size, each contributing ranks). Without the job's size or the communicators a rank made (an older
+/// capture, communicators not made from a root info) that rank proves nothing and is left out: never
+/// "mixed" on a guess.
+pub fn different_runs(run: &RunEvents) -> Option<String> {
+    let job = run.job_ranks?;
+    // Ranks whose spanning communicators meet, with the communicators: one group per run.
+    let mut runs: Vec<(Vec<&str>, Vec<u32>)> = Vec::new();
+    for rank in &run.ranks {
+        let Some(made) = run.communicators_made.get(&rank.rank) else { continue };
+        let spanning: Vec<&str> = made
+            .iter()
+            .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
+            .map(|c| c.comm.as_str())
+            .collect();
+        if spanning.is_empty() {
+            continue;
+        }
+        match runs.iter().position(|(comms, _)| spanning.iter().any(|c| comms.contains(c))) {
+            Some(i) => {
+                let (comms, ranks) = &mut runs[i];
+                for c in spanning {
+                    if !comms.contains(&c) {
+                        comms.push(c);
+                    }
+                }
+                ranks.push(rank.rank);
+            }
+            None => runs.push((spanning, vec![rank.rank])),
+        }
+    }
+    if runs.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(comms, ranks)| format!("ranks {ranks:?} made HCCL communicator {}", comms.join(" and ")))
+        .collect();
+    Some(format!(
+        "the ranks are of different runs: {}, each spanning a job of {job} ranks, and every rank of one job \
+         makes each communicator that spans it",
+        each.join(", ")
+    ))
 }
 
 fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorStats>) -> RunEvents {

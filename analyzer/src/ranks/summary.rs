@@ -13,9 +13,9 @@
 pub mod columns;
 pub mod series;
 
-use super::events::{fill_unknown_steps, Names, RankEvents, RunEvents};
+use super::events::{different_runs, fill_unknown_steps, Names, RankEvents, RunEvents};
 use crate::filter::Filter;
-use crate::index::OpId;
+use crate::index::{MadeCommunicator, OpId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
@@ -55,6 +55,10 @@ const KEY_SERIES_POINTS: &str = "accutrace.series_points";
 const KEY_SELECTION: &str = "accutrace.selection";
 /// How many ranks the job had (`RANK_SIZE`/`WORLD_SIZE` recorded with the run); absent when unknown.
 const KEY_JOB_RANKS: &str = "accutrace.job_ranks";
+/// The HCCL communicators the rank's process made from a root info (JSON `[{comm, comm_rank, comm_size}]`):
+/// what tells one run's ranks from another's. Absent when unknown (a capture of an older collector, a dump
+/// tree, scans before it was recorded).
+const KEY_COMMUNICATORS: &str = "accutrace.communicators";
 
 /// A selection as the metadata holds it.
 #[derive(Debug, Default, PartialEq, Serialize, serde::Deserialize)]
@@ -77,6 +81,8 @@ pub struct RankSummary {
     pub selection: Filter,
     /// How many ranks the job had, when the run recorded it.
     pub job_ranks: Option<u32>,
+    /// The communicators the rank made from a root info, when the run recorded them.
+    pub communicators_made: Option<Vec<MadeCommunicator>>,
 }
 
 /// The file name of rank `rank`'s summary.
@@ -144,6 +150,7 @@ pub fn write(
             problems: if first { run.problems.clone() } else { Vec::new() },
             selection: run.selection.clone(),
             job_ranks: run.job_ranks,
+            communicators_made: run.communicators_made.get(&rank.rank).cloned(),
         };
         let file = dir.join(file_name(rank.rank));
         let bytes = write_one(&summary, &file)?;
@@ -241,6 +248,9 @@ pub fn write_one(summary: &RankSummary, file: &Path) -> Result<u64> {
     if let Some(n) = summary.job_ranks {
         metadata.push(KeyValue::new(KEY_JOB_RANKS.into(), n.to_string()));
     }
+    if let Some(made) = &summary.communicators_made {
+        metadata.push(KeyValue::new(KEY_COMMUNICATORS.into(), serde_json::to_string(made)?));
+    }
     write_whole(file, columns::schema(), metadata, |w| columns::Columns::of(&summary.events)?.write(w))
 }
 
@@ -270,6 +280,9 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
         run.warnings.extend(s.warnings);
         run.problems.extend(s.problems);
         run.job_ranks = run.job_ranks.max(s.job_ranks);
+        if let Some(made) = s.communicators_made {
+            run.communicators_made.insert(s.events.rank, made);
+        }
         if let Some(n) = s.job_ranks {
             match job_sizes.iter().position(|(size, _)| *size == n) {
                 Some(i) => job_sizes[i].1.push(s.events.rank),
@@ -310,6 +323,15 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
         )));
     }
     run.ranks.sort_by_key(|r| r.rank);
+    // Two runs of one job size, each contributing ranks (one node's scan of another run): the ranks'
+    // collectives cannot match, and no answer covers either run. Said once when a scan already said it.
+    if let Some(mixed) = different_runs(&run) {
+        if !run.problems.iter().any(|p| p.message.starts_with(&mixed)) {
+            run.problems.push(InputProblem::incomplete(format!(
+                "{mixed}; scan each run into its own directory and merge one run's summaries"
+            )));
+        }
+    }
     fill_unknown_steps(&mut run);
     Ok(run)
 }
@@ -379,6 +401,10 @@ fn read_one_with(file: &Path, names: &mut Names) -> Result<RankSummary> {
         job_ranks: match meta.get(KEY_JOB_RANKS) {
             None => None,
             Some(_) => Some(meta.parse(KEY_JOB_RANKS).with_context(|| file.display().to_string())?),
+        },
+        communicators_made: match meta.get(KEY_COMMUNICATORS) {
+            None => None,
+            Some(_) => Some(meta.json(KEY_COMMUNICATORS).with_context(|| file.display().to_string())?),
         },
     };
     Ok(summary)

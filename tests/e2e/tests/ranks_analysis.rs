@@ -221,6 +221,35 @@ fn a_missing_rank_makes_the_answer_partial() {
 }
 
 #[test]
+fn ranks_of_two_runs_of_one_job_size_are_named_as_of_different_runs() {
+    // Rank 0 scanned from one 2-rank run and rank 1 from another of the same model, into one directory.
+    let dir = scratch();
+    let (a, b) =
+        (record_with(dir.path(), "run_a", "{}", "2", &[]), record_with(dir.path(), "run_b", "{}", "2", &[]));
+    let (sa, sb, mixed) = (dir.path().join("sa"), dir.path().join("sb"), dir.path().join("mixed"));
+    for (run, out) in [(&a, &sa), (&b, &sb)] {
+        let (code, out, err) = analyzer(&["scan", p(run), "-o", p(out)]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+    std::fs::create_dir(&mixed).unwrap();
+    std::fs::copy(sa.join("rank000000.parquet"), mixed.join("rank000000.parquet")).unwrap();
+    std::fs::copy(sb.join("rank000001.parquet"), mixed.join("rank000001.parquet")).unwrap();
+    let (code, out, err) = analyzer(&["merge", p(&mixed)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
+    assert!(
+        out.contains("the ranks are of different runs: ranks [0] made HCCL communicator root-")
+            && out.contains("ranks [1] made HCCL communicator root-")
+            && out.contains("scan each run into its own directory"),
+        "{out}"
+    );
+    // One run's summaries: nothing of the kind.
+    let (code, out, _) = analyzer(&["merge", p(&sa)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("different runs"), "{out}");
+}
+
+#[test]
 fn a_selection_narrows_the_ops_examined_and_one_matching_nothing_is_refused() {
     let r = runs();
     let (code, first, json) = first_anomaly(&[p(&r.overflow), "--step", "1"]);

@@ -547,6 +547,7 @@ mod tests {
             problems: vec![InputProblem::incomplete("lost a segment".to_string())],
             selection: crate::filter::Filter { ranks: vec![1], ..Default::default() },
             job_ranks: Some(4),
+            communicators_made: None,
         };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("rank000001.parquet");
@@ -577,6 +578,7 @@ mod tests {
                 problems: vec![],
                 selection: Default::default(),
                 job_ranks: Some(2),
+                communicators_made: None,
             };
             write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
         }
@@ -605,6 +607,7 @@ mod tests {
                 problems: vec![],
                 selection: Default::default(),
                 job_ranks: Some(job_ranks),
+                communicators_made: None,
             };
             write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
         }
@@ -616,6 +619,55 @@ mod tests {
                 && p.contains("ranks [2] of a job of 4 ranks")),
             "{said:?}"
         );
+    }
+
+    /// Writes one summary per `(rank, communicators made)` of a job of 2 ranks into a new directory, and
+    /// merges them: the problems merge leads with.
+    fn problems_of_ranks_made(ranks: &[(u32, Option<&[&str]>)]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        for &(rank, made) in ranks {
+            let summary = RankSummary {
+                run: format!("node{rank}/run"),
+                events: RankEvents { rank, events: vec![] },
+                warnings: vec![],
+                problems: vec![],
+                selection: Default::default(),
+                job_ranks: Some(2),
+                communicators_made: made.map(|comms| {
+                    comms
+                        .iter()
+                        .map(|c| crate::index::MadeCommunicator {
+                            comm: c.to_string(),
+                            comm_rank: rank,
+                            comm_size: if c.starts_with("root-sub") { 1 } else { 2 },
+                        })
+                        .collect()
+                }),
+            };
+            write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
+        }
+        let run = super::super::read(&[dir.path().to_path_buf()]).unwrap();
+        run.problems.iter().map(|p| p.message.clone()).collect()
+    }
+
+    #[test]
+    fn summaries_of_two_runs_of_one_job_size_are_an_input_problem_naming_their_communicators() {
+        // Rank 0 of one 2-rank run beside rank 1 of another: each made the communicator spanning its job,
+        // and no rank of one job can miss it.
+        let said = problems_of_ranks_made(&[(0, Some(&["root-aaaa"])), (1, Some(&["root-bbbb"]))]);
+        assert!(
+            said.iter().any(|p| p.contains("different runs")
+                && p.contains("ranks [0] made HCCL communicator root-aaaa")
+                && p.contains("ranks [1] made HCCL communicator root-bbbb")
+                && p.contains("scan each run into its own directory")),
+            "{said:?}"
+        );
+        // One run: the spanning communicator in common, whatever else each rank made.
+        let one = [(0, Some(&["root-aaaa", "root-sub0"][..])), (1, Some(&["root-sub1", "root-aaaa"][..]))];
+        assert!(problems_of_ranks_made(&one).is_empty());
+        // Unknown for a rank (an older capture), or only communicators smaller than the job: no claim.
+        assert!(problems_of_ranks_made(&[(0, Some(&["root-aaaa"])), (1, None)]).is_empty());
+        assert!(problems_of_ranks_made(&[(0, Some(&["root-aaaa"])), (1, Some(&["root-sub1"]))]).is_empty());
     }
 
     #[test]

@@ -183,6 +183,7 @@ impl CaptureSource {
             index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
                 .iter()
                 .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
+            index.communicators_made = communicators_made(&run, &manifest.config);
         }
         index.only_overflowing_ops |= !index.overflow_records.is_empty();
         // Records are in the order files completed (a big file after a small one that started later, and
@@ -225,6 +226,25 @@ fn settings(manifest: &accutrace_formats::capture::Manifest) -> std::collections
         settings.insert("the device overflow mode".into(), mode.clone());
     }
     settings
+}
+
+/// The communicators each rank's process made from a root info, by rank (`config.communicators.<stream
+/// dir>`, which collectors since it was recorded write for every stream, empty when none were made). A
+/// stream without an entry, or without a rank, is left out: unknown, not "none".
+fn communicators_made(
+    run: &CaptureRun,
+    config: &serde_json::Value,
+) -> std::collections::BTreeMap<u32, Vec<crate::index::MadeCommunicator>> {
+    let mut made: std::collections::BTreeMap<u32, Vec<crate::index::MadeCommunicator>> = Default::default();
+    let Some(by_stream) = config.get("communicators").and_then(|v| v.as_object()) else { return made };
+    for stream in &run.streams {
+        let dir = stream.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let (Some(rank), Some(entry)) = (stream.info().rank, by_stream.get(&dir)) else { continue };
+        if let Ok(list) = serde_json::from_value::<Vec<crate::index::MadeCommunicator>>(entry.clone()) {
+            made.entry(rank).or_default().extend(list);
+        }
+    }
+    made
 }
 
 /// Whether the collector ran with the runtime's overflow detection (`ACCUTRACE_OVERFLOW=1`, the dump JSON's
