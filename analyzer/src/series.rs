@@ -52,6 +52,15 @@ impl Grid {
     }
 }
 
+/// One rank's loss and global gradient norm per step, read as [`RunSeries::loss`] and
+/// [`RunSeries::grad_norms`]' `global` line are for the lowest rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankLines {
+    pub rank: u32,
+    pub loss: Option<Line>,
+    pub grad_norm: Option<Line>,
+}
+
 /// A run's series over its steps.
 #[derive(Clone, Debug, Default)]
 pub struct RunSeries {
@@ -72,6 +81,9 @@ pub struct RunSeries {
     /// The global gradient norm (the root of the sum of the squared per-parameter norms) and one line per
     /// layer; empty when the run dumps no optimizer op.
     pub grad_norms: Vec<Line>,
+    /// Every other rank's loss and global gradient norm, ascending by rank (a rank whose loss is NaN while
+    /// the lowest rank's is not must show on the page).
+    pub other_ranks: Vec<RankLines>,
     /// Largest |x| of each layer's outputs per step (max over ranks).
     pub max_abs: Grid,
     /// inf and NaN values in each layer's outputs per step (summed over ranks).
@@ -200,10 +212,11 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     let mut rank_anomalies = Grid::new(ranks.iter().map(|r| format!("rank {r}")).collect(), steps.clone());
     let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
 
-    let mut loss: BTreeMap<u64, (OpId, f64)> = BTreeMap::new();
-    let mut scaled_loss: BTreeMap<u64, (OpId, f64, f64)> = BTreeMap::new();
-    // Per step: the sum of squared parameter-gradient norms, globally and per layer.
-    let mut grad_sq: BTreeMap<u64, f64> = BTreeMap::new();
+    // Per rank and step: the loss (op named like one), the loss a scaler multiplies, and the sum of squared
+    // parameter-gradient norms; per layer for the lowest rank only.
+    let mut loss_of: BTreeMap<u32, BTreeMap<u64, (OpId, f64)>> = BTreeMap::new();
+    let mut scaled_of: BTreeMap<u32, BTreeMap<u64, (OpId, f64, f64)>> = BTreeMap::new();
+    let mut grad_sq_of: BTreeMap<u32, BTreeMap<u64, f64>> = BTreeMap::new();
     let mut layer_grad_sq: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
     let mut layer_first: HashMap<String, usize> = HashMap::new();
     let mut without = 0;
@@ -229,18 +242,18 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
             }
             nonfinite.merge(row, s, (st.nan + st.pos_inf + st.neg_inf) as f64, |a, b| a + b);
         }
-        if op.rank != rank {
-            continue;
-        }
         if names_a_loss(op) {
             if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
-                loss.insert(op.step, (o, scalar_value(st)));
+                loss_of.entry(op.rank).or_default().insert(op.step, (o, scalar_value(st)));
             }
         } else if let Some((value, scale)) = scaler_multiply(op, &|t| stats.get(&t).copied()) {
-            scaled_loss.entry(op.step).or_insert((o, value, scale));
+            scaled_of.entry(op.rank).or_default().entry(op.step).or_insert((o, value, scale));
         }
         if let Some(norm) = gradient_norm(index, op, stats) {
-            *grad_sq.entry(op.step).or_default() += norm * norm;
+            *grad_sq_of.entry(op.rank).or_default().entry(op.step).or_default() += norm * norm;
+            if op.rank != rank {
+                continue;
+            }
             let layer = layer_of(parameter_name(op));
             let n = layer_first.len();
             layer_first.entry(layer.clone()).or_insert(n);
@@ -248,6 +261,31 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         }
     }
 
+    let other_ranks = ranks
+        .iter()
+        .filter(|&&r| r != rank)
+        .map(|&r| {
+            let loss = loss_of.remove(&r).unwrap_or_default();
+            let scaled = scaled_of.remove(&r).unwrap_or_default();
+            let loss = if loss.is_empty() {
+                scaled.into_iter().map(|(step, (o, value, _))| (step, (o, value))).collect()
+            } else {
+                loss
+            };
+            let line = |name: &str, points: Vec<(u64, f64)>| {
+                (!points.is_empty()).then(|| Line { name: name.into(), points })
+            };
+            let grad = grad_sq_of.remove(&r).unwrap_or_default();
+            RankLines {
+                rank: r,
+                loss: line("loss", loss.into_iter().map(|(step, (_, v))| (step, v)).collect()),
+                grad_norm: line("global", grad.into_iter().map(|(step, sq)| (step, sq.sqrt())).collect()),
+            }
+        })
+        .collect();
+    let loss = loss_of.remove(&rank).unwrap_or_default();
+    let scaled_loss = scaled_of.remove(&rank).unwrap_or_default();
+    let grad_sq = grad_sq_of.remove(&rank).unwrap_or_default();
     // Ops named like a loss first; else (eager kernels named by type) the loss a scaler multiplies.
     let loss_from_scaler = loss.is_empty() && !scaled_loss.is_empty();
     let scaler_scale = scaled_loss.values().next().filter(|_| loss_from_scaler).map(|&(o, _, _)| {
@@ -283,6 +321,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         loss_from_scaler,
         scaler_scale,
         grad_norms,
+        other_ranks,
         max_abs,
         nonfinite,
         rank_anomalies,

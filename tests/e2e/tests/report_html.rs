@@ -162,6 +162,12 @@ fn watch_names_the_rank_an_overflow_began_on_not_the_rank_it_reached() {
     // The timeline outlines that hit: tensor_overflow's row at step 2.
     let timeline = svg_element(&html, "heat-watch");
     assert!(timeline.contains("class=\"outline\""), "no first hit outlined");
+    // Rank 1's NaN loss at step 2 is drawn (rank 0's is finite there), in its own line, named.
+    let loss = svg_element(&html, "plot-loss");
+    assert!(loss.contains("<title>rank 1 at 2: nan</title>"), "rank 1's NaN loss is not shown:\n{loss}");
+    assert!(loss.contains("class=\"legend\">rank 1</text>"), "rank 1's loss is not named");
+    assert!(!loss.contains("<title>target (model/loss/Mean) at 2: nan</title>"), "rank 0's loss was finite");
+    assert!(html.contains("The loss per step on rank 0 (blue), and on rank 1 (named in the legend)"));
 }
 
 #[test]

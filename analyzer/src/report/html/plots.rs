@@ -16,6 +16,51 @@ const FAILING: &str = "#d55e00";
 const FUSED: &str = "#cc79a7";
 const FUSED_FAILING: &str = "#7b2d8e";
 const OVERFLOW: &str = "#d55e00";
+/// The other ranks' lines (apart from the lowest rank's blue, the loss scale's green and the overflow
+/// bands' orange).
+const OTHER_RANKS: [&str; 7] = ["#e69f00", "#cc79a7", "#56b4e9", "#000000", "#f0e442", "#8c564b", "#999999"];
+/// The most other ranks drawn in one plot: the page stays small whatever the job's size.
+const MAX_OTHER_RANKS: usize = OTHER_RANKS.len();
+
+/// Which other ranks' lines a plot draws, and a sentence for its caption. With few ranks, every rank's
+/// (each has its own loss in data parallel); with more, the ranks that `departs` from the lowest rank's
+/// line, up to [`MAX_OTHER_RANKS`], the rest counted.
+fn other_rank_lines<'s>(
+    lowest: Option<&crate::series::Line>,
+    others: impl Iterator<Item = (u32, &'s crate::series::Line)>,
+    departs: fn(&crate::series::Line, &crate::series::Line) -> bool,
+    ranks: usize,
+) -> OtherRanks<'s> {
+    let all: Vec<(u32, &crate::series::Line)> = others.collect();
+    let every = ranks <= MAX_OTHER_RANKS + 1;
+    let mut drawn: Vec<(u32, &crate::series::Line)> =
+        all.iter().copied().filter(|(_, l)| every || lowest.is_none_or(|low| departs(low, l))).collect();
+    let agreeing = all.len() - drawn.len();
+    let cut = drawn.len().saturating_sub(MAX_OTHER_RANKS);
+    drawn.truncate(MAX_OTHER_RANKS);
+    OtherRanks { drawn, agreeing, cut }
+}
+
+/// The other ranks a plot draws, and those it leaves out: `agreeing` with the lowest rank's line, or
+/// `cut` past [`MAX_OTHER_RANKS`] though they depart.
+struct OtherRanks<'s> {
+    drawn: Vec<(u32, &'s crate::series::Line)>,
+    agreeing: usize,
+    cut: usize,
+}
+
+/// Whether a rank's loss is inf or NaN at a step where the lowest rank's is finite, or the reverse.
+fn finiteness_departs(low: &crate::series::Line, other: &crate::series::Line) -> bool {
+    let low: HashMap<u64, f64> = low.points.iter().copied().collect();
+    other.points.iter().any(|(step, v)| low.get(step).is_some_and(|l| l.is_finite() != v.is_finite()))
+}
+
+/// Whether a rank's gradient norm differs from the lowest rank's at some step (data parallel: the
+/// all-reduce gives every rank the same gradient), or has steps the lowest rank's lacks.
+fn value_departs(low: &crate::series::Line, other: &crate::series::Line) -> bool {
+    let low: HashMap<u64, f64> = low.points.iter().copied().collect();
+    other.points.iter().any(|(step, v)| low.get(step).is_none_or(|l| l.to_bits() != v.to_bits()))
+}
 
 pub fn all(page: &mut String, f: &Findings<'_>) {
     page.push_str("<section id=\"plots\"><h2>Plots</h2>");
@@ -228,6 +273,17 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         );
     };
     let mut lines = vec![line(&format!("target ({op})"), PALETTE[0], 2.0, as_xy(&target.points))];
+    let others = other_rank_lines(
+        Some(target),
+        f.series.other_ranks.iter().filter_map(|r| Some((r.rank, r.loss.as_ref()?))),
+        finiteness_departs,
+        f.series.ranks.len(),
+    );
+    for (i, (rank, l)) in others.drawn.iter().enumerate() {
+        lines.push(line(&format!("rank {rank}"), OTHER_RANKS[i], 1.2, as_xy(&l.points)));
+    }
+    let ranks_drawn =
+        ranks_caption(&others, &format!("whose losses are finite wherever rank {}'s is", f.series.rank));
     if let Some((_, bench)) = f.bench_series.and_then(|b| b.loss.as_ref()) {
         let mut l = line("benchmark", "#555555", 1.5, as_xy(&bench.points));
         l.dashed = true;
@@ -295,14 +351,35 @@ fn loss(page: &mut String, f: &Findings<'_>) {
         TITLE,
         &plot.svg(),
         &format!(
-            "The loss per step on rank {} (blue), read from {read}, against the \
+            "The loss per step on rank {} (blue){ranks_drawn}, read from {read}, against the \
              benchmark's (grey, dashed) when it has one. Green, right axis: the loss scale{scale_source}, \
              where the run dumps it. Shaded steps had an overflow (inf/NaN from finite inputs) on some rank: a dynamic loss scaler skips \
              their update and halves the scale, so a run of them is a collapsing scale. A triangle on the top \
-             edge is a loss that was inf or NaN.",
+             edge is a loss that was inf or NaN, in its rank's colour.",
             f.series.rank
         ),
     );
+}
+
+/// What a plot's caption says of the other ranks: those drawn (each named in the legend), and how many
+/// were left out, `agreeing` (a clause: why they need no line of their own) or cut.
+fn ranks_caption(others: &OtherRanks<'_>, agreeing: &str) -> String {
+    let ranks = |n: usize| if n == 1 { "1 other rank".to_string() } else { format!("{n} other ranks") };
+    let mut said = String::new();
+    if !others.drawn.is_empty() {
+        let names: Vec<String> = others.drawn.iter().map(|(r, _)| format!("rank {r}")).collect();
+        said.push_str(&format!(", and on {} (named in the legend)", names.join(", ")));
+    }
+    if others.agreeing > 0 {
+        said.push_str(&format!("; {}, {agreeing}, not drawn", ranks(others.agreeing)));
+    }
+    if others.cut > 0 {
+        said.push_str(&format!(
+            "; {} that depart from it not drawn (the page draws {MAX_OTHER_RANKS})",
+            ranks(others.cut)
+        ));
+    }
+    said
 }
 
 /// The first step where the runs part: compare's first failing op, else diff's first difference, else the
@@ -343,6 +420,21 @@ fn grad_norms(page: &mut String, f: &Findings<'_>) {
             lines.push(line(&name, colour, width, as_xy(segment)));
         }
     }
+    let others = other_rank_lines(
+        f.series.grad_norms.first(),
+        f.series.other_ranks.iter().filter_map(|r| Some((r.rank, r.grad_norm.as_ref()?))),
+        value_departs,
+        // Every rank applies the same all-reduced gradient: only those that depart are drawn.
+        usize::MAX,
+    );
+    for (i, (rank, l)) in others.drawn.iter().enumerate() {
+        for segment in across_steps(&l.points, &f.series.steps) {
+            let mut l = line(&format!("rank {rank} global"), OTHER_RANKS[i], 1.5, as_xy(segment));
+            l.dashed = true;
+            lines.push(l);
+        }
+    }
+    let ranks_drawn = ranks_caption(&others, &format!("whose global norms equal rank {}'s", f.series.rank));
     let y = Scale::log(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), 1e-12);
     let marks = first_divergence(f)
         .map(|(step, what)| vec![Mark { x: step as f64, colour: CULPRIT, label: format!("{what}: {step}") }])
@@ -369,7 +461,7 @@ fn grad_norms(page: &mut String, f: &Findings<'_>) {
         &plot.svg(),
         &format!(
             "The L2 norm of the gradients the optimizer applied on rank {} (the input of each Apply* op shaped \
-             like its parameter), globally (black) and per layer, log scale. The lines break at a step \
+             like its parameter), globally (black) and per layer, log scale{ranks_drawn}. The lines break at a step \
              that applied no update (an overflow skipped it: shaded). The red line marks where the runs first part; a \
              norm that grows by decades or jumps to the top edge (inf/NaN) before it points at the cause.",
             f.series.rank
