@@ -159,6 +159,32 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
         )
         .with(details);
     };
+    let differ = differences(a, b);
+    let mut details = Vec::new();
+    if a.collector_version != b.collector_version {
+        details.push(format!("collector {} vs {}", a.collector_version, b.collector_version));
+    }
+    if differ.is_empty() {
+        details.extend(summary("run 1", a));
+        return Item::new(
+            "configuration",
+            Status::Pass,
+            "the same hyperparameters, files, environment and versions",
+            LOOK,
+        )
+        .with(details);
+    }
+    let reason =
+        format!("{} configuration difference{}", differ.len(), if differ.len() == 1 { "" } else { "s" });
+    let mut lines = listed(&differ, 15);
+    lines.extend(details);
+    Item::new("configuration", Status::Fail, reason, LOOK).with(lines)
+}
+
+/// How two runs' configurations differ (hyperparameters, files by content, environment, versions), one
+/// line each; none when they are set up alike. The determinism item reads it too: outputs that differ
+/// between runs set up differently are no evidence of nondeterminism.
+pub(super) fn differences(a: &Manifest, b: &Manifest) -> Vec<String> {
     let mut differ = Vec::new();
     let (ha, hb) = (hyperparameters(a), hyperparameters(b));
     let keys: BTreeSet<&String> = ha.keys().chain(hb.keys()).collect();
@@ -201,25 +227,7 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
             differ.push(format!("version of {n}: {} vs {}", show(x), show(y)));
         }
     }
-    let mut details = Vec::new();
-    if a.collector_version != b.collector_version {
-        details.push(format!("collector {} vs {}", a.collector_version, b.collector_version));
-    }
-    if differ.is_empty() {
-        details.extend(summary("run 1", a));
-        return Item::new(
-            "configuration",
-            Status::Pass,
-            "the same hyperparameters, files, environment and versions",
-            LOOK,
-        )
-        .with(details);
-    }
-    let reason =
-        format!("{} configuration difference{}", differ.len(), if differ.len() == 1 { "" } else { "s" });
-    let mut lines = listed(&differ, 15);
-    lines.extend(details);
-    Item::new("configuration", Status::Fail, reason, LOOK).with(lines)
+    differ
 }
 
 #[cfg(test)]

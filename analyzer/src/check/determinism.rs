@@ -130,6 +130,13 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
     if same_run {
         details.push("RUN2 is RUN: identical outputs of a run compared with itself are no evidence".into());
     } else if let [a, b] = runs {
+        // Runs set up differently (any configuration difference, or the settings below): an op whose
+        // outputs differ from identical inputs may be the change at work, not nondeterminism.
+        let configuration = match (a.manifest, b.manifest) {
+            (Some(ma), Some(mb)) => super::config::differences(ma, mb).len(),
+            _ => 0,
+        };
+        let mut set_up_differently = configuration;
         if let (Some(sa), Some(sb)) = (&all[0], &all[1]) {
             let mut differ = Vec::new();
             if sa.overflow_mode != sb.overflow_mode {
@@ -147,11 +154,28 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
                 differ.push(format!("HCCL_DETERMINISTIC {} vs {}", unset(&sa.hccl), unset(&sb.hccl)));
             }
             if !differ.is_empty() {
+                set_up_differently += differ.len();
                 statuses.push(Status::Fail);
                 reasons.push(format!("the runs are set up differently: {}", differ.join("; ")));
             }
         }
         match first_divergence(a.index(), &a.ops, b.index(), &b.ops) {
+            Divergence::Nondeterministic { step, rank, op } if set_up_differently > 0 => {
+                let see = match configuration {
+                    0 => String::new(),
+                    1 => " (1 configuration difference: see configuration)".to_string(),
+                    n => format!(" ({n} configuration differences: see configuration)"),
+                };
+                statuses.push(Status::CantTell);
+                reasons.insert(
+                    0,
+                    format!(
+                        "step {step} rank {rank}: {op} gave different outputs from identical inputs, but the \
+                         runs are set up differently{see}: they cannot tell nondeterminism from the setting \
+                         change; compare two runs set up alike"
+                    ),
+                );
+            }
             Divergence::Nondeterministic { step, rank, op } => {
                 statuses.push(Status::Fail);
                 reasons.insert(

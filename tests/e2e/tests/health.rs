@@ -47,10 +47,12 @@ struct Spec<'a> {
     site: &'a str,
     /// More `sim-train` options.
     train: &'a [&'a str],
+    /// More environment of the job (`SIM_RUN_SEED`: run-to-run variation no capture records).
+    env: &'a [(&'a str, &'a str)],
 }
 
 const TINY: Spec<'static> =
-    Spec { model: "{}", steps: 3, record: &[], deterministic: true, site: "site", train: &[] };
+    Spec { model: "{}", steps: 3, record: &[], deterministic: true, site: "site", train: &[], env: &[] };
 
 /// The run recorded under `name` (recorded on first use; later calls wait for it and share it).
 fn run(name: &str, spec: Spec<'_>) -> PathBuf {
@@ -86,6 +88,7 @@ fn record(name: &str, spec: Spec<'_>) -> PathBuf {
         .args(&args)
         .env("ASCEND_TOOLKIT_HOME", dir.join("cann"))
         .env("PYTHONPATH", dir.join(spec.site))
+        .envs(spec.env.iter().copied())
         .output()
         .expect("run analyzer record");
     assert!(
@@ -422,10 +425,11 @@ fn the_checklist_compares_two_runs_item_by_item() {
 
 #[test]
 fn a_missing_determinism_setting_fails_the_checklist() {
-    let model = |seed: u32| format!(r#"{{"run_seed": {seed}, "faults": {{"missing_determinism": true}}}}"#);
-    let (m1, m2) = (model(1), model(2));
-    let a = run("nondet_1", Spec { model: &m1, deterministic: false, ..TINY });
-    let b = run("nondet_2", Spec { model: &m2, deterministic: false, ..TINY });
+    // Two runs of one configuration, varying only as real runs do (a seed no capture records).
+    let model = r#"{"faults": {"missing_determinism": true}}"#;
+    let (seed1, seed2) = (&[("SIM_RUN_SEED", "1")][..], &[("SIM_RUN_SEED", "2")][..]);
+    let a = run("nondet_1", Spec { model, deterministic: false, env: seed1, ..TINY });
+    let b = run("nondet_2", Spec { model, deterministic: false, env: seed2, ..TINY });
     let (code, items) = check(&[&a, &b]);
     assert_eq!(code, 1);
     let d = &items["determinism"];
@@ -438,21 +442,27 @@ fn a_missing_determinism_setting_fails_the_checklist() {
         items["determinism"]
     );
     // With the setting on, the same fault reproduces.
-    let c = run("det_1", Spec { model: &m1, ..TINY });
-    let e = run("det_2", Spec { model: &m2, ..TINY });
+    let c = run("det_1", Spec { model, env: seed1, ..TINY });
+    let e = run("det_2", Spec { model, env: seed2, ..TINY });
     let (_, items) = check(&[&c, &e]);
     assert_eq!(items["determinism"]["status"], "pass", "{:#}", items["determinism"]);
     // One run with the setting and one without: the reason names both values in words.
     let (_, items) = check(&[&c, &a]);
     let reason = items["determinism"]["reason"].as_str().unwrap();
     assert!(reason.contains("ACL_OPT_DETERMINISTIC 1 vs unset") && !reason.contains("Some("), "{reason}");
+    // Their outputs differ from identical inputs, but the setting changed too: no blame on nondeterminism.
+    assert!(
+        reason.contains("gave different outputs from identical inputs, but the runs are set up differently")
+            && reason.contains("cannot tell nondeterminism from the setting change"),
+        "{reason}"
+    );
     // Set through a function looked up in the runtime's handle (as torch_npu does), the collector still
     // sees it.
-    let h = run("det_handle", Spec { model: &m1, train: &["--resolve", "handle"], ..TINY });
+    let h = run("det_handle", Spec { model, env: seed1, train: &["--resolve", "handle"], ..TINY });
     let (_, items) = check(&[&h]);
     assert_eq!(items["determinism"]["status"], "pass", "{:#}", items["determinism"]);
     // The runtime's stronger levels (2 strong consistency, 3 batch consistency) are deterministic too.
-    let s = run("det_strong", Spec { model: &m1, train: &["--deterministic-level", "2"], ..TINY });
+    let s = run("det_strong", Spec { model, env: seed1, train: &["--deterministic-level", "2"], ..TINY });
     let (_, items) = check(&[&s]);
     let d = &items["determinism"];
     assert_eq!(d["status"], "pass", "{d:#}");

@@ -193,7 +193,9 @@ pub struct ModelConfig {
     pub seq: usize,
     /// Weights and data.
     pub seed: u64,
-    /// Per-run seed: only the `nondeterministic_op` fault reads it.
+    /// Per-run seed: only the `nondeterministic_op` and `missing_determinism` faults read it.
+    /// `SIM_RUN_SEED` in the environment overrides it: run-to-run variation that no configuration shows
+    /// (a capture records no `SIM_RUN_SEED`), as two real runs of one job differ.
     pub run_seed: u64,
     pub lr: f32,
     pub optimizer: Optimizer,
@@ -274,7 +276,11 @@ impl ModelConfig {
             base = serde_json::to_value(preset).map_err(|e| e.to_string())?;
         }
         merge(&mut base, value);
-        let cfg: ModelConfig = serde_json::from_value(base).map_err(|e| format!("model json: {e}"))?;
+        let mut cfg: ModelConfig = serde_json::from_value(base).map_err(|e| format!("model json: {e}"))?;
+        if let Ok(seed) = std::env::var("SIM_RUN_SEED") {
+            cfg.run_seed =
+                seed.trim().parse().map_err(|_| format!("SIM_RUN_SEED={seed:?} is not a whole number"))?;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
