@@ -604,6 +604,39 @@ fn rank_heatmap(page: &mut String, f: &Findings<'_>) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::series::Line as Series;
+
+    fn series(points: &[(u64, f64)]) -> Series {
+        Series { name: "loss".into(), points: points.to_vec() }
+    }
+
+    #[test]
+    fn past_eight_ranks_only_the_ranks_that_depart_are_drawn_and_the_others_counted() {
+        let lowest = series(&[(0, 1.0), (1, 2.0)]);
+        let (nan, finite) = (series(&[(0, 1.5), (1, f64::NAN)]), series(&[(0, 1.1), (1, 2.1)]));
+        let others: Vec<(u32, &Series)> = (1..12).map(|r| (r, if r == 5 { &nan } else { &finite })).collect();
+        // 12 ranks: rank 5's NaN loss where rank 0's is finite, nothing else.
+        let drawn = other_rank_lines(Some(&lowest), others.iter().copied(), finiteness_departs, 12);
+        assert_eq!(drawn.drawn.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [5]);
+        assert_eq!((drawn.agreeing, drawn.cut), (10, 0));
+        assert_eq!(
+            ranks_caption(&drawn, "whose losses are finite wherever rank 0's is"),
+            ", and on rank 5 (named in the legend); 10 other ranks, whose losses are finite wherever rank \
+             0's is, not drawn"
+        );
+        // 4 ranks: every rank's own loss.
+        let drawn = other_rank_lines(Some(&lowest), others[..3].iter().copied(), finiteness_departs, 4);
+        assert_eq!((drawn.drawn.len(), drawn.agreeing, drawn.cut), (3, 0, 0));
+        // Gradient norms: the same bits agree, any other value departs; past 7 departing ranks, counted.
+        assert!(!value_departs(&lowest, &lowest.clone()) && value_departs(&lowest, &finite));
+        let drawn = other_rank_lines(Some(&lowest), others.iter().copied(), value_departs, usize::MAX);
+        assert_eq!(
+            (drawn.drawn.len(), drawn.agreeing, drawn.cut),
+            (MAX_OTHER_RANKS, 0, 11 - MAX_OTHER_RANKS)
+        );
+    }
+
     #[test]
     fn a_step_without_a_point_breaks_the_line() {
         let steps = [0, 1, 2, 3, 4];
