@@ -54,6 +54,9 @@ pub struct Counters {
     pub refused_after_stop: AtomicU64,
     /// CPU time the writer threads used (user + system), added by each when it ends.
     pub writer_cpu_ns: AtomicU64,
+    /// Dumps set that deliver every op of every step: with ops run after one, zero chunks means another
+    /// callback receives them.
+    pub every_op_dumps_set: AtomicU64,
 }
 
 pub fn add(c: &AtomicU64, n: u64) {
@@ -89,6 +92,7 @@ impl Counters {
             stats_csv_records: g(&self.stats_csv_records),
             refused_after_stop: g(&self.refused_after_stop),
             writer_cpu_ns: g(&self.writer_cpu_ns),
+            every_op_dumps_set: g(&self.every_op_dumps_set),
         }
     }
 }

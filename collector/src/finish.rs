@@ -3,6 +3,7 @@
 //! and the manifest written.
 
 use crate::pipeline::{self, Msg, Pipeline, STOPPED};
+use accutrace_formats::capture::completeness;
 use ascend_sys::*;
 use std::sync::atomic::Ordering;
 
@@ -53,6 +54,13 @@ pub fn finish(p: &'static Pipeline, end: End) {
         }
         None => None,
     };
+    if let Some(problem) =
+        summary.as_ref().and_then(|s| completeness::no_dump_arrived(&p.counters.snapshot(), &s.counts))
+    {
+        // The empty capture would otherwise read as a clean run; the manifest's counters let the analyzer
+        // say the same.
+        crate::log(&format!("{}: {problem}", p.run_dir.join(&p.stream_dir).display()));
+    }
     crate::steps::remove_dump_paths(p);
     if let Err(e) = crate::manifest::merge(p, summary, true) {
         crate::log(&format!("cannot write {}/manifest.json: {e}", p.run_dir.display()));

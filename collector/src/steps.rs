@@ -72,6 +72,9 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
     if code != ACL_SUCCESS {
         return Err(format!("aclmdlSetDump returned {}({code})", error_name(code)));
     }
+    if !p.cfg.overflow && p.cfg.ops.is_empty() && steps.is_none() {
+        crate::counters::add(&p.counters.every_op_dumps_set, 1);
+    }
     Ok(())
 }
 

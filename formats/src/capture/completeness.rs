@@ -9,10 +9,13 @@
 //! records than the manifest counts (when the ring deleted nothing, so every record must still be there);
 //! a stream that was not sealed, or whose last segment ends torn; a segment file longer than its header
 //! says (appended to after the capture); and the collector's own losses
-//! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters).
+//! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters); and a
+//! process whose every-op dump was set and whose job ran steps or collectives but that received no dump
+//! chunk at all (another tool's dump callback was registered first: the runtime keeps the first).
 
-use super::manifest::{StreamSummary, MANIFEST_FILE, STREAM_FILE};
+use super::manifest::{StreamCounts, StreamSummary, MANIFEST_FILE, STREAM_FILE};
 use super::reader::{CaptureRun, Record, StreamReader};
+use super::PipelineCounters;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -108,6 +111,12 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
             short(run.dir.join(&dir), format!("the collector's losses: {}", losses.join(", ")));
         }
     }
+    for (dir, counters) in manifest.pipeline_counters() {
+        let summary = manifest.streams.iter().find(|s| s.dir == dir);
+        if let Some(problem) = summary.and_then(|s| no_dump_arrived(&counters, &s.counts)) {
+            short(run.dir.join(&dir), problem);
+        }
+    }
     let dir_name = |s: &StreamReader| s.dir().file_name().map(|n| n.to_string_lossy().into_owned());
     for summary in &manifest.streams {
         let at = run.dir.join(&summary.dir);
@@ -145,6 +154,24 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
         }
     }
     found
+}
+
+/// When a process set a dump of every op, its job then ran (step ends or HCCL calls were recorded), and
+/// yet not one dump chunk arrived: what happened, in words. The runtime answers ACL_SUCCESS to a second
+/// `acldumpRegCallback` and keeps sending to the first, so this is what a capture looks like when another
+/// tool registered first; the collector cannot see that any other way.
+pub fn no_dump_arrived(counters: &PipelineCounters, counts: &StreamCounts) -> Option<String> {
+    let ran = counts.step_marks > 0 || counts.collectives > 0;
+    if counters.chunks > 0 || counters.every_op_dumps_set == 0 || !ran {
+        return None;
+    }
+    Some(format!(
+        "no dump chunk arrived although the collector set a dump of every op and the job ran ({} step \
+         mark(s), {} HCCL call(s)): another tool's dump callback (MindSpore's or msprobe's dump, another \
+         collector) was probably registered first, and the runtime keeps sending to the first one; this \
+         process captured nothing. Turn the other tool's dump off and run again",
+        counts.step_marks, counts.collectives
+    ))
 }
 
 fn rank_text(rank: Option<u32>) -> String {

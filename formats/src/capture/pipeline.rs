@@ -57,6 +57,9 @@ pub struct PipelineCounters {
     pub refused_after_stop: u64,
     /// CPU time the writer threads used (user + system).
     pub writer_cpu_ns: u64,
+    /// Times the collector set a dump that delivers every op of every step (no overflow-only dump, op list
+    /// or step list). Absent from older manifests (0): nothing then says that chunks were due.
+    pub every_op_dumps_set: u64,
 }
 
 impl PipelineCounters {

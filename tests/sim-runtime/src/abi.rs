@@ -82,8 +82,28 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
                 ..Default::default()
             };
         });
+        if other_tool_registers_first() {
+            // Another tool in the process (MindSpore's or msprobe's dump) registered its callback first:
+            // every later registration is ignored, as the runtime does.
+            state::set_callback_if_none(other_tool_callback);
+        }
         ACL_SUCCESS
     })
+}
+
+/// `SIM_ACL_OTHER_DUMP_CALLBACK`: `1` (every process) or `rank:N` (the process whose RANK_ID is N).
+fn other_tool_registers_first() -> bool {
+    let Ok(value) = std::env::var("SIM_ACL_OTHER_DUMP_CALLBACK") else { return false };
+    match value.strip_prefix("rank:") {
+        Some(rank) => std::env::var("RANK_ID").is_ok_and(|r| r.trim() == rank.trim()),
+        None => value == "1",
+    }
+}
+
+/// The callback of the other tool that `SIM_ACL_OTHER_DUMP_CALLBACK=1` registers: takes every chunk, keeps
+/// nothing.
+unsafe extern "C" fn other_tool_callback(_chunk: *const acldumpChunk, _len: i32) -> i32 {
+    0
 }
 
 #[no_mangle]
