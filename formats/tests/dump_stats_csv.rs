@@ -131,3 +131,14 @@ Output,0,4,DT_BF16,NYUV_A,-,1,inf,0.5\n\0";
     let debug = |bytes: &[u8]| format!("{:?}", parse_stats_csv(bytes).unwrap());
     assert_eq!(debug(default.as_bytes()), debug(STANDARD.as_bytes()));
 }
+
+#[test]
+fn a_later_part_of_an_op_s_csv_is_told_by_its_missing_header() {
+    use accutrace_formats::dump::stats_csv::stats_csv_header_line;
+    let header = STANDARD.lines().next().unwrap();
+    assert_eq!(stats_csv_header_line(STANDARD.as_bytes()), Some(header.as_bytes()));
+    assert_eq!(stats_csv_header_line(format!("{header}\r\nInput,0\r\n").as_bytes()), Some(header.as_bytes()));
+    // The runtime's second part of an op with more than 10 tensors: rows only, a C string.
+    assert_eq!(stats_csv_header_line(b"Input,10,48,DT_FLOAT16,FORMAT_ND,2x3x4\nOutput,0\n\0"), None);
+    assert_eq!(stats_csv_header_line(b" output,0,4\n"), None);
+}

@@ -137,6 +137,7 @@ impl CannDumpSource {
         }
         let (stats_files, op_debug_files): (Vec<_>, Vec<_>) =
             op_debug_files.into_iter().partition(|e| e.name.kind == FileKind::StatsCsv);
+        let mut stats_parts = device_stats::StatsCsvParts::default();
         for entry in &stats_files {
             let added = std::fs::read(&entry.path)
                 .with_context(|| format!("cannot read {}", entry.path.display()))
@@ -145,7 +146,7 @@ impl CannDumpSource {
                         entry.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                     let (step, rank) = (entry.step.unwrap_or(0), entry.job_rank());
                     let first = index.ops.len();
-                    device_stats::add_stats_csv(&mut index, &file_name, &bytes, step, rank)
+                    device_stats::add_stats_csv(&mut index, &mut stats_parts, &file_name, &bytes, step, rank)
                         .map_err(|e| anyhow::Error::new(e.in_file(&entry.path)))?;
                     if is_single_op_without_step(entry) {
                         stepless.entry(rank).or_default().extend(first..index.ops.len());

@@ -3,7 +3,9 @@
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
 
-use accutrace_formats::capture::{Io, Manifest, OpInfo, Policy, StreamInfo, StreamWriter, TensorMeta};
+use accutrace_formats::capture::{
+    Io, Manifest, OpInfo, Policy, StatsCsv, StreamInfo, StreamWriter, TensorMeta,
+};
 use accutrace_formats::stats::{content_hash, TensorStats};
 use accutrace_formats::DType;
 use analyzer::compare::{compare, CompareOptions};
@@ -67,6 +69,13 @@ impl RunWriter {
         };
         let stats = TensorStats::of_bytes(dtype, data).unwrap();
         self.writer.append_tensor(&meta, &stats, content_hash(data), Some(data), 1).unwrap();
+    }
+
+    /// A statistics CSV record (`dump_data: stats`) of `step`: `csv` as a dump callback got it for
+    /// `dump_file`.
+    pub fn stats_csv(&mut self, step: u64, dump_file: &str, csv: &[u8]) {
+        let rec = StatsCsv { step, dump_file: dump_file.into(), csv: csv.to_vec() };
+        self.writer.append_stats_csv(&rec).unwrap();
     }
 
     /// Seals the stream and writes the manifest: the run's directory.

@@ -100,6 +100,20 @@ fn column(name: &str) -> Option<Col> {
     })
 }
 
+/// The header line of a statistics CSV (its first line, without the line end), or `None` when the CSV
+/// starts with a tensor's row: a later part of the CSV of an op with more than 10 tensors. The runtime puts
+/// at most 10 tensors' rows in a part and the header only in the first part of a file name
+/// (adx_dump_record.cpp GenerateFileData), and hands a dump callback each part as a file of its own.
+pub fn stats_csv_header_line(bytes: &[u8]) -> Option<&[u8]> {
+    let line = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let first_cell = line.split(|&b| b == b',').next().unwrap_or_default();
+    let first_cell = String::from_utf8_lossy(first_cell);
+    let first_cell = first_cell.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+    let is_row = first_cell.eq_ignore_ascii_case("input") || first_cell.eq_ignore_ascii_case("output");
+    (!is_row).then_some(line)
+}
+
 /// Parses a stats CSV.
 pub fn parse_stats_csv(bytes: &[u8]) -> Result<Vec<StatsRow>> {
     let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes);

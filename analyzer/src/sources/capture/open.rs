@@ -34,6 +34,7 @@ impl CaptureSource {
             // Every op of the stream with its record, and the step marks: the steps are resolved at the end.
             let mut stream_ops: Vec<(usize, std::sync::Arc<record::OpInfo>)> = Vec::new();
             let mut marks = Vec::new();
+            let mut stats_parts = device_stats::StatsCsvParts::default();
             for item in stream.records() {
                 let item = item?;
                 tallies[s].count(&item.record);
@@ -114,9 +115,14 @@ impl CaptureSource {
                         }
                     }
                     Record::StatsCsv(csv) => {
-                        if let Err(e) =
-                            device_stats::add_stats_csv(&mut index, &csv.dump_file, &csv.csv, csv.step, rank)
-                        {
+                        if let Err(e) = device_stats::add_stats_csv(
+                            &mut index,
+                            &mut stats_parts,
+                            &csv.dump_file,
+                            &csv.csv,
+                            csv.step,
+                            rank,
+                        ) {
                             index.problems.push(InputProblem::incomplete(format!(
                                 "{} ({}): statistics CSV unreadable: {e}",
                                 item.segment.display(),

@@ -1,0 +1,89 @@
+//! Statistics CSVs of ops with more than 10 tensors: the runtime writes at most 10 tensors' rows per part,
+//! the header only in the first, and hands the dump callback each part as a file of its own, so a capture
+//! holds several same-named records of the op. Every part's rows reach the op; a part whose header part
+//! is missing is an input problem naming the op (exit 2), never rows silently left out.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use support::RunWriter;
+
+fn analyzer(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+const HEADER: &str = "Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,\
+                      Count,Nan Count,Negative Inf Count,Positive Inf Count";
+const CONCAT: &str = "ConcatD.model_concat.7.2.1700000000000";
+
+/// A row of a finite 4-element fp32 tensor, or one holding an inf when `inf`.
+fn row(io: &str, index: usize, inf: bool) -> String {
+    let (max, pos_inf) = if inf { ("inf", 1) } else { ("1.5", 0) };
+    format!("{io},{index},16,DT_FLOAT,FORMAT_ND,4,{max},-1,0.25,4,0,0,{pos_inf}\n")
+}
+
+/// The parts of a ConcatD of 12 inputs and 1 output as the runtime sends them: a header and 10 rows,
+/// then 3 rows without a header, each a C string (its NUL counted). The output, in the second part,
+/// holds an inf from finite inputs.
+fn concat_parts() -> (Vec<u8>, Vec<u8>) {
+    let mut first = format!("{HEADER}\n");
+    for i in 0..10 {
+        first += &row("Input", i, false);
+    }
+    let second = row("Input", 10, false) + &row("Input", 11, false) + &row("Output", 0, true);
+    let c_string = |s: String| [s.into_bytes(), vec![0]].concat();
+    (c_string(first), c_string(second))
+}
+
+fn write_run(dir: &Path, parts: &[&[u8]]) -> std::path::PathBuf {
+    let mut w = RunWriter::create(dir, 1 << 20);
+    for part in parts {
+        w.stats_csv(0, CONCAT, part);
+    }
+    w.finish()
+}
+
+#[test]
+fn every_part_of_an_op_with_more_than_10_tensors_is_read_as_that_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = concat_parts();
+    let run = write_run(&dir.path().join("run"), &[&first, &second]);
+    let run = run.to_str().unwrap();
+
+    let (code, out, err) = analyzer(&["inspect", run, "--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!err.contains("unreadable"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ops = json["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), 1, "one op, not one per part: {json}");
+    assert_eq!(ops[0]["name"], "model_concat");
+    let tensors = ops[0]["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 13, "{json}");
+    assert_eq!(tensors[12]["stats"]["pos_inf"], 1, "the second part's output row: {json}");
+
+    // The inf is in the second part: overflow finds it, produced by the op.
+    let (code, out, err) = analyzer(&["overflow", run]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("FIRST OVERFLOW: step 0 rank 0: model_concat"), "{out}");
+    assert!(out.contains("model_concat.output.0: 1 inf"), "{out}");
+
+    // Two such captures pair all 13 tensors of the op (device statistics carry no data: not measured).
+    let other = write_run(&dir.path().join("other"), &[&first, &second]);
+    let (code, out, err) = analyzer(&["compare", run, other.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("13 of 13 matched tensor pairs"), "{err}");
+}
+
+#[test]
+fn a_part_without_its_header_part_is_an_input_problem_naming_the_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, second) = concat_parts();
+    let run = write_run(&dir.path().join("run"), &[&second]);
+    let (code, out, err) = analyzer(&["inspect", run.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let all = format!("{out}{err}");
+    assert!(all.contains("model_concat") && all.contains("without its header line"), "{all}");
+}
