@@ -36,6 +36,16 @@ pub type HcclCommInitRootInfoFn = unsafe extern "C" fn(
     rank: u32,
     comm: *mut HcclComm,
 ) -> HcclResult;
+/// `HcclCommInitRootInfoConfig` (hccl.h): `HcclCommInitRootInfo` with a `const HcclCommConfig *` (buffer
+/// size, determinism, name, ...) before `comm`. torch_npu resolves it with `dlsym` and prefers it. The
+/// config is opaque here: nothing of ours reads its layout, it is only passed on.
+pub type HcclCommInitRootInfoConfigFn = unsafe extern "C" fn(
+    n_ranks: u32,
+    root_info: *const HcclRootInfo,
+    rank: u32,
+    config: *const c_void,
+    comm: *mut HcclComm,
+) -> HcclResult;
 pub type HcclCommDestroyFn = unsafe extern "C" fn(comm: HcclComm) -> HcclResult;
 pub type HcclGetRankSizeFn = unsafe extern "C" fn(comm: HcclComm, rank_size: *mut u32) -> HcclResult;
 pub type HcclGetRankIdFn = unsafe extern "C" fn(comm: HcclComm, rank: *mut u32) -> HcclResult;

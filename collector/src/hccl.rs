@@ -8,7 +8,8 @@
 //! root or peer, and the statistics and content hash of the input and output buffers.
 //!
 //! Communicator identity: the hash of the root info the communicator was made from (the same bytes on
-//! every member, handed out of band), `root-{xxh3 hex}`. A communicator made before the collector saw it
+//! every member, handed out of band), `root-{xxh3 hex}`, by `HcclCommInitRootInfo` or
+//! `HcclCommInitRootInfoConfig` (which torch_npu prefers when libhccl.so has it). A communicator made before the collector saw it
 //! gets its HCCL name (`HcclGetCommName`), else `unknown-{handle}` (its calls cannot be matched across
 //! ranks: the analyzer says so).
 //!
@@ -32,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// The HCCL entry points the collector watches, by slot in [`REAL`].
-const NAMES: [&CStr; 9] = [
+const NAMES: [&CStr; 10] = [
     c"HcclCommInitRootInfo",
     c"HcclCommDestroy",
     c"HcclAllReduce",
@@ -42,6 +43,7 @@ const NAMES: [&CStr; 9] = [
     c"HcclBarrier",
     c"HcclSend",
     c"HcclRecv",
+    c"HcclCommInitRootInfoConfig",
 ];
 const INIT: usize = 0;
 const DESTROY: usize = 1;
@@ -52,9 +54,10 @@ const REDUCE_SCATTER: usize = 5;
 const BARRIER: usize = 6;
 const SEND: usize = 7;
 const RECV: usize = 8;
+const INIT_CONFIG: usize = 9;
 
 /// The real function of each watched name (0 = not known yet).
-static REAL: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
+static REAL: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
 
 /// Our wrapper for each slot.
 fn wrapper(slot: usize) -> *mut c_void {
@@ -67,7 +70,8 @@ fn wrapper(slot: usize) -> *mut c_void {
         REDUCE_SCATTER => HcclReduceScatter as HcclReduceScatterFn as usize,
         BARRIER => HcclBarrier as HcclBarrierFn as usize,
         SEND => HcclSend as HcclSendFn as usize,
-        _ => HcclRecv as HcclRecvFn as usize,
+        RECV => HcclRecv as HcclRecvFn as usize,
+        _ => HcclCommInitRootInfoConfig as HcclCommInitRootInfoConfigFn as usize,
     };
     std::ptr::with_exposed_provenance_mut(f)
 }
@@ -349,6 +353,40 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     let f = real_fn!(INIT, HcclCommInitRootInfoFn);
     // SAFETY: forwarding the caller's arguments unchanged.
     let code = unsafe { f(n_ranks, root_info, rank, comm) };
+    // SAFETY: the real function's result and the caller's arguments, as it was given them.
+    unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    code
+}
+
+/// # Safety
+/// HCCL's contract for HcclCommInitRootInfoConfig.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
+    n_ranks: u32,
+    root_info: *const HcclRootInfo,
+    rank: u32,
+    config: *const c_void,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    let f = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);
+    // SAFETY: forwarding the caller's arguments unchanged.
+    let code = unsafe { f(n_ranks, root_info, rank, config, comm) };
+    // SAFETY: the real function's result and the caller's arguments, as it was given them.
+    unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    code
+}
+
+/// Names a communicator just made from `root_info` by the hash of the root info, and lists it as made.
+///
+/// # Safety
+/// `code` is what the real init function returned for these arguments.
+unsafe fn remember_made(
+    code: HcclResult,
+    n_ranks: u32,
+    root_info: *const HcclRootInfo,
+    rank: u32,
+    comm: *mut HcclComm,
+) {
     if code == HCCL_SUCCESS && !root_info.is_null() && !comm.is_null() {
         let _ = catch_unwind(|| {
             // SAFETY: the call succeeded, so the root info was readable (4108 bytes) and `comm` written.
@@ -361,7 +399,6 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
             with_comms(|c| c.insert(handle.addr(), state));
         });
     }
-    code
 }
 
 /// # Safety

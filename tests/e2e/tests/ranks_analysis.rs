@@ -19,11 +19,24 @@ fn record(dir: &Path, name: &str, model_json: &str) -> PathBuf {
 
 /// [`record`] with `ranks` ranks and the collector's settings `env`.
 fn record_with(dir: &Path, name: &str, model_json: &str, ranks: &str, env: &[(&str, &str)]) -> PathBuf {
+    record_args(dir, name, model_json, ranks, env, &[])
+}
+
+/// [`record_with`] with more sim-train arguments `args`.
+fn record_args(
+    dir: &Path,
+    name: &str,
+    model_json: &str,
+    ranks: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> PathBuf {
     let model = model_file(dir, &format!("{name}.json"), model_json);
     let run = dir.join(name);
     let out = Command::new(sim_train_bin())
         .args(["--ranks", ranks, "--steps", STEPS, "--model"])
         .arg(&model)
+        .args(args)
         .envs(env.iter().copied())
         .arg("--lib")
         .arg(runtime_lib())
@@ -222,10 +235,25 @@ fn a_missing_rank_makes_the_answer_partial() {
 
 #[test]
 fn ranks_of_two_runs_of_one_job_size_are_named_as_of_different_runs() {
-    // Rank 0 scanned from one 2-rank run and rank 1 from another of the same model, into one directory.
+    two_runs_mixed_are_named_as_different(&[]);
+}
+
+/// torch_npu makes its communicators with HcclCommInitRootInfoConfig when libhccl.so has it: the collector
+/// names them by their root info all the same (it knew only HcclCommInitRootInfo, so these were named by
+/// HcclGetCommName, and merge could not tell the runs apart by root info).
+#[test]
+fn ranks_of_two_runs_whose_communicators_were_made_with_a_config_are_named_as_of_different_runs() {
+    two_runs_mixed_are_named_as_different(&["--hccl-comm-config"]);
+}
+
+/// Rank 0 scanned from one 2-rank run and rank 1 from another of the same model (sim-train given `args`),
+/// into one directory: merge says the ranks are of different runs, by their communicators' root infos.
+fn two_runs_mixed_are_named_as_different(args: &[&str]) {
     let dir = scratch();
-    let (a, b) =
-        (record_with(dir.path(), "run_a", "{}", "2", &[]), record_with(dir.path(), "run_b", "{}", "2", &[]));
+    let (a, b) = (
+        record_args(dir.path(), "run_a", "{}", "2", &[], args),
+        record_args(dir.path(), "run_b", "{}", "2", &[], args),
+    );
     let (sa, sb, mixed) = (dir.path().join("sa"), dir.path().join("sb"), dir.path().join("mixed"));
     for (run, out) in [(&a, &sa), (&b, &sb)] {
         let (code, out, err) = analyzer(&["scan", p(run), "-o", p(out)]);

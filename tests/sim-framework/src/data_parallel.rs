@@ -225,10 +225,22 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
     let mut dev = Device { mem: &mem, blocks: Vec::new() };
     let info = rendezvous(h, env)?;
     let mut comm: HcclComm = std::ptr::null_mut();
-    // SAFETY: `info` is a root info and `comm` a writable handle slot.
-    hccl::check("HcclCommInitRootInfo", unsafe {
-        (h.comm_init_root_info)(env.ranks, &info, env.rank, &mut comm)
-    })?;
+    if h.init_with_config {
+        let init =
+            h.comm_init_root_info_config.context("the HCCL library has no HcclCommInitRootInfoConfig")?;
+        // The simulator reads nothing of the config (buffer size, determinism, name): zeroed storage
+        // stands in for torch_npu's HcclCommConfig.
+        let config = [0u64; 64];
+        // SAFETY: `info` is a root info, `config` readable storage and `comm` a writable handle slot.
+        hccl::check("HcclCommInitRootInfoConfig", unsafe {
+            init(env.ranks, &info, env.rank, config.as_ptr().cast(), &mut comm)
+        })?;
+    } else {
+        // SAFETY: `info` is a root info and `comm` a writable handle slot.
+        hccl::check("HcclCommInitRootInfo", unsafe {
+            (h.comm_init_root_info)(env.ranks, &info, env.rank, &mut comm)
+        })?;
+    }
     let stream: aclrtStream = std::ptr::null_mut();
 
     let model_path = acl::path_cstring(model)?;

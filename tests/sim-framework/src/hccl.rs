@@ -31,6 +31,10 @@ pub fn library_path(cli: Option<&Path>) -> String {
 pub struct Hccl {
     pub get_root_info: HcclGetRootInfoFn,
     pub comm_init_root_info: HcclCommInitRootInfoFn,
+    /// `HcclCommInitRootInfoConfig`, when the library has it (torch_npu then prefers it).
+    pub comm_init_root_info_config: Option<HcclCommInitRootInfoConfigFn>,
+    /// Make communicators with `comm_init_root_info_config` (`sim-train --hccl-comm-config`).
+    pub init_with_config: bool,
     pub comm_destroy: HcclCommDestroyFn,
     pub all_reduce: HcclAllReduceFn,
     pub broadcast: HcclBroadcastFn,
@@ -53,6 +57,8 @@ impl Hccl {
             Ok(Hccl {
                 get_root_info: symbol(handle, c"HcclGetRootInfo")?,
                 comm_init_root_info: symbol(handle, c"HcclCommInitRootInfo")?,
+                comm_init_root_info_config: symbol(handle, c"HcclCommInitRootInfoConfig").ok(),
+                init_with_config: false,
                 comm_destroy: symbol(handle, c"HcclCommDestroy")?,
                 all_reduce: symbol(handle, c"HcclAllReduce")?,
                 broadcast: symbol(handle, c"HcclBroadcast")?,

@@ -56,6 +56,10 @@ struct TrainArgs {
     /// the name). Resolved with dlopen + dlsym(handle), as torch_npu does.
     #[arg(long)]
     hccl_lib: Option<PathBuf>,
+    /// With --ranks: make the communicator with HcclCommInitRootInfoConfig, as torch_npu does when
+    /// libhccl.so has it (else HcclCommInitRootInfo).
+    #[arg(long, requires = "ranks")]
+    hccl_comm_config: bool,
     /// Turn deterministic computation on after setting the device (aclrtCtxSetSysParamOpt(
     /// ACL_OPT_DETERMINISTIC, 1)), as torch.use_deterministic_algorithms(True) does on torch_npu.
     #[arg(long)]
@@ -173,7 +177,8 @@ fn train(args: &TrainArgs) -> Result<()> {
         }
         match &rank_env {
             Some(env) => {
-                let h = hccl::Hccl::load(&hccl::library_path(args.hccl_lib.as_deref()))?;
+                let mut h = hccl::Hccl::load(&hccl::library_path(args.hccl_lib.as_deref()))?;
+                h.init_with_config = args.hccl_comm_config;
                 data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
             }
             None if args.eager => eager::run(&rt, &model_cfg, args.steps, !args.no_step_end, print_report)?,

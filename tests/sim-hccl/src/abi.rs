@@ -135,7 +135,41 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     rank: u32,
     comm: *mut HcclComm,
 ) -> HcclResult {
-    guard("HcclCommInitRootInfo", || {
+    // SAFETY: the caller's contract is init_root_info's.
+    unsafe { init_root_info("HcclCommInitRootInfo", n_ranks, root_info, rank, comm) }
+}
+
+/// `HcclCommInitRootInfo` with a communicator config (hccl.h), which torch_npu prefers when the library
+/// has it. The simulator has nothing to configure (buffer size, determinism, name): the config is not read.
+/// Like the real library, it does not go through the exported `HcclCommInitRootInfo` (an interposer of
+/// that name must not see this call).
+///
+/// # Safety
+/// As [`HcclCommInitRootInfo`]; `config` may be anything.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
+    n_ranks: u32,
+    root_info: *const HcclRootInfo,
+    rank: u32,
+    _config: *const c_void,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    // SAFETY: the caller's contract is init_root_info's.
+    unsafe { init_root_info("HcclCommInitRootInfoConfig", n_ranks, root_info, rank, comm) }
+}
+
+/// Joins the communicator of `root_info` as `rank` of `n_ranks`; `api` names the entry point in errors.
+///
+/// # Safety
+/// `root_info` is NULL or points at a readable `HcclRootInfo`; `comm` is NULL or writable.
+unsafe fn init_root_info(
+    api: &str,
+    n_ranks: u32,
+    root_info: *const HcclRootInfo,
+    rank: u32,
+    comm: *mut HcclComm,
+) -> HcclResult {
+    guard(api, || {
         if root_info.is_null() || comm.is_null() {
             return HCCL_E_PTR;
         }
@@ -150,7 +184,7 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
                 unsafe { comm.write(std::ptr::without_provenance_mut(id)) };
                 HCCL_SUCCESS
             }
-            Err(e) => failed("HcclCommInitRootInfo", Some(rank), &e),
+            Err(e) => failed(api, Some(rank), &e),
         }
     })
 }
@@ -394,6 +428,7 @@ pub unsafe extern "C" fn simHcclInjectFault(comm: HcclComm, fault: *const c_char
 const SIGNATURES: () = {
     let _: HcclGetRootInfoFn = HcclGetRootInfo;
     let _: HcclCommInitRootInfoFn = HcclCommInitRootInfo;
+    let _: HcclCommInitRootInfoConfigFn = HcclCommInitRootInfoConfig;
     let _: HcclCommDestroyFn = HcclCommDestroy;
     let _: HcclGetRankSizeFn = HcclGetRankSize;
     let _: HcclGetRankIdFn = HcclGetRankId;
