@@ -167,3 +167,27 @@ fn an_unsealed_stream_is_short_and_says_where_its_records_end() {
     w.abandon();
     one_containing(&shortfalls(dir.path()), &["not sealed", "records end at byte"]);
 }
+
+#[test]
+fn a_process_that_ran_steps_under_a_dump_of_every_op_but_received_no_chunk_is_short() {
+    // Another tool's dump callback registered first takes every chunk: the stream holds step marks only.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 8 * 1024, Policy::KeepAll).unwrap();
+    for step in 1..=2 {
+        w.append_step_mark(&StepMark { source: StepSource::Hook, step, ..Default::default() }).unwrap();
+    }
+    let mut m = Manifest::new("test", vec![]);
+    m.streams.push(w.seal().unwrap());
+    let with = |counters: serde_json::Value| {
+        let mut m = m.clone();
+        m.config = serde_json::json!({ "pipeline": { info(0).dir_name(): counters } });
+        m.write(dir.path()).unwrap();
+        shortfalls(dir.path())
+    };
+    let found = with(serde_json::json!({ "chunks": 0, "every_op_dumps_set": 3 }));
+    one_containing(&found, &["no dump chunk arrived", "2 step mark(s)", "registered first"]);
+    // An older collector's counters (no every_op_dumps_set), or an overflow-only or filtered dump, which
+    // may rightly deliver nothing: not claimed.
+    assert_eq!(with(serde_json::json!({ "chunks": 0 })), Vec::<String>::new());
+    assert_eq!(with(serde_json::json!({ "chunks": 0, "every_op_dumps_set": 0 })), Vec::<String>::new());
+}
