@@ -87,3 +87,75 @@ fn a_part_without_its_header_part_is_an_input_problem_naming_the_op() {
     let all = format!("{out}{err}");
     assert!(all.contains("model_concat") && all.contains("without its header line"), "{all}");
 }
+
+/// `record --mode device-stats` of sim-train with `optimizer/grads/Concat` (a ConcatD of every gradient:
+/// more than 10 inputs) overflowing at step 1, when the simulated stack is built: the simulated runtime
+/// sends the op's CSV in parts as the real one does, and every command sees every tensor of the op.
+#[test]
+fn a_device_stats_capture_of_sim_train_keeps_every_tensor_of_a_concat_of_every_gradient() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_analyzer")).parent().unwrap().to_path_buf();
+    let needed = ["libcollector.so", "libascendcl.so", "sim-train"];
+    if let Some(missing) = needed.iter().find(|n| !bin.join(n).is_file()) {
+        eprintln!("skipped: {missing} is not built in {}", bin.display());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model.json");
+    std::fs::write(
+        &model,
+        r#"{"precision": "fp16", "grad_concat": true,
+            "faults": {"overflow": {"op": "optimizer/grads/Concat", "step": 1}}}"#,
+    )
+    .unwrap();
+    let sim = bin.join("sim-train");
+    let record = |run: &Path| {
+        let (code, out, err) = analyzer(&[
+            "record",
+            "-o",
+            run.to_str().unwrap(),
+            "--mode",
+            "device-stats",
+            "--",
+            sim.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+            "--steps",
+            "2",
+        ]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    };
+    let (run, other) = (tmp.path().join("run"), tmp.path().join("other"));
+    record(&run);
+    record(&other);
+    let run = run.to_str().unwrap();
+
+    let (code, out, err) = analyzer(&["inspect", run, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let concats: Vec<&serde_json::Value> =
+        json["ops"].as_array().unwrap().iter().filter(|o| o["name"] == "optimizer_grads_Concat").collect();
+    assert_eq!(concats.len(), 2, "one op per step, not one per part");
+    for op in concats {
+        let tensors = op["tensors"].as_array().unwrap();
+        let inputs: Vec<u64> =
+            tensors.iter().filter(|t| t["io"] == "input").map(|t| t["index"].as_u64().unwrap()).collect();
+        assert!(inputs.len() > 10, "{op}");
+        assert_eq!(inputs, (0..inputs.len() as u64).collect::<Vec<_>>(), "every input, in order: {op}");
+        assert_eq!(tensors.iter().filter(|t| t["io"] == "output").count(), 1, "{op}");
+        assert!(tensors.iter().all(|t| t["stats"]["count"].as_u64() > Some(0)), "{op}");
+    }
+
+    // The fault overflows the op's output at step 1: its row is in the CSV's last part.
+    let (code, out, err) = analyzer(&["overflow", run]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("FIRST OVERFLOW: step 1 rank 0: optimizer_grads_Concat"), "{out}");
+    assert!(!format!("{out}{err}").contains("INCOMPLETE"), "{out}\n{err}");
+
+    let (code, out, err) = analyzer(&["watch", run]);
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    assert!(!format!("{out}{err}").contains("unreadable"), "{out}\n{err}");
+
+    let (code, out, err) = analyzer(&["compare", run, other.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(!err.contains("unreadable"), "{err}");
+}

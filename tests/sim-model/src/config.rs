@@ -207,6 +207,11 @@ pub struct ModelConfig {
     pub fusion: bool,
     /// Matmul weights in FRACTAL_NZ and one activation per layer in NC1HWC0 (device precisions only).
     pub device_formats: bool,
+    /// Before the optimizer, one `ConcatD` `optimizer/grads/Concat` of every gradient as the device holds
+    /// it (an input each: 25 for the default 2 layers): an op of more than 10 tensors, whose statistics
+    /// CSV the runtime sends in parts (docs/CANN.md §1). It changes no value of the training.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub grad_concat: bool,
     pub faults: Faults,
     /// Informational: the preset this config started from (`from_json` applies it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,6 +238,7 @@ impl Default for ModelConfig {
             activation: Activation::Gelu,
             fusion: false,
             device_formats: true,
+            grad_concat: false,
             faults: Faults::default(),
             preset: None,
         }

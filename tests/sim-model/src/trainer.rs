@@ -254,6 +254,14 @@ impl Trainer {
         let t = self.updates as i32;
         let (c1, c2) = (1.0 - ADAM_B1.powi(t), 1.0 - ADAM_B2.powi(t));
         let frozen = self.cfg.faults.frozen.clone();
+        if self.cfg.grad_concat {
+            // The gradients as the device holds them, as a fused finiteness check reads them.
+            let inputs: Vec<Arg<'_>> =
+                grads.iter().zip(&self.params).map(|(g, p)| Arg::dev(g, &p.shape)).collect();
+            let all: Vec<f32> = grads.concat();
+            let len = all.len();
+            dev.run("ConcatD", "optimizer/grads/Concat", &inputs, vec![Out::dev(all, &[len])]);
+        }
         for (i, p) in self.params.iter_mut().enumerate() {
             // A frozen parameter's group has learning rate 0: the op runs, the weight stays.
             let lr = if frozen.as_deref().is_some_and(|f| p.name.starts_with(f)) { 0.0 } else { lr };

@@ -121,21 +121,31 @@ fn run(rx: Receiver<Job>, chunk_size: usize) {
 
 fn deliver(files: Vec<OutFile>, cb: AcldumpCallbackFn, chunk_size: usize, buf: &mut ChunkBuf) {
     let mut il = Interleaver::new(chunk_size);
-    let mut files = files.into_iter().map(with_callback_terminator);
+    let mut files = files.into_iter();
+    let call = |buf: &ChunkBuf| {
+        // SAFETY: `cb` was registered through acldumpRegCallback with the acldumpCallback signature;
+        // the chunk pointer is valid, aligned and initialised for `callback_len` bytes for the whole
+        // call, and the callback contract (docs/CANN.md §3) is that it copies what it needs and returns.
+        let _ = unsafe { cb(buf.as_ptr(), buf.callback_len()) };
+    };
     loop {
         // Keep the window full so that up to INTERLEAVE_WINDOW files are in flight at once.
         while il.len() < INTERLEAVE_WINDOW {
             match files.next() {
+                Some(f) if is_stats_csv(&f) => {
+                    use std::os::unix::ffi::OsStrExt;
+                    let name = f.path.as_os_str().as_bytes();
+                    for part in stats_csv_parts(&f.bytes) {
+                        call(&ChunkBuf::of(name, &part, true));
+                    }
+                }
                 Some(f) => il.push(f),
                 None => break,
             }
         }
         let more = il.next_chunk(|name, data, last| {
             buf.fill(name, data, last);
-            // SAFETY: `cb` was registered through acldumpRegCallback with the acldumpCallback signature;
-            // the chunk pointer is valid, aligned and initialised for `callback_len` bytes for the whole
-            // call, and the callback contract (docs/CANN.md §3) is that it copies what it needs and returns.
-            let _ = unsafe { cb(buf.as_ptr(), buf.callback_len()) };
+            call(buf);
         });
         if !more {
             break;
@@ -143,15 +153,32 @@ fn deliver(files: Vec<OutFile>, cb: AcldumpCallbackFn, chunk_size: usize, buf: &
     }
 }
 
-/// The real runtime turns the device's statistics into CSV text on its dump thread and hands that text to a
-/// callback as a C string: `bufLen` counts the terminating NUL (hicann/runtime
-/// `src/dfx/adump/adump/adx_dump_record.cpp`, `DumpDataToCallback`). On disk the file has no NUL.
-fn with_callback_terminator(mut file: OutFile) -> OutFile {
+fn is_stats_csv(file: &OutFile) -> bool {
     let base = file.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if parse_file_name(base).is_ok_and(|n| n.kind == FileKind::StatsCsv) {
-        file.bytes.push(0);
+    parse_file_name(base).is_ok_and(|n| n.kind == FileKind::StatsCsv)
+}
+
+/// Tensors' rows per statistics CSV part: the device's statistics record holds at most 10 tensors
+/// (hicann/runtime `adx_dump_record.h` `MAX_STATS_RESULT_NUM`).
+pub const STATS_ROWS_PER_PART: usize = 10;
+
+/// A statistics CSV as the real runtime hands it to a callback (hicann/runtime
+/// `src/dfx/adump/adump/adx_dump_record.cpp`, `GenerateFileData`, `DumpDataToCallback`): parts of at most
+/// [`STATS_ROWS_PER_PART`] rows, the header in the first only, each a C string (`bufLen` counts the NUL)
+/// sent as one chunk marked last. On disk the file is whole and has no NUL.
+pub fn stats_csv_parts(csv: &[u8]) -> Vec<Vec<u8>> {
+    let mut lines = csv.split_inclusive(|&b| b == b'\n');
+    let header = lines.next().unwrap_or_default();
+    let rows: Vec<&[u8]> = lines.filter(|l| !l.iter().all(u8::is_ascii_whitespace)).collect();
+    let mut parts: Vec<Vec<u8>> = rows.chunks(STATS_ROWS_PER_PART).map(|rows| rows.concat()).collect();
+    if parts.is_empty() {
+        parts.push(Vec::new());
     }
-    file
+    parts[0].splice(0..0, header.iter().copied());
+    for part in &mut parts {
+        part.push(0);
+    }
+    parts
 }
 
 fn write_file(file: &OutFile) -> std::io::Result<()> {
@@ -159,4 +186,23 @@ fn write_file(file: &OutFile) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(&file.path, &file.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stats_csv_of_more_than_10_rows_goes_in_parts_the_header_in_the_first() {
+        let rows: String = (0..13).map(|i| format!("Input,{i},4\n")).collect();
+        let csv = format!("Input/Output,Index,Data Size\n{rows}");
+        let parts = stats_csv_parts(csv.as_bytes());
+        assert_eq!(parts.len(), 2);
+        let text = |p: &[u8]| String::from_utf8(p.to_vec()).unwrap();
+        assert!(text(&parts[0]).starts_with("Input/Output,Index,Data Size\nInput,0,4\n"));
+        assert!(text(&parts[0]).ends_with("Input,9,4\n\0"));
+        assert_eq!(text(&parts[1]), "Input,10,4\nInput,11,4\nInput,12,4\n\0");
+        // Ten rows or fewer: one part, whole, as before.
+        assert_eq!(stats_csv_parts(b"H\nInput,0,4\n"), [b"H\nInput,0,4\n\0".to_vec()]);
+    }
 }
