@@ -93,6 +93,7 @@ impl Counters {
             refused_after_stop: g(&self.refused_after_stop),
             writer_cpu_ns: g(&self.writer_cpu_ns),
             every_op_dumps_set: g(&self.every_op_dumps_set),
+            model_executions: crate::acl_hooks::model_executions(),
         }
     }
 }

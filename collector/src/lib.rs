@@ -1,8 +1,8 @@
 //! `libcollector.so`: captures the CANN dump stream of a training job into accutrace capture segments.
 //!
 //! `LD_PRELOAD=libcollector.so ACCUTRACE_DIR=runs/x <training command>` (see `docs/COLLECTOR.md`).
-//! The library interposes `aclInit` and `aclFinalize`; after the real `aclInit` it attaches to the loaded
-//! runtime, registers a dump callback and configures the dump. Data flows
+//! The library interposes `aclInit` and `aclFinalize` (and counts `aclmdlExecute`); after the real
+//! `aclInit` it attaches to the loaded runtime, registers a dump callback and configures the dump. Data flows
 //! `callback` (copy into a pre-allocated slot) -> queue -> `writer` threads (`reassembly`, parse, statistics,
 //! hash, compression) -> capture segments, sealed with a `manifest` at `aclFinalize`, exit or SIGTERM.
 //!

@@ -10,8 +10,8 @@
 //! a stream that was not sealed, or whose last segment ends torn; a segment file longer than its header
 //! says (appended to after the capture); and the collector's own losses
 //! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters); and a
-//! process whose every-op dump was set and whose job ran steps or collectives but that received no dump
-//! chunk at all (another tool's dump callback was registered first: the runtime keeps the first).
+//! process whose every-op dump was set and whose job ran models, steps or collectives but that received no
+//! dump chunk at all (another tool's dump callback was registered first: the runtime keeps the first).
 
 use super::manifest::{StreamCounts, StreamSummary, MANIFEST_FILE, STREAM_FILE};
 use super::reader::{CaptureRun, Record, StreamReader};
@@ -156,21 +156,22 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
     found
 }
 
-/// When a process set a dump of every op, its job then ran (step ends or HCCL calls were recorded), and
+/// When a process set a dump of every op, its job then ran (model executions, step ends or HCCL calls were
+/// recorded), and
 /// yet not one dump chunk arrived: what happened, in words. The runtime answers ACL_SUCCESS to a second
 /// `acldumpRegCallback` and keeps sending to the first, so this is what a capture looks like when another
 /// tool registered first; the collector cannot see that any other way.
 pub fn no_dump_arrived(counters: &PipelineCounters, counts: &StreamCounts) -> Option<String> {
-    let ran = counts.step_marks > 0 || counts.collectives > 0;
+    let ran = counters.model_executions > 0 || counts.step_marks > 0 || counts.collectives > 0;
     if counters.chunks > 0 || counters.every_op_dumps_set == 0 || !ran {
         return None;
     }
     Some(format!(
-        "no dump chunk arrived although the collector set a dump of every op and the job ran ({} step \
-         mark(s), {} HCCL call(s)): another tool's dump callback (MindSpore's or msprobe's dump, another \
+        "no dump chunk arrived although the collector set a dump of every op and the job ran ({} model \
+         execution(s), {} step mark(s), {} HCCL call(s)): another tool's dump callback (MindSpore's or msprobe's dump, another \
          collector) was probably registered first, and the runtime keeps sending to the first one; this \
          process captured nothing. Turn the other tool's dump off and run again",
-        counts.step_marks, counts.collectives
+        counters.model_executions, counts.step_marks, counts.collectives
     ))
 }
 

@@ -60,6 +60,8 @@ pub struct PipelineCounters {
     /// Times the collector set a dump that delivers every op of every step (no overflow-only dump, op list
     /// or step list). Absent from older manifests (0): nothing then says that chunks were due.
     pub every_op_dumps_set: u64,
+    /// Successful `aclmdlExecute` calls of the process (graph-mode steps); 0 in older manifests.
+    pub model_executions: u64,
 }
 
 impl PipelineCounters {

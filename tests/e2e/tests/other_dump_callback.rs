@@ -90,3 +90,28 @@ fn one_rank_emptied_by_another_dump_callback_is_no_all_clear() {
         assert_eq!(out.matches("no dump chunk arrived").count(), 1, "rank 0's stream is whole: {out}");
     }
 }
+
+/// A graph-mode job (aclmdlExecute, no step hook, no HCCL): the collector counts its model executions.
+/// Before, nothing it saw said the job ran: it was silent, and the analyzer said only that the capture
+/// "holds no ops", read without a problem.
+#[test]
+fn a_graph_job_emptied_by_another_dump_callback_is_named_by_its_model_executions() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "model.json", MODEL);
+    let run = dir.path().join("run");
+    let out = sim_train(
+        &model,
+        2,
+        None,
+        &[
+            ("LD_PRELOAD", path_str(&collector_lib())),
+            ("ACCUTRACE_DIR", path_str(&run)),
+            ("SIM_ACL_OTHER_DUMP_CALLBACK", "1"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no dump chunk arrived") && stderr.contains("model execution"), "{stderr}");
+    let (code, out, err) = analyzer(&["overflow", path_str(&run)]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: ") && out.contains("no dump chunk arrived"), "{out}{err}");
+}
