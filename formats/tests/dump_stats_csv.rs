@@ -142,3 +142,13 @@ fn a_later_part_of_an_op_s_csv_is_told_by_its_missing_header() {
     assert_eq!(stats_csv_header_line(b"Input,10,48,DT_FLOAT16,FORMAT_ND,2x3x4\nOutput,0\n\0"), None);
     assert_eq!(stats_csv_header_line(b" output,0,4\n"), None);
 }
+
+#[test]
+fn a_header_repeated_before_a_later_part_is_not_a_row() {
+    let header = STANDARD.lines().next().unwrap();
+    let rows: Vec<&str> = STANDARD.lines().skip(1).collect();
+    let appended = format!("{header}\n{}\n{header}\n{}\n", rows[0], rows[1]);
+    let parsed = parse_stats_csv(appended.as_bytes()).unwrap();
+    // Debug text: a NaN cell is NaN on both sides.
+    assert_eq!(format!("{parsed:?}"), format!("{:?}", parse_stats_csv(STANDARD.as_bytes()).unwrap()));
+}

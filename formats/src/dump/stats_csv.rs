@@ -118,6 +118,7 @@ pub fn stats_csv_header_line(bytes: &[u8]) -> Option<&[u8]> {
 pub fn parse_stats_csv(bytes: &[u8]) -> Result<Vec<StatsRow>> {
     let mut reader = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(bytes);
     let mut columns: Option<Vec<Option<Col>>> = None;
+    let mut header: Vec<String> = Vec::new();
     let mut rows = Vec::new();
     let mut record = csv::ByteRecord::new();
     loop {
@@ -148,9 +149,12 @@ pub fn parse_stats_csv(bytes: &[u8]) -> Result<Vec<StatsRow>> {
                 }
             }
             columns = Some(cols);
+            header = cells.iter().map(|c| c.to_string()).collect();
             continue;
         };
-        if cells.iter().all(|c| c.is_empty()) {
+        // A header again: the runtime heads a later part of an op of more than 10 tensors when the file's name
+        // is not among the last 10 it remembers (adx_dump_record.cpp CheckFileNameExist), and appends it.
+        if cells.iter().all(|c| c.is_empty()) || cells == header {
             continue;
         }
         rows.push(parse_row(cols, &cells).map_err(fail)?);
