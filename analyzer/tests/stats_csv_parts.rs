@@ -78,6 +78,21 @@ fn every_part_of_an_op_with_more_than_10_tensors_is_read_as_that_op() {
 }
 
 #[test]
+fn a_later_part_headed_again_joins_the_same_op() {
+    // The runtime heads a part again when the name fell out of the last 10 it remembers.
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = concat_parts();
+    let headed = [format!("{HEADER}\n").into_bytes(), second].concat();
+    let run = write_run(&dir.path().join("run"), &[&first, &headed]);
+    let (code, out, err) = analyzer(&["inspect", run.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ops = json["ops"].as_array().unwrap();
+    assert_eq!(ops.len(), 1, "{json}");
+    assert_eq!(ops[0]["tensors"].as_array().unwrap().len(), 13, "{json}");
+}
+
+#[test]
 fn a_part_without_its_header_part_is_an_input_problem_naming_the_op() {
     let dir = tempfile::tempdir().unwrap();
     let (_, second) = concat_parts();
