@@ -3,8 +3,9 @@
 //! to nearest even) and `vcvtph2ps` back, two instructions per 8 values, instead of
 //! [`round_to_f16`](super::kernel::round_to_f16)'s fifteen integer and float operations. The fused pass
 //! (`fused.rs`) runs it beside its f64 sums when it also forms msaccucmp's sums, on x86_64 at
-//! [`Level::Avx2`](accutrace_formats::simd::Level::Avx2) and above; everywhere else (msprobe's metrics
-//! alone, the portable and SSE2 builds, aarch64) it computes the same in its own lanes.
+//! [`Level::Avx2`](accutrace_formats::simd::Level::Avx2) and above; with msprobe's metrics alone it runs
+//! [`probe_of_f16_values`] instead, its whole loop written with the hardware's rounding; everywhere else
+//! (the portable and SSE2 builds, aarch64, pairs with inf/NaN) it computes the same in its own lanes.
 //!
 //! What the fused pass takes from the relative errors does not depend on their order: their maximum (NaN
 //! left out, as numpy's `max` never sees one here: the NaN flag says so), whether one is NaN, the counts
@@ -17,6 +18,7 @@
 //! portable one.
 
 use super::kernel::rel_err_f16;
+use super::sums::MsprobeSums;
 
 /// The fused pass's relative-error figures of a chunk (see the module's doc).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,6 +68,23 @@ pub(crate) fn portable(n: &[f32], b: &[f32], (t1, t5): (f32, f32)) -> ReF16 {
     out
 }
 
+/// msprobe's sums of a pair of f16 values (equal lengths, fewer than 2^32 elements: one chunk of the fused
+/// pass), relative error in f16, through the CPU's f16 conversion when it has one and the current
+/// [`simd::level`](accutrace_formats::simd::level) allows it; `None` otherwise. The same bits as the fused
+/// pass's own lanes (`fused::chunk` without msaccucmp's sums: the same f64 lanes, operations and order, and
+/// [`rel_err_of_f16_values`](super::kernel::rel_err_of_f16_values) with the hardware's rounding), for any
+/// input; only the work differs: the roundings were two thirds of that pass's instructions.
+pub(crate) fn probe_of_f16_values(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Option<MsprobeSums> {
+    debug_assert_eq!(n.len(), b.len());
+    #[cfg(target_arch = "x86_64")]
+    if accutrace_formats::simd::level() >= accutrace_formats::simd::Level::Avx2 {
+        // SAFETY: level() reports Avx2 only when this CPU has AVX2 and F16C (simd::detect).
+        return Some(unsafe { f16c::probe_of_f16_values(n, b, thresholds) });
+    }
+    let _ = (n, b, thresholds);
+    None
+}
+
 /// [`ReF16`] of a pair (equal lengths) through the CPU's f16 conversion, when it has one and the current
 /// [`simd::level`](accutrace_formats::simd::level) allows it; `None` otherwise.
 pub(crate) fn by_hardware(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Option<ReF16> {
@@ -82,7 +101,7 @@ pub(crate) fn by_hardware(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Optio
 #[cfg(target_arch = "x86_64")]
 mod f16c {
     use super::super::kernel::F16_EPSILON;
-    use super::ReF16;
+    use super::{MsprobeSums, ReF16};
     use std::arch::x86_64::*;
 
     /// Rounds each lane to the nearest f16 value (ties to even; the immediate, not MXCSR, picks the mode)
@@ -172,6 +191,119 @@ mod f16c {
         };
         vectors.merge(super::portable(xt, yt, (t1, t5)))
     }
+
+    /// Two vectors of four f64: the fused pass's eight f64 lanes, lanes 0-3 and 4-7.
+    #[derive(Clone, Copy)]
+    struct Lanes64(__m256d, __m256d);
+
+    /// An intrinsic of two `__m256d` applied to both halves of two [`Lanes64`].
+    macro_rules! both {
+        ($f:ident($a:expr, $b:expr)) => {{
+            let (a, b) = ($a, $b);
+            Lanes64($f(a.0, b.0), $f(a.1, b.1))
+        }};
+    }
+
+    impl Lanes64 {
+        #[target_feature(enable = "avx")]
+        fn zero() -> Lanes64 {
+            Lanes64(_mm256_setzero_pd(), _mm256_setzero_pd())
+        }
+
+        /// Each of eight f32 widened, lane for lane.
+        #[target_feature(enable = "avx")]
+        fn widen(v: __m256) -> Lanes64 {
+            Lanes64(
+                _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v)),
+            )
+        }
+
+        #[target_feature(enable = "avx")]
+        fn lanes(self) -> [f64; 8] {
+            let mut out = [0.0f64; 8];
+            // SAFETY: `out` is 8 writable f64; storeu takes unaligned pointers; AVX is enabled here.
+            unsafe {
+                _mm256_storeu_pd(out.as_mut_ptr(), self.0);
+                _mm256_storeu_pd(out.as_mut_ptr().add(4), self.1);
+            }
+            out
+        }
+    }
+
+    /// [`super::probe_of_f16_values`] on a CPU with AVX2 and F16C: `fused::chunk`'s loop with its
+    /// relative error of f16 values (`ZERO`, `ACC`, `STATS` off; `F16`, `RE` on), eight elements per
+    /// step, element `i` of a step in lane `i`; the ragged end (fewer than eight) goes to lanes 0.. one by
+    /// one, as there.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn probe_of_f16_values(n: &[f32], b: &[f32], (t1, t5): (f32, f32)) -> MsprobeSums {
+        use super::super::kernel::{hmax, hsum, rel_err_of_f16_values};
+        let zero = _mm256_setzero_ps();
+        let eps = _mm256_set1_ps(F16_EPSILON);
+        let abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
+        let abs64 = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFF_FFFF_FFFF_FFFF));
+        let (t1v, t5v) = (_mm256_set1_ps(t1), _mm256_set1_ps(t5));
+        let (mut dot, mut nn, mut bb, mut dd, mut max_abs) =
+            (Lanes64::zero(), Lanes64::zero(), Lanes64::zero(), Lanes64::zero(), Lanes64::zero());
+        let (mut max_re, mut nan) = (zero, zero);
+        let (mut c1, mut c5) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let (xs, ys) = (n.chunks_exact(8), b.chunks_exact(8));
+        let (xt, yt) = (xs.remainder(), ys.remainder());
+        for (x, y) in xs.zip(ys) {
+            // SAFETY: chunks_exact(8) gives 8 readable f32 on each side; loadu takes unaligned pointers.
+            let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
+            // The f64 sums: products and sums rounded one by one (no fused multiply-add), as the lanes do.
+            let (xd, yd) = (Lanes64::widen(x), Lanes64::widen(y));
+            dot = both!(_mm256_add_pd(dot, both!(_mm256_mul_pd(xd, yd))));
+            nn = both!(_mm256_add_pd(nn, both!(_mm256_mul_pd(xd, xd))));
+            bb = both!(_mm256_add_pd(bb, both!(_mm256_mul_pd(yd, yd))));
+            let d = both!(_mm256_sub_pd(xd, yd));
+            dd = both!(_mm256_add_pd(dd, both!(_mm256_mul_pd(d, d))));
+            // max_pd(a, b) is `a > b ? a : b`, the lanes' select.
+            max_abs = both!(_mm256_max_pd(both!(_mm256_and_pd(d, Lanes64(abs64, abs64))), max_abs));
+            // rel_err_of_f16_values: eps for a zero bench (and rounded eps added to the target there),
+            // the difference and the quotient each rounded to f16, then |.|.
+            let z = _mm256_cmp_ps::<_CMP_EQ_OQ>(y, zero);
+            let bq = _mm256_blendv_ps(y, eps, z);
+            let nq = _mm256_blendv_ps(x, round!(_mm256_add_ps(x, eps)), z);
+            let re = _mm256_and_ps(round!(_mm256_div_ps(round!(_mm256_sub_ps(nq, bq)), bq)), abs);
+            max_re = _mm256_max_ps(re, max_re);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(re, re));
+            c1 = _mm256_sub_epi32(c1, _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LT_OQ>(re, t1v)));
+            c5 = _mm256_sub_epi32(c5, _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LT_OQ>(re, t5v)));
+        }
+        let (mut dot, mut nn, mut bb, mut dd) = (dot.lanes(), nn.lanes(), bb.lanes(), dd.lanes());
+        let (mut max_abs, mut max_re) = (max_abs.lanes(), lanes(max_re));
+        let (mut re_nan, mut lt_one, mut lt_five) = (_mm256_movemask_ps(nan) != 0, counts(c1), counts(c5));
+        for (l, (&x, &y)) in xt.iter().zip(yt).enumerate() {
+            let (xd, yd) = (f64::from(x), f64::from(y));
+            dot[l] += xd * yd;
+            nn[l] += xd * xd;
+            bb[l] += yd * yd;
+            let d = xd - yd;
+            dd[l] += d * d;
+            max_abs[l] = if d.abs() > max_abs[l] { d.abs() } else { max_abs[l] };
+            let re = rel_err_of_f16_values(x, y);
+            max_re[l] = if re > max_re[l] { re } else { max_re[l] };
+            re_nan |= re.is_nan();
+            lt_one += u64::from(re < t1);
+            lt_five += u64::from(re < t5);
+        }
+        let (nn, bb) = (hsum(&nn), hsum(&bb));
+        MsprobeSums {
+            len: n.len() as u64,
+            dot: hsum(&dot),
+            nn,
+            bb,
+            dd: hsum(&dd),
+            max_abs: hmax(&max_abs),
+            max_re: hmax(&max_re.map(f64::from)),
+            re_nan,
+            lt_one,
+            lt_five,
+            nonfinite: !(nn.is_finite() && bb.is_finite()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +349,57 @@ mod tests {
             _ => f16_to_f32((r >> 8) as u16 & 0x7BFF | ((r & 0x80) as u16) << 8),
         };
         (0..len).map(|_| (value(next()), value(next()))).unzip()
+    }
+
+    /// The hardware's msprobe sums against the fused pass's own lanes (its baseline build, which rounds
+    /// in software), bit for bit, on pairs with every branch of the relative error, inf and NaN (whose
+    /// sums are void but still the same bits, NaN for NaN), lengths with and without a ragged end; and on a chunk of
+    /// plain f16 activations, whole and with a ragged end.
+    #[test]
+    fn the_hardware_probe_sums_are_the_fused_lanes() {
+        let thresholds = {
+            let (t1, t5) = super::super::RePrecision::F16.thresholds();
+            (t1 as f32, t5 as f32)
+        };
+        // A NaN sum's sign and payload depend on which NaN an addition passes on; no figure reads them.
+        let bits = |s: &MsprobeSums| {
+            let f = |v: f64| if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
+            let sums = [f(s.dot), f(s.nn), f(s.bb), f(s.dd), f(s.max_abs), f(s.max_re)];
+            (s.len, sums, s.re_nan, s.lt_one, s.lt_five, s.nonfinite)
+        };
+        let activations = {
+            use accutrace_formats::tensor::half_bits::f16_to_f32;
+            let (n, b): (Vec<f32>, Vec<f32>) = (0..65_536u32)
+                .map(|i| {
+                    let h = (i.wrapping_mul(2_654_435_761) >> 16) as u16 & 0xBBFF;
+                    (f16_to_f32(h), f16_to_f32(h ^ (i % 3) as u16))
+                })
+                .unzip();
+            (n, b)
+        };
+        let mut cases: Vec<(Vec<f32>, Vec<f32>)> = vec![activations];
+        // Finite f16 values of every exponent, with ragged ends: sums that show which lane each value went
+        // to (a lane's sum rounds differently with another value in it).
+        for len in (1..=8).map(|r| 1000 + r) {
+            cases.extend((0..8u64).map(|seed| {
+                let (n, b) = pair(len, seed * 13 + len as u64);
+                let finite = |v: f32| if v.is_finite() && v.abs() <= 65504.0 { v } else { 1.5 };
+                (n.into_iter().map(finite).collect(), b.into_iter().map(finite).collect())
+            }));
+        }
+        for len in [0, 1, 7, 8, 9, 100, 4099] {
+            cases.extend((0..20u64).map(|seed| pair(len, seed * 11 + len as u64)));
+        }
+        for (n, b) in &cases {
+            let want = simd::with_ceiling(Level::Baseline, || {
+                super::super::fused::msprobe_chunk::<false, true>(n, b)
+            });
+            let got = simd::with_ceiling(Level::Avx2, || probe_of_f16_values(n, b, thresholds));
+            assert_eq!(got.is_some(), cfg!(target_arch = "x86_64") && simd::detected() >= Level::Avx2);
+            if let Some(got) = got {
+                assert_eq!(bits(&got), bits(&want), "{} values", n.len());
+            }
+        }
     }
 
     #[test]
