@@ -42,7 +42,7 @@ fn command_sees_the_collector_environment_and_its_status_is_passed_on() {
             "--policy",
             "ring:1G",
             "--zstd-level",
-            "5",
+            "-3",
             "--",
             "sh",
             "-c",
@@ -62,7 +62,8 @@ fn command_sees_the_collector_environment_and_its_status_is_passed_on() {
     has(format!("ACCUTRACE_DIR={}", run.display()));
     has("ACCUTRACE_MODE=tensor".into());
     has("ACCUTRACE_POLICY=ring:1073741824".into());
-    has("ACCUTRACE_ZSTD_LEVEL=5".into());
+    // A negative level is a value, not an option (clap took "-3" for a flag and refused it).
+    has("ACCUTRACE_ZSTD_LEVEL=-3".into());
     assert!(!env.contains("ACCUTRACE_STEPS"), "{env}");
     assert!(!env.contains("ACCUTRACE_OVERFLOW"), "{env}");
 }
@@ -166,6 +167,7 @@ fn bad_options_stop_before_the_command_runs() {
         (vec!["-o", run_s, "--collector", col, "--policy", "ring:lots"], "--policy"),
         (vec!["-o", run_s, "--collector", col, "--steps", "3-1"], "backwards"),
         (vec!["-o", run_s, "--collector", col, "--zstd-level", "99"], "--zstd-level"),
+        (vec!["-o", run_s, "--collector", col, "--zstd-level", "-8"], "from -7 (fastest) to 22"),
         (vec!["-o", run_s, "--collector", "/nonexistent/libcollector.so"], "--collector"),
     ];
     for (mut args, expected) in cases {

@@ -20,8 +20,9 @@ pub struct RecordArgs {
     /// Steps to dump, CANN syntax (`0|5|10-20`).
     #[arg(long, value_name = "STEPS")]
     pub steps: Option<String>,
-    /// zstd level for tensor data, -7..22 (1 is fast; higher is smaller).
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// zstd level for tensor data, -7..22 (1 is fast; higher is smaller; negative levels are faster
+    /// still).
+    #[arg(long, default_value_t = 1, value_name = "N", allow_negative_numbers = true)]
     pub zstd_level: i32,
     /// Capture the device's overflow (op-debug) records instead of data: CANN makes overflow detection
     /// exclusive with the data dump, so only the ops that overflowed are dumped, with their status bits.
