@@ -1,5 +1,6 @@
 //! A large pair measured a wave at a time from both sides' host bytes ([`Source::with_host_blocks`]): each
-//! wave's chunks decoded to f32 and measured on the pool's threads ([`MsprobeChunks`]), instead of both
+//! wave's chunks decoded to f32 (an fp16 pair's widened inside the measuring pass, where the CPU has F16C)
+//! and measured on the pool's threads ([`MsprobeChunks`]), instead of both
 //! sides decoded whole into f32 buffers and measured after. The values then stay in cache between their
 //! decode and their measure, and no buffer the size of the tensor as f32 is written (or zero-filled when a
 //! thread's buffer grows). Only where the metrics can be folded chunk by chunk: msprobe's alone, without
@@ -129,14 +130,17 @@ impl Sides<'_> {
     }
 }
 
-/// One chunk of each side's bytes decoded into this thread's chunk buffers and measured; `None` where a
-/// side does not decode.
+/// One chunk of each side's bytes measured: an fp16 pair straight from its bytes where it can be, else
+/// both sides decoded into this thread's chunk buffers first; `None` where a side does not decode.
 fn measure_chunk(
     fold: &MsprobeChunks,
     ((dn, wn), (db, _)): ((DType, usize), (DType, usize)),
     xs: &[u8],
     ys: &[u8],
 ) -> Option<ChunkSums> {
+    if let Some(part) = fold.measure_fp16_bytes((dn, db), xs, ys) {
+        return Some(part);
+    }
     let (mut n, mut b) = CHUNK_VALUES.with(|c| c.take());
     let count = xs.len() / wn;
     for v in [&mut n, &mut b] {

@@ -5,11 +5,13 @@
 //! msprobe's inf/NaN rule needs no second read here: a chunk with an inf or a NaN checks its positions and
 //! forms its zeroed sums at once (a chunk without any gives the same sums zeroed or not).
 
-use super::fused::msprobe_chunk;
+use super::f16_re::probe_of_f16_bytes;
+use super::fused::{msprobe_chunk, thresholds_f16};
 use super::kernel::{RePrecision, PARALLEL_MIN};
 use super::msprobe::metrics_of_sums;
 use super::sums::MsprobeSums;
 use super::{Families, MetricsRequest, PairMetrics};
+use accutrace_formats::DType;
 
 pub use super::kernel::CHUNK;
 
@@ -70,6 +72,18 @@ impl MsprobeChunks {
         let positions_differ = n.iter().zip(b).any(|(&x, &y)| kind(x) != kind(y));
         let zeroed = (!positions_differ).then(|| sums(true));
         ChunkSums { plain, zeroed, positions_differ }
+    }
+
+    /// [`measure`](Self::measure) of a chunk of an fp16 pair (`dtypes` both fp16) given as its bytes: the
+    /// values widened as the fused pass reads them (`f16_re::probe_of_f16_bytes`), the same sums as
+    /// `measure` of the decoded values. `None` where that pass does not apply: other dtypes, a CPU without
+    /// F16C, or a chunk holding inf/NaN (whose rule needs the values): decode it and `measure`.
+    pub fn measure_fp16_bytes(&self, dtypes: (DType, DType), n: &[u8], b: &[u8]) -> Option<ChunkSums> {
+        if !(self.f16 && dtypes == (DType::FLOAT16, DType::FLOAT16) && n.len() == b.len()) {
+            return None;
+        }
+        let plain = probe_of_f16_bytes(n, b, thresholds_f16())?;
+        (!plain.nonfinite).then_some(ChunkSums { plain, zeroed: None, positions_differ: false })
     }
 
     /// Folds in the next chunk's part.

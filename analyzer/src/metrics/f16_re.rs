@@ -85,6 +85,19 @@ pub(crate) fn probe_of_f16_values(n: &[f32], b: &[f32], thresholds: (f32, f32)) 
     None
 }
 
+/// [`probe_of_f16_values`] of a pair given as fp16 bytes (little-endian, equal lengths, even): each value
+/// widened in the loop as it is read, where the pair as f32 would first be written out and read back.
+pub(crate) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> Option<MsprobeSums> {
+    debug_assert!(n.len() == b.len() && n.len().is_multiple_of(2));
+    #[cfg(target_arch = "x86_64")]
+    if accutrace_formats::simd::level() >= accutrace_formats::simd::Level::Avx2 {
+        // SAFETY: level() reports Avx2 only when this CPU has AVX2 and F16C (simd::detect).
+        return Some(unsafe { f16c::probe_of_f16_bytes(n, b, thresholds) });
+    }
+    let _ = (n, b, thresholds);
+    None
+}
+
 /// [`ReF16`] of a pair (equal lengths) through the CPU's f16 conversion, when it has one and the current
 /// [`simd::level`](accutrace_formats::simd::level) allows it; `None` otherwise.
 pub(crate) fn by_hardware(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Option<ReF16> {
@@ -231,12 +244,39 @@ mod f16c {
         }
     }
 
-    /// [`super::probe_of_f16_values`] on a CPU with AVX2 and F16C: `fused::chunk`'s loop with its
-    /// relative error of f16 values (`ZERO`, `ACC`, `STATS` off; `F16`, `RE` on), eight elements per
-    /// step, element `i` of a step in lane `i`; the ragged end (fewer than eight) goes to lanes 0.. one by
-    /// one, as there.
+    /// [`super::probe_of_f16_values`] on a CPU with AVX2 and F16C.
     #[target_feature(enable = "avx2,f16c")]
-    pub(super) fn probe_of_f16_values(n: &[f32], b: &[f32], (t1, t5): (f32, f32)) -> MsprobeSums {
+    pub(super) fn probe_of_f16_values(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> MsprobeSums {
+        let eight = |v: &[f32], k: usize| {
+            // SAFETY: `probe` asks for groups k < len / 8 only: 8 readable f32 from 8k; loadu is unaligned.
+            unsafe { _mm256_loadu_ps(v.as_ptr().add(8 * k)) }
+        };
+        probe(n.len(), |k| (eight(n, k), eight(b, k)), |i| (n[i], b[i]), thresholds)
+    }
+
+    /// [`super::probe_of_f16_bytes`] on a CPU with AVX2 and F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> MsprobeSums {
+        use accutrace_formats::tensor::half_bits::f16_to_f32;
+        let eight = |v: &[u8], k: usize| {
+            // SAFETY: `probe` asks for groups k < len / 8 only: 16 readable bytes from 16k; loadu is unaligned.
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(16 * k).cast::<__m128i>())) }
+        };
+        let one = |v: &[u8], i: usize| f16_to_f32(u16::from_le_bytes([v[2 * i], v[2 * i + 1]]));
+        probe(n.len() / 2, |k| (eight(n, k), eight(b, k)), |i| (one(n, i), one(b, i)), thresholds)
+    }
+
+    /// `fused::chunk`'s loop (`ZERO`, `ACC`, `STATS` off; `F16`, `RE` on) over `len` pairs, with the
+    /// hardware's rounding in [`rel_err_of_f16_values`](super::super::kernel::rel_err_of_f16_values):
+    /// `group(k)` gives pairs `8k..8k + 8` (element `i` of a group goes to lane `i`), `one(i)` pair `i` of
+    /// the ragged end (fewer than eight, to lanes 0.. one by one, as there).
+    #[target_feature(enable = "avx2,f16c")]
+    fn probe(
+        len: usize,
+        group: impl Fn(usize) -> (__m256, __m256),
+        one: impl Fn(usize) -> (f32, f32),
+        (t1, t5): (f32, f32),
+    ) -> MsprobeSums {
         use super::super::kernel::{hmax, hsum, rel_err_of_f16_values};
         let zero = _mm256_setzero_ps();
         let eps = _mm256_set1_ps(F16_EPSILON);
@@ -247,11 +287,8 @@ mod f16c {
             (Lanes64::zero(), Lanes64::zero(), Lanes64::zero(), Lanes64::zero(), Lanes64::zero());
         let (mut max_re, mut nan) = (zero, zero);
         let (mut c1, mut c5) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        let (xs, ys) = (n.chunks_exact(8), b.chunks_exact(8));
-        let (xt, yt) = (xs.remainder(), ys.remainder());
-        for (x, y) in xs.zip(ys) {
-            // SAFETY: chunks_exact(8) gives 8 readable f32 on each side; loadu takes unaligned pointers.
-            let (x, y) = unsafe { (_mm256_loadu_ps(x.as_ptr()), _mm256_loadu_ps(y.as_ptr())) };
+        for k in 0..len / 8 {
+            let (x, y) = group(k);
             // The f64 sums: products and sums rounded one by one (no fused multiply-add), as the lanes do.
             let (xd, yd) = (Lanes64::widen(x), Lanes64::widen(y));
             dot = both!(_mm256_add_pd(dot, both!(_mm256_mul_pd(xd, yd))));
@@ -275,7 +312,8 @@ mod f16c {
         let (mut dot, mut nn, mut bb, mut dd) = (dot.lanes(), nn.lanes(), bb.lanes(), dd.lanes());
         let (mut max_abs, mut max_re) = (max_abs.lanes(), lanes(max_re));
         let (mut re_nan, mut lt_one, mut lt_five) = (_mm256_movemask_ps(nan) != 0, counts(c1), counts(c5));
-        for (l, (&x, &y)) in xt.iter().zip(yt).enumerate() {
+        for (l, i) in (len / 8 * 8..len).enumerate() {
+            let (x, y) = one(i);
             let (xd, yd) = (f64::from(x), f64::from(y));
             dot[l] += xd * yd;
             nn[l] += xd * xd;
@@ -291,7 +329,7 @@ mod f16c {
         }
         let (nn, bb) = (hsum(&nn), hsum(&bb));
         MsprobeSums {
-            len: n.len() as u64,
+            len: len as u64,
             dot: hsum(&dot),
             nn,
             bb,
@@ -398,6 +436,38 @@ mod tests {
             assert_eq!(got.is_some(), cfg!(target_arch = "x86_64") && simd::detected() >= Level::Avx2);
             if let Some(got) = got {
                 assert_eq!(bits(&got), bits(&want), "{} values", n.len());
+            }
+        }
+    }
+
+    /// The pass over fp16 bytes against the pass over their values, bit for bit (NaN for NaN), on the
+    /// same pairs rounded to f16 (inf, NaN, zeros, subnormals among them), with and without a ragged end.
+    #[test]
+    fn fp16_bytes_give_the_sums_of_their_values() {
+        use accutrace_formats::tensor::half_bits::f16_to_f32;
+        let thresholds = {
+            let (t1, t5) = super::super::RePrecision::F16.thresholds();
+            (t1 as f32, t5 as f32)
+        };
+        let f = |v: f64| if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
+        let bits = |s: &MsprobeSums| {
+            let sums = [f(s.dot), f(s.nn), f(s.bb), f(s.dd), f(s.max_abs), f(s.max_re)];
+            (s.len, sums, s.re_nan, s.lt_one, s.lt_five, s.nonfinite)
+        };
+        for len in [0, 1, 7, 8, 9, 100, 4099, 65_536] {
+            for seed in 0..6u64 {
+                let (n, b) = pair(len, seed * 17 + len as u64);
+                let halves =
+                    |v: &[f32]| -> Vec<u16> { v.iter().map(|&x| half::f16::from_f32(x).to_bits()).collect() };
+                let (hn, hb) = (halves(&n), halves(&b));
+                let bytes = |h: &[u16]| h.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+                let values = |h: &[u16]| h.iter().map(|&v| f16_to_f32(v)).collect::<Vec<f32>>();
+                let want = probe_of_f16_values(&values(&hn), &values(&hb), thresholds);
+                let got = probe_of_f16_bytes(&bytes(&hn), &bytes(&hb), thresholds);
+                assert_eq!(got.is_some(), want.is_some());
+                if let (Some(got), Some(want)) = (got, want) {
+                    assert_eq!(bits(&got), bits(&want), "{len} values, seed {seed}");
+                }
             }
         }
     }

@@ -93,7 +93,7 @@ const T1: f32 = 0.001;
 const T5: f32 = 0.005;
 
 /// The thresholds as numpy compares them with an f16 relative error (exact f16 values, so exact in f32).
-fn thresholds_f16() -> (f32, f32) {
+pub(super) fn thresholds_f16() -> (f32, f32) {
     let (t1, t5) = RePrecision::F16.thresholds();
     (t1 as f32, t5 as f32)
 }
