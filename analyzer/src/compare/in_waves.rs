@@ -1,11 +1,10 @@
 //! A large pair measured a wave at a time from both sides' host bytes ([`Source::with_host_blocks`]): each
 //! wave's chunks decoded to f32 (an fp16 pair's widened inside the measuring pass, where the CPU has F16C)
-//! and measured on the pool's threads ([`MsprobeChunks`]), instead of both
-//! sides decoded whole into f32 buffers and measured after. The values then stay in cache between their
-//! decode and their measure, and no buffer the size of the tensor as f32 is written (or zero-filled when a
-//! thread's buffer grows). Only where the metrics can be folded chunk by chunk: msprobe's alone, without
-//! statistics (compare's table, msprobe's CSV and the HTML report between captures); the figures are the
-//! whole read's bit for bit.
+//! and measured on the pool's threads ([`MsprobeChunks`]), instead of both sides decoded whole into f32
+//! buffers and measured after. The values then stay in cache between their decode and their measure, and
+//! no buffer the size of the tensor as f32 is written (or zero-filled when a thread's buffer grows). Only
+//! where the metrics can be folded chunk by chunk: msprobe's alone, without statistics (compare's table,
+//! msprobe's CSV and the HTML report between captures); the figures are the whole read's bit for bit.
 
 use crate::index::{TensorId, TensorInfo};
 use crate::metrics::chunked::{ChunkSums, MsprobeChunks, CHUNK};
