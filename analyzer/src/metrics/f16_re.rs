@@ -248,10 +248,10 @@ mod f16c {
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn probe_of_f16_values(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> MsprobeSums {
         let eight = |v: &[f32], k: usize| {
-            // SAFETY: `probe` asks for groups k < len / 8 only: 8 readable f32 from 8k; loadu is unaligned.
+            // SAFETY: `probe` asks for k < len / 8 (len: the shorter side): 8 f32 from 8k; loadu: unaligned.
             unsafe { _mm256_loadu_ps(v.as_ptr().add(8 * k)) }
         };
-        probe(n.len(), |k| (eight(n, k), eight(b, k)), |i| (n[i], b[i]), thresholds)
+        probe(n.len().min(b.len()), |k| (eight(n, k), eight(b, k)), |i| (n[i], b[i]), thresholds)
     }
 
     /// [`super::probe_of_f16_bytes`] on a CPU with AVX2 and F16C.
@@ -259,14 +259,20 @@ mod f16c {
     pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> MsprobeSums {
         use accutrace_formats::tensor::half_bits::f16_to_f32;
         let eight = |v: &[u8], k: usize| {
-            // SAFETY: `probe` asks for groups k < len / 8 only: 16 readable bytes from 16k; loadu is unaligned.
+            // SAFETY: `probe` asks for k < len / 8 (len: the shorter side): 16 bytes from 16k; unaligned.
             unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(16 * k).cast::<__m128i>())) }
         };
         let one = |v: &[u8], i: usize| f16_to_f32(u16::from_le_bytes([v[2 * i], v[2 * i + 1]]));
-        probe(n.len() / 2, |k| (eight(n, k), eight(b, k)), |i| (one(n, i), one(b, i)), thresholds)
+        probe(
+            n.len().min(b.len()) / 2,
+            |k| (eight(n, k), eight(b, k)),
+            |i| (one(n, i), one(b, i)),
+            thresholds,
+        )
     }
 
-    /// `fused::chunk`'s loop (`ZERO`, `ACC`, `STATS` off; `F16`, `RE` on) over `len` pairs, with the
+    /// `fused::chunk`'s loop (`ZERO`, `ACC`, `STATS` off; `F16`, `RE` on) over `len` pairs (both sides
+    /// hold at least that many: the loads of `group` rely on it), with the
     /// hardware's rounding in [`rel_err_of_f16_values`](super::super::kernel::rel_err_of_f16_values):
     /// `group(k)` gives pairs `8k..8k + 8` (element `i` of a group goes to lane `i`), `one(i)` pair `i` of
     /// the ragged end (fewer than eight, to lanes 0.. one by one, as there).
@@ -391,8 +397,8 @@ mod tests {
 
     /// The hardware's msprobe sums against the fused pass's own lanes (its baseline build, which rounds
     /// in software), bit for bit, on pairs with every branch of the relative error, inf and NaN (whose
-    /// sums are void but still the same bits, NaN for NaN), lengths with and without a ragged end; and on a chunk of
-    /// plain f16 activations, whole and with a ragged end.
+    /// sums are void but still the same bits, NaN for NaN), lengths with and without a ragged end; on
+    /// finite pairs whose sums show each value's lane; and on a chunk of plain f16 activations.
     #[test]
     fn the_hardware_probe_sums_are_the_fused_lanes() {
         let thresholds = {
