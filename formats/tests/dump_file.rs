@@ -4,6 +4,7 @@ use accutrace_formats::dump::{
     encode_dump, encode_legacy_dump, format_name, parse_dump, parse_dump_file, write_dump, DumpLayout, Io,
     MappedFile,
 };
+use accutrace_formats::tensor::{decode_f32, encode_f32};
 use accutrace_formats::DType;
 use accutrace_proto::dumpdata::{DumpData, OpBuffer, OpInput, OpOutput, OriginalOp, Shape, Workspace};
 use proptest::prelude::*;
@@ -387,4 +388,134 @@ fn a_binary_header_from_the_first_bytes_is_what_parse_dump_reads() {
     huge.input[0].size = u64::MAX;
     huge.output[0].size = 2;
     assert!(BinaryHeader::parse(&raw_binary(&huge, &[])).is_err());
+}
+
+/// A HIFLOAT4 output (the runtime's newer dtype 41) between two float16 outputs: the header's sizes place
+/// every tensor, the float16 ones decode to their values, and the HIFLOAT4 one is named and refused by
+/// name, never read as numbers. Its `arg_index` (field 12) reads back; the others have none.
+#[test]
+fn a_hifloat4_output_between_float16_outputs_is_named_and_the_float16_ones_read() {
+    let fp16 = |values: &[f32]| encode_f32(DType::FLOAT16, values).unwrap();
+    let (first, last) = (fp16(&[1.0, -2.0, 0.5]), fp16(&[3.0, 4.0]));
+    let hifloat4 = [0x21, 0x43, 0x05]; // five 4-bit elements, two to a byte
+    let output = |dtype: DType, dims: &[u64]| OpOutput {
+        data_type: dtype.code(),
+        format: 2,
+        shape: shape(dims),
+        ..Default::default()
+    };
+    let header = DumpData {
+        version: "2.0".into(),
+        op_name: "layer0/quant".into(),
+        output: vec![
+            output(DType::FLOAT16, &[3]),
+            OpOutput { data_type: 41, arg_index: 4, ..output(DType::FLOAT16, &[5]) },
+            output(DType::FLOAT16, &[2]),
+        ],
+        ..Default::default()
+    };
+    for legacy in [false, true] {
+        let bytes = if legacy {
+            encode_legacy_dump(
+                &DumpData { version: "1.0".into(), ..header.clone() },
+                &[],
+                &[&first, &hifloat4, &last],
+                &[],
+                &[],
+            )
+        } else {
+            encode_dump(&header, &[], &[&first, &hifloat4, &last], &[], &[])
+        }
+        .unwrap();
+        let file = parse_dump(&bytes).unwrap();
+        let [a, hif4, b] = &file.outputs[..] else { panic!("three outputs: {:?}", file.outputs) };
+        let mut values = Vec::new();
+        decode_f32(a.dtype, a.bytes, 3, &mut values).unwrap();
+        assert_eq!(values, [1.0, -2.0, 0.5], "legacy {legacy}");
+        decode_f32(b.dtype, b.bytes, 2, &mut values).unwrap();
+        assert_eq!(values, [3.0, 4.0], "legacy {legacy}");
+        assert_eq!((hif4.dtype, hif4.dtype.name()), (DType::HIFLOAT4, "HIFLOAT4".into()));
+        assert_eq!(hif4.bytes, hifloat4);
+        assert_eq!(hif4.dtype.byte_size(5), Some(hif4.bytes.len() as u64), "sized as the vendor sizes it");
+        assert_eq!(
+            hif4.dtype.undecodable_reason().unwrap(),
+            "HIFLOAT4: accutrace cannot decode its values yet"
+        );
+        let refused = decode_f32(hif4.dtype, hif4.bytes, 5, &mut values).unwrap_err();
+        assert!(refused.problem.contains("HIFLOAT4"), "{refused}");
+        assert_eq!((a.arg_index, hif4.arg_index, b.arg_index), (0, 4, 0));
+    }
+}
+
+/// The runtime's `OutputFormat` (hicann/runtime 681ef761 `src/dfx/adump/proto/dump_task.proto`), written out
+/// by hand: a code or name of ours that differs fails here. Three are spelled differently there (DHWCH,
+/// NYUV, NYUV_A); ours are the older proto's and GE's (`FORMAT_DHWCN` in metadef's graph/types.h) and
+/// the statistics CSV reader maps the newer spellings to them.
+#[test]
+fn every_format_code_and_name_is_the_vendor_s() {
+    let vendor = [
+        "NCHW",
+        "NHWC",
+        "ND",
+        "NC1HWC0",
+        "FRACTAL_Z",
+        "NC1C0HWPAD",
+        "NHWC1C0",
+        "FSR_NCHW",
+        "FRACTAL_DECONV",
+        "C1HWNC0",
+        "FRACTAL_DECONV_TRANSPOSE",
+        "FRACTAL_DECONV_SP_STRIDE_TRANS",
+        "NC1HWC0_C04",
+        "FRACTAL_Z_C04",
+        "CHWN",
+        "FRACTAL_DECONV_SP_STRIDE8_TRANS",
+        "HWCN",
+        "NC1KHKWHWC0",
+        "BN_WEIGHT",
+        "FILTER_HWCK",
+        "HASHTABLE_LOOKUP_LOOKUPS",
+        "HASHTABLE_LOOKUP_KEYS",
+        "HASHTABLE_LOOKUP_VALUE",
+        "HASHTABLE_LOOKUP_OUTPUT",
+        "HASHTABLE_LOOKUP_HITS",
+        "C1HWNCoC0",
+        "MD",
+        "NDHWC",
+        "FRACTAL_ZZ",
+        "FRACTAL_NZ",
+        "NCDHW",
+        "DHWCH",
+        "NDC1HWC0",
+        "FRACTAL_Z_3D",
+        "CN",
+        "NC",
+        "DHWNC",
+        "FRACTAL_Z_3D_TRANSPOSE",
+        "FRACTAL_ZN_LSTM",
+        "FRACTAL_Z_G",
+        "RESERVED",
+        "ALL",
+        "NULL",
+        "ND_RNN_BIAS",
+        "FRACTAL_ZN_RNN",
+        "NYUV",
+        "NYUV_A",
+        "NCL",
+        "FRACTAL_Z_WINO",
+        "C1HWC0",
+    ];
+    let ours_for = |name: &'static str| match name {
+        "DHWCH" => "DHWCN",
+        "NYUV" => "YUV",
+        "NYUV_A" => "YUV_A",
+        name => name,
+    };
+    for (code, name) in vendor.into_iter().enumerate() {
+        assert_eq!(format_name(code as i32), ours_for(name), "format {code}");
+    }
+    assert_eq!(format_name(255), "MAX");
+    for code in (vendor.len() as i32..255).chain([256, -1]) {
+        assert_eq!(format_name(code), format!("UNKNOWN({code})"), "the vendor has no format {code}");
+    }
 }

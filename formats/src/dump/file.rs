@@ -64,6 +64,10 @@ pub struct DumpTensor<'a> {
     pub sub_format: i32,
     /// Fusion provenance (outputs only).
     pub original_op: Option<OriginalOp>,
+    /// The tensor's position among the kernel's arguments (`arg_index`): set by the runtime's exception
+    /// dump, which skips tensors without an address, so there `index` is not the op's own position. 0 when
+    /// the header has none (ordinary dumps, older runtimes), which proto3 cannot tell from argument 0.
+    pub arg_index: u32,
     /// The tensor's bytes, as the device wrote them.
     pub bytes: &'a [u8],
     /// Where `bytes` starts in the file.
@@ -351,6 +355,7 @@ pub(super) fn input_ref<'a>(index: usize, t: &OpInput, bytes: &'a [u8], offset: 
         original_shape: dims(&t.original_shape),
         sub_format: t.sub_format,
         original_op: None,
+        arg_index: t.arg_index,
         bytes,
         offset,
     }
@@ -366,6 +371,7 @@ pub(super) fn output_ref<'a>(index: usize, t: &OpOutput, bytes: &'a [u8], offset
         original_shape: dims(&t.original_shape),
         sub_format: t.sub_format,
         original_op: t.original_op.clone(),
+        arg_index: t.arg_index,
         bytes,
         offset,
     }
