@@ -184,13 +184,24 @@ impl CannDumpSource {
         Ok(CannDumpSource { root: root.to_path_buf(), index, files, stored, kept_maps })
     }
 
-    fn with_tensor<R>(&self, tensor: TensorId, f: impl FnOnce(&DeviceTensor<'_>) -> Result<R>) -> Result<R> {
+    /// Calls `f` with tensor `tensor`'s bytes and layout; `decodes`: `f` turns them into numbers, so a dtype
+    /// that cannot be is refused first, by name.
+    fn with_tensor<R>(
+        &self,
+        tensor: TensorId,
+        decodes: bool,
+        f: impl FnOnce(&DeviceTensor<'_>) -> Result<R>,
+    ) -> Result<R> {
         let info = &self.index.tensors[tensor];
         if !info.has_data {
             anyhow::bail!("{}: device statistics carry no tensor data", self.index.tensor_label(tensor));
         }
         let place = &self.stored[info.locator as usize];
         let path = &self.files[place.file];
+        if let Some(why) = decodes.then(|| info.dtype.undecodable_reason()).flatten() {
+            // Refused by name before the bytes are mapped: they hold no numbers accutrace can read.
+            anyhow::bail!("{}: {} {}: {why}", path.display(), info.io.as_str(), info.index);
+        }
         let fresh;
         let map = match &self.kept_maps[place.file] {
             Some(cell) => match cell.get() {
@@ -348,24 +359,24 @@ impl Source for CannDumpSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
-        self.with_tensor(tensor, |device| {
+        self.with_tensor(tensor, true, |device| {
             with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(())
         })
     }
 
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
-        self.with_tensor(tensor, |device| Ok(content_hash(device.bytes)))
+        self.with_tensor(tensor, false, |device| Ok(content_hash(device.bytes)))
     }
 
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
-        self.with_tensor(tensor, |device| {
+        self.with_tensor(tensor, true, |device| {
             with_values_scratch(|scratch| host_values(device, scratch, out))?;
             Ok(content_hash(device.bytes))
         })
     }
 
     fn read_host_bytes(&self, tensor: TensorId) -> Result<Option<HostBytes>> {
-        self.with_tensor(tensor, |device| Ok(host_bytes::host_bytes(device)?))
+        self.with_tensor(tensor, false, |device| Ok(host_bytes::host_bytes(device)?))
     }
 }
