@@ -54,6 +54,10 @@ pub struct InputProblems {
     items: Vec<InputProblem>,
 }
 
+/// How a problem of a baseline run starts (`in the baseline runs/good: ...`; `ranks --baseline`, `merge
+/// --baseline`): the run's own problems do not, so the user knows which of the two to read again.
+pub const OF_THE_BASELINE: &str = "in the baseline ";
+
 /// Incomplete-source lines listed before "and N more" in a lead; the JSON report has them all.
 const LISTED: usize = 10;
 
@@ -117,17 +121,25 @@ impl InputProblems {
                 )?;
             }
         }
-        let unreadable: Vec<&InputProblem> =
-            self.items.iter().filter(|p| p.kind == ProblemKind::Unreadable).collect();
-        if let Some(first) = unreadable.first() {
-            let n = unreadable.len();
-            writeln!(
-                out,
-                "UNREADABLE INPUT: {n} tensor{} could not be read and {} judged; first: {}",
-                if n == 1 { "" } else { "s" },
-                if n == 1 { "is not" } else { "are not" },
-                first.message
-            )?;
+        // The run's unreadable tensors and a baseline's are counted apart: each names what to read again.
+        for of_baseline in [false, true] {
+            let unreadable: Vec<&InputProblem> = self
+                .items
+                .iter()
+                .filter(|p| p.kind == ProblemKind::Unreadable)
+                .filter(|p| p.message.starts_with(OF_THE_BASELINE) == of_baseline)
+                .collect();
+            if let Some(first) = unreadable.first() {
+                let n = unreadable.len();
+                writeln!(
+                    out,
+                    "UNREADABLE INPUT: {n} tensor{}{} could not be read and {} judged; first: {}",
+                    if n == 1 { "" } else { "s" },
+                    if of_baseline { " of the baseline" } else { "" },
+                    if n == 1 { "is not" } else { "are not" },
+                    first.message
+                )?;
+            }
         }
         writeln!(out, "(exit status 2: the answer below does not cover what is listed above)\n")
     }

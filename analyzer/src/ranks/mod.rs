@@ -20,7 +20,7 @@ pub mod summary;
 
 use crate::filter::Filter;
 use crate::outcome::Outcome;
-use crate::problems::{InputProblem, InputProblems, ProblemKind};
+use crate::problems::{InputProblem, InputProblems, ProblemKind, OF_THE_BASELINE};
 use detect::{EventRef, Finding};
 use events::{step_words, RunEvents, UNKNOWN_STEP};
 use serde::Serialize;
@@ -225,8 +225,14 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     for p in scope_problems(run, &ranks, &examined_ranks, calls, selection.as_ref()) {
         problems.push(p);
     }
-    for p in run.problems.iter().chain(baseline.iter().flat_map(|b| b.1.problems.iter())) {
+    for p in &run.problems {
         problems.push(p.clone());
+    }
+    // The baseline's own problems are named as its: the user must know which of the two runs to copy again.
+    if let Some((name, good)) = baseline {
+        for p in &good.problems {
+            problems.push(of_the_baseline(name, p));
+        }
     }
     let incomplete = replay.incomplete.iter().map(|(comm, seq, op, arrived, expected)| {
         format!(
@@ -286,6 +292,12 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         }
     }
     report
+}
+
+/// What the baseline's capture or summaries miss, worded as the baseline's (its kind unchanged: exit 2
+/// either way).
+pub fn of_the_baseline(name: &str, problem: &InputProblem) -> InputProblem {
+    InputProblem { kind: problem.kind, message: format!("{OF_THE_BASELINE}{name}: {}", problem.message) }
 }
 
 /// Refuses the baseline: `reason` leads as REFUSED (exit 2, whatever `--allow-incomplete` says, as `diff`
@@ -360,6 +372,40 @@ fn scope_problems(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The baseline's input problems are named as the baseline's, the run's are not; both lead (exit 2).
+    #[test]
+    fn the_baselines_input_problems_are_named_as_its_own() {
+        let run = |problems: Vec<InputProblem>| RunEvents {
+            ranks: (0..2).map(|rank| events::RankEvents { rank, events: vec![] }).collect(),
+            problems,
+            ..RunEvents::default()
+        };
+        let torn = InputProblem::incomplete("runs/x/stream-001-rank1: not sealed");
+        let unreadable = InputProblem::unreadable("op.output.0: unknown dtype 999");
+        let found =
+            analyze("runs/x", &run(vec![]), Some(("runs/good", &run(vec![torn.clone(), unreadable]))));
+        let said: Vec<&str> = found.input_problems.items().iter().map(|p| p.message.as_str()).collect();
+        assert!(said.contains(&"in the baseline runs/good: runs/x/stream-001-rank1: not sealed"), "{said:?}");
+        assert!(found.input_problems.fail_the_run(false));
+        let mut lead = Vec::new();
+        found.input_problems.lead(&mut lead).unwrap();
+        let lead = String::from_utf8(lead).unwrap();
+        assert!(
+            lead.contains(
+                "UNREADABLE INPUT: 1 tensor of the baseline could not be read and is not judged; \
+                 first: in the baseline runs/good: op.output.0"
+            ),
+            "{lead}"
+        );
+        // The run under test's own problem is not the baseline's.
+        let found = analyze("runs/x", &run(vec![torn.clone()]), Some(("runs/good", &run(vec![]))));
+        let said: Vec<&str> = found.input_problems.items().iter().map(|p| p.message.as_str()).collect();
+        assert!(
+            said.contains(&torn.message.as_str()) && !said.iter().any(|m| m.contains("baseline")),
+            "{said:?}"
+        );
+    }
 
     /// A partial job names the ranks it lacks, in the number they are.
     #[test]
