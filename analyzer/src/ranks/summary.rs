@@ -74,7 +74,7 @@ pub struct RankSummary {
     /// The run it was scanned from, as named to `scan`.
     pub run: String,
     pub events: RankEvents,
-    /// What the scan could not place, and what its source misses (kept once, with the scan's lowest rank).
+    /// What the scan could not place, and what its source misses (the scan's, in each file it wrote).
     pub warnings: Vec<String>,
     pub problems: Vec<InputProblem>,
     /// The scan's selection (everything when empty).
@@ -141,13 +141,14 @@ pub fn write(
     std::fs::create_dir_all(&series_dir)
         .with_context(|| format!("cannot create {}", series_dir.display()))?;
     let mut written = Vec::new();
-    for (n, rank) in run.ranks.iter().enumerate() {
-        let first = n == 0;
+    for rank in &run.ranks {
+        // Every file carries the scan's warnings and problems (merge keeps each once): a rank's torn tail
+        // must lead merge's answer even when another rank's file is the one lost.
         let summary = RankSummary {
             run: run_name.to_string(),
             events: rank.clone(),
-            warnings: if first { run.warnings.clone() } else { Vec::new() },
-            problems: if first { run.problems.clone() } else { Vec::new() },
+            warnings: run.warnings.clone(),
+            problems: run.problems.clone(),
             selection: run.selection.clone(),
             job_ranks: run.job_ranks,
             communicators_made: run.communicators_made.get(&rank.rank).cloned(),
@@ -277,8 +278,16 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
         if let Some((_, other)) = from.iter().find(|(r, _)| *r == s.events.rank) {
             bail!("rank {} is summarized twice: {} and {}", s.events.rank, other.display(), file.display());
         }
-        run.warnings.extend(s.warnings);
-        run.problems.extend(s.problems);
+        for w in s.warnings {
+            if !run.warnings.contains(&w) {
+                run.warnings.push(w);
+            }
+        }
+        for p in s.problems {
+            if !run.problems.contains(&p) {
+                run.problems.push(p);
+            }
+        }
         run.job_ranks = run.job_ranks.max(s.job_ranks);
         if let Some(made) = s.communicators_made {
             run.communicators_made.insert(s.events.rank, made);

@@ -1041,6 +1041,79 @@ fn one_rank_has_no_answer_across_ranks_and_a_partial_selection_speaks_only_of_it
     assert!(!out.contains("No anomaly across the ranks"), "{out}");
 }
 
+/// A copy of `run` whose rank `rank` stream ends as a killed writer leaves it: its last segment unsealed
+/// (sealed end 0) and cut 5000 bytes short mid-record, the manifest saying the stream was not sealed.
+fn with_torn_tail(run: &Path, rank: u32, to: &Path) -> PathBuf {
+    for name in names_in(run) {
+        if run.join(&name).is_dir() {
+            copy_dir(&run.join(&name), &to.join(&name));
+        } else {
+            std::fs::create_dir_all(to).unwrap();
+            std::fs::copy(run.join(&name), to.join(&name)).unwrap();
+        }
+    }
+    let stream =
+        names_in(to).into_iter().find(|n| n.contains(&format!("-rank{rank}-"))).expect("the rank's stream");
+    let mut segments: Vec<String> =
+        names_in(&to.join(&stream)).into_iter().filter(|n| n.starts_with("seg-")).collect();
+    segments.sort();
+    let segment = to.join(&stream).join(segments.last().unwrap());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let sealed_end = u64::from_le_bytes(bytes[56..64].try_into().unwrap()) as usize;
+    bytes[56..64].fill(0);
+    bytes.truncate(sealed_end - 5000);
+    std::fs::write(&segment, bytes).unwrap();
+    let file = to.join("manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    for s in manifest["streams"].as_array_mut().unwrap() {
+        if s["dir"] == stream.as_str() {
+            s["sealed"] = false.into();
+        }
+    }
+    std::fs::write(&file, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    to.to_path_buf()
+}
+
+#[test]
+fn a_torn_rank_leads_merge_when_another_ranks_summary_is_lost_and_a_baselines_is_named_as_its() {
+    let r = runs();
+    let dir = scratch();
+    let torn = with_torn_tail(&r.healthy, 3, &dir.path().join("torn"));
+    let (whole, lost) = (dir.path().join("whole"), dir.path().join("lost"));
+    let (code, out, _) = analyzer(&["scan", p(&torn), "-o", p(&whole)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("INCOMPLETE INPUT: ") && out.contains("not sealed"), "{out}");
+    // Rank 0's summary (the scan's lowest rank) does not reach merge: the missing rank leads, and rank 3's
+    // torn tail still shows.
+    assert_eq!(analyzer(&["scan", p(&torn), "-o", p(&lost)]).0, 2);
+    std::fs::remove_file(lost.join("rank000000.parquet")).unwrap();
+    let (code, out, err) = analyzer(&["merge", p(&lost)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: the job had 4 ranks"), "{out}");
+    assert!(out.contains("ranks 1, 2, 3); rank 0 is missing"), "{out}");
+    assert!(out.contains("-rank3-") && out.contains("not sealed"), "rank 3's torn tail is lost: {out}");
+    assert!(!out.contains("No anomaly across the ranks"), "{out}");
+    // The torn run as the baseline: its problem leads as the baseline's, naming it; as the run, as its own.
+    let good = dir.path().join("good");
+    assert_eq!(analyzer(&["scan", p(&r.healthy), "-o", p(&good)]).0, 0);
+    let (code, out, _) = analyzer(&["merge", p(&good), "--baseline", p(&whole)]);
+    assert_eq!(code, 2, "{out}");
+    let baselines = format!("INCOMPLETE INPUT: in the baseline {}: ", p(&whole));
+    assert!(out.lines().any(|l| l.starts_with(&baselines) && l.contains("not sealed")), "{out}");
+    let (code, out, _) = analyzer(&["merge", p(&whole), "--baseline", p(&good)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("INCOMPLETE INPUT: ") && l.contains("not sealed")), "{out}");
+    assert!(
+        !out.contains("INCOMPLETE INPUT: in the baseline"),
+        "the run's own problem is not the baseline's: {out}"
+    );
+    // The same of captures: `ranks --baseline`.
+    let (code, out, _) = analyzer(&["ranks", p(&r.healthy), "--baseline", p(&torn)]);
+    assert_eq!(code, 2, "{out}");
+    let baselines = format!("INCOMPLETE INPUT: in the baseline {}: ", p(&torn));
+    assert!(out.lines().any(|l| l.starts_with(&baselines) && l.contains("not sealed")), "{out}");
+}
+
 #[test]
 fn a_baseline_of_another_job_is_refused_naming_the_ranks_it_lacks() {
     let r = runs();

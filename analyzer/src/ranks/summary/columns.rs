@@ -671,6 +671,25 @@ mod tests {
     }
 
     #[test]
+    fn a_scans_problems_lead_merge_when_its_lowest_ranks_file_is_lost() {
+        // A scan of ranks 0-3 whose rank 3 stream has a torn tail; rank 0's file does not reach merge.
+        let torn = InputProblem::incomplete("run/stream-001-rank3: not sealed: records end at byte 132032");
+        let run = crate::ranks::events::RunEvents {
+            ranks: (0..4).map(|rank| RankEvents { rank, events: vec![] }).collect(),
+            problems: vec![torn.clone()],
+            warnings: vec!["rank 3: 2 HCCL calls placed by the host clock".into()],
+            job_ranks: Some(4),
+            ..crate::ranks::events::RunEvents::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        super::super::write(&run, &Default::default(), "run", dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join(super::super::file_name(0))).unwrap();
+        let merged = super::super::read(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(merged.problems, [torn], "the torn tail is said once");
+        assert_eq!(merged.warnings, run.warnings, "and the warning once");
+    }
+
+    #[test]
     fn rows_out_of_program_order_or_of_another_rank_are_refused() {
         let events =
             RankEvents { rank: 0, events: vec![collective(CollectiveOp::AllReduce, 0, None, vec![])] };
