@@ -52,13 +52,15 @@ impl Grid {
     }
 }
 
-/// One rank's loss and global gradient norm per step, read as [`RunSeries::loss`] and
-/// [`RunSeries::grad_norms`]' `global` line are for the lowest rank.
+/// One rank's loss, global gradient norm and per-layer gradient norms per step, read as [`RunSeries::loss`]
+/// and [`RunSeries::grad_norms`] are for the lowest rank.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RankLines {
     pub rank: u32,
     pub loss: Option<Line>,
     pub grad_norm: Option<Line>,
+    /// One line per layer (in the order the rank updates them), when the rank updates several layers.
+    pub layer_grad_norms: Vec<Line>,
 }
 
 /// A run's series over its steps.
@@ -81,8 +83,8 @@ pub struct RunSeries {
     /// The global gradient norm (the root of the sum of the squared per-parameter norms) and one line per
     /// layer; empty when the run dumps no optimizer op.
     pub grad_norms: Vec<Line>,
-    /// Every other rank's loss and global gradient norm, ascending by rank (a rank whose loss is NaN while
-    /// the lowest rank's is not must show on the page).
+    /// Every other rank's loss and gradient norms (global and per layer), ascending by rank (a rank whose
+    /// loss is NaN, or whose layer's gradient is, while the lowest rank's is not must show on the page).
     pub other_ranks: Vec<RankLines>,
     /// Largest |x| of each layer's outputs per step (max over ranks).
     pub max_abs: Grid,
@@ -213,12 +215,12 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
 
     // Per rank and step: the loss (op named like one), the loss a scaler multiplies, and the sum of squared
-    // parameter-gradient norms; per layer for the lowest rank only.
+    // parameter-gradient norms, globally and per layer (every rank: a rank whose layer departs must show).
     let mut loss_of: BTreeMap<u32, BTreeMap<u64, (OpId, f64)>> = BTreeMap::new();
     let mut scaled_of: BTreeMap<u32, BTreeMap<u64, (OpId, f64, f64)>> = BTreeMap::new();
     let mut grad_sq_of: BTreeMap<u32, BTreeMap<u64, f64>> = BTreeMap::new();
-    let mut layer_grad_sq: BTreeMap<String, BTreeMap<u64, f64>> = BTreeMap::new();
-    let mut layer_first: HashMap<String, usize> = HashMap::new();
+    let mut layer_grad_sq_of: BTreeMap<u32, BTreeMap<String, BTreeMap<u64, f64>>> = BTreeMap::new();
+    let mut layer_first_of: BTreeMap<u32, HashMap<String, usize>> = BTreeMap::new();
     let mut without = 0;
 
     for (&o, &key) in ops.iter().zip(&key_of) {
@@ -251,16 +253,31 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         }
         if let Some(norm) = gradient_norm(index, op, stats) {
             *grad_sq_of.entry(op.rank).or_default().entry(op.step).or_default() += norm * norm;
-            if op.rank != rank {
-                continue;
-            }
             let layer = layer_of(parameter_name(op));
+            let layer_first = layer_first_of.entry(op.rank).or_default();
             let n = layer_first.len();
             layer_first.entry(layer.clone()).or_insert(n);
-            *layer_grad_sq.entry(layer).or_default().entry(op.step).or_default() += norm * norm;
+            let layers = layer_grad_sq_of.entry(op.rank).or_default();
+            *layers.entry(layer).or_default().entry(op.step).or_default() += norm * norm;
         }
     }
 
+    // A rank's per-layer lines in the order it first updates each layer; none when it updates one layer
+    // (that line would only repeat the global one).
+    let mut layer_lines = |r: u32| -> Vec<Line> {
+        let first = layer_first_of.remove(&r).unwrap_or_default();
+        let mut layers: Vec<(String, BTreeMap<u64, f64>)> =
+            layer_grad_sq_of.remove(&r).unwrap_or_default().into_iter().collect();
+        layers.sort_by_key(|(layer, _)| first[layer]);
+        layers
+            .into_iter()
+            .filter(|_| first.len() > 1)
+            .map(|(name, by_step)| Line {
+                name,
+                points: by_step.into_iter().map(|(s, sq)| (s, sq.sqrt())).collect(),
+            })
+            .collect()
+    };
     let other_ranks = ranks
         .iter()
         .filter(|&&r| r != rank)
@@ -280,6 +297,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
                 rank: r,
                 loss: line("loss", loss.into_iter().map(|(step, (_, v))| (step, v)).collect()),
                 grad_norm: line("global", grad.into_iter().map(|(step, sq)| (step, sq.sqrt())).collect()),
+                layer_grad_norms: layer_lines(r),
             }
         })
         .collect();
@@ -305,13 +323,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     if !grad_sq.is_empty() {
         let points = grad_sq.iter().map(|(&s, &sq)| (s, sq.sqrt())).collect();
         grad_norms.push(Line { name: "global".into(), points });
-        let mut layers: Vec<(String, BTreeMap<u64, f64>)> = layer_grad_sq.into_iter().collect();
-        layers.sort_by_key(|(layer, _)| layer_first[layer]);
-        // One layer's line would only repeat the global one.
-        for (layer, by_step) in layers.into_iter().filter(|_| layer_first.len() > 1) {
-            let points = by_step.into_iter().map(|(s, sq)| (s, sq.sqrt())).collect();
-            grad_norms.push(Line { name: layer, points });
-        }
+        grad_norms.extend(layer_lines(rank));
     }
     RunSeries {
         steps,
@@ -388,6 +400,43 @@ mod tests {
         let (op, scale) = found.scaler_scale.expect("the scale it multiplied by");
         assert_eq!(op, "Mul_0");
         assert_eq!(scale.points, [(0, 1024.0), (1, 1024.0)]);
+    }
+
+    #[test]
+    fn every_ranks_per_layer_gradient_norms_are_kept_a_nan_one_infinite() {
+        use crate::index::{Io, TensorInfo};
+        use accutrace_formats::DType;
+        let mut index = Index::default();
+        let mut stats = BTreeMap::new();
+        // Two ranks update layer_0 and layer_1 at two steps; rank 1's layer_1 gradient holds a NaN at step 1.
+        for step in 0..2u64 {
+            for rank in 0..2u32 {
+                for layer in ["layer_0", "layer_1"] {
+                    let name = format!("optimizer/model/{layer}/w/ApplyAdam");
+                    let op = index.push_op(name, "ApplyAdamD".into(), step, rank);
+                    let nan = step == 1 && rank == 1 && layer == "layer_1";
+                    for (i, values) in
+                        [[1.0f32, 2.0], [0.5, if nan { f32::NAN } else { 0.5 }]].iter().enumerate()
+                    {
+                        let info = TensorInfo::for_test(op, Io::Input, i as u32, DType::FLOAT, vec![2]);
+                        let t = index.push_tensor(info);
+                        stats.insert(t, TensorStats::of_f32(values, DType::FLOAT));
+                    }
+                }
+            }
+        }
+        let ops: Vec<OpId> = (0..index.ops.len()).collect();
+        let found = build(&index, &ops, &stats);
+        let names: Vec<&str> = found.grad_norms.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["global", "layer_0", "layer_1"]);
+        let other = &found.other_ranks[0];
+        assert_eq!(other.rank, 1);
+        let layers: Vec<&str> = other.layer_grad_norms.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(layers, ["layer_0", "layer_1"], "rank 1's layers are kept, not only rank 0's");
+        let layer_1 = &other.layer_grad_norms[1].points;
+        assert_eq!(layer_1[0], found.grad_norms[2].points[0], "step 0 agrees with rank 0");
+        assert!(layer_1[1].1.is_infinite(), "the NaN gradient reads infinite: {layer_1:?}");
+        assert!(found.grad_norms[2].points[1].1.is_finite());
     }
 
     #[test]

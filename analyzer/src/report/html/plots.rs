@@ -382,6 +382,66 @@ fn ranks_caption(others: &OtherRanks<'_>, agreeing: &str) -> String {
     said
 }
 
+/// Other ranks' per-layer gradient-norm lines that depart from the lowest rank's line of the same layer (or
+/// that it lacks), at most `room` drawn, ascending by rank then in each rank's layer order.
+fn departing_layers<'s>(
+    lowest: &'s [crate::series::Line],
+    others: &'s [crate::series::RankLines],
+    room: usize,
+) -> DepartingLayers<'s> {
+    // The lowest rank's lines after its global one are its layers'.
+    let low: HashMap<&str, &crate::series::Line> =
+        lowest.iter().skip(1).map(|l| (l.name.as_str(), l)).collect();
+    let mut drawn: Vec<(u32, &crate::series::Line)> = Vec::new();
+    let mut agreeing = 0;
+    for r in others {
+        for l in &r.layer_grad_norms {
+            if low.get(l.name.as_str()).is_none_or(|low| value_departs(low, l)) {
+                drawn.push((r.rank, l));
+            } else {
+                agreeing += 1;
+            }
+        }
+    }
+    let cut = drawn.len().saturating_sub(room);
+    drawn.truncate(room);
+    DepartingLayers { drawn, agreeing, cut }
+}
+
+/// The per-layer lines [`departing_layers`] draws, and those it leaves out.
+struct DepartingLayers<'s> {
+    drawn: Vec<(u32, &'s crate::series::Line)>,
+    /// Other ranks' layer lines equal to the lowest rank's.
+    agreeing: usize,
+    /// Departing layer lines past the page's room.
+    cut: usize,
+}
+
+impl DepartingLayers<'_> {
+    /// What the caption says of them (nothing when no other rank has per-layer lines).
+    fn caption(&self, lowest: u32) -> String {
+        let lines = |n: usize| if n == 1 { "1 layer line".to_string() } else { format!("{n} layer lines") };
+        let mut said = String::new();
+        if !self.drawn.is_empty() {
+            let names: Vec<String> = self.drawn.iter().map(|(r, l)| format!("rank {r} {}", l.name)).collect();
+            said.push_str(&format!(
+                "; per layer, where another rank's departs from rank {lowest}'s (dashed): {}",
+                names.join(", ")
+            ));
+        }
+        if self.cut > 0 {
+            said.push_str(&format!(
+                "; {} of other ranks that depart not drawn (the page draws {MAX_OTHER_RANKS} other ranks' lines)",
+                lines(self.cut)
+            ));
+        }
+        if self.agreeing > 0 && self.drawn.is_empty() && self.cut == 0 {
+            said.push_str(&format!("; the other ranks' per-layer norms equal rank {lowest}'s"));
+        }
+        said
+    }
+}
+
 /// The first step where the runs part: compare's first failing op, else diff's first difference, else the
 /// first overflow; with what says so.
 fn first_divergence(f: &Findings<'_>) -> Option<(u64, &'static str)> {
@@ -434,7 +494,21 @@ fn grad_norms(page: &mut String, f: &Findings<'_>) {
             lines.push(l);
         }
     }
-    let ranks_drawn = ranks_caption(&others, &format!("whose global norms equal rank {}'s", f.series.rank));
+    // Per layer, the other ranks' lines that depart from the lowest rank's same layer (a NaN gradient
+    // applied on one rank, a layer only another rank updates), in the room the global lines leave.
+    let layers =
+        departing_layers(&f.series.grad_norms, &f.series.other_ranks, MAX_OTHER_RANKS - others.drawn.len());
+    for (i, (rank, l)) in layers.drawn.iter().enumerate() {
+        let colour = OTHER_RANKS[(others.drawn.len() + i) % OTHER_RANKS.len()];
+        for segment in across_steps(&l.points, &f.series.steps) {
+            let mut l = line(&format!("rank {rank} {}", l.name), colour, 1.2, as_xy(segment));
+            l.dashed = true;
+            lines.push(l);
+        }
+    }
+    let mut ranks_drawn =
+        ranks_caption(&others, &format!("whose global norms equal rank {}'s", f.series.rank));
+    ranks_drawn.push_str(&layers.caption(f.series.rank));
     let y = Scale::log(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), 1e-12);
     let marks = first_divergence(f)
         .map(|(step, what)| vec![Mark { x: step as f64, colour: CULPRIT, label: format!("{what}: {step}") }])
@@ -635,6 +709,51 @@ mod tests {
             (drawn.drawn.len(), drawn.agreeing, drawn.cut),
             (MAX_OTHER_RANKS, 0, 11 - MAX_OTHER_RANKS)
         );
+    }
+
+    #[test]
+    fn another_ranks_layer_that_departs_is_drawn_named_and_the_rest_counted() {
+        use crate::series::RankLines;
+        let layer = |name: &str, points: &[(u64, f64)]| Series { name: name.into(), points: points.to_vec() };
+        let lowest = [
+            layer("global", &[(0, 2.0), (1, 1.5)]),
+            layer("layer_0", &[(0, 1.0), (1, 1.0)]),
+            layer("layer_1", &[(0, 1.5), (1, 0.5)]),
+        ];
+        let rank = |rank: u32, layer_1: &[(u64, f64)]| RankLines {
+            rank,
+            layer_grad_norms: vec![lowest[1].clone(), layer("layer_1", layer_1)],
+            ..RankLines::default()
+        };
+        // Rank 1 applied a NaN gradient in layer_1 at step 1; rank 2's layers equal rank 0's.
+        let others = [rank(1, &[(0, 1.5), (1, f64::NAN)]), rank(2, &[(0, 1.5), (1, 0.5)])];
+        let found = departing_layers(&lowest, &others, MAX_OTHER_RANKS);
+        assert_eq!(
+            found.drawn.iter().map(|(r, l)| (*r, l.name.as_str())).collect::<Vec<_>>(),
+            [(1, "layer_1")]
+        );
+        assert_eq!((found.agreeing, found.cut), (3, 0));
+        assert_eq!(
+            found.caption(0),
+            "; per layer, where another rank's departs from rank 0's (dashed): rank 1 layer_1"
+        );
+        // No room left by the global lines: counted, never dropped silently.
+        let found = departing_layers(&lowest, &others, 0);
+        assert!(found.drawn.is_empty());
+        assert_eq!(
+            found.caption(0),
+            "; 1 layer line of other ranks that depart not drawn (the page draws 7 other ranks' lines)"
+        );
+        // Every other rank's layers agree: the caption says so.
+        let found = departing_layers(&lowest, &others[1..], MAX_OTHER_RANKS);
+        assert_eq!(found.caption(0), "; the other ranks' per-layer norms equal rank 0's");
+        // A layer only another rank updates (pipeline parallel) departs.
+        let only = [RankLines {
+            rank: 1,
+            layer_grad_norms: vec![layer("layer_2", &[(0, 1.0)])],
+            ..RankLines::default()
+        }];
+        assert_eq!(departing_layers(&lowest, &only, MAX_OTHER_RANKS).drawn.len(), 1);
     }
 
     #[test]
