@@ -225,7 +225,10 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
             .gradient_norm
             .iter()
             .filter(|p| p.rank == rank)
-            .map(|p| format!("{}:{}", p.step, fmt_num(p.l2_norm)))
+            .map(|p| match p.nonfinite_gradients {
+                0 => format!("{}:{}", p.step, fmt_num(p.l2_norm)),
+                n => format!("{}:NaN/inf ({n} of {} gradients)", p.step, p.gradients),
+            })
             .collect();
         if points.is_empty() {
             continue;

@@ -104,12 +104,15 @@ pub struct LossPoint {
     pub value: Option<f64>,
 }
 
-/// The parameters' gradient norm at one step: sqrt of the sum of every finite gradient's squared L2 norm.
+/// The parameters' gradient norm at one step of one rank: sqrt of the sum of every gradient's squared L2
+/// norm; infinite (JSON null) when a gradient holds inf/NaN.
 #[derive(Clone, Debug, Serialize)]
 pub struct NormPoint {
     pub step: u64,
     pub rank: u32,
     pub gradients: usize,
+    /// Gradients holding inf or NaN.
+    pub nonfinite_gradients: usize,
     pub l2_norm: f64,
 }
 

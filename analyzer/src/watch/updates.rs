@@ -18,19 +18,31 @@ pub(super) fn gradient_norms(
     ctx: &Ctx<'_>,
     updates: &[&Update],
 ) -> (Vec<NormPoint>, HashMap<(u32, String), String>) {
-    let mut by_step: BTreeMap<(u32, u64), (usize, f64)> = BTreeMap::new();
+    // Per (rank, step): gradients, those holding inf/NaN, the sum of the finite ones' squared norms.
+    let mut by_step: BTreeMap<(u32, u64), (usize, usize, f64)> = BTreeMap::new();
     let mut series: BTreeMap<(u32, String), Vec<(u64, f64)>> = BTreeMap::new();
     for u in updates {
-        let Some(k) = u.gradient.and_then(|g| ctx.finite(g)) else { continue };
-        let l2 = k.stats.l2_norm;
+        let Some(k) = u.gradient.and_then(|g| ctx.known.get(&g)) else { continue };
         let e = by_step.entry((u.rank, u.step)).or_default();
         e.0 += 1;
-        e.1 += l2 * l2;
+        if k.stats.has_nonfinite() {
+            // Left out of the sum, the norm would read as a finite value smaller than the truth.
+            e.1 += 1;
+            continue;
+        }
+        let l2 = k.stats.l2_norm;
+        e.2 += l2 * l2;
         series.entry((u.rank, u.param.clone())).or_default().push((u.step, l2));
     }
     let norms = by_step
         .into_iter()
-        .map(|((rank, step), (gradients, sumsq))| NormPoint { step, rank, gradients, l2_norm: sumsq.sqrt() })
+        .map(|((rank, step), (gradients, nonfinite, sumsq))| NormPoint {
+            step,
+            rank,
+            gradients,
+            nonfinite_gradients: nonfinite,
+            l2_norm: if nonfinite > 0 { f64::INFINITY } else { sumsq.sqrt() },
+        })
         .collect();
     let trends = series.into_iter().map(|(key, points)| (key, trend_line(&points))).collect();
     (norms, trends)
