@@ -27,8 +27,8 @@ pub fn model_executions() -> u64 {
     MODEL_EXECUTIONS.load(Ordering::Relaxed)
 }
 
-/// For `dlsym`: our hook instead of `real` when `name` is `aclInit` or `aclFinalize` (and `real` is
-/// remembered as the function the hook forwards to). Allocation-free, like all of `dlsym`'s path.
+/// For `dlsym`: our hook instead of `real` when `name` is a watched name found (and `real` is remembered as
+/// the function the hook forwards to). Allocation-free, like all of `dlsym`'s path.
 pub fn interpose(name: &CStr, real: *mut c_void) -> Option<*mut c_void> {
     let slot = NAMES.iter().position(|n| *n == name)?;
     let hook = match slot {
@@ -36,9 +36,10 @@ pub fn interpose(name: &CStr, real: *mut c_void) -> Option<*mut c_void> {
         FINALIZE => aclFinalize as *const () as *mut c_void,
         _ => aclmdlExecute as *const () as *mut c_void,
     };
-    if real == hook || (slot == EXECUTE && real.is_null()) {
-        // The global scope already leads to us (LD_PRELOAD): nothing to remember. A handle without
-        // aclmdlExecute (libascend_dump.so) keeps answering NULL: the caller must not think it has one.
+    if real == hook || real.is_null() {
+        // The global scope already leads to us (LD_PRELOAD): nothing to remember. A handle without the name
+        // (libascend_dump.so has no aclInit nor aclmdlExecute) keeps answering NULL: the caller must not
+        // think it has one, and our hook would have nothing of that handle's to forward to.
         return None;
     }
     REAL[slot].store(real.expose_provenance(), Ordering::Release);
@@ -111,4 +112,16 @@ pub unsafe extern "C" fn aclmdlExecute(
         MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_without_a_watched_name_keeps_answering_null() {
+        for name in NAMES {
+            assert_eq!(interpose(name, std::ptr::null_mut()), None, "{name:?}: a NULL lookup stays NULL");
+        }
+    }
 }
