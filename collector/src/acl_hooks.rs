@@ -1,23 +1,31 @@
-//! The ACL entry points the collector exports, `aclInit`, `aclFinalize` and `aclmdlExecute`: reached through
-//! the global scope (`LD_PRELOAD`), or handed out by the collector's `dlsym` ([`crate::dlsym`]) to a
-//! framework that looks them up through the runtime's handle. Each forwards to the runtime's real function
-//! and runs the collector's part ([`crate::activate`]); `aclmdlExecute` is only counted, so that a capture
-//! that received nothing from a job that ran its model can say so ([`model_executions`]).
+//! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`,
+//! `acldumpRegCallback` and `acldumpUnregCallback`: reached through the global scope (`LD_PRELOAD`), or
+//! handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework that looks them up through the
+//! runtime's handle. Each forwards to the runtime's real function unchanged. `aclInit` and `aclFinalize`
+//! also run the collector's part ([`crate::activate`]); `aclmdlExecute` is only counted, so that a
+//! capture that received nothing from a job that ran its model can say so ([`model_executions`]);
+//! the callback pair is watched for another tool's callback, because the runtime keeps one callback and
+//! answers a second registration ACL_SUCCESS while ignoring it ([`CallbackSlot`]). The collector's own
+//! registration goes through its loader's handle, which `dlsym` answers with the real function, so every
+//! call that reaches these two exports is another tool's.
 
 use crate::activate::{acl_finalize_hook, acl_init_hook};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::catch_unwind;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
-const NAMES: [&CStr; 3] = [c"aclInit", c"aclFinalize", c"aclmdlExecute"];
+const NAMES: [&CStr; 5] =
+    [c"aclInit", c"aclFinalize", c"aclmdlExecute", c"acldumpRegCallback", c"acldumpUnregCallback"];
 const INIT: usize = 0;
 const FINALIZE: usize = 1;
 const EXECUTE: usize = 2;
+const REG_CALLBACK: usize = 3;
+const UNREG_CALLBACK: usize = 4;
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
-static REAL: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 
 /// Successful `aclmdlExecute` calls of this process.
 static MODEL_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
@@ -27,26 +35,34 @@ pub fn model_executions() -> u64 {
     MODEL_EXECUTIONS.load(Ordering::Relaxed)
 }
 
-/// For `dlsym`: our hook instead of `real` when `name` is a watched name found (and `real` is remembered as
-/// the function the hook forwards to). Allocation-free, like all of `dlsym`'s path.
-pub fn interpose(name: &CStr, real: *mut c_void) -> Option<*mut c_void> {
-    let slot = NAMES.iter().position(|n| *n == name)?;
-    let hook = match slot {
+/// Our hook for a watched slot.
+fn hook_of(slot: usize) -> *mut c_void {
+    match slot {
         INIT => aclInit as *const () as *mut c_void,
         FINALIZE => aclFinalize as *const () as *mut c_void,
-        _ => aclmdlExecute as *const () as *mut c_void,
-    };
+        EXECUTE => aclmdlExecute as *const () as *mut c_void,
+        REG_CALLBACK => acldumpRegCallback as *const () as *mut c_void,
+        _ => acldumpUnregCallback as *const () as *mut c_void,
+    }
+}
+
+/// For `dlsym`: our hook instead of `real` when `name` is a watched name (and `real` is remembered as the
+/// function the hook forwards to). Allocation-free, like all of `dlsym`'s path.
+pub fn interpose(name: &CStr, real: *mut c_void) -> Option<*mut c_void> {
+    let slot = NAMES.iter().position(|n| *n == name)?;
+    let hook = hook_of(slot);
     if real == hook || real.is_null() {
-        // The global scope already leads to us (LD_PRELOAD): nothing to remember. A handle without the name
-        // (libascend_dump.so has no aclInit nor aclmdlExecute) keeps answering NULL: the caller must not
-        // think it has one, and our hook would have nothing of that handle's to forward to.
+        // The global scope already leads to us (LD_PRELOAD): nothing to remember. A handle without the
+        // name (libascend_dump.so has no aclmdlExecute) keeps answering NULL: the caller must not think it
+        // has one, and our hook would have nothing to forward to.
         return None;
     }
     REAL[slot].store(real.expose_provenance(), Ordering::Release);
     Some(hook)
 }
 
-/// The real function of a slot: the one `dlsym` saw, else the next definition after ours.
+/// The real function of a slot: the one `dlsym` saw, else the next definition after ours (remembered, so
+/// a launch looks it up once, not on every call).
 fn real(slot: usize) -> Option<usize> {
     let known = REAL[slot].load(Ordering::Acquire);
     if known != 0 {
@@ -54,7 +70,100 @@ fn real(slot: usize) -> Option<usize> {
     }
     // SAFETY: a NUL-terminated name; RTLD_NEXT lookups have no other requirement.
     let next = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[slot].as_ptr()) };
-    (!next.is_null()).then(|| next.expose_provenance())
+    if next.is_null() {
+        return None;
+    }
+    REAL[slot].store(next.expose_provenance(), Ordering::Release);
+    Some(next.expose_provenance())
+}
+
+/// Who holds the runtime's one dump-callback slot, as far as the registrations the collector sees tell,
+/// and what happened to it. The runtime keeps the first callback registered: a later registration is
+/// answered ACL_SUCCESS and ignored, and `acldumpUnregCallback` removes whichever is registered.
+pub struct CallbackSlot;
+
+const HELD_BY_NONE: u8 = 0;
+const HELD_BY_US: u8 = 1;
+const HELD_BY_OTHER: u8 = 2;
+
+static SLOT_HOLDER: AtomicU8 = AtomicU8::new(HELD_BY_NONE);
+/// Our registrations that found another tool's callback in the slot (the runtime ignored ours).
+static OTHER_HELD_AT_OURS: AtomicU64 = AtomicU64::new(0);
+/// Another tool's registrations while ours held the slot (the runtime ignored theirs).
+static OTHER_AFTER_OURS: AtomicU64 = AtomicU64::new(0);
+/// Another tool's `acldumpUnregCallback` calls that emptied a slot its callback held.
+static OTHER_UNREGISTERED: AtomicU64 = AtomicU64::new(0);
+/// Another tool's `acldumpUnregCallback` calls that removed ours while the collector captured.
+static OURS_REMOVED: AtomicU64 = AtomicU64::new(0);
+
+/// What [`CallbackSlot`] saw, for the pipeline counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotEvents {
+    pub other_callback_held_slot: u64,
+    pub other_callbacks_after_ours: u64,
+    pub other_callbacks_unregistered: u64,
+    pub our_callback_removed: u64,
+}
+
+impl CallbackSlot {
+    /// The collector's own registration succeeded (through the loader's handle, not our export).
+    pub fn ours_registered() {
+        if let Err(HELD_BY_OTHER) =
+            SLOT_HOLDER.compare_exchange(HELD_BY_NONE, HELD_BY_US, Ordering::AcqRel, Ordering::Acquire)
+        {
+            OTHER_HELD_AT_OURS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the collector may unregister: not while another tool's callback holds the slot (the
+    /// runtime would remove that one, ending the other tool's dump).
+    pub fn ours_to_unregister() -> bool {
+        SLOT_HOLDER.load(Ordering::Acquire) != HELD_BY_OTHER
+    }
+
+    /// The collector unregistered its callback.
+    pub fn ours_unregistered() {
+        let _ = SLOT_HOLDER.compare_exchange(HELD_BY_US, HELD_BY_NONE, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Another tool's registration of `cb` through our export was answered `code`.
+    fn other_registered(cb: Option<AcldumpCallbackFn>, code: aclError) {
+        if code != ACL_SUCCESS {
+            return;
+        }
+        if cb.is_some_and(|f| f as usize == crate::callback::dump_callback as AcldumpCallbackFn as usize) {
+            // Ours, passed by someone through the global scope: the slot is ours as well.
+            return Self::ours_registered();
+        }
+        // Held by nobody: now the other tool's. Held by the other tool: its repeat, ignored.
+        if let Err(HELD_BY_US) =
+            SLOT_HOLDER.compare_exchange(HELD_BY_NONE, HELD_BY_OTHER, Ordering::AcqRel, Ordering::Acquire)
+        {
+            OTHER_AFTER_OURS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Another tool called `acldumpUnregCallback`: whichever callback held the slot is gone.
+    fn other_unregistered() {
+        match SLOT_HOLDER.swap(HELD_BY_NONE, Ordering::AcqRel) {
+            HELD_BY_OTHER => OTHER_UNREGISTERED.fetch_add(1, Ordering::Relaxed),
+            HELD_BY_US if crate::pipeline::current().is_some_and(|p| p.accepting()) => {
+                OURS_REMOVED.fetch_add(1, Ordering::Relaxed)
+            }
+            _ => 0,
+        };
+    }
+
+    /// What was seen so far.
+    pub fn events() -> SlotEvents {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        SlotEvents {
+            other_callback_held_slot: g(&OTHER_HELD_AT_OURS),
+            other_callbacks_after_ours: g(&OTHER_AFTER_OURS),
+            other_callbacks_unregistered: g(&OTHER_UNREGISTERED),
+            our_callback_removed: g(&OURS_REMOVED),
+        }
+    }
 }
 
 /// Interposes the runtime's `aclInit`: forwards to it, then starts the collector when configured.
@@ -102,8 +211,6 @@ pub unsafe extern "C" fn aclmdlExecute(
     output: *mut aclmdlDataset,
 ) -> aclError {
     let Some(addr) = real(EXECUTE) else { return ACL_ERROR_UNINITIALIZE };
-    // Found by RTLD_NEXT: looked up once, not on every step.
-    REAL[EXECUTE].store(addr, Ordering::Release);
     // SAFETY: the slot holds the address of the symbol aclmdlExecute, whose C signature is AclmdlExecuteFn.
     let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
     // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclmdlExecute's contract.
@@ -112,6 +219,34 @@ pub unsafe extern "C" fn aclmdlExecute(
         MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     }
     code
+}
+
+/// Interposes the runtime's `acldumpRegCallback` for other tools (the collector registers through its
+/// loader's handle): forwards unchanged and notes whose callback the runtime now keeps ([`CallbackSlot`]).
+///
+/// # Safety
+/// acldumpRegCallback's contract: `cb` is NULL or a function of the acldumpCallback signature.
+#[no_mangle]
+pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
+    let Some(addr) = real(REG_CALLBACK) else { return ACL_ERROR_FAILURE };
+    // SAFETY: the slot holds the address of the symbol acldumpRegCallback, of signature AcldumpRegCallbackFn.
+    let f = unsafe { std::mem::transmute::<usize, AcldumpRegCallbackFn>(addr) };
+    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the contract.
+    let code = unsafe { f(cb, flag) };
+    CallbackSlot::other_registered(cb, code);
+    code
+}
+
+/// Interposes the runtime's `acldumpUnregCallback` for other tools: forwards, and notes that the slot is
+/// empty (the runtime removes whichever callback is registered, ours included).
+#[no_mangle]
+pub extern "C" fn acldumpUnregCallback() {
+    let Some(addr) = real(UNREG_CALLBACK) else { return };
+    // SAFETY: the slot holds the address of the symbol acldumpUnregCallback, of signature AcldumpUnregCallbackFn.
+    let f = unsafe { std::mem::transmute::<usize, AcldumpUnregCallbackFn>(addr) };
+    // SAFETY: no arguments.
+    unsafe { f() };
+    CallbackSlot::other_unregistered();
 }
 
 #[cfg(test)]

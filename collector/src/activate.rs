@@ -250,6 +250,8 @@ fn register(p: &Pipeline) -> Result<(), String> {
     if code != ACL_SUCCESS {
         return Err(format!("acldumpRegCallback returned {}({code})", error_name(code)));
     }
+    // Success says nothing of whether the runtime kept ours: it keeps the first callback registered.
+    crate::acl_hooks::CallbackSlot::ours_registered();
     if p.cfg.respect_framework_dump {
         return Ok(());
     }

@@ -67,6 +67,7 @@ impl Counters {
     /// A plain copy, for the manifest.
     pub fn snapshot(&self) -> PipelineCounters {
         let g = |c: &AtomicU64| c.load(Relaxed);
+        let slot = crate::acl_hooks::CallbackSlot::events();
         PipelineCounters {
             chunks: g(&self.chunks),
             bytes_in: g(&self.bytes_in),
@@ -94,6 +95,10 @@ impl Counters {
             writer_cpu_ns: g(&self.writer_cpu_ns),
             every_op_dumps_set: g(&self.every_op_dumps_set),
             model_executions: crate::acl_hooks::model_executions(),
+            other_callback_held_slot: slot.other_callback_held_slot,
+            other_callbacks_after_ours: slot.other_callbacks_after_ours,
+            other_callbacks_unregistered: slot.other_callbacks_unregistered,
+            our_callback_removed: slot.our_callback_removed,
         }
     }
 }

@@ -31,8 +31,12 @@ pub fn finish(p: &'static Pipeline, end: End) {
             }
         }
         if let Some(f) = acl.fns.acldump_unreg_callback {
-            // SAFETY: no arguments.
-            unsafe { f() };
+            // The runtime removes whichever callback is registered: not another tool's that held the slot.
+            if crate::acl_hooks::CallbackSlot::ours_to_unregister() {
+                // SAFETY: no arguments.
+                unsafe { f() };
+                crate::acl_hooks::CallbackSlot::ours_unregistered();
+            }
         }
     }
     p.phase.store(STOPPED, Ordering::Release);
@@ -54,12 +58,24 @@ pub fn finish(p: &'static Pipeline, end: End) {
         }
         None => None,
     };
-    if let Some(problem) =
-        summary.as_ref().and_then(|s| completeness::no_dump_arrived(&p.counters.snapshot(), &s.counts))
+    let counters = p.counters.snapshot();
+    let stream_path = p.run_dir.join(&p.stream_dir);
+    if let Some(problem) = completeness::callback_slot_taken(&counters)
+        .or_else(|| summary.as_ref().and_then(|s| completeness::no_dump_arrived(&counters, &s.counts)))
     {
         // The empty capture would otherwise read as a clean run; the manifest's counters let the analyzer
         // say the same.
-        crate::log(&format!("{}: {problem}", p.run_dir.join(&p.stream_dir).display()));
+        crate::log(&format!("{}: {problem}", stream_path.display()));
+    }
+    if counters.other_callbacks_after_ours > 0 {
+        // Not our loss: the other tool's (it may believe it dumped), so a note, not a shortfall.
+        crate::log(&format!(
+            "{}: another tool registered a dump callback {} time(s) while the collector's held the runtime's \
+             only callback slot; the runtime ignored it, so that tool's dump received nothing (this capture \
+             is whole)",
+            stream_path.display(),
+            counters.other_callbacks_after_ours
+        ));
     }
     crate::steps::remove_dump_paths(p);
     if let Err(e) = crate::manifest::merge(p, summary, true) {

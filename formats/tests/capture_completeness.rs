@@ -191,3 +191,36 @@ fn a_process_that_ran_steps_under_a_dump_of_every_op_but_received_no_chunk_is_sh
     assert_eq!(with(serde_json::json!({ "chunks": 0 })), Vec::<String>::new());
     assert_eq!(with(serde_json::json!({ "chunks": 0, "every_op_dumps_set": 0 })), Vec::<String>::new());
 }
+
+#[test]
+fn a_process_whose_callback_slot_another_tool_held_is_short_in_every_dump_mode() {
+    // An overflow-only dump of a clean run rightly holds nothing: only the counters say the slot was taken.
+    let dir = tempfile::tempdir().unwrap();
+    let w = StreamWriter::create(dir.path(), info(0), 8 * 1024, Policy::KeepAll).unwrap();
+    let mut m = Manifest::new("test", vec![]);
+    m.streams.push(w.seal().unwrap());
+    let with = |counters: serde_json::Value| {
+        let mut m = m.clone();
+        m.config = serde_json::json!({ "pipeline": { info(0).dir_name(): counters } });
+        m.write(dir.path()).unwrap();
+        shortfalls(dir.path())
+    };
+    let found = with(serde_json::json!({ "chunks": 0, "other_callback_held_slot": 1 }));
+    one_containing(&found, &["held the runtime's only dump callback slot", "Turn the other tool's dump off"]);
+    let found = with(serde_json::json!({
+        "chunks": 0, "other_callback_held_slot": 1, "other_callbacks_unregistered": 1
+    }));
+    one_containing(&found, &["held the runtime's only dump callback slot", "unregistered it later"]);
+    let found = with(serde_json::json!({ "chunks": 7, "our_callback_removed": 1 }));
+    one_containing(&found, &["acldumpUnregCallback removed the collector's dump callback", "1 time(s)"]);
+    // Said once, though the every-op dump's check would say it too.
+    let found = with(serde_json::json!({
+        "chunks": 0, "every_op_dumps_set": 2, "model_executions": 2, "other_callback_held_slot": 1
+    }));
+    assert_eq!(found.len(), 1, "{found:?}");
+    // The other tool's registration after ours was ignored by the runtime: its loss, not ours.
+    assert_eq!(
+        with(serde_json::json!({ "chunks": 0, "other_callbacks_after_ours": 2 })),
+        Vec::<String>::new()
+    );
+}

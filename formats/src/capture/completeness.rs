@@ -10,8 +10,10 @@
 //! a stream that was not sealed, or whose last segment ends torn; a segment file longer than its header
 //! says (appended to after the capture); and the collector's own losses
 //! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters); and a
-//! process whose every-op dump was set and whose job ran models, steps or collectives but that received no
-//! dump chunk at all (another tool's dump callback was registered first: the runtime keeps the first).
+//! process whose dump callback never held the runtime's only callback slot, or lost it, to another tool's
+//! callback (whatever the dump mode: an empty overflow capture is no all-clear); and a process whose
+//! every-op dump was set and whose job ran models, steps or collectives but that received no
+//! dump chunk at all (another tool's callback registered where the collector could not see it).
 
 use super::manifest::{StreamCounts, StreamSummary, MANIFEST_FILE, STREAM_FILE};
 use super::reader::{CaptureRun, Record, StreamReader};
@@ -113,7 +115,10 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
     }
     for (dir, counters) in manifest.pipeline_counters() {
         let summary = manifest.streams.iter().find(|s| s.dir == dir);
-        if let Some(problem) = summary.and_then(|s| no_dump_arrived(&counters, &s.counts)) {
+        // One cause, said once: the slot seen taken explains an empty capture too.
+        let problem = callback_slot_taken(&counters)
+            .or_else(|| summary.and_then(|s| no_dump_arrived(&counters, &s.counts)));
+        if let Some(problem) = problem {
             short(run.dir.join(&dir), problem);
         }
     }
@@ -156,11 +161,45 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
     found
 }
 
+/// When the collector saw another tool's dump callback hold the runtime's only callback slot while it
+/// captured (registered before the collector's, which the runtime then answered ACL_SUCCESS and ignored),
+/// or remove the collector's callback: what happened, in words. In any dump mode: an overflow-only dump
+/// rightly delivers nothing from a clean run, so only this tells "no overflow" from "nothing received".
+pub fn callback_slot_taken(counters: &PipelineCounters) -> Option<String> {
+    let what_to_do = "Turn the other tool's dump off (MindSpore's or msprobe's dump, another collector: its \
+         callback takes the runtime's only slot) and run again; a framework's own dump configuration \
+         without a callback of its own (torch_npu's ACL dump option) can stay, with \
+         ACCUTRACE_RESPECT_FRAMEWORK_DUMP=1";
+    if counters.other_callback_held_slot > 0 {
+        let later = if counters.other_callbacks_unregistered > 0 {
+            "; the other tool unregistered it later, which left no callback registered (the runtime had \
+             ignored the collector's)"
+        } else {
+            ""
+        };
+        return Some(format!(
+            "another tool's dump callback held the runtime's only dump callback slot when the collector \
+             registered its own: the runtime answered ACL_SUCCESS and kept sending every chunk to the other \
+             one{later}, so this process captured nothing (an empty overflow or dump capture here is no \
+             all-clear). {what_to_do}"
+        ));
+    }
+    if counters.our_callback_removed > 0 {
+        return Some(format!(
+            "another tool's acldumpUnregCallback removed the collector's dump callback while it captured \
+             ({} time(s); the runtime removes whichever callback is registered): nothing arrived after that, \
+             so ops and tensors are missing. {what_to_do}",
+            counters.our_callback_removed
+        ));
+    }
+    None
+}
+
 /// When a process set a dump of every op, its job then ran (model executions, step ends or HCCL calls were
-/// recorded), and
-/// yet not one dump chunk arrived: what happened, in words. The runtime answers ACL_SUCCESS to a second
-/// `acldumpRegCallback` and keeps sending to the first, so this is what a capture looks like when another
-/// tool registered first; the collector cannot see that any other way.
+/// recorded), and yet not one dump chunk arrived: what happened, in words. The runtime
+/// answers ACL_SUCCESS to a second `acldumpRegCallback` and keeps sending to the first, so this is what a
+/// capture looks like when another tool registered first where the collector could not see it (older
+/// collectors saw no registration at all: [`callback_slot_taken`]).
 pub fn no_dump_arrived(counters: &PipelineCounters, counts: &StreamCounts) -> Option<String> {
     let ran = counters.model_executions > 0 || counts.step_marks > 0 || counts.collectives > 0;
     if counters.chunks > 0 || counters.every_op_dumps_set == 0 || !ran {

@@ -62,6 +62,18 @@ pub struct PipelineCounters {
     pub every_op_dumps_set: u64,
     /// Successful `aclmdlExecute` calls of the process (graph-mode steps); 0 in older manifests.
     pub model_executions: u64,
+    /// Times the collector registered its dump callback while another tool's held the runtime's only slot
+    /// (the runtime answered ACL_SUCCESS and kept the other): the collector received nothing. 0 in older
+    /// manifests (not seen then).
+    pub other_callback_held_slot: u64,
+    /// Another tool's registrations while the collector's callback held the slot: the runtime ignored them
+    /// (the other tool's dump received nothing; this capture is whole).
+    pub other_callbacks_after_ours: u64,
+    /// Another tool's `acldumpUnregCallback` calls that emptied the slot its own callback held.
+    pub other_callbacks_unregistered: u64,
+    /// Another tool's `acldumpUnregCallback` calls that removed the collector's callback while it captured
+    /// (the runtime removes whichever is registered): nothing arrived after them.
+    pub our_callback_removed: u64,
 }
 
 impl PipelineCounters {

@@ -82,21 +82,84 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
                 ..Default::default()
             };
         });
-        if other_tool_registers_first() {
-            // Another tool in the process (MindSpore's or msprobe's dump) registered its callback first:
+        match other_tool_registers() {
+            // Another tool in the process (MindSpore's or msprobe's dump) registers its callback first:
             // every later registration is ignored, as the runtime does.
-            state::set_callback_if_none(other_tool_callback);
+            Some(OtherTool::First) => register_other_tool_callback(),
+            // The same, where no interposer sees it (a tool that bound the runtime's function before a
+            // collector was loaded): the only sign left is that nothing arrives.
+            Some(OtherTool::Unseen) => state::set_callback_if_none(other_tool_callback),
+            Some(OtherTool::After) | None => {}
         }
         ACL_SUCCESS
     })
 }
 
-/// `SIM_ACL_OTHER_DUMP_CALLBACK`: `1` (every process) or `rank:N` (the process whose RANK_ID is N).
-fn other_tool_registers_first() -> bool {
-    let Ok(value) = std::env::var("SIM_ACL_OTHER_DUMP_CALLBACK") else { return false };
-    match value.strip_prefix("rank:") {
-        Some(rank) => std::env::var("RANK_ID").is_ok_and(|r| r.trim() == rank.trim()),
-        None => value == "1",
+/// When `SIM_ACL_OTHER_DUMP_CALLBACK` has another tool register its dump callback.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OtherTool {
+    /// In aclInit, before a collector's registration (which follows the real aclInit).
+    First,
+    /// In aclInit, straight into the runtime's state: no exported symbol is called.
+    Unseen,
+    /// At aclrtSetDevice, after a collector registered in aclInit: the runtime ignores it.
+    After,
+}
+
+/// `SIM_ACL_OTHER_DUMP_CALLBACK`: `1`, `unseen` or `after`, each for every process or, followed by
+/// `:rank:N` (`rank:N` alone for `1`), for the process whose RANK_ID is N.
+fn other_tool_registers() -> Option<OtherTool> {
+    let value = std::env::var("SIM_ACL_OTHER_DUMP_CALLBACK").ok()?;
+    let (when, rank) = match value.split_once("rank:") {
+        Some((when, rank)) => (when.trim_end_matches(':'), Some(rank.trim().to_string())),
+        None => (value.as_str(), None),
+    };
+    if let Some(rank) = rank {
+        if !std::env::var("RANK_ID").is_ok_and(|r| r.trim() == rank) {
+            return None;
+        }
+    }
+    match when {
+        "1" | "" => Some(OtherTool::First),
+        "unseen" => Some(OtherTool::Unseen),
+        "after" => Some(OtherTool::After),
+        _ => None,
+    }
+}
+
+/// Registers the other tool's callback the way a tool linked against the runtime does: through the
+/// exported `acldumpRegCallback` the global scope finds (an `LD_PRELOAD`ed interposer's, if any), else,
+/// when this library was loaded without RTLD_GLOBAL, through a handle of it (a `dlsym` interposer sees that).
+fn register_other_tool_callback() {
+    // SAFETY: NUL-terminated names; dladdr only reads the loader's tables into a zeroed Dl_info.
+    let found = unsafe {
+        let global = libc::dlsym(libc::RTLD_DEFAULT, c"acldumpRegCallback".as_ptr());
+        if !global.is_null() {
+            global
+        } else {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let handle = if libc::dladdr(other_tool_callback as *const c_void, &mut info) != 0 {
+                libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD)
+            } else {
+                std::ptr::null_mut()
+            };
+            if handle.is_null() {
+                std::ptr::null_mut()
+            } else {
+                libc::dlsym(handle, c"acldumpRegCallback".as_ptr())
+            }
+        }
+    };
+    if found.is_null() {
+        eprintln!("sim-ascendcl: SIM_ACL_OTHER_DUMP_CALLBACK: acldumpRegCallback cannot be found");
+        return;
+    }
+    // SAFETY: the symbol acldumpRegCallback (ours or an interposer's) has the AcldumpRegCallbackFn signature.
+    let reg = unsafe { std::mem::transmute::<*mut c_void, AcldumpRegCallbackFn>(found) };
+    // SAFETY: a callback of the acldumpCallback signature and flag 0.
+    let code = unsafe { reg(Some(other_tool_callback), 0) };
+    if code != ACL_SUCCESS {
+        eprintln!("sim-ascendcl: SIM_ACL_OTHER_DUMP_CALLBACK: acldumpRegCallback returned {code}");
     }
 }
 
@@ -124,7 +187,7 @@ pub extern "C" fn aclFinalize() -> aclError {
 #[no_mangle]
 pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
     guard("aclrtSetDevice", || {
-        state::with(|rt| {
+        let code = state::with(|rt| {
             if !rt.initialized {
                 ACL_ERROR_UNINITIALIZE
             } else if device_id < 0 {
@@ -133,7 +196,12 @@ pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
                 rt.device = Some(device_id);
                 ACL_SUCCESS
             }
-        })
+        });
+        if code == ACL_SUCCESS && other_tool_registers() == Some(OtherTool::After) {
+            // Outside the state lock: the registration takes it again.
+            register_other_tool_callback();
+        }
+        code
     })
 }
 

@@ -17,8 +17,10 @@
 //! `SIM_ACL_EPOCH_US` (start of the simulated clock, µs since the Unix epoch), `SIM_ACL_CLOCK` (`host`: dump
 //! timestamps follow the host clock; see [`clock`]), `RANK_ID` (which rank of a data-parallel job this
 //! device is: faults with a `rank` key apply on that rank only), `SIM_ACL_OTHER_DUMP_CALLBACK` (`1`, or `rank:N` for
-//! the process whose RANK_ID is N: aclInit registers another tool's dump callback, which then receives
-//! every chunk, a later registration being ignored).
+//! the process whose RANK_ID is N: aclInit registers another tool's dump callback through the exported
+//! `acldumpRegCallback`, which then receives every chunk, a later registration being ignored; `unseen` (or
+//! `unseen:rank:N`): the same without calling an exported symbol; `after` (or `after:rank:N`): the first
+//! aclrtSetDevice registers it, after a collector's, and the runtime ignores it).
 
 pub mod abi;
 pub mod chunker;
