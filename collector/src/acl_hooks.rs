@@ -1,9 +1,9 @@
-//! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`,
+//! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`, `aclopExecuteV2`,
 //! `acldumpRegCallback` and `acldumpUnregCallback`: reached through the global scope (`LD_PRELOAD`), or
 //! handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework that looks them up through the
 //! runtime's handle. Each forwards to the runtime's real function unchanged. `aclInit` and `aclFinalize`
-//! also run the collector's part ([`crate::activate`]); `aclmdlExecute` is only counted, so that a
-//! capture that received nothing from a job that ran its model can say so ([`model_executions`]);
+//! also run the collector's part ([`crate::activate`]); the two launches are only counted, so that a
+//! capture that received nothing from a job that ran can say so ([`model_executions`], [`op_executions`]);
 //! the callback pair is watched for another tool's callback, because the runtime keeps one callback and
 //! answers a second registration ACL_SUCCESS while ignoring it ([`CallbackSlot`]). The collector's own
 //! registration goes through its loader's handle, which `dlsym` answers with the real function, so every
@@ -16,23 +16,37 @@ use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
-const NAMES: [&CStr; 5] =
-    [c"aclInit", c"aclFinalize", c"aclmdlExecute", c"acldumpRegCallback", c"acldumpUnregCallback"];
+const NAMES: [&CStr; 6] = [
+    c"aclInit",
+    c"aclFinalize",
+    c"aclmdlExecute",
+    c"aclopExecuteV2",
+    c"acldumpRegCallback",
+    c"acldumpUnregCallback",
+];
 const INIT: usize = 0;
 const FINALIZE: usize = 1;
 const EXECUTE: usize = 2;
-const REG_CALLBACK: usize = 3;
-const UNREG_CALLBACK: usize = 4;
+const OP_EXECUTE: usize = 3;
+const REG_CALLBACK: usize = 4;
+const UNREG_CALLBACK: usize = 5;
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
-static REAL: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
 
 /// Successful `aclmdlExecute` calls of this process.
 static MODEL_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
+/// Successful `aclopExecuteV2` calls of this process.
+static OP_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Successful `aclmdlExecute` calls of this process so far.
 pub fn model_executions() -> u64 {
     MODEL_EXECUTIONS.load(Ordering::Relaxed)
+}
+
+/// Successful `aclopExecuteV2` calls (eager single ops) of this process so far.
+pub fn op_executions() -> u64 {
+    OP_EXECUTIONS.load(Ordering::Relaxed)
 }
 
 /// Our hook for a watched slot.
@@ -41,6 +55,7 @@ fn hook_of(slot: usize) -> *mut c_void {
         INIT => aclInit as *const () as *mut c_void,
         FINALIZE => aclFinalize as *const () as *mut c_void,
         EXECUTE => aclmdlExecute as *const () as *mut c_void,
+        OP_EXECUTE => aclopExecuteV2 as *const () as *mut c_void,
         REG_CALLBACK => acldumpRegCallback as *const () as *mut c_void,
         _ => acldumpUnregCallback as *const () as *mut c_void,
     }
@@ -217,6 +232,37 @@ pub unsafe extern "C" fn aclmdlExecute(
     let code = unsafe { f(model_id, input, output) };
     if code == ACL_SUCCESS {
         MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+    }
+    code
+}
+
+/// Interposes the runtime's `aclopExecuteV2` (an eager single op): forwards to it and counts the calls that
+/// succeeded, one relaxed add on the launch path.
+///
+/// # Safety
+/// aclopExecuteV2's contract: descriptions, buffers and attributes the runtime accepts for `op_type`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    stream: aclrtStream,
+) -> aclError {
+    let Some(addr) = real(OP_EXECUTE) else { return ACL_ERROR_UNINITIALIZE };
+    // SAFETY: the slot holds the address of the symbol aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
+    let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
+    // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclopExecuteV2's contract.
+    let code = unsafe {
+        f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
+    };
+    if code == ACL_SUCCESS {
+        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     }
     code
 }

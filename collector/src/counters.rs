@@ -95,6 +95,7 @@ impl Counters {
             writer_cpu_ns: g(&self.writer_cpu_ns),
             every_op_dumps_set: g(&self.every_op_dumps_set),
             model_executions: crate::acl_hooks::model_executions(),
+            op_executions: crate::acl_hooks::op_executions(),
             other_callback_held_slot: slot.other_callback_held_slot,
             other_callbacks_after_ours: slot.other_callbacks_after_ours,
             other_callbacks_unregistered: slot.other_callbacks_unregistered,

@@ -224,3 +224,16 @@ fn a_process_whose_callback_slot_another_tool_held_is_short_in_every_dump_mode()
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn an_eager_process_whose_single_ops_ran_under_a_dump_of_every_op_but_received_no_chunk_is_short() {
+    // No step hook, no HCCL: only its successful aclopExecuteV2 calls say that it ran.
+    let dir = tempfile::tempdir().unwrap();
+    let w = StreamWriter::create(dir.path(), info(0), 8 * 1024, Policy::KeepAll).unwrap();
+    let mut m = Manifest::new("test", vec![]);
+    m.streams.push(w.seal().unwrap());
+    m.config = serde_json::json!({ "pipeline": { info(0).dir_name():
+        { "chunks": 0, "every_op_dumps_set": 1, "op_executions": 12 } } });
+    m.write(dir.path()).unwrap();
+    one_containing(&shortfalls(dir.path()), &["no dump chunk arrived", "12 single op(s)"]);
+}

@@ -12,7 +12,7 @@
 //! (dropped chunks, incomplete, unparsed and lost files: `counts.drops` and the pipeline counters); and a
 //! process whose dump callback never held the runtime's only callback slot, or lost it, to another tool's
 //! callback (whatever the dump mode: an empty overflow capture is no all-clear); and a process whose
-//! every-op dump was set and whose job ran models, steps or collectives but that received no
+//! every-op dump was set and whose job ran models, single ops, steps or collectives but that received no
 //! dump chunk at all (another tool's callback registered where the collector could not see it).
 
 use super::manifest::{StreamCounts, StreamSummary, MANIFEST_FILE, STREAM_FILE};
@@ -195,22 +195,25 @@ pub fn callback_slot_taken(counters: &PipelineCounters) -> Option<String> {
     None
 }
 
-/// When a process set a dump of every op, its job then ran (model executions, step ends or HCCL calls were
-/// recorded), and yet not one dump chunk arrived: what happened, in words. The runtime
+/// When a process set a dump of every op, its job then ran (model executions, single-op launches, step ends
+/// or HCCL calls were recorded), and yet not one dump chunk arrived: what happened, in words. The runtime
 /// answers ACL_SUCCESS to a second `acldumpRegCallback` and keeps sending to the first, so this is what a
 /// capture looks like when another tool registered first where the collector could not see it (older
 /// collectors saw no registration at all: [`callback_slot_taken`]).
 pub fn no_dump_arrived(counters: &PipelineCounters, counts: &StreamCounts) -> Option<String> {
-    let ran = counters.model_executions > 0 || counts.step_marks > 0 || counts.collectives > 0;
+    let ran = counters.model_executions > 0
+        || counters.op_executions > 0
+        || counts.step_marks > 0
+        || counts.collectives > 0;
     if counters.chunks > 0 || counters.every_op_dumps_set == 0 || !ran {
         return None;
     }
     Some(format!(
         "no dump chunk arrived although the collector set a dump of every op and the job ran ({} model \
-         execution(s), {} step mark(s), {} HCCL call(s)): another tool's dump callback (MindSpore's or msprobe's dump, another \
+         execution(s), {} single op(s), {} step mark(s), {} HCCL call(s)): another tool's dump callback (MindSpore's or msprobe's dump, another \
          collector) was probably registered first, and the runtime keeps sending to the first one; this \
          process captured nothing. Turn the other tool's dump off and run again",
-        counters.model_executions, counts.step_marks, counts.collectives
+        counters.model_executions, counters.op_executions, counts.step_marks, counts.collectives
     ))
 }
 

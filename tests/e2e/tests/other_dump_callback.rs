@@ -203,3 +203,26 @@ fn a_callback_registered_after_ours_is_the_other_tool_s_loss_not_ours() {
     assert!(out.contains("FIRST OVERFLOW: step 1"), "the overflow arrived through our callback: {out}{err}");
     assert_eq!(code, 1, "an overflow found: {out}{err}");
 }
+
+/// An eager job without the step hook and without HCCL (a non-Python job, `--no-python-hook`) whose other
+/// callback the collector did not see: only its single-op launches say that it ran. Before, they were not
+/// counted and the empty capture read as a clean one that "holds no ops".
+#[test]
+fn an_eager_job_without_the_step_hook_emptied_by_another_callback_is_named_by_its_single_ops() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "model.json", MODEL);
+    let run = dir.path().join("run");
+    let stderr = record_eager_with(
+        &model,
+        &run,
+        &["--no-python-hook"],
+        &["--no-step-end"],
+        &[("SIM_ACL_OTHER_DUMP_CALLBACK", "unseen")],
+    );
+    assert!(stderr.contains("no dump chunk arrived") && stderr.contains("single op(s)"), "{stderr}");
+    for args in [vec!["overflow", path_str(&run)], vec!["inspect", path_str(&run)]] {
+        let (code, out, err) = analyzer(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(out.starts_with("INCOMPLETE INPUT: ") && out.contains("no dump chunk arrived"), "{out}{err}");
+    }
+}
