@@ -81,6 +81,10 @@ typedef struct HcclRootInfo {
     char internal[HCCL_ROOT_INFO_BYTES];
 } HcclRootInfo;
 
+/* A communicator's options (hccl_types.h: buffer size, determinism, name, ...). Incomplete here: accutrace
+ * only passes it on, and its layout grows with HCCL versions. */
+typedef struct HcclCommConfig HcclCommConfig;
+
 /* The buffer HcclGetCommName fills (hccl_types.h: COMM_NAME_MAX_LENGTH). */
 #define COMM_NAME_MAX_LENGTH 128
 
@@ -90,6 +94,9 @@ typedef void *aclrtStream;
 /* ---- communicators (hccl.h) ---- */
 HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank, HcclComm *comm);
+/* HcclCommInitRootInfo with options; torch_npu prefers it where libhccl.so has it. */
+HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm);
 HcclResult HcclCommDestroy(HcclComm comm);
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);

@@ -14,7 +14,7 @@ pub mod bindings {
 }
 
 pub use bindings::{
-    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, COMM_NAME_MAX_LENGTH,
+    HcclComm, HcclCommConfig, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, COMM_NAME_MAX_LENGTH,
     HCCL_DATA_TYPE_BFP16, HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64,
     HCCL_DATA_TYPE_FP8E4M3, HCCL_DATA_TYPE_FP8E5M2, HCCL_DATA_TYPE_FP8E8M0, HCCL_DATA_TYPE_HIF8,
     HCCL_DATA_TYPE_INT128, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_INT64,
@@ -38,12 +38,13 @@ pub type HcclCommInitRootInfoFn = unsafe extern "C" fn(
 ) -> HcclResult;
 /// `HcclCommInitRootInfoConfig` (hccl.h): `HcclCommInitRootInfo` with a `const HcclCommConfig *` (buffer
 /// size, determinism, name, ...) before `comm`. torch_npu resolves it with `dlsym` and prefers it. The
-/// config is opaque here: nothing of ours reads its layout, it is only passed on.
+/// config is opaque here (an incomplete type in the header): nothing of ours reads its layout, it is only
+/// passed on.
 pub type HcclCommInitRootInfoConfigFn = unsafe extern "C" fn(
     n_ranks: u32,
     root_info: *const HcclRootInfo,
     rank: u32,
-    config: *const c_void,
+    config: *const HcclCommConfig,
     comm: *mut HcclComm,
 ) -> HcclResult;
 pub type HcclCommDestroyFn = unsafe extern "C" fn(comm: HcclComm) -> HcclResult;
@@ -101,6 +102,26 @@ pub type HcclRecvFn = unsafe extern "C" fn(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult;
+
+// Each alias is the header's declaration (one source: the bindings generated from it). Checked while
+// compiling, in a constant whose value holds no function, so nothing links against the declarations.
+const _: () = {
+    use bindings::*;
+    let _: HcclGetRootInfoFn = HcclGetRootInfo;
+    let _: HcclCommInitRootInfoFn = HcclCommInitRootInfo;
+    let _: HcclCommInitRootInfoConfigFn = HcclCommInitRootInfoConfig;
+    let _: HcclCommDestroyFn = HcclCommDestroy;
+    let _: HcclGetRankSizeFn = HcclGetRankSize;
+    let _: HcclGetRankIdFn = HcclGetRankId;
+    let _: HcclGetCommNameFn = HcclGetCommName;
+    let _: HcclAllReduceFn = HcclAllReduce;
+    let _: HcclBroadcastFn = HcclBroadcast;
+    let _: HcclAllGatherFn = HcclAllGather;
+    let _: HcclReduceScatterFn = HcclReduceScatter;
+    let _: HcclBarrierFn = HcclBarrier;
+    let _: HcclSendFn = HcclSend;
+    let _: HcclRecvFn = HcclRecv;
+};
 
 /// `sizeof(HcclRootInfo)`: the opaque blob every member of a communicator receives.
 pub const ROOT_INFO_LEN: usize = HCCL_ROOT_INFO_BYTES as usize;

@@ -63,6 +63,11 @@ const _: () = {
     ["Alignment of HcclRootInfo"][::core::mem::align_of::<HcclRootInfo>() - 1usize];
     ["Offset of field: HcclRootInfo::internal"][::core::mem::offset_of!(HcclRootInfo, internal) - 0usize];
 };
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct HcclCommConfig {
+    _unused: [u8; 0],
+}
 unsafe extern "C" {
     pub fn HcclGetRootInfo(rootInfo: *mut HcclRootInfo) -> HcclResult;
 }
@@ -71,6 +76,15 @@ unsafe extern "C" {
         nRanks: u32,
         rootInfo: *const HcclRootInfo,
         rank: u32,
+        comm: *mut HcclComm,
+    ) -> HcclResult;
+}
+unsafe extern "C" {
+    pub fn HcclCommInitRootInfoConfig(
+        nRanks: u32,
+        rootInfo: *const HcclRootInfo,
+        rank: u32,
+        config: *const HcclCommConfig,
         comm: *mut HcclComm,
     ) -> HcclResult;
 }

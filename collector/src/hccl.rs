@@ -365,7 +365,7 @@ pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
     n_ranks: u32,
     root_info: *const HcclRootInfo,
     rank: u32,
-    config: *const c_void,
+    config: *const HcclCommConfig,
     comm: *mut HcclComm,
 ) -> HcclResult {
     let f = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);

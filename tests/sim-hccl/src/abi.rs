@@ -151,7 +151,7 @@ pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
     n_ranks: u32,
     root_info: *const HcclRootInfo,
     rank: u32,
-    _config: *const c_void,
+    _config: *const HcclCommConfig,
     comm: *mut HcclComm,
 ) -> HcclResult {
     // SAFETY: the caller's contract is init_root_info's.
