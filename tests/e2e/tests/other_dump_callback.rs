@@ -226,3 +226,22 @@ fn an_eager_job_without_the_step_hook_emptied_by_another_callback_is_named_by_it
         assert!(out.starts_with("INCOMPLETE INPUT: ") && out.contains("no dump chunk arrived"), "{out}{err}");
     }
 }
+
+/// The other tool registers after the collector (ignored) and then turns its dump off with
+/// `acldumpUnregCallback`, which removes whichever callback is registered: the collector's. Nothing arrives
+/// after that; the collector names it at the end and the capture reads INCOMPLETE INPUT.
+#[test]
+fn a_callback_removed_by_another_tool_s_unregistration_is_incomplete() {
+    let dir = scratch();
+    let model = model_file(dir.path(), "model.json", MODEL);
+    let run = dir.path().join("run");
+    let stderr = record_eager(&model, &run, &[("SIM_ACL_OTHER_DUMP_CALLBACK", "after-unregister")]);
+    const REMOVED: &str = "acldumpUnregCallback removed the collector's dump callback";
+    assert!(stderr.contains("accutrace: ") && stderr.contains(REMOVED), "named at the end: {stderr}");
+    for args in [vec!["overflow", path_str(&run)], vec!["inspect", path_str(&run)]] {
+        let (code, out, err) = analyzer(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        let lead = out.lines().next().unwrap_or_default();
+        assert!(lead.starts_with("INCOMPLETE INPUT: ") && lead.contains(REMOVED), "{args:?}: {out}{err}");
+    }
+}

@@ -89,7 +89,7 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
             // The same, where no interposer sees it (a tool that bound the runtime's function before a
             // collector was loaded): the only sign left is that nothing arrives.
             Some(OtherTool::Unseen) => state::set_callback_if_none(other_tool_callback),
-            Some(OtherTool::After) | None => {}
+            Some(OtherTool::After | OtherTool::AfterThenUnregister) | None => {}
         }
         ACL_SUCCESS
     })
@@ -104,10 +104,13 @@ enum OtherTool {
     Unseen,
     /// At aclrtSetDevice, after a collector registered in aclInit: the runtime ignores it.
     After,
+    /// As `After`, then at once `acldumpUnregCallback` (the tool turns its dump off): that removes the
+    /// collector's callback, the one registered.
+    AfterThenUnregister,
 }
 
-/// `SIM_ACL_OTHER_DUMP_CALLBACK`: `1`, `unseen` or `after`, each for every process or, followed by
-/// `:rank:N` (`rank:N` alone for `1`), for the process whose RANK_ID is N.
+/// `SIM_ACL_OTHER_DUMP_CALLBACK`: `1`, `unseen`, `after` or `after-unregister`, each for every process
+/// or, followed by `:rank:N` (`rank:N` alone for `1`), for the process whose RANK_ID is N.
 fn other_tool_registers() -> Option<OtherTool> {
     let value = std::env::var("SIM_ACL_OTHER_DUMP_CALLBACK").ok()?;
     let (when, rank) = match value.split_once("rank:") {
@@ -123,17 +126,18 @@ fn other_tool_registers() -> Option<OtherTool> {
         "1" | "" => Some(OtherTool::First),
         "unseen" => Some(OtherTool::Unseen),
         "after" => Some(OtherTool::After),
+        "after-unregister" => Some(OtherTool::AfterThenUnregister),
         _ => None,
     }
 }
 
-/// Registers the other tool's callback the way a tool linked against the runtime does: through the
-/// exported `acldumpRegCallback` the global scope finds (an `LD_PRELOAD`ed interposer's, if any), else,
-/// when this library was loaded without RTLD_GLOBAL, through a handle of it (a `dlsym` interposer sees that).
-fn register_other_tool_callback() {
+/// An ACL function the way a tool linked against the runtime finds it: the definition the global scope
+/// finds (an `LD_PRELOAD`ed interposer's, if any), else, when this library was loaded without RTLD_GLOBAL,
+/// through a handle of it (a `dlsym` interposer sees that). Null when neither has it.
+fn other_tool_symbol(name: &CStr) -> *mut c_void {
     // SAFETY: NUL-terminated names; dladdr only reads the loader's tables into a zeroed Dl_info.
     let found = unsafe {
-        let global = libc::dlsym(libc::RTLD_DEFAULT, c"acldumpRegCallback".as_ptr());
+        let global = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
         if !global.is_null() {
             global
         } else {
@@ -146,12 +150,20 @@ fn register_other_tool_callback() {
             if handle.is_null() {
                 std::ptr::null_mut()
             } else {
-                libc::dlsym(handle, c"acldumpRegCallback".as_ptr())
+                libc::dlsym(handle, name.as_ptr())
             }
         }
     };
     if found.is_null() {
-        eprintln!("sim-ascendcl: SIM_ACL_OTHER_DUMP_CALLBACK: acldumpRegCallback cannot be found");
+        eprintln!("sim-ascendcl: SIM_ACL_OTHER_DUMP_CALLBACK: {} cannot be found", name.to_string_lossy());
+    }
+    found
+}
+
+/// Registers the other tool's callback through the exported `acldumpRegCallback` ([`other_tool_symbol`]).
+fn register_other_tool_callback() {
+    let found = other_tool_symbol(c"acldumpRegCallback");
+    if found.is_null() {
         return;
     }
     // SAFETY: the symbol acldumpRegCallback (ours or an interposer's) has the AcldumpRegCallbackFn signature.
@@ -160,6 +172,16 @@ fn register_other_tool_callback() {
     let code = unsafe { reg(Some(other_tool_callback), 0) };
     if code != ACL_SUCCESS {
         eprintln!("sim-ascendcl: SIM_ACL_OTHER_DUMP_CALLBACK: acldumpRegCallback returned {code}");
+    }
+}
+
+/// The other tool turns its dump off through the exported `acldumpUnregCallback`: the runtime removes
+/// whichever callback is registered.
+fn unregister_other_tool_callback() {
+    let found = other_tool_symbol(c"acldumpUnregCallback");
+    if !found.is_null() {
+        // SAFETY: the symbol acldumpUnregCallback has the AcldumpUnregCallbackFn signature.
+        unsafe { std::mem::transmute::<*mut c_void, AcldumpUnregCallbackFn>(found)() };
     }
 }
 
@@ -197,9 +219,14 @@ pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
                 ACL_SUCCESS
             }
         });
-        if code == ACL_SUCCESS && other_tool_registers() == Some(OtherTool::After) {
-            // Outside the state lock: the registration takes it again.
-            register_other_tool_callback();
+        // Outside the state lock: the registration takes it again.
+        match other_tool_registers() {
+            Some(OtherTool::After) if code == ACL_SUCCESS => register_other_tool_callback(),
+            Some(OtherTool::AfterThenUnregister) if code == ACL_SUCCESS => {
+                register_other_tool_callback();
+                unregister_other_tool_callback();
+            }
+            _ => {}
         }
         code
     })

@@ -20,7 +20,8 @@
 //! the process whose RANK_ID is N: aclInit registers another tool's dump callback through the exported
 //! `acldumpRegCallback`, which then receives every chunk, a later registration being ignored; `unseen` (or
 //! `unseen:rank:N`): the same without calling an exported symbol; `after` (or `after:rank:N`): the first
-//! aclrtSetDevice registers it, after a collector's, and the runtime ignores it).
+//! aclrtSetDevice registers it, after a collector's, and the runtime ignores it; `after-unregister`: then
+//! it calls `acldumpUnregCallback` at once, which removes the collector's).
 
 pub mod abi;
 pub mod chunker;
