@@ -1,10 +1,11 @@
-//! A large pair measured a wave at a time from both sides' host bytes ([`Source::with_host_blocks`]): each
-//! wave's chunks decoded to f32 (an fp16 pair's widened inside the measuring pass, where the CPU has F16C)
-//! and measured on the pool's threads ([`MsprobeChunks`]), instead of both sides decoded whole into f32
-//! buffers and measured after. The values then stay in cache between their decode and their measure, and
-//! no buffer the size of the tensor as f32 is written (or zero-filled when a thread's buffer grows). Only
-//! where the metrics can be folded chunk by chunk: msprobe's alone, without statistics (compare's table,
-//! msprobe's CSV and the HTML report between captures); the figures are the whole read's bit for bit.
+//! A pair measured a wave at a time from both sides' host bytes ([`Source::with_host_blocks`]): each
+//! wave's chunks (a short pair is one, as the fused pass takes it) decoded to f32 (an fp16 pair's widened
+//! inside the measuring pass, where the CPU has F16C) and measured on the pool's threads
+//! ([`MsprobeChunks`]), instead of both sides decoded whole into f32 buffers and measured after. The
+//! values then stay in cache between their decode and their measure, and no buffer the size of the tensor
+//! as f32 is written (or zero-filled when a thread's buffer grows). Only where the metrics can be folded
+//! chunk by chunk: msprobe's alone, without statistics (compare's table, msprobe's CSV and the HTML report
+//! between captures); the figures are the whole read's bit for bit.
 
 use crate::index::{TensorId, TensorInfo};
 use crate::metrics::chunked::{ChunkSums, MsprobeChunks, CHUNK};
@@ -23,7 +24,8 @@ thread_local! {
     /// Each side's bytes of a wave, kept by the thread that measures pairs (taken while in use): they only
     /// grow (to a wave's bytes, at most 2 MiB a side), so nothing is zero-filled again.
     static WAVE_BYTES: Cell<(Vec<u8>, Vec<u8>)> = const { Cell::new((Vec::new(), Vec::new())) };
-    /// One chunk of each side as f32, kept by every thread that measures chunks (2 x 256 KiB).
+    /// One chunk of each side as f32, kept by every thread that measures chunks (2 x 256 KiB; up to 2 x 1
+    /// MiB for a short pair measured as one chunk).
     static CHUNK_VALUES: Cell<(Vec<f32>, Vec<f32>)> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
@@ -34,8 +36,8 @@ pub(super) fn release_wave_buffers() {
 }
 
 /// The metrics of pair `t` (target) and `b` (bench) under `request`, measured in waves where that gives
-/// them: two sources that decode on read (captures), a pair long enough to be chunked
-/// ([`MsprobeChunks::new`]), dtypes of whole bytes with one value each, the target's content hash known.
+/// them: two sources that decode on read (captures), a pair the fold takes ([`MsprobeChunks::new`]),
+/// dtypes of whole bytes with one value each, the target's content hash known.
 /// `None` otherwise, and wherever a read failed or a side held other bytes than its shape says: the caller
 /// then reads the pair whole, which gives the error the user sees.
 pub(super) fn measure_in_waves(
@@ -99,6 +101,7 @@ impl Sides<'_> {
         if x.len() != len * wn || y.len() != len * wb {
             return false;
         }
+        let chunk = fold.chunk_len();
         let wave = len.min(WAVE_CHUNKS * CHUNK);
         for (buf, width) in [(&mut *wave_x, wn), (&mut *wave_y, wb)] {
             if buf.len() < wave * width {
@@ -116,7 +119,7 @@ impl Sides<'_> {
                 y.with_next_wave(&mut wave_y[..take * wb], &mut |ys| {
                     parts = (xs.len() == take * wn && ys.len() == take * wb)
                         .then(|| {
-                            let chunks = xs.par_chunks(CHUNK * wn).zip(ys.par_chunks(CHUNK * wb));
+                            let chunks = xs.par_chunks(chunk * wn).zip(ys.par_chunks(chunk * wb));
                             chunks.map(|(xs, ys)| measure(xs, ys)).collect()
                         })
                         .flatten();
@@ -227,11 +230,16 @@ mod tests {
     }
 
     /// Pairs of every dtype the waves decode (fp16 against fp16 and fp32, bf16, fp32), a wave and a ragged
-    /// part long, with inf/NaN at the same places and at different ones, on pools of 1 and 3 threads:
-    /// the metrics of both sides read whole, bit for bit.
+    /// part long and shorter than a chunk of the fused pass, with inf/NaN at the same places and at
+    /// different ones, on pools of 1 and 3 threads: the metrics of both sides read whole, bit for bit.
     #[test]
     fn waves_give_the_metrics_of_the_whole_read() {
-        let len = WAVE_CHUNKS * CHUNK + 3 * CHUNK + 1001;
+        for len in [WAVE_CHUNKS * CHUNK + 3 * CHUNK + 1001, PARALLEL_MIN - 3, CHUNK + 7, 1] {
+            waves_of_len_give_the_metrics_of_the_whole_read(len);
+        }
+    }
+
+    fn waves_of_len_give_the_metrics_of_the_whole_read(len: usize) {
         let pools: Vec<rayon::ThreadPool> =
             [1, 3].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()).into();
         let pairs = [
@@ -258,13 +266,13 @@ mod tests {
                 for pool in &pools {
                     let got = pool.install(|| measure_in_waves(&target, &bench, (0, ti), (0, bi), &request));
                     let got = got.unwrap_or_else(|| panic!("{dn:?} {db:?}: not measured in waves"));
-                    assert_eq!(format!("{got:?}"), whole, "{dn:?} {db:?} seed {bench_seed}");
+                    assert_eq!(format!("{got:?}"), whole, "{len}: {dn:?} {db:?} seed {bench_seed}");
                 }
             }
         }
     }
 
-    /// Pairs the waves leave to the whole read: too short to be chunked, metrics that need the whole read,
+    /// Pairs the waves leave to the whole read: empty ones, metrics that need the whole read,
     /// a side holding fewer bytes than its shape says, a side whose data fails its hash.
     #[test]
     fn what_the_waves_cannot_measure_is_left_to_the_whole_read() {
@@ -277,7 +285,9 @@ mod tests {
         let fp16 = |len, bad_hash| Stored::new(DType::FLOAT16, &values(len, 0), bad_hash);
         assert!(measured(&fp16(len, false), &fp16(len, false), Families::Msprobe));
         assert!(!measured(&fp16(len, false), &fp16(len, false), Families::All));
-        assert!(!measured(&fp16(PARALLEL_MIN - 1, false), &fp16(PARALLEL_MIN - 1, false), Families::Msprobe));
+        // A short pair is one chunk, an empty one is left to the whole read.
+        assert!(measured(&fp16(PARALLEL_MIN - 1, false), &fp16(PARALLEL_MIN - 1, false), Families::Msprobe));
+        assert!(!measured(&fp16(0, false), &fp16(0, false), Families::Msprobe));
         assert!(!measured(&fp16(len, true), &fp16(len, false), Families::Msprobe));
         assert!(!measured(&fp16(len, false), &fp16(len, true), Families::Msprobe));
         let mut short = fp16(len, false);

@@ -27,6 +27,8 @@ pub struct ChunkSums {
 
 /// msprobe's sums of a pair folded chunk by chunk, in order.
 pub struct MsprobeChunks {
+    /// Elements per chunk: [`CHUNK`], or the whole pair where the fused pass does not cut it.
+    chunk: usize,
     f16: bool,
     plain: Option<MsprobeSums>,
     zeroed: Option<MsprobeSums>,
@@ -36,8 +38,9 @@ pub struct MsprobeChunks {
 impl MsprobeChunks {
     /// The fold for a pair of `len` elements under `request`, where [`measure`](super::measure) would give
     /// exactly what it forms: msprobe's metrics alone (no msaccucmp, whose KL needs a second pass), no
-    /// statistics, not 0-d, relative error in f32 or f16 (the fused pass), and long enough to be chunked.
-    /// `None` otherwise: the pair is measured whole.
+    /// statistics, not 0-d nor empty, relative error in f32 or f16 (the fused pass). `None` otherwise: the
+    /// pair is measured whole. A pair shorter than `PARALLEL_MIN` is one chunk
+    /// ([`chunk_len`](Self::chunk_len)), as the fused pass takes it.
     pub fn new(request: &MetricsRequest, len: usize) -> Option<MsprobeChunks> {
         let f16 = match request.msprobe.re_precision {
             RePrecision::F16 => true,
@@ -45,7 +48,8 @@ impl MsprobeChunks {
             RePrecision::F64 => return None,
         };
         let whole_only = request.families != Families::Msprobe || request.stats || request.msprobe.zero_dim;
-        (!whole_only && len >= PARALLEL_MIN).then_some(MsprobeChunks {
+        (!whole_only && len > 0).then_some(MsprobeChunks {
+            chunk: if len < PARALLEL_MIN { len } else { CHUNK },
             f16,
             plain: None,
             zeroed: None,
@@ -53,8 +57,13 @@ impl MsprobeChunks {
         })
     }
 
-    /// The part of one chunk, the values `k * CHUNK..` of both sides (all [`CHUNK`] of them but in the
-    /// last chunk). Chunks may be measured on any thread, then [`push`](Self::push)ed in order.
+    /// Elements per chunk: pass each chunk of this many (fewer in the last) to [`measure`](Self::measure).
+    pub fn chunk_len(&self) -> usize {
+        self.chunk
+    }
+
+    /// The part of one chunk, the values `k * chunk_len()..` of both sides (all `chunk_len()` of them but
+    /// in the last chunk). Chunks may be measured on any thread, then [`push`](Self::push)ed in order.
     pub fn measure(&self, n: &[f32], b: &[f32]) -> ChunkSums {
         debug_assert_eq!(n.len(), b.len());
         let sums = |zero: bool| match (zero, self.f16) {
@@ -144,14 +153,18 @@ mod tests {
     /// (their debug text: NaN cells print alike).
     #[test]
     fn chunks_folded_in_order_give_measures_metrics() {
-        let len = PARALLEL_MIN + 3 * CHUNK + 1234;
         let mut cases = 0;
-        for dtypes in [
+        // Long pairs the fused pass cuts into chunks, and short ones it measures in one.
+        let pairs = [
             (DType::FLOAT16, DType::FLOAT16),
             (DType::FLOAT16, DType::FLOAT),
             (DType::BF16, DType::BF16),
             (DType::FLOAT, DType::FLOAT),
-        ] {
+        ];
+        for (len, dtypes) in [PARALLEL_MIN + 3 * CHUNK + 1234, PARALLEL_MIN - 1, CHUNK + 5, 9]
+            .into_iter()
+            .flat_map(|len| pairs.map(|d| (len, d)))
+        {
             for (specials_n, specials_b) in [(false, false), (true, true), (true, false)] {
                 let n = rounded(&values(len, 1, specials_n), dtypes.0);
                 let mut b = rounded(&values(len, 1, specials_b), dtypes.1);
@@ -159,33 +172,43 @@ mod tests {
                 let request = MetricsRequest::for_pair(Families::Msprobe, dtypes, &[len as u64], false);
                 let want = measure(&n, &b, &request);
                 let mut fold = MsprobeChunks::new(&request, len).expect("a chunked pair");
-                for (x, y) in n.chunks(CHUNK).zip(b.chunks(CHUNK)) {
+                let chunk = fold.chunk_len();
+                for (x, y) in n.chunks(chunk).zip(b.chunks(chunk)) {
                     fold.push(fold.measure(x, y));
                 }
                 let got = fold.finish();
-                if specials_n && specials_b {
+                if specials_n && specials_b && len > PARALLEL_MIN {
                     // Both kinds of chunk were folded: with inf/NaN (zeroed) and without.
                     let holds =
                         |k: usize| n[k * CHUNK..len.min((k + 1) * CHUNK)].iter().any(|v| !v.is_finite());
                     let chunks = len.div_ceil(CHUNK);
                     assert!((0..chunks).any(holds) && !(0..chunks).all(holds));
                 }
-                assert_eq!(format!("{got:?}"), format!("{want:?}"), "{dtypes:?} {specials_n} {specials_b}");
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{len} {dtypes:?} {specials_n} {specials_b}"
+                );
                 cases += 1;
             }
         }
-        assert_eq!(cases, 12);
+        assert_eq!(cases, 48);
     }
 
-    /// Pairs `measure` takes whole are not folded: short ones, 0-d ones, with msaccucmp's metrics or the
-    /// statistics, and fp64 ones.
+    /// Pairs `measure` takes whole are not folded: empty ones, 0-d ones, with msaccucmp's metrics or the
+    /// statistics, and fp64 ones; short ones are one chunk.
     #[test]
     fn only_pairs_the_fused_pass_chunks_are_folded() {
         let pair = (DType::FLOAT16, DType::FLOAT16);
         let request = |families, stats, shape: &[u64]| MetricsRequest::for_pair(families, pair, shape, stats);
         let long = [PARALLEL_MIN as u64];
-        assert!(MsprobeChunks::new(&request(Families::Msprobe, false, &long), PARALLEL_MIN).is_some());
-        assert!(MsprobeChunks::new(&request(Families::Msprobe, false, &long), PARALLEL_MIN - 1).is_none());
+        let chunk_len =
+            |len| MsprobeChunks::new(&request(Families::Msprobe, false, &long), len).map(|f| f.chunk_len());
+        assert_eq!(chunk_len(PARALLEL_MIN), Some(CHUNK));
+        // Shorter pairs the fused pass measures in one chunk: so are they folded.
+        assert_eq!(chunk_len(PARALLEL_MIN - 1), Some(PARALLEL_MIN - 1));
+        assert_eq!(chunk_len(1), Some(1));
+        assert_eq!(chunk_len(0), None);
         assert!(MsprobeChunks::new(&request(Families::All, false, &long), PARALLEL_MIN).is_none());
         assert!(MsprobeChunks::new(&request(Families::Msprobe, true, &long), PARALLEL_MIN).is_none());
         assert!(MsprobeChunks::new(&request(Families::Msprobe, false, &[]), PARALLEL_MIN).is_none());
