@@ -378,8 +378,13 @@ pub fn read_one(file: &Path) -> Result<RankSummary> {
 /// Reads one summary file, its names shared through `names` with the files read before.
 fn read_one_with(file: &Path, names: &mut Names) -> Result<RankSummary> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
-    let reader = SerializedFileReader::new(f)
-        .with_context(|| format!("{}: not a Parquet rank summary", file.display()))?;
+    let reader = SerializedFileReader::new(f).with_context(|| {
+        format!(
+            "{}: not a Parquet rank summary (cut short, or not Parquet): copy it again from the node that \
+                 wrote it, or run `analyzer scan` on that rank's capture again",
+            file.display()
+        )
+    })?;
     let meta = Metadata::of(&reader);
     match meta.get(KEY_VERSION) {
         Some(v) if READS.iter().any(|r| v == r.to_string()) => {}

@@ -405,6 +405,7 @@ fn scan_per_node_then_merge_gives_the_answer_of_ranks() {
         let (code, _, err) = analyzer(&["merge", p(&broken)]);
         assert_eq!(code, 2);
         assert!(err.contains("rank000002.parquet: not a Parquet rank summary"), "{err}");
+        assert!(err.contains("copy it again from the node that wrote it, or run `analyzer scan`"), "{err}");
     }
     // Another version, and a Parquet file of another schema: refused, the file and what is wrong named.
     // (The footer is Thrift's compact encoding: after the key, the value's field header, length and bytes.)
