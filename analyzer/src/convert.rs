@@ -174,6 +174,7 @@ fn target_dtype(dtype: DType) -> Option<(DType, Option<&'static str>)> {
         DType::FLOAT8_E4M3FN | DType::FLOAT8_E5M2 => {
             (DType::FLOAT, "fp8 written as float32 (numpy has no float8)")
         }
+        DType::HIFLOAT8 => (DType::FLOAT, "hifloat8 written as float32 (numpy has no hifloat8)"),
         DType::COMPLEX32 => (DType::COMPLEX64, "complex32 written as complex64 (numpy has no complex32)"),
         DType::INT4 => (DType::INT8, "int4 written as int8, one value per byte"),
         DType::UINT1 => (DType::UINT8, "uint1 written as uint8, one value per byte"),
@@ -334,6 +335,7 @@ mod tests {
         assert_eq!(target_dtype(DType::FLOAT8_E5M2).map(|t| t.0), Some(DType::FLOAT));
         assert!(target_dtype(DType::DOUBLE).and_then(|t| t.1).is_some());
         assert_eq!(target_dtype(DType::STRING), None);
-        assert_eq!(target_dtype(DType::HIFLOAT8), None);
+        assert_eq!(target_dtype(DType::HIFLOAT8).map(|t| t.0), Some(DType::FLOAT));
+        assert_eq!(target_dtype(DType::HIFLOAT4), None);
     }
 }

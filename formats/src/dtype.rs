@@ -14,7 +14,7 @@ pub struct DType(i32);
 /// How the bits of one element are to be read.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
-    /// IEEE-like floating point (fp64, fp32, fp16, bf16, fp8 E4M3FN / E5M2).
+    /// Floating point: IEEE-like (fp64, fp32, fp16, bf16, fp8 E4M3FN / E5M2) and HiFloat8.
     Float,
     /// Two's-complement signed integer (including packed int4 and the quantized QINT types).
     Int,
@@ -151,7 +151,7 @@ impl DType {
     pub fn kind(self) -> Kind {
         match self {
             DType::FLOAT | DType::FLOAT16 | DType::BF16 | DType::DOUBLE => Kind::Float,
-            DType::FLOAT8_E5M2 | DType::FLOAT8_E4M3FN => Kind::Float,
+            DType::FLOAT8_E5M2 | DType::FLOAT8_E4M3FN | DType::HIFLOAT8 => Kind::Float,
             DType::INT8 | DType::INT16 | DType::INT32 | DType::INT64 | DType::INT4 => Kind::Int,
             DType::QINT8 | DType::QINT16 | DType::QINT32 => Kind::Int,
             DType::UINT8 | DType::UINT16 | DType::UINT32 | DType::UINT64 | DType::UINT1 => Kind::UInt,
@@ -205,6 +205,7 @@ impl DType {
             DType::DOUBLE | DType::COMPLEX128 => f64::MAX,
             DType::FLOAT8_E4M3FN => 448.0,
             DType::FLOAT8_E5M2 => 57344.0,
+            DType::HIFLOAT8 => crate::tensor::hifloat8::HIFLOAT8_MAX as f64,
             DType::INT8 | DType::QINT8 => i8::MAX as f64,
             DType::INT16 | DType::QINT16 => i16::MAX as f64,
             DType::INT32 | DType::QINT32 => i32::MAX as f64,
@@ -455,7 +456,7 @@ mod tests {
         assert_eq!(DType::HIFLOAT4.byte_size(5), Some(3));
         assert_eq!(DType::HIFLOAT4.c0(), 64, "the vendor's platform tables give DT_HIFLOAT4 a C0 of 64");
         assert_eq!(DType::HIFLOAT4_SCALE.byte_size(5), None);
-        for dtype in [DType::HIFLOAT4, DType::HIFLOAT4_SCALE, DType::HIFLOAT8] {
+        for dtype in [DType::HIFLOAT4, DType::HIFLOAT4_SCALE] {
             assert!(!dtype.is_decodable(), "{dtype}");
             let why = dtype.undecodable_reason().unwrap();
             assert_eq!(why, format!("{dtype}: accutrace cannot decode its values yet"));
@@ -465,6 +466,17 @@ mod tests {
             "UNKNOWN(99): a dtype code this accutrace does not know, so its values cannot be decoded"
         );
         assert_eq!(DType::FLOAT16.undecodable_reason(), None);
+    }
+
+    /// HiFloat8 decodes (tensor::hifloat8, from the vendor runtime's decoder): a float kind, one byte, and
+    /// saturation at its largest finite value, 2^15.
+    #[test]
+    fn hifloat8_is_a_decodable_float() {
+        assert_eq!(DType::HIFLOAT8.kind(), Kind::Float);
+        assert_eq!(DType::HIFLOAT8.undecodable_reason(), None);
+        assert_eq!(DType::HIFLOAT8.bits(), Some(8));
+        assert_eq!(DType::HIFLOAT8.saturation_limit(), Some(32768.0));
+        assert_eq!(DType::from_name("hifloat8"), Some(DType::HIFLOAT8));
     }
 
     #[test]

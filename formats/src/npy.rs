@@ -302,7 +302,7 @@ pub fn write_f32(path: &Path, shape: &[u64], values: &[f32]) -> io::Result<()> {
 }
 
 /// Writes any decodable dtype so that NumPy can load it: native dtypes as they are, the others widened
-/// (bf16 / fp8 to float32, complex32 to complex64, int4 to int8, uint1 to uint8, QINT/QUINT to their integer
+/// (bf16 / fp8 / hifloat8 to float32, complex32 to complex64, int4 to int8, uint1 to uint8, QINT/QUINT to their integer
 /// storage). Returns a note saying what was changed, for the user, or `None` if nothing was.
 pub fn write_for_numpy(
     w: &mut impl Write,
@@ -328,6 +328,7 @@ pub fn write_for_numpy(
     let (target, reason) = match dtype {
         DType::BF16 => (DType::FLOAT, "numpy has no bfloat16"),
         DType::FLOAT8_E4M3FN | DType::FLOAT8_E5M2 => (DType::FLOAT, "numpy has no float8"),
+        DType::HIFLOAT8 => (DType::FLOAT, "numpy has no hifloat8"),
         DType::COMPLEX32 => (DType::COMPLEX64, "numpy has no complex32"),
         DType::INT4 => (DType::INT8, "numpy has no int4; unpacked, one value per byte"),
         DType::UINT1 => (DType::UINT8, "numpy has no 1-bit type; unpacked, one value per byte"),

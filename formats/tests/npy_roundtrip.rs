@@ -182,6 +182,7 @@ fn write_for_numpy_widens_and_says_so() {
         (DType::INT4, vec![0x8f, 0x07], vec![3u64], DType::INT8, vec![-1.0, -8.0, 7.0]),
         (DType::UINT1, vec![0b101], vec![3], DType::UINT8, vec![1.0, 0.0, 1.0]),
         (DType::FLOAT8_E4M3FN, vec![0x7e], vec![1], DType::FLOAT, vec![448.0]),
+        (DType::HIFLOAT8, vec![0x53, 0x6e], vec![2], DType::FLOAT, vec![0.109375, 32768.0]),
         (DType::QINT8, vec![0xff], vec![1], DType::INT8, vec![-1.0]),
         (DType::COMPLEX32, vec![0x00, 0x3c, 0x00, 0xbc], vec![1], DType::COMPLEX64, vec![1.0, -1.0]),
     ] {

@@ -143,12 +143,102 @@ fn encode_rounds_to_nearest_even_and_saturates_integers() {
 
 #[test]
 fn undecodable_dtypes_are_refused_by_name() {
-    for dtype in [DType::STRING, DType::HIFLOAT8, DType::FLOAT4_E2M1, DType::from_code(999), DType::UNDEFINED]
+    for dtype in [DType::STRING, DType::HIFLOAT4, DType::FLOAT4_E2M1, DType::from_code(999), DType::UNDEFINED]
     {
         let err = decode_f32(dtype, &[0; 4], 4, &mut Vec::new()).unwrap_err();
         assert!(err.problem.contains(&*dtype.name()), "{err}");
         assert!(encode_f32(dtype, &[0.0]).is_err());
     }
+}
+
+/// HiFloat8 by the vendor runtime's rule (hicann/runtime `HiFloat8::GetValue`, printf/hifloat.cpp), written
+/// the way that decoder reads a byte: as a string of bits, the dot code found by prefix, the exponent and
+/// mantissa fields parsed as binary numbers, the value computed in f64. Independent of the table.
+fn hifloat8_by_the_vendor_rule(byte: u8) -> f64 {
+    match byte {
+        0x00 => return 0.0,
+        0x80 => return f64::NAN,
+        0x6f => return f64::INFINITY,
+        0xef => return f64::NEG_INFINITY,
+        _ => {}
+    }
+    let bits = format!("{byte:08b}");
+    let sign = if &bits[..1] == "0" { 1.0 } else { -1.0 };
+    let after_sign = &bits[1..];
+    let dots = [("11", 4), ("10", 3), ("01", 2), ("001", 1), ("0001", 0), ("0000", 0)];
+    let (dot, exp_width) = dots.iter().find(|(dot, _)| after_sign.starts_with(dot)).unwrap();
+    let fields = &after_sign[dot.len()..];
+    let binary = |s: &str| i32::from_str_radix(s, 2).unwrap();
+    if *dot == "0000" {
+        return sign * 2f64.powi(binary(fields) - 23);
+    }
+    let (exp_field, man_field) = fields.split_at(*exp_width);
+    let exponent = match exp_field.split_at_checked(1) {
+        None => 0, // dot 0001: no exponent bits
+        // Sign-magnitude with an implicit leading 1 in place of the sign bit.
+        Some((exp_sign, rest)) => {
+            let magnitude = binary(&format!("1{rest}"));
+            if exp_sign == "0" {
+                magnitude
+            } else {
+                -magnitude
+            }
+        }
+    };
+    let mantissa = f64::from(binary(man_field)) / 2f64.powi(man_field.len() as i32);
+    sign * 2f64.powi(exponent) * (1.0 + mantissa)
+}
+
+#[test]
+fn hifloat8_decodes_every_code_by_the_vendor_rule() {
+    let codes: Vec<u8> = (0..=255).collect();
+    let narrow = f32s(DType::HIFLOAT8, &codes, 256);
+    let mut wide = Vec::new();
+    decode_f64(DType::HIFLOAT8, &codes, 256, &mut wide).unwrap();
+    for (code, (&got, &wide)) in codes.iter().zip(narrow.iter().zip(&wide)) {
+        let want = hifloat8_by_the_vendor_rule(*code);
+        if want.is_nan() {
+            assert!(got.is_nan() && wide.is_nan(), "{code:#04x}: {got}");
+        } else {
+            // Every HiFloat8 value is an f32: the decode must be exact, with the sign of zero kept.
+            assert_eq!(f64::from(got).to_bits(), want.to_bits(), "{code:#04x}: {got} != {want}");
+            assert_eq!(wide.to_bits(), want.to_bits(), "{code:#04x} in f64");
+        }
+    }
+    // Only 0x80 is NaN; only 0x6F / 0xEF are infinite; 0x00 is the only zero (the denormals have none).
+    let nan: Vec<u8> = codes.iter().copied().filter(|&c| narrow[usize::from(c)].is_nan()).collect();
+    assert_eq!(nan, [0x80]);
+    let inf: Vec<u8> = codes.iter().copied().filter(|&c| narrow[usize::from(c)].is_infinite()).collect();
+    assert_eq!(inf, [0x6f, 0xef]);
+    assert_eq!(narrow.iter().filter(|v| **v == 0.0).count(), 1);
+    // No two codes share a value: a prefix-free dot code and a sign-magnitude exponent waste none.
+    let mut finite: Vec<u32> = narrow.iter().filter(|v| v.is_finite()).map(|v| v.to_bits()).collect();
+    finite.sort_unstable();
+    finite.dedup();
+    assert_eq!(finite.len(), 253);
+}
+
+/// Values worked by hand, and the vendor's own unit test (runtime tests/ut/adump/adump_base/testcase/printf/
+/// dump_printf_utest.cpp `HIFLOAT8_AdxDumptensor`: 111 is inf, 128 NaN, 239 -inf, 83 is 0.109375).
+#[test]
+fn hifloat8_known_values() {
+    // 83 = 0 10 100 11: dot 10 (3 exponent bits), exponent -(100b with its sign bit read as 1) = -4,
+    // mantissa 11b/4 = 0.75: 2^-4 * 1.75.
+    assert_eq!(f32s(DType::HIFLOAT8, &[83], 1), [0.109375]);
+    let specials = f32s(DType::HIFLOAT8, &[111, 239, 0], 3);
+    assert_eq!(specials, [f32::INFINITY, f32::NEG_INFINITY, 0.0]);
+    assert!(f32s(DType::HIFLOAT8, &[128], 1)[0].is_nan());
+    // 0x08 = 0 0001 000: no exponent bits, 1.0. 0x10 = 0 001 0 000: exponent +1. 0x18: exponent -1.
+    assert_eq!(f32s(DType::HIFLOAT8, &[0x08, 0x09, 0x10, 0x18, 0x88], 5), [1.0, 1.125, 2.0, 0.5, -1.0]);
+    // 0x6E = 0 11 0111 0: the largest finite, 2^15; 0x7E = 0 11 1111 0: the smallest normal, 2^-15.
+    assert_eq!(f32s(DType::HIFLOAT8, &[0x6e, 0xee, 0x7e], 3), [32768.0, -32768.0, 2f32.powi(-15)]);
+    // Denormals 0 0000 MMM: 2^(M-23), from 2^-22 (0x01) to 2^-16 (0x07).
+    assert_eq!(
+        f32s(DType::HIFLOAT8, &[0x01, 0x07, 0x81], 3),
+        [2f32.powi(-22), 2f32.powi(-16), -(2f32.powi(-22))]
+    );
+    // Decoded, not encoded: how a cast to HiFloat8 rounds is in no vendor source read.
+    assert!(encode_f32(DType::HIFLOAT8, &[1.0]).unwrap_err().problem.contains("HIFLOAT8"));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use super::fp16::fp16_to_f32;
 use super::half_bits::{bf16_to_f32, f16_to_f32, Fp8};
+use super::hifloat8::hifloat8_to_f32;
 use super::{check_byte_len, check_decodable, lanes_per_element};
 use crate::{DType, FormatError, Result};
 
@@ -83,6 +84,7 @@ fn decode_into<L: Lane>(dtype: DType, bytes: &[u8], out: &mut [L]) -> Result<()>
         DType::DOUBLE | DType::COMPLEX128 => map::<8, L>(bytes, out, |b| L::from_f64(f64::from_le_bytes(b))),
         DType::FLOAT8_E4M3FN => map::<1, L>(bytes, out, |b| L::from_f32(Fp8::E4M3FN.to_f32(b[0]))),
         DType::FLOAT8_E5M2 => map::<1, L>(bytes, out, |b| L::from_f32(Fp8::E5M2.to_f32(b[0]))),
+        DType::HIFLOAT8 => map::<1, L>(bytes, out, |b| L::from_f32(hifloat8_to_f32(b[0]))),
         DType::INT8 | DType::QINT8 => map::<1, L>(bytes, out, |b| L::from_i64(i64::from(b[0] as i8))),
         DType::UINT8 | DType::QUINT8 => map::<1, L>(bytes, out, |b| L::from_u64(u64::from(b[0]))),
         DType::BOOL => map::<1, L>(bytes, out, |b| L::from_u64(u64::from(b[0] != 0))),

@@ -2,8 +2,9 @@
 //! reverse for the simulated runtime.
 //!
 //! Every dtype whose [`crate::dtype::Kind`] is not `Opaque` decodes: IEEE floats, bf16, fp8 (E4M3FN,
-//! E5M2), signed and unsigned integers (packed int4 low nibble first, bit-packed uint1 LSB first), bool, the
-//! quantized QINT/QUINT types as their integer storage, and complex types as interleaved (re, im) lanes.
+//! E5M2), HiFloat8, signed and unsigned integers (packed int4 low nibble first, bit-packed uint1 LSB
+//! first), bool, the quantized QINT/QUINT types as their integer storage, and complex types as interleaved
+//! (re, im) lanes.
 //! Anything else is refused by name: a decoder that guesses produces plausible wrong numbers.
 //!
 //! Errors carry offset 0, meaning "the start of this tensor": callers that decode a sub-slice of a file
@@ -13,6 +14,7 @@ mod decode;
 mod encode;
 mod fp16;
 pub mod half_bits;
+pub mod hifloat8;
 pub mod host;
 pub mod host_bytes;
 
