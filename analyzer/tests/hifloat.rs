@@ -1,6 +1,10 @@
-//! HiFloat tensors (Ascend 950). HiFloat8 is read as numbers (formats::tensor::hifloat8) from dump files:
-//! compared against a float32 .npy benchmark, listed by inspect, its inf codes found by overflow.
+//! HiFloat tensors (Ascend 950). HiFloat8 is read as numbers (formats::tensor::hifloat8) from dump files
+//! and captures: compared against a float32 .npy benchmark, listed by inspect, its inf codes found by
+//! overflow. HiFloat4, which accutrace cannot decode, is refused in the same words by both readers.
 
+mod support;
+
+use accutrace_formats::capture::Io;
 use accutrace_formats::dump::{encode_dump, sanitize_op_name};
 use accutrace_formats::npy;
 use accutrace_formats::tensor::encode_f32;
@@ -8,6 +12,7 @@ use accutrace_formats::DType;
 use accutrace_proto::dumpdata::{DumpData, OpOutput, Shape};
 use std::path::Path;
 use std::process::Command;
+use support::RunWriter;
 
 /// HiFloat8 codes and their values by the vendor's rule (runtime printf/hifloat.cpp): 0x08 = 0 0001 000 is
 /// 1.0; 0x09 1.125; 0x10 = 0 001 0 000 is 2^1; 0x18 = 0 001 1 000 is 2^-1; 0x88 -1.0; 0x53 = 0 10 100 11 is
@@ -121,6 +126,43 @@ fn overflow_finds_the_hifloat8_inf_code_and_saturation() {
     let (code, stdout, stderr) = run("saturated", &[0x08, 0x6e]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stdout.contains("layer0/quant.output.0: 1 saturated"), "{stdout}");
+}
+
+/// The message both readers give for a HIFLOAT4 tensor (DType::undecodable_reason).
+const HIFLOAT4_CANNOT_DECODE: &str = "HIFLOAT4: accutrace cannot decode its values yet";
+
+/// A capture holds a tensor's raw bytes and the analyzer decodes them: a HIFLOAT8 output reads as its
+/// values, and a HIFLOAT4 one is refused with the words a dump tree's gets (it said "dtype HIFLOAT4 cannot
+/// be decoded to numbers"), unreadable input, exit 2.
+#[test]
+fn a_capture_reads_hifloat8_and_refuses_hifloat4_as_a_dump_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = RunWriter::create(&dir.path().join("run"), 1 << 20);
+    writer.op(0, "Quant");
+    writer.tensor(Io::Output, 0, DType::HIFLOAT8, &CODES);
+    writer.op(1, "Quant4");
+    writer.tensor(Io::Output, 0, DType::HIFLOAT4, &[0x21, 0x43]);
+    let run = writer.finish();
+    let run = run.to_str().unwrap();
+
+    // inspect lists the statistics recorded with the tensor (here the formats crate's, of decoded values).
+    let (_, stdout, _) = analyzer(&["inspect", run, "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let quant = &report["ops"][0]["tensors"][0];
+    assert_eq!((quant["dtype"].as_str(), quant["stats"]["max"].as_f64()), (Some("HIFLOAT8"), Some(32768.0)));
+
+    let (code, stdout, stderr) = analyzer(&["compare", run, run]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(stdout.contains("UNREADABLE INPUT"), "{stdout}");
+    let unreadable = stdout.lines().next().unwrap();
+    assert!(unreadable.ends_with(&format!("model/op1.output.0: {HIFLOAT4_CANNOT_DECODE}")), "{stdout}");
+    let (code, stdout, stderr) = analyzer(&["compare", run, run, "--format", "json"]);
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let row = &report["rows"][0];
+    assert_eq!((row["target"].as_str(), row["status"].as_str()), (Some("model/op0.output.0"), Some("pass")));
+    assert_eq!(row["max_abs_err"].as_f64(), Some(0.0), "{row}");
+    assert_eq!(row["target_stats"]["max"].as_f64(), Some(32768.0), "{row}");
 }
 
 /// convert writes a HIFLOAT8 tensor as float32 (numpy has no hifloat8) holding its exact values, and says so.

@@ -149,6 +149,9 @@ fn undecodable_dtypes_are_refused_by_name() {
         assert!(err.problem.contains(&*dtype.name()), "{err}");
         assert!(encode_f32(dtype, &[0.0]).is_err());
     }
+    // The words the dump reader uses (DType::undecodable_reason), so a capture's tensor says the same.
+    let err = decode_f32(DType::HIFLOAT4, &[0; 2], 4, &mut Vec::new()).unwrap_err();
+    assert_eq!(err.problem, "HIFLOAT4: accutrace cannot decode its values yet");
 }
 
 /// HiFloat8 by the vendor runtime's rule (hicann/runtime `HiFloat8::GetValue`, printf/hifloat.cpp), written

@@ -53,21 +53,25 @@ impl RunWriter {
         self.writer.append_op(&op).unwrap();
     }
 
-    /// Input or output `index` of the last op: `data`, a flat tensor of `dtype` (ND), with its statistics
-    /// and content hash as the collector records them.
+    /// Input or output `index` of the last op: `data`, a flat tensor of `dtype` (ND; a sub-byte type fills
+    /// every byte), with its statistics and content hash as the collector records them (no statistics for a
+    /// dtype accutrace cannot decode).
     pub fn tensor(&mut self, io: Io, index: u32, dtype: DType, data: &[u8]) {
-        let width = dtype.bits().expect("a dtype of whole bytes") as usize / 8;
+        let bits = dtype.bits().expect("a dtype of fixed width") as usize;
         let meta = TensorMeta {
             io,
             index,
             dtype,
             format: 2,
             sub_format: 0,
-            device_shape: vec![(data.len() / width) as u64],
+            device_shape: vec![(data.len() * 8 / bits) as u64],
             original_shape: None,
             original_op: None,
         };
-        let stats = TensorStats::of_bytes(dtype, data).unwrap();
+        let stats = match dtype.is_decodable() {
+            true => TensorStats::of_bytes(dtype, data).unwrap(),
+            false => TensorStats::default(),
+        };
         self.writer.append_tensor(&meta, &stats, content_hash(data), Some(data), 1).unwrap();
     }
 

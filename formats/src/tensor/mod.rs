@@ -48,12 +48,12 @@ pub fn lanes_per_element(dtype: DType) -> usize {
     }
 }
 
-/// Refuses dtypes whose bytes accutrace does not know how to read.
+/// Refuses dtypes whose bytes accutrace does not know how to read, in the words every reader uses
+/// ([`DType::undecodable_reason`]), so that a capture's tensor and a dump's say the same.
 fn check_decodable(dtype: DType) -> Result<()> {
-    if dtype.is_decodable() {
-        Ok(())
-    } else {
-        Err(FormatError::at(0, format!("dtype {} cannot be decoded to numbers", dtype.name())))
+    match dtype.undecodable_reason() {
+        None => Ok(()),
+        Some(why) => Err(FormatError::at(0, why)),
     }
 }
 

@@ -46,6 +46,10 @@ impl Source for CaptureSource {
     }
 
     fn read_values(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<()> {
+        if let Some(why) = self.index.tensors[tensor].dtype.undecodable_reason() {
+            // Refused by name before its bytes are read, in a dump tree's words (no "<input>: at byte 0").
+            anyhow::bail!("{why}");
+        }
         if self.read_values_in_blocks(tensor, out)? {
             return Ok(());
         }
