@@ -18,7 +18,7 @@
 //! `round_to_f16` on every f32 exponent and a stride of all bit patterns, and the whole pass against the
 //! portable one.
 
-use super::kernel::{self, rel_err_f16};
+use super::kernel::rel_err_f16;
 use super::sums::MsprobeSums;
 
 /// The fused pass's relative-error figures of a chunk (see the module's doc).
@@ -152,7 +152,7 @@ impl ProbeLanes {
         one: impl Fn(usize) -> (f32, f32),
         t: (f32, f32),
     ) -> MsprobeSums {
-        use kernel::{hmax, hsum, rel_err_of_f16_values};
+        use super::kernel::{hmax, hsum, rel_err_of_f16_values};
         debug_assert!(from.is_multiple_of(8) && from <= len);
         for i in from..len {
             let (l, (x, y)) = (i % 8, one(i));
