@@ -59,7 +59,7 @@ pub struct InputProblems {
 pub const OF_THE_BASELINE: &str = "in the baseline ";
 
 /// Incomplete-source lines listed before "and N more" in a lead; the JSON report has them all.
-const LISTED: usize = 10;
+pub const LISTED: usize = 10;
 
 impl InputProblems {
     /// The problems the sources found while opening.

@@ -20,7 +20,7 @@ use crate::sources::Source;
 use anyhow::Result;
 pub use findings::Findings;
 use std::io::Write;
-pub use text::escape;
+pub use text::{capped, escape};
 
 /// Writes the page. `stage` is told each part as it is built (progress). Returns the page's answers as
 /// lines of text (input problems, then the verdicts), for the terminal.

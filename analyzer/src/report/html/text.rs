@@ -56,6 +56,27 @@ pub fn headlines(html: &str) -> Vec<String> {
     lines
 }
 
+/// The headlines as the terminal shows them: at most `listed` lines of those starting with `title` (the
+/// page lists more of them), then one line counting the rest of the `total`, as the commands' lead does.
+pub fn capped(lines: Vec<String>, title: &str, total: usize, listed: usize) -> Vec<String> {
+    let prefix = format!("{title}: ");
+    let mut seen = 0;
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if !line.starts_with(&prefix) {
+            out.push(line);
+            continue;
+        }
+        seen += 1;
+        if seen <= listed {
+            out.push(line);
+        } else if seen == listed + 1 {
+            out.push(format!("{prefix}... and {} more (the page lists them)", total.saturating_sub(listed)));
+        }
+    }
+    out
+}
+
 /// The fragment without its asides that only link elsewhere on the page (` (<a ...>table</a>)`).
 fn without_links_aside(html: &str) -> String {
     let mut s = html.to_string();
@@ -82,5 +103,20 @@ mod tests {
             headlines(&html),
             ["INCOMPLETE INPUT: segment 3 of <run> & 'more'", "CULPRIT step 0: a fails"]
         );
+    }
+
+    #[test]
+    fn the_terminal_lists_as_many_problems_as_the_commands() {
+        let lines: Vec<String> = (0..12)
+            .map(|i| format!("INCOMPLETE INPUT: rank {i}"))
+            .chain(["CULPRIT step 0: a fails".to_string()])
+            .collect();
+        let shown = capped(lines.clone(), "INCOMPLETE INPUT", 12, 10);
+        assert_eq!(shown.len(), 12);
+        assert_eq!(shown[9], "INCOMPLETE INPUT: rank 9");
+        assert_eq!(shown[10], "INCOMPLETE INPUT: ... and 2 more (the page lists them)");
+        assert_eq!(shown[11], "CULPRIT step 0: a fails");
+        // The page's own count line (past its 50) is among the rest.
+        assert_eq!(capped(lines[..10].to_vec(), "INCOMPLETE INPUT", 10, 10), lines[..10].to_vec());
     }
 }

@@ -12,7 +12,7 @@ use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::metrics::Families;
 use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
-use analyzer::problems::{InputProblem, InputProblems, OF_THE_BASELINE};
+use analyzer::problems::{InputProblem, InputProblems, ProblemKind, LISTED, OF_THE_BASELINE};
 use analyzer::progress::Stages;
 use analyzer::ranks::{analyze, events::RunEvents};
 use analyzer::report::html::{self, Findings};
@@ -183,7 +183,9 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     // reader that leaves early (`| head -1`) changes nothing: the page is written, the status says.
     let mut said =
         format!("report written to {} ({})\n", args.output.display(), human_bytes(page.len() as u64));
-    for line in answers {
+    // At most LISTED of what is missing, as every command's lead: the page lists more.
+    let incomplete = problems.items().iter().filter(|p| p.kind == ProblemKind::Incomplete).count();
+    for line in html::capped(answers, "INCOMPLETE INPUT", incomplete, LISTED) {
         said.push_str(&format!("  {line}\n"));
     }
     analyzer::report::reader_may_leave(
