@@ -6,7 +6,9 @@ use accutrace_formats::tensor::encode_f32;
 use accutrace_formats::DType;
 use accutrace_proto::dumpdata::{DumpData, OpOutput, Shape};
 use std::path::Path;
-use std::process::Command;
+
+mod support;
+use support::analyzer;
 
 /// The message every command gives for the HIFLOAT4 tensor.
 const CANNOT_DECODE: &str = "HIFLOAT4: accutrace cannot decode its values yet";
@@ -47,15 +49,6 @@ fn dump_tree(root: &Path, hifloat4: [u8; 3]) {
     }
 }
 
-fn analyzer(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
 /// inspect: the float16 outputs on either side of the HIFLOAT4 one have their own statistics (the file's
 /// sizes placed them), the HIFLOAT4 one is named with why it has none, and the listing exits 2.
 #[test]
@@ -63,7 +56,7 @@ fn inspect_names_the_hifloat4_output_and_reads_the_float16_ones_around_it() {
     let dir = tempfile::tempdir().unwrap();
     dump_tree(dir.path(), [0x21, 0x43, 0x05]);
     let (code, stdout, stderr) = analyzer(&["inspect", dir.path().to_str().unwrap(), "--format", "json"]);
-    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains(CANNOT_DECODE), "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let quant = &report["ops"][0];
@@ -94,11 +87,11 @@ fn compare_diff_and_overflow_count_the_hifloat4_output_as_unreadable_input() {
     let (run, other) = (run.to_str().unwrap(), other.to_str().unwrap());
     for args in [vec!["compare", run, run], vec!["diff", run, other], vec!["overflow", run]] {
         let (code, stdout, stderr) = analyzer(&args);
-        assert_eq!(code, Some(2), "{args:?}: {stdout}{stderr}");
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
         assert!(stdout.contains("UNREADABLE INPUT"), "{args:?}: {stdout}");
         assert!(stdout.contains(CANNOT_DECODE), "{args:?}: {stdout}");
     }
     let (code, stdout, stderr) = analyzer(&["diff", run, run]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("bit-identical"), "{stdout}");
 }

@@ -11,8 +11,7 @@ use accutrace_formats::tensor::encode_f32;
 use accutrace_formats::DType;
 use accutrace_proto::dumpdata::{DumpData, OpOutput, Shape};
 use std::path::Path;
-use std::process::Command;
-use support::RunWriter;
+use support::{analyzer, RunWriter};
 
 /// HiFloat8 codes and their values by the vendor's rule (runtime printf/hifloat.cpp): 0x08 = 0 0001 000 is
 /// 1.0; 0x09 1.125; 0x10 = 0 001 0 000 is 2^1; 0x18 = 0 001 1 000 is 2^-1; 0x88 -1.0; 0x53 = 0 10 100 11 is
@@ -57,15 +56,6 @@ fn npy_bench(root: &Path, quant: &[f32]) {
     npy::write_f32(&root.join("layer0_add.0.1001.npy"), &[2], &[8.0, 9.0]).unwrap();
 }
 
-fn analyzer(args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
 /// inspect gives the HIFLOAT8 output's statistics from its decoded values; compare against a float32
 /// benchmark within HiFloat8's precision passes (exit 0) with metrics of those values.
 #[test]
@@ -78,7 +68,7 @@ fn a_hifloat8_output_reads_as_numbers_and_compares_with_a_float32_benchmark() {
     let (run, bench) = (run.to_str().unwrap(), bench.to_str().unwrap());
 
     let (code, stdout, stderr) = analyzer(&["inspect", run, "--format", "json"]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let quant = &report["ops"][0]["tensors"][0];
     assert_eq!(quant["dtype"], "HIFLOAT8", "{quant}");
@@ -88,7 +78,7 @@ fn a_hifloat8_output_reads_as_numbers_and_compares_with_a_float32_benchmark() {
     assert!((stat("mean").unwrap() - sum / 7.0).abs() < 1e-9, "{quant}");
 
     let (code, stdout, stderr) = analyzer(&["compare", run, bench, "--format", "json"]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["input_problems"].as_array().map(Vec::len), Some(0), "{stdout}");
     let row = &report["rows"][0];
@@ -118,13 +108,13 @@ fn overflow_finds_the_hifloat8_inf_code_and_saturation() {
         analyzer(&["overflow", path.to_str().unwrap()])
     };
     let (code, stdout, stderr) = run("clean", &CODES[..6]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     let (code, stdout, stderr) = run("inf", &[0x08, 0x6f, 0xef, 0x10]);
-    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("FIRST OVERFLOW: step 0 rank 0: layer0/quant [Quant]"), "{stdout}");
     assert!(stdout.contains("layer0/quant.output.0: 2 inf"), "{stdout}");
     let (code, stdout, stderr) = run("saturated", &[0x08, 0x6e]);
-    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("layer0/quant.output.0: 1 saturated"), "{stdout}");
 }
 
@@ -152,12 +142,12 @@ fn a_capture_reads_hifloat8_and_refuses_hifloat4_as_a_dump_does() {
     assert_eq!((quant["dtype"].as_str(), quant["stats"]["max"].as_f64()), (Some("HIFLOAT8"), Some(32768.0)));
 
     let (code, stdout, stderr) = analyzer(&["compare", run, run]);
-    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stdout.contains("UNREADABLE INPUT"), "{stdout}");
     let unreadable = stdout.lines().next().unwrap();
     assert!(unreadable.ends_with(&format!("model/op1.output.0: {HIFLOAT4_CANNOT_DECODE}")), "{stdout}");
     let (code, stdout, stderr) = analyzer(&["compare", run, run, "--format", "json"]);
-    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert_eq!(code, 2, "{stdout}{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let row = &report["rows"][0];
     assert_eq!((row["target"].as_str(), row["status"].as_str()), (Some("model/op0.output.0"), Some("pass")));
@@ -173,7 +163,7 @@ fn convert_writes_hifloat8_as_float32() {
     dump_tree(&run, &CODES);
     let (code, stdout, stderr) =
         analyzer(&["convert", run.to_str().unwrap(), "-o", out.to_str().unwrap(), "--format", "json"]);
-    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.contains("hifloat8 written as float32 (numpy has no hifloat8)"), "{stdout}");
     let file = out.join("step0/rank0/Quant.layer0_quant.0.output.0.npy");
     let bytes = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}\n{stdout}", file.display()));

@@ -7,14 +7,7 @@ mod support;
 use accutrace_formats::capture::{CaptureRun, Io, Record};
 use accutrace_formats::DType;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use support::RunWriter;
-
-fn analyzer(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
+use support::{analyzer, RunWriter};
 
 /// Two training steps of six ops each (`model/op{10 * step + j}`, the last an optimizer update), one
 /// 3000-byte tensor of finite values per op, in segments of 8 KiB: a few ops per segment.

@@ -5,14 +5,7 @@ mod support;
 
 use accutrace_formats::capture::Io;
 use accutrace_formats::DType;
-use std::process::Command;
-use support::RunWriter;
-
-fn analyzer(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
+use support::{analyzer, RunWriter};
 
 fn f32s(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()

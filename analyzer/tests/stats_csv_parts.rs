@@ -6,14 +6,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
-use support::RunWriter;
-
-fn analyzer(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
+use support::{analyzer, RunWriter};
 
 const HEADER: &str = "Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,\
                       Count,Nan Count,Negative Inf Count,Positive Inf Count";

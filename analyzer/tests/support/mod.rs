@@ -90,6 +90,14 @@ impl RunWriter {
     }
 }
 
+/// Runs the analyzer binary with `args`: its exit status (-1 where a signal ended it), stdout, stderr.
+pub fn analyzer(args: &[&str]) -> (i32, String, String) {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_analyzer")).args(args).output().expect("run analyzer");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
 /// Inverts one byte in the middle of the payload of the `nth` tensor record (0-based, in stream order) of
 /// `run`'s only stream.
 pub fn damage(run: &Path, nth: usize) {
