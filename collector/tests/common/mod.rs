@@ -13,10 +13,12 @@ pub struct Artifacts {
     pub collector: PathBuf,
     pub runtime: PathBuf,
     pub sim_train: PathBuf,
+    /// A forwarding compatibility library (tests/sim-acl-compat).
+    pub acl_compat: PathBuf,
 }
 
-/// `cargo build -p accutrace-collector -p sim-ascendcl -p sim-framework` into this test's target directory
-/// and for this test's target (a no-op when up to date), then the three files from
+/// `cargo build -p accutrace-collector -p sim-ascendcl -p sim-framework -p sim-acl-compat` into this test's
+/// target directory and for this test's target (a no-op when up to date), then the four files from
 /// `<target>[/<triple>]/<profile>/`.
 pub fn artifacts() -> &'static Artifacts {
     static A: OnceLock<Artifacts> = OnceLock::new();
@@ -28,6 +30,7 @@ pub fn artifacts() -> &'static Artifacts {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "-p", "accutrace-collector", "-p", "sim-ascendcl", "-p", "sim-framework"])
+            .args(["-p", "sim-acl-compat"])
             .current_dir(env!("CARGO_MANIFEST_DIR"));
         // A build with `--target <triple>` (the aarch64 run under qemu in scripts/test) puts its profiles one
         // level down, in `<target>/<triple>/`, and the triple starts with this test's own architecture.
@@ -46,8 +49,9 @@ pub fn artifacts() -> &'static Artifacts {
             collector: profile_dir.join("libcollector.so"),
             runtime: profile_dir.join("libascendcl.so"),
             sim_train: profile_dir.join("sim-train"),
+            acl_compat: profile_dir.join("libacl_compat.so"),
         };
-        for p in [&a.collector, &a.runtime, &a.sim_train] {
+        for p in [&a.collector, &a.runtime, &a.sim_train, &a.acl_compat] {
             assert!(p.is_file(), "{} missing after cargo build", p.display());
         }
         a

@@ -1,0 +1,74 @@
+//! A forwarding compatibility library (test only): `aclInit` and `acldumpRegCallback` are wrappers that find
+//! the function they forward to through the global scope, `dlsym(RTLD_DEFAULT, name)`, skipping only their
+//! own definition, as a compatibility `libascendcl.so` calling the split runtime through its PLT would. Loaded
+//! before the runtime with the collector preloaded, that lookup finds the collector's export again, whose
+//! next definition is this wrapper: the shape that recursed without end (docs/COLLECTOR.md).
+//!
+//! `SIM_ACL_COMPAT_TRACE=1` prints one stderr line per forwarded call, so a test can see the wrapper was on
+//! the path.
+
+use ascend_sys::{aclError, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn, ACL_ERROR_UNINITIALIZE};
+use std::ffi::{c_char, c_void, CStr};
+
+/// The object (its load address) that holds `addr`, 0 when none does.
+fn object_of(addr: *const c_void) -> usize {
+    // SAFETY: dladdr only reads the loader's tables into a zeroed Dl_info.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(addr, &mut info) != 0 {
+            info.dli_fbase as usize
+        } else {
+            0
+        }
+    }
+}
+
+/// The definition the global scope gives for `name`; when that is this library's own (nothing that defines
+/// it was loaded before), the next one after it. Our own address is told by the object, not by taking
+/// `aclInit`'s address here: that reference binds through the global scope too, to an earlier definition.
+fn target(name: &CStr) -> *mut c_void {
+    // SAFETY: a NUL-terminated name and pseudo-handles: dlsym has no other requirement.
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+        if object_of(found) != object_of(object_of as *const c_void) {
+            return found;
+        }
+        libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
+    }
+}
+
+fn trace(name: &str) {
+    if std::env::var_os("SIM_ACL_COMPAT_TRACE").is_some() {
+        eprintln!("acl-compat: {name} forwarded");
+    }
+}
+
+/// Forwards to the global scope's `aclInit`.
+///
+/// # Safety
+/// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
+#[no_mangle]
+pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    let f = target(c"aclInit");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclInit");
+    // SAFETY: a definition of aclInit, of its C signature; the argument is our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, AclInitFn>(f)(config_path) }
+}
+
+/// Forwards to the global scope's `acldumpRegCallback`.
+///
+/// # Safety
+/// acldumpRegCallback's contract: `cb` is NULL or a function of the acldumpCallback signature.
+#[no_mangle]
+pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
+    let f = target(c"acldumpRegCallback");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("acldumpRegCallback");
+    // SAFETY: a definition of acldumpRegCallback, of its C signature; the arguments are our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, AcldumpRegCallbackFn>(f)(cb, flag) }
+}
