@@ -8,12 +8,17 @@
 //! answers a second registration ACL_SUCCESS while ignoring it ([`CallbackSlot`]). The collector's own
 //! registration goes through its loader's handle, which `dlsym` answers with the real function, so every
 //! call that reaches these two exports is another tool's.
+//!
+//! A library loaded between us and the runtime whose definition calls the function again through the global
+//! scope (a forwarding compatibility library) re-enters the same hook from inside the call it forwarded:
+//! such a call is passed on past that library, and the collector's part runs once ([`crate::forwarding`]).
 
 use crate::activate::{acl_finalize_hook, acl_init_hook};
+use crate::forwarding::{self, Forwarding};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::catch_unwind;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
 const NAMES: [&CStr; 6] = [
@@ -30,6 +35,8 @@ const EXECUTE: usize = 2;
 const OP_EXECUTE: usize = 3;
 const REG_CALLBACK: usize = 4;
 const UNREG_CALLBACK: usize = 5;
+
+const _: () = assert!(NAMES.len() == forwarding::HOOKS);
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
 static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
@@ -90,6 +97,28 @@ fn real(slot: usize) -> Option<usize> {
     }
     REAL[slot].store(next.expose_provenance(), Ordering::Release);
     Some(next.expose_provenance())
+}
+
+/// Where a call of `slot` that arrived from inside the definition an enclosing call of it forwarded to
+/// goes: `None` for the outermost call (the collector's part runs), else the next definition past that one,
+/// `Some(None)` when there is none (then the hook answers an error once logged, rather than recurse).
+fn reentered(slot: usize) -> Option<Option<usize>> {
+    let from = forwarding::inside(slot)?;
+    let ours = hook_of(slot).expose_provenance();
+    let next = forwarding::next_after(slot, from, NAMES[slot], ours);
+    if next.is_none() {
+        static SAID: [AtomicBool; 6] = [const { AtomicBool::new(false) }; 6];
+        if !SAID[slot].swap(true, Ordering::Relaxed) {
+            crate::log(&format!(
+                "{name} was called again from inside the {name} the collector forwarded to (a library that \
+                 forwards {name} through the global scope, loaded before the runtime), and no later library \
+                 defines it; answering ACL_ERROR_API_NOT_SUPPORT instead of calling it again. Load the \
+                 runtime before that library, or preload the collector after it",
+                name = NAMES[slot].to_string_lossy()
+            ));
+        }
+    }
+    Some(next)
 }
 
 /// Who holds the runtime's one dump-callback slot, as far as the registrations the collector sees tell,
@@ -187,8 +216,16 @@ impl CallbackSlot {
 /// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
 #[no_mangle]
 pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    if let Some(next) = reentered(INIT) {
+        let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
+        let _forwarding = Forwarding::to(INIT, addr);
+        // SAFETY: a definition of the symbol aclInit, of C signature AclInitFn; the argument is our caller's.
+        return unsafe { std::mem::transmute::<usize, AclInitFn>(addr)(config_path) };
+    }
+    let real_addr = real(INIT);
+    let _forwarding = Forwarding::to(INIT, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
     // SAFETY: the slot holds the address of the symbol aclInit, whose C signature is AclInitFn.
-    let real = real(INIT).map(|a| unsafe { std::mem::transmute::<usize, AclInitFn>(a) });
+    let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclInitFn>(a) });
     // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
     match catch_unwind(|| unsafe { acl_init_hook(config_path, real) }) {
         Ok(code) => code,
@@ -204,8 +241,16 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
 /// Interposes the runtime's `aclFinalize`: seals the capture, then forwards.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
+    if let Some(next) = reentered(FINALIZE) {
+        let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
+        let _forwarding = Forwarding::to(FINALIZE, addr);
+        // SAFETY: a definition of the symbol aclFinalize, of C signature AclFinalizeFn; no arguments.
+        return unsafe { std::mem::transmute::<usize, AclFinalizeFn>(addr)() };
+    }
+    let real_addr = real(FINALIZE);
+    let _forwarding = Forwarding::to(FINALIZE, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
     // SAFETY: the slot holds the address of the symbol aclFinalize, whose C signature is AclFinalizeFn.
-    let real = real(FINALIZE).map(|a| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(a) });
+    let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(a) });
     match catch_unwind(|| acl_finalize_hook(real)) {
         Ok(code) => code,
         Err(_) => {
@@ -225,12 +270,17 @@ pub unsafe extern "C" fn aclmdlExecute(
     input: *const aclmdlDataset,
     output: *mut aclmdlDataset,
 ) -> aclError {
-    let Some(addr) = real(EXECUTE) else { return ACL_ERROR_UNINITIALIZE };
-    // SAFETY: the slot holds the address of the symbol aclmdlExecute, whose C signature is AclmdlExecuteFn.
+    let reentered = reentered(EXECUTE);
+    let Some(addr) = reentered.unwrap_or_else(|| real(EXECUTE)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+    };
+    let _forwarding = Forwarding::to(EXECUTE, addr);
+    // SAFETY: the address of a definition of aclmdlExecute, whose C signature is AclmdlExecuteFn.
     let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
     // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclmdlExecute's contract.
     let code = unsafe { f(model_id, input, output) };
-    if code == ACL_SUCCESS {
+    // A re-entered call is the same launch, counted by the outermost call.
+    if code == ACL_SUCCESS && reentered.is_none() {
         MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     }
     code
@@ -254,14 +304,18 @@ pub unsafe extern "C" fn aclopExecuteV2(
     attr: *mut aclopAttr,
     stream: aclrtStream,
 ) -> aclError {
-    let Some(addr) = real(OP_EXECUTE) else { return ACL_ERROR_UNINITIALIZE };
-    // SAFETY: the slot holds the address of the symbol aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
+    let reentered = reentered(OP_EXECUTE);
+    let Some(addr) = reentered.unwrap_or_else(|| real(OP_EXECUTE)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+    };
+    let _forwarding = Forwarding::to(OP_EXECUTE, addr);
+    // SAFETY: the address of a definition of aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
     let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
     // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclopExecuteV2's contract.
     let code = unsafe {
         f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
     };
-    if code == ACL_SUCCESS {
+    if code == ACL_SUCCESS && reentered.is_none() {
         OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
     }
     code
@@ -274,12 +328,19 @@ pub unsafe extern "C" fn aclopExecuteV2(
 /// acldumpRegCallback's contract: `cb` is NULL or a function of the acldumpCallback signature.
 #[no_mangle]
 pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
-    let Some(addr) = real(REG_CALLBACK) else { return ACL_ERROR_FAILURE };
-    // SAFETY: the slot holds the address of the symbol acldumpRegCallback, of signature AcldumpRegCallbackFn.
+    let reentered = reentered(REG_CALLBACK);
+    let Some(addr) = reentered.unwrap_or_else(|| real(REG_CALLBACK)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_FAILURE };
+    };
+    let _forwarding = Forwarding::to(REG_CALLBACK, addr);
+    // SAFETY: the address of a definition of acldumpRegCallback, of signature AcldumpRegCallbackFn.
     let f = unsafe { std::mem::transmute::<usize, AcldumpRegCallbackFn>(addr) };
     // SAFETY: the arguments are forwarded unchanged from our caller, who owes the contract.
     let code = unsafe { f(cb, flag) };
-    CallbackSlot::other_registered(cb, code);
+    // The outermost call notes the registration, once.
+    if reentered.is_none() {
+        CallbackSlot::other_registered(cb, code);
+    }
     code
 }
 
@@ -287,12 +348,16 @@ pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag:
 /// empty (the runtime removes whichever callback is registered, ours included).
 #[no_mangle]
 pub extern "C" fn acldumpUnregCallback() {
-    let Some(addr) = real(UNREG_CALLBACK) else { return };
-    // SAFETY: the slot holds the address of the symbol acldumpUnregCallback, of signature AcldumpUnregCallbackFn.
+    let reentered = reentered(UNREG_CALLBACK);
+    let Some(addr) = reentered.unwrap_or_else(|| real(UNREG_CALLBACK)) else { return };
+    let _forwarding = Forwarding::to(UNREG_CALLBACK, addr);
+    // SAFETY: the address of a definition of acldumpUnregCallback, of signature AcldumpUnregCallbackFn.
     let f = unsafe { std::mem::transmute::<usize, AcldumpUnregCallbackFn>(addr) };
     // SAFETY: no arguments.
     unsafe { f() };
-    CallbackSlot::other_unregistered();
+    if reentered.is_none() {
+        CallbackSlot::other_unregistered();
+    }
 }
 
 #[cfg(test)]
@@ -304,5 +369,29 @@ mod tests {
         for name in NAMES {
             assert_eq!(interpose(name, std::ptr::null_mut()), None, "{name:?}: a NULL lookup stays NULL");
         }
+    }
+
+    #[test]
+    fn a_call_re_entered_from_the_last_definition_is_refused_not_repeated() {
+        // As if aclmdlExecute and acldumpRegCallback had forwarded to a definition in libc, the last object
+        // that could define them: a call from inside it has nowhere further to go.
+        let libc_function = libc::getpid as *const () as usize;
+        let executions = model_executions();
+        let slot_events = CallbackSlot::events();
+        {
+            let _forwarding = Forwarding::to(EXECUTE, libc_function);
+            // SAFETY: nothing is called: no definition follows libc's.
+            let code = unsafe { aclmdlExecute(0, std::ptr::null(), std::ptr::null_mut()) };
+            assert_eq!(code, ACL_ERROR_API_NOT_SUPPORT);
+        }
+        {
+            let _forwarding = Forwarding::to(REG_CALLBACK, libc_function);
+            // SAFETY: nothing is called: no definition follows libc's.
+            let code = unsafe { acldumpRegCallback(None, 0) };
+            assert_eq!(code, ACL_ERROR_API_NOT_SUPPORT);
+        }
+        assert_eq!(model_executions(), executions, "a refused call is not counted");
+        assert_eq!(CallbackSlot::events(), slot_events, "nor is it a registration");
+        assert_eq!((forwarding::inside(EXECUTE), forwarding::inside(REG_CALLBACK)), (None, None));
     }
 }

@@ -29,6 +29,7 @@ pub mod counters;
 pub mod dlsym;
 pub mod environment;
 pub mod finish;
+pub mod forwarding;
 pub mod hccl;
 pub mod hooks;
 pub mod limits;

@@ -1,0 +1,56 @@
+//! A forwarding compatibility library between the job and the runtime (tests/sim-acl-compat): its `aclInit`
+//! and `acldumpRegCallback` find their target through the global scope, which leads back to the collector's
+//! exports. The collector forwards such a re-entered call past the wrapper, once, and the job runs as
+//! without it (it recursed until the stack overflowed and killed the job).
+
+mod common;
+
+use accutrace_formats::dump::parse_dump;
+use common::*;
+
+#[test]
+fn a_forwarding_compat_library_neither_recurses_nor_changes_the_job_and_the_capture_is_whole() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let a = artifacts();
+    let acl = s.disk_config("disk", "");
+    // Without the collector the wrapper forwards to the runtime itself (the job as the user runs it).
+    let compat_only = env(&[("LD_PRELOAD", a.acl_compat.to_str().unwrap())]);
+    let base = s.run(3, Some(&acl), false, &compat_only);
+    assert_ok(&base);
+    let disk = disk_dump(&s.path("disk"));
+    assert!(disk.len() > 50, "the disk dump has {} files", disk.len());
+
+    let run = s.path("run");
+    // The collector first, then the wrapper, then (dlopen'ed by sim-train) the runtime. Another tool's dump
+    // callback, registered through the global scope after ours, passes through the wrapper too.
+    let preload = format!("{}:{}", a.collector.display(), a.acl_compat.display());
+    let collector = env(&[
+        ("LD_PRELOAD", &preload),
+        ("ACCUTRACE_DIR", run.to_str().unwrap()),
+        ("ACCUTRACE_MODE", "tensor"),
+        ("SIM_ACL_COMPAT_TRACE", "1"),
+        ("SIM_ACL_OTHER_DUMP_CALLBACK", "after"),
+    ]);
+    let out = s.run(3, None, true, &collector);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&base), "training output changed");
+    let err = stderr(&out);
+    // The wrapper was on both paths, once each: the collector's part ran once, the re-entered call only
+    // forwarded past the wrapper.
+    assert_eq!(err.matches("acl-compat: aclInit forwarded").count(), 1, "{err}");
+    assert_eq!(err.matches("acl-compat: acldumpRegCallback forwarded").count(), 1, "{err}");
+    assert!(err.contains("another tool registered a dump callback 1 time(s)"), "{err}");
+
+    let caps = captured(&run);
+    let disk_tensors: usize =
+        disk.values().map(|b| parse_dump(b).map(|f| f.inputs.len() + f.outputs.len()).unwrap()).sum();
+    assert_eq!(caps.len(), disk_tensors, "every tensor on disk is captured once");
+    for c in &caps {
+        assert!(disk.contains_key(&(c.step, c.dump_file.clone())), "{} not on disk", c.dump_file);
+    }
+    let m = manifest(&run);
+    let p = pipeline(&m);
+    assert_eq!((p.dropped(), p.files_incomplete, p.files_unparsed), (0, 0, 0));
+    assert_eq!((p.other_callback_held_slot, p.other_callbacks_after_ours), (0, 1));
+    assert!(m.finished_unix_us.is_some() && m.streams.iter().all(|s| s.sealed));
+}
