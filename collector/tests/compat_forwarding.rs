@@ -1,7 +1,8 @@
-//! A forwarding compatibility library between the job and the runtime (tests/sim-acl-compat): its `aclInit`
-//! and `acldumpRegCallback` find their target through the global scope, which leads back to the collector's
-//! exports. The collector forwards such a re-entered call past the wrapper, once, and the job runs as
-//! without it (it recursed until the stack overflowed and killed the job).
+//! A forwarding compatibility library between the job and the runtime (tests/sim-acl-compat): its
+//! `aclInit`, `aclFinalize`, `aclmdlExecute` and `acldumpRegCallback` find their target through the global
+//! scope, which leads back to the collector's exports. The collector forwards such a re-entered call past
+//! the wrapper, its own part running once, and the job runs as without it (it recursed until the stack
+//! overflowed and killed the job).
 
 mod common;
 
@@ -39,6 +40,9 @@ fn a_forwarding_compat_library_neither_recurses_nor_changes_the_job_and_the_capt
     // forwarded past the wrapper.
     assert_eq!(err.matches("acl-compat: aclInit forwarded").count(), 1, "{err}");
     assert_eq!(err.matches("acl-compat: acldumpRegCallback forwarded").count(), 1, "{err}");
+    assert_eq!(err.matches("acl-compat: aclFinalize forwarded").count(), 1, "{err}");
+    let launches = err.matches("acl-compat: aclmdlExecute forwarded").count() as u64;
+    assert!(launches > 0, "{err}");
     assert!(err.contains("another tool registered a dump callback 1 time(s)"), "{err}");
 
     let caps = captured(&run);
@@ -52,5 +56,6 @@ fn a_forwarding_compat_library_neither_recurses_nor_changes_the_job_and_the_capt
     let p = pipeline(&m);
     assert_eq!((p.dropped(), p.files_incomplete, p.files_unparsed), (0, 0, 0));
     assert_eq!((p.other_callback_held_slot, p.other_callbacks_after_ours), (0, 1));
+    assert_eq!(p.model_executions, launches, "each launch counted once");
     assert!(m.finished_unix_us.is_some() && m.streams.iter().all(|s| s.sealed));
 }

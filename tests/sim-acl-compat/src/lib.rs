@@ -1,4 +1,5 @@
-//! A forwarding compatibility library (test only): `aclInit` and `acldumpRegCallback` are wrappers that find
+//! A forwarding compatibility library (test only): `aclInit`, `aclFinalize`, `aclmdlExecute` and
+//! `acldumpRegCallback` are wrappers that find
 //! the function they forward to through the global scope, `dlsym(RTLD_DEFAULT, name)`, skipping only their
 //! own definition, as a compatibility `libascendcl.so` calling the split runtime through its PLT would. Loaded
 //! before the runtime with the collector preloaded, that lookup finds the collector's export again, whose
@@ -7,7 +8,10 @@
 //! `SIM_ACL_COMPAT_TRACE=1` prints one stderr line per forwarded call, so a test can see the wrapper was on
 //! the path.
 
-use ascend_sys::{aclError, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn, ACL_ERROR_UNINITIALIZE};
+use ascend_sys::{
+    aclError, aclmdlDataset, AclFinalizeFn, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn,
+    AclmdlExecuteFn, ACL_ERROR_UNINITIALIZE,
+};
 use std::ffi::{c_char, c_void, CStr};
 
 /// The object (its load address) that holds `addr`, 0 when none does.
@@ -71,4 +75,35 @@ pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag:
     trace("acldumpRegCallback");
     // SAFETY: a definition of acldumpRegCallback, of its C signature; the arguments are our caller's.
     unsafe { std::mem::transmute::<*mut c_void, AcldumpRegCallbackFn>(f)(cb, flag) }
+}
+
+/// Forwards to the global scope's `aclFinalize`.
+#[no_mangle]
+pub extern "C" fn aclFinalize() -> aclError {
+    let f = target(c"aclFinalize");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclFinalize");
+    // SAFETY: a definition of aclFinalize, of its C signature; no arguments.
+    unsafe { std::mem::transmute::<*mut c_void, AclFinalizeFn>(f)() }
+}
+
+/// Forwards to the global scope's `aclmdlExecute`.
+///
+/// # Safety
+/// aclmdlExecute's contract: `input` and `output` are datasets the runtime accepts for `model_id`.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlExecute(
+    model_id: u32,
+    input: *const aclmdlDataset,
+    output: *mut aclmdlDataset,
+) -> aclError {
+    let f = target(c"aclmdlExecute");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclmdlExecute");
+    // SAFETY: a definition of aclmdlExecute, of its C signature; the arguments are our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, AclmdlExecuteFn>(f)(model_id, input, output) }
 }
