@@ -5,8 +5,12 @@
 //! before the runtime with the collector preloaded, that lookup finds the collector's export again, whose
 //! next definition is this wrapper: the shape that recursed without end (docs/COLLECTOR.md).
 //!
+//! The same wrappers of the HCCL entry points a job calls make it a shim `libhccl.so` too (`src/hccl.rs`).
+//!
 //! `SIM_ACL_COMPAT_TRACE=1` prints one stderr line per forwarded call, so a test can see the wrapper was on
 //! the path.
+
+mod hccl;
 
 use ascend_sys::{
     aclError, aclmdlDataset, AclFinalizeFn, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn,
@@ -30,7 +34,7 @@ fn object_of(addr: *const c_void) -> usize {
 /// The definition the global scope gives for `name`; when that is this library's own (nothing that defines
 /// it was loaded before), the next one after it. Our own address is told by the object, not by taking
 /// `aclInit`'s address here: that reference binds through the global scope too, to an earlier definition.
-fn target(name: &CStr) -> *mut c_void {
+pub(crate) fn target(name: &CStr) -> *mut c_void {
     // SAFETY: a NUL-terminated name and pseudo-handles: dlsym has no other requirement.
     unsafe {
         let found = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
@@ -41,9 +45,11 @@ fn target(name: &CStr) -> *mut c_void {
     }
 }
 
-fn trace(name: &str) {
+pub(crate) fn trace(name: &str) {
     if std::env::var_os("SIM_ACL_COMPAT_TRACE").is_some() {
-        eprintln!("acl-compat: {name} forwarded");
+        // One write per line: the ranks of a job share stderr, and a line written in pieces interleaves.
+        let line = format!("acl-compat: {name} forwarded\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }
 
