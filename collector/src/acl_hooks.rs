@@ -18,7 +18,7 @@ use crate::forwarding::{self, Forwarding};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
 use std::panic::catch_unwind;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
 const NAMES: [&CStr; 6] = [
@@ -36,7 +36,7 @@ const OP_EXECUTE: usize = 3;
 const REG_CALLBACK: usize = 4;
 const UNREG_CALLBACK: usize = 5;
 
-const _: () = assert!(NAMES.len() == forwarding::HOOKS);
+const _: () = assert!(NAMES.len() == forwarding::ACL_HOOKS);
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
 static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
@@ -99,26 +99,12 @@ fn real(slot: usize) -> Option<usize> {
     Some(next.expose_provenance())
 }
 
-/// Where a call of `slot` that arrived from inside the definition an enclosing call of it forwarded to
-/// goes: `None` for the outermost call (the collector's part runs), else the next definition past that one,
-/// `Some(None)` when there is none (then the hook answers an error once logged, rather than recurse).
+/// Where a call of `slot` goes when it arrived from inside the definition an enclosing call of it forwarded
+/// to ([`forwarding::reentered`]): `None` for the outermost call, else the next definition, `Some(None)`
+/// for none (the hook then answers ACL_ERROR_API_NOT_SUPPORT rather than recurse).
 fn reentered(slot: usize) -> Option<Option<usize>> {
-    let from = forwarding::inside(slot)?;
     let ours = hook_of(slot).expose_provenance();
-    let next = forwarding::next_after(slot, from, NAMES[slot], ours);
-    if next.is_none() {
-        static SAID: [AtomicBool; 6] = [const { AtomicBool::new(false) }; 6];
-        if !SAID[slot].swap(true, Ordering::Relaxed) {
-            crate::log(&format!(
-                "{name} was called again from inside the {name} the collector forwarded to (a library that \
-                 forwards {name} through the global scope, loaded before the runtime), and no later library \
-                 defines it; answering ACL_ERROR_API_NOT_SUPPORT instead of calling it again. Load the \
-                 runtime before that library, or preload the collector after it",
-                name = NAMES[slot].to_string_lossy()
-            ));
-        }
-    }
-    Some(next)
+    forwarding::reentered(slot, NAMES[slot], ours, "ACL_ERROR_API_NOT_SUPPORT", "the runtime")
 }
 
 /// Who holds the runtime's one dump-callback slot, as far as the registrations the collector sees tell,

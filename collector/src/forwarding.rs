@@ -10,14 +10,24 @@
 //! nor that object ([`next_definition_after`], remembered per hook), and the collector's own part does not
 //! run again. When no such definition exists the hook answers an error code instead of recursing.
 //!
+//! The ACL hooks (acl_hooks.rs) and the HCCL hooks (hccl.rs, whose libhccl.so may be such a shim in front
+//! of the library implementing HCCL) share this one mechanism, each hook with its own slot.
+//!
 //! This runs in the hooks, never in `dlsym`'s path, so it may allocate (dlopen may); it never panics.
 
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-/// How many hooks have a guard (acl_hooks' slots).
-pub const HOOKS: usize = 6;
+/// acl_hooks' slots: guards 0 to `ACL_HOOKS - 1`.
+pub const ACL_HOOKS: usize = 6;
+/// hccl's slots: guards `HCCL_FIRST + slot`.
+pub const HCCL_HOOKS: usize = 10;
+/// The first of hccl's guards.
+pub const HCCL_FIRST: usize = ACL_HOOKS;
+/// How many hooks have a guard.
+pub const HOOKS: usize = ACL_HOOKS + HCCL_HOOKS;
 
 /// The target noted when the hook forwards to a definition it did not look up itself (aclInit's runtime
 /// found through the loader): a call re-entering from there has nowhere known to go.
@@ -54,6 +64,34 @@ impl Drop for Forwarding {
 /// from inside it.
 pub fn inside(hook: usize) -> Option<usize> {
     Some(FORWARDING_TO.with(|f| f[hook].get())).filter(|&t| t != 0)
+}
+
+/// Where a call of `hook` (the export `name`, ours at `ours`) goes: `None` for the outermost call (the
+/// collector's part runs), else, as it arrived from inside the definition an enclosing call of it forwarded
+/// to, the next definition past that one, `Some(None)` when there is none. Then the hook answers `refusal`
+/// (said once per hook, naming `defined_by`, what should define it) rather than call it again.
+pub fn reentered(
+    hook: usize,
+    name: &CStr,
+    ours: usize,
+    refusal: &str,
+    defined_by: &str,
+) -> Option<Option<usize>> {
+    let from = inside(hook)?;
+    let next = next_after(hook, from, name, ours);
+    if next.is_none() {
+        static SAID: [AtomicBool; HOOKS] = [const { AtomicBool::new(false) }; HOOKS];
+        if !SAID[hook].swap(true, Ordering::Relaxed) {
+            crate::log(&format!(
+                "{name} was called again from inside the {name} the collector forwarded to (a library that \
+                 forwards {name} through the global scope, loaded before {defined_by}), and no later library \
+                 defines it; answering {refusal} instead of calling it again. Load {defined_by} before that \
+                 library, or preload the collector after it",
+                name = name.to_string_lossy()
+            ));
+        }
+    }
+    Some(next)
 }
 
 /// Per hook, the last lookup: (from, the next definition after it or 0 for none). A wrapper re-enters on

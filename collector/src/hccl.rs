@@ -17,8 +17,13 @@
 //! queued before it is done), copies the input to the host with `aclrtMemcpy`, calls the real function,
 //! synchronizes again and copies the output. That makes the call synchronous and costs two copies of each
 //! buffer: `ACCUTRACE_COLLECTIVES=meta` records the call without touching its buffers, `off` nothing.
+//!
+//! A libhccl.so that is a shim forwarding each entry point through the global scope (to the library that
+//! implements HCCL) calls our export again from inside the call we forwarded to it: such a call is passed on
+//! past the shim and recorded once, by the outermost call ([`crate::forwarding`]).
 
 use crate::config::Collectives;
+use crate::forwarding::{self, Forwarding};
 use crate::hooks::Reentry;
 use crate::pipeline::{current, Pipeline};
 use accutrace_formats::capture::{BufferSummary, CollectiveInfo, CollectiveOp};
@@ -55,6 +60,13 @@ const BARRIER: usize = 6;
 const SEND: usize = 7;
 const RECV: usize = 8;
 const INIT_CONFIG: usize = 9;
+
+const _: () = assert!(NAMES.len() == forwarding::HCCL_HOOKS);
+
+/// A slot's forwarding guard ([`crate::forwarding`] numbers acl_hooks' first).
+const fn guard(slot: usize) -> usize {
+    forwarding::HCCL_FIRST + slot
+}
 
 /// The real function of each watched name (0 = not known yet).
 static REAL: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
@@ -109,12 +121,30 @@ fn real(slot: usize) -> Option<usize> {
 /// could not have meant to reach it).
 const NO_REAL: HcclResult = HCCL_E_NOT_FOUND;
 
+/// Where a call of `slot` goes, and whether it re-entered from inside the definition an enclosing call of it
+/// forwarded to (then it goes past that one, and the collector's part is the enclosing call's); `Err`: the
+/// code to answer instead.
+fn target(slot: usize) -> Result<(usize, bool), HcclResult> {
+    let ours = wrapper(slot).expose_provenance();
+    match forwarding::reentered(guard(slot), NAMES[slot], ours, "HCCL_E_NOT_SUPPORT", "the HCCL library") {
+        Some(Some(next)) => Ok((next, true)),
+        Some(None) => Err(HCCL_E_NOT_SUPPORT),
+        None => real(slot).map(|addr| (addr, false)).ok_or(NO_REAL),
+    }
+}
+
+/// The function a hook forwards to, the mark that this thread forwards there (held until the call returns)
+/// and whether the call re-entered; returns the code to answer when there is no function.
 macro_rules! real_fn {
     ($slot:expr, $ty:ty) => {
-        match real($slot) {
-            // SAFETY: the slot's real function has the accutrace_hccl.h signature of its name.
-            Some(addr) => unsafe { std::mem::transmute::<usize, $ty>(addr) },
-            None => return NO_REAL,
+        match target($slot) {
+            Ok((addr, reentered)) => (
+                // SAFETY: a definition of the slot's name, of its accutrace_hccl.h signature.
+                unsafe { std::mem::transmute::<usize, $ty>(addr) },
+                Forwarding::to(guard($slot), addr),
+                reentered,
+            ),
+            Err(code) => return code,
         }
     };
 }
@@ -285,8 +315,12 @@ struct Call {
 
 /// Runs `forward` (the real call) and, when the collector records collectives, records the call around
 /// it. The real call happens exactly once whatever happens here; a panic in the recording disables the
-/// collector and leaves the call's result alone.
-fn observed(call: Call, forward: impl FnOnce() -> HcclResult) -> HcclResult {
+/// collector and leaves the call's result alone. A `reentered` call only forwards: it is the enclosing
+/// call's, recorded there.
+fn observed(call: Call, reentered: bool, forward: impl FnOnce() -> HcclResult) -> HcclResult {
+    if reentered {
+        return forward();
+    }
     let Some(_guard) = Reentry::enter() else { return forward() };
     // Counted whether or not this call is recorded, so every member numbers the communicator's calls alike
     // even if their collectors started at different times.
@@ -350,11 +384,13 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     rank: u32,
     comm: *mut HcclComm,
 ) -> HcclResult {
-    let f = real_fn!(INIT, HcclCommInitRootInfoFn);
+    let (f, _forwarding, reentered) = real_fn!(INIT, HcclCommInitRootInfoFn);
     // SAFETY: forwarding the caller's arguments unchanged.
     let code = unsafe { f(n_ranks, root_info, rank, comm) };
-    // SAFETY: the real function's result and the caller's arguments, as it was given them.
-    unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    if !reentered {
+        // SAFETY: the real function's result and the caller's arguments, as it was given them.
+        unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    }
     code
 }
 
@@ -368,11 +404,13 @@ pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
     config: *const HcclCommConfig,
     comm: *mut HcclComm,
 ) -> HcclResult {
-    let f = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);
+    let (f, _forwarding, reentered) = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);
     // SAFETY: forwarding the caller's arguments unchanged.
     let code = unsafe { f(n_ranks, root_info, rank, config, comm) };
-    // SAFETY: the real function's result and the caller's arguments, as it was given them.
-    unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    if !reentered {
+        // SAFETY: the real function's result and the caller's arguments, as it was given them.
+        unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+    }
     code
 }
 
@@ -405,8 +443,10 @@ unsafe fn remember_made(
 /// HCCL's contract for HcclCommDestroy.
 #[no_mangle]
 pub unsafe extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
-    let f = real_fn!(DESTROY, HcclCommDestroyFn);
-    let _ = catch_unwind(|| with_comms(|c| c.remove(&comm.addr())));
+    let (f, _forwarding, reentered) = real_fn!(DESTROY, HcclCommDestroyFn);
+    if !reentered {
+        let _ = catch_unwind(|| with_comms(|c| c.remove(&comm.addr())));
+    }
     // SAFETY: forwarding the caller's argument unchanged.
     unsafe { f(comm) }
 }
@@ -423,7 +463,7 @@ pub unsafe extern "C" fn HcclAllReduce(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(ALL_REDUCE, HcclAllReduceFn);
+    let (f, _forwarding, reentered) = real_fn!(ALL_REDUCE, HcclAllReduceFn);
     let call = Call {
         op: CollectiveOp::AllReduce,
         comm,
@@ -436,7 +476,7 @@ pub unsafe extern "C" fn HcclAllReduce(
         output: Some(DeviceBuffer { ptr: recv_buf, count }),
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(send_buf, recv_buf, count, data_type, op, comm, stream) })
+    observed(call, reentered, || unsafe { f(send_buf, recv_buf, count, data_type, op, comm, stream) })
 }
 
 /// # Safety
@@ -450,7 +490,7 @@ pub unsafe extern "C" fn HcclBroadcast(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(BROADCAST, HcclBroadcastFn);
+    let (f, _forwarding, reentered) = real_fn!(BROADCAST, HcclBroadcastFn);
     // Only the root's buffer holds data before the call; every member's holds the root's after it.
     let is_root = with_comms(|c| c.get(&comm.addr()).map(|s| s.rank)) == Some(root);
     let call = Call {
@@ -465,7 +505,7 @@ pub unsafe extern "C" fn HcclBroadcast(
         output: Some(DeviceBuffer { ptr: buf, count }),
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(buf, count, data_type, root, comm, stream) })
+    observed(call, reentered, || unsafe { f(buf, count, data_type, root, comm, stream) })
 }
 
 /// # Safety
@@ -479,7 +519,7 @@ pub unsafe extern "C" fn HcclAllGather(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(ALL_GATHER, HcclAllGatherFn);
+    let (f, _forwarding, reentered) = real_fn!(ALL_GATHER, HcclAllGatherFn);
     let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
     let call = Call {
         op: CollectiveOp::AllGather,
@@ -493,7 +533,7 @@ pub unsafe extern "C" fn HcclAllGather(
         output: size.map(|n| DeviceBuffer { ptr: recv_buf, count: send_count.saturating_mul(n) }),
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(send_buf, recv_buf, send_count, data_type, comm, stream) })
+    observed(call, reentered, || unsafe { f(send_buf, recv_buf, send_count, data_type, comm, stream) })
 }
 
 /// # Safety
@@ -508,7 +548,7 @@ pub unsafe extern "C" fn HcclReduceScatter(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(REDUCE_SCATTER, HcclReduceScatterFn);
+    let (f, _forwarding, reentered) = real_fn!(REDUCE_SCATTER, HcclReduceScatterFn);
     let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
     let call = Call {
         op: CollectiveOp::ReduceScatter,
@@ -522,14 +562,14 @@ pub unsafe extern "C" fn HcclReduceScatter(
         output: Some(DeviceBuffer { ptr: recv_buf, count: recv_count }),
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(send_buf, recv_buf, recv_count, data_type, op, comm, stream) })
+    observed(call, reentered, || unsafe { f(send_buf, recv_buf, recv_count, data_type, op, comm, stream) })
 }
 
 /// # Safety
 /// HCCL's contract for HcclBarrier.
 #[no_mangle]
 pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
-    let f = real_fn!(BARRIER, HcclBarrierFn);
+    let (f, _forwarding, reentered) = real_fn!(BARRIER, HcclBarrierFn);
     let call = Call {
         op: CollectiveOp::Barrier,
         comm,
@@ -542,7 +582,7 @@ pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> Hcc
         output: None,
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(comm, stream) })
+    observed(call, reentered, || unsafe { f(comm, stream) })
 }
 
 /// # Safety
@@ -556,7 +596,7 @@ pub unsafe extern "C" fn HcclSend(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(SEND, HcclSendFn);
+    let (f, _forwarding, reentered) = real_fn!(SEND, HcclSendFn);
     let call = Call {
         op: CollectiveOp::Send,
         comm,
@@ -569,7 +609,7 @@ pub unsafe extern "C" fn HcclSend(
         output: None,
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(send_buf, count, data_type, dest_rank, comm, stream) })
+    observed(call, reentered, || unsafe { f(send_buf, count, data_type, dest_rank, comm, stream) })
 }
 
 /// # Safety
@@ -583,7 +623,7 @@ pub unsafe extern "C" fn HcclRecv(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let f = real_fn!(RECV, HcclRecvFn);
+    let (f, _forwarding, reentered) = real_fn!(RECV, HcclRecvFn);
     let call = Call {
         op: CollectiveOp::Recv,
         comm,
@@ -596,7 +636,7 @@ pub unsafe extern "C" fn HcclRecv(
         output: Some(DeviceBuffer { ptr: recv_buf, count }),
     };
     // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, || unsafe { f(recv_buf, count, data_type, src_rank, comm, stream) })
+    observed(call, reentered, || unsafe { f(recv_buf, count, data_type, src_rank, comm, stream) })
 }
 
 #[cfg(test)]
@@ -613,6 +653,31 @@ mod tests {
         assert_eq!(interpose(c"HcclAllReduce", ours), Some(ours), "no wrapper around the wrapper");
         assert_eq!(interpose(c"HcclSend", real), Some(wrapper(SEND)));
         assert_eq!(REAL[SEND].load(Ordering::Acquire), 0x1000);
+    }
+
+    #[test]
+    fn a_call_re_entered_from_the_last_definition_is_refused_not_recorded() {
+        // As if HcclAllReduce and HcclCommInitRootInfo had forwarded to a definition in libc, the last
+        // object that could define them: a call from inside it has nowhere further to go.
+        let libc_function = libc::getpid as *const () as usize;
+        let made_before = made().len();
+        {
+            let _forwarding = Forwarding::to(guard(ALL_REDUCE), libc_function);
+            assert_eq!(forwarding::inside(ALL_REDUCE), None, "acl_hooks' slot of the same number is apart");
+            let null = std::ptr::null_mut();
+            // SAFETY: nothing is called: no definition follows libc's.
+            let code = unsafe { HcclAllReduce(null, null, 1, HCCL_DATA_TYPE_INT8, 0, null, null) };
+            assert_eq!(code, HCCL_E_NOT_SUPPORT);
+        }
+        {
+            let _forwarding = Forwarding::to(guard(INIT), libc_function);
+            let mut comm = std::ptr::null_mut();
+            // SAFETY: nothing is called: no definition follows libc's.
+            let code = unsafe { HcclCommInitRootInfo(2, std::ptr::null(), 0, &mut comm) };
+            assert_eq!(code, HCCL_E_NOT_SUPPORT);
+        }
+        assert_eq!(made().len(), made_before, "a refused init makes no communicator");
+        assert_eq!((forwarding::inside(guard(ALL_REDUCE)), forwarding::inside(guard(INIT))), (None, None));
     }
 
     #[test]

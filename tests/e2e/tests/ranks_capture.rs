@@ -129,3 +129,96 @@ fn every_rank_records_its_collectives_matchable_across_ranks() {
         }
     }
 }
+
+/// Two ranks of the job over `hccl_lib` (the library it opens as libhccl.so), `preload`ed, recording into
+/// `run`; returns stdout and stderr.
+fn train_two_ranks(dir: &Path, run: &Path, hccl_lib: &Path, preload: &str) -> (String, String) {
+    let model = model_file(dir, "model.json", r#"{"n_layers": 2, "seq": 12}"#);
+    let out = Command::new(sim_train_bin())
+        .args(["--ranks", "2", "--steps", &STEPS.to_string(), "--model"])
+        .arg(&model)
+        .arg("--lib")
+        .arg(runtime_lib())
+        .arg("--hccl-lib")
+        .arg(hccl_lib)
+        .env("LD_PRELOAD", preload)
+        .env("ACCUTRACE_DIR", run)
+        .env("SIM_ACL_COMPAT_TRACE", "1")
+        .output()
+        .expect("run sim-train");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "sim-train failed: {:?}\n{stdout}\n{stderr}", out.status);
+    (stdout, stderr)
+}
+
+/// A shim libhccl.so between the job and HCCL (tests/sim-acl-compat) whose entry points find their target
+/// through the global scope, which leads back to the collector's exports: the collector passes such a
+/// re-entered call on past the shim, so the job trains as without the shim (it recursed until the stack
+/// overflowed and killed the ranks), each call is recorded once, and the analyzer reads the capture whole.
+#[test]
+fn a_forwarding_hccl_shim_neither_recurses_nor_records_a_call_twice() {
+    let dir = scratch();
+    let (plain, shimmed) = (dir.path().join("plain"), dir.path().join("shimmed"));
+    let (hccl, shim, collector) = (artifact("libhccl.so"), artifact("libacl_compat.so"), collector_lib());
+    let (plain_out, _) = train_two_ranks(dir.path(), &plain, &hccl, path_str(&collector));
+    // The collector first, then the shim the job opens as libhccl.so, then the HCCL it forwards to.
+    let preload = format!("{}:{}:{}", collector.display(), shim.display(), hccl.display());
+    let (shimmed_out, err) = train_two_ranks(dir.path(), &shimmed, &shim, &preload);
+    let sorted = |s: &str| {
+        let mut v: Vec<&str> = s.lines().collect();
+        v.sort_unstable();
+        v.join("\n")
+    };
+    assert_eq!(sorted(&shimmed_out), sorted(&plain_out), "the shim changes nothing in training");
+    // The shim was on every call's path, once per call: per rank one init, one broadcast, per step two
+    // all-reduces and one all-gather, and one destroy.
+    let forwarded = |name: &str| err.matches(&format!("acl-compat: {name} forwarded\n")).count() as u64;
+    assert_eq!(forwarded("HcclCommInitRootInfo"), 2, "{err}");
+    assert_eq!(forwarded("HcclBroadcast"), 2, "{err}");
+    assert_eq!(forwarded("HcclAllReduce"), 2 * 2 * STEPS, "{err}");
+    assert_eq!(forwarded("HcclAllGather"), 2 * STEPS, "{err}");
+    assert_eq!(forwarded("HcclCommDestroy"), 2, "{err}");
+    assert!(!err.contains("was called again"), "a re-entered call found its way on: {err}");
+
+    // Each rank recorded the same calls as without the shim, once each, numbered alike.
+    let (plain, shimmed_ranks) = (read(&plain), read(&shimmed));
+    assert_eq!(shimmed_ranks.keys().copied().collect::<Vec<_>>(), [0, 1]);
+    let comm = shimmed_ranks[&0].collectives[0].comm.clone();
+    assert!(comm.starts_with("root-"), "named by the root info the collector saw once: {comm}");
+    for (rank, r) in &shimmed_ranks {
+        let calls = |r: &RankCapture| -> Vec<_> {
+            r.collectives
+                .iter()
+                .map(|c| {
+                    let hashes = (c.input.map(|b| b.content_hash), c.output.map(|b| b.content_hash));
+                    (c.op, c.comm_rank, c.comm_size, c.seq, c.count, c.dtype, c.result, hashes)
+                })
+                .collect()
+        };
+        assert_eq!(calls(r), calls(&plain[rank]), "rank {rank}");
+        assert_eq!(r.collectives.len(), 1 + 3 * STEPS as usize, "rank {rank}");
+        assert!(r.collectives.iter().all(|c| c.comm == comm), "rank {rank}: one communicator");
+    }
+    let manifest = accutrace_formats::capture::Manifest::read(&shimmed).unwrap();
+    let made = manifest.config["communicators"].as_object().unwrap();
+    assert_eq!(made.len(), 2, "{made:?}");
+    for (stream, list) in made {
+        assert_eq!(list.as_array().unwrap().len(), 1, "{stream}: the communicator was made once: {list}");
+    }
+
+    // The analyzer reads the capture whole: every collective's members agree, nothing is missing.
+    let (code, out, stderr) = analyzer(&["ranks", path_str(&shimmed)]);
+    assert_eq!(code, 0, "{out}\n{stderr}");
+    assert!(out.contains("No anomaly across the ranks") && !out.contains("INCOMPLETE"), "{out}");
+    let (code, json) = analyzer_json(&["ranks", path_str(&shimmed)]);
+    assert_eq!((code, json["calls"].as_u64()), (0, Some(2 * (1 + 3 * STEPS))), "{json}");
+    let summaries = dir.path().join("summaries");
+    let (code, out, stderr) = analyzer(&["scan", path_str(&shimmed), "-o", path_str(&summaries)]);
+    assert_eq!(code, 0, "{out}\n{stderr}");
+    let (code, out, stderr) = analyzer(&["merge", path_str(&summaries)]);
+    assert_eq!(code, 0, "{out}\n{stderr}");
+    assert!(out.contains("No anomaly across the ranks") && !out.contains("INCOMPLETE"), "{out}");
+}
