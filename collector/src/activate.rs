@@ -251,7 +251,7 @@ fn register(p: &Pipeline) -> Result<(), String> {
         return Err(format!("acldumpRegCallback returned {}({code})", error_name(code)));
     }
     // Success says nothing of whether the runtime kept ours: it keeps the first callback registered.
-    crate::acl_hooks::CallbackSlot::ours_registered();
+    crate::callback_slot::CallbackSlot::ours_registered();
     if p.cfg.respect_framework_dump {
         return Ok(());
     }

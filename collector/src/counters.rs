@@ -67,7 +67,7 @@ impl Counters {
     /// A plain copy, for the manifest.
     pub fn snapshot(&self) -> PipelineCounters {
         let g = |c: &AtomicU64| c.load(Relaxed);
-        let slot = crate::acl_hooks::CallbackSlot::events();
+        let slot = crate::callback_slot::CallbackSlot::events();
         PipelineCounters {
             chunks: g(&self.chunks),
             bytes_in: g(&self.bytes_in),

@@ -32,10 +32,10 @@ pub fn finish(p: &'static Pipeline, end: End) {
         }
         if let Some(f) = acl.fns.acldump_unreg_callback {
             // The runtime removes whichever callback is registered: not another tool's that held the slot.
-            if crate::acl_hooks::CallbackSlot::ours_to_unregister() {
+            if crate::callback_slot::CallbackSlot::ours_to_unregister() {
                 // SAFETY: no arguments.
                 unsafe { f() };
-                crate::acl_hooks::CallbackSlot::ours_unregistered();
+                crate::callback_slot::CallbackSlot::ours_unregistered();
             }
         }
     }

@@ -24,6 +24,7 @@
 pub mod acl_hooks;
 pub mod activate;
 pub mod callback;
+pub mod callback_slot;
 pub mod config;
 pub mod counters;
 pub mod dlsym;

@@ -8,7 +8,8 @@
 //! below the thresholds) do not depend on which lane a pair went to, so they run in sixteen lanes.
 
 use super::super::kernel::F16_EPSILON;
-use super::{MsprobeSums, ProbeLanes};
+use super::super::sums::MsprobeSums;
+use super::lanes::ProbeLanes;
 use std::arch::x86_64::*;
 
 /// Rounds each lane to the nearest f16 value (ties to even, by the immediate) and widens it back.

@@ -1,7 +1,8 @@
 //! The AVX2 + F16C builds of [`super`]'s passes.
 
 use super::super::kernel::F16_EPSILON;
-use super::{MsprobeSums, ProbeLanes, ReF16};
+use super::super::sums::MsprobeSums;
+use super::lanes::{portable, ProbeLanes, ReF16};
 use std::arch::x86_64::*;
 
 /// Rounds each lane to the nearest f16 value (ties to even; the immediate, not MXCSR, picks the mode)
@@ -88,7 +89,7 @@ fn piece(n: &[f32], b: &[f32], (t1, t5): (f32, f32)) -> ReF16 {
         lt5: counts(c5),
         not_f16: _mm256_movemask_ps(bad) != 0,
     };
-    vectors.merge(super::portable(xt, yt, (t1, t5)))
+    vectors.merge(portable(xt, yt, (t1, t5)))
 }
 
 /// Two vectors of four f64: the fused pass's eight f64 lanes, lanes 0-3 and 4-7.
