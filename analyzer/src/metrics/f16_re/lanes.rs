@@ -3,6 +3,7 @@
 //! ragged end the hardware passes share ([`ProbeLanes`]).
 
 use super::super::kernel::rel_err_f16;
+#[cfg(target_arch = "x86_64")]
 use super::super::sums::MsprobeSums;
 
 /// The fused pass's relative-error figures of a chunk (see the module's doc).
