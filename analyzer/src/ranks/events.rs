@@ -222,7 +222,7 @@ impl RunEvents {
         run.job_ranks = index.job_ranks;
         run.selection = filter.clone();
         run.communicators_made = index.communicators_made.clone();
-        if let Some(mixed) = different_runs(&run) {
+        if let Some(mixed) = different_runs(&run).or_else(|| identity_unknown(&run)) {
             run.problems
                 .push(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")));
         }
@@ -246,26 +246,9 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
     // Ranks whose spanning communicators meet, with the communicators: one group per run.
     let mut runs: Vec<(Vec<&str>, Vec<u32>)> = Vec::new();
     for rank in &run.ranks {
-        let Some(made) = run.communicators_made.get(&rank.rank) else { continue };
-        let spanning: Vec<&str> = made
-            .iter()
-            .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
-            .map(|c| c.comm.as_str())
-            .collect();
-        if spanning.is_empty() {
-            continue;
-        }
-        match runs.iter().position(|(comms, _)| spanning.iter().any(|c| comms.contains(c))) {
-            Some(i) => {
-                let (comms, ranks) = &mut runs[i];
-                for c in spanning {
-                    if !comms.contains(&c) {
-                        comms.push(c);
-                    }
-                }
-                ranks.push(rank.rank);
-            }
-            None => runs.push((spanning, vec![rank.rank])),
+        let spanning = spanning_made(run, rank.rank, job);
+        if !spanning.is_empty() {
+            join_run(&mut runs, spanning, rank.rank);
         }
     }
     if runs.len() < 2 {
@@ -280,6 +263,80 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
          makes each communicator that spans it",
         each.join(", ")
     ))
+}
+
+/// What [`different_runs`] cannot claim but the HCCL calls show: some ranks recorded no communicator they
+/// made (a summary or capture older than that record), yet their calls are on communicators spanning the
+/// job, and the ranks fall apart into groups with none in common. Said as evidence, not as a claim (a rank
+/// whose early calls were lost could show only a later communicator): "job identity unknown", with each
+/// group's communicators. `None` when every rank's identity is recorded or the calls show one group.
+pub fn identity_unknown(run: &RunEvents) -> Option<String> {
+    let job = run.job_ranks?;
+    let mut unknown = Vec::new();
+    let mut runs: Vec<(Vec<&str>, Vec<u32>)> = Vec::new();
+    for rank in &run.ranks {
+        let mut spanning = spanning_made(run, rank.rank, job);
+        if spanning.is_empty() {
+            spanning = rank
+                .events
+                .iter()
+                .filter_map(Event::collective)
+                .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
+                .map(|c| &*c.comm)
+                .collect();
+            spanning.sort_unstable();
+            spanning.dedup();
+            if spanning.is_empty() {
+                continue;
+            }
+            unknown.push(rank.rank);
+        }
+        join_run(&mut runs, spanning, rank.rank);
+    }
+    if unknown.is_empty() || runs.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(comms, ranks)| format!("ranks {ranks:?} with HCCL communicator {}", comms.join(" and ")))
+        .collect();
+    Some(format!(
+        "job identity unknown for ranks {unknown:?} (the HCCL communicators they made are not recorded: a \
+         capture of an older collector, or a summary of an older scan), and the ranks' HCCL calls fall apart \
+         as different runs' would: {}, each spanning a job of {job} ranks and none called by both",
+        each.join(", ")
+    ))
+}
+
+/// The communicators spanning a job of `job` ranks that `rank` recorded making from a root info.
+fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
+    let made = run.communicators_made.get(&rank).map(Vec::as_slice).unwrap_or_default();
+    made.iter()
+        .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
+        .map(|c| c.comm.as_str())
+        .collect()
+}
+
+/// Puts `rank` with the runs whose communicators meet `comms`, joining every such run into one (a rank
+/// in two groups ties them together), or starts a run of its own.
+fn join_run<'a>(runs: &mut Vec<(Vec<&'a str>, Vec<u32>)>, comms: Vec<&'a str>, rank: u32) {
+    let (mut joined, mut ranks) = (comms, vec![rank]);
+    let mut i = 0;
+    while i < runs.len() {
+        if runs[i].0.iter().any(|c| joined.contains(c)) {
+            let (comms, others) = runs.remove(i);
+            for c in comms {
+                if !joined.contains(&c) {
+                    joined.push(c);
+                }
+            }
+            ranks.extend(others);
+        } else {
+            i += 1;
+        }
+    }
+    ranks.sort_unstable();
+    runs.push((joined, ranks));
 }
 
 fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorStats>) -> RunEvents {

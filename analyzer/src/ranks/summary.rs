@@ -13,7 +13,7 @@
 pub mod columns;
 pub mod series;
 
-use super::events::{different_runs, fill_unknown_steps, Names, RankEvents, RunEvents};
+use super::events::{different_runs, fill_unknown_steps, identity_unknown, Names, RankEvents, RunEvents};
 use crate::filter::Filter;
 use crate::index::{MadeCommunicator, OpId};
 use crate::overflow::gather_stats;
@@ -333,8 +333,9 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
     }
     run.ranks.sort_by_key(|r| r.rank);
     // Two runs of one job size, each contributing ranks (one node's scan of another run): the ranks'
-    // collectives cannot match, and no answer covers either run. Said once when a scan already said it.
-    if let Some(mixed) = different_runs(&run) {
+    // collectives cannot match, and no answer covers either run. Where summaries do not record the
+    // communicators their ranks made, their calls tell it. Said once when a scan already said it.
+    if let Some(mixed) = different_runs(&run).or_else(|| identity_unknown(&run)) {
         if !run.problems.iter().any(|p| p.message.starts_with(&mixed)) {
             run.problems.push(InputProblem::incomplete(format!(
                 "{mixed}; scan each run into its own directory and merge one run's summaries"

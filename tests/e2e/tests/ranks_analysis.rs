@@ -277,6 +277,47 @@ fn two_runs_mixed_are_named_as_different(args: &[&str]) {
     assert!(!out.contains("different runs"), "{out}");
 }
 
+/// Rank 1's capture is of a collector before `config.communicators` (its manifest has none), so its
+/// summary does not record what it made: merge of rank 0 of one run with it says the job identity is
+/// unknown and that the ranks' HCCL calls fall apart by communicator (it said only that each collective
+/// missed a member); a whole run of such captures merges as before.
+#[test]
+fn ranks_of_two_runs_one_without_a_recorded_job_identity_are_named_by_their_calls() {
+    let dir = scratch();
+    let (a, b) =
+        (record_with(dir.path(), "run_a", "{}", "2", &[]), record_with(dir.path(), "run_b", "{}", "2", &[]));
+    let manifest = b.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    m["config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("communicators")
+        .expect("the collector records communicators");
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let (sa, sb, mixed) = (dir.path().join("sa"), dir.path().join("sb"), dir.path().join("mixed"));
+    for (run, out) in [(&a, &sa), (&b, &sb)] {
+        let (code, out, err) = analyzer(&["scan", p(run), "-o", p(out)]);
+        assert_eq!(code, 0, "{out}\n{err}");
+    }
+    std::fs::create_dir(&mixed).unwrap();
+    std::fs::copy(sa.join("rank000000.parquet"), mixed.join("rank000000.parquet")).unwrap();
+    std::fs::copy(sb.join("rank000001.parquet"), mixed.join("rank000001.parquet")).unwrap();
+    let (code, out, err) = analyzer(&["merge", p(&mixed)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: job identity unknown for ranks [1] "), "{out}");
+    assert!(
+        out.contains("ranks [0] with HCCL communicator root-")
+            && out.contains("ranks [1] with HCCL communicator root-")
+            && out.contains("scan each run into its own directory")
+            && !out.contains("the ranks are of different runs"),
+        "{out}"
+    );
+    // The run without the record, whole: its calls meet, nothing to say.
+    let (code, out, _) = analyzer(&["merge", p(&sb)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("job identity unknown"), "{out}");
+}
+
 #[test]
 fn a_selection_narrows_the_ops_examined_and_one_matching_nothing_is_refused() {
     let r = runs();

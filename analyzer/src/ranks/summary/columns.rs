@@ -670,6 +670,71 @@ mod tests {
         assert!(problems_of_ranks_made(&[(0, Some(&["root-aaaa"])), (1, Some(&["root-sub1"]))]).is_empty());
     }
 
+    /// Writes one summary per `(rank, communicators made, communicator of its one HCCL call)` of a job of 2
+    /// ranks into a new directory, and merges them: the problems merge leads with.
+    fn problems_of_ranks_calling(ranks: &[(u32, Option<&str>, &str)]) -> Vec<String> {
+        let size = |comm: &str| if comm.starts_with("root-sub") { 1 } else { 2 };
+        let dir = tempfile::tempdir().unwrap();
+        for &(rank, made, called) in ranks {
+            let meta = CollectiveMeta {
+                comm: called.into(),
+                seq: 0,
+                op: CollectiveOp::AllReduce,
+                peer: None,
+                comm_rank: rank,
+                comm_size: size(called),
+            };
+            let call =
+                Event { step: 0, time_us: Some(1), kind: EventKind::Collective(meta), tensors: vec![] };
+            let summary = RankSummary {
+                run: format!("node{rank}/run"),
+                events: RankEvents { rank, events: vec![call] },
+                warnings: vec![],
+                problems: vec![],
+                selection: Default::default(),
+                job_ranks: Some(2),
+                communicators_made: made.map(|comm| {
+                    vec![crate::index::MadeCommunicator {
+                        comm: comm.into(),
+                        comm_rank: rank,
+                        comm_size: size(comm),
+                    }]
+                }),
+            };
+            write_one(&summary, &dir.path().join(super::super::file_name(rank))).unwrap();
+        }
+        let run = super::super::read(&[dir.path().to_path_buf()]).unwrap();
+        run.problems.iter().map(|p| p.message.clone()).collect()
+    }
+
+    #[test]
+    fn summaries_of_unknown_job_identity_whose_calls_span_the_job_apart_say_so() {
+        // Rank 1's summary is older than `accutrace.communicators` (or its capture's collector): what it
+        // made is unknown, but its calls are on a communicator spanning the job that rank 0 never used.
+        let said = problems_of_ranks_calling(&[(0, Some("root-aaaa"), "root-aaaa"), (1, None, "root-bbbb")]);
+        assert!(
+            said.iter().any(|p| p.starts_with("job identity unknown for ranks [1]")
+                && p.contains("ranks [0] with HCCL communicator root-aaaa")
+                && p.contains("ranks [1] with HCCL communicator root-bbbb")
+                && p.contains("scan each run into its own directory")),
+            "{said:?}"
+        );
+        assert!(!said.iter().any(|p| p.contains("the ranks are of different runs")), "no claim: {said:?}");
+        // Neither rank's identity recorded: their calls tell the same.
+        let said = problems_of_ranks_calling(&[(0, None, "root-aaaa"), (1, None, "root-bbbb")]);
+        assert!(said.iter().any(|p| p.starts_with("job identity unknown for ranks [0, 1]")), "{said:?}");
+        // Calls on the communicator in common, or on one smaller than the job: nothing to say.
+        assert!(problems_of_ranks_calling(&[(0, Some("root-aaaa"), "root-aaaa"), (1, None, "root-aaaa")])
+            .is_empty());
+        assert!(problems_of_ranks_calling(&[(0, None, "root-aaaa"), (1, None, "root-sub1")]).is_empty());
+        // Every identity recorded: the claim of different runs alone.
+        let said = problems_of_ranks_calling(&[
+            (0, Some("root-aaaa"), "root-aaaa"),
+            (1, Some("root-bbbb"), "root-bbbb"),
+        ]);
+        assert!(!said.iter().any(|p| p.contains("job identity unknown")), "{said:?}");
+    }
+
     #[test]
     fn a_scans_problems_lead_merge_when_its_lowest_ranks_file_is_lost() {
         // A scan of ranks 0-3 whose rank 3 stream has a torn tail; rank 0's file does not reach merge.
