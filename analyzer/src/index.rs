@@ -191,6 +191,14 @@ pub struct MadeCommunicator {
     pub comm_size: u32,
 }
 
+/// The communicators one process of a capture made from a root info: its stream directory and rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamCommunicators {
+    pub stream: String,
+    pub rank: u32,
+    pub made: Vec<MadeCommunicator>,
+}
+
 /// Everything a source knows, bytes excluded.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Index {
@@ -222,6 +230,10 @@ pub struct Index {
     /// `config.communicators`), by rank; a rank absent is unknown (an older collector, a dump tree).
     #[serde(skip)]
     pub communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
+    /// The same, by process (a capture's stream directory), in stream order: two runs written into one
+    /// capture directory give a rank one stream per run, which only this tells apart.
+    #[serde(skip)]
+    pub communicators_by_stream: Vec<StreamCommunicators>,
     /// What the source knows it is missing (lost segments or streams, dropped chunks, unsealed streams,
     /// dump files that could not be read): these lead every report and make the exit status 2.
     pub problems: Vec<InputProblem>,

@@ -222,7 +222,10 @@ impl RunEvents {
         run.job_ranks = index.job_ranks;
         run.selection = filter.clone();
         run.communicators_made = index.communicators_made.clone();
-        if let Some(mixed) = different_runs(&run).or_else(|| identity_unknown(&run)) {
+        let mixed = different_runs(&run)
+            .or_else(|| streams_of_different_runs(index, run.job_ranks))
+            .or_else(|| identity_unknown(&run));
+        if let Some(mixed) = mixed {
             run.problems
                 .push(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")));
         }
@@ -261,6 +264,49 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
     Some(format!(
         "the ranks are of different runs: {}, each spanning a job of {job} ranks, and every rank of one job \
          makes each communicator that spans it",
+        each.join(", ")
+    ))
+}
+
+/// Whether a capture directory holds streams of different runs, each rank having a stream of each (the job
+/// run again, or its workers restarted, into the same directory), said as [`different_runs`] says it of
+/// ranks: processes that made communicators spanning the job and none in common are not of one run.
+pub fn streams_of_different_runs(index: &Index, job_ranks: Option<u32>) -> Option<String> {
+    let job = job_ranks?;
+    // Stream positions whose spanning communicators meet, with the communicators: one group per run.
+    let mut runs: Vec<(Vec<&str>, Vec<usize>)> = Vec::new();
+    for (at, stream) in index.communicators_by_stream.iter().enumerate() {
+        let spanning: Vec<&str> = stream
+            .made
+            .iter()
+            .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
+            .map(|c| c.comm.as_str())
+            .collect();
+        if !spanning.is_empty() {
+            join_run(&mut runs, spanning, at);
+        }
+    }
+    if runs.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(comms, streams)| {
+            let of = |at: &usize| &index.communicators_by_stream[*at];
+            let mut ranks: Vec<u32> = streams.iter().map(|at| of(at).rank).collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            format!(
+                "{} streams of ranks {ranks:?} (the first {}) made HCCL communicator {}",
+                streams.len(),
+                of(&streams[0]).stream,
+                comms.join(" and ")
+            )
+        })
+        .collect();
+    Some(format!(
+        "the capture holds different runs: {}, each spanning a job of {job} ranks, and every process of one \
+         job makes each communicator that spans it",
         each.join(", ")
     ))
 }
@@ -317,10 +363,10 @@ fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
         .collect()
 }
 
-/// Puts `rank` with the runs whose communicators meet `comms`, joining every such run into one (a rank
-/// in two groups ties them together), or starts a run of its own.
-fn join_run<'a>(runs: &mut Vec<(Vec<&'a str>, Vec<u32>)>, comms: Vec<&'a str>, rank: u32) {
-    let (mut joined, mut ranks) = (comms, vec![rank]);
+/// Puts `member` (a rank, or a stream) with the runs whose communicators meet `comms`, joining every such
+/// run into one (a member in two groups ties them together), or starts a run of its own.
+fn join_run<'a, T: Ord>(runs: &mut Vec<(Vec<&'a str>, Vec<T>)>, comms: Vec<&'a str>, member: T) {
+    let (mut joined, mut ranks) = (comms, vec![member]);
     let mut i = 0;
     while i < runs.len() {
         if runs[i].0.iter().any(|c| joined.contains(c)) {

@@ -318,6 +318,31 @@ fn ranks_of_two_runs_one_without_a_recorded_job_identity_are_named_by_their_call
     assert!(!out.contains("job identity unknown"), "{out}");
 }
 
+/// The job run twice into one capture directory (relaunched, or its workers restarted by torchrun, with the
+/// same ACCUTRACE_DIR): each rank has a stream of each run. `ranks`, and `merge` of its scan, lead with each
+/// run's streams (they answered "No anomaly across the ranks", exit 0, over both runs' events as one run's).
+#[test]
+fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() {
+    let dir = scratch();
+    let run = record_with(dir.path(), "run", "{}", "2", &[]);
+    record_with(dir.path(), "run", "{}", "2", &[]);
+    let said = |out: &str| {
+        // Either rank's process may make its stream directory first.
+        out.starts_with("INCOMPLETE INPUT: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank")
+            && out.contains("2 streams of ranks [0, 1] (the first stream-002-rank")
+            && out.contains("record each run into its own directory")
+    };
+    let (code, out, err) = analyzer(&["ranks", p(&run)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(said(&out), "{out}");
+    let summaries = dir.path().join("summaries");
+    let (code, out, err) = analyzer(&["scan", p(&run), "-o", p(&summaries)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    let (code, out, err) = analyzer(&["merge", p(&summaries)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(said(&out), "{out}");
+}
+
 #[test]
 fn a_selection_narrows_the_ops_examined_and_one_matching_nothing_is_refused() {
     let r = runs();

@@ -189,7 +189,10 @@ impl CaptureSource {
             index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
                 .iter()
                 .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
-            index.communicators_made = communicators_made(&run, &manifest.config);
+            index.communicators_by_stream = communicators_by_stream(&run, &manifest.config);
+            for s in &index.communicators_by_stream {
+                index.communicators_made.entry(s.rank).or_default().extend(s.made.iter().cloned());
+            }
         }
         index.only_overflowing_ops |= !index.overflow_records.is_empty();
         // Records are in the order files completed (a big file after a small one that started later, and
@@ -234,20 +237,20 @@ fn settings(manifest: &accutrace_formats::capture::Manifest) -> std::collections
     settings
 }
 
-/// The communicators each rank's process made from a root info, by rank (`config.communicators.<stream
+/// The communicators each stream's process made from a root info, in stream order (`config.communicators.<stream
 /// dir>`, which collectors since it was recorded write for every stream, empty when none were made). A
 /// stream without an entry, or without a rank, is left out: unknown, not "none".
-fn communicators_made(
+fn communicators_by_stream(
     run: &CaptureRun,
     config: &serde_json::Value,
-) -> std::collections::BTreeMap<u32, Vec<crate::index::MadeCommunicator>> {
-    let mut made: std::collections::BTreeMap<u32, Vec<crate::index::MadeCommunicator>> = Default::default();
+) -> Vec<crate::index::StreamCommunicators> {
+    let mut made = Vec::new();
     let Some(by_stream) = config.get("communicators").and_then(|v| v.as_object()) else { return made };
     for stream in &run.streams {
         let dir = stream.dir().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let (Some(rank), Some(entry)) = (stream.info().rank, by_stream.get(&dir)) else { continue };
         if let Ok(list) = serde_json::from_value::<Vec<crate::index::MadeCommunicator>>(entry.clone()) {
-            made.entry(rank).or_default().extend(list);
+            made.push(crate::index::StreamCommunicators { stream: dir, rank, made: list });
         }
     }
     made
