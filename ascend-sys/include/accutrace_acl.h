@@ -161,6 +161,29 @@ aclError aclopExecuteV2(const char *opType, int numInputs, aclTensorDesc *inputD
                         int numOutputs, aclTensorDesc *outputDesc[], aclDataBuffer *outputs[], aclopAttr *attr,
                         aclrtStream stream);
 
+/* ---- compile and execute (acl_op.h, acl_op_compiler.h; the vendor's libacl_op_compiler.so) ----
+ * torch_npu's usual eager launch (OpCommand): the op is compiled for its operands when no compiled form is
+ * cached, then launched as aclopExecuteV2 launches it. */
+typedef enum aclEngineType {
+    ACL_ENGINE_SYS,
+    ACL_ENGINE_AICORE,
+    ACL_ENGINE_VECTOR,
+} aclopEngineType;
+
+typedef enum aclCompileType { ACL_COMPILE_SYS, ACL_COMPILE_UNREGISTERED } aclopCompileType;
+
+/* opPath names the op's implementation for ACL_COMPILE_UNREGISTERED (may be NULL for ACL_COMPILE_SYS). */
+aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTensorDesc *const inputDesc[],
+                                const aclDataBuffer *const inputs[], int numOutputs,
+                                const aclTensorDesc *const outputDesc[], aclDataBuffer *const outputs[],
+                                const aclopAttr *attr, aclopEngineType engineType, aclopCompileType compileFlag,
+                                const char *opPath, aclrtStream stream);
+/* As aclopCompileAndExecute; the output descriptions may be updated with the shapes the op produced. */
+aclError aclopCompileAndExecuteV2(const char *opType, int numInputs, aclTensorDesc *inputDesc[],
+                                  aclDataBuffer *inputs[], int numOutputs, aclTensorDesc *outputDesc[],
+                                  aclDataBuffer *outputs[], aclopAttr *attr, aclopEngineType engineType,
+                                  aclopCompileType compileFlag, const char *opPath, aclrtStream stream);
+
 /* ---- dump (acl_mdl.h, acl_dump.h) ---- */
 aclError aclmdlInitDump(void);
 aclError aclmdlSetDump(const char *dumpCfgPath);

@@ -263,6 +263,47 @@ unsafe extern "C" {
         stream: aclrtStream,
     ) -> aclError;
 }
+pub const ACL_ENGINE_SYS: aclEngineType = 0;
+pub const ACL_ENGINE_AICORE: aclEngineType = 1;
+pub const ACL_ENGINE_VECTOR: aclEngineType = 2;
+pub type aclEngineType = ::core::ffi::c_uint;
+pub use self::aclEngineType as aclopEngineType;
+pub const ACL_COMPILE_SYS: aclCompileType = 0;
+pub const ACL_COMPILE_UNREGISTERED: aclCompileType = 1;
+pub type aclCompileType = ::core::ffi::c_uint;
+pub use self::aclCompileType as aclopCompileType;
+unsafe extern "C" {
+    pub fn aclopCompileAndExecute(
+        opType: *const ::core::ffi::c_char,
+        numInputs: ::core::ffi::c_int,
+        inputDesc: *const *const aclTensorDesc,
+        inputs: *const *const aclDataBuffer,
+        numOutputs: ::core::ffi::c_int,
+        outputDesc: *const *const aclTensorDesc,
+        outputs: *const *mut aclDataBuffer,
+        attr: *const aclopAttr,
+        engineType: aclopEngineType,
+        compileFlag: aclopCompileType,
+        opPath: *const ::core::ffi::c_char,
+        stream: aclrtStream,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopCompileAndExecuteV2(
+        opType: *const ::core::ffi::c_char,
+        numInputs: ::core::ffi::c_int,
+        inputDesc: *mut *mut aclTensorDesc,
+        inputs: *mut *mut aclDataBuffer,
+        numOutputs: ::core::ffi::c_int,
+        outputDesc: *mut *mut aclTensorDesc,
+        outputs: *mut *mut aclDataBuffer,
+        attr: *mut aclopAttr,
+        engineType: aclopEngineType,
+        compileFlag: aclopCompileType,
+        opPath: *const ::core::ffi::c_char,
+        stream: aclrtStream,
+    ) -> aclError;
+}
 unsafe extern "C" {
     pub fn aclmdlInitDump() -> aclError;
 }

@@ -5,7 +5,8 @@
 
 use crate::bindings::{
     aclDataBuffer, aclDataType, aclError, aclFormat, aclSysParamOpt, aclTensorDesc, acldumpChunk,
-    aclmdlDataset, aclopAttr, aclrtFloatOverflowMode, aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
+    aclmdlDataset, aclopAttr, aclopCompileType, aclopEngineType, aclrtFloatOverflowMode,
+    aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
 };
 use core::ffi::{c_char, c_void};
 
@@ -80,6 +81,44 @@ pub type AclopExecuteV2Fn = unsafe extern "C" fn(
     attr: *mut aclopAttr,
     stream: aclrtStream,
 ) -> aclError;
+/// torch_npu's usual eager launch (acl_op_compiler.h): compiles the op when needed, then launches it.
+pub type AclopCompileAndExecuteFn = unsafe extern "C" fn(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError;
+/// As [`AclopCompileAndExecuteFn`], with non-const arrays (the output descriptions may be updated).
+pub type AclopCompileAndExecuteV2Fn = unsafe extern "C" fn(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError;
+
+// The single-op launches' aliases are the header's declarations: a mismatch does not compile. Nothing here
+// links against them (the assignments are never called).
+const _: () = {
+    let _: AclopExecuteV2Fn = crate::bindings::aclopExecuteV2;
+    let _: AclopCompileAndExecuteFn = crate::bindings::aclopCompileAndExecute;
+    let _: AclopCompileAndExecuteV2Fn = crate::bindings::aclopCompileAndExecuteV2;
+};
 
 pub type AclmdlInitDumpFn = unsafe extern "C" fn() -> aclError;
 pub type AclmdlSetDumpFn = unsafe extern "C" fn(dump_cfg_path: *const c_char) -> aclError;

@@ -225,12 +225,43 @@ pub struct SingleOp {
     pub create_attr: AclopCreateAttrFn,
     pub destroy_attr: AclopDestroyAttrFn,
     pub set_attr_int: AclopSetAttrIntFn,
-    pub execute: AclopExecuteV2Fn,
+    pub execute: OpLaunch,
     pub get_sat_mode: Option<AclrtGetDeviceSatModeFn>,
 }
 
+/// Which entry point launches each op (`sim-train --eager-launch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EagerLaunch {
+    /// `aclopExecuteV2` (acl_op.h): the op is already compiled.
+    #[default]
+    ExecuteV2,
+    /// `aclopCompileAndExecute` (acl_op_compiler.h).
+    CompileAndExecute,
+    /// `aclopCompileAndExecuteV2` (acl_op_compiler.h): torch_npu's OpCommand path.
+    CompileAndExecuteV2,
+}
+
+/// The resolved launch function of an [`EagerLaunch`].
+#[derive(Clone, Copy)]
+pub enum OpLaunch {
+    ExecuteV2(AclopExecuteV2Fn),
+    CompileAndExecute(AclopCompileAndExecuteFn),
+    CompileAndExecuteV2(AclopCompileAndExecuteV2Fn),
+}
+
+impl OpLaunch {
+    /// The C name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpLaunch::ExecuteV2(_) => "aclopExecuteV2",
+            OpLaunch::CompileAndExecute(_) => "aclopCompileAndExecute",
+            OpLaunch::CompileAndExecuteV2(_) => "aclopCompileAndExecuteV2",
+        }
+    }
+}
+
 impl SingleOp {
-    pub fn resolve(acl: &Acl) -> Result<SingleOp> {
+    pub fn resolve(acl: &Acl, launch: EagerLaunch) -> Result<SingleOp> {
         // SAFETY: each type is the accutrace_acl.h signature of the symbol named beside it.
         unsafe {
             Ok(SingleOp {
@@ -242,7 +273,15 @@ impl SingleOp {
                 create_attr: acl.symbol(c"aclopCreateAttr")?,
                 destroy_attr: acl.symbol(c"aclopDestroyAttr")?,
                 set_attr_int: acl.symbol(c"aclopSetAttrInt")?,
-                execute: acl.symbol(c"aclopExecuteV2")?,
+                execute: match launch {
+                    EagerLaunch::ExecuteV2 => OpLaunch::ExecuteV2(acl.symbol(c"aclopExecuteV2")?),
+                    EagerLaunch::CompileAndExecute => {
+                        OpLaunch::CompileAndExecute(acl.symbol(c"aclopCompileAndExecute")?)
+                    }
+                    EagerLaunch::CompileAndExecuteV2 => {
+                        OpLaunch::CompileAndExecuteV2(acl.symbol(c"aclopCompileAndExecuteV2")?)
+                    }
+                },
                 get_sat_mode: acl.symbol_opt(c"aclrtGetDeviceSatMode"),
             })
         }

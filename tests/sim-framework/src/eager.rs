@@ -1,5 +1,6 @@
 //! `sim-train --eager`: the model driven op by op, as PyTorch eager mode on torch_npu drives it. No model is
-//! loaded: every op is one `aclopExecuteV2` on operands in device memory, and the runtime dumps each in the
+//! loaded: every op is one launch (`aclopExecuteV2`, or `aclopCompileAndExecute(V2)` as torch_npu's
+//! OpCommand: `--eager-launch`) on operands in device memory, and the runtime dumps each in the
 //! single-operator layout (when `dump_op_switch` is on).
 //!
 //! The arithmetic of the simulated device lives in sim-model, which this framework runs in the device's
@@ -10,7 +11,7 @@
 //! the Python hook `analyzer record` installs would after `optimizer.step()`, it calls
 //! `accutrace_step_end()` when the process has one (the collector, preloaded).
 
-use crate::acl::{self, Acl, SingleOp};
+use crate::acl::{self, Acl, EagerLaunch, OpLaunch, SingleOp};
 use anyhow::{anyhow, Result};
 use ascend_sys::*;
 use sim_model::{ModelConfig, OpEvent, OpSink, OverflowMode, StepReport, TensorView, Trainer};
@@ -25,16 +26,17 @@ const OVERFLOW_STATUS_ATTR: &std::ffi::CStr = c"_sim_overflow_status";
 /// `int32_t accutrace_step_end(void)`: the collector's step boundary (the step that begins, or -1).
 type StepEndFn = unsafe extern "C" fn() -> i32;
 
-/// Trains `steps` steps of `model` op by op; calls `on_step` with each step's report. With `hook`, calls
-/// `accutrace_step_end()` after each step when the process has it.
+/// Trains `steps` steps of `model` op by op, each launched through `launch`; calls `on_step` with each
+/// step's report. With `hook`, calls `accutrace_step_end()` after each step when the process has it.
 pub fn run(
     rt: &Acl,
     cfg: &ModelConfig,
     steps: u64,
     hook: bool,
+    launch: EagerLaunch,
     mut on_step: impl FnMut(u64, &StepReport),
 ) -> Result<()> {
-    let ops = SingleOp::resolve(rt)?;
+    let ops = SingleOp::resolve(rt, launch)?;
     // Looked up in the global scope, as ctypes.CDLL(None) finds it from Python.
     let step_end: Option<StepEndFn> = match hook {
         // SAFETY: the collector exports accutrace_step_end with exactly this signature.
@@ -192,19 +194,52 @@ impl Launcher<'_> {
                         (self.ops.set_attr_int)(attr, OVERFLOW_STATUS_ATTR.as_ptr(), bits),
                     )?;
                 }
-                let code = (self.ops.execute)(
-                    op_type.as_ptr(),
-                    in_desc.len() as i32,
-                    in_desc.as_mut_ptr(),
-                    in_buf.as_mut_ptr(),
-                    out_desc.len() as i32,
-                    out_desc.as_mut_ptr(),
-                    out_buf.as_mut_ptr(),
-                    attr,
-                    std::ptr::null_mut(),
-                );
+                let (n_in, n_out, stream) =
+                    (in_desc.len() as i32, out_desc.len() as i32, std::ptr::null_mut());
+                let code = match self.ops.execute {
+                    OpLaunch::ExecuteV2(f) => f(
+                        op_type.as_ptr(),
+                        n_in,
+                        in_desc.as_mut_ptr(),
+                        in_buf.as_mut_ptr(),
+                        n_out,
+                        out_desc.as_mut_ptr(),
+                        out_buf.as_mut_ptr(),
+                        attr,
+                        stream,
+                    ),
+                    // The built-in ops: the system engine picks the core, no op path to compile from.
+                    OpLaunch::CompileAndExecute(f) => f(
+                        op_type.as_ptr(),
+                        n_in,
+                        in_desc.as_ptr().cast(),
+                        in_buf.as_ptr().cast(),
+                        n_out,
+                        out_desc.as_ptr().cast(),
+                        out_buf.as_ptr(),
+                        attr,
+                        ACL_ENGINE_SYS,
+                        ACL_COMPILE_SYS,
+                        std::ptr::null(),
+                        stream,
+                    ),
+                    OpLaunch::CompileAndExecuteV2(f) => f(
+                        op_type.as_ptr(),
+                        n_in,
+                        in_desc.as_mut_ptr(),
+                        in_buf.as_mut_ptr(),
+                        n_out,
+                        out_desc.as_mut_ptr(),
+                        out_buf.as_mut_ptr(),
+                        attr,
+                        ACL_ENGINE_SYS,
+                        ACL_COMPILE_SYS,
+                        std::ptr::null(),
+                        stream,
+                    ),
+                };
                 (self.ops.destroy_attr)(attr);
-                acl::check(&format!("aclopExecuteV2({})", event.op_type), code)
+                acl::check(&format!("{}({})", self.ops.execute.name(), event.op_type), code)
             }
         });
         ins.extend(outs);

@@ -47,6 +47,11 @@ struct TrainArgs {
     /// (the collector then counts steps by ACCUTRACE_STEP_MARKER, or the analyzer infers them).
     #[arg(long, requires = "eager")]
     no_step_end: bool,
+    /// With --eager: the entry point that launches each op. `execute-v2`: aclopExecuteV2 (an op already
+    /// compiled); `compile-and-execute-v2`: aclopCompileAndExecuteV2, torch_npu's usual OpCommand path;
+    /// `compile-and-execute`: aclopCompileAndExecute.
+    #[arg(long, value_enum, default_value = "execute-v2", requires = "eager")]
+    eager_launch: EagerLaunchArg,
     /// How the runtime's functions are found: `global` (RTLD_GLOBAL, then the global scope, as a
     /// framework linked against libascendcl.so) or `handle` (dlopen, then dlsym(handle, name), as
     /// torch_npu's FunctionLoader: an LD_PRELOADed collector sees these calls only by interposing dlsym).
@@ -73,6 +78,13 @@ struct TrainArgs {
 enum ResolveArg {
     Global,
     Handle,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EagerLaunchArg {
+    ExecuteV2,
+    CompileAndExecute,
+    CompileAndExecuteV2,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -181,7 +193,14 @@ fn train(args: &TrainArgs) -> Result<()> {
                 h.init_with_config = args.hccl_comm_config;
                 data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
             }
-            None if args.eager => eager::run(&rt, &model_cfg, args.steps, !args.no_step_end, print_report)?,
+            None if args.eager => {
+                let launch = match args.eager_launch {
+                    EagerLaunchArg::ExecuteV2 => acl::EagerLaunch::ExecuteV2,
+                    EagerLaunchArg::CompileAndExecute => acl::EagerLaunch::CompileAndExecute,
+                    EagerLaunchArg::CompileAndExecuteV2 => acl::EagerLaunch::CompileAndExecuteV2,
+                };
+                eager::run(&rt, &model_cfg, args.steps, !args.no_step_end, launch, print_report)?
+            }
             None => {
                 let model_path = acl::path_cstring(model)?;
                 let mut model_id = 0u32;

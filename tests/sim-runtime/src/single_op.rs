@@ -1,5 +1,7 @@
 //! Single-operator execution, the path eager frameworks take (torch_npu's OpCommand): tensor
-//! descriptions, op attributes, and `aclopExecuteV2`.
+//! descriptions, op attributes, and the launches `aclopExecuteV2`, `aclopCompileAndExecute` and
+//! `aclopCompileAndExecuteV2` (the last two, the vendor's libacl_op_compiler.so, compile the op first when
+//! needed: nothing to compile here, so all three launch the same way).
 //!
 //! `aclopExecuteV2(opType, inputs, outputs, attr, stream)` launches one op on operands in device memory.
 //! The simulated device does not compute here: the framework side (sim-model, driven by `sim-train
@@ -310,7 +312,101 @@ pub unsafe extern "C" fn aclopExecuteV2(
     attr: *mut aclopAttr,
     _stream: aclrtStream,
 ) -> aclError {
-    guard("aclopExecuteV2", || {
+    let operands = Operands { num_inputs, input_desc, inputs, num_outputs, output_desc, outputs };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch("aclopExecuteV2", op_type, operands, attr) }
+}
+
+/// `aclopCompileAndExecute` (acl_op_compiler.h; the vendor's libacl_op_compiler.so): there is nothing to
+/// compile here, so it launches as [`aclopExecuteV2`] does, after the compile type's check.
+///
+/// # Safety
+/// As [`aclopExecuteV2`]; `op_path` is not read.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn aclopCompileAndExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    _engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    _op_path: *const c_char,
+    _stream: aclrtStream,
+) -> aclError {
+    if !compile_type_supported(compile_flag) {
+        return ACL_ERROR_API_NOT_SUPPORT;
+    }
+    // The arrays and the attribute are only read: the const pointers are the same handles.
+    let operands = Operands {
+        num_inputs,
+        input_desc: input_desc.cast_mut().cast(),
+        inputs: inputs.cast_mut().cast(),
+        num_outputs,
+        output_desc: output_desc.cast_mut().cast(),
+        outputs: outputs.cast_mut(),
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch("aclopCompileAndExecute", op_type, operands, attr.cast_mut()) }
+}
+
+/// `aclopCompileAndExecuteV2` (acl_op_compiler.h), torch_npu's OpCommand launch: as
+/// [`aclopCompileAndExecute`]; the output descriptions already hold the shapes the op produces.
+///
+/// # Safety
+/// As [`aclopExecuteV2`]; `op_path` is not read.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn aclopCompileAndExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    _engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    _op_path: *const c_char,
+    _stream: aclrtStream,
+) -> aclError {
+    if !compile_type_supported(compile_flag) {
+        return ACL_ERROR_API_NOT_SUPPORT;
+    }
+    let operands = Operands { num_inputs, input_desc, inputs, num_outputs, output_desc, outputs };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch("aclopCompileAndExecuteV2", op_type, operands, attr) }
+}
+
+/// The vendor's check (hicann/ge `api/acl/acl_op_compiler/single_op/op_compiler.cpp` `CheckInput`): any
+/// other compile type is ACL_ERROR_API_NOT_SUPPORT.
+fn compile_type_supported(compile_flag: aclopCompileType) -> bool {
+    compile_flag == ACL_COMPILE_SYS || compile_flag == ACL_COMPILE_UNREGISTERED
+}
+
+/// The operand arrays of one launch, as the caller passed them.
+struct Operands {
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+}
+
+/// One single-op launch through `entry` (the export called, for messages).
+///
+/// # Safety
+/// `op_type` is NULL or NUL-terminated; each array is NULL or holds its count of handles; all valid for the
+/// call.
+unsafe fn launch(entry: &str, op_type: *const c_char, operands: Operands, attr: *mut aclopAttr) -> aclError {
+    let Operands { num_inputs, input_desc, inputs, num_outputs, output_desc, outputs } = operands;
+    guard(entry, || {
         let (initialized, device) = state::with(|rt| (rt.initialized, rt.device));
         if !initialized {
             return ACL_ERROR_UNINITIALIZE;
@@ -351,7 +447,7 @@ pub unsafe extern "C" fn aclopExecuteV2(
         let (ins, outs) = match (read("input", &in_desc, &in_buf), read("output", &out_desc, &out_buf)) {
             (Ok(i), Ok(o)) => (i, o),
             (Err(e), _) | (_, Err(e)) => {
-                eprintln!("sim-ascendcl: aclopExecuteV2({op_type}): {e}");
+                eprintln!("sim-ascendcl: {entry}({op_type}): {e}");
                 return ACL_ERROR_INVALID_PARAM;
             }
         };
@@ -414,4 +510,6 @@ const SIGNATURES: () = {
     let _: AclopSetAttrIntFn = aclopSetAttrInt;
     let _: AclopSetAttrStringFn = aclopSetAttrString;
     let _: AclopExecuteV2Fn = aclopExecuteV2;
+    let _: AclopCompileAndExecuteFn = aclopCompileAndExecute;
+    let _: AclopCompileAndExecuteV2Fn = aclopCompileAndExecuteV2;
 };
