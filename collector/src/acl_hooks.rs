@@ -1,9 +1,11 @@
-//! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`, `aclopExecuteV2`,
-//! `acldumpRegCallback` and `acldumpUnregCallback`: reached through the global scope (`LD_PRELOAD`), or
-//! handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework that looks them up through the
-//! runtime's handle. Each forwards to the runtime's real function unchanged. `aclInit` and `aclFinalize`
-//! also run the collector's part ([`crate::activate`]); the two launches are only counted, so that a
-//! capture that received nothing from a job that ran can say so ([`model_executions`], [`op_executions`]);
+//! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`, the single-op
+//! launches `aclopExecuteV2`, `aclopCompileAndExecute` and `aclopCompileAndExecuteV2` (torch_npu's usual
+//! eager path, OpCommand), `acldumpRegCallback` and `acldumpUnregCallback`: reached through the global
+//! scope (`LD_PRELOAD`), or handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework that
+//! looks them up through a handle (torch_npu's FunctionLoader, `libacl_op_compiler.so`'s for the
+//! compile-and-execute pair). Each forwards to the real function unchanged. `aclInit` and `aclFinalize`
+//! also run the collector's part ([`crate::activate`]); the launches are only counted, so that a capture
+//! that received nothing from a job that ran can say so ([`model_executions`], [`op_executions`]);
 //! the callback pair is watched for another tool's callback, because the runtime keeps one callback and
 //! answers a second registration ACL_SUCCESS while ignoring it ([`CallbackSlot`]). The collector's own
 //! registration goes through its loader's handle, which `dlsym` answers with the real function, so every
@@ -22,13 +24,15 @@ use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
-const NAMES: [&CStr; 6] = [
+const NAMES: [&CStr; forwarding::ACL_HOOKS] = [
     c"aclInit",
     c"aclFinalize",
     c"aclmdlExecute",
     c"aclopExecuteV2",
     c"acldumpRegCallback",
     c"acldumpUnregCallback",
+    c"aclopCompileAndExecute",
+    c"aclopCompileAndExecuteV2",
 ];
 const INIT: usize = 0;
 const FINALIZE: usize = 1;
@@ -36,15 +40,16 @@ const EXECUTE: usize = 2;
 const OP_EXECUTE: usize = 3;
 const REG_CALLBACK: usize = 4;
 const UNREG_CALLBACK: usize = 5;
-
-const _: () = assert!(NAMES.len() == forwarding::ACL_HOOKS);
+const OP_COMPILE_EXECUTE: usize = 6;
+const OP_COMPILE_EXECUTE_V2: usize = 7;
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
-static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+static REAL: [AtomicUsize; forwarding::ACL_HOOKS] = [const { AtomicUsize::new(0) }; forwarding::ACL_HOOKS];
 
 /// Successful `aclmdlExecute` calls of this process.
 static MODEL_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
-/// Successful `aclopExecuteV2` calls of this process.
+/// Successful single-op launches (`aclopExecuteV2`, `aclopCompileAndExecute`, `aclopCompileAndExecuteV2`)
+/// of this process.
 static OP_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Successful `aclmdlExecute` calls of this process so far.
@@ -52,7 +57,7 @@ pub fn model_executions() -> u64 {
     MODEL_EXECUTIONS.load(Ordering::Relaxed)
 }
 
-/// Successful `aclopExecuteV2` calls (eager single ops) of this process so far.
+/// Successful single-op launches (eager ops, by any of the three launches) of this process so far.
 pub fn op_executions() -> u64 {
     OP_EXECUTIONS.load(Ordering::Relaxed)
 }
@@ -65,7 +70,9 @@ fn hook_of(slot: usize) -> *mut c_void {
         EXECUTE => aclmdlExecute as *const () as *mut c_void,
         OP_EXECUTE => aclopExecuteV2 as *const () as *mut c_void,
         REG_CALLBACK => acldumpRegCallback as *const () as *mut c_void,
-        _ => acldumpUnregCallback as *const () as *mut c_void,
+        UNREG_CALLBACK => acldumpUnregCallback as *const () as *mut c_void,
+        OP_COMPILE_EXECUTE => aclopCompileAndExecute as *const () as *mut c_void,
+        _ => aclopCompileAndExecuteV2 as *const () as *mut c_void,
     }
 }
 
@@ -219,6 +226,111 @@ pub unsafe extern "C" fn aclopExecuteV2(
     code
 }
 
+/// Interposes `aclopCompileAndExecute` (an eager single op, compiled first when needed): forwards to it and
+/// counts the calls that succeeded, as [`aclopExecuteV2`].
+///
+/// # Safety
+/// aclopCompileAndExecute's contract: descriptions, buffers and attributes the runtime accepts for
+/// `op_type`; `op_path` NULL or NUL-terminated.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopCompileAndExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError {
+    let reentered = reentered(OP_COMPILE_EXECUTE);
+    let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+    };
+    let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE, addr);
+    // SAFETY: the address of a definition of aclopCompileAndExecute, of C signature AclopCompileAndExecuteFn.
+    let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteFn>(addr) };
+    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+    let code = unsafe {
+        f(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            engine_type,
+            compile_flag,
+            op_path,
+            stream,
+        )
+    };
+    if code == ACL_SUCCESS && reentered.is_none() {
+        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+    }
+    code
+}
+
+/// Interposes `aclopCompileAndExecuteV2` (torch_npu's OpCommand launch): forwards to it and counts the calls
+/// that succeeded, as [`aclopExecuteV2`].
+///
+/// # Safety
+/// aclopCompileAndExecuteV2's contract: descriptions, buffers and attributes the runtime accepts for
+/// `op_type`; `op_path` NULL or NUL-terminated.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopCompileAndExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError {
+    let reentered = reentered(OP_COMPILE_EXECUTE_V2);
+    let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE_V2)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+    };
+    let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE_V2, addr);
+    // SAFETY: the address of a definition of aclopCompileAndExecuteV2, of C signature
+    // AclopCompileAndExecuteV2Fn.
+    let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteV2Fn>(addr) };
+    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+    let code = unsafe {
+        f(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            engine_type,
+            compile_flag,
+            op_path,
+            stream,
+        )
+    };
+    if code == ACL_SUCCESS && reentered.is_none() {
+        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+    }
+    code
+}
+
 /// Interposes the runtime's `acldumpRegCallback` for other tools (the collector registers through its
 /// loader's handle): forwards unchanged and notes whose callback the runtime now keeps ([`CallbackSlot`]).
 ///
@@ -271,8 +383,8 @@ mod tests {
 
     #[test]
     fn a_call_re_entered_from_the_last_definition_is_refused_not_repeated() {
-        // As if aclmdlExecute and acldumpRegCallback had forwarded to a definition in libc, the last object
-        // that could define them: a call from inside it has nowhere further to go.
+        // As if aclmdlExecute, acldumpRegCallback and the single-op launches had forwarded to a definition in
+        // libc, the last object that could define them: a call from inside it has nowhere further to go.
         let libc_function = libc::getpid as *const () as usize;
         let executions = model_executions();
         let slot_events = CallbackSlot::events();
@@ -288,6 +400,57 @@ mod tests {
             let code = unsafe { acldumpRegCallback(None, 0) };
             assert_eq!(code, ACL_ERROR_API_NOT_SUPPORT);
         }
+        let op_launches = op_executions();
+        let null: *mut c_void = std::ptr::null_mut();
+        for slot in [OP_EXECUTE, OP_COMPILE_EXECUTE, OP_COMPILE_EXECUTE_V2] {
+            let _forwarding = Forwarding::to(slot, libc_function);
+            // SAFETY: nothing is called: no definition follows libc's.
+            let code = unsafe {
+                match slot {
+                    OP_EXECUTE => aclopExecuteV2(
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        null.cast(),
+                        null,
+                    ),
+                    OP_COMPILE_EXECUTE => aclopCompileAndExecute(
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        null.cast(),
+                        ACL_ENGINE_SYS,
+                        ACL_COMPILE_SYS,
+                        null.cast(),
+                        null,
+                    ),
+                    _ => aclopCompileAndExecuteV2(
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        null.cast(),
+                        ACL_ENGINE_SYS,
+                        ACL_COMPILE_SYS,
+                        null.cast(),
+                        null,
+                    ),
+                }
+            };
+            assert_eq!(code, ACL_ERROR_API_NOT_SUPPORT, "{:?}", NAMES[slot]);
+        }
+        assert_eq!(op_executions(), op_launches, "a refused single-op launch is not counted");
         assert_eq!(model_executions(), executions, "a refused call is not counted");
         assert_eq!(CallbackSlot::events(), slot_events, "nor is it a registration");
         assert_eq!((forwarding::inside(EXECUTE), forwarding::inside(REG_CALLBACK)), (None, None));

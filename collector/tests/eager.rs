@@ -1,4 +1,5 @@
-//! Eager mode end to end: `sim-train --eager` launches every op with aclopExecuteV2, the simulated runtime
+//! Eager mode end to end: `sim-train --eager` launches every op with aclopExecuteV2 (or, `--eager-launch`,
+//! aclopCompileAndExecute(V2)), the simulated runtime
 //! dumps them in the single-operator layout, and the collector captures them, reached through
 //! `dlsym(handle, name)` (`--resolve handle`, as torch_npu resolves) as well as through the global scope.
 
@@ -89,6 +90,33 @@ fn eager_capture_through_dlsym_equals_the_on_disk_eager_dump_bit_for_bit() {
     let m = manifest(&run);
     assert_eq!(m.streams[0].counts.step_marks, 3);
     assert!(!run.join(".dump").exists(), "the per-step dump paths are removed at the end");
+}
+
+/// torch_npu's OpCommand launches through aclopCompileAndExecuteV2 (resolved with `dlsym` on a handle) or
+/// aclopCompileAndExecute: the runtime dumps those ops as aclopExecuteV2's, the collector captures every
+/// file, and each launch is counted once in `op_executions`.
+#[test]
+fn ops_launched_by_compile_and_execute_are_captured_whole_and_counted() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let acl = s.disk_config("disk", "");
+    let base = s.run_with(2, Some(&acl), false, &[], &["--eager"]);
+    assert_ok(&base);
+    let disk = files_by_name(&s.path("disk"));
+    // One op-level file per launch (an FFTS+ task's sub-task files come on top).
+    let launches = disk.keys().filter(|n| parse_file_name(n).is_ok_and(|n| n.ffts.is_none())).count() as u64;
+    assert!(launches > 50, "{launches} launches");
+    for (launch, resolve) in [("compile-and-execute-v2", "handle"), ("compile-and-execute", "global")] {
+        let run = s.path(&format!("run-{launch}"));
+        let env = env(&[("ACCUTRACE_DIR", run.to_str().unwrap()), ("ACCUTRACE_MODE", "tensor")]);
+        let out =
+            s.run_with(2, None, true, &env, &["--eager", "--eager-launch", launch, "--resolve", resolve]);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), stdout(&base), "{launch}: training output changed");
+        let caps = captured(&run);
+        let files: BTreeSet<&str> = caps.iter().map(|c| c.dump_file.as_str()).collect();
+        assert_eq!(files, disk.keys().map(String::as_str).collect(), "{launch}: every file on disk, once");
+        assert_eq!(pipeline(&manifest(&run)).op_executions, launches, "{launch}: each launch counted once");
+    }
 }
 
 #[test]

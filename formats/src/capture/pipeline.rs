@@ -62,7 +62,8 @@ pub struct PipelineCounters {
     pub every_op_dumps_set: u64,
     /// Successful `aclmdlExecute` calls of the process (graph-mode steps); 0 in older manifests.
     pub model_executions: u64,
-    /// Successful `aclopExecuteV2` calls of the process (eager single ops); 0 in older manifests.
+    /// Successful single-op launches of the process (eager ops: `aclopExecuteV2`, `aclopCompileAndExecute`,
+    /// `aclopCompileAndExecuteV2`; older collectors counted `aclopExecuteV2` only); 0 in older manifests.
     pub op_executions: u64,
     /// Times the collector registered its dump callback while another tool's held the runtime's only slot
     /// (the runtime answered ACL_SUCCESS and kept the other): the collector received nothing. 0 in older
