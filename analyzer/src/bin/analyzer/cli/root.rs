@@ -148,6 +148,9 @@ pub enum Command {
     ///
     /// The same answer (first anomaly across ranks, its spread) as `analyzer ranks` on all ranks at once.
     ///
+    /// Give the summaries of one run: ranks of another run (rank 0 scanned from one attempt of the job,
+    /// rank 1 from the next) lead as input problems naming each run's ranks and communicators (exit 2).
+    ///
     /// Examples:
     ///   analyzer merge summaries/
     ///   analyzer merge summaries/ --format json
