@@ -1,6 +1,6 @@
 //! A forwarding compatibility library between the job and the runtime (tests/sim-acl-compat): its
-//! `aclInit`, `aclFinalize`, `aclmdlExecute` and `acldumpRegCallback` find their target through the global
-//! scope, which leads back to the collector's exports. The collector forwards such a re-entered call past
+//! `aclInit`, `aclFinalize`, `aclmdlExecute`, `acldumpRegCallback` and single-op launches find their target
+//! through the global scope, which leads back to the collector's exports. The collector forwards such a re-entered call past
 //! the wrapper, its own part running once, and the job runs as without it (it recursed until the stack
 //! overflowed and killed the job).
 
@@ -58,4 +58,34 @@ fn a_forwarding_compat_library_neither_recurses_nor_changes_the_job_and_the_capt
     assert_eq!((p.other_callback_held_slot, p.other_callbacks_after_ours), (0, 1));
     assert_eq!(p.model_executions, launches, "each launch counted once");
     assert!(m.finished_unix_us.is_some() && m.streams.iter().all(|s| s.sealed));
+}
+
+/// The same wrapper in front of the single-op launches: each eager launch (aclopExecuteV2 and torch_npu's
+/// aclopCompileAndExecute(V2)) goes through the wrapper once, runs, and is counted once in `op_executions`.
+#[test]
+fn a_forwarding_compat_library_in_front_of_the_single_op_launches_is_passed_and_each_launch_counted_once() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let a = artifacts();
+    let base = s.run_with(2, None, false, &[], &["--eager"]);
+    assert_ok(&base);
+    let preload = format!("{}:{}", a.collector.display(), a.acl_compat.display());
+    for (launch, name) in [
+        ("execute-v2", "aclopExecuteV2"),
+        ("compile-and-execute", "aclopCompileAndExecute"),
+        ("compile-and-execute-v2", "aclopCompileAndExecuteV2"),
+    ] {
+        let run = s.path(&format!("run-{launch}"));
+        let collector = env(&[
+            ("LD_PRELOAD", &preload),
+            ("ACCUTRACE_DIR", run.to_str().unwrap()),
+            ("SIM_ACL_COMPAT_TRACE", "1"),
+        ]);
+        let out = s.run_with(2, None, true, &collector, &["--eager", "--eager-launch", launch]);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), stdout(&base), "{launch}: training output changed");
+        let err = stderr(&out);
+        let launches = err.matches(&format!("acl-compat: {name} forwarded\n")).count() as u64;
+        assert!(launches > 50, "{launch}: {launches} launches through the wrapper: {err}");
+        assert_eq!(pipeline(&manifest(&run)).op_executions, launches, "{launch}: each launch counted once");
+    }
 }

@@ -1,5 +1,6 @@
-//! A forwarding compatibility library (test only): `aclInit`, `aclFinalize`, `aclmdlExecute` and
-//! `acldumpRegCallback` are wrappers that find
+//! A forwarding compatibility library (test only): `aclInit`, `aclFinalize`, `aclmdlExecute`,
+//! `acldumpRegCallback` and the single-op launches (`aclopExecuteV2`, `aclopCompileAndExecute`,
+//! `aclopCompileAndExecuteV2`) are wrappers that find
 //! the function they forward to through the global scope, `dlsym(RTLD_DEFAULT, name)`, skipping only their
 //! own definition, as a compatibility `libascendcl.so` calling the split runtime through its PLT would. Loaded
 //! before the runtime with the collector preloaded, that lookup finds the collector's export again, whose
@@ -13,8 +14,9 @@
 mod hccl;
 
 use ascend_sys::{
-    aclError, aclmdlDataset, AclFinalizeFn, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn,
-    AclmdlExecuteFn, ACL_ERROR_UNINITIALIZE,
+    aclDataBuffer, aclError, aclTensorDesc, aclmdlDataset, aclopAttr, aclopCompileType, aclopEngineType,
+    aclrtStream, AclFinalizeFn, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn, AclmdlExecuteFn,
+    AclopCompileAndExecuteFn, AclopCompileAndExecuteV2Fn, AclopExecuteV2Fn, ACL_ERROR_UNINITIALIZE,
 };
 use std::ffi::{c_char, c_void, CStr};
 
@@ -112,4 +114,130 @@ pub unsafe extern "C" fn aclmdlExecute(
     trace("aclmdlExecute");
     // SAFETY: a definition of aclmdlExecute, of its C signature; the arguments are our caller's.
     unsafe { std::mem::transmute::<*mut c_void, AclmdlExecuteFn>(f)(model_id, input, output) }
+}
+
+/// Forwards to the global scope's `aclopExecuteV2`.
+///
+/// # Safety
+/// aclopExecuteV2's contract.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    stream: aclrtStream,
+) -> aclError {
+    let f = target(c"aclopExecuteV2");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclopExecuteV2");
+    // SAFETY: a definition of aclopExecuteV2, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, AclopExecuteV2Fn>(f)(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            stream,
+        )
+    }
+}
+
+/// Forwards to the global scope's `aclopCompileAndExecute`.
+///
+/// # Safety
+/// aclopCompileAndExecute's contract.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopCompileAndExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError {
+    let f = target(c"aclopCompileAndExecute");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclopCompileAndExecute");
+    // SAFETY: a definition of aclopCompileAndExecute, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, AclopCompileAndExecuteFn>(f)(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            engine_type,
+            compile_flag,
+            op_path,
+            stream,
+        )
+    }
+}
+
+/// Forwards to the global scope's `aclopCompileAndExecuteV2`.
+///
+/// # Safety
+/// aclopCompileAndExecuteV2's contract.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopCompileAndExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    engine_type: aclopEngineType,
+    compile_flag: aclopCompileType,
+    op_path: *const c_char,
+    stream: aclrtStream,
+) -> aclError {
+    let f = target(c"aclopCompileAndExecuteV2");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclopCompileAndExecuteV2");
+    // SAFETY: a definition of aclopCompileAndExecuteV2, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, AclopCompileAndExecuteV2Fn>(f)(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            engine_type,
+            compile_flag,
+            op_path,
+            stream,
+        )
+    }
 }
