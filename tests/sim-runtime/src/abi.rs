@@ -197,6 +197,7 @@ pub extern "C" fn aclFinalize() -> aclError {
         if !state::with(|rt| rt.initialized) {
             return ACL_ERROR_REPEAT_FINALIZE;
         }
+        crate::stream::synchronize();
         dumper::shutdown();
         state::set_callback(None);
         state::with(|rt| *rt = state::Runtime::default());
@@ -238,6 +239,7 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
         if device_id < 0 {
             return ACL_ERROR_INVALID_PARAM;
         }
+        crate::stream::synchronize();
         dumper::drain();
         state::with(|rt| {
             if rt.device == Some(device_id) {
@@ -253,6 +255,10 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     guard("aclrtSynchronizeDevice", || {
+        if crate::stream::device_sync_fails() {
+            return ACL_ERROR_FAILURE;
+        }
+        crate::stream::synchronize();
         dumper::drain();
         ACL_SUCCESS
     })
@@ -396,7 +402,8 @@ pub unsafe extern "C" fn aclrtMemcpy(
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStream(_stream: aclrtStream) -> aclError {
     guard("aclrtSynchronizeStream", || {
-        // Tasks run when they are issued; what can still be pending is the dump thread's delivery.
+        // The launches queued on the stream (asynchronous mode), then the dump thread's delivery.
+        crate::stream::synchronize();
         dumper::drain();
         ACL_SUCCESS
     })
@@ -528,6 +535,9 @@ pub extern "C" fn aclmdlFinalizeDump() -> aclError {
         if !state::with(|rt| rt.dump_initialized) {
             return ACL_ERROR_DUMP_NOT_RUN;
         }
+        // As adump's server stops: the dumps of launches the device has not run are lost, silently (a caller
+        // synchronizes first to keep them); what was handed over is delivered.
+        crate::stream::drop_pending_dumps();
         dumper::drain();
         let models: Vec<_> = state::with(|rt| {
             rt.dump_initialized = false;
@@ -561,7 +571,9 @@ pub extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -
 #[no_mangle]
 pub extern "C" fn acldumpUnregCallback() {
     guard("acldumpUnregCallback", || {
-        // Deliver what is queued for the old callback before it goes: after this returns, it is never called.
+        // Deliver what is queued for the old callback before it goes: after this returns, it is never called
+        // (launches the device has not run yet would call it later: their dumps are dropped).
+        crate::stream::drop_pending_dumps();
         dumper::drain();
         state::set_callback(None);
         ACL_SUCCESS

@@ -75,6 +75,11 @@ pub fn drain() {
     }
 }
 
+/// Whether the caller is the dump thread (a dump callback calling back into the runtime).
+pub fn on_dump_thread() -> bool {
+    lock().as_ref().is_some_and(|d| d.thread == std::thread::current().id())
+}
+
 /// Drains and stops the dump thread (aclFinalize); the next [`send`] starts a new one.
 pub fn shutdown() {
     drain();

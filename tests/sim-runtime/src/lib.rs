@@ -8,14 +8,18 @@
 //! - [`memory`]: device memory (`aclrtMalloc`, ...) and the datasets that carry model inputs and outputs.
 //! - [`config`]: the dump JSON. [`model`]: model files and the model interface.
 //! - [`emit`]: ops to dump files in the dump tree. [`payload`]: op-debug records and stats CSVs.
-//! - [`dumper`]: the runtime's own dump thread. [`chunker`]: `acldumpChunk`s, interleaving.
+//! - [`stream`]: the default stream, asynchronous with `SIM_ACL_ASYNC_DEPTH`. [`dumper`]: the runtime's own
+//!   dump thread. [`chunker`]: `acldumpChunk`s, interleaving.
 //! - [`overflow`]: saturation mode and the overflow status register. [`sysparam`]: context options
 //!   (deterministic computation). [`clock`]: the deterministic clock.
 //!
 //! Environment: `SIM_ACL_CHUNK_SIZE` (callback chunk payload bytes, default 65536), `SIM_ACL_SAT_MODE`
 //! (`saturation`; default INF/NaN), `SIM_ACL_OPDEBUG_LAYOUT` (`legacy` | `v2`, default v2),
 //! `SIM_ACL_EPOCH_US` (start of the simulated clock, µs since the Unix epoch), `SIM_ACL_CLOCK` (`host`: dump
-//! timestamps follow the host clock; see [`clock`]), `RANK_ID` (which rank of a data-parallel job this
+//! timestamps follow the host clock; see [`clock`]), `SIM_ACL_ASYNC_DEPTH` (`N`: aclopExecuteV2 returns
+//! before its op runs, the device running N launches behind the host until a synchronization, and
+//! aclmdlFinalizeDump drops the dumps still in flight; see [`stream`]), `SIM_ACL_SYNC_DEVICE` (`fail`:
+//! aclrtSynchronizeDevice answers ACL_ERROR_FAILURE without waiting), `RANK_ID` (which rank of a data-parallel job this
 //! device is: faults with a `rank` key apply on that rank only), `SIM_ACL_OTHER_DUMP_CALLBACK` (`1`, or `rank:N` for
 //! the process whose RANK_ID is N: aclInit registers another tool's dump callback through the exported
 //! `acldumpRegCallback`, which then receives every chunk, a later registration being ignored; `unseen` (or
@@ -36,6 +40,7 @@ pub mod overflow;
 pub mod payload;
 pub mod single_op;
 pub mod state;
+pub mod stream;
 
 pub(crate) use abi::publish_step_report;
 pub mod sysparam;

@@ -474,28 +474,43 @@ unsafe fn launch(entry: &str, op_type: *const c_char, operands: Operands, attr: 
                 },
             })
         });
-        if let Some(target) = target {
-            fn view(o: &Operand) -> TensorView<'_> {
-                TensorView {
-                    dtype: o.dtype,
-                    format: o.format,
-                    device_shape: o.device_shape.clone(),
-                    original_shape: o.original_shape.clone(),
-                    bytes: &o.bytes,
-                    original_op: None,
-                }
-            }
-            let event = OpEvent {
-                op_type: &op_type,
-                op_name: &op_name,
-                inputs: ins.iter().map(view).collect(),
-                outputs: outs.iter().map(view).collect(),
-                overflow_status: status,
-            };
-            dump_single_op(&target, &event, task_id);
-        }
+        // The op's dump is made when the device runs it: at once, or later in asynchronous mode (`stream`).
+        let work = target.map(|target| -> crate::stream::Work {
+            Box::new(move || dump_launch(&target, &op_type, &op_name, &ins, &outs, status, task_id))
+        });
+        crate::stream::launch(work);
         ACL_SUCCESS
     })
+}
+
+/// Dumps one launch in the single-op layout.
+fn dump_launch(
+    target: &SingleOpTarget,
+    op_type: &str,
+    op_name: &str,
+    ins: &[Operand],
+    outs: &[Operand],
+    status: u64,
+    task_id: u32,
+) {
+    fn view(o: &Operand) -> TensorView<'_> {
+        TensorView {
+            dtype: o.dtype,
+            format: o.format,
+            device_shape: o.device_shape.clone(),
+            original_shape: o.original_shape.clone(),
+            bytes: &o.bytes,
+            original_op: None,
+        }
+    }
+    let event = OpEvent {
+        op_type,
+        op_name,
+        inputs: ins.iter().map(view).collect(),
+        outputs: outs.iter().map(view).collect(),
+        overflow_status: status,
+    };
+    dump_single_op(target, &event, task_id);
 }
 
 /// Compile-time check that every export has the exact signature of `accutrace_acl.h`.
