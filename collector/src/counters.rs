@@ -57,6 +57,11 @@ pub struct Counters {
     /// Dumps set that deliver every op of every step: with ops run after one, zero chunks means another
     /// callback receives them.
     pub every_op_dumps_set: AtomicU64,
+    /// Finalizes of the dump before which aclrtSynchronizeDevice failed (and its last error code), or that
+    /// ran without it because the runtime has none: ops still running then lost their dumps (`steps`).
+    pub finalize_syncs_failed: AtomicU64,
+    pub finalize_sync_error: AtomicU64,
+    pub finalize_syncs_unavailable: AtomicU64,
 }
 
 pub fn add(c: &AtomicU64, n: u64) {
@@ -94,6 +99,9 @@ impl Counters {
             refused_after_stop: g(&self.refused_after_stop),
             writer_cpu_ns: g(&self.writer_cpu_ns),
             every_op_dumps_set: g(&self.every_op_dumps_set),
+            finalize_syncs_failed: g(&self.finalize_syncs_failed),
+            finalize_sync_error: g(&self.finalize_sync_error),
+            finalize_syncs_unavailable: g(&self.finalize_syncs_unavailable),
             model_executions: crate::acl_hooks::model_executions(),
             op_executions: crate::acl_hooks::op_executions(),
             other_callback_held_slot: slot.other_callback_held_slot,

@@ -23,6 +23,11 @@ pub fn finish(p: &'static Pipeline, end: End) {
     }
     if let (End::Finalize, Some(acl)) = (end, p.acl.as_ref()) {
         read_overflow_mode(p);
+        // Ops still running on the device would lose their dumps to either call below. A failure is not
+        // counted: frameworks reset their device before aclFinalize (torch_npu, sim-train), and the reset
+        // waits for the device's tasks, so the sync may rightly fail for want of a device, having nothing
+        // to wait for; the step ends' synchronizations are the ones counted.
+        let _ = crate::steps::synchronize_device(acl);
         // Stop dumping through the runtime; both calls deliver what it still holds before returning.
         if !p.cfg.respect_framework_dump {
             if let Some(f) = acl.fns.aclmdl_finalize_dump {
@@ -65,6 +70,9 @@ pub fn finish(p: &'static Pipeline, end: End) {
     {
         // The empty capture would otherwise read as a clean run; the manifest's counters let the analyzer
         // say the same.
+        crate::log(&format!("{}: {problem}", stream_path.display()));
+    }
+    if let Some(problem) = completeness::finalized_unsynchronized(&counters) {
         crate::log(&format!("{}: {problem}", stream_path.display()));
     }
     if counters.other_callbacks_after_ours > 0 {

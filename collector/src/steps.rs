@@ -17,6 +17,7 @@ use crate::hooks::Reentry;
 use crate::pipeline::{current, Pipeline};
 use accutrace_formats::capture::{Appended, StepMark, StepSource};
 use accutrace_formats::steps::{StepSet, NO_STEP};
+use ascend_sys::loader::AclLibrary;
 use ascend_sys::*;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,6 +55,9 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
     let json = p.cfg.dump_json_at(&dir, steps.as_deref());
     if reinit {
         if let Some(fin) = f.fns.aclmdl_finalize_dump {
+            if let Err(failure) = synchronize_device(f) {
+                count_unsynchronized(p, failure);
+            }
             // SAFETY: no arguments.
             unsafe { fin() };
         }
@@ -76,6 +80,35 @@ pub fn set_dump(p: &Pipeline, step: u64, reinit: bool) -> Result<(), String> {
         crate::counters::add(&p.counters.every_op_dumps_set, 1);
     }
     Ok(())
+}
+
+/// Waits for the device before the collector finalizes the dump (a step's re-set, the end of capture).
+/// Eager frameworks launch ops asynchronously (torch_npu): when the host reaches the end of a step, the
+/// step's last ops are still running and their dumps have not reached the callback. aclmdlFinalizeDump
+/// stops adump's receiving server, which delivers only what the host already holds (hicann/runtime
+/// `src/dfx/adump/adump/host/adx_datadump_server.cpp`), so without this those dumps are lost, silently.
+/// `Err` holds the error code of a failed synchronization, `None` when the runtime has no
+/// aclrtSynchronizeDevice.
+pub fn synchronize_device(acl: &AclLibrary) -> Result<(), Option<aclError>> {
+    let sync = acl.fns.aclrt_synchronize_device.ok_or(None)?;
+    // SAFETY: no arguments; called on the thread that ends the step or the capture.
+    let code = unsafe { sync() };
+    if code == ACL_SUCCESS {
+        Ok(())
+    } else {
+        Err(Some(code))
+    }
+}
+
+/// A step end's synchronization that failed or could not be made: counted in the manifest (and said at the
+/// end of capture), so the capture does not claim to hold every op.
+fn count_unsynchronized(p: &Pipeline, failure: Option<aclError>) {
+    let Some(code) = failure else {
+        return crate::counters::add(&p.counters.finalize_syncs_unavailable, 1);
+    };
+    crate::counters::add(&p.counters.finalize_syncs_failed, 1);
+    let error = &p.counters.finalize_sync_error;
+    error.store(u64::from(code.unsigned_abs()), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The longest `dump_path` the runtime's dump configuration accepts, in bytes (hicann/runtime

@@ -179,3 +179,73 @@ fn the_generated_dump_config_dumps_in_both_modes_and_the_old_one_dumps_nothing()
         assert!(stderr(&out).contains("No dump config need to be set"), "{}", stderr(&out));
     }
 }
+
+/// Every op record of a capture: (step, op name), in recording order.
+fn op_steps(run: &std::path::Path) -> Vec<(u64, String)> {
+    let capture = CaptureRun::open(run).unwrap();
+    let mut ops = Vec::new();
+    for r in capture.streams[0].records() {
+        if let Record::Op(o) = r.unwrap().record {
+            ops.push((o.step, o.name.clone()));
+        }
+    }
+    ops
+}
+
+#[test]
+fn ops_still_running_on_an_asynchronous_device_at_each_step_end_are_captured_in_their_step() {
+    // torch_npu launches asynchronously: when the step hook re-sets the dump, the step's last ops are still
+    // queued on the device, and aclmdlFinalizeDump drops the dumps the device has not handed over yet (the
+    // simulated runtime with SIM_ACL_ASYNC_DEPTH runs 16 launches behind the host, as adump loses them).
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let base = s.run_with(3, None, false, &[], &["--eager"]);
+    assert_ok(&base);
+    let record = |name: &str, extra: &[(&'static str, &str)]| {
+        let run = s.path(name);
+        let mut pairs = vec![("ACCUTRACE_DIR", run.to_str().unwrap())];
+        pairs.extend_from_slice(extra);
+        let out = s.run_with(3, None, true, &env(&pairs), &["--eager"]);
+        assert_ok(&out);
+        // The observer effect: the job's results are bit-identical with and without the collector.
+        assert_eq!(stdout(&out), stdout(&base), "training output changed ({name})");
+        assert_eq!(stderr(&out), "", "the collector logged something ({name})");
+        run
+    };
+    let sync_run = record("sync", &[]);
+    let async_run = record("async", &[("SIM_ACL_ASYNC_DEPTH", "16")]);
+    let (sync_ops, async_ops) = (op_steps(&sync_run), op_steps(&async_run));
+    let launched = pipeline(&manifest(&async_run)).op_executions;
+    assert_eq!(sync_ops.len() as u64, launched, "a synchronous device: every launch is captured");
+    let missing: Vec<_> = sync_ops.iter().filter(|o| !async_ops.contains(o)).collect();
+    assert!(missing.is_empty(), "{} of {launched} ops lost at step ends: {missing:?}", missing.len());
+    assert_eq!(async_ops.len(), sync_ops.len());
+    let steps: BTreeSet<u64> = async_ops.iter().map(|(step, _)| *step).collect();
+    assert_eq!(steps, BTreeSet::from([0, 1, 2]));
+}
+
+#[test]
+fn a_failed_device_synchronization_before_a_step_s_finalize_leaves_the_capture_short_saying_why() {
+    // The device cannot be waited for: the step ends' in-flight ops are lost, and the capture says so.
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let run = s.path("run");
+    let pairs = [
+        ("ACCUTRACE_DIR", run.to_str().unwrap()),
+        ("SIM_ACL_ASYNC_DEPTH", "16"),
+        ("SIM_ACL_SYNC_DEVICE", "fail"),
+    ];
+    let out = s.run_with(2, None, true, &env(&pairs), &["--eager"]);
+    assert_ok(&out);
+    assert!(stderr(&out).contains("aclrtSynchronizeDevice failed (2 time(s)"), "{}", stderr(&out));
+    let counters = pipeline(&manifest(&run));
+    // The two step ends (the end of capture's is not counted: the device may be reset by then).
+    assert_eq!((counters.finalize_syncs_failed, counters.finalize_sync_error), (2, 500001));
+    let capture = CaptureRun::open(&run).unwrap();
+    let tallies: Vec<_> = capture
+        .streams
+        .iter()
+        .map(accutrace_formats::capture::completeness::RecordTally::of_stream)
+        .collect();
+    let short = accutrace_formats::capture::completeness::check(&capture, &tallies);
+    assert_eq!(short.len(), 1, "{short:?}");
+    assert!(short[0].problem.contains("lost their dumps"), "{short:?}");
+}

@@ -226,6 +226,36 @@ fn a_process_whose_callback_slot_another_tool_held_is_short_in_every_dump_mode()
 }
 
 #[test]
+fn a_process_that_finalized_the_dump_without_synchronizing_the_device_is_short() {
+    // Ops launched asynchronously and still running at a step end lose their dumps to aclmdlFinalizeDump:
+    // only the counters say the collector could not wait for them.
+    let dir = tempfile::tempdir().unwrap();
+    let w = StreamWriter::create(dir.path(), info(0), 8 * 1024, Policy::KeepAll).unwrap();
+    let mut m = Manifest::new("test", vec![]);
+    m.streams.push(w.seal().unwrap());
+    let with = |counters: serde_json::Value| {
+        let mut m = m.clone();
+        m.config = serde_json::json!({ "pipeline": { info(0).dir_name(): counters } });
+        m.write(dir.path()).unwrap();
+        shortfalls(dir.path())
+    };
+    let found = with(serde_json::json!({
+        "chunks": 7, "finalize_syncs_failed": 3, "finalize_sync_error": 507011
+    }));
+    one_containing(
+        &found,
+        &["aclrtSynchronizeDevice failed (3 time(s), last with error code 507011)", "lost their dumps"],
+    );
+    let found = with(serde_json::json!({ "chunks": 7, "finalize_syncs_unavailable": 4 }));
+    one_containing(
+        &found,
+        &["the runtime has no aclrtSynchronizeDevice", "at 4 step end(s)", "lost their dumps"],
+    );
+    // Older manifests lack the counters: nothing is said.
+    assert_eq!(with(serde_json::json!({ "chunks": 7 })), Vec::<String>::new());
+}
+
+#[test]
 fn an_eager_process_whose_single_ops_ran_under_a_dump_of_every_op_but_received_no_chunk_is_short() {
     // No step hook, no HCCL: only its successful aclopExecuteV2 calls say that it ran.
     let dir = tempfile::tempdir().unwrap();

@@ -121,6 +121,9 @@ pub fn check(run: &CaptureRun, tallies: &[RecordTally]) -> Vec<Shortfall> {
         if let Some(problem) = problem {
             short(run.dir.join(&dir), problem);
         }
+        if let Some(problem) = finalized_unsynchronized(&counters) {
+            short(run.dir.join(&dir), problem);
+        }
     }
     let dir_name = |s: &StreamReader| s.dir().file_name().map(|n| n.to_string_lossy().into_owned());
     for summary in &manifest.streams {
@@ -190,6 +193,31 @@ pub fn callback_slot_taken(counters: &PipelineCounters) -> Option<String> {
              ({} time(s); the runtime removes whichever callback is registered): nothing arrived after that, \
              so ops and tensors are missing. {what_to_do}",
             counters.our_callback_removed
+        ));
+    }
+    None
+}
+
+/// When the collector finalized the dump at a step end (the step hook's re-set) without first waiting for the
+/// device: ops launched asynchronously (eager frameworks) and still running then lost their dumps, since the
+/// runtime's aclmdlFinalizeDump stops receiving them. What happened, in words.
+pub fn finalized_unsynchronized(counters: &PipelineCounters) -> Option<String> {
+    let consequence = "ops still running on the device then (launched asynchronously, as eager frameworks \
+         launch) lost their dumps, since aclmdlFinalizeDump stops the runtime's dump receiver: ops and tensors \
+         may be missing at step ends";
+    if counters.finalize_syncs_failed > 0 {
+        return Some(format!(
+            "aclrtSynchronizeDevice failed ({} time(s), last with error code {}) before the collector \
+             finalized the dump at a step end; {consequence}. Look for the runtime's error in its log \
+             (ASCEND_GLOBAL_LOG_LEVEL=1) and run again",
+            counters.finalize_syncs_failed, counters.finalize_sync_error
+        ));
+    }
+    if counters.finalize_syncs_unavailable > 0 {
+        return Some(format!(
+            "the runtime has no aclrtSynchronizeDevice, so the collector finalized the dump at {} step end(s) \
+             without waiting for the device; {consequence}. Use a CANN runtime that exports aclrtSynchronizeDevice",
+            counters.finalize_syncs_unavailable
         ));
     }
     None

@@ -77,6 +77,15 @@ pub struct PipelineCounters {
     /// Another tool's `acldumpUnregCallback` calls that removed the collector's callback while it captured
     /// (the runtime removes whichever is registered): nothing arrived after them.
     pub our_callback_removed: u64,
+    /// Finalizes of the dump at a step end (the step hook's per-step re-set) before which
+    /// `aclrtSynchronizeDevice` failed: ops still running on the device then lost their dumps (the runtime's
+    /// finalize stops the receiving server). 0 in older manifests (not checked then).
+    pub finalize_syncs_failed: u64,
+    /// The error code of the last such failure.
+    pub finalize_sync_error: u64,
+    /// Finalizes of the dump that ran without synchronizing because the runtime has no
+    /// `aclrtSynchronizeDevice`.
+    pub finalize_syncs_unavailable: u64,
 }
 
 impl PipelineCounters {
