@@ -8,9 +8,9 @@
 use crate::{target, trace};
 use ascend_sys::aclrtStream;
 use ascend_sys::hccl::{
-    HcclAllGatherFn, HcclAllReduceFn, HcclBroadcastFn, HcclComm, HcclCommConfig, HcclCommDestroyFn,
-    HcclCommInitRootInfoConfigFn, HcclCommInitRootInfoFn, HcclDataType, HcclGetRootInfoFn, HcclReduceOp,
-    HcclResult, HcclRootInfo, HCCL_E_NOT_FOUND,
+    HcclAllGatherFn, HcclAllReduceFn, HcclBarrierFn, HcclBroadcastFn, HcclComm, HcclCommConfig,
+    HcclCommDestroyFn, HcclCommInitRootInfoConfigFn, HcclCommInitRootInfoFn, HcclDataType, HcclGetRootInfoFn,
+    HcclRecvFn, HcclReduceOp, HcclReduceScatterFn, HcclResult, HcclRootInfo, HcclSendFn, HCCL_E_NOT_FOUND,
 };
 use std::ffi::c_void;
 
@@ -163,5 +163,95 @@ pub unsafe extern "C" fn HcclAllGather(
         std::mem::transmute::<*mut c_void, HcclAllGatherFn>(f)(
             send_buf, recv_buf, send_count, data_type, comm, stream,
         )
+    }
+}
+
+/// Forwards to the global scope's `HcclReduceScatter`.
+///
+/// # Safety
+/// HCCL's contract for HcclReduceScatter.
+#[no_mangle]
+pub unsafe extern "C" fn HcclReduceScatter(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    recv_count: u64,
+    data_type: HcclDataType,
+    op: HcclReduceOp,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    let f = target(c"HcclReduceScatter");
+    if f.is_null() {
+        return HCCL_E_NOT_FOUND;
+    }
+    trace("HcclReduceScatter");
+    // SAFETY: a definition of HcclReduceScatter, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, HcclReduceScatterFn>(f)(
+            send_buf, recv_buf, recv_count, data_type, op, comm, stream,
+        )
+    }
+}
+
+/// Forwards to the global scope's `HcclBarrier`.
+///
+/// # Safety
+/// HCCL's contract for HcclBarrier.
+#[no_mangle]
+pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
+    let f = target(c"HcclBarrier");
+    if f.is_null() {
+        return HCCL_E_NOT_FOUND;
+    }
+    trace("HcclBarrier");
+    // SAFETY: a definition of HcclBarrier, of its C signature; the arguments are our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, HcclBarrierFn>(f)(comm, stream) }
+}
+
+/// Forwards to the global scope's `HcclSend`.
+///
+/// # Safety
+/// HCCL's contract for HcclSend.
+#[no_mangle]
+pub unsafe extern "C" fn HcclSend(
+    send_buf: *mut c_void,
+    count: u64,
+    data_type: HcclDataType,
+    dest_rank: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    let f = target(c"HcclSend");
+    if f.is_null() {
+        return HCCL_E_NOT_FOUND;
+    }
+    trace("HcclSend");
+    // SAFETY: a definition of HcclSend, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, HcclSendFn>(f)(send_buf, count, data_type, dest_rank, comm, stream)
+    }
+}
+
+/// Forwards to the global scope's `HcclRecv`.
+///
+/// # Safety
+/// HCCL's contract for HcclRecv.
+#[no_mangle]
+pub unsafe extern "C" fn HcclRecv(
+    recv_buf: *mut c_void,
+    count: u64,
+    data_type: HcclDataType,
+    src_rank: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    let f = target(c"HcclRecv");
+    if f.is_null() {
+        return HCCL_E_NOT_FOUND;
+    }
+    trace("HcclRecv");
+    // SAFETY: a definition of HcclRecv, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, HcclRecvFn>(f)(recv_buf, count, data_type, src_rank, comm, stream)
     }
 }

@@ -61,19 +61,19 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
 }
 
 /// A block of device memory.
-struct DeviceBuffer {
-    ptr: *mut c_void,
-    len: usize,
+pub(crate) struct DeviceBuffer {
+    pub(crate) ptr: *mut c_void,
+    pub(crate) len: usize,
 }
 
 /// Device memory through the runtime, freed when the job ends.
-struct Device<'a> {
-    mem: &'a Memory,
-    blocks: Vec<*mut c_void>,
+pub(crate) struct Device<'a> {
+    pub(crate) mem: &'a Memory,
+    pub(crate) blocks: Vec<*mut c_void>,
 }
 
 impl Device<'_> {
-    fn alloc(&mut self, len: usize) -> Result<DeviceBuffer> {
+    pub(crate) fn alloc(&mut self, len: usize) -> Result<DeviceBuffer> {
         let mut ptr = std::ptr::null_mut();
         // SAFETY: `ptr` is a writable pointer slot; the policy is a defined value.
         acl::check("aclrtMalloc", unsafe { (self.mem.malloc)(&mut ptr, len, ACL_MEM_MALLOC_HUGE_FIRST) })?;
@@ -81,7 +81,7 @@ impl Device<'_> {
         Ok(DeviceBuffer { ptr, len })
     }
 
-    fn upload(&self, to: &DeviceBuffer, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn upload(&self, to: &DeviceBuffer, bytes: &[u8]) -> Result<()> {
         // SAFETY: `to` holds `to.len` bytes (checked against `bytes.len()` by the call's destMax).
         let code = unsafe {
             (self.mem.memcpy)(to.ptr, to.len, bytes.as_ptr().cast(), bytes.len(), ACL_MEMCPY_HOST_TO_DEVICE)
@@ -89,7 +89,7 @@ impl Device<'_> {
         acl::check("aclrtMemcpy", code)
     }
 
-    fn download(&self, from: &DeviceBuffer) -> Result<Vec<u8>> {
+    pub(crate) fn download(&self, from: &DeviceBuffer) -> Result<Vec<u8>> {
         let mut out = vec![0u8; from.len];
         // SAFETY: `out` has room for `from.len` bytes, which `from` holds.
         let code = unsafe {
@@ -106,7 +106,7 @@ impl Device<'_> {
     }
 
     /// Executes `model` with datasets over `input` and `output` buffers (none = NULL).
-    fn execute(
+    pub(crate) fn execute(
         &self,
         f: &Entry,
         model: u32,
@@ -174,26 +174,26 @@ impl Drop for Device<'_> {
 /// Rank 0 makes the root info and publishes it; the others wait for it (as torchrun's store hands out
 /// `init_process_group`'s unique id).
 fn rendezvous(h: &Hccl, env: &RankEnv) -> Result<HcclRootInfo> {
+    rendezvous_at(h, &env.rendezvous, env.rank == 0)
+}
+
+/// The `leader` makes a root info and publishes it at `path`; the others wait for it there.
+pub(crate) fn rendezvous_at(h: &Hccl, path: &Path, leader: bool) -> Result<HcclRootInfo> {
     let mut info = HcclRootInfo { internal: [0; ROOT_INFO_LEN] };
-    if env.rank == 0 {
+    if leader {
         // SAFETY: `info` is a writable HcclRootInfo.
         hccl::check("HcclGetRootInfo", unsafe { (h.get_root_info)(&mut info) })?;
         let bytes: Vec<u8> = info.internal.iter().map(|&c| c as u8).collect();
-        let tmp = env.rendezvous.with_extension(format!("tmp{}", std::process::id()));
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &env.rendezvous)
-            .with_context(|| format!("publishing {}", env.rendezvous.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("publishing {}", path.display()))?;
         return Ok(info);
     }
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        if let Ok(bytes) = std::fs::read(&env.rendezvous) {
+        if let Ok(bytes) = std::fs::read(path) {
             if bytes.len() != ROOT_INFO_LEN {
-                bail!(
-                    "{}: {} bytes, not a root info of {ROOT_INFO_LEN}",
-                    env.rendezvous.display(),
-                    bytes.len()
-                );
+                bail!("{}: {} bytes, not a root info of {ROOT_INFO_LEN}", path.display(), bytes.len());
             }
             for (c, b) in info.internal.iter_mut().zip(bytes) {
                 *c = b as std::ffi::c_char;
@@ -201,14 +201,39 @@ fn rendezvous(h: &Hccl, env: &RankEnv) -> Result<HcclRootInfo> {
             return Ok(info);
         }
         if Instant::now() > deadline {
-            bail!("rank 0 did not publish the root info in {} within 300 s", env.rendezvous.display());
+            bail!(
+                "no root info was published in {} within 300 s (its group's first rank makes it)",
+                path.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-fn i32_bytes(v: &[i32]) -> Vec<u8> {
+pub(crate) fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Joins the communicator of `info` as `rank` of `ranks` (with `HcclCommInitRootInfoConfig` when asked).
+pub(crate) fn join(h: &Hccl, ranks: u32, info: &HcclRootInfo, rank: u32) -> Result<HcclComm> {
+    let mut comm: HcclComm = std::ptr::null_mut();
+    if h.init_with_config {
+        let init =
+            h.comm_init_root_info_config.context("the HCCL library has no HcclCommInitRootInfoConfig")?;
+        // The simulator reads nothing of the config (buffer size, determinism, name): zeroed storage
+        // stands in for torch_npu's HcclCommConfig.
+        let config = [0u64; 64];
+        // SAFETY: `info` is a root info, `config` readable storage and `comm` a writable handle slot.
+        hccl::check("HcclCommInitRootInfoConfig", unsafe {
+            init(ranks, info, rank, config.as_ptr().cast(), &mut comm)
+        })?;
+    } else {
+        // SAFETY: `info` is a root info and `comm` a writable handle slot.
+        hccl::check("HcclCommInitRootInfo", unsafe {
+            (h.comm_init_root_info)(ranks, info, rank, &mut comm)
+        })?;
+    }
+    Ok(comm)
 }
 
 /// Runs `steps` data-parallel steps of `model` as rank `env.rank`, printing each step's loss.
@@ -224,23 +249,7 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
     let mem = Memory::resolve(rt)?;
     let mut dev = Device { mem: &mem, blocks: Vec::new() };
     let info = rendezvous(h, env)?;
-    let mut comm: HcclComm = std::ptr::null_mut();
-    if h.init_with_config {
-        let init =
-            h.comm_init_root_info_config.context("the HCCL library has no HcclCommInitRootInfoConfig")?;
-        // The simulator reads nothing of the config (buffer size, determinism, name): zeroed storage
-        // stands in for torch_npu's HcclCommConfig.
-        let config = [0u64; 64];
-        // SAFETY: `info` is a root info, `config` readable storage and `comm` a writable handle slot.
-        hccl::check("HcclCommInitRootInfoConfig", unsafe {
-            init(env.ranks, &info, env.rank, config.as_ptr().cast(), &mut comm)
-        })?;
-    } else {
-        // SAFETY: `info` is a root info and `comm` a writable handle slot.
-        hccl::check("HcclCommInitRootInfo", unsafe {
-            (h.comm_init_root_info)(env.ranks, &info, env.rank, &mut comm)
-        })?;
-    }
+    let comm = join(h, env.ranks, &info, env.rank)?;
     let stream: aclrtStream = std::ptr::null_mut();
 
     let model_path = acl::path_cstring(model)?;

@@ -39,6 +39,11 @@ pub struct Hccl {
     pub all_reduce: HcclAllReduceFn,
     pub broadcast: HcclBroadcastFn,
     pub all_gather: HcclAllGatherFn,
+    /// The calls only a pipeline-parallel job makes (`--pipeline`); a library without them fails there.
+    pub reduce_scatter: Option<HcclReduceScatterFn>,
+    pub barrier: Option<HcclBarrierFn>,
+    pub send: Option<HcclSendFn>,
+    pub recv: Option<HcclRecvFn>,
     /// Simulator only: `simHcclInjectFault(comm, name)` (absent from a real libhccl.so).
     pub inject_fault: Option<unsafe extern "C" fn(HcclComm, *const std::ffi::c_char) -> HcclResult>,
 }
@@ -63,6 +68,10 @@ impl Hccl {
                 all_reduce: symbol(handle, c"HcclAllReduce")?,
                 broadcast: symbol(handle, c"HcclBroadcast")?,
                 all_gather: symbol(handle, c"HcclAllGather")?,
+                reduce_scatter: symbol(handle, c"HcclReduceScatter").ok(),
+                barrier: symbol(handle, c"HcclBarrier").ok(),
+                send: symbol(handle, c"HcclSend").ok(),
+                recv: symbol(handle, c"HcclRecv").ok(),
                 inject_fault: symbol(handle, c"simHcclInjectFault").ok(),
             })
         }

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sim_framework::{acl, bench, bench_msprobe, data_parallel, eager, hccl, launch};
+use sim_framework::{acl, bench, bench_msprobe, data_parallel, eager, hccl, launch, pipeline};
 use sim_model::{ModelConfig, StepReport};
 use std::path::{Path, PathBuf};
 
@@ -65,6 +65,19 @@ struct TrainArgs {
     /// libhccl.so has it (else HcclCommInitRootInfo).
     #[arg(long, requires = "ranks")]
     hccl_comm_config: bool,
+    /// With --ranks N (even): pipeline parallel, two stages of N/2 ranks. Stage 0 sends its activations to
+    /// its peer in stage 1 with HcclSend/HcclRecv and gets the gradient back the same way; each stage sums
+    /// gradients within its data-parallel group; the overflow flag, the loss and a barrier span the job.
+    #[arg(long, requires = "ranks")]
+    pipeline: bool,
+    /// With --pipeline: sum a stage's gradients with HcclReduceScatter + HcclAllGather (ZeRO's sharded
+    /// optimizer) instead of HcclAllReduce.
+    #[arg(long, requires = "pipeline")]
+    zero: bool,
+    /// With --pipeline: rank 0's activations arrive at its peer with one bit flipped at step STEP (a link
+    /// fault; needs the simulator's libhccl.so).
+    #[arg(long, value_name = "STEP", requires = "pipeline")]
+    corrupt_send: Option<u64>,
     /// Turn deterministic computation on after setting the device (aclrtCtxSetSysParamOpt(
     /// ACL_OPT_DETERMINISTIC, 1)), as torch.use_deterministic_algorithms(True) does on torch_npu.
     #[arg(long)]
@@ -191,7 +204,12 @@ fn train(args: &TrainArgs) -> Result<()> {
             Some(env) => {
                 let mut h = hccl::Hccl::load(&hccl::library_path(args.hccl_lib.as_deref()))?;
                 h.init_with_config = args.hccl_comm_config;
-                data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
+                if args.pipeline {
+                    let options = pipeline::Options { zero: args.zero, corrupt_send: args.corrupt_send };
+                    pipeline::run(&rt, &f, &h, env, model, args.steps, &options)?;
+                } else {
+                    data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
+                }
             }
             None if args.eager => {
                 let launch = match args.eager_launch {

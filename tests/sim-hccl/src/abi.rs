@@ -401,7 +401,9 @@ pub unsafe extern "C" fn HcclRecv(
 
 /// Simulator only (no such call in HCCL): injects a fault into this member's next call on `comm`.
 /// `fault` is `"reverse_reduction_order"`: the next AllReduce or ReduceScatter folds the members' buffers
-/// in reverse rank order (see `Communicator::reverse_next_reduction`). Frameworks resolve it optionally.
+/// in reverse rank order (see `Communicator::reverse_next_reduction`); `"corrupt_next_send"`: one bit of
+/// this member's next `HcclSend` flips on its way to the receiver (`Communicator::corrupt_next_send`).
+/// Frameworks resolve it optionally.
 ///
 /// # Safety
 /// `fault` is NULL or a NUL-terminated string.
@@ -416,6 +418,10 @@ pub unsafe extern "C" fn simHcclInjectFault(comm: HcclComm, fault: *const c_char
         with_comm("simHcclInjectFault", comm, |c| match fault.as_str() {
             "reverse_reduction_order" => {
                 c.reverse_next_reduction();
+                Ok(())
+            }
+            "corrupt_next_send" => {
+                c.corrupt_next_send();
                 Ok(())
             }
             other => Err(CommError::Param(format!("unknown fault {other:?}"))),

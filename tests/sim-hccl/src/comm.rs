@@ -124,6 +124,8 @@ pub struct Communicator {
     received: HashMap<u32, u64>,
     /// The next reduction folds members in reverse rank order (the injected nondeterminism).
     reverse_next_reduction: bool,
+    /// The next message sent is damaged in transit (the injected link fault).
+    corrupt_next_send: bool,
 }
 
 impl Communicator {
@@ -145,6 +147,7 @@ impl Communicator {
             sent: HashMap::new(),
             received: HashMap::new(),
             reverse_next_reduction: false,
+            corrupt_next_send: false,
         })
     }
 
@@ -161,6 +164,12 @@ impl Communicator {
     /// other members' (with 3 or more members; a sum of two is the same either way).
     pub fn reverse_next_reduction(&mut self) {
         self.reverse_next_reduction = true;
+    }
+
+    /// Damages the next message this member sends: one bit of it flips on the way, so the receiver gets
+    /// other bytes than the sender handed over (a link or memory fault the call itself does not notice).
+    pub fn corrupt_next_send(&mut self) {
+        self.corrupt_next_send = true;
     }
 
     /// Posts `payload` and gathers every member's contribution (index = rank).
@@ -267,6 +276,17 @@ impl Communicator {
         self.peer(dst)?;
         let k = self.sent.entry(dst).or_default();
         let header = Header { kind: CallKind::SendRecv, dtype, op: 0, root: 0, count };
+        let mut damaged;
+        let buf = match (std::mem::take(&mut self.corrupt_next_send), buf.is_empty()) {
+            (true, false) => {
+                damaged = buf.to_vec();
+                // The first element's lowest bit (little-endian): the last bit of a float's mantissa, a
+                // change no reader would notice in the values, only in their bytes.
+                damaged[0] ^= 1;
+                &damaged[..]
+            }
+            _ => buf,
+        };
         self.transport.send(dst, *k, &header, buf)?;
         *k += 1;
         Ok(())

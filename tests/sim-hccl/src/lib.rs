@@ -10,7 +10,8 @@
 //! Buffers are "device memory" that the simulator keeps in host memory (the simulated runtime's
 //! `aclrtMalloc`). Calls complete before they return; `stream` is accepted and not used. Reductions fold
 //! members' buffers in rank order, so every member gets the same bits and runs repeat exactly; the
-//! simulator-only export `simHcclInjectFault` makes one member's next reduction fold in another order.
+//! simulator-only export `simHcclInjectFault` makes one member's next reduction fold in another order, or
+//! damages its next message in transit.
 //!
 //! Environment: `SIM_HCCL_DIR` (where `HcclGetRootInfo` makes meeting directories; default the system
 //! temporary directory; must be shared by all members), `HCCL_EXEC_TIMEOUT` (seconds a member waits for
