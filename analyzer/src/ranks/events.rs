@@ -5,7 +5,9 @@
 //! A rank's program order is its ops in execution order with its HCCL calls placed among them by the host
 //! clock: a call comes before the first op dumped after its stream was synchronized (the collector stamps
 //! `start_us` after synchronizing, so every op queued before the call has its dump timestamp by then). A
-//! call's step is the step of the op before it (the first op's, for calls before any op). Where only some
+//! call's step is the step of the op before it (the first op's, for calls before any op), except a receive
+//! of a message sent at a later step: it takes the send's (a pipeline's later stage receives the next
+//! step's input before any op of that step runs). Where only some
 //! ops were dumped (an overflow-detection capture), a call takes a step only when the ops around it tell it
 //! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
@@ -487,9 +489,11 @@ fn collective_event(c: &accutrace_formats::capture::CollectiveInfo, names: &mut 
 }
 
 /// Calls whose step is unknown take the step another member of the same collective knows (members of a
-/// collective make it at one step; sends and receives are left alone). Run once the events of every rank
-/// at hand are placed, and again when summaries of several nodes are merged.
+/// collective make it at one step), and a receive takes the step of its send when that is later than its
+/// own or its own is unknown (see [`receive_steps_from_sends`]). Run once the events of every rank at hand
+/// are placed, and again when summaries of several nodes are merged.
 pub fn fill_unknown_steps(run: &mut RunEvents) {
+    receive_steps_from_sends(run);
     let key = |c: &CollectiveMeta| match c.op {
         CollectiveOp::Send | CollectiveOp::Recv => None,
         _ => Some((c.comm.clone(), c.seq)),
@@ -503,6 +507,31 @@ pub fn fill_unknown_steps(run: &mut RunEvents) {
     for e in run.ranks.iter_mut().flat_map(|r| &mut r.events) {
         if e.step == UNKNOWN_STEP {
             if let Some(&step) = e.collective().and_then(key).and_then(|k| known.get(&k)) {
+                e.step = step;
+            }
+        }
+    }
+}
+
+/// A receive waiting for the next step's input (a pipeline's later stage) comes after the last op of the
+/// step before and before any op of its own step, so the op before it gives it the step before: the step
+/// of its send, matched by (communicator, source, destination, message number), is the one it belongs to.
+/// A receive is never earlier than its send; one that is later (a message kept for a later step) keeps its
+/// own.
+fn receive_steps_from_sends(run: &mut RunEvents) {
+    let mut sent: BTreeMap<(Name, u32, u32, u64), u64> = BTreeMap::new();
+    for e in run.ranks.iter().flat_map(|r| &r.events) {
+        if let Some(c) = e.collective().filter(|c| c.op == CollectiveOp::Send) {
+            if let (Some(dst), true) = (c.peer, e.step != UNKNOWN_STEP) {
+                sent.insert((c.comm.clone(), c.comm_rank, dst, c.seq), e.step);
+            }
+        }
+    }
+    for e in run.ranks.iter_mut().flat_map(|r| &mut r.events) {
+        let Some(c) = e.collective().filter(|c| c.op == CollectiveOp::Recv) else { continue };
+        let Some(src) = c.peer else { continue };
+        if let Some(&step) = sent.get(&(c.comm.clone(), src, c.comm_rank, c.seq)) {
+            if e.step == UNKNOWN_STEP || e.step < step {
                 e.step = step;
             }
         }
@@ -578,6 +607,31 @@ mod tests {
             comm_size: 2,
         };
         Event { step: 99, time_us: Some(t), kind: EventKind::Collective(meta), tensors: vec![] }
+    }
+
+    fn p2p(op: CollectiveOp, t: u64, rank: u32, peer: u32) -> Event {
+        let meta =
+            CollectiveMeta { comm: "c".into(), seq: 0, op, peer: Some(peer), comm_rank: rank, comm_size: 2 };
+        Event { step: 99, time_us: Some(t), kind: EventKind::Collective(meta), tensors: vec![] }
+    }
+
+    #[test]
+    fn a_receive_before_the_ops_of_its_step_takes_the_step_of_its_send() {
+        // A pipeline: rank 0 computes step 1, then sends; rank 1, done with step 0, receives step 1's input
+        // before its first op of step 1.
+        let sender = interleave(vec![op(0, 10), op(1, 30)], vec![p2p(CollectiveOp::Send, 40, 0, 1)], false);
+        let receiver = interleave(vec![op(0, 10), op(1, 50)], vec![p2p(CollectiveOp::Recv, 20, 1, 0)], false);
+        let mut run = RunEvents {
+            ranks: vec![RankEvents { rank: 0, events: sender }, RankEvents { rank: 1, events: receiver }],
+            ..RunEvents::default()
+        };
+        let step_of = |run: &RunEvents, rank: usize, op| {
+            run.ranks[rank].events.iter().find(|e| e.collective().is_some_and(|c| c.op == op)).unwrap().step
+        };
+        assert_eq!(step_of(&run, 1, CollectiveOp::Recv), 0, "placed after step 0's last op");
+        fill_unknown_steps(&mut run);
+        assert_eq!(step_of(&run, 1, CollectiveOp::Recv), 1, "the step its message was sent at");
+        assert_eq!(step_of(&run, 0, CollectiveOp::Send), 1, "a send keeps its own");
     }
 
     #[test]
