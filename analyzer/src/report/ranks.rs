@@ -135,7 +135,10 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
         first.op_type
     )?;
     if let Some((comm, seq)) = &first.collective {
-        writeln!(out, "  collective #{seq} on communicator {comm}")?;
+        // A send or receive is numbered among the messages between its two ranks, not the collectives.
+        let what =
+            if matches!(first.op_type.as_str(), "HcclSend" | "HcclRecv") { "message" } else { "collective" };
+        writeln!(out, "  {what} #{seq} on communicator {comm}")?;
     }
     for f in &first.findings {
         let tensor = f.tensor.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
@@ -161,7 +164,13 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     // Only the ranks examined: nothing is said of the others' ops.
     let quiet: Vec<u32> = quiet.iter().map(|s| s.rank).filter(|x| r.examined_ranks.contains(x)).collect();
     if !quiet.is_empty() {
-        writeln!(out, "  ranks {} met it in a collective later and show no anomaly", list(&quiet))?;
+        let (n, show) = (quiet.len() as u64, if quiet.len() == 1 { "shows" } else { "show" });
+        writeln!(
+            out,
+            "  rank{} {} met it in a collective later and {show} no anomaly",
+            plural(n),
+            list(&quiet)
+        )?;
     }
     let untouched: Vec<u32> =
         r.examined_ranks.iter().copied().filter(|x| !r.spread.iter().any(|s| s.rank == *x)).collect();

@@ -234,7 +234,11 @@ fn a_message_damaged_in_transit_is_named_on_its_receive() {
     );
     let (code, out, _) = analyzer(&["ranks", path_str(&run)]);
     assert_eq!(code, 1);
-    assert!(out.contains("FIRST ANOMALY: rank 1 step 1: HcclRecv [HcclRecv]"), "{out}");
+    assert!(
+        out.contains("FIRST ANOMALY: rank 1 step 1: HcclRecv [HcclRecv]\n  message #1 on communicator root-"),
+        "{out}"
+    );
+    assert!(out.contains("  rank 0 met it in a collective later and shows no anomaly"), "{out}");
 }
 
 /// The same 4-rank ZeRO pipeline through a shim libhccl.so that forwards every entry point through the
