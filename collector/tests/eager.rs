@@ -239,6 +239,9 @@ fn a_failed_device_synchronization_before_a_step_s_finalize_leaves_the_capture_s
     let counters = pipeline(&manifest(&run));
     // The two step ends (the end of capture's is not counted: the device may be reset by then).
     assert_eq!((counters.finalize_syncs_failed, counters.finalize_sync_error), (2, 500001));
+    // The loss itself: the runtime's finalize dropped the dumps of the ops the device had not run.
+    let ops = op_steps(&run).len() as u64;
+    assert!(ops < counters.op_executions, "{ops} ops captured of {} launched", counters.op_executions);
     let capture = CaptureRun::open(&run).unwrap();
     let tallies: Vec<_> = capture
         .streams
