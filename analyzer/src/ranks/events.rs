@@ -225,7 +225,7 @@ impl RunEvents {
         run.selection = filter.clone();
         run.communicators_made = index.communicators_made.clone();
         let mixed = different_runs(&run)
-            .or_else(|| streams_of_different_runs(index, run.job_ranks))
+            .or_else(|| streams_of_different_runs(index))
             .or_else(|| identity_unknown(&run));
         if let Some(mixed) = mixed {
             run.problems
@@ -270,45 +270,56 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
     ))
 }
 
-/// Whether a capture directory holds streams of different runs, each rank having a stream of each (the job
-/// run again, or its workers restarted, into the same directory), said as [`different_runs`] says it of
-/// ranks: processes that made communicators spanning the job and none in common are not of one run.
-pub fn streams_of_different_runs(index: &Index, job_ranks: Option<u32>) -> Option<String> {
-    let job = job_ranks?;
-    // Stream positions whose spanning communicators meet, with the communicators: one group per run.
-    let mut runs: Vec<(Vec<&str>, Vec<usize>)> = Vec::new();
+/// Whether a capture directory holds streams of different runs (the job run again, or its workers
+/// restarted, or another job run, into the same directory). Processes that made a communicator from the
+/// same root info are of one run; one run has one process per rank, so a rank whose processes fall into
+/// groups with no communicator in common proves that the groups are of different runs. Only root-info
+/// communicators count, of any size: the manifest records one job size, the first writer's.
+pub fn streams_of_different_runs(index: &Index) -> Option<String> {
+    // Stream positions whose communicators meet, with the communicators.
+    let mut groups: Vec<(Vec<&str>, Vec<usize>)> = Vec::new();
     for (at, stream) in index.communicators_by_stream.iter().enumerate() {
-        let spanning: Vec<&str> = stream
-            .made
-            .iter()
-            .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
-            .map(|c| c.comm.as_str())
-            .collect();
-        if !spanning.is_empty() {
-            join_run(&mut runs, spanning, at);
+        let made: Vec<&str> =
+            stream.made.iter().filter(|c| c.comm.starts_with("root-")).map(|c| c.comm.as_str()).collect();
+        if !made.is_empty() {
+            join_run(&mut groups, made, at);
         }
     }
-    if runs.len() < 2 {
+    let of = |at: &usize| &index.communicators_by_stream[*at];
+    let ranks_of = |streams: &[usize]| {
+        let mut ranks: Vec<u32> = streams.iter().map(|at| of(at).rank).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks
+    };
+    let mut in_two: Vec<u32> = Vec::new();
+    for (i, (_, streams)) in groups.iter().enumerate() {
+        for rank in ranks_of(streams) {
+            if groups[i + 1..].iter().any(|(_, other)| other.iter().any(|at| of(at).rank == rank)) {
+                in_two.push(rank);
+            }
+        }
+    }
+    in_two.sort_unstable();
+    in_two.dedup();
+    if in_two.is_empty() {
         return None;
     }
-    let each: Vec<String> = runs
+    let each: Vec<String> = groups
         .iter()
         .map(|(comms, streams)| {
-            let of = |at: &usize| &index.communicators_by_stream[*at];
-            let mut ranks: Vec<u32> = streams.iter().map(|at| of(at).rank).collect();
-            ranks.sort_unstable();
-            ranks.dedup();
             format!(
-                "{} streams of ranks {ranks:?} (the first {}) made HCCL communicator {}",
+                "{} streams of ranks {:?} (the first {}) made HCCL communicator {}",
                 streams.len(),
+                ranks_of(streams),
                 of(&streams[0]).stream,
                 comms.join(" and ")
             )
         })
         .collect();
     Some(format!(
-        "the capture holds different runs: {}, each spanning a job of {job} ranks, and every process of one \
-         job makes each communicator that spans it",
+        "the capture holds different runs: {}, and ranks {in_two:?} have a process in more than one of \
+         these, where one run has one process per rank",
         each.join(", ")
     ))
 }
@@ -587,6 +598,46 @@ fn interleave(ops: Vec<Event>, calls: Vec<Event>, sparse: bool) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index of streams, each `(rank, communicators made, each of 2 members)`, in stream order.
+    fn streams(made: &[(u32, &[&str])]) -> Index {
+        let communicators_by_stream = made
+            .iter()
+            .enumerate()
+            .map(|(at, (rank, comms))| crate::index::StreamCommunicators {
+                stream: format!("stream-{at:03}-rank{rank}"),
+                rank: *rank,
+                made: comms
+                    .iter()
+                    .map(|c| MadeCommunicator { comm: c.to_string(), comm_rank: rank % 2, comm_size: 2 })
+                    .collect(),
+            })
+            .collect();
+        Index { communicators_by_stream, ..Index::default() }
+    }
+
+    #[test]
+    fn streams_of_one_run_in_groups_without_a_communicator_in_common_are_not_called_different_runs() {
+        // Tensor parallel in pairs, no communicator spanning the job: two groups, one process per rank.
+        let one = [(0, &["root-a"][..]), (1, &["root-a"]), (2, &["root-b"]), (3, &["root-b"])];
+        assert_eq!(streams_of_different_runs(&streams(&one)), None);
+        // The same job run again into the directory: every rank has a process in two groups.
+        let twice =
+            [one.as_slice(), &[(0, &["root-c"][..]), (1, &["root-c"]), (2, &["root-d"]), (3, &["root-d"])]]
+                .concat();
+        let said = streams_of_different_runs(&streams(&twice)).expect("different runs");
+        assert!(
+            said.starts_with(
+                "the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank0)"
+            ) && said.contains(
+                "2 streams of ranks [2, 3] (the first stream-006-rank2) made HCCL communicator root-d"
+            ) && said.contains("ranks [0, 1, 2, 3] have a process in more than one"),
+            "{said}"
+        );
+        // A rank's second process that made no communicator (a helper process): nothing to say.
+        let helper = [one.as_slice(), &[(0, &[][..])]].concat();
+        assert_eq!(streams_of_different_runs(&streams(&helper)), None);
+    }
 
     fn op(step: u64, t: u64) -> Event {
         Event {

@@ -341,6 +341,17 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
     let (code, out, err) = analyzer(&["merge", p(&summaries)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(said(&out), "{out}");
+    // A job of 2 ranks, then one of 4, into one directory: the manifest keeps the first job's size, so the
+    // second's communicators span no job it knows of (it said "No anomaly across the ranks", exit 0).
+    let two_sizes = record_with(dir.path(), "sizes", "{}", "2", &[]);
+    record_with(dir.path(), "sizes", "{}", "4", &[]);
+    let (code, out, err) = analyzer(&["ranks", p(&two_sizes)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        out.starts_with("INCOMPLETE INPUT: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank")
+            && out.contains("4 streams of ranks [0, 1, 2, 3] (the first stream-002-rank"),
+        "{out}"
+    );
 }
 
 #[test]
