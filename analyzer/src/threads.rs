@@ -61,6 +61,18 @@ impl Footprint {
             scratch_max: bounded.into_iter().max().unwrap_or(0),
         }
     }
+    /// compare where what each pair holds is known pair by pair (`compare::in_waves`): at most `most` bytes
+    /// a pair beside 2 MiB of the allocator's slack, whatever the largest tensor.
+    pub fn compare_per_pair(most: u64) -> Footprint {
+        Footprint {
+            base: 12 << 20,
+            per_pair: (2 << 20) + most,
+            per_pair_tensors: 0,
+            scratch_buffers: 0,
+            scratch_max: 0,
+        }
+    }
+
     /// diff reads block by block: 4 MiB with one pair; per pair ~0.3 MiB + 1.6x the largest tensor.
     pub const DIFF: Footprint = Footprint {
         base: 4 << 20,

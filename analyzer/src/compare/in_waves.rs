@@ -9,8 +9,10 @@
 
 use crate::index::{TensorId, TensorInfo};
 use crate::metrics::chunked::{ChunkSums, MsprobeChunks, CHUNK};
+use crate::metrics::kernel::PARALLEL_MIN;
 use crate::metrics::{MetricsRequest, PairMetrics};
 use crate::sources::{HostBlocks, Source};
+use crate::threads::{pairs_in_flight, tensor_bytes, Footprint, InFlight};
 use accutrace_formats::tensor::{decode_f32_into, element_count, lanes_per_element};
 use accutrace_formats::DType;
 use rayon::prelude::*;
@@ -35,11 +37,32 @@ pub(super) fn release_wave_buffers() {
     CHUNK_VALUES.with(|c| c.take());
 }
 
+/// How a pair is measured in waves: its values, the fold of its chunks and each side's bytes per value.
+struct Plan {
+    len: usize,
+    fold: MsprobeChunks,
+    widths: (usize, usize),
+}
+
+/// The pair's [`Plan`] where it is measured in waves: two sources that decode on read (captures), a pair the
+/// fold takes ([`MsprobeChunks::new`]), dtypes of whole bytes with one value each, the target's content hash
+/// known. `None` otherwise.
+fn plan(
+    (target, bench): (&dyn Source, &dyn Source),
+    (ti, bi): (&TensorInfo, &TensorInfo),
+    request: &MetricsRequest,
+) -> Option<Plan> {
+    let len = element_count(&ti.shape).filter(|&n| Some(n) == element_count(&bi.shape))?;
+    let len = usize::try_from(len).ok()?;
+    let fold = MsprobeChunks::new(request, len)?;
+    let widths = (value_width(ti.dtype)?, value_width(bi.dtype)?);
+    let decodes = target.decodes_on_read() && bench.decodes_on_read() && ti.hash.is_some();
+    decodes.then_some(Plan { len, fold, widths })
+}
+
 /// The metrics of pair `t` (target) and `b` (bench) under `request`, measured in waves where that gives
-/// them: two sources that decode on read (captures), a pair the fold takes ([`MsprobeChunks::new`]),
-/// dtypes of whole bytes with one value each, the target's content hash known.
-/// `None` otherwise, and wherever a read failed or a side held other bytes than its shape says: the caller
-/// then reads the pair whole, which gives the error the user sees.
+/// them ([`plan`]). `None` otherwise, and wherever a read failed or a side held other bytes than its shape
+/// says: the caller then reads the pair whole, which gives the error the user sees.
 pub(super) fn measure_in_waves(
     target: &dyn Source,
     bench: &dyn Source,
@@ -47,22 +70,55 @@ pub(super) fn measure_in_waves(
     (b, bi): (TensorId, &TensorInfo),
     request: &MetricsRequest,
 ) -> Option<PairMetrics> {
-    let len = element_count(&ti.shape).filter(|&n| Some(n) == element_count(&bi.shape))?;
-    let mut fold = MsprobeChunks::new(request, usize::try_from(len).ok()?)?;
-    let (wn, wb) = (value_width(ti.dtype)?, value_width(bi.dtype)?);
-    if !(target.decodes_on_read() && bench.decodes_on_read() && ti.hash.is_some()) {
-        return None;
-    }
-    let len = len as usize;
+    let Plan { len, mut fold, widths } = plan((target, bench), (ti, bi), request)?;
     let (mut whole, mut bench_read) = (false, Ok(false));
     let target_read = target.with_host_blocks(t, &mut |x| {
         bench_read = bench.with_host_blocks(b, &mut |y| {
-            let sides = Sides { x, y, dtypes: (ti.dtype, bi.dtype), widths: (wn, wb) };
+            let sides = Sides { x, y, dtypes: (ti.dtype, bi.dtype), widths };
             whole = sides.fold(len, &mut fold);
         });
     });
     // What was folded counts only once both reads matched their content hashes.
     (whole && matches!(target_read, Ok(true)) && matches!(bench_read, Ok(true))).then(|| fold.finish())
+}
+
+/// How many pairs to measure at once, from what each pair read from both sides (`pairs`: target, bench and
+/// the metrics asked of them) holds while it is measured: one measured in waves, each side through a
+/// bounded read ([`Source::host_blocks_bytes`]), holds those reads' scratch and its wave and chunk buffers,
+/// not both tensors as f32; one read whole holds each side's [`Source::buffers_per_tensor`] tensors as f32.
+/// Where the large pairs are measured in waves, more of them fit the budget than compare's footprint of
+/// whole reads allows, and the threads that read one pair's next wave overlap the others' measuring. A
+/// pair whose read fails in waves is read whole again for its error ([`measure_in_waves`]): only a failing
+/// pair holds more.
+pub(super) fn pairs_in_flight_by_pair(
+    (target, bench): (&dyn Source, &dyn Source),
+    pairs: impl Iterator<Item = (TensorId, TensorId, MetricsRequest)>,
+) -> InFlight {
+    let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
+    let whole = |s: &dyn Source, t: &TensorInfo| tensor_bytes(t).saturating_mul(s.buffers_per_tensor());
+    let mut most = 0;
+    for (t, b, request) in pairs {
+        let (x, y) = (&ti[t], &bi[b]);
+        // Pairs of other element counts are not read.
+        if !(x.has_data && y.has_data) || element_count(&x.shape) != element_count(&y.shape) {
+            continue;
+        }
+        let planned = plan((target, bench), (x, y), &request);
+        let holds = match (planned, target.host_blocks_bytes(t), bench.host_blocks_bytes(b)) {
+            (Some(Plan { widths, .. }), Some(tb), Some(bb)) => wave_buffers(widths) + tb + bb,
+            _ => whole(target, x).saturating_add(whole(bench, y)),
+        };
+        most = most.max(holds);
+    }
+    pairs_in_flight(Footprint::compare_per_pair(most), [target, bench])
+}
+
+/// What a pair measured in waves holds beside its two reads: each side's wave bytes, and one chunk of each
+/// side as f32 (a short pair's chunk is the pair, up to `PARALLEL_MIN` values).
+fn wave_buffers((wn, wb): (usize, usize)) -> u64 {
+    let waves = WAVE_CHUNKS * CHUNK * (wn + wb);
+    let chunk_values = 2 * PARALLEL_MIN * size_of::<f32>();
+    (waves + chunk_values) as u64
 }
 
 /// Bytes per value of a dtype the waves decode: whole bytes, one value per element (not complex).
@@ -161,7 +217,6 @@ fn measure_chunk(
 mod tests {
     use super::*;
     use crate::index::{Index, Io};
-    use crate::metrics::kernel::PARALLEL_MIN;
     use crate::metrics::{measure, Families};
     use crate::sources::SliceBlocks;
     use anyhow::Result;
@@ -172,6 +227,8 @@ mod tests {
         index: Index,
         bytes: Vec<u8>,
         bad_hash: bool,
+        /// Whether its host blocks are read through a bounded scratch (a capture's in host order).
+        bounded: bool,
     }
 
     impl Stored {
@@ -185,7 +242,7 @@ mod tests {
             let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
             let info = TensorInfo::for_test(op, Io::Output, 0, dtype, vec![values.len() as u64]);
             index.push_tensor(TensorInfo { hash: Some(1), ..info });
-            Stored { index, bytes, bad_hash }
+            Stored { index, bytes, bad_hash, bounded: true }
         }
     }
 
@@ -209,6 +266,9 @@ mod tests {
         }
         fn content_hash(&self, t: TensorId) -> Result<u64> {
             Ok(self.index.tensors[t].hash.unwrap())
+        }
+        fn host_blocks_bytes(&self, _: TensorId) -> Option<u64> {
+            self.bounded.then_some(self.bytes.len() as u64)
         }
         fn with_host_blocks(&self, _: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
             f(&mut SliceBlocks::new(&self.bytes));
@@ -270,6 +330,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// 18 MiB tensors as f32 (9 MiB of fp16 data a side, big-seq384-2's) on two threads: compare's
+    /// footprint of whole reads lets one pair be measured at a time, pairs measured in waves two; one at a
+    /// time again where they are read whole (metrics that need the whole read, a side in a device layout).
+    #[test]
+    fn pairs_measured_in_waves_fit_the_budget_more_at_once() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let [mut target, bench] = [0, 1].map(|_| Stored::new(DType::FLOAT16, &vec![1.5; 9 << 19], false));
+        let shape = target.index.tensors[0].shape.clone();
+        let request =
+            |families| MetricsRequest::for_pair(families, (DType::FLOAT16, DType::FLOAT16), &shape, false);
+        let at_once = |target: &Stored, bench: &Stored, families| {
+            let pairs = [(0, 0, request(families))].into_iter();
+            pool.install(|| pairs_in_flight_by_pair((target, bench), pairs).large)
+        };
+        let whole =
+            pool.install(|| pairs_in_flight(Footprint::compare([&target, &bench]), [&target, &bench]));
+        assert_eq!(whole.large, 1);
+        assert_eq!(at_once(&target, &bench, Families::Msprobe), 2);
+        assert_eq!(at_once(&target, &bench, Families::All), 1, "msaccucmp's metrics read the pair whole");
+        target.bounded = false;
+        assert_eq!(at_once(&target, &bench, Families::Msprobe), 1, "a side read whole");
     }
 
     /// Pairs the waves leave to the whole read: empty ones, metrics that need the whole read,

@@ -107,9 +107,7 @@ pub(super) fn compare_pair(
     } else if tn != bn {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
-        // Statistics the index lacks come from the metrics' own pass (bit for bit `of_f32`'s).
-        let stats = row.target_stats.is_none() || row.bench_stats.is_none();
-        let request = MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, stats);
+        let request = pair_request(families, ti, bi);
         match first.filter(|f| f.request == request) {
             Some(f) => take_metrics(&mut row, &f.metrics),
             None => {
@@ -138,6 +136,13 @@ pub(super) fn compare_pair(
     row.accuracy = accuracy_reached(&row.msprobe);
     judge(&mut row, options);
     (row, hash, read)
+}
+
+/// The metrics a pair of tensors with data on both sides is measured for: `families`, and the statistics
+/// where the index lacks them (they come from the metrics' own pass, bit for bit `of_f32`'s).
+pub(super) fn pair_request(families: Families, ti: &TensorInfo, bi: &TensorInfo) -> MetricsRequest {
+    let stats = ti.stats.is_none() || bi.stats.is_none();
+    MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, stats)
 }
 
 /// Both sides of a pair read whole into this thread's decode buffers and measured: the metrics, where both

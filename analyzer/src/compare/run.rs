@@ -4,8 +4,9 @@
 
 use super::comparison::{unmeasured_problem, CompareOptions, Comparison};
 use super::culprit::{find_culprit, hash_needed};
+use super::in_waves;
 use super::msprobe_table;
-use super::pair::{compare_pair, release_pair_buffers, ReadMetrics};
+use super::pair::{compare_pair, pair_request, release_pair_buffers, ReadMetrics};
 use super::row::CompareRow;
 use crate::api_matching::{is_api_level, with_output_stats};
 use crate::comparable::{
@@ -88,6 +89,14 @@ pub fn compare<'a>(
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
     let families = families(target, bench, options);
+    // Pairs of large tensors measured in waves hold bounded reads, not both tensors as f32: counted pair by
+    // pair, more of them may fit the budget at once.
+    let requests = pairs.iter().map(|p| {
+        let (t, b) = (p.target, p.bench);
+        (t, b, pair_request(families, &ti.tensors[t], &bi.tensors[b]))
+    });
+    let by_pair = in_waves::pairs_in_flight_by_pair((target, bench), requests);
+    let measuring = if by_pair.large > limits.large { by_pair } else { limits };
     // A tensor both sides recorded twice (an op's output, then the next op's input) is read once where
     // each side stores the same bytes for both records: the repeat takes the first pair's metrics.
     let compare_one = |p: &TensorPair, first: Option<&ReadMetrics>| {
@@ -97,7 +106,7 @@ pub fn compare<'a>(
     };
     let compared = measure_pairs(
         (target, bench),
-        limits,
+        measuring,
         &pairs,
         |p| compare_one(p, None),
         |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
