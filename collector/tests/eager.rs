@@ -252,3 +252,21 @@ fn a_failed_device_synchronization_before_a_step_s_finalize_leaves_the_capture_s
     assert_eq!(short.len(), 1, "{short:?}");
     assert!(short[0].problem.contains("lost their dumps"), "{short:?}");
 }
+
+#[test]
+fn an_asynchronous_device_dumps_the_same_files_as_a_synchronous_one_once_synchronized() {
+    // The simulated runtime's asynchronous mode delays the dumps, never changes them: without a finalize in
+    // between (the job's own dump configuration, no collector), its disk dump is the synchronous one's.
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let (sync_cfg, async_cfg) = (s.disk_config("sync", ""), s.disk_config("async", ""));
+    let sync_out = s.run_with(2, Some(&sync_cfg), false, &[], &["--eager"]);
+    let async_env = env(&[("SIM_ACL_ASYNC_DEPTH", "16")]);
+    let async_out = s.run_with(2, Some(&async_cfg), false, &async_env, &["--eager"]);
+    assert_ok(&sync_out);
+    assert_ok(&async_out);
+    assert_eq!(stdout(&async_out), stdout(&sync_out), "training output changed");
+    let (sync_files, async_files) = (files_by_name(&s.path("sync")), files_by_name(&s.path("async")));
+    assert!(sync_files.len() > 100, "{} files", sync_files.len());
+    assert_eq!(async_files.keys().collect::<Vec<_>>(), sync_files.keys().collect::<Vec<_>>());
+    assert!(async_files == sync_files, "the same files, different bytes");
+}
