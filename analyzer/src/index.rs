@@ -51,6 +51,10 @@ pub struct TensorInfo {
     pub label: Option<String>,
     /// Framework-level dumps (msprobe) record whether the tensor required a gradient.
     pub requires_grad: Option<bool>,
+    /// The tensor's position among the kernel's arguments, where the dump records it (a CANN exception
+    /// dump, whose tensors without an address are left out, so `index` is not the kernel's own position).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arg_index: Option<u32>,
     /// Whether the source can produce the values (statistics-only sources cannot).
     pub has_data: bool,
     /// Source-private locator of the bytes.
@@ -76,6 +80,7 @@ impl TensorInfo {
             hash: None,
             label: None,
             requires_grad: None,
+            arg_index: None,
             has_data: true,
             locator: 0,
         }

@@ -22,6 +22,10 @@ pub struct TensorRow {
     pub device_shape: Option<Vec<u64>>,
     pub shape: Vec<u64>,
     pub original_op: Option<String>,
+    /// The tensor's position among the kernel's arguments, where the dump records it (an exception dump);
+    /// absent from JSON elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arg_index: Option<u32>,
     pub stats: Option<TensorStats>,
     pub error: Option<String>,
 }
@@ -111,6 +115,7 @@ fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> Tensor
         device_shape: info.device_shape.clone(),
         shape: info.shape.clone(),
         original_op: info.original_op.as_ref().map(|(n, i)| format!("{n}:{i}")),
+        arg_index: info.arg_index,
         stats,
         error,
     }

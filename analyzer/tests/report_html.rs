@@ -82,6 +82,7 @@ fn tensor(op: usize, io: Io, key: u64, shape: Vec<u64>, original_op: Option<(Str
         hash: None,
         label: None,
         requires_grad: None,
+        arg_index: None,
         has_data: true,
         locator: key,
     }

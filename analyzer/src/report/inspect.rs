@@ -142,6 +142,9 @@ fn print_table(out: &mut impl Write, source: &dyn Source, rows: &[OpRow]) -> Res
             if let Some(original) = &t.original_op {
                 writeln!(out, "            original op: {original}")?;
             }
+            if let Some(arg) = t.arg_index {
+                writeln!(out, "            kernel argument: {arg} (arg_index)")?;
+            }
         }
     }
     Ok(())

@@ -301,6 +301,9 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
     let file = dump::parse_dump_file(&map)?;
     let name = if file.op_name().is_empty() { entry.op_name.clone() } else { file.op_name().to_string() };
     let mut tensors = Vec::with_capacity(file.inputs.len() + file.outputs.len());
+    // Only the runtime's exception dump sets `arg_index`, and proto3 writes no 0: where any tensor of the
+    // file has one, each tensor's (0 included) is its argument position; where none has, none is known.
+    let arg_indexed = file.inputs.iter().chain(&file.outputs).any(|t| t.arg_index != 0);
     for (io, list) in [(Io::Input, &file.inputs), (Io::Output, &file.outputs)] {
         for t in list {
             if element_count(&t.device_shape).is_none() || element_count(&t.original_shape).is_none() {
@@ -328,6 +331,7 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
                 hash: None,
                 label: None,
                 requires_grad: None,
+                arg_index: arg_indexed.then_some(t.arg_index),
                 has_data: true,
                 locator: 0,
             };

@@ -101,6 +101,7 @@ pub fn add_stats_csv(
             hash: None,
             label: None,
             requires_grad: None,
+            arg_index: None,
             has_data: false,
             locator: 0,
         });

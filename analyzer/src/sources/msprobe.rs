@@ -102,6 +102,7 @@ impl MsprobeSource {
                     hash: None,
                     label: Some(entry.name.clone()),
                     requires_grad: meta.requires_grad,
+                    arg_index: None,
                     has_data: meta.data_name.is_some(),
                     locator: 0,
                 });

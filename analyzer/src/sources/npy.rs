@@ -166,6 +166,7 @@ impl NpyDirSource {
                     hash: None,
                     label: None,
                     requires_grad: None,
+                    arg_index: None,
                     has_data: true,
                     locator: files.len() as u64,
                 });

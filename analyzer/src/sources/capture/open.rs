@@ -91,6 +91,7 @@ impl CaptureSource {
                             hash: Some(t.content_hash),
                             label: None,
                             requires_grad: None,
+                            arg_index: None,
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
                         });
