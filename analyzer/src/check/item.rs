@@ -38,6 +38,10 @@ pub struct Item {
     pub look_at: String,
     /// What was found, line by line.
     pub details: Vec<String>,
+    /// The item passed on the data that was read, but input problems lead the report (what is missing or
+    /// unreadable), so the pass is no all-clear: `check` then answers `cant_tell`, and a script can tell
+    /// this from an item the runs cannot decide at all.
+    pub passed_on_what_was_read: bool,
 }
 
 impl Item {
@@ -47,7 +51,14 @@ impl Item {
         reason: impl Into<String>,
         look_at: impl Into<String>,
     ) -> Item {
-        Item { name, status, reason: reason.into(), look_at: look_at.into(), details: Vec::new() }
+        Item {
+            name,
+            status,
+            reason: reason.into(),
+            look_at: look_at.into(),
+            details: Vec::new(),
+            passed_on_what_was_read: false,
+        }
     }
 
     pub(crate) fn with(mut self, details: Vec<String>) -> Item {

@@ -102,6 +102,7 @@ pub fn check(runs: &[CheckRun<'_>], filter: &Filter) -> CheckReport {
     if !input_problems.is_empty() {
         for item in items.iter_mut().filter(|i| i.status == Status::Pass) {
             item.status = Status::CantTell;
+            item.passed_on_what_was_read = true;
             item.reason = format!("{} (on what was read: the input is incomplete, see above)", item.reason);
         }
     }

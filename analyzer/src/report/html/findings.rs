@@ -34,3 +34,13 @@ pub struct Findings<'a> {
     pub version: String,
     pub command_line: String,
 }
+
+impl Findings<'_> {
+    /// Whether input problems keep every clean answer of overflow, ranks, check and watch open: any problem
+    /// but compare's pairs without tensor data, which concern compare alone (the others answer from
+    /// statistics, which such a capture has).
+    pub fn open_beyond_compare(&self) -> bool {
+        let unmeasured = self.comparison.and_then(|c| c.unmeasured_problem());
+        self.problems.items().iter().any(|p| Some(p) != unmeasured.as_ref())
+    }
+}

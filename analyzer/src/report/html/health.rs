@@ -5,7 +5,7 @@ use super::findings::Findings;
 use super::svg::{Colouring, Heatmap};
 use super::table::{Cell, Table, MAX_ROWS};
 use super::text::escape;
-use crate::check::{CheckReport, Status};
+use crate::check::{CheckReport, Item, Status};
 use crate::index::Index;
 use crate::report::watch::{fmt_measure, place};
 use crate::watch::{Finding, WatchReport};
@@ -57,9 +57,22 @@ fn check_verdict(page: &mut String, c: &CheckReport, open: bool) {
              <a href=\"#problems\">input problems</a> leave it open</p>",
         ),
         _ => page.push_str(&format!(
-            "<p class=\"verdict info\">check: {} items, {pass} pass, {fail} fail, {cant} can't tell</p>",
-            c.items.len()
+            "<p class=\"verdict info\">check: {} items, {pass} {}, {fail} fail, {cant} can't tell</p>",
+            c.items.len(),
+            if open { PASS_ON_WHAT_WAS_READ } else { "pass" }
         )),
+    }
+}
+
+/// A pass while input problems lead the page: the item's test passed on the data that was read, which is
+/// not all of it, so it is no all-clear.
+const PASS_ON_WHAT_WAS_READ: &str = "pass on what was read";
+
+/// An item's answer as the page words it; `open`: input problems lead the page.
+fn answer(item: &Item, open: bool) -> &'static str {
+    match item.status {
+        Status::Pass if open => PASS_ON_WHAT_WAS_READ,
+        status => status.as_str(),
     }
 }
 
@@ -197,13 +210,14 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
 /// The checklist, watch's hits, and what watch could not tell.
 pub fn tables(page: &mut String, f: &Findings<'_>) {
     if let Some(c) = f.check {
+        let open = f.open_beyond_compare();
         let rows = c
             .items
             .iter()
             .map(|i| {
                 let cells = vec![
                     Cell::Text(i.name.to_string()),
-                    Cell::Text(i.status.as_str().to_string()),
+                    Cell::Text(answer(i, open).to_string()),
                     Cell::Text(i.reason.clone()),
                     Cell::Text(i.look_at.clone()),
                     Cell::Text(i.details.join("; ")),

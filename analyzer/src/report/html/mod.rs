@@ -103,10 +103,7 @@ fn verdicts(page: &mut String, f: &Findings<'_>) {
     page.push_str("<section id=\"verdicts\"><h2>Verdicts</h2>");
     // Never an all-clear about what was not seen: with input problems a clean answer stays open.
     let open = !f.problems.is_empty();
-    // Pairs compare could not measure (no tensor data on a side) concern compare alone: overflow, ranks,
-    // check and watch answer from statistics, which such a capture has.
-    let unmeasured = f.comparison.and_then(|c| c.unmeasured_problem());
-    let open_beyond_compare = f.problems.items().iter().any(|p| Some(p) != unmeasured.as_ref());
+    let open_beyond_compare = f.open_beyond_compare();
     if let Some(c) = f.comparison {
         compare_verdict(page, c, open, matches!(f.diff, Some(Ok(_))));
     }

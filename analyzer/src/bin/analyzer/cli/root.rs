@@ -105,7 +105,8 @@ pub enum Command {
     /// The page leads with the verdicts of compare, diff, overflow, check, watch and (several ranks) ranks,
     /// and shows the evidence: error along execution order, loss and loss scale, gradient norms, layer x
     /// step and rank x step heatmaps, sortable and filterable tables. The file is self-contained: it opens
-    /// offline, with nothing beside it.
+    /// offline, with nothing beside it. While input problems lead the page, no verdict is an all-clear:
+    /// check's items that passed read "pass on what was read".
     ///
     /// Examples:
     ///   analyzer report runs/npu bench/ -o report.html
@@ -160,7 +161,8 @@ pub enum Command {
     ///
     /// Each item says pass, fail or can't tell with the reason and where to look. With a second run,
     /// every item compares the two (same data in the same order, same initial weights, same dtypes, same
-    /// hyperparameters and versions).
+    /// hyperparameters and versions). While input problems lead (missing or unreadable data), an item
+    /// that passed on what was read says can't tell (JSON: passed_on_what_was_read).
     ///
     /// Examples:
     ///   analyzer check runs/npu

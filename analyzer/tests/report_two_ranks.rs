@@ -1,0 +1,136 @@
+//! `analyzer report` on an .npy dump of two ranks (`step{S}/rank{R}/`, no HCCL call: the cross-rank
+//! analysis's input problem leads, exit 2): no check item reads as a bare pass under that lead.
+//! `check`'s JSON tells an item that passed on what was read from one the runs cannot decide.
+
+use accutrace_formats::npy::write_npy;
+use accutrace_formats::DType;
+use std::path::Path;
+
+mod support;
+use support::analyzer;
+
+fn write_f32(path: &Path, values: &[f32]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut out = Vec::new();
+    write_npy(&mut out, DType::FLOAT, &[values.len() as u64], &bytes).unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// Steps 0-2 of ranks 0 and 1: `model/layer_1/mlp/MatMul` forward (its output holds one NaN on rank 0 and
+/// two infs on rank 1 at step 1), then `ApplyAdamD` updates of `model/layer_0/w` and `model/layer_1/w`
+/// (inputs var, m, v, grad), as an .npy export names them (`mapping.csv` gives the real names).
+fn dump(root: &Path) {
+    for step in 0..3u64 {
+        for rank in 0..2u32 {
+            let dir = root.join(format!("step{step}/rank{rank}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let ts = 1000 + 10 * step;
+            let forward = format!("MatMulV2.model_layer_1_mlp_MatMul.0.2.{ts}");
+            let mut mapping = format!("{forward},MatMulV2.model/layer_1/mlp/MatMul.0.2.{ts}\n");
+            let mut activation = [1.0, 2.0, 3.0, 4.0];
+            match (step, rank) {
+                (1, 0) => activation[0] = f32::NAN,
+                (1, 1) => activation[1..3].fill(f32::INFINITY),
+                _ => {}
+            }
+            write_f32(&dir.join(format!("{forward}.output.0.npy")), &activation);
+            for (k, layer) in ["layer_0", "layer_1"].into_iter().enumerate() {
+                let ts = ts + 1 + k as u64;
+                let stem = format!("ApplyAdamD.optimizer_model_{layer}_w_ApplyAdam.{}.2.{ts}", k + 1);
+                mapping.push_str(&format!(
+                    "{stem},ApplyAdamD.optimizer/model/{layer}/w/ApplyAdam.{}.2.{ts}\n",
+                    k + 1
+                ));
+                let g = 0.5 * (k + 1) as f32 / (step + 1) as f32;
+                let inputs = [[1.0, 2.0, 3.0, 4.0], [0.1; 4], [0.2; 4], [g, -g, g, g]];
+                for (i, values) in inputs.iter().enumerate() {
+                    write_f32(&dir.join(format!("{stem}.input.{i}.npy")), values);
+                }
+                write_f32(
+                    &dir.join(format!("{stem}.output.0.npy")),
+                    &[1.0 - 0.01 * step as f32, 2.0, 3.0, 4.0],
+                );
+            }
+            std::fs::write(dir.join("mapping.csv"), mapping).unwrap();
+        }
+    }
+}
+
+/// The `<td>` cells of the page's table `id`, row by row.
+fn table_rows(html: &str, id: &str) -> Vec<Vec<String>> {
+    let start = html.find(&format!("<table id=\"{id}\"")).expect("the table");
+    let table = &html[start..start + html[start..].find("</table>").unwrap()];
+    table
+        .split("<tr>")
+        .skip(2)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let text = &cell[cell.find('>').unwrap() + 1..];
+                    text[..text.find("</td>").unwrap()].to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The page's input problem comes from the cross-rank analysis, not from check: check's items that passed
+/// say "pass on what was read" on the page and on the terminal, never a bare pass.
+#[test]
+fn checks_passes_under_an_incomplete_lead_say_pass_on_what_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let page = dir.path().join("report.html");
+    let (code, said, err) =
+        analyzer(&["report", root.to_str().unwrap(), "-o", page.to_str().unwrap(), "--no-progress"]);
+    assert_eq!(code, 2, "{said}{err}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(lines[1].contains("INCOMPLETE INPUT: no HCCL call was recorded"), "{said}");
+    let check = lines.iter().find(|l| l.trim_start().starts_with("check: ")).expect("check's line");
+    assert!(check.contains(" pass on what was read, "), "{said}");
+    assert!(!check.contains(" pass, "), "a bare pass under the INCOMPLETE lead: {said}");
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    let answers: Vec<(String, String)> =
+        table_rows(&html, "t-check").into_iter().map(|row| (row[0].clone(), row[1].clone())).collect();
+    assert_eq!(answers.len(), 6, "{answers:?}");
+    assert!(answers.iter().any(|(_, a)| a == "pass on what was read"), "{answers:?}");
+    assert!(answers.iter().all(|(_, a)| a != "pass"), "a bare pass in the checklist: {answers:?}");
+
+    // check alone read everything it needed: its passes are passes.
+    let (code, json, err) = analyzer(&["check", root.to_str().unwrap(), "--format", "json", "--no-progress"]);
+    assert_eq!(code, 0, "{json}{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for item in json["items"].as_array().unwrap() {
+        assert_eq!(item["passed_on_what_was_read"], false, "{item:#}");
+    }
+}
+
+/// `check` on a dump missing part of one file: the items that passed on what was read are `cant_tell`,
+/// and `passed_on_what_was_read` tells them from the items the runs cannot decide at all.
+#[test]
+fn checks_json_tells_a_pass_on_what_was_read_from_an_undecided_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let torn = root.join("step2/rank1/MatMulV2.model_layer_1_mlp_MatMul.0.2.1020.output.0.npy");
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..20]).unwrap();
+    let (code, json, err) = analyzer(&["check", root.to_str().unwrap(), "--format", "json", "--no-progress"]);
+    assert_eq!(code, 2, "{json}{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["input_problems"][0]["kind"], "incomplete", "{json:#}");
+    let items = json["items"].as_array().unwrap();
+    let item = |name: &str| items.iter().find(|i| i["name"] == name).unwrap();
+    assert!(items.iter().all(|i| i["status"] != "pass"), "{items:#?}");
+    for name in ["mixed_precision", "loss_scale"] {
+        assert_eq!(
+            (&item(name)["status"], &item(name)["passed_on_what_was_read"]),
+            (&"cant_tell".into(), &true.into())
+        );
+    }
+    // No manifest: undecided whatever was read.
+    assert_eq!(item("configuration")["passed_on_what_was_read"], false, "{items:#?}");
+}
