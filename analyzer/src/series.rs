@@ -90,6 +90,9 @@ pub struct RunSeries {
     pub max_abs: Grid,
     /// inf and NaN values in each layer's outputs per step (summed over ranks).
     pub nonfinite: Grid,
+    /// What each cell of `nonfinite` adds, row-major as its cells: the ranks whose outputs were read there,
+    /// ascending, with each one's count (a cell must not read as one layer's count when it adds ranks).
+    pub nonfinite_by_rank: Vec<BTreeMap<u32, u64>>,
     /// Tensors with inf, NaN or saturated values, per rank and step.
     pub rank_anomalies: Grid,
     /// Tensors the series could not use: no statistics stored and no data to compute them from.
@@ -211,6 +214,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
     let rows: Vec<String> = row_order.iter().map(|&k| row_label(keys[k].0, &keys[k].1)).collect();
     let mut max_abs = Grid::new(rows.clone(), steps.clone());
     let mut nonfinite = Grid::new(rows, steps.clone());
+    let mut nonfinite_by_rank = vec![BTreeMap::new(); nonfinite.cells.len()];
     let mut rank_anomalies = Grid::new(ranks.iter().map(|r| format!("rank {r}")).collect(), steps.clone());
     let rank_pos: HashMap<u32, usize> = ranks.iter().enumerate().map(|(i, &r)| (r, i)).collect();
 
@@ -242,7 +246,9 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
             if biggest.is_finite() {
                 max_abs.merge(row, s, biggest, f64::max);
             }
-            nonfinite.merge(row, s, (st.nan + st.pos_inf + st.neg_inf) as f64, |a, b| a + b);
+            let count = st.nan + st.pos_inf + st.neg_inf;
+            nonfinite.merge(row, s, count as f64, |a, b| a + b);
+            *nonfinite_by_rank[row * steps.len() + s].entry(op.rank).or_default() += count;
         }
         if names_a_loss(op) {
             if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
@@ -336,6 +342,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats
         other_ranks,
         max_abs,
         nonfinite,
+        nonfinite_by_rank,
         rank_anomalies,
         tensors_without_statistics: without,
         problems: InputProblems::default(),

@@ -1,6 +1,7 @@
 //! `analyzer report` on an .npy dump of two ranks (`step{S}/rank{R}/`, no HCCL call: the cross-rank
-//! analysis's input problem leads, exit 2): no check item reads as a bare pass under that lead.
-//! `check`'s JSON tells an item that passed on what was read from one the runs cannot decide.
+//! analysis's input problem leads, exit 2): no check item reads as a bare pass under that lead, and the
+//! layer x step inf/NaN map names the ranks each cell adds. `check`'s JSON tells an item that passed on
+//! what was read from one the runs cannot decide.
 
 use accutrace_formats::npy::write_npy;
 use accutrace_formats::DType;
@@ -133,4 +134,50 @@ fn checks_json_tells_a_pass_on_what_was_read_from_an_undecided_item() {
     }
     // No manifest: undecided whatever was read.
     assert_eq!(item("configuration")["passed_on_what_was_read"], false, "{items:#?}");
+}
+
+/// The layer x step inf/NaN map adds the ranks' counts: each cell names the ranks it adds and each one's
+/// count (shown on hover), and the caption says that a cell adds ranks.
+#[test]
+fn the_layer_inf_nan_map_names_the_ranks_each_cell_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let page = dir.path().join("report.html");
+    let (code, said, err) =
+        analyzer(&["report", root.to_str().unwrap(), "-o", page.to_str().unwrap(), "--no-progress"]);
+    assert_eq!(code, 2, "{said}{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let start = html.find("<svg id=\"heat-nonfinite\"").expect("the inf/NaN map");
+    let tag = &html[start..start + html[start..].find('>').unwrap()];
+    let raw = |name: &str| -> &str {
+        let at = tag.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("no {name} in {tag}"));
+        let value = &tag[at + name.len() + 3..];
+        &value[..value.find('"').unwrap()]
+    };
+    let attribute =
+        |name: &str| -> Vec<String> { raw(name).split(['\u{1f}', ',']).map(str::to_string).collect() };
+    let (rows, steps, values) = (attribute("data-rows"), attribute("data-steps"), attribute("data-values"));
+    // Each distinct text once (`data-detail-texts`, split by U+001F), and per cell its number.
+    let texts: Vec<&str> = raw("data-detail-texts").split('\u{1f}').collect();
+    let details: Vec<String> = attribute("data-details")
+        .iter()
+        .map(|k| k.parse::<usize>().map_or(String::new(), |k| texts[k].to_string()))
+        .collect();
+    assert_eq!(details.len(), values.len(), "{tag}");
+    let row = rows.iter().position(|r| r.contains("layer_1")).expect("layer_1's row");
+    let step = steps.iter().position(|s| s == "1").unwrap();
+    let cell = row * steps.len() + step;
+    assert_eq!(values[cell], "3", "{tag}");
+    assert_eq!(details[cell], "rank 0: 1, rank 1: 2", "{tag}");
+    assert_eq!(details[row * steps.len()], "rank 0: 0, rank 1: 0", "{tag}");
+    assert!(
+        html.contains(
+            "A cell adds the counts of ranks 0-1 (2 ranks): hover a cell for each rank&#39;s count."
+        ),
+        "the caption does not say a cell adds ranks"
+    );
+    // The other maps carry no details.
+    let maxabs = html.find("<svg id=\"heat-maxabs\"").unwrap();
+    assert!(!html[maxabs..maxabs + html[maxabs..].find('>').unwrap()].contains("data-details"));
 }

@@ -188,6 +188,7 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
         value_label: "hits".into(),
         outline: first.map(|(step, &row)| (row, step)),
         empty: "not decided",
+        details: Vec::new(),
     };
     let run_wide = if run_wide > 0 {
         format!(" {run_wide} hits concern the run as a whole, not a step: they are in the table below.")

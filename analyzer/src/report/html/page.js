@@ -44,12 +44,17 @@ for (const fig of document.querySelectorAll("figure")) {
 const tip = document.getElementById("tip");
 for (const svg of document.querySelectorAll("svg.heatmap")) {
   const d = svg.dataset, rows = d.rows.split("\u001f"), steps = d.steps.split(","), values = d.values.split(",");
+  // What a cell is made of (the ranks a count adds), where the map says: per cell, the number of its text.
+  const texts = d.detailTexts === undefined ? [] : d.detailTexts.split("\u001f");
+  const details = d.details === undefined ? [] : d.details.split(",");
   svg.addEventListener("mousemove", (e) => {
     const box = svg.getBoundingClientRect(), zoom = box.width / svg.viewBox.baseVal.width;
     const c = Math.floor(((e.clientX - box.left) / zoom - d.x0) / d.cw);
     const r = Math.floor(((e.clientY - box.top) / zoom - d.y0) / d.ch);
     if (c < 0 || r < 0 || c >= steps.length || r >= rows.length) { tip.hidden = true; return; }
-    tip.textContent = rows[r] + ", step " + steps[c] + ": " + (values[r * steps.length + c] || d.empty);
+    const k = details[r * steps.length + c], detail = k ? texts[Number(k)] : "";
+    tip.textContent = rows[r] + ", step " + steps[c] + ": " + (values[r * steps.length + c] || d.empty) +
+      (detail ? " (" + detail + ")" : "");
     tip.style.left = e.pageX + 12 + "px";
     tip.style.top = e.pageY + 12 + "px";
     tip.hidden = false;

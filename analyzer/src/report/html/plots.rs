@@ -577,7 +577,21 @@ fn heatmap_of(id: &str, grid: &Grid, colouring: Colouring, value_label: &str) ->
         value_label: value_label.into(),
         outline: None,
         empty: "no data",
+        details: Vec::new(),
     }
+}
+
+/// The inf/NaN count per layer and step, each cell naming the ranks it adds and each one's count.
+fn nonfinite_map(s: &crate::series::RunSeries) -> Heatmap {
+    let mut map = heatmap_of("heat-nonfinite", &s.nonfinite, Colouring::Count, "inf + NaN values");
+    map.details = s
+        .nonfinite_by_rank
+        .iter()
+        .map(|ranks| {
+            ranks.iter().map(|(rank, count)| format!("rank {rank}: {count}")).collect::<Vec<_>>().join(", ")
+        })
+        .collect();
+    map
 }
 
 fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
@@ -587,14 +601,25 @@ fn layer_heatmaps(page: &mut String, f: &Findings<'_>) {
     }
     let mut maps = vec![
         ("max |x|", heatmap("heat-maxabs", &s.max_abs, Colouring::LogMagnitude, "max |x|"), "The largest finite magnitude among each layer's outputs (max over ranks), log colour scale: a layer whose values climb by decades towards the dtype's limit (65504 in fp16) is about to overflow."),
-        ("inf/NaN count", heatmap("heat-nonfinite", &s.nonfinite, Colouring::Count, "inf + NaN values"), "How many inf and NaN values each layer's outputs held (summed over ranks): the first coloured cell in a column is where a step's overflow starts, the cells after it are where it spread."),
+        ("inf/NaN count", nonfinite_map(s).svg(), "How many inf and NaN values each layer's outputs held: the first coloured cell in a column is where a step's overflow starts, the cells after it are where it spread."),
     ];
+    // A cell adds every rank's count: said, or one rank's count would read as the layer's.
+    let adds_ranks = match &s.ranks[..] {
+        [one] => format!(" The run has one rank (rank {one})."),
+        ranks => format!(
+            " A cell adds the counts of ranks {} ({} ranks): hover a cell for each rank's count.",
+            crate::filter::ranges(&ranks.iter().map(|&r| u64::from(r)).collect::<Vec<_>>()),
+            ranks.len()
+        ),
+    };
+
     if let Some(c) = f.comparison.filter(|c| c.refused.is_none() && !c.rows.is_empty()) {
         let grid = error_grid(c, &s.max_abs.rows, &s.steps);
         maps.push(("error vs benchmark", heatmap("heat-error", &grid, Colouring::LogMagnitude, "max 1 - cosine"), "The worst 1 - cosine similarity against the benchmark among each layer's compared outputs, log colour scale: the first row (in execution order) that turns bright in a step is where the runs part; grey cells were not compared."));
     }
-    let maps: Vec<_> =
+    let mut maps: Vec<_> =
         maps.into_iter().map(|(name, svg, caption)| (name, svg, caption.to_string())).collect();
+    maps[1].2.push_str(&adds_ranks);
     tabbed(
         page,
         "fig-layers",

@@ -5,6 +5,7 @@
 
 use super::text::escape;
 use crate::report::fmt_num;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// The plot area's size and margins, in SVG pixels.
@@ -499,6 +500,9 @@ pub struct Heatmap {
     pub outline: Option<(usize, u64)>,
     /// What an empty cell means (`no data`), in the key and on hover.
     pub empty: &'static str,
+    /// What each cell is made of, shown on hover after its value (`rank 0: 3, rank 1: 5`), row-major as
+    /// `cells`; empty when the value says it all.
+    pub details: Vec<String>,
 }
 
 /// Most columns a heatmap draws: more steps are merged (the column keeps the largest value).
@@ -512,6 +516,8 @@ struct Fitted {
     /// First and last step of each drawn column.
     columns: Vec<(u64, u64)>,
     cells: Vec<Option<f64>>,
+    /// Each drawn cell's details: those of the cell whose value it keeps (empty when the map has none).
+    details: Vec<String>,
 }
 
 impl Heatmap {
@@ -532,26 +538,40 @@ impl Heatmap {
             .collect();
         let cols = col_groups.iter().map(|&(a, b)| (self.columns[a], self.columns[b - 1])).collect();
         let mut cells = Vec::with_capacity(row_groups.len() * col_groups.len());
+        let mut details = Vec::new();
         for &(ra, rb) in &row_groups {
             for &(ca, cb) in &col_groups {
                 let mut v: Option<f64> = None;
+                // The cell whose value the merged cell keeps, for its details.
+                let mut kept = None;
                 for r in ra..rb {
                     for c in ca..cb {
                         if let Some(x) = self.cells[r * nc + c] {
+                            if v.is_none_or(|old| x > old) {
+                                kept = Some(r * nc + c);
+                            }
                             v = Some(v.map_or(x, |old| old.max(x)));
                         }
                     }
                 }
                 cells.push(v);
+                if !self.details.is_empty() {
+                    let merged = (rb - ra) * (cb - ca) > 1;
+                    details.push(match kept.and_then(|k| self.details.get(k)).filter(|d| !d.is_empty()) {
+                        Some(d) if merged => format!("the largest merged cell: {d}"),
+                        Some(d) => d.clone(),
+                        None => String::new(),
+                    });
+                }
             }
         }
-        Fitted { rows, columns: cols, cells }
+        Fitted { rows, columns: cols, cells, details }
     }
 
     /// The SVG element; each cell's row, steps and value are in data attributes the page's script shows
     /// on hover (a title per cell would weigh more than the map).
     pub fn svg(&self) -> String {
-        let Fitted { rows, columns: cols, cells } = self.fitted();
+        let Fitted { rows, columns: cols, cells, details } = self.fitted();
         let label_width = 190.0;
         let width = WIDTH - label_width - 20.0;
         let cell_w = width / cols.len().max(1) as f64;
@@ -563,9 +583,35 @@ impl Heatmap {
         let values: Vec<String> = cells.iter().map(|v| v.map_or(String::new(), fmt_num)).collect();
         let steps: Vec<String> =
             cols.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+        // Each distinct detail once, and per cell its number (empty: none): most cells repeat a few texts
+        // (`rank 0: 0, rank 1: 0`), which written out per cell weighed a fifth of a large page.
+        let details_attribute = if details.is_empty() {
+            String::new()
+        } else {
+            let mut texts: Vec<&str> = Vec::new();
+            let mut numbers: HashMap<&str, usize> = HashMap::new();
+            let cells: Vec<String> = details
+                .iter()
+                .map(|d| match d.as_str() {
+                    "" => String::new(),
+                    d => numbers
+                        .entry(d)
+                        .or_insert_with(|| {
+                            texts.push(d);
+                            texts.len() - 1
+                        })
+                        .to_string(),
+                })
+                .collect();
+            format!(
+                r#" data-detail-texts="{}" data-details="{}""#,
+                escape(&texts.join("\u{1f}")),
+                cells.join(",")
+            )
+        };
         let _ = write!(
             s,
-            r#"<svg id="{}" class="heatmap" viewBox="0 0 {} {}" width="{}" height="{}" role="img" data-x0="{}" data-y0="{}" data-cw="{}" data-ch="{}" data-rows="{}" data-steps="{}" data-values="{}" data-empty="{}">"#,
+            r#"<svg id="{}" class="heatmap" viewBox="0 0 {} {}" width="{}" height="{}" role="img" data-x0="{}" data-y0="{}" data-cw="{}" data-ch="{}" data-rows="{}" data-steps="{}" data-values="{}" data-empty="{}"{}>"#,
             escape(&self.id),
             WIDTH,
             px(height),
@@ -578,7 +624,8 @@ impl Heatmap {
             escape(&rows.join("\u{1f}")),
             steps.join(","),
             values.join(","),
-            escape(self.empty)
+            escape(self.empty),
+            details_attribute
         );
         // Labels 11 px high: with thinner rows, every n-th row is labelled (hover names each one).
         let label_every = (11.0 / cell_h).ceil().max(1.0) as usize;
@@ -771,6 +818,7 @@ mod tests {
             value_label: "max |x|".into(),
             outline: Some((1, 500)),
             empty: "no data",
+            details: Vec::new(),
         };
         // The outlined cell is found in its merged column.
         let (r, c) = map.outlined().unwrap();
@@ -778,7 +826,7 @@ mod tests {
         let per = 1000_usize.div_ceil(MAX_COLUMNS);
         assert_eq!(c, 500 / per);
         assert!(map.svg().contains("class=\"outline\""));
-        let Fitted { rows, columns: cols, cells } = map.fitted();
+        let Fitted { rows, columns: cols, cells, .. } = map.fitted();
         assert_eq!(rows.len(), 2);
         assert!(cols.len() <= MAX_COLUMNS);
         assert_eq!(cells.iter().flatten().filter(|v| **v == 9.0).count(), 1, "the peak survives merging");
