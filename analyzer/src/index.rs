@@ -8,6 +8,7 @@
 //! its last chunk arrives, and a big tensor's file completes after a smaller one that started later. Every
 //! source ends with [`Index::order_by_execution`], so that in every index op ids follow execution order.
 
+use accutrace_formats::capture::CollectiveOp;
 /// When the runtime says an op ran (the execution-order key, shared with the capture's step marks).
 pub use accutrace_formats::dump::Launch;
 use accutrace_formats::histogram::Histogram;
@@ -385,7 +386,7 @@ impl Index {
     /// step of the op before it (the first op's, for a call before any op). Where only the flagged ops were
     /// dumped ([`Index::only_overflowing_ops`]) a call takes a step only when the ops around it agree on it
     /// (or the op after it is at step 0), else the step another member of the same collective got; `None`
-    /// when nobody knows.
+    /// when nobody knows. A receive of a message sent at a later step takes the send's.
     pub fn collective_steps(&self) -> Vec<Option<u64>> {
         let sparse = self.only_overflowing_ops;
         // One merge walk per rank (ops in execution order, calls in call order), as `ranks::events`
@@ -428,6 +429,22 @@ impl Index {
         for (c, step) in self.collectives.iter().zip(&mut steps) {
             if step.is_none() {
                 *step = key(c).and_then(|k| known.get(&k).copied());
+            }
+        }
+        // A receive takes the step of its send when that is later or its own is unknown (as
+        // `ranks::events`): a pipeline's later stage receives a step's input before any op of that step.
+        let mut sent: BTreeMap<(String, u32, u32, u64), u64> = BTreeMap::new();
+        for (c, step) in self.collectives.iter().zip(&steps) {
+            if let (CollectiveOp::Send, Some(dst), Some(step)) = (c.info.op, c.info.peer, step) {
+                sent.insert((c.info.comm.clone(), c.info.comm_rank, dst, c.info.seq), *step);
+            }
+        }
+        for (c, step) in self.collectives.iter().zip(&mut steps) {
+            let (CollectiveOp::Recv, Some(src)) = (c.info.op, c.info.peer) else { continue };
+            if let Some(&sent_at) = sent.get(&(c.info.comm.clone(), src, c.info.comm_rank, c.info.seq)) {
+                if step.is_none_or(|own| own < sent_at) {
+                    *step = Some(sent_at);
+                }
             }
         }
         steps

@@ -203,6 +203,17 @@ fn an_overflow_in_stage_0_is_the_origin_and_reaches_stage_1_through_its_receive(
             let via = stage_1["via"].as_str().unwrap();
             assert!(via.starts_with("HcclRecv #1 on root-") && via.ends_with("at step 1"), "{what}: {via}");
         }
+        // `overflow` places the arrival on stage 1 at the step it was sent at too.
+        let (code, json) = analyzer_json(&["overflow", path_str(&run)]);
+        assert_eq!(code, 1, "{json}");
+        let arrival = json["arrivals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["call"] == "HcclRecv #1")
+            .unwrap_or_else(|| panic!("no arrival through the receive: {json}"));
+        assert_eq!(arrival["rank"].as_u64(), Some(u64::from(ranks / 2)), "{arrival}");
+        assert_eq!(arrival["step"].as_u64(), Some(1), "{ranks} ranks: {arrival}");
     }
 }
 
