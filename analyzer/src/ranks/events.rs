@@ -16,6 +16,7 @@ use crate::filter::Filter;
 use crate::index::{Index, Io, MadeCommunicator, TensorId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
+use crate::sources::capture::runs::{join_run, streams_of_different_runs};
 use crate::sources::Source;
 use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
@@ -224,9 +225,13 @@ impl RunEvents {
         run.job_ranks = index.job_ranks;
         run.selection = filter.clone();
         run.communicators_made = index.communicators_made.clone();
-        let mixed = different_runs(&run)
-            .or_else(|| streams_of_different_runs(index))
-            .or_else(|| identity_unknown(&run));
+        // A capture directory two runs wrote into already leads with its runs (an input problem of the
+        // capture source, in `run.problems`): the ranks' evidence would only say it again.
+        let mixed = if streams_of_different_runs(&index.communicators_by_stream).is_some() {
+            None
+        } else {
+            different_runs(&run).or_else(|| identity_unknown(&run))
+        };
         if let Some(mixed) = mixed {
             run.problems
                 .push(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")));
@@ -266,60 +271,6 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
     Some(format!(
         "the ranks are of different runs: {}, each spanning a job of {job} ranks, and every rank of one job \
          makes each communicator that spans it",
-        each.join(", ")
-    ))
-}
-
-/// Whether a capture directory holds streams of different runs (the job run again, or its workers
-/// restarted, or another job run, into the same directory). Processes that made a communicator from the
-/// same root info are of one run; one run has one process per rank, so a rank whose processes fall into
-/// groups with no communicator in common proves that the groups are of different runs. Only root-info
-/// communicators count, of any size: the manifest records one job size, the first writer's.
-pub fn streams_of_different_runs(index: &Index) -> Option<String> {
-    // Stream positions whose communicators meet, with the communicators.
-    let mut groups: Vec<(Vec<&str>, Vec<usize>)> = Vec::new();
-    for (at, stream) in index.communicators_by_stream.iter().enumerate() {
-        let made: Vec<&str> =
-            stream.made.iter().filter(|c| c.comm.starts_with("root-")).map(|c| c.comm.as_str()).collect();
-        if !made.is_empty() {
-            join_run(&mut groups, made, at);
-        }
-    }
-    let of = |at: &usize| &index.communicators_by_stream[*at];
-    let ranks_of = |streams: &[usize]| {
-        let mut ranks: Vec<u32> = streams.iter().map(|at| of(at).rank).collect();
-        ranks.sort_unstable();
-        ranks.dedup();
-        ranks
-    };
-    let mut in_two: Vec<u32> = Vec::new();
-    for (i, (_, streams)) in groups.iter().enumerate() {
-        for rank in ranks_of(streams) {
-            if groups[i + 1..].iter().any(|(_, other)| other.iter().any(|at| of(at).rank == rank)) {
-                in_two.push(rank);
-            }
-        }
-    }
-    in_two.sort_unstable();
-    in_two.dedup();
-    if in_two.is_empty() {
-        return None;
-    }
-    let each: Vec<String> = groups
-        .iter()
-        .map(|(comms, streams)| {
-            format!(
-                "{} streams of ranks {:?} (the first {}) made HCCL communicator {}",
-                streams.len(),
-                ranks_of(streams),
-                of(&streams[0]).stream,
-                comms.join(" and ")
-            )
-        })
-        .collect();
-    Some(format!(
-        "the capture holds different runs: {}, and ranks {in_two:?} have a process in more than one of \
-         these, where one run has one process per rank",
         each.join(", ")
     ))
 }
@@ -374,28 +325,6 @@ fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
         .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
         .map(|c| c.comm.as_str())
         .collect()
-}
-
-/// Puts `member` (a rank, or a stream) with the runs whose communicators meet `comms`, joining every such
-/// run into one (a member in two groups ties them together), or starts a run of its own.
-fn join_run<'a, T: Ord>(runs: &mut Vec<(Vec<&'a str>, Vec<T>)>, comms: Vec<&'a str>, member: T) {
-    let (mut joined, mut ranks) = (comms, vec![member]);
-    let mut i = 0;
-    while i < runs.len() {
-        if runs[i].0.iter().any(|c| joined.contains(c)) {
-            let (comms, others) = runs.remove(i);
-            for c in comms {
-                if !joined.contains(&c) {
-                    joined.push(c);
-                }
-            }
-            ranks.extend(others);
-        } else {
-            i += 1;
-        }
-    }
-    ranks.sort_unstable();
-    runs.push((joined, ranks));
 }
 
 fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorStats>) -> RunEvents {
@@ -598,46 +527,6 @@ fn interleave(ops: Vec<Event>, calls: Vec<Event>, sparse: bool) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An index of streams, each `(rank, communicators made, each of 2 members)`, in stream order.
-    fn streams(made: &[(u32, &[&str])]) -> Index {
-        let communicators_by_stream = made
-            .iter()
-            .enumerate()
-            .map(|(at, (rank, comms))| crate::index::StreamCommunicators {
-                stream: format!("stream-{at:03}-rank{rank}"),
-                rank: *rank,
-                made: comms
-                    .iter()
-                    .map(|c| MadeCommunicator { comm: c.to_string(), comm_rank: rank % 2, comm_size: 2 })
-                    .collect(),
-            })
-            .collect();
-        Index { communicators_by_stream, ..Index::default() }
-    }
-
-    #[test]
-    fn streams_of_one_run_in_groups_without_a_communicator_in_common_are_not_called_different_runs() {
-        // Tensor parallel in pairs, no communicator spanning the job: two groups, one process per rank.
-        let one = [(0, &["root-a"][..]), (1, &["root-a"]), (2, &["root-b"]), (3, &["root-b"])];
-        assert_eq!(streams_of_different_runs(&streams(&one)), None);
-        // The same job run again into the directory: every rank has a process in two groups.
-        let twice =
-            [one.as_slice(), &[(0, &["root-c"][..]), (1, &["root-c"]), (2, &["root-d"]), (3, &["root-d"])]]
-                .concat();
-        let said = streams_of_different_runs(&streams(&twice)).expect("different runs");
-        assert!(
-            said.starts_with(
-                "the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank0)"
-            ) && said.contains(
-                "2 streams of ranks [2, 3] (the first stream-006-rank2) made HCCL communicator root-d"
-            ) && said.contains("ranks [0, 1, 2, 3] have a process in more than one"),
-            "{said}"
-        );
-        // A rank's second process that made no communicator (a helper process): nothing to say.
-        let helper = [one.as_slice(), &[(0, &[][..])]].concat();
-        assert_eq!(streams_of_different_runs(&streams(&helper)), None);
-    }
 
     fn op(step: u64, t: u64) -> Event {
         Event {

@@ -328,7 +328,7 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
     record_with(dir.path(), "run", "{}", "2", &[]);
     let said = |out: &str| {
         // Either rank's process may make its stream directory first.
-        out.starts_with("INCOMPLETE INPUT: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank")
+        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank", p(&run)))
             && out.contains("2 streams of ranks [0, 1] (the first stream-002-rank")
             && out.contains("record each run into its own directory")
     };
@@ -348,10 +348,50 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
     let (code, out, err) = analyzer(&["ranks", p(&two_sizes)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
-        out.starts_with("INCOMPLETE INPUT: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank")
+        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank", p(&two_sizes)))
             && out.contains("4 streams of ranks [0, 1, 2, 3] (the first stream-002-rank"),
         "{out}"
     );
+}
+
+/// The same capture directory two runs wrote into, read by the commands that answer about one run: each
+/// leads with the capture's runs and exits 2 (`overflow` said "No op produced inf/NaN ...", exit 0;
+/// `compare` of the capture with itself said PASS over both runs' tensors, exit 0; `diff` against a run
+/// compared one run's tensors by hash as if the mix were a run, exit 1); a capture of one run is read as
+/// before.
+#[test]
+fn every_command_reading_a_capture_two_runs_wrote_into_leads_with_its_runs() {
+    let dir = scratch();
+    let twice = record_with(dir.path(), "twice", "{}", "2", &[]);
+    record_with(dir.path(), "twice", "{}", "2", &[]);
+    let once = record_with(dir.path(), "once", "{}", "2", &[]);
+    let lead = format!(
+        "INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1]",
+        p(&twice)
+    );
+    for args in [
+        vec!["overflow", p(&twice)],
+        vec!["compare", p(&twice), p(&once)],
+        vec!["compare", p(&twice), p(&twice)],
+        vec!["diff", p(&once), p(&twice)],
+        vec!["inspect", p(&twice)],
+        vec!["check", p(&twice)],
+        vec!["watch", p(&twice)],
+    ] {
+        let (code, out, err) = analyzer(&args);
+        assert_eq!(code, 2, "{args:?}\n{out}\n{err}");
+        assert!(
+            out.starts_with(&lead) && out.contains("record each run into its own directory"),
+            "{args:?}\n{out}"
+        );
+    }
+    for args in
+        [vec!["overflow", p(&once)], vec!["compare", p(&once), p(&once)], vec!["diff", p(&once), p(&once)]]
+    {
+        let (code, out, err) = analyzer(&args);
+        assert_eq!(code, 0, "{args:?}\n{out}\n{err}");
+        assert!(!out.contains("INCOMPLETE INPUT") && !out.contains("different runs"), "{args:?}\n{out}");
+    }
 }
 
 #[test]

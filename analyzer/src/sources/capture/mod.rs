@@ -7,10 +7,12 @@
 //!   change results.
 //! - `tensor_data`: a tensor's data read from its place: its stored bytes whole, as the device tensor the
 //!   host conversions take, or decoded to f32 block by block as they are read.
+//! - `runs`: which runs the streams are of: a directory two runs wrote into is an input problem.
 //! - `source_impl`: [`CaptureSource`] as a [`Source`](super::Source): values, host bytes and blocks,
 //!   stored data compared and released, the buffers and scratch a read holds, what the manifest says.
 
 mod open;
+pub mod runs;
 mod source_impl;
 mod tensor_data;
 

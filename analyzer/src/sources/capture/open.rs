@@ -1,7 +1,7 @@
 //! A capture opened and indexed from its records' heads: ops, tensors (statistics, hashes, places), overflow
 //! records tied to the ops they blame, steps, what the ring deleted, the settings that change results.
 
-use super::{pack, CaptureSource};
+use super::{pack, runs, CaptureSource};
 use crate::index::{Index, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
@@ -200,6 +200,10 @@ impl CaptureSource {
         // several writer threads append in turn): execution order comes from the ops' own launch fields.
         let reorder = index.order_by_execution();
         let metas = crate::index::Reorder::apply(&reorder.tensors, metas);
+        // Leads the other problems: an answer about a mix of runs is wrong whatever else is missing.
+        if let Some(mixed) = runs::different_runs_problem(root, &index.communicators_by_stream) {
+            index.problems.insert(0, mixed);
+        }
         index.problems.extend(
             completeness::check(&run, &tallies)
                 .iter()
