@@ -250,6 +250,11 @@ fn a_message_damaged_in_transit_is_named_on_its_receive() {
         "{out}"
     );
     assert!(out.contains("  rank 0 met it in a collective later and shows no anomaly"), "{out}");
+    let page = dir.path().join("report.html");
+    let (code, out, stderr) = analyzer(&["report", path_str(&run), "-o", path_str(&page)]);
+    assert_eq!(code, 1, "{out}\n{stderr}");
+    let html = report_page(&page);
+    assert!(html.contains("HcclRecv</code></a> [HcclRecv], message #1 on root-"), "{out}");
 }
 
 /// The same 4-rank ZeRO pipeline through a shim libhccl.so that forwards every entry point through the

@@ -478,6 +478,10 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
         escape(&first.op),
         escape(&first.op_type),
         match &first.collective {
+            // A send or receive is numbered among the messages between its two ranks.
+            Some((comm, seq)) if matches!(first.op_type.as_str(), "HcclSend" | "HcclRecv") => {
+                format!(", message #{seq} on {}", escape(comm))
+            }
             Some((comm, seq)) => format!(", collective #{seq} on {}", escape(comm)),
             None => String::new(),
         },
