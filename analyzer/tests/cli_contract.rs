@@ -331,3 +331,20 @@ fn version_completions_and_man_page() {
         assert!(man.contains(sub), "man page lacks {sub}");
     }
 }
+
+/// `--op` is a glob matched against the whole name, or a word matched anywhere in it (docs/CLI.md, "Common
+/// options"): every command's `--help` says both, and a plain word selects the ops that contain it.
+#[test]
+fn op_help_says_a_plain_word_matches_anywhere() {
+    for command in
+        ["inspect", "compare", "diff", "overflow", "report", "ranks", "scan", "check", "watch", "convert"]
+    {
+        let help = run(&[command, "--help"], &[0]);
+        let op = help.split("--op <PATTERN>").nth(1).unwrap_or_default();
+        let op = op.split("\n      --").next().unwrap_or_default().split_whitespace().collect::<Vec<_>>();
+        let op = op.join(" ");
+        assert!(op.contains("whole name") && op.contains("anywhere"), "{command} --help on --op: {op}");
+    }
+    let selected = run(&["inspect", "target", "--op", "embedding"], &[0]);
+    assert!(selected.contains("Functional.embedding.0.forward"), "{selected:.500}");
+}

@@ -28,7 +28,7 @@ pub struct RecordArgs {
     /// exclusive with the data dump, so only the ops that overflowed are dumped, with their status bits.
     #[arg(long)]
     pub overflow: bool,
-    /// Also keep a small histogram of each tensor's values (counts per power of two and sign; about 150
+    /// Also keep a small histogram of each tensor's values (counts per power of two and sign; about 140
     /// bytes more per tensor): lets `analyzer watch` decide saturation and range conditions exactly.
     #[arg(long)]
     pub histogram: bool,

@@ -13,7 +13,8 @@ pub struct FilterArgs {
     /// Only this rank (repeatable).
     #[arg(long = "rank", value_name = "R")]
     pub ranks: Vec<u32>,
-    /// Only ops whose name matches this glob (`*` and `?`; repeatable, any may match).
+    /// Only ops whose name matches this pattern (repeatable, any may match): a glob with `*` or `?` matches
+    /// the whole name, a plain word matches anywhere in it.
     #[arg(long = "op", value_name = "PATTERN")]
     pub ops: Vec<String>,
 }
