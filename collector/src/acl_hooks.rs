@@ -17,10 +17,10 @@
 
 use crate::activate::{acl_finalize_hook, acl_init_hook};
 use crate::callback_slot::CallbackSlot;
+use crate::entry_guard::guarded;
 use crate::forwarding::{self, Forwarding};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
-use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The watched names, by slot in [`REAL`].
@@ -121,48 +121,42 @@ fn reentered(slot: usize) -> Option<Option<usize>> {
 /// aclInit's contract: `config_path` is NULL or a NUL-terminated path.
 #[no_mangle]
 pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
-    if let Some(next) = reentered(INIT) {
-        let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
-        let _forwarding = Forwarding::to(INIT, addr);
-        // SAFETY: a definition of the symbol aclInit, of C signature AclInitFn; the argument is our caller's.
-        return unsafe { std::mem::transmute::<usize, AclInitFn>(addr)(config_path) };
-    }
-    let real_addr = real(INIT);
-    let _forwarding = Forwarding::to(INIT, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
-    // SAFETY: the slot holds the address of the symbol aclInit, whose C signature is AclInitFn.
-    let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclInitFn>(a) });
-    // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
-    match catch_unwind(|| unsafe { acl_init_hook(config_path, real) }) {
-        Ok(code) => code,
-        Err(_) => {
-            // The hook forwards before doing anything else, so a panic here means the runtime's result is
-            // lost; report the generic failure rather than unwind into C.
-            crate::log("aclInit hook panicked");
-            ascend_sys::ACL_ERROR_INTERNAL_ERROR
+    // acl_init_hook forwards inside (and catches its own activation's panics): a panic reaching the guard
+    // means the runtime's result is lost, so it answers the generic failure.
+    guarded("aclInit", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        if let Some(next) = reentered(INIT) {
+            let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
+            let _forwarding = Forwarding::to(INIT, addr);
+            // SAFETY: a definition of the symbol aclInit, of C signature AclInitFn; the argument is our
+            // caller's.
+            return forwarded.call(|| unsafe { std::mem::transmute::<usize, AclInitFn>(addr)(config_path) });
         }
-    }
+        let real_addr = real(INIT);
+        let _forwarding = Forwarding::to(INIT, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
+        // SAFETY: the slot holds the address of the symbol aclInit, whose C signature is AclInitFn.
+        let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclInitFn>(a) });
+        // SAFETY: the argument is forwarded unchanged from our caller, who owes aclInit's contract.
+        unsafe { acl_init_hook(config_path, real) }
+    })
 }
 
 /// Interposes the runtime's `aclFinalize`: seals the capture, then forwards.
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> aclError {
-    if let Some(next) = reentered(FINALIZE) {
-        let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
-        let _forwarding = Forwarding::to(FINALIZE, addr);
-        // SAFETY: a definition of the symbol aclFinalize, of C signature AclFinalizeFn; no arguments.
-        return unsafe { std::mem::transmute::<usize, AclFinalizeFn>(addr)() };
-    }
-    let real_addr = real(FINALIZE);
-    let _forwarding = Forwarding::to(FINALIZE, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
-    // SAFETY: the slot holds the address of the symbol aclFinalize, whose C signature is AclFinalizeFn.
-    let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(a) });
-    match catch_unwind(|| acl_finalize_hook(real)) {
-        Ok(code) => code,
-        Err(_) => {
-            crate::log("aclFinalize hook panicked");
-            ascend_sys::ACL_ERROR_INTERNAL_ERROR
+    // As aclInit: acl_finalize_hook forwards inside, after sealing the capture under its own catch_unwind.
+    guarded("aclFinalize", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        if let Some(next) = reentered(FINALIZE) {
+            let Some(addr) = next else { return ACL_ERROR_API_NOT_SUPPORT };
+            let _forwarding = Forwarding::to(FINALIZE, addr);
+            // SAFETY: a definition of the symbol aclFinalize, of C signature AclFinalizeFn; no arguments.
+            return forwarded.call(|| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(addr)() });
         }
-    }
+        let real_addr = real(FINALIZE);
+        let _forwarding = Forwarding::to(FINALIZE, real_addr.unwrap_or(forwarding::UNKNOWN_TARGET));
+        // SAFETY: the slot holds the address of the symbol aclFinalize, whose C signature is AclFinalizeFn.
+        let real = real_addr.map(|a| unsafe { std::mem::transmute::<usize, AclFinalizeFn>(a) });
+        acl_finalize_hook(real)
+    })
 }
 
 /// Interposes the runtime's `aclmdlExecute`: forwards to it and counts the calls that succeeded.
@@ -175,20 +169,22 @@ pub unsafe extern "C" fn aclmdlExecute(
     input: *const aclmdlDataset,
     output: *mut aclmdlDataset,
 ) -> aclError {
-    let reentered = reentered(EXECUTE);
-    let Some(addr) = reentered.unwrap_or_else(|| real(EXECUTE)) else {
-        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-    };
-    let _forwarding = Forwarding::to(EXECUTE, addr);
-    // SAFETY: the address of a definition of aclmdlExecute, whose C signature is AclmdlExecuteFn.
-    let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
-    // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclmdlExecute's contract.
-    let code = unsafe { f(model_id, input, output) };
-    // A re-entered call is the same launch, counted by the outermost call.
-    if code == ACL_SUCCESS && reentered.is_none() {
-        MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-    }
-    code
+    guarded("aclmdlExecute", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        let reentered = reentered(EXECUTE);
+        let Some(addr) = reentered.unwrap_or_else(|| real(EXECUTE)) else {
+            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+        };
+        let _forwarding = Forwarding::to(EXECUTE, addr);
+        // SAFETY: the address of a definition of aclmdlExecute, whose C signature is AclmdlExecuteFn.
+        let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
+        // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclmdlExecute's contract.
+        let code = forwarded.call(|| unsafe { f(model_id, input, output) });
+        // A re-entered call is the same launch, counted by the outermost call.
+        if code == ACL_SUCCESS && reentered.is_none() {
+            MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        code
+    })
 }
 
 /// Interposes the runtime's `aclopExecuteV2` (an eager single op): forwards to it and counts the calls that
@@ -209,21 +205,23 @@ pub unsafe extern "C" fn aclopExecuteV2(
     attr: *mut aclopAttr,
     stream: aclrtStream,
 ) -> aclError {
-    let reentered = reentered(OP_EXECUTE);
-    let Some(addr) = reentered.unwrap_or_else(|| real(OP_EXECUTE)) else {
-        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-    };
-    let _forwarding = Forwarding::to(OP_EXECUTE, addr);
-    // SAFETY: the address of a definition of aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
-    let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
-    // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclopExecuteV2's contract.
-    let code = unsafe {
-        f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
-    };
-    if code == ACL_SUCCESS && reentered.is_none() {
-        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-    }
-    code
+    guarded("aclopExecuteV2", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        let reentered = reentered(OP_EXECUTE);
+        let Some(addr) = reentered.unwrap_or_else(|| real(OP_EXECUTE)) else {
+            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+        };
+        let _forwarding = Forwarding::to(OP_EXECUTE, addr);
+        // SAFETY: the address of a definition of aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
+        let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
+        // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclopExecuteV2's contract.
+        let code = forwarded.call(|| unsafe {
+            f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
+        });
+        if code == ACL_SUCCESS && reentered.is_none() {
+            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        code
+    })
 }
 
 /// Interposes `aclopCompileAndExecute` (an eager single op, compiled first when needed): forwards to it and
@@ -248,34 +246,37 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
     op_path: *const c_char,
     stream: aclrtStream,
 ) -> aclError {
-    let reentered = reentered(OP_COMPILE_EXECUTE);
-    let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE)) else {
-        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-    };
-    let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE, addr);
-    // SAFETY: the address of a definition of aclopCompileAndExecute, of C signature AclopCompileAndExecuteFn.
-    let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteFn>(addr) };
-    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
-    let code = unsafe {
-        f(
-            op_type,
-            num_inputs,
-            input_desc,
-            inputs,
-            num_outputs,
-            output_desc,
-            outputs,
-            attr,
-            engine_type,
-            compile_flag,
-            op_path,
-            stream,
-        )
-    };
-    if code == ACL_SUCCESS && reentered.is_none() {
-        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-    }
-    code
+    guarded("aclopCompileAndExecute", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        let reentered = reentered(OP_COMPILE_EXECUTE);
+        let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE)) else {
+            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+        };
+        let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE, addr);
+        // SAFETY: the address of a definition of aclopCompileAndExecute, of C signature
+        // AclopCompileAndExecuteFn.
+        let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteFn>(addr) };
+        // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+        let code = forwarded.call(|| unsafe {
+            f(
+                op_type,
+                num_inputs,
+                input_desc,
+                inputs,
+                num_outputs,
+                output_desc,
+                outputs,
+                attr,
+                engine_type,
+                compile_flag,
+                op_path,
+                stream,
+            )
+        });
+        if code == ACL_SUCCESS && reentered.is_none() {
+            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        code
+    })
 }
 
 /// Interposes `aclopCompileAndExecuteV2` (torch_npu's OpCommand launch): forwards to it and counts the calls
@@ -300,35 +301,37 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     op_path: *const c_char,
     stream: aclrtStream,
 ) -> aclError {
-    let reentered = reentered(OP_COMPILE_EXECUTE_V2);
-    let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE_V2)) else {
-        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-    };
-    let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE_V2, addr);
-    // SAFETY: the address of a definition of aclopCompileAndExecuteV2, of C signature
-    // AclopCompileAndExecuteV2Fn.
-    let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteV2Fn>(addr) };
-    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
-    let code = unsafe {
-        f(
-            op_type,
-            num_inputs,
-            input_desc,
-            inputs,
-            num_outputs,
-            output_desc,
-            outputs,
-            attr,
-            engine_type,
-            compile_flag,
-            op_path,
-            stream,
-        )
-    };
-    if code == ACL_SUCCESS && reentered.is_none() {
-        OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-    }
-    code
+    guarded("aclopCompileAndExecuteV2", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        let reentered = reentered(OP_COMPILE_EXECUTE_V2);
+        let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE_V2)) else {
+            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+        };
+        let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE_V2, addr);
+        // SAFETY: the address of a definition of aclopCompileAndExecuteV2, of C signature
+        // AclopCompileAndExecuteV2Fn.
+        let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteV2Fn>(addr) };
+        // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+        let code = forwarded.call(|| unsafe {
+            f(
+                op_type,
+                num_inputs,
+                input_desc,
+                inputs,
+                num_outputs,
+                output_desc,
+                outputs,
+                attr,
+                engine_type,
+                compile_flag,
+                op_path,
+                stream,
+            )
+        });
+        if code == ACL_SUCCESS && reentered.is_none() {
+            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        code
+    })
 }
 
 /// Interposes the runtime's `acldumpRegCallback` for other tools (the collector registers through its
@@ -338,36 +341,40 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
 /// acldumpRegCallback's contract: `cb` is NULL or a function of the acldumpCallback signature.
 #[no_mangle]
 pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag: i32) -> aclError {
-    let reentered = reentered(REG_CALLBACK);
-    let Some(addr) = reentered.unwrap_or_else(|| real(REG_CALLBACK)) else {
-        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_FAILURE };
-    };
-    let _forwarding = Forwarding::to(REG_CALLBACK, addr);
-    // SAFETY: the address of a definition of acldumpRegCallback, of signature AcldumpRegCallbackFn.
-    let f = unsafe { std::mem::transmute::<usize, AcldumpRegCallbackFn>(addr) };
-    // SAFETY: the arguments are forwarded unchanged from our caller, who owes the contract.
-    let code = unsafe { f(cb, flag) };
-    // The outermost call notes the registration, once.
-    if reentered.is_none() {
-        CallbackSlot::other_registered(cb, code);
-    }
-    code
+    guarded("acldumpRegCallback", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        let reentered = reentered(REG_CALLBACK);
+        let Some(addr) = reentered.unwrap_or_else(|| real(REG_CALLBACK)) else {
+            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_FAILURE };
+        };
+        let _forwarding = Forwarding::to(REG_CALLBACK, addr);
+        // SAFETY: the address of a definition of acldumpRegCallback, of signature AcldumpRegCallbackFn.
+        let f = unsafe { std::mem::transmute::<usize, AcldumpRegCallbackFn>(addr) };
+        // SAFETY: the arguments are forwarded unchanged from our caller, who owes the contract.
+        let code = forwarded.call(|| unsafe { f(cb, flag) });
+        // The outermost call notes the registration, once.
+        if reentered.is_none() {
+            CallbackSlot::other_registered(cb, code);
+        }
+        code
+    })
 }
 
 /// Interposes the runtime's `acldumpUnregCallback` for other tools: forwards, and notes that the slot is
 /// empty (the runtime removes whichever callback is registered, ours included).
 #[no_mangle]
 pub extern "C" fn acldumpUnregCallback() {
-    let reentered = reentered(UNREG_CALLBACK);
-    let Some(addr) = reentered.unwrap_or_else(|| real(UNREG_CALLBACK)) else { return };
-    let _forwarding = Forwarding::to(UNREG_CALLBACK, addr);
-    // SAFETY: the address of a definition of acldumpUnregCallback, of signature AcldumpUnregCallbackFn.
-    let f = unsafe { std::mem::transmute::<usize, AcldumpUnregCallbackFn>(addr) };
-    // SAFETY: no arguments.
-    unsafe { f() };
-    if reentered.is_none() {
-        CallbackSlot::other_unregistered();
-    }
+    guarded("acldumpUnregCallback", (), |forwarded| {
+        let reentered = reentered(UNREG_CALLBACK);
+        let Some(addr) = reentered.unwrap_or_else(|| real(UNREG_CALLBACK)) else { return };
+        let _forwarding = Forwarding::to(UNREG_CALLBACK, addr);
+        // SAFETY: the address of a definition of acldumpUnregCallback, of signature AcldumpUnregCallbackFn.
+        let f = unsafe { std::mem::transmute::<usize, AcldumpUnregCallbackFn>(addr) };
+        // SAFETY: no arguments.
+        forwarded.call(|| unsafe { f() });
+        if reentered.is_none() {
+            CallbackSlot::other_unregistered();
+        }
+    })
 }
 
 #[cfg(test)]

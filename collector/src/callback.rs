@@ -6,6 +6,7 @@
 
 use crate::config::{PanicPoint, QueueFull};
 use crate::counters::add;
+use crate::entry_guard::guarded;
 use crate::pipeline::{Msg, Pipeline};
 use crate::pool::Slot;
 use ascend_sys::{
@@ -23,16 +24,18 @@ pub const NOTE_ROOM: usize = 1024;
 /// Called by the runtime with `chunk` pointing at an `acldumpChunk` whose `dataBuf` holds `bufLen` bytes,
 /// readable for the duration of the call (docs/CANN.md §3). Both are re-checked against `len`.
 pub unsafe extern "C" fn dump_callback(chunk: *const acldumpChunk, len: i32) -> i32 {
-    let Some(p) = crate::pipeline::current() else { return 0 };
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { on_chunk(p, chunk, len) }
-    }));
-    if outcome.is_err() {
-        add(&p.counters.dropped_panic, 1);
-        p.disable("the dump callback panicked");
-    }
-    0
+    guarded("the dump callback", 0, |_| {
+        let Some(p) = crate::pipeline::current() else { return 0 };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { on_chunk(p, chunk, len) }
+        }));
+        if outcome.is_err() {
+            add(&p.counters.dropped_panic, 1);
+            p.disable("the dump callback panicked");
+        }
+        0
+    })
 }
 
 /// Why a chunk was not queued.

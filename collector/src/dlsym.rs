@@ -15,8 +15,10 @@
 //! HCCL wrappers are reached only through the global scope.
 //!
 //! Everything on this path runs in every process the library is preloaded into, possibly before `main`
-//! and from inside other libraries' initialisation: it neither allocates nor takes locks nor panics.
+//! and from inside other libraries' initialisation: it neither allocates nor takes locks nor panics (its
+//! panic guard, [`crate::entry_guard`], allocates and logs only after a panic).
 
+use crate::entry_guard::guarded;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
@@ -31,29 +33,31 @@ static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Stands in for `dlsym` where the real one cannot be found (not glibc): every lookup fails.
 unsafe extern "C" fn no_dlsym(_handle: *mut c_void, _name: *const c_char) -> *mut c_void {
-    std::ptr::null_mut()
+    guarded("dlsym", std::ptr::null_mut(), |_| std::ptr::null_mut())
 }
 
 /// Finds glibc's `dlsym` through `dlvsym`, which is not interposed: in libc.so.6 since glibc 2.34, in
 /// libdl before (version `GLIBC_2.2.5` on x86_64, `GLIBC_2.17` on aarch64).
 extern "C" fn resolve_real_dlsym() -> *mut c_void {
-    let current = REAL_DLSYM.load(Ordering::Acquire);
-    if !current.is_null() {
-        return current;
-    }
-    let mut found = std::ptr::null_mut();
-    for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-        // SAFETY: NUL-terminated strings; RTLD_NEXT from this object finds the definition after ours.
-        found = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-        if !found.is_null() {
-            break;
+    guarded("dlsym", no_dlsym as DlsymFn as *mut c_void, |_| {
+        let current = REAL_DLSYM.load(Ordering::Acquire);
+        if !current.is_null() {
+            return current;
         }
-    }
-    if found.is_null() {
-        found = no_dlsym as DlsymFn as *mut c_void;
-    }
-    REAL_DLSYM.store(found, Ordering::Release);
-    found
+        let mut found = std::ptr::null_mut();
+        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
+            // SAFETY: NUL-terminated strings; RTLD_NEXT from this object finds the definition after ours.
+            found = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+            if !found.is_null() {
+                break;
+            }
+        }
+        if found.is_null() {
+            found = no_dlsym as DlsymFn as *mut c_void;
+        }
+        REAL_DLSYM.store(found, Ordering::Release);
+        found
+    })
 }
 
 /// Whether `addr` lies in the collector's own object: the collector's own lookups (attaching to the
@@ -82,21 +86,23 @@ fn is_ours(addr: usize) -> bool {
 /// `dlsym` for every handle but RTLD_NEXT: the real lookup, then the interposers' say, unless the caller
 /// (whose return address the trampoline passes as `caller`) is the collector itself.
 extern "C" fn dlsym_hook(handle: *mut c_void, name: *const c_char, caller: usize) -> *mut c_void {
-    // SAFETY: `resolve_real_dlsym` returns glibc's dlsym (or `no_dlsym`), both of the DlsymFn signature.
-    let real: DlsymFn = unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(resolve_real_dlsym()) };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    let found = unsafe { real(handle, name) };
-    if name.is_null() || found.is_null() {
-        return found;
-    }
-    // SAFETY: a non-null name that the real dlsym just read as a NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(name) };
-    if is_ours(caller) {
-        return found;
-    }
-    // Nothing below allocates or panics (the interposers compare names and store atomics), so no
-    // catch_unwind is needed here, and none could run before the Rust runtime is ready anyway.
-    INTERPOSERS.iter().find_map(|f| f(name, found)).unwrap_or(found)
+    guarded("dlsym", std::ptr::null_mut(), |forwarded| {
+        // SAFETY: `resolve_real_dlsym` returns glibc's dlsym (or `no_dlsym`), both of the DlsymFn signature.
+        let real: DlsymFn = unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(resolve_real_dlsym()) };
+        // SAFETY: forwarding the caller's arguments unchanged.
+        let found = forwarded.call(|| unsafe { real(handle, name) });
+        if name.is_null() || found.is_null() {
+            return found;
+        }
+        // SAFETY: a non-null name that the real dlsym just read as a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(name) };
+        if is_ours(caller) {
+            return found;
+        }
+        // Nothing below allocates or panics (the interposers compare names and store atomics); were it to
+        // panic, the guard answers what the real dlsym found.
+        INTERPOSERS.iter().find_map(|f| f(name, found)).unwrap_or(found)
+    })
 }
 
 /// The exported `dlsym` (see the module docs): RTLD_NEXT tail-jumps into the real one, everything else goes

@@ -15,6 +15,7 @@
 //!
 //! This runs in the hooks, never in `dlsym`'s path, so it may allocate (dlopen may); it never panics.
 
+use crate::entry_guard::guarded;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -145,24 +146,28 @@ struct Objects {
     len: usize,
 }
 
+/// Copies one object's description into `data` (an [`Objects`]); 1 stops the walk (also after a panic).
 unsafe extern "C" fn collect_object(
     info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
     data: *mut c_void,
 ) -> c_int {
-    // SAFETY: dl_iterate_phdr passes a valid info, and `data` is the `Objects` next_definition_after lent.
-    let (info, objects) = unsafe { (&*info, &mut *data.cast::<Objects>()) };
-    if objects.len == MAX_OBJECTS || info.dlpi_phdr.is_null() {
-        return i32::from(objects.len == MAX_OBJECTS); // 1 stops the walk: the rest is not looked at
-    }
-    objects.list[objects.len] = Object {
-        name: info.dlpi_name,
-        bias: info.dlpi_addr as usize,
-        phdr: info.dlpi_phdr,
-        phnum: usize::from(info.dlpi_phnum),
-    };
-    objects.len += 1;
-    0
+    guarded("dl_iterate_phdr callback", 1, |_| {
+        // SAFETY: dl_iterate_phdr passes a valid info, and `data` is the `Objects` next_definition_after
+        // lent.
+        let (info, objects) = unsafe { (&*info, &mut *data.cast::<Objects>()) };
+        if objects.len == MAX_OBJECTS || info.dlpi_phdr.is_null() {
+            return i32::from(objects.len == MAX_OBJECTS); // 1 stops the walk: the rest is not looked at
+        }
+        objects.list[objects.len] = Object {
+            name: info.dlpi_name,
+            bias: info.dlpi_addr as usize,
+            phdr: info.dlpi_phdr,
+            phnum: usize::from(info.dlpi_phnum),
+        };
+        objects.len += 1;
+        0
+    })
 }
 
 /// The first definition of `name` in an object loaded after the one holding `from` that is neither that

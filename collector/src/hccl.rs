@@ -23,6 +23,7 @@
 //! past the shim and recorded once, by the outermost call ([`crate::forwarding`]).
 
 use crate::config::Collectives;
+use crate::entry_guard::guarded;
 use crate::forwarding::{self, Forwarding};
 use crate::hooks::Reentry;
 use crate::pipeline::{current, Pipeline};
@@ -384,14 +385,16 @@ pub unsafe extern "C" fn HcclCommInitRootInfo(
     rank: u32,
     comm: *mut HcclComm,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(INIT, HcclCommInitRootInfoFn);
-    // SAFETY: forwarding the caller's arguments unchanged.
-    let code = unsafe { f(n_ranks, root_info, rank, comm) };
-    if !reentered {
-        // SAFETY: the real function's result and the caller's arguments, as it was given them.
-        unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
-    }
-    code
+    guarded("HcclCommInitRootInfo", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(INIT, HcclCommInitRootInfoFn);
+        // SAFETY: forwarding the caller's arguments unchanged.
+        let code = forwarded.call(|| unsafe { f(n_ranks, root_info, rank, comm) });
+        if !reentered {
+            // SAFETY: the real function's result and the caller's arguments, as it was given them.
+            unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+        }
+        code
+    })
 }
 
 /// # Safety
@@ -404,14 +407,16 @@ pub unsafe extern "C" fn HcclCommInitRootInfoConfig(
     config: *const HcclCommConfig,
     comm: *mut HcclComm,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);
-    // SAFETY: forwarding the caller's arguments unchanged.
-    let code = unsafe { f(n_ranks, root_info, rank, config, comm) };
-    if !reentered {
-        // SAFETY: the real function's result and the caller's arguments, as it was given them.
-        unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
-    }
-    code
+    guarded("HcclCommInitRootInfoConfig", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(INIT_CONFIG, HcclCommInitRootInfoConfigFn);
+        // SAFETY: forwarding the caller's arguments unchanged.
+        let code = forwarded.call(|| unsafe { f(n_ranks, root_info, rank, config, comm) });
+        if !reentered {
+            // SAFETY: the real function's result and the caller's arguments, as it was given them.
+            unsafe { remember_made(code, n_ranks, root_info, rank, comm) };
+        }
+        code
+    })
 }
 
 /// Names a communicator just made from `root_info` by the hash of the root info, and lists it as made.
@@ -443,12 +448,14 @@ unsafe fn remember_made(
 /// HCCL's contract for HcclCommDestroy.
 #[no_mangle]
 pub unsafe extern "C" fn HcclCommDestroy(comm: HcclComm) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(DESTROY, HcclCommDestroyFn);
-    if !reentered {
-        let _ = catch_unwind(|| with_comms(|c| c.remove(&comm.addr())));
-    }
-    // SAFETY: forwarding the caller's argument unchanged.
-    unsafe { f(comm) }
+    guarded("HcclCommDestroy", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(DESTROY, HcclCommDestroyFn);
+        if !reentered {
+            let _ = catch_unwind(|| with_comms(|c| c.remove(&comm.addr())));
+        }
+        // SAFETY: forwarding the caller's argument unchanged.
+        forwarded.call(|| unsafe { f(comm) })
+    })
 }
 
 /// # Safety
@@ -463,20 +470,24 @@ pub unsafe extern "C" fn HcclAllReduce(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(ALL_REDUCE, HcclAllReduceFn);
-    let call = Call {
-        op: CollectiveOp::AllReduce,
-        comm,
-        stream,
-        count,
-        dtype: data_type,
-        reduce_op: Some(op),
-        peer: None,
-        input: Some(DeviceBuffer { ptr: send_buf, count }),
-        output: Some(DeviceBuffer { ptr: recv_buf, count }),
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(send_buf, recv_buf, count, data_type, op, comm, stream) })
+    guarded("HcclAllReduce", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(ALL_REDUCE, HcclAllReduceFn);
+        let call = Call {
+            op: CollectiveOp::AllReduce,
+            comm,
+            stream,
+            count,
+            dtype: data_type,
+            reduce_op: Some(op),
+            peer: None,
+            input: Some(DeviceBuffer { ptr: send_buf, count }),
+            output: Some(DeviceBuffer { ptr: recv_buf, count }),
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(send_buf, recv_buf, count, data_type, op, comm, stream) })
+        })
+    })
 }
 
 /// # Safety
@@ -490,22 +501,26 @@ pub unsafe extern "C" fn HcclBroadcast(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(BROADCAST, HcclBroadcastFn);
-    // Only the root's buffer holds data before the call; every member's holds the root's after it.
-    let is_root = with_comms(|c| c.get(&comm.addr()).map(|s| s.rank)) == Some(root);
-    let call = Call {
-        op: CollectiveOp::Broadcast,
-        comm,
-        stream,
-        count,
-        dtype: data_type,
-        reduce_op: None,
-        peer: Some(root),
-        input: is_root.then_some(DeviceBuffer { ptr: buf, count }),
-        output: Some(DeviceBuffer { ptr: buf, count }),
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(buf, count, data_type, root, comm, stream) })
+    guarded("HcclBroadcast", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(BROADCAST, HcclBroadcastFn);
+        // Only the root's buffer holds data before the call; every member's holds the root's after it.
+        let is_root = with_comms(|c| c.get(&comm.addr()).map(|s| s.rank)) == Some(root);
+        let call = Call {
+            op: CollectiveOp::Broadcast,
+            comm,
+            stream,
+            count,
+            dtype: data_type,
+            reduce_op: None,
+            peer: Some(root),
+            input: is_root.then_some(DeviceBuffer { ptr: buf, count }),
+            output: Some(DeviceBuffer { ptr: buf, count }),
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(buf, count, data_type, root, comm, stream) })
+        })
+    })
 }
 
 /// # Safety
@@ -519,21 +534,25 @@ pub unsafe extern "C" fn HcclAllGather(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(ALL_GATHER, HcclAllGatherFn);
-    let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
-    let call = Call {
-        op: CollectiveOp::AllGather,
-        comm,
-        stream,
-        count: send_count,
-        dtype: data_type,
-        reduce_op: None,
-        peer: None,
-        input: Some(DeviceBuffer { ptr: send_buf, count: send_count }),
-        output: size.map(|n| DeviceBuffer { ptr: recv_buf, count: send_count.saturating_mul(n) }),
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(send_buf, recv_buf, send_count, data_type, comm, stream) })
+    guarded("HcclAllGather", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(ALL_GATHER, HcclAllGatherFn);
+        let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
+        let call = Call {
+            op: CollectiveOp::AllGather,
+            comm,
+            stream,
+            count: send_count,
+            dtype: data_type,
+            reduce_op: None,
+            peer: None,
+            input: Some(DeviceBuffer { ptr: send_buf, count: send_count }),
+            output: size.map(|n| DeviceBuffer { ptr: recv_buf, count: send_count.saturating_mul(n) }),
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(send_buf, recv_buf, send_count, data_type, comm, stream) })
+        })
+    })
 }
 
 /// # Safety
@@ -548,41 +567,47 @@ pub unsafe extern "C" fn HcclReduceScatter(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(REDUCE_SCATTER, HcclReduceScatterFn);
-    let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
-    let call = Call {
-        op: CollectiveOp::ReduceScatter,
-        comm,
-        stream,
-        count: recv_count,
-        dtype: data_type,
-        reduce_op: Some(op),
-        peer: None,
-        input: size.map(|n| DeviceBuffer { ptr: send_buf, count: recv_count.saturating_mul(n) }),
-        output: Some(DeviceBuffer { ptr: recv_buf, count: recv_count }),
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(send_buf, recv_buf, recv_count, data_type, op, comm, stream) })
+    guarded("HcclReduceScatter", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(REDUCE_SCATTER, HcclReduceScatterFn);
+        let size = with_comms(|c| c.get(&comm.addr()).map(|s| u64::from(s.size)));
+        let call = Call {
+            op: CollectiveOp::ReduceScatter,
+            comm,
+            stream,
+            count: recv_count,
+            dtype: data_type,
+            reduce_op: Some(op),
+            peer: None,
+            input: size.map(|n| DeviceBuffer { ptr: send_buf, count: recv_count.saturating_mul(n) }),
+            output: Some(DeviceBuffer { ptr: recv_buf, count: recv_count }),
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(send_buf, recv_buf, recv_count, data_type, op, comm, stream) })
+        })
+    })
 }
 
 /// # Safety
 /// HCCL's contract for HcclBarrier.
 #[no_mangle]
 pub unsafe extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(BARRIER, HcclBarrierFn);
-    let call = Call {
-        op: CollectiveOp::Barrier,
-        comm,
-        stream,
-        count: 0,
-        dtype: HCCL_DATA_TYPE_INT8,
-        reduce_op: None,
-        peer: None,
-        input: None,
-        output: None,
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(comm, stream) })
+    guarded("HcclBarrier", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(BARRIER, HcclBarrierFn);
+        let call = Call {
+            op: CollectiveOp::Barrier,
+            comm,
+            stream,
+            count: 0,
+            dtype: HCCL_DATA_TYPE_INT8,
+            reduce_op: None,
+            peer: None,
+            input: None,
+            output: None,
+        };
+        // SAFETY: forwarding the caller's arguments unchanged.
+        observed(call, reentered, || forwarded.call(|| unsafe { f(comm, stream) }))
+    })
 }
 
 /// # Safety
@@ -596,20 +621,24 @@ pub unsafe extern "C" fn HcclSend(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(SEND, HcclSendFn);
-    let call = Call {
-        op: CollectiveOp::Send,
-        comm,
-        stream,
-        count,
-        dtype: data_type,
-        reduce_op: None,
-        peer: Some(dest_rank),
-        input: Some(DeviceBuffer { ptr: send_buf, count }),
-        output: None,
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(send_buf, count, data_type, dest_rank, comm, stream) })
+    guarded("HcclSend", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(SEND, HcclSendFn);
+        let call = Call {
+            op: CollectiveOp::Send,
+            comm,
+            stream,
+            count,
+            dtype: data_type,
+            reduce_op: None,
+            peer: Some(dest_rank),
+            input: Some(DeviceBuffer { ptr: send_buf, count }),
+            output: None,
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(send_buf, count, data_type, dest_rank, comm, stream) })
+        })
+    })
 }
 
 /// # Safety
@@ -623,20 +652,24 @@ pub unsafe extern "C" fn HcclRecv(
     comm: HcclComm,
     stream: aclrtStream,
 ) -> HcclResult {
-    let (f, _forwarding, reentered) = real_fn!(RECV, HcclRecvFn);
-    let call = Call {
-        op: CollectiveOp::Recv,
-        comm,
-        stream,
-        count,
-        dtype: data_type,
-        reduce_op: None,
-        peer: Some(src_rank),
-        input: None,
-        output: Some(DeviceBuffer { ptr: recv_buf, count }),
-    };
-    // SAFETY: forwarding the caller's arguments unchanged.
-    observed(call, reentered, || unsafe { f(recv_buf, count, data_type, src_rank, comm, stream) })
+    guarded("HcclRecv", HCCL_E_INTERNAL, |forwarded| {
+        let (f, _forwarding, reentered) = real_fn!(RECV, HcclRecvFn);
+        let call = Call {
+            op: CollectiveOp::Recv,
+            comm,
+            stream,
+            count,
+            dtype: data_type,
+            reduce_op: None,
+            peer: Some(src_rank),
+            input: None,
+            output: Some(DeviceBuffer { ptr: recv_buf, count }),
+        };
+        observed(call, reentered, || {
+            // SAFETY: forwarding the caller's arguments unchanged.
+            forwarded.call(|| unsafe { f(recv_buf, count, data_type, src_rank, comm, stream) })
+        })
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::finish::{finish, End};
 use crate::pipeline::{self, current};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::panic::catch_unwind;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
@@ -73,9 +73,13 @@ extern "C" fn at_exit() {
 /// In a forked child: forget the parent's capture (its threads do not exist here). Atomics only: other
 /// locks may have been held by parent threads at the fork.
 extern "C" fn in_child() {
-    pipeline::forget_in_child();
-    TERM_WRITE.store(-1, Ordering::Release);
-    ACK_READ.store(-1, Ordering::Release);
+    // Plain catch_unwind, not entry_guard's (which logs under a lock): after a fork only async-signal-safe
+    // work is sound, and nothing here panics; the guard only keeps a panic from aborting the child.
+    let _ = catch_unwind(|| {
+        pipeline::forget_in_child();
+        TERM_WRITE.store(-1, Ordering::Release);
+        ACK_READ.store(-1, Ordering::Release);
+    });
 }
 
 fn install_sigterm() {
@@ -134,42 +138,45 @@ fn start_term_watcher() {
 }
 
 extern "C" fn on_sigterm(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    static HANDLING: AtomicBool = AtomicBool::new(false);
-    let (w, r) = (TERM_WRITE.load(Ordering::Acquire), ACK_READ.load(Ordering::Acquire));
-    // SAFETY: write, poll, read, getpid, sigaction and raise are async-signal-safe; the
-    // buffers are locals; the previous action is a plain copy made at installation.
-    unsafe {
-        let ours = HOOKS_PID.load(Ordering::Acquire) == libc::getpid() as u32;
-        if ours && w >= 0 && r >= 0 && pipeline::is_running() && !HANDLING.swap(true, Ordering::AcqRel) {
-            let byte = 1u8;
-            if libc::write(w, (&byte as *const u8).cast(), 1) == 1 {
-                let mut fd = libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 };
-                if libc::poll(&mut fd, 1, TERM_TIMEOUT_MS) == 1 {
-                    let mut b = 0u8;
-                    libc::read(r, (&mut b as *mut u8).cast(), 1);
+    // Plain catch_unwind, as in_child's: a signal handler makes async-signal-safe calls only.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        static HANDLING: AtomicBool = AtomicBool::new(false);
+        let (w, r) = (TERM_WRITE.load(Ordering::Acquire), ACK_READ.load(Ordering::Acquire));
+        // SAFETY: write, poll, read, getpid, sigaction and raise are async-signal-safe; the
+        // buffers are locals; the previous action is a plain copy made at installation.
+        unsafe {
+            let ours = HOOKS_PID.load(Ordering::Acquire) == libc::getpid() as u32;
+            if ours && w >= 0 && r >= 0 && pipeline::is_running() && !HANDLING.swap(true, Ordering::AcqRel) {
+                let byte = 1u8;
+                if libc::write(w, (&byte as *const u8).cast(), 1) == 1 {
+                    let mut fd = libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 };
+                    if libc::poll(&mut fd, 1, TERM_TIMEOUT_MS) == 1 {
+                        let mut b = 0u8;
+                        libc::read(r, (&mut b as *mut u8).cast(), 1);
+                    }
+                }
+            }
+            match PREVIOUS_TERM.get() {
+                Some(prev) if prev.sa_sigaction == libc::SIG_IGN => {}
+                Some(prev) if prev.sa_sigaction != libc::SIG_DFL => {
+                    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                        let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                            std::mem::transmute(prev.sa_sigaction);
+                        f(sig, info, ctx);
+                    } else {
+                        let f: extern "C" fn(c_int) = std::mem::transmute(prev.sa_sigaction);
+                        f(sig);
+                    }
+                }
+                _ => {
+                    // Default action: restore it and re-raise; the signal is blocked in this handler, so it
+                    // is delivered (and terminates the process) as soon as the handler returns.
+                    let mut dfl: libc::sigaction = std::mem::zeroed();
+                    dfl.sa_sigaction = libc::SIG_DFL;
+                    libc::sigaction(libc::SIGTERM, &dfl, std::ptr::null_mut());
+                    libc::raise(libc::SIGTERM);
                 }
             }
         }
-        match PREVIOUS_TERM.get() {
-            Some(prev) if prev.sa_sigaction == libc::SIG_IGN => {}
-            Some(prev) if prev.sa_sigaction != libc::SIG_DFL => {
-                if prev.sa_flags & libc::SA_SIGINFO != 0 {
-                    let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                        std::mem::transmute(prev.sa_sigaction);
-                    f(sig, info, ctx);
-                } else {
-                    let f: extern "C" fn(c_int) = std::mem::transmute(prev.sa_sigaction);
-                    f(sig);
-                }
-            }
-            _ => {
-                // Default action: restore it and re-raise; the signal is blocked in this handler, so it is
-                // delivered (and terminates the process) as soon as the handler returns.
-                let mut dfl: libc::sigaction = std::mem::zeroed();
-                dfl.sa_sigaction = libc::SIG_DFL;
-                libc::sigaction(libc::SIGTERM, &dfl, std::ptr::null_mut());
-                libc::raise(libc::SIGTERM);
-            }
-        }
-    }
+    }));
 }

@@ -20,6 +20,7 @@
 //! - [`counters`]: what the manifest reports. [`environment`]: versions and command-line files found at
 //!   activation. [`settings`]: the interposed calls that set the deterministic option and overflow mode.
 //! - [`signals`], [`limits`]: living in the job's process without changing it (signals, rlimits).
+//!   [`entry_guard`]: the panic guard of every `extern "C"` function.
 
 pub mod acl_hooks;
 pub mod activate;
@@ -28,6 +29,7 @@ pub mod callback_slot;
 pub mod config;
 pub mod counters;
 pub mod dlsym;
+pub mod entry_guard;
 pub mod environment;
 pub mod finish;
 pub mod forwarding;

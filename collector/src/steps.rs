@@ -13,6 +13,7 @@
 //! - Neither: ops of the single-op layout are step 0 with step source NONE, and the analyzer infers steps
 //!   from the period of the op sequence.
 
+use crate::entry_guard::guarded;
 use crate::hooks::Reentry;
 use crate::pipeline::{current, Pipeline};
 use accutrace_formats::capture::{Appended, StepMark, StepSource};
@@ -154,16 +155,18 @@ fn now_us() -> u64 {
 /// running. Safe to call from any thread, any number of times; a no-op without a capture.
 #[no_mangle]
 pub extern "C" fn accutrace_step_end() -> i32 {
-    let Some(p) = current() else { return -1 };
-    let Some(_guard) = Reentry::enter() else { return -1 };
-    let _shield = crate::signals::Shield::new();
-    match catch_unwind(AssertUnwindSafe(|| step_end(p))) {
-        Ok(step) => step,
-        Err(_) => {
-            p.disable("accutrace_step_end panicked");
-            -1
+    guarded("accutrace_step_end", -1, |_| {
+        let Some(p) = current() else { return -1 };
+        let Some(_guard) = Reentry::enter() else { return -1 };
+        let _shield = crate::signals::Shield::new();
+        match catch_unwind(AssertUnwindSafe(|| step_end(p))) {
+            Ok(step) => step,
+            Err(_) => {
+                p.disable("accutrace_step_end panicked");
+                -1
+            }
         }
-    }
+    })
 }
 
 fn step_end(p: &Pipeline) -> i32 {
