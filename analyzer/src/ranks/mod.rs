@@ -21,6 +21,7 @@ pub mod summary;
 use crate::filter::Filter;
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems, ProblemKind, OF_THE_BASELINE};
+use accutrace_formats::capture::CollectiveOp;
 use detect::{EventRef, Finding};
 use events::{step_words, RunEvents, UNKNOWN_STEP};
 use serde::Serialize;
@@ -225,6 +226,9 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     for p in scope_problems(run, &ranks, &examined_ranks, calls, selection.as_ref()) {
         problems.push(p);
     }
+    if let Some(p) = calls_without_buffers(run, calls) {
+        problems.push(p);
+    }
     for p in &run.problems {
         problems.push(p.clone());
     }
@@ -367,6 +371,27 @@ fn scope_problems(
         )));
     }
     found
+}
+
+/// HCCL calls recorded without their buffers' hashes (`ACCUTRACE_COLLECTIVES=meta`, or a buffer the
+/// collector could not copy): their members' contents are not compared, so "every collective's members
+/// agree" would say more than was read. A barrier has no buffer.
+fn calls_without_buffers(run: &RunEvents, calls: u64) -> Option<InputProblem> {
+    let unread = run
+        .ranks
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter(|e| e.collective().is_some_and(|c| c.op != CollectiveOp::Barrier))
+        .filter(|e| e.tensors.iter().all(|t| t.hash.is_none()))
+        .count();
+    (unread > 0).then(|| {
+        InputProblem::incomplete(format!(
+            "{unread} of {calls} HCCL calls were recorded without their buffers (ACCUTRACE_COLLECTIVES=meta, or \
+             buffers the collector could not copy): their members' contents are not compared, so a collective \
+             that delivered different bytes to its members would go unseen (record with \
+             ACCUTRACE_COLLECTIVES=stats, the default)"
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -1319,3 +1319,26 @@ fn a_scan_of_a_selection_is_merged_as_that_selection() {
         "{out}"
     );
 }
+
+/// HCCL calls recorded without their buffers (`ACCUTRACE_COLLECTIVES=meta`): no collective's contents were
+/// compared, so neither `ranks` nor `merge` says that the members agree; that leads, exit 2. The same
+/// healthy job with buffers (the default) is the all-clear, exit 0.
+#[test]
+fn collectives_recorded_without_buffers_give_no_all_clear_on_their_contents() {
+    let dir = scratch();
+    let meta = record_with(dir.path(), "meta", "{}", "2", &[("ACCUTRACE_COLLECTIVES", "meta")]);
+    let (code, out, err) = analyzer(&["ranks", p(&meta)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
+    assert!(out.contains("HCCL calls were recorded without their buffers"), "{out}");
+    assert!(!out.contains("No anomaly across the ranks") && !out.contains("members agree"), "{out}");
+    let summaries = dir.path().join("meta-summaries");
+    assert_eq!(analyzer(&["scan", p(&meta), "-o", p(&summaries)]).0, 0, "scan writes the summaries");
+    let (code, out, _) = analyzer(&["merge", p(&summaries)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("without their buffers") && !out.contains("members agree"), "{out}");
+    let stats = record_with(dir.path(), "stats", "{}", "2", &[]);
+    let (code, out, err) = analyzer(&["ranks", p(&stats)]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("members agree") && !out.contains("without their buffers"), "{out}");
+}
