@@ -8,9 +8,9 @@
 //! for a framework that looks them up through the runtime's handle, through the collector's `dlsym`
 //! ([`crate::dlsym`]). Active or not, the collector always forwards.
 
+use crate::entry_guard::{guarded, Forwarded};
 use ascend_sys::*;
 use std::ffi::{c_void, CStr};
-use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// No value seen yet.
@@ -73,10 +73,12 @@ fn real(slot: usize) -> usize {
 /// Interposes `aclrtCtxSetSysParamOpt`: forwards, and remembers a deterministic option that was set.
 #[no_mangle]
 pub extern "C" fn aclrtCtxSetSysParamOpt(opt: aclSysParamOpt, value: i64) -> aclError {
-    catch_unwind(|| set_sys_param_opt(opt, value)).unwrap_or(ACL_ERROR_INTERNAL_ERROR)
+    guarded("aclrtCtxSetSysParamOpt", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        set_sys_param_opt(forwarded, opt, value)
+    })
 }
 
-fn set_sys_param_opt(opt: aclSysParamOpt, value: i64) -> aclError {
+fn set_sys_param_opt(forwarded: &Forwarded<aclError>, opt: aclSysParamOpt, value: i64) -> aclError {
     let addr = real(SYS_PARAM);
     if addr == 0 {
         crate::log("the real aclrtCtxSetSysParamOpt cannot be found; returning ACL_ERROR_API_NOT_SUPPORT");
@@ -84,7 +86,8 @@ fn set_sys_param_opt(opt: aclSysParamOpt, value: i64) -> aclError {
     }
     // SAFETY: a non-zero slot holds the runtime's definition of this very symbol, whose C signature is
     // AclrtCtxSetSysParamOptFn (accutrace_acl.h); the arguments are forwarded unchanged.
-    let code = unsafe { std::mem::transmute::<usize, AclrtCtxSetSysParamOptFn>(addr)(opt, value) };
+    let code = forwarded
+        .call(|| unsafe { std::mem::transmute::<usize, AclrtCtxSetSysParamOptFn>(addr)(opt, value) });
     if code == ACL_SUCCESS && opt == ACL_OPT_DETERMINISTIC {
         DETERMINISTIC.store(value, Ordering::Release);
     }
@@ -94,17 +97,20 @@ fn set_sys_param_opt(opt: aclSysParamOpt, value: i64) -> aclError {
 /// Interposes `aclrtSetDeviceSatMode`: forwards, and remembers the mode that was set.
 #[no_mangle]
 pub extern "C" fn aclrtSetDeviceSatMode(mode: aclrtFloatOverflowMode) -> aclError {
-    catch_unwind(|| set_device_sat_mode(mode)).unwrap_or(ACL_ERROR_INTERNAL_ERROR)
+    guarded("aclrtSetDeviceSatMode", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        set_device_sat_mode(forwarded, mode)
+    })
 }
 
-fn set_device_sat_mode(mode: aclrtFloatOverflowMode) -> aclError {
+fn set_device_sat_mode(forwarded: &Forwarded<aclError>, mode: aclrtFloatOverflowMode) -> aclError {
     let addr = real(SAT_MODE);
     if addr == 0 {
         crate::log("the real aclrtSetDeviceSatMode cannot be found; returning ACL_ERROR_API_NOT_SUPPORT");
         return ACL_ERROR_API_NOT_SUPPORT;
     }
     // SAFETY: as above, for aclrtSetDeviceSatMode (AclrtSetDeviceSatModeFn).
-    let code = unsafe { std::mem::transmute::<usize, AclrtSetDeviceSatModeFn>(addr)(mode) };
+    let code =
+        forwarded.call(|| unsafe { std::mem::transmute::<usize, AclrtSetDeviceSatModeFn>(addr)(mode) });
     if code == ACL_SUCCESS {
         OVERFLOW_MODE.store(i64::from(mode), Ordering::Release);
     }
