@@ -144,6 +144,9 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     let (stream, stream_dir) = {
         let _lock =
             crate::manifest::RunLock::acquire(&run_dir).map_err(|e| format!("{}: {e}", run_dir.display()))?;
+        if let Some(rank) = rank {
+            warn_of_another_run(&run_dir, rank);
+        }
         let info = StreamInfo {
             stream_id: crate::manifest::next_stream_id(&run_dir),
             rank,
@@ -214,6 +217,22 @@ fn start(cfg: Config, acl: Option<AclLibrary>) -> Result<&'static Pipeline, Stri
     }
     p.phase.store(RUNNING, Ordering::Release);
     Ok(p)
+}
+
+/// Says on stderr, once at start, that the run directory already holds a stream of this process's rank:
+/// readers that tell runs apart refuse such a mix, and it cannot be split afterwards. The job goes on.
+fn warn_of_another_run(run_dir: &std::path::Path, rank: u32) {
+    let found = crate::manifest::streams_of_rank(run_dir, rank);
+    let Some(first) = found.first() else { return };
+    crate::log(&format!(
+        "ACCUTRACE_DIR={} already holds {} stream{} of rank {rank} (the first {first}): if another run's (the \
+         job run again, or its workers restarted, into this directory), the analyzer leads every answer about \
+         this capture with 'the capture holds different runs' (exit 2) wherever the runs' HCCL communicators \
+         tell them apart; use a new ACCUTRACE_DIR for each run",
+        run_dir.display(),
+        found.len(),
+        if found.len() == 1 { "" } else { "s" },
+    ));
 }
 
 /// The rank of this process in the job: HCCL's `RANK_ID` (what Ascend launchers set), else the `RANK` of

@@ -72,6 +72,27 @@ pub fn next_stream_id(run_dir: &Path) -> u32 {
     next
 }
 
+/// The stream directories of `rank` already in `run_dir`, sorted (`stream-000-rank0-...`). One run has one
+/// process per rank, so these are most likely another run's (the job run again, or its workers restarted,
+/// into the same directory); this process's own earlier streams are left out. Call with the lock held.
+pub fn streams_of_rank(run_dir: &Path, rank: u32) -> Vec<String> {
+    let of_rank = format!("-rank{rank}-");
+    let of_this_process = format!("-pid{}", std::process::id());
+    let mut found: Vec<String> = std::fs::read_dir(run_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.starts_with("stream-") && n.contains(&of_rank) && !n.ends_with(&of_this_process)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 /// `/proc/self/cmdline`, split at NULs.
 pub fn command_line() -> Vec<String> {
     match std::fs::read("/proc/self/cmdline") {

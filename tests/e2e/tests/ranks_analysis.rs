@@ -31,6 +31,18 @@ fn record_args(
     env: &[(&str, &str)],
     args: &[&str],
 ) -> PathBuf {
+    record_saying(dir, name, model_json, ranks, env, args).0
+}
+
+/// [`record_args`], with what the run wrote on stderr (the collector's lines among it).
+fn record_saying(
+    dir: &Path,
+    name: &str,
+    model_json: &str,
+    ranks: &str,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (PathBuf, String) {
     let model = model_file(dir, &format!("{name}.json"), model_json);
     let run = dir.join(name);
     let out = Command::new(sim_train_bin())
@@ -46,8 +58,9 @@ fn record_args(
         .env("ACCUTRACE_DIR", &run)
         .output()
         .expect("run sim-train");
-    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    run
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{name}: {stderr}");
+    (run, stderr)
 }
 
 struct Runs {
@@ -358,13 +371,19 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
 /// leads with the capture's runs and exits 2 (`overflow` said "No op produced inf/NaN ...", exit 0;
 /// `compare` of the capture with itself said PASS over both runs' tensors, exit 0; `diff` against a run
 /// compared one run's tensors by hash as if the mix were a run, exit 1); a capture of one run is read as
-/// before.
+/// before. The second run's collector warns at start (it appended to the directory without a word).
 #[test]
 fn every_command_reading_a_capture_two_runs_wrote_into_leads_with_its_runs() {
     let dir = scratch();
-    let twice = record_with(dir.path(), "twice", "{}", "2", &[]);
-    record_with(dir.path(), "twice", "{}", "2", &[]);
+    let (twice, first) = record_saying(dir.path(), "twice", "{}", "2", &[], &[]);
+    let (_, again) = record_saying(dir.path(), "twice", "{}", "2", &[], &[]);
     let once = record_with(dir.path(), "once", "{}", "2", &[]);
+    // The collector of the second run says so at start, rank by rank; the first run's says nothing of it.
+    assert!(!first.contains("already holds"), "{first}");
+    for rank in [0, 1] {
+        let said = format!("already holds 1 stream of rank {rank} (the first stream-");
+        assert!(again.contains(&said) && again.contains("use a new ACCUTRACE_DIR for each run"), "{again}");
+    }
     let lead = format!(
         "INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1]",
         p(&twice)
