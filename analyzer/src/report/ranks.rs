@@ -4,7 +4,7 @@
 
 use super::{paint, plural, write_json, Destination, Format, Output};
 use crate::ranks::events::step_words;
-use crate::ranks::{Origin, RanksReport};
+use crate::ranks::{Origin, RanksReport, Selection};
 use anyhow::Result;
 use std::io::Write;
 
@@ -62,6 +62,21 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
     Ok(())
 }
 
+/// What the answer covers, after its headline: ` in the selection (--rank 0; rank 1 not examined)`, or
+/// nothing for the whole run.
+fn scope(selection: Option<&Selection>, unexamined: &[u32]) -> String {
+    let list = unexamined.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    match selection {
+        Some(s) if unexamined.is_empty() => format!(" in the selection ({})", s.options()),
+        Some(s) => format!(
+            " in the selection ({}; rank{} {list} not examined)",
+            s.options(),
+            plural(unexamined.len() as u64)
+        ),
+        None => String::new(),
+    }
+}
+
 fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()> {
     let steps = match (r.steps.first(), r.steps.last()) {
         (Some(a), Some(b)) if a != b => format!("steps {a}-{b}"),
@@ -85,11 +100,7 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     }
     let list = |ranks: &[u32]| ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     let unexamined: Vec<u32> = r.ranks.iter().copied().filter(|x| !r.examined_ranks.contains(x)).collect();
-    let scope = match &r.selection {
-        Some(s) if unexamined.is_empty() => format!(" in the selection ({})", s.options()),
-        Some(s) => format!(" in the selection ({}; ranks {} not examined)", s.options(), list(&unexamined)),
-        None => String::new(),
-    };
+    let scope = scope(r.selection.as_ref(), &unexamined);
     if r.refused() {
         let none = paint("NO ANSWER ACROSS RANKS", "1;33", colour);
         writeln!(out, "\n{none}: refused (above).")?;
@@ -221,4 +232,24 @@ fn write_redundancy(out: &mut impl Write, r: &RanksReport) -> Result<()> {
     let per_step: Vec<String> = r.replicated_per_step.iter().map(|(s, n)| format!("step {s}: {n}")).collect();
     writeln!(out, "redundancy: tensors every rank held bit for bit ({})", per_step.join(", "))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scope_names_the_ranks_not_examined_in_the_singular_for_one() {
+        let selection = Selection { steps: vec![], ranks: vec![0, 1, 2], ops: vec![] };
+        assert_eq!(
+            scope(Some(&selection), &[3]),
+            " in the selection (--rank 0 --rank 1 --rank 2; rank 3 not examined)"
+        );
+        assert_eq!(
+            scope(Some(&selection), &[3, 4]),
+            " in the selection (--rank 0 --rank 1 --rank 2; ranks 3, 4 not examined)"
+        );
+        assert_eq!(scope(Some(&selection), &[]), " in the selection (--rank 0 --rank 1 --rank 2)");
+        assert_eq!(scope(None, &[3]), "");
+    }
 }
