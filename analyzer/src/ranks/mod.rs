@@ -249,12 +249,8 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     for message in incomplete {
         problems.push(InputProblem::incomplete(message));
     }
-    for &(r, i) in &replay.unmatched_receives {
-        problems.push(InputProblem::incomplete(format!(
-            "rank {}: {} #{i} has no matching send",
-            run.ranks[r].rank,
-            event((r, i)).name()
-        )));
+    for &at in &replay.unmatched_receives {
+        problems.push(InputProblem::incomplete(order::unmatched_receive(run, at)));
     }
     let mut warnings = run.warnings.clone();
     warnings.extend(detected.warnings.iter().cloned());

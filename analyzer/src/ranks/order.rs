@@ -15,7 +15,7 @@
 //! incomplete.
 
 use super::detect::EventRef;
-use super::events::{EventKind, Name, RunEvents};
+use super::events::{step_words, EventKind, Name, RunEvents};
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -191,6 +191,22 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
     out
 }
 
+/// The input problem of a receive whose send never came: the message's number among those between the
+/// two ranks on its communicator (what the origin lines say, `message #k`), not the event's position in
+/// the rank's order, and its step.
+pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
+    let rank = &run.ranks[r];
+    let e = &rank.events[i];
+    let message = match e.collective() {
+        Some(c) => {
+            let from = c.peer.map(|p| format!(" from communicator rank {p}")).unwrap_or_default();
+            format!(" message #{}{from} on {}", c.seq, c.comm)
+        }
+        None => String::new(),
+    };
+    format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step), e.name())
+}
+
 /// Records one event: (rank, event, Lamport time, taint carried in, the replay, every rank's taint).
 type Visit<'a> = dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Option<Taint>]) + 'a;
 
@@ -293,6 +309,24 @@ mod tests {
         origins.sort();
         assert_eq!(origins, [(0, 0), (2, 0)]);
         assert!(replay.lamport[1][0] > replay.lamport[0][1], "the receive comes after the send");
+    }
+
+    #[test]
+    fn a_receive_without_its_send_is_named_by_its_message_number_and_step() {
+        // Rank 1 receives two messages from rank 0, which sent only the first; the unmatched receive is
+        // rank 1's third event but the second message (#1) from rank 0.
+        let mut second = call(CollectiveOp::Recv, 1, 1, Some(0));
+        second.step = 4;
+        let job = run(vec![
+            vec![call(CollectiveOp::Send, 0, 0, Some(1))],
+            vec![op("a"), call(CollectiveOp::Recv, 0, 1, Some(0)), second],
+        ]);
+        let replay = replay(&job, &|_| false);
+        assert_eq!(replay.unmatched_receives, [(1, 2)]);
+        assert_eq!(
+            unmatched_receive(&job, replay.unmatched_receives[0]),
+            "rank 1 step 4: HcclRecv message #1 from communicator rank 0 on c has no matching send"
+        );
     }
 
     #[test]
