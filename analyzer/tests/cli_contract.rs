@@ -1,7 +1,7 @@
 //! The command-line contract of docs/CLI.md, through the binary: `--format table|csv|json` on every command,
 //! JSON's `schema_version`, diff's verdicts in CSV and JSON, colour and NO_COLOR, a reader that closes the
-//! pipe early, `--version`, completions and the man page. The runs are the msprobe-tiny fixture (small,
-//! real) and copies of it.
+//! pipe early, `--version`, completions and the man page, help that fits in 100 columns. The runs are the
+//! msprobe-tiny fixture (small, real) and copies of it.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -347,4 +347,57 @@ fn op_help_says_a_plain_word_matches_anywhere() {
     }
     let selected = run(&["inspect", "target", "--op", "embedding"], &[0]);
     assert!(selected.contains("Functional.embedding.0.forward"), "{selected:.500}");
+}
+
+/// The lines of a help text over 100 columns (clap wraps there when the output is not a terminal), or
+/// left holding one word by a wrap: a doc line too long for its column, which clap breaks before its last
+/// word. A word alone after a line of text is an orphan; `<RUN>` under `Arguments:` is not.
+fn badly_wrapped(help: &str) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut previous = "";
+    for line in help.lines() {
+        let text = line.trim();
+        if line.chars().count() > 100 {
+            bad.push(format!("over 100 columns: {line}"));
+        }
+        let one_word = !text.is_empty() && !text.contains(' ');
+        let a_name = text.starts_with(['<', '[', '-']) || text.ends_with(':');
+        if one_word && !a_name && !previous.is_empty() && !previous.ends_with(':') {
+            bad.push(format!("a word alone, left over by the wrap of\n  {previous}\n  {text}"));
+        }
+        previous = text;
+    }
+    bad
+}
+
+#[test]
+fn every_help_line_fits_in_100_columns_and_no_word_is_left_alone() {
+    let commands = [
+        "",
+        "inspect",
+        "compare",
+        "diff",
+        "overflow",
+        "ranks",
+        "scan",
+        "merge",
+        "report",
+        "check",
+        "watch",
+        "convert",
+        "record",
+        "completions",
+        "manpage",
+    ];
+    let mut bad = Vec::new();
+    for command in commands {
+        let args: Vec<&str> = [command, "--help"].into_iter().filter(|a| !a.is_empty()).collect();
+        let help = run(&args, &[0]);
+        bad.extend(badly_wrapped(&help).into_iter().map(|b| format!("analyzer {}: {b}", args.join(" "))));
+    }
+    assert!(
+        bad.is_empty(),
+        "help lines to re-wrap (the doc comments in src/bin/analyzer/cli):\n{}",
+        bad.join("\n")
+    );
 }

@@ -16,7 +16,8 @@ pub struct MergeArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
-    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while the summaries are read).
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while the
+    /// summaries are read).
     #[arg(long)]
     pub no_progress: bool,
 }

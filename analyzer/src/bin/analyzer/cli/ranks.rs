@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct RanksArgs {
-    /// The job's run: a capture holding every rank's stream (one ACCUTRACE_DIR shared by the ranks).
+    /// The job's run: a capture holding every rank's stream (one ACCUTRACE_DIR the ranks share).
     pub run: PathBuf,
     /// A run of the same job known to be good: tensors that differ from the same rank's in it are
     /// anomalies too (what a rank reading other data leaves).

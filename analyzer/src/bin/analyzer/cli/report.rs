@@ -9,7 +9,8 @@ pub struct ReportArgs {
     /// The run under suspicion (a capture, a dump tree, a .npy directory or an msprobe dump).
     pub target: PathBuf,
     /// A benchmark to compare with (GPU/CPU run, an unfused run, or a second run of the same
-    /// configuration, which is also diffed bit for bit). Without it: overflow and the run's own series.
+    /// configuration, which is also diffed bit for bit). Without it: overflow and the series of the
+    /// run alone.
     pub bench: Option<PathBuf>,
     #[command(flatten)]
     pub filter: FilterArgs,

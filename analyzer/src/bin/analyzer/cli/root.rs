@@ -27,7 +27,7 @@ pub const CLI_VERSION: u32 = 2;
 /// Exit status: 0 when everything passes, 1 when the command found failures (mismatches, differences,
 /// overflows), 2 on a usage or input error, or when the input kept the command from seeing everything
 /// (missing segments or streams, dropped chunks, unreadable tensors: listed first in the report). A reader
-/// that closes the output early (`| head`) changes nothing: the status still says what was found.
+/// that closes the output early (`| head`) changes nothing: the status says what was found.
 #[derive(Parser, Debug)]
 #[command(name = "analyzer", version = version_line(), propagate_version = true, max_term_width = 110)]
 pub struct Cli {
@@ -67,9 +67,10 @@ pub enum Command {
     ///   analyzer inspect runs/npu --step 2 --format json -o ops.json
     #[command(verbatim_doc_comment)]
     Inspect(InspectArgs),
-    /// Compare a target run (NPU) with a benchmark (GPU/CPU): the first op that fails while its inputs pass.
+    /// Compare a target run (NPU) with a benchmark (GPU/CPU): the first op failing while its inputs pass.
     ///
-    /// Compares op by op; the report leads with the first op that fails while its inputs pass (the culprit).
+    /// Compares op by op; the report leads with the first op that fails while its inputs pass
+    /// (the culprit).
     ///
     /// A kernel-level target (an eager capture: MatMulV2_3, BiasAdd_3) against an API-level benchmark
     /// (msprobe's dump of the PyTorch run: Functional.linear.0.forward) is aligned by execution order,
@@ -86,14 +87,14 @@ pub enum Command {
     ///   analyzer compare runs/eager msprobe_dump/
     #[command(verbatim_doc_comment)]
     Compare(CompareArgs),
-    /// Diff two runs of one configuration bit for bit: per step and rank, the first op whose output differs.
+    /// Diff two runs of one configuration bit for bit: the first op to differ in each step and rank.
     ///
     /// Examples:
     ///   analyzer diff runs/a runs/b
     ///   analyzer diff runs/a runs/b --format csv -o diff.csv
     #[command(verbatim_doc_comment)]
     Diff(DiffArgs),
-    /// Name the first op (per step and rank) that produced inf/NaN, or saturated values, from finite inputs.
+    /// Name the first op (per step and rank) that produced inf/NaN or saturated values from finite inputs.
     ///
     /// Examples:
     ///   analyzer overflow runs/npu
@@ -114,15 +115,15 @@ pub enum Command {
     ///   analyzer report runs/a runs/b --step 1 -o ab.html
     #[command(verbatim_doc_comment)]
     Report(ReportArgs),
-    /// Name the first anomaly across the ranks of a job and how it spread through the collectives.
+    /// Name the first anomaly across a job's ranks and how it spread through collectives.
     ///
     /// Reads a capture of every rank (the collector records each rank's HCCL calls). Happens-before is
     /// program order within a rank, every collective matched by (communicator, sequence number), and send
     /// before receive; the first anomaly is one nothing anomalous happened before. Anomalies: inf/NaN or
     /// saturated values, members of a collective getting results that must be equal and are not, a tensor
     /// that data-parallel replicas hold bit for bit differing on a minority (weights after a bit flip, a
-    /// nondeterministic reduction), and with --baseline a tensor that differs from the same rank's in a good
-    /// run (one rank reading different data).
+    /// nondeterministic reduction), and with --baseline a tensor that differs from the same rank's in a
+    /// good run (one rank reading different data).
     ///
     /// Examples:
     ///   analyzer ranks runs/npu
@@ -137,15 +138,15 @@ pub enum Command {
     ///
     /// Run it once per node, under the job's own scheduler, on that node's capture; gather the output
     /// directories on one host and merge them there. Same answer as `analyzer ranks` on all ranks at once.
-    /// The files also answer SQL (DuckDB, Spark): schema and the first-anomaly query in
-    /// docs/RANK_SUMMARIES.md.
+    /// The files also answer SQL (DuckDB, Spark): schema and the first-anomaly query
+    /// in docs/RANK_SUMMARIES.md.
     ///
     /// Examples:
     ///   analyzer scan runs/npu -o summaries/
     ///   analyzer scan runs/npu --step 1 -o step1/ --format json
     #[command(verbatim_doc_comment)]
     Scan(ScanArgs),
-    /// The answer of `analyzer ranks` from the summaries that `analyzer scan` wrote on each node.
+    /// The answer of `analyzer ranks` from the summaries `analyzer scan` wrote on each node.
     ///
     /// The same answer (first anomaly across ranks, its spread) as `analyzer ranks` on all ranks at once.
     ///
@@ -157,7 +158,7 @@ pub enum Command {
     ///   analyzer merge summaries/ --format json
     #[command(verbatim_doc_comment)]
     Merge(MergeArgs),
-    /// The pre-tuning checklist: determinism, data, initial weights, precision, loss scale, configuration.
+    /// Pre-tuning checks: determinism, data, weights, precision, loss scale, configuration.
     ///
     /// Each item says pass, fail or can't tell with the reason and where to look. With a second run,
     /// every item compares the two (same data in the same order, same initial weights, same dtypes, same
@@ -169,7 +170,7 @@ pub enum Command {
     ///   analyzer check runs/a runs/b --format json -o checklist.json
     #[command(verbatim_doc_comment)]
     Check(CheckArgs),
-    /// Watch a run's training health at every step (MindInsight's watch conditions and thresholds).
+    /// Watch a run's training health at each step (MindInsight's conditions and thresholds).
     ///
     /// The conditions: NaN/inf or exploding loss, overflow, all-zero tensors, weights badly initialised,
     /// not updated or changing too much, vanishing gradients, saturated tanh and sigmoid, dead ReLU
@@ -192,7 +193,7 @@ pub enum Command {
     ///   analyzer convert runs/npu -o npy/ --format csv
     #[command(verbatim_doc_comment)]
     Convert(ConvertArgs),
-    /// Run a command with the collector preloaded and capture its dumps (like `perf record`).
+    /// Run a command with the collector preloaded and capture its dumps, like `perf record`.
     ///
     /// Examples:
     ///   analyzer record -o runs/npu -- python train.py

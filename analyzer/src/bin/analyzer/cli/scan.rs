@@ -19,7 +19,8 @@ pub struct ScanArgs {
     pub format: Format,
     #[command(flatten)]
     pub input: InputArgs,
-    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while statistics are decoded).
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and a bar while
+    /// statistics are decoded).
     #[arg(long)]
     pub no_progress: bool,
 }

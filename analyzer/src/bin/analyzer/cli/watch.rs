@@ -15,7 +15,8 @@ pub struct WatchArgs {
     pub report: OutputArgs,
     #[command(flatten)]
     pub input: InputArgs,
-    /// No progress on stderr (by default, on a terminal: each stage as it starts, and bars while tensors are read and watched).
+    /// No progress on stderr (by default, on a terminal: each stage as it starts, and bars while
+    /// tensors are read and watched).
     #[arg(long)]
     pub no_progress: bool,
     /// A JSON file of conditions: `{"weight_too_large": {"abs_mean_gt": 10}, "dead_relu": {"enabled":
