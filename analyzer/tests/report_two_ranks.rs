@@ -1,7 +1,8 @@
 //! `analyzer report` on an .npy dump of two ranks (`step{S}/rank{R}/`, no HCCL call: the cross-rank
 //! analysis's input problem leads, exit 2): no check item reads as a bare pass under that lead, and the
 //! layer x step inf/NaN map names the ranks each cell adds. `check`'s JSON tells an item that passed on
-//! what was read from one the runs cannot decide.
+//! what was read from one the runs cannot decide, and a torn weight file is `can't tell`, not weights that
+//! start differently.
 
 use accutrace_formats::npy::write_npy;
 use accutrace_formats::DType;
@@ -180,4 +181,113 @@ fn the_layer_inf_nan_map_names_the_ranks_each_cell_adds() {
     // The other maps carry no details.
     let maxabs = html.find("<svg id=\"heat-maxabs\"").unwrap();
     assert!(!html[maxabs..maxabs + html[maxabs..].find('>').unwrap()].contains("data-details"));
+}
+
+/// The rank-0 file of `model/layer_0/w`'s weight before its first update (step 0, ApplyAdamD input 0).
+const LAYER_0_WEIGHT_AT_STEP_0: &str =
+    "step0/rank0/ApplyAdamD.optimizer_model_layer_0_w_ApplyAdam.1.2.1001.input.0.npy";
+
+/// check's `initial_weights` item of `root`, as JSON: (exit status, the item, the whole answer).
+fn initial_weights(root: &Path) -> (i32, serde_json::Value, serde_json::Value) {
+    let (code, json, err) = analyzer(&["check", root.to_str().unwrap(), "--format", "json", "--no-progress"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{err}"));
+    let item = json["items"].as_array().unwrap().iter().find(|i| i["name"] == "initial_weights").unwrap();
+    (code, item.clone(), json)
+}
+
+/// A torn weight file is missing input, not a finding: the weight it held is `can't tell`, named with the
+/// op input it is, and never "weights start differently" (rank 0's optimizer op then starts at input 1,
+/// optimizer state, which differs from rank 1's weight). The INCOMPLETE INPUT line names the file.
+#[test]
+fn a_torn_weight_file_is_cant_tell_not_a_difference_between_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let torn = root.join(LAYER_0_WEIGHT_AT_STEP_0);
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 4]).unwrap();
+
+    let (code, item, json) = initial_weights(&root);
+    assert_eq!(code, 2, "{json:#}");
+    assert!(
+        json["input_problems"][0]["message"].as_str().unwrap().contains(LAYER_0_WEIGHT_AT_STEP_0),
+        "{json:#}"
+    );
+    assert_eq!(item["status"], "cant_tell", "{item:#}");
+    let said = format!("{} {}", item["reason"], item["details"]);
+    assert!(!said.contains("differently"), "a torn file read as a difference: {item:#}");
+    assert!(said.contains("rank 0") && said.contains("model/layer_0/w"), "{item:#}");
+    assert!(said.contains("input 0") && said.contains("not read"), "{item:#}");
+    assert_eq!(item["passed_on_what_was_read"], false, "{item:#}");
+
+    let (code, text, err) = analyzer(&["check", root.to_str().unwrap(), "--no-progress"]);
+    assert_eq!(code, 2, "{text}{err}");
+    assert!(
+        text.starts_with("INCOMPLETE INPUT")
+            || text.lines().nth(1).is_some_and(|l| l.contains("INCOMPLETE INPUT")),
+        "{text}"
+    );
+    let line = text.lines().find(|l| l.contains("initial_weights")).expect("initial_weights' line");
+    assert!(line.contains("can't tell") && !line.contains("differently"), "{text}");
+}
+
+/// Weights that really start differently on the ranks (every file read) are still said so, beside a torn
+/// file of another weight.
+#[test]
+fn weights_that_differ_between_ranks_are_still_a_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let other = "step0/rank1/ApplyAdamD.optimizer_model_layer_1_w_ApplyAdam.2.2.1002.input.0.npy";
+    write_f32(&root.join(other), &[4.0, 3.0, 2.0, 1.0]);
+
+    let (code, item, json) = initial_weights(&root);
+    assert_eq!(code, 0, "{json:#}");
+    assert_eq!(item["status"], "cant_tell", "{item:#}");
+    assert!(
+        item["reason"].as_str().unwrap().contains("1 weights start differently on different ranks"),
+        "{item:#}"
+    );
+    assert!(item["details"][0].as_str().unwrap().starts_with("model/layer_1/w: 2 distinct"), "{item:#}");
+
+    let torn = root.join(LAYER_0_WEIGHT_AT_STEP_0);
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 4]).unwrap();
+    let (code, item, json) = initial_weights(&root);
+    assert_eq!(code, 2, "{json:#}");
+    assert_eq!(item["status"], "cant_tell", "{item:#}");
+    let reason = item["reason"].as_str().unwrap();
+    assert!(reason.contains("1 weights start differently on different ranks"), "{item:#}");
+    let details = item["details"].to_string();
+    assert!(details.contains("model/layer_1/w: 2 distinct"), "{item:#}");
+    assert!(
+        !details.contains("model/layer_0/w: 2 distinct"),
+        "the torn file's weight as a difference: {item:#}"
+    );
+}
+
+/// Against a second run, a torn weight file is `can't tell` too: never "start differently in the two runs"
+/// (rank 0's optimizer op would compare its optimizer state with the other run's weight).
+#[test]
+fn a_torn_weight_file_is_no_difference_between_two_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    dump(&one);
+    dump(&two);
+    let torn = one.join(LAYER_0_WEIGHT_AT_STEP_0);
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 4]).unwrap();
+    let args = ["check", one.to_str().unwrap(), two.to_str().unwrap(), "--format", "json", "--no-progress"];
+    let (code, json, err) = analyzer(&args);
+    assert_eq!(code, 2, "{json}{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let item = json["items"].as_array().unwrap().iter().find(|i| i["name"] == "initial_weights").unwrap();
+    assert_eq!(item["status"], "cant_tell", "{item:#}");
+    let reason = item["reason"].as_str().unwrap();
+    assert!(reason.starts_with("run 1: 1 initial weight not read"), "{item:#}");
+    assert!(!reason.contains("differently"), "a torn file read as a difference: {item:#}");
+    assert!(
+        item["details"][0].as_str().unwrap().starts_with("rank 0: model/layer_0/w: not read"),
+        "{item:#}"
+    );
 }

@@ -86,16 +86,19 @@ impl Seen<'_> {
 
     /// The tensor's content hash (stored, else computed from its data); an unreadable one is noted.
     pub fn hash(&self, t: TensorId) -> Option<u64> {
+        self.hash_or_why(t).ok()
+    }
+
+    /// [`Seen::hash`], with why an unreadable tensor could not be read (the error names its file).
+    pub fn hash_or_why(&self, t: TensorId) -> Result<u64, String> {
         if let Some(h) = self.index().tensors[t].hash {
-            return Some(h);
+            return Ok(h);
         }
-        match self.source.content_hash(t) {
-            Ok(h) => Some(h),
-            Err(e) => {
-                self.unreadable.borrow_mut().push((t, e));
-                None
-            }
-        }
+        self.source.content_hash(t).map_err(|e| {
+            let why = format!("{e:#}");
+            self.unreadable.borrow_mut().push((t, e));
+            why
+        })
     }
 
     /// The tensor's values; an unreadable one is noted.

@@ -2,30 +2,38 @@
 //!
 //! A weight's initial value is its optimizer op's input at the parameter's first update, when the capture
 //! starts at step 0 (a step skipped for overflow changes no weight, so the first update still sees the
-//! initial value). Compared by content hash.
+//! initial value). Compared by content hash. A weight whose input 0 at that update was not read (a torn
+//! file) is can't tell, named, and left out: never a difference between ranks or runs.
 
 use super::item::{listed, worst, Item, Seen, Status};
+use crate::index::Io;
+use crate::roles::Update;
 use std::collections::BTreeMap;
 
 const LOOK: &str =
     "the optimizer ops' input 0 at the first update (`analyzer inspect RUN --op 'optimizer*'`)";
 
-/// Initial weights' content hashes by (rank, parameter).
-type Initial = BTreeMap<(u32, String), u64>;
+/// A run's initial weights: content hashes by (rank, parameter), and the weights whose initial value was
+/// not read (each a line naming the rank, parameter and tensor). An unread weight is left out of every
+/// comparison: a later update's input, or the op's next input, would compare other values.
+struct Initial {
+    hashes: BTreeMap<(u32, String), u64>,
+    unread: Vec<String>,
+}
 
 /// The initial weights of a run, or why they are not known.
 fn initial(r: &Seen<'_>) -> Result<Initial, String> {
     let index = r.index();
     let start = r.ops.iter().map(|&o| index.ops[o].step).min();
     let Some(start) = start else { return Err(format!("{} has no ops", r.label)) };
-    let mut out = BTreeMap::new();
+    let mut first: BTreeMap<(u32, String), &Update> = BTreeMap::new();
     for u in r.roles.updates.iter().filter(|u| r.ops.binary_search(&u.op).is_ok()) {
-        let hash = r.hash(u.before);
-        if let Some(h) = hash {
-            out.entry((u.rank, u.param.clone())).or_insert(h);
+        let e = first.entry((u.rank, u.param.clone())).or_insert(u);
+        if u.step < e.step {
+            *e = u;
         }
     }
-    if out.is_empty() {
+    if first.is_empty() {
         return Err(format!("{} has no optimizer op: its weights are unknown", r.label));
     }
     if start > 0 {
@@ -34,7 +42,28 @@ fn initial(r: &Seen<'_>) -> Result<Initial, String> {
             r.label
         ));
     }
-    Ok(out)
+    let mut found = Initial { hashes: BTreeMap::new(), unread: Vec::new() };
+    for ((rank, param), u) in first {
+        let before = &index.tensors[u.before];
+        let op = &index.ops[u.op].name;
+        let step = u.step;
+        // Input 0 that the source could not index (a torn file) leaves the op starting at input 1.
+        let read = if (before.io, before.index) != (Io::Input, 0) {
+            Err("the source holds no input 0 of the op (see the input problems: its file is torn or missing)"
+                .to_string())
+        } else {
+            r.hash_or_why(u.before)
+        };
+        match read {
+            Ok(h) => {
+                found.hashes.insert((rank, param), h);
+            }
+            Err(why) => found.unread.push(format!(
+                "rank {rank}: {param}: not read at its first update (step {step}, {op} input 0): {why}"
+            )),
+        }
+    }
+    Ok(found)
 }
 
 pub(super) fn item(runs: &[Seen<'_>]) -> Item {
@@ -47,6 +76,16 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
     let mut statuses = Vec::new();
     let mut reasons = Vec::new();
     let mut details = Vec::new();
+    for (r, w) in runs.iter().zip(&found) {
+        if w.hashes.is_empty() {
+            reasons.push(format!("{}: no weight's initial value could be read", r.label));
+            details.extend(listed(&w.unread, 5));
+            return Item::new("initial_weights", Status::CantTell, reasons.join("; "), LOOK).with(details);
+        }
+    }
+    let unread: Vec<(&Seen<'_>, &Vec<String>)> =
+        runs.iter().zip(&found).map(|(r, w)| (r, &w.unread)).filter(|(_, u)| !u.is_empty()).collect();
+    let found: Vec<&BTreeMap<(u32, String), u64>> = found.iter().map(|w| &w.hashes).collect();
     for (r, w) in runs.iter().zip(&found) {
         // The same parameter on other ranks.
         let mut by_param: BTreeMap<&str, Vec<(u32, u64)>> = BTreeMap::new();
@@ -97,6 +136,20 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
             statuses.push(Status::Pass);
             reasons.push(format!("every rank starts from the same weights ({n} compared)"));
         }
+    }
+    // Said first: the weights compared above are the others.
+    for (r, lines) in unread.into_iter().rev() {
+        statuses.push(Status::CantTell);
+        reasons.insert(
+            0,
+            format!(
+                "{}: {} initial weight{} not read (a torn or missing file), left out of the comparison",
+                r.label,
+                lines.len(),
+                if lines.len() == 1 { "" } else { "s" }
+            ),
+        );
+        details.splice(0..0, listed(lines, 5));
     }
     Item::new("initial_weights", worst(statuses), reasons.join("; "), LOOK).with(details)
 }
