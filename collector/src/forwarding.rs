@@ -10,8 +10,9 @@
 //! nor that object ([`next_definition_after`], remembered per hook), and the collector's own part does not
 //! run again. When no such definition exists the hook answers an error code instead of recursing.
 //!
-//! The ACL hooks (acl_hooks.rs) and the HCCL hooks (hccl.rs, whose libhccl.so may be such a shim in front
-//! of the library implementing HCCL) share this one mechanism, each hook with its own slot.
+//! The ACL hooks (acl_hooks.rs), the settings hooks (settings.rs) and the HCCL hooks (hccl.rs, whose
+//! libhccl.so may be such a shim in front of the library implementing HCCL) share this one mechanism, each
+//! hook with its own slot.
 //!
 //! This runs in the hooks, never in `dlsym`'s path, so it may allocate (dlopen may); it never panics.
 
@@ -27,8 +28,12 @@ pub const ACL_HOOKS: usize = 8;
 pub const HCCL_HOOKS: usize = 10;
 /// The first of hccl's guards.
 pub const HCCL_FIRST: usize = ACL_HOOKS;
+/// settings' slots (`aclrtCtxSetSysParamOpt`, `aclrtSetDeviceSatMode`): guards `SETTINGS_FIRST + slot`.
+pub const SETTINGS_HOOKS: usize = 2;
+/// The first of settings' guards.
+pub const SETTINGS_FIRST: usize = HCCL_FIRST + HCCL_HOOKS;
 /// How many hooks have a guard.
-pub const HOOKS: usize = ACL_HOOKS + HCCL_HOOKS;
+pub const HOOKS: usize = SETTINGS_FIRST + SETTINGS_HOOKS;
 
 /// The target noted when the hook forwards to a definition it did not look up itself (aclInit's runtime
 /// found through the loader): a call re-entering from there has nowhere known to go.

@@ -6,9 +6,11 @@
 //! forward every call unchanged and remember what a successful call set; the manifest records it
 //! (`environment.settings`). Like `aclInit`, they are reached through the global scope (`LD_PRELOAD`) and,
 //! for a framework that looks them up through the runtime's handle, through the collector's `dlsym`
-//! ([`crate::dlsym`]). Active or not, the collector always forwards.
+//! ([`crate::dlsym`]). Active or not, the collector always forwards; a call re-entered from inside a
+//! forwarding compatibility library is passed on past it and recorded once ([`crate::forwarding`]).
 
 use crate::entry_guard::{guarded, Forwarded};
+use crate::forwarding::{self, Forwarding};
 use ascend_sys::*;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -49,15 +51,32 @@ static REAL: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
 /// function the hook forwards to. Allocation-free, like all of `dlsym`'s path.
 pub fn interpose(name: &CStr, real: *mut c_void) -> Option<*mut c_void> {
     let slot = NAMES.iter().position(|n| *n == name)?;
-    let hook = match slot {
-        SYS_PARAM => aclrtCtxSetSysParamOpt as *const () as *mut c_void,
-        _ => aclrtSetDeviceSatMode as *const () as *mut c_void,
-    };
+    let hook = hook_of(slot);
     if real == hook {
         return None;
     }
     REAL[slot].store(real.expose_provenance(), Ordering::Release);
     Some(hook)
+}
+
+/// Our hook for a slot.
+fn hook_of(slot: usize) -> *mut c_void {
+    match slot {
+        SYS_PARAM => aclrtCtxSetSysParamOpt as *const () as *mut c_void,
+        _ => aclrtSetDeviceSatMode as *const () as *mut c_void,
+    }
+}
+
+/// Where a call of `slot` goes (0: nowhere), and whether it re-entered from inside the definition an
+/// enclosing call of it forwarded to (a forwarding compatibility library, [`crate::forwarding`]): then it
+/// goes past that one, and only the enclosing call records the setting.
+fn target(slot: usize) -> (usize, bool) {
+    let ours = hook_of(slot).expose_provenance();
+    let guard = forwarding::SETTINGS_FIRST + slot;
+    match forwarding::reentered(guard, NAMES[slot], ours, "ACL_ERROR_API_NOT_SUPPORT", "the runtime") {
+        Some(next) => (next.unwrap_or(0), true),
+        None => (real(slot), false),
+    }
 }
 
 /// The real function of a slot: the one `dlsym` saw, else the next definition after ours (0: none).
@@ -79,16 +98,22 @@ pub extern "C" fn aclrtCtxSetSysParamOpt(opt: aclSysParamOpt, value: i64) -> acl
 }
 
 fn set_sys_param_opt(forwarded: &Forwarded<aclError>, opt: aclSysParamOpt, value: i64) -> aclError {
-    let addr = real(SYS_PARAM);
+    let (addr, reentered) = target(SYS_PARAM);
     if addr == 0 {
-        crate::log("the real aclrtCtxSetSysParamOpt cannot be found; returning ACL_ERROR_API_NOT_SUPPORT");
+        // A re-entered call's refusal was said by forwarding::reentered.
+        if !reentered {
+            crate::log(
+                "the real aclrtCtxSetSysParamOpt cannot be found; returning ACL_ERROR_API_NOT_SUPPORT",
+            );
+        }
         return ACL_ERROR_API_NOT_SUPPORT;
     }
+    let _forwarding = Forwarding::to(forwarding::SETTINGS_FIRST + SYS_PARAM, addr);
     // SAFETY: a non-zero slot holds the runtime's definition of this very symbol, whose C signature is
     // AclrtCtxSetSysParamOptFn (accutrace_acl.h); the arguments are forwarded unchanged.
     let code = forwarded
         .call(|| unsafe { std::mem::transmute::<usize, AclrtCtxSetSysParamOptFn>(addr)(opt, value) });
-    if code == ACL_SUCCESS && opt == ACL_OPT_DETERMINISTIC {
+    if code == ACL_SUCCESS && opt == ACL_OPT_DETERMINISTIC && !reentered {
         DETERMINISTIC.store(value, Ordering::Release);
     }
     code
@@ -103,15 +128,18 @@ pub extern "C" fn aclrtSetDeviceSatMode(mode: aclrtFloatOverflowMode) -> aclErro
 }
 
 fn set_device_sat_mode(forwarded: &Forwarded<aclError>, mode: aclrtFloatOverflowMode) -> aclError {
-    let addr = real(SAT_MODE);
+    let (addr, reentered) = target(SAT_MODE);
     if addr == 0 {
-        crate::log("the real aclrtSetDeviceSatMode cannot be found; returning ACL_ERROR_API_NOT_SUPPORT");
+        if !reentered {
+            crate::log("the real aclrtSetDeviceSatMode cannot be found; returning ACL_ERROR_API_NOT_SUPPORT");
+        }
         return ACL_ERROR_API_NOT_SUPPORT;
     }
+    let _forwarding = Forwarding::to(forwarding::SETTINGS_FIRST + SAT_MODE, addr);
     // SAFETY: as above, for aclrtSetDeviceSatMode (AclrtSetDeviceSatModeFn).
     let code =
         forwarded.call(|| unsafe { std::mem::transmute::<usize, AclrtSetDeviceSatModeFn>(addr)(mode) });
-    if code == ACL_SUCCESS {
+    if code == ACL_SUCCESS && !reentered {
         OVERFLOW_MODE.store(i64::from(mode), Ordering::Release);
     }
     code

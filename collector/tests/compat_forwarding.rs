@@ -1,8 +1,8 @@
 //! A forwarding compatibility library between the job and the runtime (tests/sim-acl-compat): its
-//! `aclInit`, `aclFinalize`, `aclmdlExecute`, `acldumpRegCallback` and single-op launches find their target
-//! through the global scope, which leads back to the collector's exports. The collector forwards such a re-entered call past
-//! the wrapper, its own part running once, and the job runs as without it (it recursed until the stack
-//! overflowed and killed the job).
+//! `aclInit`, `aclFinalize`, `aclmdlExecute`, `acldumpRegCallback`, settings and single-op launches find
+//! their target through the global scope, which leads back to the collector's exports. The collector
+//! forwards such a re-entered call past the wrapper, its own part running once, and the job runs as without
+//! it (it recursed until the stack overflowed and killed the job).
 
 mod common;
 
@@ -88,4 +88,34 @@ fn a_forwarding_compat_library_in_front_of_the_single_op_launches_is_passed_and_
         assert!(launches > 50, "{launch}: {launches} launches through the wrapper: {err}");
         assert_eq!(pipeline(&manifest(&run)).op_executions, launches, "{launch}: each launch counted once");
     }
+}
+
+/// The same wrapper in front of the settings the collector interposes (`aclrtCtxSetSysParamOpt`,
+/// `aclrtSetDeviceSatMode`): each call goes through the wrapper once and the job runs as without the
+/// collector, which records both settings (the collector called the wrapper, the wrapper it, until the stack
+/// overflowed and killed the job).
+#[test]
+fn a_forwarding_compat_library_in_front_of_the_settings_is_passed_once_and_the_settings_recorded() {
+    let s = Scratch::new(r#"{"n_layers": 1}"#);
+    let a = artifacts();
+    let args = ["--deterministic", "--overflow-mode", "infnan"];
+    let compat_only = env(&[("LD_PRELOAD", a.acl_compat.to_str().unwrap())]);
+    let base = s.run_with(2, None, false, &compat_only, &args);
+    assert_ok(&base);
+    let run = s.path("run");
+    let preload = format!("{}:{}", a.collector.display(), a.acl_compat.display());
+    let collector = env(&[
+        ("LD_PRELOAD", &preload),
+        ("ACCUTRACE_DIR", run.to_str().unwrap()),
+        ("SIM_ACL_COMPAT_TRACE", "1"),
+    ]);
+    let out = s.run_with(2, None, true, &collector, &args);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), stdout(&base), "training output changed");
+    let err = stderr(&out);
+    assert_eq!(err.matches("acl-compat: aclrtCtxSetSysParamOpt forwarded\n").count(), 1, "{err}");
+    assert_eq!(err.matches("acl-compat: aclrtSetDeviceSatMode forwarded\n").count(), 1, "{err}");
+    let m = manifest(&run);
+    assert_eq!(m.environment.settings.deterministic, Some(1), "{err}");
+    assert_eq!(m.environment.settings.overflow_mode.as_deref(), Some("inf_nan"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! A forwarding compatibility library (test only): `aclInit`, `aclFinalize`, `aclmdlExecute`,
-//! `acldumpRegCallback` and the single-op launches (`aclopExecuteV2`, `aclopCompileAndExecute`,
+//! `acldumpRegCallback`, the settings `aclrtCtxSetSysParamOpt` and `aclrtSetDeviceSatMode`, and the single-op
+//! launches (`aclopExecuteV2`, `aclopCompileAndExecute`,
 //! `aclopCompileAndExecuteV2`) are wrappers that find
 //! the function they forward to through the global scope, `dlsym(RTLD_DEFAULT, name)`, skipping only their
 //! own definition, as a compatibility `libascendcl.so` calling the split runtime through its PLT would. Loaded
@@ -14,9 +15,10 @@
 mod hccl;
 
 use ascend_sys::{
-    aclDataBuffer, aclError, aclTensorDesc, aclmdlDataset, aclopAttr, aclopCompileType, aclopEngineType,
-    aclrtStream, AclFinalizeFn, AclInitFn, AcldumpCallbackFn, AcldumpRegCallbackFn, AclmdlExecuteFn,
-    AclopCompileAndExecuteFn, AclopCompileAndExecuteV2Fn, AclopExecuteV2Fn, ACL_ERROR_UNINITIALIZE,
+    aclDataBuffer, aclError, aclSysParamOpt, aclTensorDesc, aclmdlDataset, aclopAttr, aclopCompileType,
+    aclopEngineType, aclrtFloatOverflowMode, aclrtStream, AclFinalizeFn, AclInitFn, AcldumpCallbackFn,
+    AcldumpRegCallbackFn, AclmdlExecuteFn, AclopCompileAndExecuteFn, AclopCompileAndExecuteV2Fn,
+    AclopExecuteV2Fn, AclrtCtxSetSysParamOptFn, AclrtSetDeviceSatModeFn, ACL_ERROR_UNINITIALIZE,
 };
 use std::ffi::{c_char, c_void, CStr};
 
@@ -83,6 +85,30 @@ pub unsafe extern "C" fn acldumpRegCallback(cb: Option<AcldumpCallbackFn>, flag:
     trace("acldumpRegCallback");
     // SAFETY: a definition of acldumpRegCallback, of its C signature; the arguments are our caller's.
     unsafe { std::mem::transmute::<*mut c_void, AcldumpRegCallbackFn>(f)(cb, flag) }
+}
+
+/// Forwards to the global scope's `aclrtCtxSetSysParamOpt` (the deterministic option).
+#[no_mangle]
+pub extern "C" fn aclrtCtxSetSysParamOpt(opt: aclSysParamOpt, value: i64) -> aclError {
+    let f = target(c"aclrtCtxSetSysParamOpt");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclrtCtxSetSysParamOpt");
+    // SAFETY: a definition of aclrtCtxSetSysParamOpt, of its C signature; the arguments are our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, AclrtCtxSetSysParamOptFn>(f)(opt, value) }
+}
+
+/// Forwards to the global scope's `aclrtSetDeviceSatMode` (the overflow mode).
+#[no_mangle]
+pub extern "C" fn aclrtSetDeviceSatMode(mode: aclrtFloatOverflowMode) -> aclError {
+    let f = target(c"aclrtSetDeviceSatMode");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclrtSetDeviceSatMode");
+    // SAFETY: a definition of aclrtSetDeviceSatMode, of its C signature; the argument is our caller's.
+    unsafe { std::mem::transmute::<*mut c_void, AclrtSetDeviceSatModeFn>(f)(mode) }
 }
 
 /// Forwards to the global scope's `aclFinalize`.
