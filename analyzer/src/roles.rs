@@ -19,7 +19,7 @@
 //! Weights are known only through their optimizer ops: a step skipped for overflow has none, and a
 //! framework whose optimizer runs on the host shows none at all (then every weight condition says so).
 
-use crate::index::{Index, OpId, TensorId};
+use crate::index::{Index, Io, OpId, TensorId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
@@ -66,6 +66,16 @@ pub struct Update {
     pub after: Option<TensorId>,
     /// The gradient the update used.
     pub gradient: Option<TensorId>,
+}
+
+impl Update {
+    /// Whether `before` is the op's input 0, the weight. A source that could not index input 0 (a torn or
+    /// missing file) leaves the op's inputs starting at input 1, an optimizer state: judged as the weight,
+    /// it would read as a finding about the model.
+    pub fn weight_read(&self, index: &Index) -> bool {
+        let t = &index.tensors[self.before];
+        (t.io, t.index) == (Io::Input, 0)
+    }
 }
 
 /// The roles of an index's tensors, and the updates its optimizer ops made.
@@ -156,7 +166,10 @@ impl Roles {
         for &t in op.inputs.iter().chain(&op.outputs).filter(same) {
             self.of[t] = Some(Role::OptimizerState);
         }
-        self.of[before] = Some(Role::Weight);
+        // Without input 0 (a file not read) the first input is a state, not the weight.
+        if (index.tensors[before].io, index.tensors[before].index) == (Io::Input, 0) {
+            self.of[before] = Some(Role::Weight);
+        }
         if let Some(t) = after {
             self.of[t] = Some(Role::Weight);
         }

@@ -291,3 +291,27 @@ fn a_torn_weight_file_is_no_difference_between_two_runs() {
         "{item:#}"
     );
 }
+
+/// watch on the same torn weight file: the optimizer op's first input is then its state, not the weight, and
+/// is never judged as one (it read "weight_initialization ... zero_percentage = 100", Adam's m at step 0);
+/// the weight's initialization is can't tell, and the INCOMPLETE INPUT line leads, exit 2.
+#[test]
+fn watch_never_judges_an_optimizer_state_as_the_weight_of_a_torn_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let (code, intact, err) = analyzer(&["watch", root.to_str().unwrap(), "--no-progress"]);
+    assert!(!intact.contains("zero_percentage"), "{code} {intact}{err}");
+    let torn = root.join(LAYER_0_WEIGHT_AT_STEP_0);
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 4]).unwrap();
+    let (code, text, err) = analyzer(&["watch", root.to_str().unwrap(), "--no-progress"]);
+    assert_eq!(code, 2, "{text}{err}");
+    assert!(text.contains("INCOMPLETE INPUT"), "{text}");
+    assert!(
+        !text.contains("zero_percentage") && !text.contains("input.1"),
+        "a state judged as the weight: {text}"
+    );
+    let cant_tell = "weight_initialization: 1 time: the weight, input 0 of its first update, was not read";
+    assert!(text.contains(cant_tell), "{text}");
+}

@@ -6,7 +6,6 @@
 //! file) is can't tell, named, and left out: never a difference between ranks or runs.
 
 use super::item::{listed, worst, Item, Seen, Status};
-use crate::index::Io;
 use crate::roles::Update;
 use std::collections::BTreeMap;
 
@@ -44,11 +43,9 @@ fn initial(r: &Seen<'_>) -> Result<Initial, String> {
     }
     let mut found = Initial { hashes: BTreeMap::new(), unread: Vec::new() };
     for ((rank, param), u) in first {
-        let before = &index.tensors[u.before];
         let op = &index.ops[u.op].name;
         let step = u.step;
-        // Input 0 that the source could not index (a torn file) leaves the op starting at input 1.
-        let read = if (before.io, before.index) != (Io::Input, 0) {
+        let read = if !u.weight_read(index) {
             Err("the source holds no input 0 of the op (see the input problems: its file is torn or missing)"
                 .to_string())
         } else {

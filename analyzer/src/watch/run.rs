@@ -67,9 +67,11 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     bar.finish();
     tally.add(conditions, per_tensor);
     let (norms, trends) = updates::gradient_norms(&ctx, &updates);
-    let before: Vec<TensorId> = updates.iter().map(|u| u.before).collect();
+    // An update whose weight was not read (its input 0's file torn) is not judged: the input problem leads.
+    let judged: Vec<&Update> = updates.iter().copied().filter(|u| u.weight_read(index)).collect();
+    let before: Vec<TensorId> = judged.iter().map(|u| u.before).collect();
     let per_update: Vec<Event> = tensors_in_flight(source, &before, reads, |_, k| {
-        updates::update(&ctx, conditions, updates[k], &updates, &trends)
+        updates::update(&ctx, conditions, judged[k], &updates, &trends)
     })
     .into_iter()
     .flatten()

@@ -194,6 +194,11 @@ pub(super) fn initialization(ctx: &Ctx<'_>, conditions: &[Condition], updates: &
         if !seen.insert((u.rank, u.param.clone())) {
             continue;
         }
+        if !u.weight_read(ctx.index) {
+            let reason = "the weight, input 0 of its first update, was not read (a torn or missing file)";
+            events.push(ctx.cant_tell(c.name, None, Some(u.op), None, reason, "the file read whole"));
+            continue;
+        }
         let start = first_step.get(&u.rank).copied().unwrap_or(0);
         if start > 0 {
             let reason =
