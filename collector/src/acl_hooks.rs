@@ -17,7 +17,7 @@
 
 use crate::activate::{acl_finalize_hook, acl_init_hook};
 use crate::callback_slot::CallbackSlot;
-use crate::entry_guard::guarded;
+use crate::entry_guard::{guarded, Forwarded};
 use crate::forwarding::{self, Forwarding};
 use ascend_sys::*;
 use std::ffi::{c_char, c_void, CStr};
@@ -159,6 +159,27 @@ pub extern "C" fn aclFinalize() -> aclError {
     })
 }
 
+/// The body every launch hook shares: forwards the call of hook `slot` to the next definition (`call` makes
+/// it with that definition's address and the hook's arguments, unchanged) and counts it in `counter` when it
+/// succeeded, one relaxed add. A re-entered call is the same launch, counted by the outermost call.
+fn forward_launch(
+    slot: usize,
+    counter: &AtomicU64,
+    forwarded: &Forwarded<aclError>,
+    call: impl FnOnce(usize) -> aclError,
+) -> aclError {
+    let reentered = reentered(slot);
+    let Some(addr) = reentered.unwrap_or_else(|| real(slot)) else {
+        return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
+    };
+    let _forwarding = Forwarding::to(slot, addr);
+    let code = forwarded.call(|| call(addr));
+    if code == ACL_SUCCESS && reentered.is_none() {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    code
+}
+
 /// Interposes the runtime's `aclmdlExecute`: forwards to it and counts the calls that succeeded.
 ///
 /// # Safety
@@ -170,20 +191,12 @@ pub unsafe extern "C" fn aclmdlExecute(
     output: *mut aclmdlDataset,
 ) -> aclError {
     guarded("aclmdlExecute", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
-        let reentered = reentered(EXECUTE);
-        let Some(addr) = reentered.unwrap_or_else(|| real(EXECUTE)) else {
-            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-        };
-        let _forwarding = Forwarding::to(EXECUTE, addr);
-        // SAFETY: the address of a definition of aclmdlExecute, whose C signature is AclmdlExecuteFn.
-        let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
-        // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclmdlExecute's contract.
-        let code = forwarded.call(|| unsafe { f(model_id, input, output) });
-        // A re-entered call is the same launch, counted by the outermost call.
-        if code == ACL_SUCCESS && reentered.is_none() {
-            MODEL_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        code
+        forward_launch(EXECUTE, &MODEL_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclmdlExecute, of C signature AclmdlExecuteFn.
+            let f = unsafe { std::mem::transmute::<usize, AclmdlExecuteFn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe { f(model_id, input, output) }
+        })
     })
 }
 
@@ -206,21 +219,14 @@ pub unsafe extern "C" fn aclopExecuteV2(
     stream: aclrtStream,
 ) -> aclError {
     guarded("aclopExecuteV2", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
-        let reentered = reentered(OP_EXECUTE);
-        let Some(addr) = reentered.unwrap_or_else(|| real(OP_EXECUTE)) else {
-            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-        };
-        let _forwarding = Forwarding::to(OP_EXECUTE, addr);
-        // SAFETY: the address of a definition of aclopExecuteV2, whose C signature is AclopExecuteV2Fn.
-        let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
-        // SAFETY: the arguments are forwarded unchanged from our caller, who owes aclopExecuteV2's contract.
-        let code = forwarded.call(|| unsafe {
-            f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
-        });
-        if code == ACL_SUCCESS && reentered.is_none() {
-            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        code
+        forward_launch(OP_EXECUTE, &OP_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclopExecuteV2, of C signature AclopExecuteV2Fn.
+            let f = unsafe { std::mem::transmute::<usize, AclopExecuteV2Fn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe {
+                f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
+            }
+        })
     })
 }
 
@@ -247,35 +253,27 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
     stream: aclrtStream,
 ) -> aclError {
     guarded("aclopCompileAndExecute", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
-        let reentered = reentered(OP_COMPILE_EXECUTE);
-        let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE)) else {
-            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-        };
-        let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE, addr);
-        // SAFETY: the address of a definition of aclopCompileAndExecute, of C signature
-        // AclopCompileAndExecuteFn.
-        let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteFn>(addr) };
-        // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
-        let code = forwarded.call(|| unsafe {
-            f(
-                op_type,
-                num_inputs,
-                input_desc,
-                inputs,
-                num_outputs,
-                output_desc,
-                outputs,
-                attr,
-                engine_type,
-                compile_flag,
-                op_path,
-                stream,
-            )
-        });
-        if code == ACL_SUCCESS && reentered.is_none() {
-            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        code
+        forward_launch(OP_COMPILE_EXECUTE, &OP_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclopCompileAndExecute, of C signature AclopCompileAndExecuteFn.
+            let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteFn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe {
+                f(
+                    op_type,
+                    num_inputs,
+                    input_desc,
+                    inputs,
+                    num_outputs,
+                    output_desc,
+                    outputs,
+                    attr,
+                    engine_type,
+                    compile_flag,
+                    op_path,
+                    stream,
+                )
+            }
+        })
     })
 }
 
@@ -302,35 +300,27 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     stream: aclrtStream,
 ) -> aclError {
     guarded("aclopCompileAndExecuteV2", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
-        let reentered = reentered(OP_COMPILE_EXECUTE_V2);
-        let Some(addr) = reentered.unwrap_or_else(|| real(OP_COMPILE_EXECUTE_V2)) else {
-            return if reentered.is_some() { ACL_ERROR_API_NOT_SUPPORT } else { ACL_ERROR_UNINITIALIZE };
-        };
-        let _forwarding = Forwarding::to(OP_COMPILE_EXECUTE_V2, addr);
-        // SAFETY: the address of a definition of aclopCompileAndExecuteV2, of C signature
-        // AclopCompileAndExecuteV2Fn.
-        let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteV2Fn>(addr) };
-        // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
-        let code = forwarded.call(|| unsafe {
-            f(
-                op_type,
-                num_inputs,
-                input_desc,
-                inputs,
-                num_outputs,
-                output_desc,
-                outputs,
-                attr,
-                engine_type,
-                compile_flag,
-                op_path,
-                stream,
-            )
-        });
-        if code == ACL_SUCCESS && reentered.is_none() {
-            OP_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        code
+        forward_launch(OP_COMPILE_EXECUTE_V2, &OP_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclopCompileAndExecuteV2, of C signature AclopCompileAndExecuteV2Fn.
+            let f = unsafe { std::mem::transmute::<usize, AclopCompileAndExecuteV2Fn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe {
+                f(
+                    op_type,
+                    num_inputs,
+                    input_desc,
+                    inputs,
+                    num_outputs,
+                    output_desc,
+                    outputs,
+                    attr,
+                    engine_type,
+                    compile_flag,
+                    op_path,
+                    stream,
+                )
+            }
+        })
     })
 }
 
