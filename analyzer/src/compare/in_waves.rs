@@ -96,7 +96,9 @@ pub(super) fn pairs_in_flight_by_pair(
 ) -> InFlight {
     let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
     let whole = |s: &dyn Source, t: &TensorInfo| tensor_bytes(t).saturating_mul(s.buffers_per_tensor());
-    let mut most = 0;
+    // A thread keeps its buffers of each kind between pairs: one that read a pair whole, then measures one
+    // in waves, holds both.
+    let (mut in_waves, mut read_whole) = (0u64, 0u64);
     for (t, b, request) in pairs {
         let (x, y) = (&ti[t], &bi[b]);
         // Pairs of other element counts are not read.
@@ -104,12 +106,14 @@ pub(super) fn pairs_in_flight_by_pair(
             continue;
         }
         let planned = plan((target, bench), (x, y), &request);
-        let holds = match (planned, target.host_blocks_bytes(t), bench.host_blocks_bytes(b)) {
-            (Some(Plan { widths, .. }), Some(tb), Some(bb)) => wave_buffers(widths) + tb + bb,
-            _ => whole(target, x).saturating_add(whole(bench, y)),
-        };
-        most = most.max(holds);
+        match (planned, target.host_blocks_bytes(t), bench.host_blocks_bytes(b)) {
+            (Some(Plan { widths, .. }), Some(tb), Some(bb)) => {
+                in_waves = in_waves.max(wave_buffers(widths) + tb + bb);
+            }
+            _ => read_whole = read_whole.max(whole(target, x).saturating_add(whole(bench, y))),
+        }
     }
+    let most = in_waves.saturating_add(read_whole);
     pairs_in_flight(Footprint::compare_per_pair(most), [target, bench])
 }
 
