@@ -315,3 +315,58 @@ fn watch_never_judges_an_optimizer_state_as_the_weight_of_a_torn_file() {
     let cant_tell = "weight_initialization: 1 time: the weight, input 0 of its first update, was not read";
     assert!(text.contains(cant_tell), "{text}");
 }
+
+/// The attribute `name` of the page's heatmap `id`, split at its separators: U+001F only in the texts of
+/// `data-detail-texts` and `data-rows` (a text holds commas), ',' elsewhere.
+fn heatmap_attribute(html: &str, id: &str, name: &str) -> Option<Vec<String>> {
+    let start = html.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("no heatmap {id}"));
+    let tag = &html[start..start + html[start..].find('>').unwrap()];
+    let at = tag.find(&format!(" {name}=\""))?;
+    let value = &tag[at + name.len() + 3..];
+    let value = &value[..value.find('"').unwrap()];
+    let separator = if matches!(name, "data-detail-texts" | "data-rows") { '\u{1f}' } else { ',' };
+    Some(value.split(separator).map(str::to_string).collect())
+}
+
+/// watch's timeline adds the hits of every rank in a cell: on two ranks, a cell names each rank's hits on
+/// hover and the caption says the cells add ranks; on one rank, nothing is said about ranks.
+#[test]
+fn the_watch_timeline_names_the_ranks_each_cell_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dump");
+    dump(&root);
+    let page = dir.path().join("report.html");
+    let (code, said, err) =
+        analyzer(&["report", root.to_str().unwrap(), "-o", page.to_str().unwrap(), "--no-progress"]);
+    assert_eq!(code, 2, "{said}{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let attribute = |name: &str| heatmap_attribute(&html, "heat-watch", name).unwrap_or_default();
+    let (rows, steps, values) = (attribute("data-rows"), attribute("data-steps"), attribute("data-values"));
+    let texts = attribute("data-detail-texts");
+    let details: Vec<String> = attribute("data-details")
+        .iter()
+        .map(|k| k.parse::<usize>().map_or(String::new(), |k| texts[k].clone()))
+        .collect();
+    assert_eq!(details.len(), values.len(), "no detail per cell: {rows:?} {steps:?} {values:?}");
+    // Step 1's MatMul output holds a NaN on rank 0 and infs on rank 1: one hit on each rank.
+    let row = rows.iter().position(|r| r == "tensor_overflow").expect("tensor_overflow's row");
+    let cell = row * steps.len() + steps.iter().position(|s| s == "1").unwrap();
+    assert_eq!(values[cell], "2");
+    assert_eq!(details[cell], "rank 0: 1, rank 1: 1");
+    let caption = "A cell adds the hits of ranks 0-1 (2 ranks): hover a cell for each rank&#39;s hits.";
+    assert!(html.contains(caption), "the timeline's caption does not say a cell adds ranks");
+
+    // One rank: the cells add nothing, and nothing is said about ranks.
+    for step in 0..3 {
+        std::fs::remove_dir_all(root.join(format!("step{step}/rank1"))).unwrap();
+    }
+    let (code, said, err) =
+        analyzer(&["report", root.to_str().unwrap(), "-o", page.to_str().unwrap(), "--no-progress"]);
+    assert!(code == 0 || code == 1, "{said}{err}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(heatmap_attribute(&html, "heat-watch", "data-details").is_none());
+    let start = html.find("<figure id=\"fig-watch\"").unwrap();
+    let figure = &html[start..start + html[start..].find("</figure>").unwrap()];
+    let caption = &figure[figure.find("<figcaption>").unwrap()..];
+    assert!(!caption.contains("rank"), "a one-rank timeline speaks of ranks: {caption}");
+}

@@ -9,7 +9,7 @@ use crate::check::{CheckReport, Item, Status};
 use crate::index::Index;
 use crate::report::watch::{fmt_measure, place};
 use crate::watch::{Finding, WatchReport};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// check's and watch's verdicts; `open`: input problems keep every clean answer open.
 pub fn verdicts(page: &mut String, f: &Findings<'_>, open: bool) {
@@ -162,6 +162,9 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
             cells[r * ns..(r + 1) * ns].fill(Some(0.0));
         }
     }
+    // What each cell adds when the run has several ranks: each rank's hits (`None`: a hit naming no rank).
+    let several_ranks = w.ranks.len() > 1;
+    let mut by_rank = vec![BTreeMap::<Option<u32>, u64>::new(); if several_ranks { cells.len() } else { 0 }];
     let mut run_wide = 0;
     for hit in &w.findings {
         let (Some(&r), Some(&s)) = (row_of.get(hit.condition), hit.step.and_then(|s| step_pos.get(&s)))
@@ -171,7 +174,20 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
         };
         let cell = &mut cells[r * ns + s];
         *cell = Some(cell.unwrap_or(0.0) + 1.0);
+        if let Some(ranks) = by_rank.get_mut(r * ns + s) {
+            *ranks.entry(hit.rank).or_default() += 1;
+        }
     }
+    let details = by_rank
+        .iter()
+        .map(|ranks| {
+            let named = ranks.iter().map(|(rank, hits)| match rank {
+                Some(rank) => format!("rank {rank}: {hits}"),
+                None => format!("no rank named: {hits}"),
+            });
+            named.collect::<Vec<_>>().join(", ")
+        })
+        .collect();
     let rows = conditions
         .iter()
         .map(|c| if c.decided == 0 { format!("{} (can't tell)", c.name) } else { c.name.to_string() })
@@ -188,10 +204,20 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
         value_label: "hits".into(),
         outline: first.map(|(step, &row)| (row, step)),
         empty: "not decided",
-        details: Vec::new(),
+        details,
     };
     let run_wide = if run_wide > 0 {
         format!(" {run_wide} hits concern the run as a whole, not a step: they are in the table below.")
+    } else {
+        String::new()
+    };
+    // A cell adds every rank's hits: said, or they would read as one rank's.
+    let adds_ranks = if several_ranks {
+        format!(
+            " A cell adds the hits of ranks {} ({} ranks): hover a cell for each rank's hits.",
+            crate::filter::ranges(&w.ranks.iter().map(|&r| u64::from(r)).collect::<Vec<_>>()),
+            w.ranks.len()
+        )
     } else {
         String::new()
     };
@@ -203,7 +229,7 @@ pub fn timeline(page: &mut String, f: &Findings<'_>) {
             "Each row is one of watch's conditions, each column a step; a cell counts the tensors (or updates) that hit \
              the condition there, green where it was decided and none hit. The first hit is outlined. Grey: not decided \
              there; a row named \"can't tell\" could not be decided anywhere with what the run recorded, so it is no \
-             pass (the table of what watch could not tell says what would decide it).{run_wide} Hover a cell for its value."
+             pass (the table of what watch could not tell says what would decide it).{run_wide} Hover a cell for its value.{adds_ranks}"
         ))
     ));
 }
