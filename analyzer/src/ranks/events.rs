@@ -430,7 +430,7 @@ fn collective_event(c: &accutrace_formats::capture::CollectiveInfo, names: &mut 
 
 /// Calls whose step is unknown take the step another member of the same collective knows (members of a
 /// collective make it at one step), and a receive takes the step of its send when that is later than its
-/// own or its own is unknown (see [`receive_steps_from_sends`]). Run once the events of every rank at hand
+/// own or its own is unknown (see `receive_steps_from_sends`). Run once the events of every rank at hand
 /// are placed, and again when summaries of several nodes are merged.
 pub fn fill_unknown_steps(run: &mut RunEvents) {
     receive_steps_from_sends(run);
