@@ -14,13 +14,13 @@ pub struct CompareArgs {
     pub filter: FilterArgs,
     #[command(flatten)]
     pub input: InputArgs,
-    /// The report's form.
+    /// Format of the report.
     #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
     pub format: CompareFormat,
     /// Write the report here instead of standard output (the headline still goes to the terminal).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// A mapping file of `target_name,bench_name` lines for ops whose names differ.
+    /// Map ops whose names differ: a file of `target_name,bench_name` lines.
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).

@@ -65,7 +65,7 @@ impl From<Format> for analyzer::report::Format {
 /// `--format` and `-o`: a report's form and where it goes.
 #[derive(Args, Debug, Clone, Default)]
 pub struct OutputArgs {
-    /// The report's form.
+    /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Write the report to this file instead of standard output.

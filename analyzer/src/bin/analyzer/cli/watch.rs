@@ -19,8 +19,8 @@ pub struct WatchArgs {
     /// tensors are read and watched).
     #[arg(long)]
     pub no_progress: bool,
-    /// A JSON file of conditions: `{"weight_too_large": {"abs_mean_gt": 10}, "dead_relu": {"enabled":
-    /// false}}` (a threshold enables its condition).
+    /// A JSON file of conditions, such as `{"weight_too_large": {"abs_mean_gt": 10}, "dead_relu":
+    /// {"enabled": false}}`: a threshold enables its condition.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Set a condition's parameter (and enable the condition), after the config file: NAME.PARAM=VALUE
