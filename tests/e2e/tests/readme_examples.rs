@@ -245,22 +245,24 @@ fn cli_doc_transcripts(doc: &str) -> Vec<Transcript> {
     out
 }
 
-/// The `analyzer ...` spans of docs/CLI.md's text (outside code blocks), in order, each once.
+/// The `analyzer ...` spans of docs/CLI.md's text (outside code blocks), in order, each once; a span that
+/// a line break splits is read as one, with a space.
 fn cli_doc_spans(doc: &str) -> Vec<String> {
-    let (mut out, mut in_block): (Vec<String>, bool) = (Vec::new(), false);
-    for line in doc.lines() {
-        if line.trim_start().starts_with("```") {
-            in_block = !in_block;
-            continue;
-        }
-        if in_block {
-            continue;
-        }
-        // Between backticks: the odd pieces of a split at each backtick.
-        for span in line.split('`').skip(1).step_by(2) {
-            if span.starts_with("analyzer ") && !out.iter().any(|s| s == span) {
-                out.push(span.to_string());
-            }
+    let mut in_block = false;
+    let text: Vec<&str> = doc
+        .lines()
+        .filter(|line| {
+            let fence = line.trim_start().starts_with("```");
+            in_block ^= fence;
+            !fence && !in_block
+        })
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    // Between backticks: the odd pieces of a split at each backtick.
+    for span in text.join("\n").split('`').skip(1).step_by(2) {
+        let span = span.split_whitespace().collect::<Vec<_>>().join(" ");
+        if span.starts_with("analyzer ") && !out.contains(&span) {
+            out.push(span);
         }
     }
     out
@@ -354,7 +356,7 @@ fn every_cli_doc_example_runs_on_the_demo() {
 
 #[test]
 fn cli_doc_transcripts_and_spans_are_told_apart() {
-    let doc = "Run `analyzer diff RUN1 RUN2`, `analyzer diff`, or `analyzer diff runs/a runs/b`.\n\
+    let doc = "Run `analyzer diff RUN1 RUN2`, `analyzer diff`, or `analyzer diff\nruns/a runs/b`.\n\
                - item:\n  ```\n  $ analyzer x --step 5   # exit status 2\n  error: a\n  ```\n\
                ```\n$ analyzer y\n```\n";
     let transcripts = cli_doc_transcripts(doc);
