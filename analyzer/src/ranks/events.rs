@@ -7,7 +7,8 @@
 //! `start_us` after synchronizing, so every op queued before the call has its dump timestamp by then). A
 //! call's step is the step of the op before it (the first op's, for calls before any op), except a receive
 //! of a message sent at a later step: it takes the send's (a pipeline's later stage receives the next
-//! step's input before any op of that step runs). Where only some
+//! step's input before any op of that step runs); a receive between the ops of two steps whose send is
+//! not there has [`UNKNOWN_STEP`] (either step is a guess). Where only some
 //! ops were dumped (an overflow-detection capture), a call takes a step only when the ops around it tell it
 //! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
@@ -384,6 +385,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorS
         run.ranks.push(RankEvents { rank, events });
     }
     fill_unknown_steps(&mut run);
+    unsent_receives_between_steps(&mut run);
     for r in &mut run.ranks {
         let rank = r.rank;
         // Calls are kept at the selected steps whatever the rank or op selection: the same calls on every
@@ -473,6 +475,44 @@ fn receive_steps_from_sends(run: &mut RunEvents) {
         if let Some(&step) = sent.get(&(c.comm.clone(), src, c.comm_rank, c.seq)) {
             if e.step == UNKNOWN_STEP || e.step < step {
                 e.step = step;
+            }
+        }
+    }
+}
+
+/// A receive whose send is not in the run, placed after an op of one step and before an op of another,
+/// has [`UNKNOWN_STEP`]: the op before it gave it the earlier step, but a pipeline's later stage receives a
+/// step's input before that step's first op, so only the send tells which of the two it belongs to
+/// (`order::unmatched_receive` names both). Run once, on a rank's events as placed: a merge of summaries
+/// only fills such a step from a send it brings (`receive_steps_from_sends`).
+fn unsent_receives_between_steps(run: &mut RunEvents) {
+    let sent: HashSet<(Name, u32, u32, u64)> = run
+        .ranks
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter_map(Event::collective)
+        .filter(|c| c.op == CollectiveOp::Send)
+        .filter_map(|c| Some((c.comm.clone(), c.comm_rank, c.peer?, c.seq)))
+        .collect();
+    for rank in &mut run.ranks {
+        let mut op_after: Option<u64> = None;
+        let mut steps_after = vec![None; rank.events.len()];
+        for (i, e) in rank.events.iter().enumerate().rev() {
+            steps_after[i] = op_after;
+            if e.collective().is_none() {
+                op_after = Some(e.step);
+            }
+        }
+        let mut op_before: Option<u64> = None;
+        for (e, after) in rank.events.iter_mut().zip(steps_after) {
+            let Some(c) = e.collective() else {
+                op_before = Some(e.step);
+                continue;
+            };
+            let unsent = c.op == CollectiveOp::Recv
+                && c.peer.is_some_and(|src| !sent.contains(&(c.comm.clone(), src, c.comm_rank, c.seq)));
+            if unsent && matches!((op_before, after), (Some(a), Some(b)) if a != b) {
+                e.step = UNKNOWN_STEP;
             }
         }
     }
@@ -572,6 +612,39 @@ mod tests {
         fill_unknown_steps(&mut run);
         assert_eq!(step_of(&run, 1, CollectiveOp::Recv), 1, "the step its message was sent at");
         assert_eq!(step_of(&run, 0, CollectiveOp::Send), 1, "a send keeps its own");
+    }
+
+    #[test]
+    fn a_receive_between_two_steps_whose_send_is_missing_has_no_step_but_one_inside_a_step_keeps_it() {
+        // Rank 1 receives message #0 between step 0's ops and step 1's (a pipeline's next input) and
+        // message #1 among step 1's ops; rank 0's sends were not recorded. The op before the first says step
+        // 0, which is a guess: only its send would tell 0 or 1.
+        let mut inside = p2p(CollectiveOp::Recv, 40, 1, 0);
+        if let EventKind::Collective(c) = &mut inside.kind {
+            c.seq = 1;
+        }
+        let receiver = interleave(
+            vec![op(0, 10), op(1, 30), op(1, 50)],
+            vec![p2p(CollectiveOp::Recv, 20, 1, 0), inside],
+            false,
+        );
+        let mut run =
+            RunEvents { ranks: vec![RankEvents { rank: 1, events: receiver }], ..RunEvents::default() };
+        fill_unknown_steps(&mut run);
+        unsent_receives_between_steps(&mut run);
+        let steps: Vec<u64> =
+            run.ranks[0].events.iter().filter(|e| e.collective().is_some()).map(|e| e.step).collect();
+        assert_eq!(steps, [UNKNOWN_STEP, 1]);
+        // With its send there, the same receive takes the send's step, as before.
+        let sender = interleave(vec![op(1, 10)], vec![p2p(CollectiveOp::Send, 15, 0, 1)], false);
+        let receiver = interleave(vec![op(0, 10), op(1, 30)], vec![p2p(CollectiveOp::Recv, 20, 1, 0)], false);
+        let mut run = RunEvents {
+            ranks: vec![RankEvents { rank: 0, events: sender }, RankEvents { rank: 1, events: receiver }],
+            ..RunEvents::default()
+        };
+        fill_unknown_steps(&mut run);
+        unsent_receives_between_steps(&mut run);
+        assert_eq!(run.ranks[1].events[1].step, 1);
     }
 
     #[test]

@@ -238,6 +238,11 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
             problems.push(of_the_baseline(name, p));
         }
     }
+    // A receive without its send names the rank, the message and its step (or the two it came between):
+    // before the collectives missing members, which the same lost records usually leave by the dozen.
+    for &at in &replay.unmatched_receives {
+        problems.push(InputProblem::incomplete(order::unmatched_receive(run, at)));
+    }
     let incomplete = replay.incomplete.iter().map(|(comm, seq, op, arrived, expected)| {
         format!(
             "{} #{seq} on {comm}: {} of {expected} members recorded it (ranks {:?})",
@@ -248,9 +253,6 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     });
     for message in incomplete {
         problems.push(InputProblem::incomplete(message));
-    }
-    for &at in &replay.unmatched_receives {
-        problems.push(InputProblem::incomplete(order::unmatched_receive(run, at)));
     }
     let mut warnings = run.warnings.clone();
     warnings.extend(detected.warnings.iter().cloned());

@@ -15,7 +15,7 @@
 //! incomplete.
 
 use super::detect::EventRef;
-use super::events::{step_words, EventKind, Name, RunEvents};
+use super::events::{step_words, Event, EventKind, Name, RunEvents, UNKNOWN_STEP};
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -193,7 +193,8 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
 
 /// The input problem of a receive whose send never came: the message's number among those between the
 /// two ranks on its communicator (what the origin lines say, `message #k`), not the event's position in
-/// the rank's order, and its step.
+/// the rank's order, and its step; where only its send could tell the step (it came between the ops of two
+/// steps, `events::unsent_receives_between_steps`), the two steps the ops around it are at.
 pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
     let rank = &run.ranks[r];
     let e = &rank.events[i];
@@ -204,7 +205,18 @@ pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
         }
         None => String::new(),
     };
-    format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step), e.name())
+    let op_step = |e: &Event| e.collective().is_none().then_some(e.step);
+    let before = rank.events[..i].iter().rev().find_map(op_step);
+    let after = rank.events[i + 1..].iter().find_map(op_step);
+    match (e.step, before, after) {
+        (UNKNOWN_STEP, Some(a), Some(b)) if a != b => format!(
+            "rank {} between step {a} and step {b}: {}{message} has no matching send (the send's step would \
+             say which)",
+            rank.rank,
+            e.name()
+        ),
+        _ => format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step), e.name()),
+    }
 }
 
 /// Records one event: (rank, event, Lamport time, taint carried in, the replay, every rank's taint).
@@ -326,6 +338,22 @@ mod tests {
         assert_eq!(
             unmatched_receive(&job, replay.unmatched_receives[0]),
             "rank 1 step 4: HcclRecv message #1 from communicator rank 0 on c has no matching send"
+        );
+    }
+
+    #[test]
+    fn a_receive_without_its_send_between_two_steps_names_both() {
+        // Rank 1 received message #1 after step 0's ops and before step 1's; rank 0's send of it is lost, so
+        // its step is unknown (events::unsent_receives_between_steps), and the line says where it came.
+        let (mut between, mut a, mut b) = (call(CollectiveOp::Recv, 1, 1, Some(0)), op("a"), op("b"));
+        between.step = UNKNOWN_STEP;
+        (a.step, b.step) = (0, 1);
+        let job = run(vec![vec![op("x")], vec![a, between, b]]);
+        let replay = replay(&job, &|_| false);
+        assert_eq!(
+            unmatched_receive(&job, replay.unmatched_receives[0]),
+            "rank 1 between step 0 and step 1: HcclRecv message #1 from communicator rank 0 on c has no \
+             matching send (the send's step would say which)"
         );
     }
 

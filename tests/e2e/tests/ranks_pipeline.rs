@@ -26,6 +26,8 @@ struct Job<'a> {
     options: &'a [&'a str],
     hccl_lib: &'a Path,
     preload: &'a str,
+    /// The collector's settings (`ACCUTRACE_SEGMENT_SIZE`, ...), beside ACCUTRACE_DIR.
+    env: &'a [(&'a str, &'a str)],
 }
 
 /// Runs the pipeline job of `model_json`, recording into `run`; returns stdout and stderr.
@@ -43,6 +45,7 @@ fn train(dir: &Path, run: &Path, model_json: &str, job: &Job<'_>) -> (String, St
         .env("LD_PRELOAD", job.preload)
         .env("ACCUTRACE_DIR", run)
         .env("SIM_ACL_COMPAT_TRACE", "1")
+        .envs(job.env.iter().copied())
         .output()
         .expect("run sim-train");
     let (stdout, stderr) = (
@@ -56,7 +59,7 @@ fn train(dir: &Path, run: &Path, model_json: &str, job: &Job<'_>) -> (String, St
 /// A job on the simulator's libhccl.so with the collector preloaded; returns stdout.
 fn record(dir: &Path, run: &Path, model_json: &str, ranks: u32, options: &[&str]) -> String {
     let (hccl, collector) = (artifact("libhccl.so"), collector_lib());
-    let job = Job { ranks, options, hccl_lib: &hccl, preload: path_str(&collector) };
+    let job = Job { ranks, options, hccl_lib: &hccl, preload: path_str(&collector), env: &[] };
     train(dir, run, model_json, &job).0
 }
 
@@ -257,6 +260,63 @@ fn a_message_damaged_in_transit_is_named_on_its_receive() {
     assert!(html.contains("HcclRecv</code></a> [HcclRecv], message #1 on root-"), "{out}");
 }
 
+/// Rank 0's stream lost a segment (written in 64 KiB segments), and with it the sends of some of stage 1's
+/// inputs: each receive of such a message came after the ops of the step before and before its own step's
+/// (message #k carries step k's activations), so without its send nothing tells which of the two steps it
+/// is; the line names both, never the earlier as if known, and leads the answer, in `ranks` and `merge`.
+#[test]
+fn a_receive_whose_send_is_lost_names_the_two_steps_it_came_between() {
+    let dir = scratch();
+    let run = dir.path().join("run");
+    let (hccl, collector) = (artifact("libhccl.so"), collector_lib());
+    let env = [("ACCUTRACE_SEGMENT_SIZE", "64K")];
+    let job = Job { ranks: 2, options: &[], hccl_lib: &hccl, preload: path_str(&collector), env: &env };
+    train(dir.path(), &run, MODEL, &job);
+    let stream = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().contains("-rank0-"))
+        .expect("rank 0's stream");
+    let segments = std::fs::read_dir(&stream)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".acc"));
+    assert!(segments.count() >= 3, "rank 0 wrote at least three segments");
+    std::fs::remove_file(stream.join("seg-000001.acc")).unwrap();
+    let summaries = dir.path().join("summaries");
+    let (code, out, stderr) = analyzer(&["scan", path_str(&run), "-o", path_str(&summaries)]);
+    assert_eq!(code, 2, "{out}\n{stderr}");
+    for (what, args) in
+        [("ranks", vec!["ranks", path_str(&run)]), ("merge", vec!["merge", path_str(&summaries)])]
+    {
+        let (code, json) = analyzer_json(&args);
+        assert_eq!(code, 2, "{what}: {json}");
+        let unsent: Vec<&str> = json["input_problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["message"].as_str())
+            .filter(|m| m.contains("has no matching send"))
+            .collect();
+        assert!(!unsent.is_empty(), "{what}: a send was lost: {json}");
+        for line in &unsent {
+            let k: u64 = line.split("message #").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            assert!(k > 0, "{what}: message #0 comes before any op: {line}");
+            let expected = format!(
+                "rank 1 between step {} and step {k}: HcclRecv message #{k} from communicator rank 0 on root-",
+                k - 1
+            );
+            assert!(line.starts_with(&expected), "{what}: {line}");
+            assert!(
+                line.ends_with("has no matching send (the send's step would say which)"),
+                "{what}: {line}"
+            );
+        }
+        let (_, text, _) = analyzer(&args);
+        let before_the_answer = text.split("(exit status 2").next().unwrap();
+        assert!(before_the_answer.contains(&format!("INCOMPLETE INPUT: {}", unsent[0])), "{what}: {text}");
+    }
+}
+
 /// The same 4-rank ZeRO pipeline through a shim libhccl.so that forwards every entry point through the
 /// global scope (tests/sim-acl-compat), which leads back to the collector: every send, receive,
 /// reduce-scatter and barrier reaches HCCL once and is recorded once, as without the shim.
@@ -265,7 +325,8 @@ fn a_forwarding_shim_records_every_directed_call_once() {
     let dir = scratch();
     let (plain, shimmed) = (dir.path().join("plain"), dir.path().join("shimmed"));
     let (hccl, shim, collector) = (artifact("libhccl.so"), artifact("libacl_compat.so"), collector_lib());
-    let job = Job { ranks: 4, options: &["--zero"], hccl_lib: &hccl, preload: path_str(&collector) };
+    let job =
+        Job { ranks: 4, options: &["--zero"], hccl_lib: &hccl, preload: path_str(&collector), env: &[] };
     let (plain_out, _) = train(dir.path(), &plain, MODEL, &job);
     let preload = format!("{}:{}:{}", collector.display(), shim.display(), hccl.display());
     let job = Job { hccl_lib: &shim, preload: &preload, ..job };
