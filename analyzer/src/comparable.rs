@@ -5,12 +5,15 @@
 //!   dtypes, shapes) and `diff` refuses when anything does: a bf16 run against an fp32 one differs
 //!   everywhere, and calling that nondeterminism is wrong.
 //! - `compare` asks "where does the target leave the benchmark?": [`different_model`] refuses runs of
-//!   different models (most pairs differ in shape, or the op sequences do not align), and [`swapped_sides`]
-//!   warns when the target and the benchmark look exchanged.
+//!   different models (most pairs differ in shape, or the op sequences do not align),
+//!   [`execution_modes_differ`] refuses eager kernels against graph-mode ops (no name ties them, and a
+//!   culprit over guessed pairs may be the wrong op), and [`swapped_sides`] warns when the target and the
+//!   benchmark look exchanged.
 
+use crate::api_matching::is_api_level;
 use crate::filter::Filter;
-use crate::index::{Index, Io, OpId};
-use crate::matching::Matching;
+use crate::index::{Index, IndexedOp, Io, OpId};
+use crate::matching::{MatchKind, Matching};
 use crate::problems::ProblemKind;
 use crate::sources::Source;
 use accutrace_formats::tensor::element_count;
@@ -249,6 +252,78 @@ pub fn different_model(
     ))
 }
 
+/// Whether an op is named as eager frameworks name kernels: its type and a per-type counter
+/// (`GatherV2_0`, `MatMulV2_13`), with no place in a graph.
+fn names_kernel_by_type(op: &IndexedOp) -> bool {
+    op.name.rsplit_once('_').is_some_and(|(op_type, counter)| {
+        !counter.is_empty()
+            && counter.bytes().all(|b| b.is_ascii_digit())
+            && op_type.eq_ignore_ascii_case(&op.op_type)
+    })
+}
+
+/// Why the pairs of an eager run (single-op kernels named by type and counter, `GatherV2_0`) and a
+/// graph-mode run (ops named by their place in the graph, `model/embedding/GatherV2`) cannot be trusted,
+/// when one side is each (most of the ops `filter` keeps) and names tie at most half of the pairs: the rest
+/// were guessed from execution order, op type and shape, and a kernel fused on one side only has no
+/// counterpart, so the culprit search skips the op where the difference began and blames a later one.
+/// `None` for runs recorded the same way, against API calls (msprobe: their own alignment), or where
+/// `--mapping` (or names) tie most pairs.
+pub fn execution_modes_differ(
+    target: &Index,
+    bench: &Index,
+    matching: &Matching,
+    filter: &Filter,
+) -> Option<String> {
+    let (target_ops, bench_ops): (Vec<&IndexedOp>, Vec<&IndexedOp>) = (
+        target.ops.iter().filter(|o| filter.keeps(o)).collect(),
+        bench.ops.iter().filter(|o| filter.keeps(o)).collect(),
+    );
+    let eager = |ops: &[&IndexedOp]| {
+        let by_type = ops.iter().filter(|o| names_kernel_by_type(o)).count();
+        !ops.is_empty() && by_type * 2 > ops.len()
+    };
+    let (eager_target, eager_bench) = (eager(&target_ops), eager(&bench_ops));
+    if eager_target == eager_bench || is_api_level(target) || is_api_level(bench) {
+        return None;
+    }
+    let pairs: Vec<_> =
+        matching.pairs.iter().filter(|p| filter.keeps(&target.ops[target.tensors[p.target].op])).collect();
+    let guessed = pairs.iter().filter(|p| p.how == MatchKind::Order).count();
+    if (pairs.len() - guessed) * 2 > pairs.len() {
+        return None;
+    }
+    let (eager_side, eager_ops, other_side, other_ops) = match eager_target {
+        true => ("the target", &target_ops, "the benchmark", &bench_ops),
+        false => ("the benchmark", &bench_ops, "the target", &target_ops),
+    };
+    let example = |ops: &[&IndexedOp], kernels: bool| {
+        ops.iter().find(|o| names_kernel_by_type(o) == kernels).map_or(String::new(), |o| o.name.clone())
+    };
+    let in_graph = other_ops.iter().filter(|o| o.name.contains('/')).count() * 2 > other_ops.len();
+    let other = match in_graph {
+        true => "graph-mode ops, named by their place in the graph",
+        false => "ops named otherwise",
+    };
+    let paired = match pairs.len() {
+        0 => "and execution order, op types and shapes paired none of them".to_string(),
+        n => format!(
+            "so {} pairs were only guessed from execution order, op types and shapes, and a kernel fused on \
+             one side only has no counterpart: a culprit found over these pairs may be the wrong op",
+            if guessed == n { format!("all {n}") } else { format!("{guessed} of the {n}") }
+        ),
+    };
+    Some(format!(
+        "{eager_side} holds eager kernels, named by type and a counter (like {}), and {other_side} {other} \
+         (like {}): no name ties one to the other, {paired}. The two were recorded in different \
+         execution modes: record the benchmark the way the target ran (both eager, or both in graph mode), \
+         compare an eager run with an msprobe dump of the same model (kernels against API calls), or pass \
+         --mapping with `target_name,bench_name` lines",
+        example(eager_ops, true),
+        example(other_ops, false)
+    ))
+}
+
 /// A float dtype's width in bits (fp16/bf16 16, fp32 32, ...), `None` for other types.
 fn float_bits(dtype: accutrace_formats::DType) -> Option<u32> {
     dtype.is_float().then(|| dtype.bits()).flatten()
@@ -414,6 +489,7 @@ mod tests {
     use super::*;
     use crate::index::TensorInfo;
     use crate::matching::{match_runs, MatchOptions};
+    use accutrace_formats::dump::sanitize_op_name;
     use accutrace_formats::DType;
 
     /// A run of `ops` (name, output dtype, output shape) in one step.
@@ -498,6 +574,36 @@ mod tests {
         assert!(why.unwrap().contains("only 1 of the target's 3 outputs have a counterpart"));
         let same = different_model(&a, &a, &match_runs(&a, &a, &MatchOptions::default()), &Filter::default());
         assert_eq!(same, None);
+    }
+
+    /// Eager kernels (`GatherV2_0`) against graph-mode ops (`model/embedding/GatherV2`) pair by execution
+    /// order alone: refused, either way round. Runs recorded the same way pair by name, and a mapping that
+    /// names every pair ties them: neither is refused.
+    #[test]
+    fn eager_kernels_against_graph_ops_are_refused_unless_names_tie_them() {
+        let ops = |names: &[&str]| {
+            let mut index = Index::default();
+            for (name, op_type) in names.iter().zip(["GatherV2", "MatMulV2", "MatMulV2"]) {
+                let op = index.push_op(name.to_string(), op_type.into(), 0, 0);
+                index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, F16, vec![2]));
+            }
+            index
+        };
+        let eager = ops(&["GatherV2_0", "MatMulV2_0", "MatMulV2_1"]);
+        let graph = ops(&["model/embedding/GatherV2", "model/fc1/MatMul", "model/fc2/MatMul"]);
+        let refused = |target: &Index, bench: &Index, options: &MatchOptions| {
+            execution_modes_differ(target, bench, &match_runs(target, bench, options), &Filter::default())
+        };
+        let why = refused(&eager, &graph, &MatchOptions::default()).unwrap();
+        assert!(why.starts_with("the target holds eager kernels, named by type and a counter (like GatherV2_0), and the benchmark graph-mode ops, named by their place in the graph (like model/embedding/GatherV2): no name ties one to the other, so all 3 pairs were only guessed"), "{why}");
+        let why = refused(&graph, &eager, &MatchOptions::default()).unwrap();
+        assert!(why.starts_with("the benchmark holds eager kernels"), "{why}");
+        assert_eq!(refused(&eager, &eager, &MatchOptions::default()), None);
+        assert_eq!(refused(&graph, &graph, &MatchOptions::default()), None);
+        let mapping =
+            eager.ops.iter().zip(&graph.ops).map(|(e, g)| (e.name.clone(), sanitize_op_name(&g.name)));
+        let mapped = MatchOptions { mapping: mapping.collect(), ..MatchOptions::default() };
+        assert_eq!(refused(&eager, &graph, &mapped), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The engine, [`compare`]: matches the runs (or refuses two that are not one model), measures every pair
-//! in parallel within the memory budget, takes msprobe's verdicts from its table, hashes the target
-//! tensors the culprit search needs, and finds the culprit.
+//! The engine, [`compare`]: matches the runs (or refuses two that are not one model, or that were recorded
+//! in different execution modes), measures every pair in parallel within the memory budget, takes
+//! msprobe's verdicts from its table, hashes the target tensors the culprit search needs, and finds the
+//! culprit.
 
 use super::comparison::{unmeasured_problem, CompareOptions, Comparison};
 use super::culprit::{find_culprit, hash_needed};
@@ -10,8 +11,8 @@ use super::pair::{compare_pair, pair_request, release_pair_buffers, ReadMetrics}
 use super::row::CompareRow;
 use crate::api_matching::{is_api_level, with_output_stats};
 use crate::comparable::{
-    different_model, ranks_on_one_side, steps_on_one_side, swapped_sides, without_counterpart,
-    without_counterpart_warning,
+    different_model, execution_modes_differ, ranks_on_one_side, steps_on_one_side, swapped_sides,
+    without_counterpart, without_counterpart_warning,
 };
 use crate::index::{Io, TensorId};
 use crate::matching::{match_runs, TensorPair};
@@ -63,7 +64,10 @@ pub fn compare<'a>(
     warnings.extend(matching.warnings.iter().cloned());
     // What each source said about itself (steps it inferred, files it skipped).
     warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
-    if let Some(why) = different_model(ti, bi, &matching, &options.filter) {
+    // Eager kernels against graph-mode ops first: their pairs may also look like another model's.
+    let refusal = execution_modes_differ(ti, bi, &matching, &options.filter)
+        .or_else(|| different_model(ti, bi, &matching, &options.filter));
+    if let Some(why) = refusal {
         let mut problems = InputProblems::of_sources(&[target, bench]);
         problems.push(InputProblem::refused(format!(
             "{} vs {}: {why}",

@@ -133,6 +133,56 @@ fn compare_refuses_a_benchmark_of_another_model() {
     assert!(why.contains("matched tensor pairs differ in shape: model/embedding/GatherV2.output.0 is [2, 8, 16] in the target and [2, 8, 24] in the benchmark"), "{why}");
 }
 
+/// Records `model_json` in eager mode (tensor mode, one step, the Python hook's step ends) into `dir/tag`:
+/// every op launched on its own, kernels named by type and a counter (`GatherV2_0`), as torch_npu runs.
+fn captured_eager(dir: &Path, tag: &str, model_json: &str) -> PathBuf {
+    let model = model_file(dir, &format!("{tag}.json"), model_json);
+    let run = dir.join(tag);
+    let (collector, lib, sim_train) = (collector_lib(), runtime_lib(), sim_train_bin());
+    let args = ["record", "-o", path_str(&run), "--collector", path_str(&collector), "--mode", "tensor"];
+    let train = ["--", path_str(&sim_train), "--eager", "--model", path_str(&model), "--steps", "1"];
+    let (code, stdout, stderr) = analyzer(&[&args[..], &train, &["--lib", path_str(&lib)]].concat());
+    assert_eq!(code, 0, "record {tag} failed:\n{stdout}\n{stderr}");
+    run
+}
+
+/// An eager capture (kernels named `GatherV2_0`) against a graph-mode benchmark (ops named
+/// `model/embedding/GatherV2`): no name ties the two, the pairs are guesses from execution order, and the
+/// fused kernel of the eager run has no counterpart, so a culprit over them names the wrong op (it named
+/// `Mul_1`, the loss gradient, exit 1). compare refuses, says why and what to do; so does report. Runs
+/// recorded the same way still compare: graph against graph, eager against eager.
+#[test]
+fn compare_refuses_eager_kernels_against_graph_mode_ops() {
+    let dir = scratch();
+    let eager = captured_eager(dir.path(), "eager", FUSED);
+    let graph = captured(dir.path(), "graph", FUSED, 1, &["--mode", "tensor"]);
+    let bench = dir.path().join("bench");
+    sim_bench(&model_file(dir.path(), "bench.json", FUSED), 1, &bench);
+    for (target, bench) in [(&eager, &bench), (&graph, &eager)] {
+        let why = refusal(&["compare", path_str(target), path_str(bench)]);
+        assert!(why.contains("eager kernels, named by type and a counter (like GatherV2_0)"), "{why}");
+        assert!(why.contains("graph-mode ops, named by their place in the graph (like model/"), "{why}");
+        assert!(why.contains("were only guessed from execution order, op types and shapes"), "{why}");
+        assert!(
+            why.contains("record the benchmark the way the target ran") && why.contains("--mapping"),
+            "{why}"
+        );
+    }
+    let page = dir.path().join("eager.html");
+    let (code, stdout, stderr) =
+        analyzer(&["report", path_str(&eager), path_str(&bench), "-o", path_str(&page)]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(!stdout.contains("CULPRIT") && !report_page(&page).contains("CULPRIT"), "{stdout}");
+
+    // Recorded the same way: graph against graph names the fused kernel, eager against eager compares.
+    let (code, v) = analyzer_json(&["compare", path_str(&graph), path_str(&bench)]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["culprit"]["name"], "model/layer_0/mlp/fused_matmul_biasadd_gelu", "{}", v["culprit"]);
+    let again = captured_eager(dir.path(), "eager-again", FUSED);
+    let (code, v) = analyzer_json(&["compare", path_str(&again), path_str(&eager)]);
+    assert_eq!(code, 0, "{v}");
+}
+
 #[test]
 fn overflow_output_says_only_what_the_dump_shows() {
     let dir = scratch();
