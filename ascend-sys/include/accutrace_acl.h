@@ -39,6 +39,8 @@ static const int ACL_ERROR_INVALID_DUMP_CONFIG = 100009;
 static const int ACL_ERROR_INVALID_MODEL_ID = 100011;
 static const int ACL_ERROR_PARSE_MODEL = 100013;
 static const int ACL_ERROR_READ_MODEL_FAILURE = 100014;
+static const int ACL_ERROR_OP_INPUT_NOT_MATCH = 100021;
+static const int ACL_ERROR_OP_OUTPUT_NOT_MATCH = 100022;
 static const int ACL_ERROR_REPEAT_FINALIZE = 100037;
 static const int ACL_ERROR_DUMP_ALREADY_RUN = 100044;
 static const int ACL_ERROR_DUMP_NOT_RUN = 100045;
@@ -160,6 +162,23 @@ aclError aclopSetAttrString(aclopAttr *attr, const char *attrName, const char *a
 aclError aclopExecuteV2(const char *opType, int numInputs, aclTensorDesc *inputDesc[], aclDataBuffer *inputs[],
                         int numOutputs, aclTensorDesc *outputDesc[], aclDataBuffer *outputs[], aclopAttr *attr,
                         aclrtStream stream);
+/* Deprecated (use aclopExecuteV2): the same launch with const arrays; the output descriptions are not
+ * updated. */
+aclError aclopExecute(const char *opType, int numInputs, const aclTensorDesc *const inputDesc[],
+                      const aclDataBuffer *const inputs[], int numOutputs, const aclTensorDesc *const outputDesc[],
+                      aclDataBuffer *const outputs[], const aclopAttr *attr, aclrtStream stream);
+
+/* A single-op model matched once for its type, descriptions and attributes (acl_op.h): launching by handle
+ * skips the per-call match. The handle keeps what it needs; the descriptions and attribute may be destroyed
+ * after aclopCreateHandle. */
+typedef struct aclopHandle aclopHandle;
+aclError aclopCreateHandle(const char *opType, int numInputs, const aclTensorDesc *const inputDesc[], int numOutputs,
+                           const aclTensorDesc *const outputDesc[], const aclopAttr *opAttr, aclopHandle **handle);
+void aclopDestroyHandle(aclopHandle *handle);
+/* Launches the handle's op on these buffers (as many as the handle's descriptions, else
+ * ACL_ERROR_OP_INPUT_NOT_MATCH / ACL_ERROR_OP_OUTPUT_NOT_MATCH); asynchronous, as aclopExecuteV2. */
+aclError aclopExecWithHandle(aclopHandle *handle, int numInputs, const aclDataBuffer *const inputs[], int numOutputs,
+                             aclDataBuffer *const outputs[], aclrtStream stream);
 
 /* ---- compile and execute (acl_op.h, acl_op_compiler.h; the vendor's libacl_op_compiler.so) ----
  * torch_npu's usual eager launch (OpCommand): the op is compiled for its operands when no compiled form is

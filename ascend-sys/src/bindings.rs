@@ -57,6 +57,8 @@ pub const ACL_ERROR_INVALID_DUMP_CONFIG: ::core::ffi::c_int = 100009;
 pub const ACL_ERROR_INVALID_MODEL_ID: ::core::ffi::c_int = 100011;
 pub const ACL_ERROR_PARSE_MODEL: ::core::ffi::c_int = 100013;
 pub const ACL_ERROR_READ_MODEL_FAILURE: ::core::ffi::c_int = 100014;
+pub const ACL_ERROR_OP_INPUT_NOT_MATCH: ::core::ffi::c_int = 100021;
+pub const ACL_ERROR_OP_OUTPUT_NOT_MATCH: ::core::ffi::c_int = 100022;
 pub const ACL_ERROR_REPEAT_FINALIZE: ::core::ffi::c_int = 100037;
 pub const ACL_ERROR_DUMP_ALREADY_RUN: ::core::ffi::c_int = 100044;
 pub const ACL_ERROR_DUMP_NOT_RUN: ::core::ffi::c_int = 100045;
@@ -260,6 +262,48 @@ unsafe extern "C" {
         outputDesc: *mut *mut aclTensorDesc,
         outputs: *mut *mut aclDataBuffer,
         attr: *mut aclopAttr,
+        stream: aclrtStream,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopExecute(
+        opType: *const ::core::ffi::c_char,
+        numInputs: ::core::ffi::c_int,
+        inputDesc: *const *const aclTensorDesc,
+        inputs: *const *const aclDataBuffer,
+        numOutputs: ::core::ffi::c_int,
+        outputDesc: *const *const aclTensorDesc,
+        outputs: *const *mut aclDataBuffer,
+        attr: *const aclopAttr,
+        stream: aclrtStream,
+    ) -> aclError;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct aclopHandle {
+    _unused: [u8; 0],
+}
+unsafe extern "C" {
+    pub fn aclopCreateHandle(
+        opType: *const ::core::ffi::c_char,
+        numInputs: ::core::ffi::c_int,
+        inputDesc: *const *const aclTensorDesc,
+        numOutputs: ::core::ffi::c_int,
+        outputDesc: *const *const aclTensorDesc,
+        opAttr: *const aclopAttr,
+        handle: *mut *mut aclopHandle,
+    ) -> aclError;
+}
+unsafe extern "C" {
+    pub fn aclopDestroyHandle(handle: *mut aclopHandle);
+}
+unsafe extern "C" {
+    pub fn aclopExecWithHandle(
+        handle: *mut aclopHandle,
+        numInputs: ::core::ffi::c_int,
+        inputs: *const *const aclDataBuffer,
+        numOutputs: ::core::ffi::c_int,
+        outputs: *const *mut aclDataBuffer,
         stream: aclrtStream,
     ) -> aclError;
 }

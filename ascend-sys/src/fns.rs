@@ -5,7 +5,7 @@
 
 use crate::bindings::{
     aclDataBuffer, aclDataType, aclError, aclFormat, aclSysParamOpt, aclTensorDesc, acldumpChunk,
-    aclmdlDataset, aclopAttr, aclopCompileType, aclopEngineType, aclrtFloatOverflowMode,
+    aclmdlDataset, aclopAttr, aclopCompileType, aclopEngineType, aclopHandle, aclrtFloatOverflowMode,
     aclrtMemMallocPolicy, aclrtMemcpyKind, aclrtStream,
 };
 use core::ffi::{c_char, c_void};
@@ -81,6 +81,38 @@ pub type AclopExecuteV2Fn = unsafe extern "C" fn(
     attr: *mut aclopAttr,
     stream: aclrtStream,
 ) -> aclError;
+/// The deprecated launch (acl_op.h): as [`AclopExecuteV2Fn`] with const arrays.
+pub type AclopExecuteFn = unsafe extern "C" fn(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    stream: aclrtStream,
+) -> aclError;
+/// Matches a single-op model once for an op type, its descriptions and attributes (acl_op.h).
+pub type AclopCreateHandleFn = unsafe extern "C" fn(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    op_attr: *const aclopAttr,
+    handle: *mut *mut aclopHandle,
+) -> aclError;
+pub type AclopDestroyHandleFn = unsafe extern "C" fn(handle: *mut aclopHandle);
+/// Launches a handle's op on these buffers (acl_op.h).
+pub type AclopExecWithHandleFn = unsafe extern "C" fn(
+    handle: *mut aclopHandle,
+    num_inputs: i32,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    outputs: *const *mut aclDataBuffer,
+    stream: aclrtStream,
+) -> aclError;
 /// torch_npu's usual eager launch (acl_op_compiler.h): compiles the op when needed, then launches it.
 pub type AclopCompileAndExecuteFn = unsafe extern "C" fn(
     op_type: *const c_char,
@@ -112,10 +144,14 @@ pub type AclopCompileAndExecuteV2Fn = unsafe extern "C" fn(
     stream: aclrtStream,
 ) -> aclError;
 
-// The single-op launches' aliases are the header's declarations: a mismatch does not compile. Nothing here
-// links against them (the assignments are never called).
+// The single-op launches' (and the op handle's) aliases are the header's declarations: a mismatch does not
+// compile. Nothing here links against them (the assignments are never called).
 const _: () = {
     let _: AclopExecuteV2Fn = crate::bindings::aclopExecuteV2;
+    let _: AclopExecuteFn = crate::bindings::aclopExecute;
+    let _: AclopCreateHandleFn = crate::bindings::aclopCreateHandle;
+    let _: AclopDestroyHandleFn = crate::bindings::aclopDestroyHandle;
+    let _: AclopExecWithHandleFn = crate::bindings::aclopExecWithHandle;
     let _: AclopCompileAndExecuteFn = crate::bindings::aclopCompileAndExecute;
     let _: AclopCompileAndExecuteV2Fn = crate::bindings::aclopCompileAndExecuteV2;
 };

@@ -1,7 +1,7 @@
 //! A forwarding compatibility library (test only): `aclInit`, `aclFinalize`, `aclmdlExecute`,
 //! `acldumpRegCallback`, the settings `aclrtCtxSetSysParamOpt` and `aclrtSetDeviceSatMode`, and the single-op
-//! launches (`aclopExecuteV2`, `aclopCompileAndExecute`,
-//! `aclopCompileAndExecuteV2`) are wrappers that find
+//! launches (`aclopExecuteV2`, `aclopCompileAndExecute`, `aclopCompileAndExecuteV2`, `aclopExecute`,
+//! `aclopExecWithHandle`) are wrappers that find
 //! the function they forward to through the global scope, `dlsym(RTLD_DEFAULT, name)`, skipping only their
 //! own definition, as a compatibility `libascendcl.so` calling the split runtime through its PLT would. Loaded
 //! before the runtime with the collector preloaded, that lookup finds the collector's export again, whose
@@ -16,9 +16,10 @@ mod hccl;
 
 use ascend_sys::{
     aclDataBuffer, aclError, aclSysParamOpt, aclTensorDesc, aclmdlDataset, aclopAttr, aclopCompileType,
-    aclopEngineType, aclrtFloatOverflowMode, aclrtStream, AclFinalizeFn, AclInitFn, AcldumpCallbackFn,
-    AcldumpRegCallbackFn, AclmdlExecuteFn, AclopCompileAndExecuteFn, AclopCompileAndExecuteV2Fn,
-    AclopExecuteV2Fn, AclrtCtxSetSysParamOptFn, AclrtSetDeviceSatModeFn, ACL_ERROR_UNINITIALIZE,
+    aclopEngineType, aclopHandle, aclrtFloatOverflowMode, aclrtStream, AclFinalizeFn, AclInitFn,
+    AcldumpCallbackFn, AcldumpRegCallbackFn, AclmdlExecuteFn, AclopCompileAndExecuteFn,
+    AclopCompileAndExecuteV2Fn, AclopExecWithHandleFn, AclopExecuteFn, AclopExecuteV2Fn,
+    AclrtCtxSetSysParamOptFn, AclrtSetDeviceSatModeFn, ACL_ERROR_UNINITIALIZE,
 };
 use std::ffi::{c_char, c_void, CStr};
 
@@ -263,6 +264,76 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
             engine_type,
             compile_flag,
             op_path,
+            stream,
+        )
+    }
+}
+
+/// Forwards to the global scope's `aclopExecute`.
+///
+/// # Safety
+/// aclopExecute's contract.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    stream: aclrtStream,
+) -> aclError {
+    let f = target(c"aclopExecute");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclopExecute");
+    // SAFETY: a definition of aclopExecute, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, AclopExecuteFn>(f)(
+            op_type,
+            num_inputs,
+            input_desc,
+            inputs,
+            num_outputs,
+            output_desc,
+            outputs,
+            attr,
+            stream,
+        )
+    }
+}
+
+/// Forwards to the global scope's `aclopExecWithHandle` (the handle's creation is not wrapped: it launches
+/// nothing).
+///
+/// # Safety
+/// aclopExecWithHandle's contract.
+#[no_mangle]
+pub unsafe extern "C" fn aclopExecWithHandle(
+    handle: *mut aclopHandle,
+    num_inputs: i32,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    outputs: *const *mut aclDataBuffer,
+    stream: aclrtStream,
+) -> aclError {
+    let f = target(c"aclopExecWithHandle");
+    if f.is_null() {
+        return ACL_ERROR_UNINITIALIZE;
+    }
+    trace("aclopExecWithHandle");
+    // SAFETY: a definition of aclopExecWithHandle, of its C signature; the arguments are our caller's.
+    unsafe {
+        std::mem::transmute::<*mut c_void, AclopExecWithHandleFn>(f)(
+            handle,
+            num_inputs,
+            inputs,
+            num_outputs,
+            outputs,
             stream,
         )
     }

@@ -239,6 +239,10 @@ pub enum EagerLaunch {
     CompileAndExecute,
     /// `aclopCompileAndExecuteV2` (acl_op_compiler.h): torch_npu's OpCommand path.
     CompileAndExecuteV2,
+    /// `aclopExecute` (acl_op.h), deprecated for aclopExecuteV2.
+    Execute,
+    /// `aclopExecWithHandle` (acl_op.h) on a handle from `aclopCreateHandle`, destroyed after the launch.
+    ExecWithHandle,
 }
 
 /// The resolved launch function of an [`EagerLaunch`].
@@ -247,6 +251,16 @@ pub enum OpLaunch {
     ExecuteV2(AclopExecuteV2Fn),
     CompileAndExecute(AclopCompileAndExecuteFn),
     CompileAndExecuteV2(AclopCompileAndExecuteV2Fn),
+    Execute(AclopExecuteFn),
+    ExecWithHandle(ByHandle),
+}
+
+/// The functions of a launch by handle.
+#[derive(Clone, Copy)]
+pub struct ByHandle {
+    pub create: AclopCreateHandleFn,
+    pub execute: AclopExecWithHandleFn,
+    pub destroy: AclopDestroyHandleFn,
 }
 
 impl OpLaunch {
@@ -256,6 +270,8 @@ impl OpLaunch {
             OpLaunch::ExecuteV2(_) => "aclopExecuteV2",
             OpLaunch::CompileAndExecute(_) => "aclopCompileAndExecute",
             OpLaunch::CompileAndExecuteV2(_) => "aclopCompileAndExecuteV2",
+            OpLaunch::Execute(_) => "aclopExecute",
+            OpLaunch::ExecWithHandle(_) => "aclopExecWithHandle",
         }
     }
 }
@@ -281,6 +297,12 @@ impl SingleOp {
                     EagerLaunch::CompileAndExecuteV2 => {
                         OpLaunch::CompileAndExecuteV2(acl.symbol(c"aclopCompileAndExecuteV2")?)
                     }
+                    EagerLaunch::Execute => OpLaunch::Execute(acl.symbol(c"aclopExecute")?),
+                    EagerLaunch::ExecWithHandle => OpLaunch::ExecWithHandle(ByHandle {
+                        create: acl.symbol(c"aclopCreateHandle")?,
+                        execute: acl.symbol(c"aclopExecWithHandle")?,
+                        destroy: acl.symbol(c"aclopDestroyHandle")?,
+                    }),
                 },
                 get_sat_mode: acl.symbol_opt(c"aclrtGetDeviceSatMode"),
             })

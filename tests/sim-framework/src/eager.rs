@@ -1,7 +1,7 @@
 //! `sim-train --eager`: the model driven op by op, as PyTorch eager mode on torch_npu drives it. No model is
 //! loaded: every op is one launch (`aclopExecuteV2`, or `aclopCompileAndExecute(V2)` as torch_npu's
-//! OpCommand: `--eager-launch`) on operands in device memory, and the runtime dumps each in the
-//! single-operator layout (when `dump_op_switch` is on).
+//! OpCommand, or `aclopExecute`, or `aclopExecWithHandle`: `--eager-launch`) on operands in device memory,
+//! and the runtime dumps each in the single-operator layout (when `dump_op_switch` is on).
 //!
 //! The arithmetic of the simulated device lives in sim-model, which this framework runs in the device's
 //! precision (fp16/bf16); each op's operands, inputs and computed outputs alike, are copied into device
@@ -237,6 +237,45 @@ impl Launcher<'_> {
                         std::ptr::null(),
                         stream,
                     ),
+                    OpLaunch::Execute(f) => f(
+                        op_type.as_ptr(),
+                        n_in,
+                        in_desc.as_ptr().cast(),
+                        in_buf.as_ptr().cast(),
+                        n_out,
+                        out_desc.as_ptr().cast(),
+                        out_buf.as_ptr(),
+                        attr,
+                        stream,
+                    ),
+                    // One handle per launch: the overflow attribute the simulated kernel reports through
+                    // differs from launch to launch, and a handle fixes its attribute.
+                    OpLaunch::ExecWithHandle(by) => {
+                        let mut handle: *mut aclopHandle = std::ptr::null_mut();
+                        let created = (by.create)(
+                            op_type.as_ptr(),
+                            n_in,
+                            in_desc.as_ptr().cast(),
+                            n_out,
+                            out_desc.as_ptr().cast(),
+                            attr,
+                            &mut handle,
+                        );
+                        if created != ACL_SUCCESS {
+                            (self.ops.destroy_attr)(attr);
+                            return acl::check(&format!("aclopCreateHandle({})", event.op_type), created);
+                        }
+                        let code = (by.execute)(
+                            handle,
+                            n_in,
+                            in_buf.as_ptr().cast(),
+                            n_out,
+                            out_buf.as_ptr(),
+                            stream,
+                        );
+                        (by.destroy)(handle);
+                        code
+                    }
                 };
                 (self.ops.destroy_attr)(attr);
                 acl::check(&format!("{}({})", self.ops.execute.name(), event.op_type), code)

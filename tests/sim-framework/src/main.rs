@@ -38,9 +38,10 @@ struct TrainArgs {
     /// or mpirun, map their rank variable to RANK_ID and set SIM_TRAIN_RENDEZVOUS to a shared path).
     #[arg(long, value_name = "N")]
     ranks: Option<u32>,
-    /// Eager mode, as PyTorch on torch_npu: no model is loaded; every op is launched on its own with
-    /// aclopExecuteV2 and dumped in the single-operator layout. Calls accutrace_step_end() after each
-    /// step when the process has it (the collector), as `analyzer record`'s Python hook would.
+    /// Eager mode, as PyTorch on torch_npu: no model is loaded; every op is launched on its own (with
+    /// aclopExecuteV2 unless --eager-launch says otherwise) and dumped in the single-operator layout.
+    /// Calls accutrace_step_end() after each step when the process has it (the collector), as `analyzer
+    /// record`'s Python hook would.
     #[arg(long, conflicts_with = "ranks")]
     eager: bool,
     /// With --eager: never call accutrace_step_end(), as a training script run without the Python hook
@@ -49,7 +50,9 @@ struct TrainArgs {
     no_step_end: bool,
     /// With --eager: the entry point that launches each op. `execute-v2`: aclopExecuteV2 (an op already
     /// compiled); `compile-and-execute-v2`: aclopCompileAndExecuteV2, torch_npu's usual OpCommand path;
-    /// `compile-and-execute`: aclopCompileAndExecute.
+    /// `compile-and-execute`: aclopCompileAndExecute; `execute`: aclopExecute (deprecated for
+    /// aclopExecuteV2); `exec-with-handle`: aclopCreateHandle, then aclopExecWithHandle (a single-op model
+    /// launched by handle), one handle per launch.
     #[arg(long, value_enum, default_value = "execute-v2", requires = "eager")]
     eager_launch: EagerLaunchArg,
     /// How the runtime's functions are found: `global` (RTLD_GLOBAL, then the global scope, as a
@@ -98,6 +101,8 @@ enum EagerLaunchArg {
     ExecuteV2,
     CompileAndExecute,
     CompileAndExecuteV2,
+    Execute,
+    ExecWithHandle,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -216,6 +221,8 @@ fn train(args: &TrainArgs) -> Result<()> {
                     EagerLaunchArg::ExecuteV2 => acl::EagerLaunch::ExecuteV2,
                     EagerLaunchArg::CompileAndExecute => acl::EagerLaunch::CompileAndExecute,
                     EagerLaunchArg::CompileAndExecuteV2 => acl::EagerLaunch::CompileAndExecuteV2,
+                    EagerLaunchArg::Execute => acl::EagerLaunch::Execute,
+                    EagerLaunchArg::ExecWithHandle => acl::EagerLaunch::ExecWithHandle,
                 };
                 eager::run(&rt, &model_cfg, args.steps, !args.no_step_end, launch, print_report)?
             }

@@ -92,7 +92,8 @@ pub struct DumpConfig {
     /// `dump_debug: on`: overflow detection (op-debug records plus the overflowing op's own dump) instead of
     /// the data dump.
     pub debug: bool,
-    /// `dump_op_switch: on`: single-operator launches (`aclopExecuteV2`, `aclopCompileAndExecute(V2)`) are dumped too.
+    /// `dump_op_switch: on`: single-operator launches (`aclopExecuteV2`, `aclopCompileAndExecute(V2)`,
+    /// `aclopExecute`, `aclopExecWithHandle`) are dumped too.
     pub op_switch: bool,
     pub level: DumpLevel,
     /// An exception or watcher `dump_scene`: nothing the simulator runs produces those dumps.

@@ -3,8 +3,8 @@
 //!
 //! - [`abi`]: the exported entry points (aclInit, aclmdlSetDump, acldumpRegCallback, aclmdlExecute, ...).
 //! - [`execute`]: what `aclmdlExecute` runs: a whole step, or one half of a data-parallel step.
-//! - [`single_op`]: single-operator execution (`aclopExecuteV2`, `aclopCompileAndExecute(V2)`, tensor
-//!   descriptions, op attributes), the path of eager frameworks, dumped in the single-op layout.
+//! - [`single_op`]: single-operator execution (`aclopExecuteV2`, `aclopCompileAndExecute(V2)`,
+//!   `aclopExecute`, `aclopExecWithHandle` and its op handles, tensor descriptions, op attributes), the path of eager frameworks, dumped in the single-op layout.
 //! - [`memory`]: device memory (`aclrtMalloc`, ...) and the datasets that carry model inputs and outputs.
 //! - [`config`]: the dump JSON. [`model`]: model files and the model interface.
 //! - [`emit`]: ops to dump files in the dump tree. [`payload`]: op-debug records and stats CSVs.
