@@ -1,8 +1,9 @@
 //! The ACL entry points the collector exports, `aclInit`, `aclFinalize`, `aclmdlExecute`, the single-op
 //! launches `aclopExecuteV2`, `aclopCompileAndExecute` and `aclopCompileAndExecuteV2` (torch_npu's usual
-//! eager path, OpCommand), `acldumpRegCallback` and `acldumpUnregCallback`: reached through the global
-//! scope (`LD_PRELOAD`), or handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework that
-//! looks them up through a handle (torch_npu's FunctionLoader, `libacl_op_compiler.so`'s for the
+//! eager path, OpCommand), `aclopExecWithHandle` (a single-op model matched once by `aclopCreateHandle`)
+//! and the deprecated `aclopExecute`, `acldumpRegCallback` and `acldumpUnregCallback`: reached through the
+//! global scope (`LD_PRELOAD`), or handed out by the collector's `dlsym` ([`crate::dlsym`]) to a framework
+//! that looks them up through a handle (torch_npu's FunctionLoader, `libacl_op_compiler.so`'s for the
 //! compile-and-execute pair). Each forwards to the real function unchanged. `aclInit` and `aclFinalize`
 //! also run the collector's part ([`crate::activate`]); the launches are only counted, so that a capture
 //! that received nothing from a job that ran can say so ([`model_executions`], [`op_executions`]);
@@ -33,6 +34,8 @@ const NAMES: [&CStr; forwarding::ACL_HOOKS] = [
     c"acldumpUnregCallback",
     c"aclopCompileAndExecute",
     c"aclopCompileAndExecuteV2",
+    c"aclopExecute",
+    c"aclopExecWithHandle",
 ];
 const INIT: usize = 0;
 const FINALIZE: usize = 1;
@@ -42,14 +45,17 @@ const REG_CALLBACK: usize = 4;
 const UNREG_CALLBACK: usize = 5;
 const OP_COMPILE_EXECUTE: usize = 6;
 const OP_COMPILE_EXECUTE_V2: usize = 7;
+const OP_EXECUTE_DEPRECATED: usize = 8;
+const OP_EXEC_WITH_HANDLE: usize = 9;
 
 /// The runtime's functions: what a `dlsym` through the collector found, else (0) the next definition.
 static REAL: [AtomicUsize; forwarding::ACL_HOOKS] = [const { AtomicUsize::new(0) }; forwarding::ACL_HOOKS];
 
 /// Successful `aclmdlExecute` calls of this process.
 static MODEL_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
-/// Successful single-op launches (`aclopExecuteV2`, `aclopCompileAndExecute`, `aclopCompileAndExecuteV2`)
-/// of this process.
+/// Successful single-op launches (`aclopExecuteV2`, `aclopCompileAndExecute`, `aclopCompileAndExecuteV2`,
+/// `aclopExecute`, `aclopExecWithHandle`) of this process. None of these calls another of them in the
+/// vendor's runtime (each launches through its own executor call), so no launch is counted twice.
 static OP_EXECUTIONS: AtomicU64 = AtomicU64::new(0);
 
 /// Successful `aclmdlExecute` calls of this process so far.
@@ -57,7 +63,7 @@ pub fn model_executions() -> u64 {
     MODEL_EXECUTIONS.load(Ordering::Relaxed)
 }
 
-/// Successful single-op launches (eager ops, by any of the three launches) of this process so far.
+/// Successful single-op launches (eager ops, by any of the five launches) of this process so far.
 pub fn op_executions() -> u64 {
     OP_EXECUTIONS.load(Ordering::Relaxed)
 }
@@ -72,7 +78,9 @@ fn hook_of(slot: usize) -> *mut c_void {
         REG_CALLBACK => acldumpRegCallback as *const () as *mut c_void,
         UNREG_CALLBACK => acldumpUnregCallback as *const () as *mut c_void,
         OP_COMPILE_EXECUTE => aclopCompileAndExecute as *const () as *mut c_void,
-        _ => aclopCompileAndExecuteV2 as *const () as *mut c_void,
+        OP_COMPILE_EXECUTE_V2 => aclopCompileAndExecuteV2 as *const () as *mut c_void,
+        OP_EXECUTE_DEPRECATED => aclopExecute as *const () as *mut c_void,
+        _ => aclopExecWithHandle as *const () as *mut c_void,
     }
 }
 
@@ -324,6 +332,62 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     })
 }
 
+/// Interposes the deprecated `aclopExecute` (an eager single op; acl_op.h says to use aclopExecuteV2):
+/// forwards to it and counts the calls that succeeded, as [`aclopExecuteV2`].
+///
+/// # Safety
+/// aclopExecute's contract: descriptions, buffers and attributes the runtime accepts for `op_type`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn aclopExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    stream: aclrtStream,
+) -> aclError {
+    guarded("aclopExecute", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        forward_launch(OP_EXECUTE_DEPRECATED, &OP_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclopExecute, of C signature AclopExecuteFn.
+            let f = unsafe { std::mem::transmute::<usize, AclopExecuteFn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe {
+                f(op_type, num_inputs, input_desc, inputs, num_outputs, output_desc, outputs, attr, stream)
+            }
+        })
+    })
+}
+
+/// Interposes `aclopExecWithHandle` (an eager single op launched on a handle from `aclopCreateHandle`):
+/// forwards to it and counts the calls that succeeded, as [`aclopExecuteV2`]. Creating or destroying a
+/// handle launches nothing, so those two are not interposed.
+///
+/// # Safety
+/// aclopExecWithHandle's contract: a live handle and buffers the runtime accepts for its op.
+#[no_mangle]
+pub unsafe extern "C" fn aclopExecWithHandle(
+    handle: *mut aclopHandle,
+    num_inputs: i32,
+    inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    outputs: *const *mut aclDataBuffer,
+    stream: aclrtStream,
+) -> aclError {
+    guarded("aclopExecWithHandle", ACL_ERROR_INTERNAL_ERROR, |forwarded| {
+        forward_launch(OP_EXEC_WITH_HANDLE, &OP_EXECUTIONS, forwarded, |addr| {
+            // SAFETY: the address of a definition of aclopExecWithHandle, of C signature
+            // AclopExecWithHandleFn.
+            let f = unsafe { std::mem::transmute::<usize, AclopExecWithHandleFn>(addr) };
+            // SAFETY: the arguments are forwarded unchanged from our caller, who owes the function's contract.
+            unsafe { f(handle, num_inputs, inputs, num_outputs, outputs, stream) }
+        })
+    })
+}
+
 /// Interposes the runtime's `acldumpRegCallback` for other tools (the collector registers through its
 /// loader's handle): forwards unchanged and notes whose callback the runtime now keeps ([`CallbackSlot`]).
 ///
@@ -399,7 +463,13 @@ mod tests {
         }
         let op_launches = op_executions();
         let null: *mut c_void = std::ptr::null_mut();
-        for slot in [OP_EXECUTE, OP_COMPILE_EXECUTE, OP_COMPILE_EXECUTE_V2] {
+        for slot in [
+            OP_EXECUTE,
+            OP_COMPILE_EXECUTE,
+            OP_COMPILE_EXECUTE_V2,
+            OP_EXECUTE_DEPRECATED,
+            OP_EXEC_WITH_HANDLE,
+        ] {
             let _forwarding = Forwarding::to(slot, libc_function);
             // SAFETY: nothing is called: no definition follows libc's.
             let code = unsafe {
@@ -429,7 +499,7 @@ mod tests {
                         null.cast(),
                         null,
                     ),
-                    _ => aclopCompileAndExecuteV2(
+                    OP_COMPILE_EXECUTE_V2 => aclopCompileAndExecuteV2(
                         null.cast(),
                         0,
                         null.cast(),
@@ -443,6 +513,18 @@ mod tests {
                         null.cast(),
                         null,
                     ),
+                    OP_EXECUTE_DEPRECATED => aclopExecute(
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        0,
+                        null.cast(),
+                        null.cast(),
+                        null.cast(),
+                        null,
+                    ),
+                    _ => aclopExecWithHandle(null.cast(), 0, null.cast(), 0, null.cast(), null),
                 }
             };
             assert_eq!(code, ACL_ERROR_API_NOT_SUPPORT, "{:?}", NAMES[slot]);

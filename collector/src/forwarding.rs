@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// acl_hooks' slots: guards 0 to `ACL_HOOKS - 1`.
-pub const ACL_HOOKS: usize = 8;
+pub const ACL_HOOKS: usize = 10;
 /// hccl's slots: guards `HCCL_FIRST + slot`.
 pub const HCCL_HOOKS: usize = 10;
 /// The first of hccl's guards.

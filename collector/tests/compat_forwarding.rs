@@ -60,8 +60,8 @@ fn a_forwarding_compat_library_neither_recurses_nor_changes_the_job_and_the_capt
     assert!(m.finished_unix_us.is_some() && m.streams.iter().all(|s| s.sealed));
 }
 
-/// The same wrapper in front of the single-op launches: each eager launch (aclopExecuteV2 and torch_npu's
-/// aclopCompileAndExecute(V2)) goes through the wrapper once, runs, and is counted once in `op_executions`.
+/// The same wrapper in front of the single-op launches: each eager launch (aclopExecuteV2, torch_npu's
+/// aclopCompileAndExecute(V2), aclopExecute, aclopExecWithHandle) goes through the wrapper once, runs, and is counted once in `op_executions`.
 #[test]
 fn a_forwarding_compat_library_in_front_of_the_single_op_launches_is_passed_and_each_launch_counted_once() {
     let s = Scratch::new(r#"{"n_layers": 1}"#);
@@ -73,6 +73,8 @@ fn a_forwarding_compat_library_in_front_of_the_single_op_launches_is_passed_and_
         ("execute-v2", "aclopExecuteV2"),
         ("compile-and-execute", "aclopCompileAndExecute"),
         ("compile-and-execute-v2", "aclopCompileAndExecuteV2"),
+        ("execute", "aclopExecute"),
+        ("exec-with-handle", "aclopExecWithHandle"),
     ] {
         let run = s.path(&format!("run-{launch}"));
         let collector = env(&[

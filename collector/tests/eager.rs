@@ -1,5 +1,5 @@
 //! Eager mode end to end: `sim-train --eager` launches every op with aclopExecuteV2 (or, `--eager-launch`,
-//! aclopCompileAndExecute(V2)), the simulated runtime
+//! aclopCompileAndExecute(V2), aclopExecute or aclopExecWithHandle), the simulated runtime
 //! dumps them in the single-operator layout, and the collector captures them, reached through
 //! `dlsym(handle, name)` (`--resolve handle`, as torch_npu resolves) as well as through the global scope.
 
@@ -93,10 +93,11 @@ fn eager_capture_through_dlsym_equals_the_on_disk_eager_dump_bit_for_bit() {
 }
 
 /// torch_npu's OpCommand launches through aclopCompileAndExecuteV2 (resolved with `dlsym` on a handle) or
-/// aclopCompileAndExecute: the runtime dumps those ops as aclopExecuteV2's, the collector captures every
-/// file, and each launch is counted once in `op_executions`.
+/// aclopCompileAndExecute; a job may also launch by handle (aclopExecWithHandle) or through the deprecated
+/// aclopExecute: the runtime dumps those ops as aclopExecuteV2's, the collector captures every file, and
+/// each launch is counted once in `op_executions`.
 #[test]
-fn ops_launched_by_compile_and_execute_are_captured_whole_and_counted() {
+fn ops_launched_by_the_other_single_op_launches_are_captured_whole_and_counted() {
     let s = Scratch::new(r#"{"n_layers": 1}"#);
     let acl = s.disk_config("disk", "");
     let base = s.run_with(2, Some(&acl), false, &[], &["--eager"]);
@@ -105,7 +106,12 @@ fn ops_launched_by_compile_and_execute_are_captured_whole_and_counted() {
     // One op-level file per launch (an FFTS+ task's sub-task files come on top).
     let launches = disk.keys().filter(|n| parse_file_name(n).is_ok_and(|n| n.ffts.is_none())).count() as u64;
     assert!(launches > 50, "{launches} launches");
-    for (launch, resolve) in [("compile-and-execute-v2", "handle"), ("compile-and-execute", "global")] {
+    for (launch, resolve) in [
+        ("compile-and-execute-v2", "handle"),
+        ("compile-and-execute", "global"),
+        ("exec-with-handle", "handle"),
+        ("execute", "global"),
+    ] {
         let run = s.path(&format!("run-{launch}"));
         let env = env(&[("ACCUTRACE_DIR", run.to_str().unwrap()), ("ACCUTRACE_MODE", "tensor")]);
         let out =

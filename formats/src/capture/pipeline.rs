@@ -63,7 +63,8 @@ pub struct PipelineCounters {
     /// Successful `aclmdlExecute` calls of the process (graph-mode steps); 0 in older manifests.
     pub model_executions: u64,
     /// Successful single-op launches of the process (eager ops: `aclopExecuteV2`, `aclopCompileAndExecute`,
-    /// `aclopCompileAndExecuteV2`; older collectors counted `aclopExecuteV2` only); 0 in older manifests.
+    /// `aclopCompileAndExecuteV2`, `aclopExecute`, `aclopExecWithHandle`; older collectors counted
+    /// `aclopExecuteV2` only, then the first three); 0 in older manifests.
     pub op_executions: u64,
     /// Times the collector registered its dump callback while another tool's held the runtime's only slot
     /// (the runtime answered ACL_SUCCESS and kept the other): the collector received nothing. 0 in older

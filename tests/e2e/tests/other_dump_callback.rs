@@ -260,6 +260,39 @@ fn an_eager_job_on_compile_and_execute_emptied_by_another_callback_is_named_by_i
     }
 }
 
+/// The same job launching each op by handle (`aclopCreateHandle`, then `aclopExecWithHandle`, a single-op
+/// model matched once; resolved with `dlsym` on a handle) or through the deprecated `aclopExecute` (the
+/// global scope): those launches say that it ran too. Before, neither was counted, and this empty capture
+/// read as a clean one that "holds no ops".
+#[test]
+fn an_eager_job_on_exec_with_handle_or_execute_emptied_by_another_callback_is_named_by_its_single_ops() {
+    for (launch, resolve) in [("exec-with-handle", "handle"), ("execute", "global")] {
+        let dir = scratch();
+        let model = model_file(dir.path(), "model.json", MODEL);
+        let run = dir.path().join("run");
+        let stderr = record_eager_with(
+            &model,
+            &run,
+            &["--no-python-hook"],
+            &["--no-step-end", "--eager-launch", launch, "--resolve", resolve],
+            &[("SIM_ACL_OTHER_DUMP_CALLBACK", "unseen")],
+        );
+        assert!(
+            stderr.contains("no dump chunk arrived") && stderr.contains("single op(s)"),
+            "{launch}: {stderr}"
+        );
+        for args in [vec!["overflow", path_str(&run)], vec!["inspect", path_str(&run)]] {
+            let (code, out, err) = analyzer(&args);
+            assert_eq!(code, 2, "{launch} {args:?}: {out}{err}");
+            let lead = out.lines().next().unwrap_or_default();
+            assert!(
+                lead.starts_with("INCOMPLETE INPUT: ") && lead.contains("no dump chunk arrived"),
+                "{launch} {args:?}: {out}{err}"
+            );
+        }
+    }
+}
+
 /// The other tool registers after the collector (ignored) and then turns its dump off with
 /// `acldumpUnregCallback`, which removes whichever callback is registered: the collector's. Nothing arrives
 /// after that; the collector names it at the end and the capture reads INCOMPLETE INPUT.
