@@ -151,6 +151,26 @@ fn plural_list(what: &str, items: &[u64]) -> String {
 
 /// Ascending numbers with runs shortened: `0-2, 5, 7-9`.
 pub fn ranges(sorted: &[u64]) -> String {
+    runs_shortened(sorted, 2)
+}
+
+/// Ranks in a line of text: `rank 3`, `ranks 2, 3`, `ranks 0-511, 513-1023` (sorted, each once), so that a
+/// line about a job of thousands of ranks stays one short line. Every line that lists ranks prints them
+/// through this; JSON keeps the full lists.
+pub fn rank_ranges(ranks: &[u32]) -> String {
+    let mut sorted: Vec<u64> = ranks.iter().map(|&r| u64::from(r)).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match sorted.as_slice() {
+        [] => "no rank".into(),
+        [one] => format!("rank {one}"),
+        // Two neighbours read better as `2, 3` than as a range.
+        more => format!("ranks {}", runs_shortened(more, 3)),
+    }
+}
+
+/// Ascending numbers, each run of at least `shortest` consecutive ones written `first-last`.
+fn runs_shortened(sorted: &[u64], shortest: usize) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < sorted.len() {
@@ -158,7 +178,11 @@ pub fn ranges(sorted: &[u64]) -> String {
         while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
             j += 1;
         }
-        parts.push(if j > i { format!("{}-{}", sorted[i], sorted[j]) } else { sorted[i].to_string() });
+        if j + 1 - i >= shortest {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        } else {
+            parts.extend(sorted[i..=j].iter().map(u64::to_string));
+        }
         i = j + 1;
     }
     if parts.is_empty() {
@@ -171,6 +195,19 @@ pub fn ranges(sorted: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_lists_read_as_ranges_however_many_ranks() {
+        // 1,024 ranks but one, given out of order and one twice: one short line.
+        let mut ranks: Vec<u32> = (0..1024).rev().filter(|&r| r != 512).collect();
+        ranks.push(7);
+        assert_eq!(rank_ranges(&ranks), "ranks 0-511, 513-1023");
+        assert_eq!(rank_ranges(&[3]), "rank 3");
+        assert_eq!(rank_ranges(&[3, 2]), "ranks 2, 3");
+        assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "ranks 0-2, 5, 7, 8");
+        assert_eq!(rank_ranges(&[]), "no rank");
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8", "steps keep their ranges");
+    }
 
     #[test]
     fn globs() {

@@ -10,6 +10,7 @@
 //! - Ranks of one run: two ranks with the same batch at the same step read the same shard (a sharding bug).
 
 use super::item::{listed, worst, Item, Seen, Status};
+use crate::filter::rank_ranges;
 use crate::index::{Index, OpId, TensorId};
 use crate::roles::Role;
 use std::collections::{BTreeMap, HashMap};
@@ -110,8 +111,9 @@ fn sharding(r: &Seen<'_>, sigs: &BTreeMap<(u32, u64), Vec<u64>>) -> (Status, Opt
             return (
                 Status::Fail,
                 Some(format!(
-                    "{}: ranks {same:?} read the same batch at step {step}: each rank must read its own shard",
-                    r.label
+                    "{}: {} read the same batch at step {step}: each rank must read its own shard",
+                    r.label,
+                    rank_ranges(same)
                 )),
             );
         }

@@ -6,6 +6,7 @@
 //! file) is can't tell, named, and left out: never a difference between ranks or runs.
 
 use super::item::{listed, worst, Item, Seen, Status};
+use crate::filter::rank_ranges;
 use crate::roles::Update;
 use std::collections::BTreeMap;
 
@@ -92,7 +93,9 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
         let split: Vec<String> = by_param
             .iter()
             .filter(|(_, v)| v.iter().any(|(_, h)| *h != v[0].1))
-            .map(|(p, v)| format!("{p}: {} distinct initial values over ranks {:?}", distinct(v), ranks(v)))
+            .map(|(p, v)| {
+                format!("{p}: {} distinct initial values over {}", distinct(v), rank_ranges(&ranks(v)))
+            })
             .collect();
         if !split.is_empty() {
             statuses.push(Status::CantTell);

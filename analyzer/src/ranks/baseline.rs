@@ -4,6 +4,7 @@
 //! would make every difference look like an anomaly, and the first one a culprit.
 
 use super::events::{Event, RunEvents};
+use crate::filter::rank_ranges;
 use std::collections::BTreeMap;
 
 /// Why `good` cannot be the baseline of `run` for the ranks `examined`, or `None` when it can: ranks the
@@ -13,20 +14,16 @@ use std::collections::BTreeMap;
 pub fn refusal(name: &str, run: &RunEvents, good: &RunEvents, examined: &[u32]) -> Option<String> {
     let mut reasons = Vec::new();
     let has_ops = |r: &super::events::RankEvents| r.events.iter().any(|e| e.collective().is_none());
-    let lacking: Vec<String> = examined
+    let lacking: Vec<u32> = examined
         .iter()
         .filter(|&&rank| {
             let ours = run.ranks.iter().find(|r| r.rank == rank).is_some_and(has_ops);
             ours && !good.ranks.iter().any(|r| r.rank == rank && has_ops(r))
         })
-        .map(u32::to_string)
+        .copied()
         .collect();
     if !lacking.is_empty() {
-        reasons.push(format!(
-            "ranks: the baseline has no op of rank{} {}",
-            plural(&lacking),
-            lacking.join(", ")
-        ));
+        reasons.push(format!("ranks: the baseline has no op of {}", rank_ranges(&lacking)));
     }
     let (mut sequence, mut tensors) = (None, None);
     for &rank in examined {
@@ -86,14 +83,6 @@ pub fn refusal(name: &str, run: &RunEvents, good: &RunEvents, examined: &[u32]) 
          anomaly:\n  {}\ngive a good run of this job (same model, settings and ranks) as the baseline",
         reasons.join("\n  ")
     ))
-}
-
-fn plural(list: &[String]) -> &'static str {
-    if list.len() == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 /// A rank's ops (not its calls) by step, in program order.

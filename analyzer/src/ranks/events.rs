@@ -13,7 +13,7 @@
 //! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
-use crate::filter::Filter;
+use crate::filter::{rank_ranges, Filter};
 use crate::index::{Index, Io, MadeCommunicator, TensorId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
@@ -267,7 +267,9 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
     }
     let each: Vec<String> = runs
         .iter()
-        .map(|(comms, ranks)| format!("ranks {ranks:?} made HCCL communicator {}", comms.join(" and ")))
+        .map(|(comms, ranks)| {
+            format!("{} made HCCL communicator {}", rank_ranges(ranks), comms.join(" and "))
+        })
         .collect();
     Some(format!(
         "the ranks are of different runs: {}, each spanning a job of {job} ranks, and every rank of one job \
@@ -309,12 +311,15 @@ pub fn identity_unknown(run: &RunEvents) -> Option<String> {
     }
     let each: Vec<String> = runs
         .iter()
-        .map(|(comms, ranks)| format!("ranks {ranks:?} with HCCL communicator {}", comms.join(" and ")))
+        .map(|(comms, ranks)| {
+            format!("{} with HCCL communicator {}", rank_ranges(ranks), comms.join(" and "))
+        })
         .collect();
     Some(format!(
-        "job identity unknown for ranks {unknown:?} (the HCCL communicators they made are not recorded: a \
+        "job identity unknown for {} (the HCCL communicators they made are not recorded: a \
          capture of an older collector, or a summary of an older scan), and the ranks' HCCL calls fall apart \
          as different runs' would: {}, each spanning a job of {job} ranks and none called by both",
+        rank_ranges(&unknown),
         each.join(", ")
     ))
 }

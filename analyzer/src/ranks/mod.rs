@@ -18,7 +18,7 @@ pub mod events;
 pub mod order;
 pub mod summary;
 
-use crate::filter::Filter;
+use crate::filter::{rank_ranges, Filter};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems, ProblemKind, OF_THE_BASELINE};
 use accutrace_formats::capture::CollectiveOp;
@@ -245,10 +245,10 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     }
     let incomplete = replay.incomplete.iter().map(|(comm, seq, op, arrived, expected)| {
         format!(
-            "{} #{seq} on {comm}: {} of {expected} members recorded it (ranks {:?})",
+            "{} #{seq} on {comm}: {} of {expected} members recorded it ({})",
             op.api_name(),
             arrived.len(),
-            arrived
+            rank_ranges(arrived)
         )
     });
     for message in incomplete {
@@ -329,23 +329,19 @@ fn scope_problems(
     calls: u64,
     selection: Option<&Selection>,
 ) -> Vec<InputProblem> {
-    let list = |rs: &[u32]| rs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     let mut found = Vec::new();
     let every_rank = selection.is_none_or(|s| s.ranks.is_empty());
     if let (Some(job), true) = (run.job_ranks, every_rank) {
         if (ranks.len() as u64) < u64::from(job) {
             let missing: Vec<u32> = (0..job).filter(|r| !ranks.contains(r)).collect();
             found.push(InputProblem::incomplete(format!(
-                "the job had {job} ranks (RANK_SIZE/WORLD_SIZE recorded with the run) and {} {} here (rank{} \
-                 {}); {} missing, so no answer covers the job (give every node's capture or summaries)",
+                "the job had {job} ranks (RANK_SIZE/WORLD_SIZE recorded with the run) and {} {} here ({}); {} \
+                 {} missing, so no answer covers the job (give every node's capture or summaries)",
                 ranks.len(),
                 if ranks.len() == 1 { "is" } else { "are" },
-                if ranks.len() == 1 { "" } else { "s" },
-                list(ranks),
-                match missing.as_slice() {
-                    [one] => format!("rank {one} is"),
-                    more => format!("ranks {} are", list(more)),
-                }
+                rank_ranges(ranks),
+                rank_ranges(&missing),
+                if missing.len() == 1 { "is" } else { "are" }
             )));
         }
     }
@@ -446,5 +442,15 @@ mod tests {
         assert!(one.contains("1 is here (rank 1); rank 0 is missing, so no answer"), "{one}");
         let two = message(4, &[0, 1]);
         assert!(two.contains("2 are here (ranks 0, 1); ranks 2, 3 are missing, so no answer"), "{two}");
+        // A job of 2,048 ranks, one node of 1,024 here but rank 512: one short line, ranks as ranges.
+        let present: Vec<u32> = (0..1024).filter(|&r| r != 512).collect();
+        let many = message(2048, &present);
+        assert!(
+            many.contains(
+                "1023 are here (ranks 0-511, 513-1023); ranks 512, 1024-2047 are missing, so no answer"
+            ),
+            "{many}"
+        );
+        assert!(many.len() < 300, "{} characters: {many}", many.len());
     }
 }

@@ -14,7 +14,7 @@ pub mod columns;
 pub mod series;
 
 use super::events::{different_runs, fill_unknown_steps, identity_unknown, Names, RankEvents, RunEvents};
-use crate::filter::Filter;
+use crate::filter::{rank_ranges, Filter};
 use crate::index::{MadeCommunicator, OpId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
@@ -314,7 +314,7 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
             .iter()
             .map(|(o, ranks)| {
                 let o = if o.is_empty() { "no selection" } else { o.as_str() };
-                format!("{o} (ranks {ranks:?})")
+                format!("{o} ({})", rank_ranges(ranks))
             })
             .collect();
         run.warnings
@@ -323,8 +323,10 @@ pub fn read_showing(dirs: &[PathBuf], progress: bool) -> Result<RunEvents> {
     if job_sizes.len() > 1 {
         // Summaries of two jobs in one answer (a scan into a directory that held another job's summaries):
         // their collectives cannot match, and no answer covers either job.
-        let each: Vec<String> =
-            job_sizes.iter().map(|(n, ranks)| format!("ranks {ranks:?} of a job of {n} ranks")).collect();
+        let each: Vec<String> = job_sizes
+            .iter()
+            .map(|(n, ranks)| format!("{} of a job of {n} ranks", rank_ranges(ranks)))
+            .collect();
         run.problems.push(InputProblem::incomplete(format!(
             "the summaries are of different jobs: {}; scan each job into its own directory and merge one \
              job's summaries",

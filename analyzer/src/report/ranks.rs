@@ -3,6 +3,7 @@
 //! its spread; CSV of the origins; JSON of everything.
 
 use super::{paint, plural, write_json, Destination, Format, Output};
+use crate::filter::rank_ranges;
 use crate::ranks::events::step_words;
 use crate::ranks::{Origin, RanksReport, Selection};
 use anyhow::Result;
@@ -65,14 +66,9 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
 /// What the answer covers, after its headline: ` in the selection (--rank 0; rank 1 not examined)`, or
 /// nothing for the whole run.
 fn scope(selection: Option<&Selection>, unexamined: &[u32]) -> String {
-    let list = unexamined.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     match selection {
         Some(s) if unexamined.is_empty() => format!(" in the selection ({})", s.options()),
-        Some(s) => format!(
-            " in the selection ({}; rank{} {list} not examined)",
-            s.options(),
-            plural(unexamined.len() as u64)
-        ),
+        Some(s) => format!(" in the selection ({}; {} not examined)", s.options(), rank_ranges(unexamined)),
         None => String::new(),
     }
 }
@@ -98,7 +94,6 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if let Some(b) = &r.baseline {
         writeln!(out, "against the baseline {b}")?;
     }
-    let list = |ranks: &[u32]| ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
     let unexamined: Vec<u32> = r.ranks.iter().copied().filter(|x| !r.examined_ranks.contains(x)).collect();
     let scope = scope(r.selection.as_ref(), &unexamined);
     if r.refused() {
@@ -175,26 +170,16 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     // Only the ranks examined: nothing is said of the others' ops.
     let quiet: Vec<u32> = quiet.iter().map(|s| s.rank).filter(|x| r.examined_ranks.contains(x)).collect();
     if !quiet.is_empty() {
-        let (n, show) = (quiet.len() as u64, if quiet.len() == 1 { "shows" } else { "show" });
-        writeln!(
-            out,
-            "  rank{} {} met it in a collective later and {show} no anomaly",
-            plural(n),
-            list(&quiet)
-        )?;
+        let show = if quiet.len() == 1 { "shows" } else { "show" };
+        writeln!(out, "  {} met it in a collective later and {show} no anomaly", rank_ranges(&quiet))?;
     }
     let untouched: Vec<u32> =
         r.examined_ranks.iter().copied().filter(|x| !r.spread.iter().any(|s| s.rank == *x)).collect();
     if !untouched.is_empty() {
-        writeln!(out, "  rank{} {} not reached", plural(untouched.len() as u64), list(&untouched))?;
+        writeln!(out, "  {} not reached", rank_ranges(&untouched))?;
     }
     if !unexamined.is_empty() {
-        writeln!(
-            out,
-            "  rank{} {} not examined (the selection)",
-            plural(unexamined.len() as u64),
-            list(&unexamined)
-        )?;
+        writeln!(out, "  {} not examined (the selection)", rank_ranges(&unexamined))?;
     }
     if r.origins.len() > 1 {
         writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", r.origins.len() - 1)?;

@@ -2,6 +2,7 @@
 //! from the index, and what the collector cost the job; a summary, one CSV row per stream, or JSON.
 
 use super::{human_bytes, write_json, Format, Output};
+use crate::filter::rank_ranges;
 use accutrace_formats::capture::manifest::{Manifest, RunCounts, StreamSummary, MANIFEST_FILE};
 use accutrace_formats::capture::reader::CaptureRun;
 use accutrace_formats::capture::PipelineCounters;
@@ -239,8 +240,11 @@ fn print_table(out: &mut impl Write, s: &CaptureSummary, overflow: bool) -> Resu
             };
             writeln!(
                 out,
-                "  indexed: {} ops, {} tensors, {span}, ranks {:?}, {} overflow records",
-                i.ops, i.tensors, i.ranks, i.overflow_records
+                "  indexed: {} ops, {} tensors, {span}, {}, {} overflow records",
+                i.ops,
+                i.tensors,
+                rank_ranges(&i.ranks),
+                i.overflow_records
             )?;
             for p in &i.problems {
                 writeln!(out, "  incomplete: {p}")?;

@@ -3,6 +3,7 @@
 //! hits, and JSON of everything.
 
 use super::{fmt_num, paint, plural, write_json, Destination, Format, Output};
+use crate::filter::rank_ranges;
 use crate::watch::{Finding, Measure, WatchReport};
 use anyhow::Result;
 use std::io::Write;
@@ -104,7 +105,7 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         (Some(a), _) => format!("step {a}"),
         _ => "no steps".to_string(),
     };
-    writeln!(out, "watch {}: {steps}, rank{} {:?}", r.run, plural(r.ranks.len() as u64), r.ranks)?;
+    writeln!(out, "watch {}: {steps}, {}", r.run, rank_ranges(&r.ranks))?;
     writeln!(
         out,
         "  labelled: {} weights, {} gradients, {} activations, {} optimizer state, {} leaf inputs; {} optimizer \

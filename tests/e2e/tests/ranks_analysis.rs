@@ -279,8 +279,8 @@ fn two_runs_mixed_are_named_as_different(args: &[&str]) {
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
     assert!(
-        out.contains("the ranks are of different runs: ranks [0] made HCCL communicator root-")
-            && out.contains("ranks [1] made HCCL communicator root-")
+        out.contains("the ranks are of different runs: rank 0 made HCCL communicator root-")
+            && out.contains("rank 1 made HCCL communicator root-")
             && out.contains("scan each run into its own directory"),
         "{out}"
     );
@@ -317,10 +317,10 @@ fn ranks_of_two_runs_one_without_a_recorded_job_identity_are_named_by_their_call
     std::fs::copy(sb.join("rank000001.parquet"), mixed.join("rank000001.parquet")).unwrap();
     let (code, out, err) = analyzer(&["merge", p(&mixed)]);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(out.starts_with("INCOMPLETE INPUT: job identity unknown for ranks [1] "), "{out}");
+    assert!(out.starts_with("INCOMPLETE INPUT: job identity unknown for rank 1 "), "{out}");
     assert!(
-        out.contains("ranks [0] with HCCL communicator root-")
-            && out.contains("ranks [1] with HCCL communicator root-")
+        out.contains("rank 0 with HCCL communicator root-")
+            && out.contains("rank 1 with HCCL communicator root-")
             && out.contains("scan each run into its own directory")
             && !out.contains("the ranks are of different runs"),
         "{out}"
@@ -341,8 +341,8 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
     record_with(dir.path(), "run", "{}", "2", &[]);
     let said = |out: &str| {
         // Either rank's process may make its stream directory first.
-        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank", p(&run)))
-            && out.contains("2 streams of ranks [0, 1] (the first stream-002-rank")
+        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks 0, 1 (the first stream-000-rank", p(&run)))
+            && out.contains("2 streams of ranks 0, 1 (the first stream-002-rank")
             && out.contains("record each run into its own directory")
     };
     let (code, out, err) = analyzer(&["ranks", p(&run)]);
@@ -361,8 +361,8 @@ fn a_capture_directory_two_runs_wrote_into_is_named_as_holding_different_runs() 
     let (code, out, err) = analyzer(&["ranks", p(&two_sizes)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(
-        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank", p(&two_sizes)))
-            && out.contains("4 streams of ranks [0, 1, 2, 3] (the first stream-002-rank"),
+        out.starts_with(&format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks 0, 1 (the first stream-000-rank", p(&two_sizes)))
+            && out.contains("4 streams of ranks 0-3 (the first stream-002-rank"),
         "{out}"
     );
 }
@@ -384,10 +384,8 @@ fn every_command_reading_a_capture_two_runs_wrote_into_leads_with_its_runs() {
         let said = format!("already holds 1 stream of rank {rank} (the first stream-");
         assert!(again.contains(&said) && again.contains("use a new ACCUTRACE_DIR for each run"), "{again}");
     }
-    let lead = format!(
-        "INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks [0, 1]",
-        p(&twice)
-    );
+    let lead =
+        format!("INCOMPLETE INPUT: {}: the capture holds different runs: 2 streams of ranks 0, 1", p(&twice));
     for args in [
         vec!["overflow", p(&twice)],
         vec!["compare", p(&twice), p(&once)],
@@ -1227,7 +1225,7 @@ fn a_torn_rank_leads_merge_when_another_ranks_summary_is_lost_and_a_baselines_is
     let (code, out, err) = analyzer(&["merge", p(&lost)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.starts_with("INCOMPLETE INPUT: the job had 4 ranks"), "{out}");
-    assert!(out.contains("ranks 1, 2, 3); rank 0 is missing"), "{out}");
+    assert!(out.contains("ranks 1-3); rank 0 is missing"), "{out}");
     assert!(out.contains("-rank3-") && out.contains("not sealed"), "rank 3's torn tail is lost: {out}");
     assert!(!out.contains("No anomaly across the ranks"), "{out}");
     // The torn run as the baseline: its problem leads as the baseline's, naming it; as the run, as its own.

@@ -615,8 +615,8 @@ mod tests {
         let said: Vec<String> = run.problems.iter().map(|p| p.message.clone()).collect();
         assert!(
             said.iter().any(|p| p.contains("different jobs")
-                && p.contains("ranks [0, 1] of a job of 2 ranks")
-                && p.contains("ranks [2] of a job of 4 ranks")),
+                && p.contains("ranks 0, 1 of a job of 2 ranks")
+                && p.contains("rank 2 of a job of 4 ranks")),
             "{said:?}"
         );
     }
@@ -657,8 +657,8 @@ mod tests {
         let said = problems_of_ranks_made(&[(0, Some(&["root-aaaa"])), (1, Some(&["root-bbbb"]))]);
         assert!(
             said.iter().any(|p| p.contains("different runs")
-                && p.contains("ranks [0] made HCCL communicator root-aaaa")
-                && p.contains("ranks [1] made HCCL communicator root-bbbb")
+                && p.contains("rank 0 made HCCL communicator root-aaaa")
+                && p.contains("rank 1 made HCCL communicator root-bbbb")
                 && p.contains("scan each run into its own directory")),
             "{said:?}"
         );
@@ -713,16 +713,16 @@ mod tests {
         // made is unknown, but its calls are on a communicator spanning the job that rank 0 never used.
         let said = problems_of_ranks_calling(&[(0, Some("root-aaaa"), "root-aaaa"), (1, None, "root-bbbb")]);
         assert!(
-            said.iter().any(|p| p.starts_with("job identity unknown for ranks [1]")
-                && p.contains("ranks [0] with HCCL communicator root-aaaa")
-                && p.contains("ranks [1] with HCCL communicator root-bbbb")
+            said.iter().any(|p| p.starts_with("job identity unknown for rank 1 ")
+                && p.contains("rank 0 with HCCL communicator root-aaaa")
+                && p.contains("rank 1 with HCCL communicator root-bbbb")
                 && p.contains("scan each run into its own directory")),
             "{said:?}"
         );
         assert!(!said.iter().any(|p| p.contains("the ranks are of different runs")), "no claim: {said:?}");
         // Neither rank's identity recorded: their calls tell the same.
         let said = problems_of_ranks_calling(&[(0, None, "root-aaaa"), (1, None, "root-bbbb")]);
-        assert!(said.iter().any(|p| p.starts_with("job identity unknown for ranks [0, 1]")), "{said:?}");
+        assert!(said.iter().any(|p| p.starts_with("job identity unknown for ranks 0, 1 ")), "{said:?}");
         // Calls on the communicator in common, or on one smaller than the job: nothing to say.
         assert!(problems_of_ranks_calling(&[(0, Some("root-aaaa"), "root-aaaa"), (1, None, "root-aaaa")])
             .is_empty());

@@ -4,6 +4,7 @@
 //! problem, so every command reading the capture leads with it (`ranks` too, which then leaves out its own
 //! evidence of different runs rather than say it twice).
 
+use crate::filter::rank_ranges;
 use crate::index::StreamCommunicators;
 use crate::problems::InputProblem;
 use std::path::Path;
@@ -59,18 +60,20 @@ pub fn streams_of_different_runs(by_stream: &[StreamCommunicators]) -> Option<St
         .iter()
         .map(|(comms, streams)| {
             format!(
-                "{} streams of ranks {:?} (the first {}) made HCCL communicator {}",
+                "{} streams of {} (the first {}) made HCCL communicator {}",
                 streams.len(),
-                ranks_of(streams),
+                rank_ranges(&ranks_of(streams)),
                 of(&streams[0]).stream,
                 comms.join(" and ")
             )
         })
         .collect();
     Some(format!(
-        "the capture holds different runs: {}, and ranks {in_two:?} have a process in more than one of \
-         these, where one run has one process per rank",
-        each.join(", ")
+        "the capture holds different runs: {}, and {} {} a process in more than one of these, where one run \
+         has one process per rank",
+        each.join(", "),
+        rank_ranges(&in_two),
+        if in_two.len() == 1 { "has" } else { "have" }
     ))
 }
 
@@ -128,14 +131,31 @@ mod tests {
         let said = streams_of_different_runs(&streams(&twice)).expect("different runs");
         assert!(
             said.starts_with(
-                "the capture holds different runs: 2 streams of ranks [0, 1] (the first stream-000-rank0)"
+                "the capture holds different runs: 2 streams of ranks 0, 1 (the first stream-000-rank0)"
             ) && said.contains(
-                "2 streams of ranks [2, 3] (the first stream-006-rank2) made HCCL communicator root-d"
-            ) && said.contains("ranks [0, 1, 2, 3] have a process in more than one"),
+                "2 streams of ranks 2, 3 (the first stream-006-rank2) made HCCL communicator root-d"
+            ) && said.contains("ranks 0-3 have a process in more than one"),
             "{said}"
         );
         // A rank's second process that made no communicator (a helper process): nothing to say.
         let helper = [one.as_slice(), &[(0, &[][..])]].concat();
         assert_eq!(streams_of_different_runs(&streams(&helper)), None);
+    }
+
+    #[test]
+    fn a_job_of_a_thousand_ranks_run_twice_is_said_in_one_short_line() {
+        // 1,024 ranks, every one recorded twice but rank 512 once: its ranks read as ranges.
+        let first: Vec<(u32, &[&str])> = (0..1024).map(|r| (r, &["root-a"][..])).collect();
+        let again: Vec<(u32, &[&str])> =
+            (0..1024).filter(|&r| r != 512).map(|r| (r, &["root-b"][..])).collect();
+        let said = streams_of_different_runs(&streams(&[first, again].concat())).expect("different runs");
+        assert!(
+            said.contains(
+                "1024 streams of ranks 0-1023 (the first stream-000-rank0) made HCCL communicator root-a"
+            ) && said.contains("1023 streams of ranks 0-511, 513-1023 (the first stream-1024-rank0)")
+                && said.contains("and ranks 0-511, 513-1023 have a process in more than one"),
+            "{said}"
+        );
+        assert!(said.len() < 400, "{} characters: {said}", said.len());
     }
 }

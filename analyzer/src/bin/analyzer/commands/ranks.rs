@@ -2,6 +2,7 @@
 
 use crate::cli::RanksArgs;
 use analyzer::comparable::{configuration_differences, not_one_configuration, ConfigurationDifference};
+use analyzer::filter::rank_ranges;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
 use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline};
@@ -39,14 +40,14 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let mut found =
         analyze(&args.run.display().to_string(), &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
     if let Some((name, good_ranks, reason)) = refusal {
-        let lacking: Vec<String> =
-            found.examined_ranks.iter().filter(|r| !good_ranks.contains(r)).map(u32::to_string).collect();
+        let lacking: Vec<u32> =
+            found.examined_ranks.iter().copied().filter(|r| !good_ranks.contains(r)).collect();
         let reason = if lacking.is_empty() {
             reason
         } else {
             reason.replacen(
                 ":\n",
-                &format!(":\n  ranks: the baseline has no op of ranks {}\n", lacking.join(", ")),
+                &format!(":\n  ranks: the baseline has no op of {}\n", rank_ranges(&lacking)),
                 1,
             )
         };
