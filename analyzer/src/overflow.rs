@@ -143,6 +143,31 @@ pub struct OverflowReport {
 }
 
 impl OverflowReport {
+    /// The arrival that heads the report when no origin does: the first, unless an overflow without origin
+    /// comes at its step or earlier (a rank that shows the overflow with no arrival is nearer its origin).
+    pub fn leading_arrival(&self) -> Option<&Arrival> {
+        let first = self.arrivals.first().filter(|_| self.origins.is_empty())?;
+        match (first.step, self.leading_unexplained_step()) {
+            (_, None) => Some(first),
+            (Some(arrived), Some(unexplained)) if arrived < unexplained => Some(first),
+            _ => None,
+        }
+    }
+
+    /// The overflow without origin that heads the report when neither an origin nor an arrival does: the
+    /// earliest step's (the lowest rank's at a tie).
+    pub fn leading_without_origin(&self) -> Option<&WithoutOrigin> {
+        if !self.origins.is_empty() || self.leading_arrival().is_some() {
+            return None;
+        }
+        let step = self.leading_unexplained_step()?;
+        self.without_origin.iter().find(|w| w.step == step)
+    }
+
+    fn leading_unexplained_step(&self) -> Option<u64> {
+        self.without_origin.iter().map(|w| w.step).min()
+    }
+
     /// Findings when some op overflowed, an overflow arrived through a collective, or the run shows one
     /// (skipped step, loss-scale drop) whose origin is not in the data.
     pub fn outcome(&self) -> Outcome {
@@ -163,12 +188,20 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     let stats = gather_stats(source, &ops, &mut problems, progress);
     let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
     report.arrivals = collective_arrivals(index, filter);
-    let mut explained: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
-    explained.extend(report.arrivals.iter().filter_map(|a| a.step));
+    // An origin explains its step on every rank (the overflow flag spans the job); an arrival only its own
+    // rank's step: a rank that skipped the step without one is where the overflow began.
+    let origin_steps: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
+    let arrived: BTreeSet<(u32, u64)> =
+        report.arrivals.iter().filter_map(|a| Some((a.rank, a.step?))).collect();
+    let explained = |rank: u32, step: u64| origin_steps.contains(&step) || arrived.contains(&(rank, step));
     report.without_origin = without_origin(index, filter, &report.loss_scale, &explained);
     let shown: BTreeSet<(u32, u64)> = report.without_origin.iter().map(|w| (w.rank, w.step)).collect();
     report.without_origin.extend(outside_selection(source, filter, &ops, &stats, &explained, &shown));
-    report.without_origin.sort_by_key(|w| (w.rank, w.step));
+    // The read of inf/NaN that no op of the step produced comes first at its step: it names the op and tensor.
+    let mut unexplained = leaf_reads(index, &ops, &stats, &report.without_origin);
+    unexplained.append(&mut report.without_origin);
+    unexplained.sort_by_key(|w| (w.rank, w.step));
+    report.without_origin = unexplained;
     report.scope = index.ring_scope();
     report.input_problems = problems;
     report.warnings = index.warnings.clone();
@@ -184,7 +217,7 @@ fn outside_selection(
     filter: &Filter,
     ops: &[OpId],
     stats: &BTreeMap<TensorId, TensorStats>,
-    explained: &BTreeSet<u64>,
+    explained: &dyn Fn(u32, u64) -> bool,
     shown: &BTreeSet<(u32, u64)>,
 ) -> Vec<WithoutOrigin> {
     let index = source.index();
@@ -198,7 +231,7 @@ fn outside_selection(
         .map(|&o| &index.ops[o])
         .filter(|op| op.inputs.iter().any(anomalous))
         .map(|op| (op.rank, op.step))
-        .filter(|place| !explained.contains(&place.1) && !shown.contains(place))
+        .filter(|place| !explained(place.0, place.1) && !shown.contains(place))
         .collect();
     if places.is_empty() {
         return Vec::new();
@@ -223,6 +256,53 @@ fn outside_selection(
             ),
         })
         .collect()
+}
+
+/// Per rank and step of `unexplained`: the first op that read inf/NaN (or saturated values) in an input no
+/// earlier op of the step produced (by content hash): a weight gone bad, the data, or an op not dumped. Without
+/// it a weight that turned inf on one rank was "not in this data" while its MatMul was.
+fn leaf_reads(
+    index: &Index,
+    ops: &[OpId],
+    stats: &BTreeMap<TensorId, TensorStats>,
+    unexplained: &[WithoutOrigin],
+) -> Vec<WithoutOrigin> {
+    let places: BTreeSet<(u32, u64)> = unexplained.iter().map(|w| (w.rank, w.step)).collect();
+    let mut by_place: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
+    for &o in ops.iter().filter(|&&o| places.contains(&(index.ops[o].rank, index.ops[o].step))) {
+        by_place.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+    }
+    let anomaly = |t: TensorId| {
+        stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float())).filter(|a| a.any())
+    };
+    let mut found = Vec::new();
+    for ((rank, step), mut list) in by_place {
+        list.sort_by_key(|&o| index.ops[o].order);
+        let mut produced = BTreeSet::new();
+        'ops: for o in list {
+            let op = &index.ops[o];
+            for &t in &op.inputs {
+                let leaf = index.tensors[t].hash.is_some_and(|h| !produced.contains(&h));
+                if let (true, Some(a)) = (leaf, anomaly(t)) {
+                    found.push(WithoutOrigin {
+                        step,
+                        rank,
+                        evidence: format!(
+                            "{} [{}] read {} in {}, which no op of step {step} produced (a weight, the data, \
+                             or an op not dumped)",
+                            op.name,
+                            op.op_type,
+                            a.describe(),
+                            index.tensor_label(t)
+                        ),
+                    });
+                    break 'ops;
+                }
+            }
+            produced.extend(op.outputs.iter().filter_map(|&t| index.tensors[t].hash));
+        }
+    }
+    found
 }
 
 /// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel within the memory
@@ -467,8 +547,8 @@ pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
     found
 }
 
-/// Steps of the ranks `filter` keeps where the run shows an overflow that no step of `explained` accounts
-/// for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
+/// Steps of the ranks `filter` keeps where the run shows an overflow that `explained(rank, step)` does not
+/// account for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
 /// or a loss-scale drop with no explained step since the previous scale. Not judged on dumps of the
 /// flagged ops only, which hold no optimizer op. A step without optimizer ops is not judged either when
 /// the source lost records (a missing segment, a dump file it could not read): the optimizer ops may be
@@ -477,7 +557,7 @@ pub fn without_origin(
     index: &Index,
     filter: &Filter,
     scales: &[LossScale],
-    explained: &BTreeSet<u64>,
+    explained: &dyn Fn(u32, u64) -> bool,
 ) -> Vec<WithoutOrigin> {
     let mut found = Vec::new();
     if index.only_overflowing_ops {
@@ -499,7 +579,7 @@ pub fn without_origin(
         if lost_records || !steps.values().any(|&u| u) {
             continue;
         }
-        for (&step, _) in steps.iter().filter(|(s, &u)| !u && !explained.contains(s)) {
+        for (&step, _) in steps.iter().filter(|(&s, &u)| !u && !explained(rank, s)) {
             found.push(WithoutOrigin {
                 step,
                 rank,
@@ -513,7 +593,7 @@ pub fn without_origin(
         let of_rank: Vec<&LossScale> = scales.iter().filter(|l| l.rank == rank).collect();
         for w in of_rank.windows(2) {
             let (before, after) = (w[0], w[1]);
-            if after.value < before.value && !explained.range(before.step..after.step).any(|_| true) {
+            if after.value < before.value && !(before.step..after.step).any(|s| explained(rank, s)) {
                 found.push(WithoutOrigin {
                     step: after.step,
                     rank,

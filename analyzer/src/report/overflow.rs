@@ -108,12 +108,12 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         writeln!(out, "scope: {line}")?;
     }
     let scope = if r.scope.is_empty() { "" } else { " in the steps the ring policy kept (scope above)" };
-    if let (true, Some(a)) = (r.origins.is_empty(), r.arrivals.first()) {
+    if let Some(a) = r.leading_arrival() {
         let head = paint("OVERFLOW ARRIVED THROUGH A COLLECTIVE", "1;31", colour);
         writeln!(out, "\n{head}: {} rank {}: {} on {}", step_words(a.step), a.rank, a.call, a.comm)?;
         writeln!(out, "  {}.output.0: {} of {} ({})", a.call, a.anomaly.describe(), a.elements, a.inputs)?;
         writeln!(out, "  no op of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}")?;
-    } else if let (true, Some(w)) = (r.origins.is_empty(), r.without_origin.first()) {
+    } else if let Some(w) = r.leading_without_origin() {
         let head = paint("OVERFLOW WITH NO ORIGIN IN THIS DATA", "1;31", colour);
         writeln!(out, "\n{head}: rank {}: {}", w.rank, w.evidence)?;
         writeln!(
@@ -155,8 +155,8 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             )?,
         }
     }
-    // The first arrival is the headline when no origin is.
-    let skip = usize::from(r.origins.is_empty());
+    // The first arrival is the headline when it leads.
+    let skip = usize::from(r.leading_arrival().is_some());
     if r.arrivals.len() > skip {
         writeln!(out, "\narrived through a collective (finite on the rank before the call):")?;
         for a in r.arrivals.iter().skip(skip) {
@@ -173,10 +173,12 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             )?;
         }
     }
-    let shown = usize::from(r.origins.is_empty() && r.arrivals.is_empty());
-    if r.without_origin.len() > shown {
+    let led = r.leading_without_origin();
+    let rest: Vec<&crate::overflow::WithoutOrigin> =
+        r.without_origin.iter().filter(|&w| !led.is_some_and(|l| std::ptr::eq(l, w))).collect();
+    if !rest.is_empty() {
         writeln!(out, "\noverflow the run shows with no origin found in this data ({ELSEWHERE}):")?;
-        for w in r.without_origin.iter().skip(shown) {
+        for w in rest {
             writeln!(out, "  rank {}: {}", w.rank, w.evidence)?;
         }
     }

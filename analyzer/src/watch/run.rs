@@ -99,7 +99,8 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
             .filter(|f| f.condition.ends_with("_overflow"))
             .filter_map(|f| f.step)
             .collect();
-        crate::overflow::without_origin(index, &options.filter, &scales, &explained)
+        // Any overflow hit explains its step on every rank: the overflow flag spans the job.
+        crate::overflow::without_origin(index, &options.filter, &scales, &|_, step| explained.contains(&step))
     };
     let mut steps: Vec<u64> = groups.keys().map(|&(_, s)| s).collect();
     steps.sort_unstable();

@@ -171,6 +171,34 @@ fn a_skipped_step_with_no_origin_in_the_data_is_no_all_clear() {
     assert!(!out.contains("No condition hit"), "{out}");
 }
 
+/// A weight of rank 2 turned inf before step 1 (the top bit of one element's exponent flipped): no op produced
+/// the inf, and the all-reduce carried NaN to every other rank. `overflow` of the whole job said only that
+/// rank 0's overflow "arrived through a collective" from "another rank", and nothing of rank 2: an arrival
+/// on any rank explained every rank's skipped step.
+#[test]
+fn a_weight_gone_inf_on_one_rank_is_named_by_the_op_that_read_it() {
+    let dir = scratch();
+    let bitflip = r#"{"faults": {"weight_bitflip":
+        {"param": "model/layer_1/mlp/fc2/weight", "step": 1, "rank": 2, "bit": 30}}}"#;
+    let job = record_job(dir.path(), "bitflip", bitflip, &[]);
+    let (code, json) = analyzer_json(&["overflow", p(&job)]);
+    assert_eq!(code, 1, "{json:#}");
+    let rank2: Vec<&str> = json["without_origin"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["rank"] == 2 && w["step"] == 1)
+        .map(|w| w["evidence"].as_str().unwrap())
+        .collect();
+    let read = "model/layer_1/mlp/fc2/MatMul [MatMulV2] read 1 inf in model/layer_1/mlp/fc2/MatMul.input.1, \
+                which no op of step 1 produced";
+    assert!(rank2.first().is_some_and(|e| e.starts_with(read)), "{rank2:?}");
+    assert!(rank2.contains(&"step 1 was skipped (no optimizer op ran)"), "{rank2:?}");
+    let (code, out, _) = analyzer(&["overflow", p(&job)]);
+    assert_eq!(code, 1);
+    assert!(out.contains(&format!("OVERFLOW WITH NO ORIGIN IN THIS DATA: rank 2: {read}")), "{out}");
+}
+
 #[test]
 fn watch_labels_each_ranks_series() {
     let (_, out, _) = analyzer(&["watch", p(&runs().node)]);

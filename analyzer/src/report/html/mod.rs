@@ -361,7 +361,7 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
     }
     let Some(first) = o.origins.first() else {
         // An overflow seen here that no op of the data produced is never an all-clear.
-        if let Some(a) = o.arrivals.first() {
+        if let Some(a) = o.leading_arrival() {
             let step = a.step.map_or("step unknown".to_string(), |s| format!("step {s}"));
             page.push_str(&format!(
                 "<p class=\"verdict bad\"><b>OVERFLOW ARRIVED THROUGH A COLLECTIVE</b> {step} rank {}: <code>{}</code> \
@@ -375,7 +375,7 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
             ));
             return;
         }
-        if let Some(w) = o.without_origin.first() {
+        if let Some(w) = o.leading_without_origin() {
             page.push_str(&format!(
                 "<p class=\"verdict bad\"><b>OVERFLOW WITH NO ORIGIN IN THIS DATA</b> rank {}: {}; {ELSEWHERE}</p>",
                 w.rank,
