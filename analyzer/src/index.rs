@@ -17,7 +17,7 @@ use accutrace_formats::DType;
 
 use crate::problems::InputProblem;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Whether a tensor was an op's input or output (the dump format's own type).
 pub use accutrace_formats::dump::Io;
@@ -386,7 +386,8 @@ impl Index {
     /// step of the op before it (the first op's, for a call before any op). Where only the flagged ops were
     /// dumped ([`Index::only_overflowing_ops`]) a call takes a step only when the ops around it agree on it
     /// (or the op after it is at step 0), else the step another member of the same collective got; `None`
-    /// when nobody knows. A receive of a message sent at a later step takes the send's.
+    /// when nobody knows. A receive of a message sent at a later step takes the send's; one between the
+    /// ops of two steps whose send is missing has none.
     pub fn collective_steps(&self) -> Vec<Option<u64>> {
         let sparse = self.only_overflowing_ops;
         // One merge walk per rank (ops in execution order, calls in call order), as `ranks::events`
@@ -396,10 +397,14 @@ impl Index {
             ops_of.entry(op.rank).or_default().push(op);
         }
         let mut cursor: BTreeMap<u32, usize> = BTreeMap::new();
+        // Calls placed after an op of one step and before an op of another (where a receive's send alone
+        // tells which step it belongs to).
+        let mut between_steps = vec![false; self.collectives.len()];
         let mut steps: Vec<Option<u64>> = self
             .collectives
             .iter()
-            .map(|call| {
+            .zip(&mut between_steps)
+            .map(|(call, between)| {
                 let start = call.info.start_us;
                 let ops = ops_of.get(&call.rank)?;
                 let pos = cursor.entry(call.rank).or_default();
@@ -408,6 +413,7 @@ impl Index {
                 }
                 let before = pos.checked_sub(1).map(|p| ops[p].step);
                 let after = ops.get(*pos).map(|o| o.step);
+                *between = matches!((before, after), (Some(a), Some(b)) if a != b);
                 if !sparse {
                     return Some(before.unwrap_or(ops[0].step));
                 }
@@ -439,12 +445,23 @@ impl Index {
                 sent.insert((c.info.comm.clone(), c.info.comm_rank, dst, c.info.seq), *step);
             }
         }
-        for (c, step) in self.collectives.iter().zip(&mut steps) {
+        // Without its send, a receive between two steps' ops has no step: the op before it gives the
+        // earlier, a guess (`ranks::events` says the same).
+        let sends: BTreeSet<(String, u32, u32, u64)> = self
+            .collectives
+            .iter()
+            .filter(|c| c.info.op == CollectiveOp::Send)
+            .filter_map(|c| Some((c.info.comm.clone(), c.info.comm_rank, c.info.peer?, c.info.seq)))
+            .collect();
+        for ((c, step), between) in self.collectives.iter().zip(&mut steps).zip(between_steps) {
             let (CollectiveOp::Recv, Some(src)) = (c.info.op, c.info.peer) else { continue };
-            if let Some(&sent_at) = sent.get(&(c.info.comm.clone(), src, c.info.comm_rank, c.info.seq)) {
+            let key = (c.info.comm.clone(), src, c.info.comm_rank, c.info.seq);
+            if let Some(&sent_at) = sent.get(&key) {
                 if step.is_none_or(|own| own < sent_at) {
                     *step = Some(sent_at);
                 }
+            } else if between && !sends.contains(&key) {
+                *step = None;
             }
         }
         steps
@@ -527,6 +544,39 @@ mod tests {
         assert_eq!(index.collective_steps(), [Some(0), None, None, None]);
         index.collectives[1].info.start_us = 15;
         assert_eq!(index.collective_steps(), [Some(0), Some(0), None, Some(0)]);
+    }
+
+    #[test]
+    fn a_receive_between_two_steps_without_its_send_has_no_step() {
+        use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
+        let recv = |seq: u64, start_us: u64| CollectiveCall {
+            rank: 1,
+            info: CollectiveInfo {
+                comm: "c".into(),
+                comm_rank: 1,
+                comm_size: 2,
+                seq,
+                op: CollectiveOp::Recv,
+                count: 1,
+                dtype: 0,
+                reduce_op: None,
+                peer: Some(0),
+                input: None,
+                output: None,
+                start_us,
+                end_us: start_us,
+                result: 0,
+            },
+        };
+        // Rank 1 (a pipeline's second stage) received message #0 before its first op, #1 after step 0's
+        // ops and before step 1's, #2 among step 1's; rank 0's sends were not recorded.
+        let mut index = Index::default();
+        for (step, t) in [(0, 10), (1, 30), (1, 50)] {
+            let launch = Launch { timestamp_us: t, ..Launch::default() };
+            index.push_op_at(format!("op{t}"), "X".into(), step, 1, Some(launch));
+        }
+        index.collectives = vec![recv(0, 5), recv(1, 20), recv(2, 40)];
+        assert_eq!(index.collective_steps(), [Some(0), None, Some(1)]);
     }
 
     fn tensor(op: OpId, io: Io, index: u32) -> TensorInfo {
