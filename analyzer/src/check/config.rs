@@ -181,6 +181,11 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
     Item::new("configuration", Status::Fail, reason, LOOK).with(lines)
 }
 
+/// Variables that place one process in its job: they differ between the ranks of one run, and a manifest's
+/// environment is its first writer's, whichever rank that was (`RANK_ID: 0 vs 1` failed two runs of one
+/// job). The job's size (`RANK_SIZE`, `WORLD_SIZE`) is configuration and stays compared.
+const PER_PROCESS: [&str; 5] = ["RANK_ID", "RANK", "LOCAL_RANK", "DEVICE_ID", "ASCEND_DEVICE_ID"];
+
 /// How two runs' configurations differ (hyperparameters, files by content, environment, versions), one
 /// line each; none when they are set up alike. The determinism item reads it too: outputs that differ
 /// between runs set up differently are no evidence of nondeterminism.
@@ -208,8 +213,12 @@ pub(super) fn differences(a: &Manifest, b: &Manifest) -> Vec<String> {
             }
         }
     }
-    let env_keys: BTreeSet<&String> =
-        a.env.keys().chain(b.env.keys()).filter(|k| !k.starts_with("ACCUTRACE_")).collect();
+    let env_keys: BTreeSet<&String> = a
+        .env
+        .keys()
+        .chain(b.env.keys())
+        .filter(|k| !k.starts_with("ACCUTRACE_") && !PER_PROCESS.contains(&k.as_str()))
+        .collect();
     for k in env_keys {
         if a.env.get(k) != b.env.get(k) {
             let show = |m: &Manifest| m.env.get(k).cloned().unwrap_or_else(|| "(unset)".into());
@@ -259,6 +268,27 @@ mod tests {
         assert_eq!(hp["s"], Value::Text("-3".into()), "a negative number is a value");
         assert_eq!(hp["arg1"], Value::Text("train.py".into()));
         assert!(!hp.contains_key("output_dir"), "where output goes differs between any two runs");
+    }
+
+    #[test]
+    fn the_rank_of_the_manifests_first_writer_is_no_configuration() {
+        let with_env = |vars: &[(&str, &str)]| {
+            let mut m = manifest(&["python", "train.py"]);
+            m.env = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            m
+        };
+        let rank = |r: &str, size: &str| {
+            with_env(&[
+                ("RANK_ID", r),
+                ("RANK", r),
+                ("LOCAL_RANK", r),
+                ("DEVICE_ID", r),
+                ("ASCEND_DEVICE_ID", r),
+                ("RANK_SIZE", size),
+            ])
+        };
+        assert_eq!(differences(&rank("0", "4"), &rank("1", "4")), Vec::<String>::new());
+        assert_eq!(differences(&rank("0", "4"), &rank("0", "2")), ["environment RANK_SIZE: 4 vs 2"]);
     }
 
     #[test]
