@@ -243,8 +243,36 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
     Ok(())
 }
 
-/// The first 12 `step:value` points of a series, with ` ...` when there are more.
+/// The first 12 `step:value` points of a series, then, when there are more, the first NaN/inf point after
+/// them and the last, ` ...` where points are left out: a loss that turned NaN at step 13 of 30 showed steps
+/// 0-11 alone and read healthy.
 fn first_points(points: &[String]) -> String {
-    let more = if points.len() > 12 { " ..." } else { "" };
-    format!("{}{more}", points[..points.len().min(12)].join(" "))
+    let mut shown = points[..points.len().min(12)].join(" ");
+    let later_nonfinite = points.iter().skip(12).position(|p| p.contains("NaN/inf")).map(|k| k + 12);
+    let mut next = 12;
+    for k in later_nonfinite.into_iter().chain(points.len().checked_sub(1)) {
+        if k >= next {
+            shown += if k > next { " ... " } else { " " };
+            shown += &points[k];
+            next = k + 1;
+        }
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_points;
+
+    #[test]
+    fn a_long_series_shows_its_first_nan_and_its_last_step() {
+        let series = |n: usize, nan_from: usize| -> Vec<String> {
+            (0..n).map(|s| if s >= nan_from { format!("{s}:NaN/inf") } else { format!("{s}:1.5") }).collect()
+        };
+        let first12 = series(12, 99).join(" ");
+        assert_eq!(first_points(&series(12, 99)), first12);
+        assert_eq!(first_points(&series(30, 99)), format!("{first12} ... 29:1.5"));
+        assert_eq!(first_points(&series(30, 13)), format!("{first12} ... 13:NaN/inf ... 29:NaN/inf"));
+        assert_eq!(first_points(&series(14, 12)), format!("{first12} 12:NaN/inf 13:NaN/inf"));
+    }
 }
