@@ -99,12 +99,14 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if r.refused() {
         let none = paint("NO ANSWER ACROSS RANKS", "1;33", colour);
         writeln!(out, "\n{none}: refused (above).")?;
-        if !r.origins.is_empty() {
+        let (examined, not_examined) = by_examination(r, &r.origins);
+        if !examined.is_empty() {
             writeln!(out, "anomalies on the rank examined, nothing anomalous before them there:")?;
-            for o in r.origins.iter().take(10) {
+            for o in examined.iter().take(10) {
                 write_origin_line(out, o)?;
             }
         }
+        write_not_examined(out, &not_examined)?;
         return Ok(());
     }
     let Some(first) = r.origins.first() else {
@@ -181,18 +183,54 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if !unexamined.is_empty() {
         writeln!(out, "  {} not examined (the selection)", rank_ranges(&unexamined))?;
     }
-    if r.origins.len() > 1 {
-        writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", r.origins.len() - 1)?;
-        for o in r.origins.iter().skip(1).take(10) {
+    let (others, not_examined) = by_examination(r, &r.origins[1..]);
+    if !others.is_empty() {
+        writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", others.len())?;
+        for o in others.iter().take(10) {
             write_origin_line(out, o)?;
         }
-        if r.origins.len() > 11 {
-            writeln!(out, "  ... {} more (--format csv lists them all)", r.origins.len() - 11)?;
+        if others.len() > 10 {
+            writeln!(out, "  ... {} more (--format csv lists them all)", others.len() - 10)?;
         }
     }
+    if !not_examined.is_empty() {
+        writeln!(out)?;
+    }
+    write_not_examined(out, &not_examined)?;
     let counts: Vec<String> = r.findings.iter().map(|(k, n)| format!("{k} {n}")).collect();
     writeln!(out, "\nanomalous events: {}", counts.join(", "))?;
     write_redundancy(out, r)
+}
+
+/// `origins` on the ranks examined, then those on ranks outside the selection: of these only the HCCL
+/// calls were kept (to order the ranks), so they are no origin there, only anomalous calls.
+fn by_examination<'a>(r: &RanksReport, origins: &'a [Origin]) -> (Vec<&'a Origin>, Vec<&'a Origin>) {
+    origins.iter().partition(|o| r.examined_ranks.contains(&o.rank))
+}
+
+/// The anomalous HCCL calls of ranks not examined, under a heading that claims nothing of their ops.
+fn write_not_examined(out: &mut impl Write, calls: &[&Origin]) -> Result<()> {
+    if calls.is_empty() {
+        return Ok(());
+    }
+    let mut ranks: Vec<u32> = calls.iter().map(|o| o.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let (n, list) = (ranks.len() as u64, ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
+    writeln!(
+        out,
+        "anomalous HCCL calls of rank{} {list}, not examined (only {} calls are kept, to order the ranks: what \
+         came before them there was not read):",
+        plural(n),
+        if n == 1 { "its" } else { "their" },
+    )?;
+    for o in calls.iter().take(10) {
+        write_origin_line(out, o)?;
+    }
+    if calls.len() > 10 {
+        writeln!(out, "  ... {} more (--format csv lists them all)", calls.len() - 10)?;
+    }
+    Ok(())
 }
 
 /// One origin on its own line: rank, step, op and what was anomalous about it.
@@ -222,6 +260,70 @@ fn write_redundancy(out: &mut impl Write, r: &RanksReport) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::problems::{InputProblem, InputProblems};
+    use crate::ranks::detect::{Finding, FindingKind};
+    use std::collections::BTreeMap;
+
+    /// Rank `rank`'s HcclAllReduce #7 at step 2, overflowing.
+    fn allreduce_overflow(rank: u32) -> Origin {
+        Origin {
+            rank,
+            step: 2,
+            op: "HcclAllReduce".into(),
+            op_type: "HcclAllReduce".into(),
+            collective: Some(("root-1".into(), 7)),
+            event: 3,
+            lamport: 4,
+            findings: vec![Finding {
+                kind: FindingKind::Overflow,
+                tensor: Some("HcclAllReduce.output.0".into()),
+                detail: "1 NaN".into(),
+            }],
+        }
+    }
+
+    /// `ranks --rank 0` of a 2-rank run: rank 1's HCCL calls are kept (they order the ranks), its ops are not.
+    fn rank_0_of_two(refusal: bool) -> RanksReport {
+        let mut input_problems = InputProblems::default();
+        if refusal {
+            input_problems.push(InputProblem::refused("one rank is selected"));
+        }
+        RanksReport {
+            run: "run".into(),
+            baseline: None,
+            ranks: vec![0, 1],
+            steps: vec![2],
+            events: 8,
+            calls: 2,
+            communicators: vec!["root-1".into()],
+            origins: vec![allreduce_overflow(0), allreduce_overflow(1)],
+            spread: vec![],
+            findings: BTreeMap::new(),
+            anomalous_per_step: BTreeMap::new(),
+            replicated_per_step: BTreeMap::new(),
+            input_problems,
+            warnings: vec![],
+            job_ranks: None,
+            selection: Some(Selection { steps: vec![], ranks: vec![0], ops: vec![] }),
+            examined_ranks: vec![0],
+        }
+    }
+
+    #[test]
+    fn an_anomalous_call_of_a_rank_not_examined_is_not_listed_as_the_examined_ranks() {
+        for refusal in [true, false] {
+            let mut out = Vec::new();
+            print_table(&mut out, &rank_0_of_two(refusal), false).unwrap();
+            let out = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = out.lines().collect();
+            let at = lines.iter().position(|l| l.contains("rank 1 step 2: HcclAllReduce")).expect(&out);
+            // The heading a line is listed under: the nearest line above it that is not indented.
+            let heading = lines[..at].iter().rev().find(|l| !l.starts_with(' ')).unwrap();
+            assert!(heading.contains("rank 1, not examined"), "{out}");
+            assert!(!heading.contains("nothing anomalous"), "rank 1's ops were not read:\n{out}");
+            assert!(out.contains("rank 0 step 2: HcclAllReduce"), "{out}");
+        }
+    }
 
     #[test]
     fn the_scope_names_the_ranks_not_examined_in_the_singular_for_one() {
