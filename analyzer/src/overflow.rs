@@ -193,13 +193,20 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     let origin_steps: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
     let arrived: BTreeSet<(u32, u64)> =
         report.arrivals.iter().filter_map(|a| Some((a.rank, a.step?))).collect();
-    let explained = |rank: u32, step: u64| origin_steps.contains(&step) || arrived.contains(&(rank, step));
+    let outside = outside_selection(source, filter, &ops, &stats, &|rank, step| {
+        origin_steps.contains(&step) || arrived.contains(&(rank, step))
+    });
+    // The op that overflowed first, though the selection leaves it out, is an origin: it explains its step
+    // as one does, named instead of what followed from it (the step's skipped update, the scale's drop).
+    let outside_steps: BTreeSet<u64> = outside.iter().map(|w| w.step).collect();
+    let explained = |rank: u32, step: u64| {
+        origin_steps.contains(&step) || outside_steps.contains(&step) || arrived.contains(&(rank, step))
+    };
     report.without_origin = without_origin(index, filter, &report.loss_scale, &explained);
-    let shown: BTreeSet<(u32, u64)> = report.without_origin.iter().map(|w| (w.rank, w.step)).collect();
-    report.without_origin.extend(outside_selection(source, filter, &ops, &stats, &explained, &shown));
     // The read of inf/NaN that no op of the step produced comes first at its step: it names the op and tensor.
     let mut unexplained = leaf_reads(index, &ops, &stats, &report.without_origin);
     unexplained.append(&mut report.without_origin);
+    unexplained.extend(outside);
     unexplained.sort_by_key(|w| (w.rank, w.step));
     report.without_origin = unexplained;
     report.scope = index.ring_scope();
@@ -218,7 +225,6 @@ fn outside_selection(
     ops: &[OpId],
     stats: &BTreeMap<TensorId, TensorStats>,
     explained: &dyn Fn(u32, u64) -> bool,
-    shown: &BTreeSet<(u32, u64)>,
 ) -> Vec<WithoutOrigin> {
     let index = source.index();
     if filter.ops.is_empty() || index.only_overflowing_ops {
@@ -231,7 +237,7 @@ fn outside_selection(
         .map(|&o| &index.ops[o])
         .filter(|op| op.inputs.iter().any(anomalous))
         .map(|op| (op.rank, op.step))
-        .filter(|place| !explained(place.0, place.1) && !shown.contains(place))
+        .filter(|place| !explained(place.0, place.1))
         .collect();
     if places.is_empty() {
         return Vec::new();

@@ -47,3 +47,52 @@ fn overflow_of_a_selection_downstream_of_the_first_overflow_names_it_and_is_no_a
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("No op produced inf/NaN"), "{out}");
 }
+
+#[test]
+fn overflow_of_a_selection_in_a_skipped_step_names_the_op_it_leaves_out_and_nests_no_parentheses() {
+    let dir = tempfile::tempdir().unwrap();
+    // Step 0 updates the weights (ApplyAdam). Step 1: op5 overflows from finite inputs, op6 reads its inf,
+    // and the update is skipped. Step 2 is skipped with nothing anomalous dumped.
+    let (finite, inf) = (f32s(&[1.0, -2.0, 3.0, 0.5]), f32s(&[1.0, f32::INFINITY, 3.0, 0.5]));
+    let mut w = RunWriter::create(&dir.path().join("run"), 1 << 20);
+    for (step, k, op_type, input, output) in [
+        (0, 0, "MatMulV2", &finite, &finite),
+        (0, 1, "ApplyAdam", &finite, &finite),
+        (1, 4, "MatMulV2", &finite, &finite),
+        (1, 5, "MatMulV2", &finite, &inf),
+        (1, 6, "Add", &inf, &inf),
+        (2, 7, "MatMulV2", &finite, &finite),
+    ] {
+        w.op_of_step(step, k, op_type);
+        w.tensor(Io::Input, 0, DType::FLOAT, input);
+        w.tensor(Io::Output, 0, DType::FLOAT, output);
+    }
+    let run = w.finish();
+    let run = run.to_str().unwrap();
+
+    let (code, out, err) = analyzer(&["overflow", run, "--op", "model/op6"]);
+    assert_eq!(code, 1, "{out}{err}");
+    // The step's first overflow, left out by --op, is the evidence: it names the origin, which the skipped
+    // update (its consequence) does not.
+    assert!(
+        out.contains(
+            "rank 0: at step 1, the first overflow is model/op5 [MatMulV2] (model/op5.output.0: 1 inf), \
+             an op the --op selection leaves out"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("step 1 was skipped"), "{out}");
+    assert!(out.contains("rank 0: step 2 was skipped (no optimizer op ran)"), "{out}");
+    // Where to look is said once per heading, in one pair of parentheses.
+    for line in out.lines() {
+        let mut depth = 0;
+        for c in line.chars() {
+            depth += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            assert!(depth <= 1, "nested parentheses: {line}");
+        }
+    }
+}

@@ -97,10 +97,10 @@ fn step_words(step: Option<u64>) -> String {
     step.map_or("step unknown".into(), |s| format!("step {s}"))
 }
 
-/// Where to look when the origin is not in the data.
-const ELSEWHERE: &str =
-    "the origin is not in this data (on another rank, in ops not dumped, or left out by --op): run \
-                         `analyzer ranks` over every rank's capture";
+/// Where the origin is when the data examined holds none.
+const WHERE_ELSE: &str = "on another rank, in ops not dumped, or left out by --op";
+/// What to run then.
+const LOOK_THERE: &str = "run `analyzer ranks` over every rank's capture";
 
 fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result<()> {
     writeln!(out, "overflow analysis of {}", r.run)?;
@@ -112,13 +112,18 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         let head = paint("OVERFLOW ARRIVED THROUGH A COLLECTIVE", "1;31", colour);
         writeln!(out, "\n{head}: {} rank {}: {} on {}", step_words(a.step), a.rank, a.call, a.comm)?;
         writeln!(out, "  {}.output.0: {} of {} ({})", a.call, a.anomaly.describe(), a.elements, a.inputs)?;
-        writeln!(out, "  no op of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}")?;
+        writeln!(
+            out,
+            "  no op of this data produced inf/NaN from finite inputs{scope}: the origin is not in this data \
+             ({WHERE_ELSE}): {LOOK_THERE}"
+        )?;
     } else if let Some(w) = r.leading_without_origin() {
         let head = paint("OVERFLOW WITH NO ORIGIN IN THIS DATA", "1;31", colour);
         writeln!(out, "\n{head}: rank {}: {}", w.rank, w.evidence)?;
         writeln!(
             out,
-            "  no op or collective of this data produced inf/NaN from finite inputs{scope}: {ELSEWHERE}"
+            "  no op or collective of this data produced inf/NaN from finite inputs{scope}: the origin is not \
+             in this data ({WHERE_ELSE}): {LOOK_THERE}"
         )?;
     } else if r.origins.is_empty() && !r.input_problems.is_empty() {
         writeln!(
@@ -177,7 +182,11 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
     let rest: Vec<&crate::overflow::WithoutOrigin> =
         r.without_origin.iter().filter(|&w| !led.is_some_and(|l| std::ptr::eq(l, w))).collect();
     if !rest.is_empty() {
-        writeln!(out, "\noverflow the run shows with no origin found in this data ({ELSEWHERE}):")?;
+        // The headline's sentence holds its own parentheses: here one pair says where to look.
+        writeln!(
+            out,
+            "\noverflow the run shows with no origin among the ops examined ({WHERE_ELSE}; {LOOK_THERE}):"
+        )?;
         for w in rest {
             writeln!(out, "  rank {}: {}", w.rank, w.evidence)?;
         }
