@@ -12,12 +12,13 @@
 //!
 //! A collective that never completes (a member's capture is missing, or stops early) is let go with the
 //! members that arrived once nothing else can run, and reported: what happened-before through it is then
-//! incomplete.
+//! incomplete. A receive whose send no rank recorded is given up (and reported) before any collective is
+//! let go, so that the members waiting for its rank in a later collective are not reported missing it.
 
 use super::detect::EventRef;
 use super::events::{step_words, Event, EventKind, Name, RunEvents, UNKNOWN_STEP};
 use accutrace_formats::capture::CollectiveOp;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// The earliest anomaly that happened before a point, and the collective that brought it to this rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +66,15 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
     let mut waiting: HashMap<Key, (Vec<usize>, usize)> = HashMap::new();
     // Sent messages: key -> (Lamport time of the send, the sender's taint then).
     let mut sent: HashMap<Key, (u64, Option<Taint>)> = HashMap::new();
+    // Every message some rank sends, sent yet or not.
+    let sends: HashSet<Key> = run
+        .ranks
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter_map(|e| e.collective())
+        .filter(|c| c.op == CollectiveOp::Send)
+        .filter_map(|c| Some(Key::Message(c.comm.clone(), c.comm_rank, c.peer?, c.seq)))
+        .collect();
     let present: BTreeSet<u32> = run.ranks.iter().map(|r| r.rank).collect();
     let mut ready: VecDeque<usize> = (0..n).collect();
     let mut blocked_on: Vec<Option<Key>> = vec![None; n];
@@ -159,7 +169,18 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
                 }
             }
         }
-        // Nothing can run: let the fullest waiting collective go incomplete, or give up on a receive.
+        // Nothing can run. A receive whose send no rank recorded can never go on: give it up first, so that
+        // its rank reaches the collectives its fellow members wait in (letting one go before would report
+        // members missing that only waited behind the lost message). Then let the fullest waiting collective
+        // go incomplete, or give up on a receive.
+        if let Some(r) = (0..n).find(|&q| {
+            matches!(&blocked_on[q], Some(k @ Key::Message(..)) if !sends.contains(k))
+                && pos[q] < run.ranks[q].events.len()
+        }) {
+            give_up_receive(r, &mut pos, &mut clock, &mut blocked_on, &mut out, &mut taint, &visit);
+            ready.push_back(r);
+            continue;
+        }
         let stuck = waiting
             .iter()
             .max_by_key(|(k, (m, _))| (m.len(), std::cmp::Reverse((*k).clone())))
@@ -180,15 +201,28 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
         let Some(r) = (0..n).find(|&q| blocked_on[q].is_some() && pos[q] < run.ranks[q].events.len()) else {
             break;
         };
-        let i = pos[r];
-        out.unmatched_receives.push((r, i));
-        clock[r] += 1;
-        visit(r, i, clock[r], None, &mut out, &mut taint);
-        pos[r] += 1;
-        blocked_on[r] = None;
+        give_up_receive(r, &mut pos, &mut clock, &mut blocked_on, &mut out, &mut taint, &visit);
         ready.push_back(r);
     }
     out
+}
+
+/// Rank `r` goes past the receive it is blocked on, reported as unmatched.
+fn give_up_receive(
+    r: usize,
+    pos: &mut [usize],
+    clock: &mut [u64],
+    blocked_on: &mut [Option<Key>],
+    out: &mut Replay,
+    taint: &mut [Option<Taint>],
+    visit: &Visit<'_>,
+) {
+    let i = pos[r];
+    out.unmatched_receives.push((r, i));
+    clock[r] += 1;
+    visit(r, i, clock[r], None, out, taint);
+    pos[r] += 1;
+    blocked_on[r] = None;
 }
 
 /// The input problem of a receive whose send never came: the message's number among those between the
@@ -355,6 +389,24 @@ mod tests {
             "rank 1 between step 0 and step 1: HcclRecv message #1 from communicator rank 0 on c has no \
              matching send (the send's step would say which)"
         );
+    }
+
+    #[test]
+    fn a_receive_whose_send_no_rank_recorded_is_given_up_before_a_collective_its_peer_waits_in() {
+        // Rank 0 receives a message rank 1's lost records held, then all-reduces with rank 1, which is
+        // already waiting in the all-reduce: both recorded it, so it is not incomplete.
+        let ar = |r| {
+            let mut e = call(CollectiveOp::AllReduce, 0, r, None);
+            if let EventKind::Collective(c) = &mut e.kind {
+                c.comm_size = 2;
+            }
+            e
+        };
+        let job = run(vec![vec![call(CollectiveOp::Recv, 0, 0, Some(1)), ar(0)], vec![ar(1)]]);
+        let replay = replay(&job, &|_| false);
+        assert_eq!(replay.unmatched_receives, [(0, 0)]);
+        assert!(replay.incomplete.is_empty(), "{:?}", replay.incomplete);
+        assert_eq!(replay.lamport[0][1], replay.lamport[1][0], "the members met");
     }
 
     #[test]
