@@ -262,6 +262,82 @@ fn names_kernel_by_type(op: &IndexedOp) -> bool {
     })
 }
 
+/// Whether most of `ops` are eager kernels named by type and counter.
+fn mostly_kernels_by_type(ops: &[&IndexedOp]) -> bool {
+    let by_type = ops.iter().filter(|o| names_kernel_by_type(o)).count();
+    !ops.is_empty() && by_type * 2 > ops.len()
+}
+
+/// How many kernels named by type and counter each (rank, step, op type) holds.
+fn kernels_by_type<'a>(ops: &[&'a IndexedOp]) -> HashMap<(u32, u64, &'a str), usize> {
+    let mut counts = HashMap::new();
+    for op in ops.iter().filter(|op| names_kernel_by_type(op)) {
+        *counts.entry((op.rank, op.step, op.op_type.as_str())).or_default() += 1;
+    }
+    counts
+}
+
+/// Why the name pairs of two eager runs cannot be trusted, when they cannot: a kernel's name is its type
+/// and a per-type counter (`MatMulV2_2`), so where one run has more kernels of a type in a step (the other
+/// fused a MatMul+BiasAdd+Gelu into one kernel, or another model), the same name is another kernel on each
+/// side from there on. Said when a type's count differs in a step and rank both hold and a pair of that
+/// type, made by name, differs in shape (the proof that the names shifted; a run cut short keeps its
+/// kernels' shapes). `None` for runs of the same kernels, or where `--mapping` tied the shifted ones.
+pub fn kernel_counters_differ(
+    target: &Index,
+    bench: &Index,
+    matching: &Matching,
+    filter: &Filter,
+) -> Option<String> {
+    let (target_ops, bench_ops): (Vec<&IndexedOp>, Vec<&IndexedOp>) = (
+        target.ops.iter().filter(|o| filter.keeps(o)).collect(),
+        bench.ops.iter().filter(|o| filter.keeps(o)).collect(),
+    );
+    if !mostly_kernels_by_type(&target_ops)
+        || !mostly_kernels_by_type(&bench_ops)
+        || is_api_level(target)
+        || is_api_level(bench)
+    {
+        return None;
+    }
+    let (in_target, in_bench) = (kernels_by_type(&target_ops), kernels_by_type(&bench_ops));
+    let places: HashSet<(u32, u64)> = bench_ops.iter().map(|o| (o.rank, o.step)).collect();
+    let shifted = |op: &IndexedOp| {
+        let key = (op.rank, op.step, op.op_type.as_str());
+        let (t, b) = (in_target.get(&key).copied().unwrap_or(0), in_bench.get(&key).copied().unwrap_or(0));
+        (names_kernel_by_type(op) && places.contains(&(op.rank, op.step)) && t != b).then_some((t, b))
+    };
+    let by_name: Vec<_> = matching
+        .pairs
+        .iter()
+        .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target].op]))
+        .collect();
+    let of_shifted_types =
+        by_name.iter().filter(|p| shifted(&target.ops[target.tensors[p.target].op]).is_some());
+    let proof =
+        of_shifted_types.clone().find(|p| target.tensors[p.target].shape != bench.tensors[p.bench].shape)?;
+    let op = &target.ops[target.tensors[proof.target].op];
+    let (t, b) = shifted(op)?;
+    Some(format!(
+        "the target and the benchmark both hold eager kernels, named by type and a counter (like {}), but not \
+         the same kernels: step {} rank {} has {t} {} kernels in the target and {b} in the benchmark (one run fused \
+         ops the other did not, or another model), so one name is another kernel on each side ({} is {:?} \
+         in the target and {:?} in the benchmark): {} of the {} pairs made by name are of such types and may \
+         pair different ops, and a culprit found over them may be the wrong op. Record both runs with the \
+         same fusion setting, or pass --mapping with `target_name,bench_name` lines for the kernels that \
+         shifted",
+        op.name,
+        op.step,
+        op.rank,
+        op.op_type,
+        target.tensor_label(proof.target),
+        target.tensors[proof.target].shape,
+        bench.tensors[proof.bench].shape,
+        of_shifted_types.count(),
+        by_name.len()
+    ))
+}
+
 /// Why the pairs of an eager run (single-op kernels named by type and counter, `GatherV2_0`) and a
 /// graph-mode run (ops named by their place in the graph, `model/embedding/GatherV2`) cannot be trusted,
 /// when one side is each (most of the ops `filter` keeps) and names tie at most half of the pairs: the rest
@@ -279,11 +355,8 @@ pub fn execution_modes_differ(
         target.ops.iter().filter(|o| filter.keeps(o)).collect(),
         bench.ops.iter().filter(|o| filter.keeps(o)).collect(),
     );
-    let eager = |ops: &[&IndexedOp]| {
-        let by_type = ops.iter().filter(|o| names_kernel_by_type(o)).count();
-        !ops.is_empty() && by_type * 2 > ops.len()
-    };
-    let (eager_target, eager_bench) = (eager(&target_ops), eager(&bench_ops));
+    let (eager_target, eager_bench) =
+        (mostly_kernels_by_type(&target_ops), mostly_kernels_by_type(&bench_ops));
     if eager_target == eager_bench || is_api_level(target) || is_api_level(bench) {
         return None;
     }
@@ -604,6 +677,49 @@ mod tests {
             eager.ops.iter().zip(&graph.ops).map(|(e, g)| (e.name.clone(), sanitize_op_name(&g.name)));
         let mapped = MatchOptions { mapping: mapping.collect(), ..MatchOptions::default() };
         assert_eq!(refused(&eager, &graph, &mapped), None);
+    }
+
+    /// Two eager runs, one fusing fc1's MatMul+Gelu: `MatMulV2_1` is fc2 in one and fc1 in the other.
+    /// Refused, either way round; a mapping of the shifted kernel is heard before the names and ties them.
+    #[test]
+    fn eager_kernels_whose_counters_shifted_are_refused_unless_a_mapping_ties_them() {
+        let eager = |kernels: &[(&str, u64)]| {
+            let mut index = Index::default();
+            for &(name, len) in kernels {
+                let op_type = name.rsplit_once('_').unwrap().0;
+                let op = index.push_op(name.into(), op_type.into(), 0, 0);
+                index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, F16, vec![len]));
+            }
+            index
+        };
+        let fused =
+            eager(&[("GatherV2_0", 2), ("MatMulV2_0", 4), ("FusedMatMulGelu_0", 8), ("MatMulV2_1", 3)]);
+        let unfused = eager(&[
+            ("GatherV2_0", 2),
+            ("MatMulV2_0", 4),
+            ("MatMulV2_1", 8),
+            ("Gelu_0", 8),
+            ("MatMulV2_2", 3),
+        ]);
+        let refused = |target: &Index, bench: &Index, options: &MatchOptions| {
+            kernel_counters_differ(target, bench, &match_runs(target, bench, options), &Filter::default())
+        };
+        let why = refused(&fused, &unfused, &MatchOptions::default()).unwrap();
+        assert!(
+            why.contains("step 0 rank 0 has 2 MatMulV2 kernels in the target and 3 in the benchmark"),
+            "{why}"
+        );
+        assert!(why.contains("(MatMulV2_1.output.0 is [3] in the target and [8] in the benchmark)"), "{why}");
+        assert!(why.contains("2 of the 3 pairs made by name"), "{why}");
+        assert!(refused(&unfused, &fused, &MatchOptions::default()).is_some());
+        assert_eq!(refused(&fused, &fused, &MatchOptions::default()), None);
+        let mapped = MatchOptions {
+            mapping: [("MatMulV2_1".to_string(), "MatMulV2_2".to_string())].into(),
+            ..MatchOptions::default()
+        };
+        let matching = match_runs(&fused, &unfused, &mapped);
+        assert!(matching.pairs.iter().any(|p| p.how == MatchKind::Mapping), "{:?}", matching.pairs);
+        assert_eq!(refused(&fused, &unfused, &mapped), None);
     }
 
     #[test]

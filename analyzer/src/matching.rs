@@ -133,13 +133,15 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
                 _ => false,
             }
         };
-        if take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
-            continue;
-        }
+        // The user's mapping before the names: an eager kernel's name (`MatMulV2_2`) may be another
+        // kernel's on the other side, and the mapping is what says which.
         if let Some(mapped) = options.mapping.get(&name) {
             if take(&key_of(target, t, mapped), MatchKind::Mapping, &mut bench_used) {
                 continue;
             }
+        }
+        if take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
+            continue;
         }
         if let (Io::Output, Some((original, out_index))) = (tensor.io, &tensor.original_op) {
             let op = &target.ops[tensor.op];

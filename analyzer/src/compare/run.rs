@@ -11,8 +11,8 @@ use super::pair::{compare_pair, pair_request, release_pair_buffers, ReadMetrics}
 use super::row::CompareRow;
 use crate::api_matching::{is_api_level, with_output_stats};
 use crate::comparable::{
-    different_model, execution_modes_differ, ranks_on_one_side, steps_on_one_side, swapped_sides,
-    without_counterpart, without_counterpart_warning,
+    different_model, execution_modes_differ, kernel_counters_differ, ranks_on_one_side, steps_on_one_side,
+    swapped_sides, without_counterpart, without_counterpart_warning,
 };
 use crate::index::{Io, TensorId};
 use crate::matching::{match_runs, TensorPair};
@@ -66,6 +66,7 @@ pub fn compare<'a>(
     warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
     // Eager kernels against graph-mode ops first: their pairs may also look like another model's.
     let refusal = execution_modes_differ(ti, bi, &matching, &options.filter)
+        .or_else(|| kernel_counters_differ(ti, bi, &matching, &options.filter))
         .or_else(|| different_model(ti, bi, &matching, &options.filter));
     if let Some(why) = refusal {
         let mut problems = InputProblems::of_sources(&[target, bench]);

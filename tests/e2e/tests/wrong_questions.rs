@@ -183,6 +183,30 @@ fn compare_refuses_eager_kernels_against_graph_mode_ops() {
     assert_eq!(code, 0, "{v}");
 }
 
+/// Two eager runs that fuse differently: kernel names are per-type counters, so `MatMulV2_2` is fc1's
+/// matmul in the unfused run and fc2's in the fused one. Pairing by those names named `Mul_1` (the loss
+/// scaling) as culprit: refused, and a `--mapping` that ties the shifted kernels is heard before the names.
+#[test]
+fn compare_refuses_eager_kernels_whose_counters_differ() {
+    let dir = scratch();
+    let fused = captured_eager(dir.path(), "fused", FUSED);
+    let unfused = captured_eager(dir.path(), "unfused", r#"{"fusion": false}"#);
+    let why = refusal(&["compare", path_str(&fused), path_str(&unfused)]);
+    assert!(why.contains("both hold eager kernels, named by type and a counter"), "{why}");
+    assert!(why.contains("25 MatMulV2 kernels in the target and 27 in the benchmark"), "{why}");
+    assert!(why.contains("MatMulV2_2.input.0 is [2, 8, 32] in the target and [2, 8, 16]"), "{why}");
+    assert!(why.contains("--mapping"), "{why}");
+    let page = dir.path().join("fused.html");
+    let (code, stdout, stderr) =
+        analyzer(&["report", path_str(&fused), path_str(&unfused), "-o", path_str(&page)]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    assert!(!stdout.contains("CULPRIT") && !report_page(&page).contains("CULPRIT"), "{stdout}");
+    // The same fusion on both sides: the counters name the same kernels.
+    let again = captured_eager(dir.path(), "fused-again", FUSED);
+    let (code, v) = analyzer_json(&["compare", path_str(&again), path_str(&fused)]);
+    assert_eq!(code, 0, "{v}");
+}
+
 #[test]
 fn overflow_output_says_only_what_the_dump_shows() {
     let dir = scratch();

@@ -20,7 +20,8 @@ pub struct CompareArgs {
     /// Write the report here instead of standard output (the headline still goes to the terminal).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Map ops whose names differ: a file of `target_name,bench_name` lines.
+    /// Map ops whose names differ (or eager kernels whose counters shifted): a file of
+    /// `target_name,bench_name` lines, heard before the names.
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).
