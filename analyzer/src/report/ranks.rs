@@ -216,13 +216,12 @@ fn write_not_examined(out: &mut impl Write, calls: &[&Origin]) -> Result<()> {
     let mut ranks: Vec<u32> = calls.iter().map(|o| o.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let (n, list) = (ranks.len() as u64, ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
     writeln!(
         out,
-        "anomalous HCCL calls of rank{} {list}, not examined (only {} calls are kept, to order the ranks: what \
-         came before them there was not read):",
-        plural(n),
-        if n == 1 { "its" } else { "their" },
+        "anomalous HCCL calls of {}, not examined (only {} calls are kept, to order the ranks: what came before \
+         them there was not read):",
+        rank_ranges(&ranks),
+        if ranks.len() == 1 { "its" } else { "their" },
     )?;
     for o in calls.iter().take(10) {
         write_origin_line(out, o)?;
