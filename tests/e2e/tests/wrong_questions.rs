@@ -201,6 +201,11 @@ fn compare_refuses_eager_kernels_whose_counters_differ() {
         analyzer(&["report", path_str(&fused), path_str(&unfused), "-o", path_str(&page)]);
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(!stdout.contains("CULPRIT") && !report_page(&page).contains("CULPRIT"), "{stdout}");
+    // check's determinism pairs ops by name too: the shifted kernel is no difference of data or weights.
+    let (code, stdout, stderr) = analyzer(&["check", path_str(&fused), path_str(&unfused)]);
+    assert_eq!(code, 1, "the configuration differs (fusion):\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("first differ in the inputs"), "{stdout}");
+    assert!(stdout.contains("MatMulV2_2 is not the same op in the two runs"), "{stdout}");
     // The same fusion on both sides: the counters name the same kernels.
     let again = captured_eager(dir.path(), "fused-again", FUSED);
     let (code, v) = analyzer_json(&["compare", path_str(&again), path_str(&fused)]);
