@@ -19,10 +19,20 @@ pub(super) struct StoredData<'a> {
     pub(super) content_hash: u64,
 }
 
+/// What a reader of tensor data that fails zstd or its content hash is told, as the segments' own damage is.
+const DAMAGED_DATA: &str =
+    "the bytes changed after the collector wrote them (a damaged disk or copy); copy the capture again";
+
 impl StoredData<'_> {
     /// An error at the payload, in `path`.
     fn error(&self, path: &Path, problem: String) -> FormatError {
         FormatError::at(self.payload_offset, problem).in_file(path)
+    }
+
+    /// [`error`](Self::error) for data that fails zstd or its content hash, with what to do: the collector
+    /// hashed the bytes it compressed, so they changed after it wrote them.
+    fn damaged(&self, path: &Path, problem: String) -> FormatError {
+        self.error(path, format!("{problem}: {DAMAGED_DATA}"))
     }
 
     /// The data as byte planes of `width`-byte elements (width 1: in order): the payload itself when stored
@@ -40,7 +50,7 @@ impl StoredData<'_> {
                 Ok((self.payload, 1))
             }
             DataEncoding::Zstd { shuffle_width } => {
-                decompress(self.payload, self.data_size, scratch).map_err(|e| self.error(path, e))?;
+                decompress(self.payload, self.data_size, scratch).map_err(|e| self.damaged(path, e))?;
                 Ok((scratch.as_slice(), shuffle_width as usize))
             }
         }
@@ -129,13 +139,13 @@ impl StoredData<'_> {
     fn whole_decode_error(&self, path: &Path, scratch: &mut Vec<u8>) -> FormatError {
         match self.planes(path, scratch) {
             Err(e) => e,
-            Ok(_) => self.error(path, "a zstd frame of the data failed to decode".into()),
+            Ok(_) => self.damaged(path, "a zstd frame of the data failed to decode".into()),
         }
     }
 
     pub(super) fn check_hash(&self, path: &Path, hash: u64) -> Result<()> {
         if hash != self.content_hash {
-            return Err(self.error(path, "tensor data does not match its content hash".into()));
+            return Err(self.damaged(path, "tensor data does not match its content hash".into()));
         }
         Ok(())
     }
@@ -258,7 +268,11 @@ mod tests {
                     let (whole, blocks) = (read_whole(&s), read_blocks(&s, 4096));
                     match (&whole, &blocks) {
                         (Ok(w), Ok(b)) if w == b => {}
-                        (Err(w), Err(b)) if w.to_string() == b.to_string() => same_error += 1,
+                        (Err(w), Err(b)) if w.to_string() == b.to_string() => {
+                            // What to do, not only what is wrong.
+                            assert!(w.to_string().ends_with("copy the capture again"), "{w}");
+                            same_error += 1
+                        }
                         _ => panic!("{dtype} byte {i} ^ {flip:#x}: whole {whole:?}, blocks {blocks:?}"),
                     }
                 }
