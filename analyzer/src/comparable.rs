@@ -263,7 +263,7 @@ fn names_kernel_by_type(op: &IndexedOp) -> bool {
 }
 
 /// Whether most of `ops` are eager kernels named by type and counter.
-fn mostly_kernels_by_type(ops: &[&IndexedOp]) -> bool {
+pub(crate) fn mostly_kernels_by_type(ops: &[&IndexedOp]) -> bool {
     let by_type = ops.iter().filter(|o| names_kernel_by_type(o)).count();
     !ops.is_empty() && by_type * 2 > ops.len()
 }

@@ -7,6 +7,7 @@
 //! captured, the first op whose output differs while all its inputs are identical is nondeterministic.
 
 use super::item::{worst, Item, Seen, Status};
+use crate::comparable::mostly_kernels_by_type;
 use crate::index::{Index, OpId};
 use std::collections::HashMap;
 
@@ -294,7 +295,26 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         }
     }
     if compared == 0 {
-        return Divergence::Unknown(format!("step {step} rank {rank}: no op of one run matches the other's"));
+        // Eager kernels (`GatherV2_0`) against ops named by their place in a graph: names never tie them.
+        let eager = |i: &Index, ops: &[OpId]| {
+            mostly_kernels_by_type(&ops.iter().map(|&o| &i.ops[o]).collect::<Vec<_>>())
+        };
+        let why = match (eager(a, ops_a), eager(b, ops_b)) {
+            (true, false) => {
+                " (run 1 holds eager kernels, named by type and a counter, and run 2 ops named \
+                               otherwise, as graph mode names them: the runs were recorded in different \
+                               execution modes; record both the same way)"
+            }
+            (false, true) => {
+                " (run 2 holds eager kernels, named by type and a counter, and run 1 ops named \
+                               otherwise, as graph mode names them: the runs were recorded in different \
+                               execution modes; record both the same way)"
+            }
+            _ => "",
+        };
+        return Divergence::Unknown(format!(
+            "step {step} rank {rank}: no op of one run matches the other's{why}"
+        ));
     }
     Divergence::None { step }
 }

@@ -173,6 +173,13 @@ fn compare_refuses_eager_kernels_against_graph_mode_ops() {
         analyzer(&["report", path_str(&eager), path_str(&bench), "-o", path_str(&page)]);
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(!stdout.contains("CULPRIT") && !report_page(&page).contains("CULPRIT"), "{stdout}");
+    // check pairs no op either, and says why (its exit 1 is mixed_precision: fp16 against fp32, a fact).
+    let (_, stdout, _) = analyzer(&["check", path_str(&eager), path_str(&bench)]);
+    assert!(
+        stdout.contains("no op of one run matches the other's (run 1 holds eager kernels")
+            && stdout.contains("recorded in different execution modes"),
+        "{stdout}"
+    );
 
     // Recorded the same way: graph against graph names the fused kernel, eager against eager compares.
     let (code, v) = analyzer_json(&["compare", path_str(&graph), path_str(&bench)]);
