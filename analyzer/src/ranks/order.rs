@@ -249,6 +249,17 @@ pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
             rank.rank,
             e.name()
         ),
+        // Ops around it left out (a --step selection): where it came is all there is to say.
+        (UNKNOWN_STEP, None, Some(b)) => format!(
+            "rank {} step unknown (before step {b}'s ops): {}{message} has no matching send",
+            rank.rank,
+            e.name()
+        ),
+        (UNKNOWN_STEP, Some(a), None) => format!(
+            "rank {} step unknown (after step {a}'s ops): {}{message} has no matching send",
+            rank.rank,
+            e.name()
+        ),
         _ => format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step), e.name()),
     }
 }
@@ -383,11 +394,21 @@ mod tests {
         between.step = UNKNOWN_STEP;
         (a.step, b.step) = (0, 1);
         let job = run(vec![vec![op("x")], vec![a, between, b]]);
-        let replay = replay(&job, &|_| false);
+        let replayed = replay(&job, &|_| false);
         assert_eq!(
-            unmatched_receive(&job, replay.unmatched_receives[0]),
+            unmatched_receive(&job, replayed.unmatched_receives[0]),
             "rank 1 between step 0 and step 1: HcclRecv message #1 from communicator rank 0 on c has no \
              matching send (the send's step would say which)"
+        );
+        // With step 0's ops left out (`--step 1`), only the op after it is there.
+        let (mut between, mut b) = (call(CollectiveOp::Recv, 1, 1, Some(0)), op("b"));
+        (between.step, b.step) = (UNKNOWN_STEP, 1);
+        let job = run(vec![vec![op("x")], vec![between, b]]);
+        let replayed = replay(&job, &|_| false);
+        assert_eq!(
+            unmatched_receive(&job, replayed.unmatched_receives[0]),
+            "rank 1 step unknown (before step 1's ops): HcclRecv message #1 from communicator rank 0 on c has no \
+             matching send"
         );
     }
 
