@@ -142,7 +142,12 @@ impl RanksReport {
 /// The cross-rank analysis of `run` (against `baseline`, a run of the same job that is known to be good,
 /// when given).
 pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEvents)>) -> RanksReport {
-    let detected = detect::detect(run, baseline.map(|b| b.1));
+    let mut detected = detect::detect(run, baseline.map(|b| b.1));
+    // Only the examined ranks' anomalies can be first, or be said to have been reached: of a rank outside the
+    // selection only the HCCL calls are kept, to order the ranks, and what came before them was not read.
+    let examined =
+        |r: usize| run.selection.ranks.is_empty() || run.selection.ranks.contains(&run.ranks[r].rank);
+    detected.findings.retain(|&(r, _), _| examined(r));
     let replay = order::replay(run, &|at| detected.findings.contains_key(&at));
     let event = |(r, i): EventRef| &run.ranks[r].events[i];
 
@@ -173,7 +178,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     if let Some(first) = first {
         for (r, reached) in replay.reached.iter().enumerate() {
             let Some((i, taint)) = reached else { continue };
-            if taint.origin != first {
+            if taint.origin != first || !examined(r) {
                 continue;
             }
             let via = taint.via.map(|at| {

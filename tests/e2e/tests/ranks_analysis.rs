@@ -1176,6 +1176,51 @@ fn one_rank_has_no_answer_across_ranks_and_a_partial_selection_speaks_only_of_it
     assert!(!out.contains("No anomaly across the ranks"), "{out}");
 }
 
+/// `--rank 1 --rank 2` of a job that overflowed on rank 0: of ranks 0 and 3 only the HCCL calls were kept, to
+/// order the ranks, so neither is the first anomaly, where it began, or reached, in the table, JSON or page.
+#[test]
+fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() {
+    let dir = scratch();
+    let run = record(
+        dir.path(),
+        "overflow-rank0",
+        r#"{"faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1, "rank": 0}}}"#,
+    );
+    let selection = ["--rank", "1", "--rank", "2", "--no-progress"];
+    let (code, json) = analyzer_json(&[&["ranks", p(&run)][..], &selection].concat());
+    assert_eq!(code, 1, "{json}");
+    let origins = json["origins"].as_array().unwrap();
+    assert_eq!((origins[0]["rank"].as_u64(), origins[0]["step"].as_u64()), (Some(1), Some(1)), "{json}");
+    assert_eq!(origins[0]["op"], "HcclAllReduce", "{json}");
+    for o in origins {
+        assert!([1, 2].contains(&o["rank"].as_u64().unwrap()), "an origin outside the selection: {json}");
+    }
+    for s in json["spread"].as_array().unwrap() {
+        assert!([1, 2].contains(&s["rank"].as_u64().unwrap()), "a spread outside the selection: {json}");
+    }
+    let per_rank: Vec<&String> = json["anomalous_per_step"].as_object().unwrap().keys().collect();
+    assert_eq!(per_rank, ["1", "2"], "{json}");
+
+    let (code, out, _) = analyzer(&[&["ranks", p(&run)][..], &selection].concat());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "FIRST ANOMALY in the selection (--rank 1 --rank 2; ranks 0, 3 not examined): rank 1 step 1: \
+             HcclAllReduce [HcclAllReduce]"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("rank 0 step") && !out.contains("rank 0 where it began"), "{out}");
+    assert!(!out.contains("ranks 1, 2 not reached"), "{out}");
+
+    let file = dir.path().join("selection.html");
+    let (code, out, err) = analyzer(&[&["report", p(&run), "-o", p(&file)][..], &selection].concat());
+    assert!(code == 1, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> rank 1 step 1: "), "{out}");
+    assert!(!html.contains("rank 0 step 1"), "{out}");
+}
+
 /// A copy of `run` whose rank `rank` stream ends as a killed writer leaves it: its last segment unsealed
 /// (sealed end 0) and cut 5000 bytes short mid-record, the manifest saying the stream was not sealed.
 fn with_torn_tail(run: &Path, rank: u32, to: &Path) -> PathBuf {
