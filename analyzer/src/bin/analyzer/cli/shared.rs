@@ -7,12 +7,12 @@ use std::path::PathBuf;
 /// Which ops, steps and ranks a command looks at.
 #[derive(Args, Debug, Clone, Default)]
 pub struct FilterArgs {
-    /// Only this step (repeatable: --step 0 --step 5).
-    #[arg(long = "step", value_name = "S")]
-    pub steps: Vec<u64>,
-    /// Only this rank (repeatable).
-    #[arg(long = "rank", value_name = "R")]
-    pub ranks: Vec<u32>,
+    /// Only this step, or steps FIRST-LAST (repeatable; --step 5-9).
+    #[arg(long = "step", value_name = "S", value_parser = numbers::<u64>)]
+    pub steps: Vec<Vec<u64>>,
+    /// Only this rank, or ranks FIRST-LAST (repeatable; --rank 0-7).
+    #[arg(long = "rank", value_name = "R", value_parser = numbers::<u32>)]
+    pub ranks: Vec<Vec<u32>>,
     /// Only ops whose name matches this pattern (repeatable, any may match): a glob with `*` or `?` matches
     /// the whole name, a plain word matches anywhere in it.
     #[arg(long = "op", value_name = "PATTERN")]
@@ -23,11 +23,34 @@ impl FilterArgs {
     /// The engines' filter.
     pub fn to_filter(&self) -> analyzer::filter::Filter {
         analyzer::filter::Filter {
-            steps: self.steps.clone(),
-            ranks: self.ranks.clone(),
+            steps: self.steps.concat(),
+            ranks: self.ranks.concat(),
             ops: self.ops.clone(),
         }
     }
+}
+
+/// The most numbers one `--step` or `--rank` range may name: a range past it is a typo, not a selection.
+const MOST_IN_A_RANGE: u64 = 1 << 20;
+
+/// One number (`12`) or an inclusive range of them (`0-22`), for `--step` and `--rank`.
+fn numbers<N: TryFrom<u64>>(text: &str) -> Result<Vec<N>, String> {
+    let number = |t: &str| t.trim().parse::<u64>().ok();
+    let (first, last) = match text.split_once('-') {
+        None => (number(text), number(text)),
+        Some((first, last)) => (number(first), number(last)),
+    };
+    let usage = "a number (12) or a range FIRST-LAST (0-22); repeat the option for more";
+    let (Some(first), Some(last)) = (first, last) else {
+        return Err(usage.to_string());
+    };
+    if first > last {
+        return Err(format!("the range {first}-{last} runs backwards: write {last}-{first}"));
+    }
+    if last - first >= MOST_IN_A_RANGE {
+        return Err(format!("the range {first}-{last} names more than {MOST_IN_A_RANGE} numbers"));
+    }
+    (first..=last).map(|n| N::try_from(n).map_err(|_| format!("{n} is too large"))).collect()
 }
 
 /// How a command treats input that is incomplete.
@@ -71,4 +94,26 @@ pub struct OutputArgs {
     /// Write the report to this file instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--step` and `--rank` take one number or an inclusive range; anything else, a range that runs
+    /// backwards, one past the cap or past the type says what to write instead.
+    #[test]
+    fn steps_and_ranks_are_numbers_or_ranges() {
+        assert_eq!(numbers::<u64>("12"), Ok(vec![12]));
+        assert_eq!(numbers::<u64>("0-3"), Ok(vec![0, 1, 2, 3]));
+        assert_eq!(numbers::<u32>("7-7"), Ok(vec![7]));
+        for bad in ["", "-", "0-", "-3", "a", "0-22x", "1.5", "0 - 2 - 4"] {
+            let why = numbers::<u64>(bad).unwrap_err();
+            assert!(why.starts_with("a number (12) or a range FIRST-LAST (0-22)"), "{bad:?}: {why}");
+        }
+        assert_eq!(numbers::<u64>("5-2").unwrap_err(), "the range 5-2 runs backwards: write 2-5");
+        assert!(numbers::<u64>("0-1048576").unwrap_err().contains("names more than 1048576 numbers"));
+        assert_eq!(numbers::<u64>("0-1048575").map(|v| v.len()), Ok(1 << 20));
+        assert_eq!(numbers::<u32>("4294967296").unwrap_err(), "4294967296 is too large");
+    }
 }
