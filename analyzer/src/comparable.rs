@@ -28,6 +28,9 @@ pub struct ConfigurationDifference {
     pub count: usize,
     /// The first one, in words, with where it is.
     pub first: String,
+    /// For the op sequence: the first and last of the steps both runs hold before the first step whose ops
+    /// differ, where there are any (their ops are alike, so `--step FIRST-LAST` keeps to them).
+    pub steps_alike: Option<(u64, u64)>,
 }
 
 /// The ops of one rank and step, in execution order.
@@ -73,6 +76,7 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
             aspect: "settings",
             count: settings.len(),
             first: first.clone(),
+            steps_alike: None,
         });
     }
     let (groups_a, groups_b) = (by_step(a, filter), by_step(b, filter));
@@ -81,8 +85,11 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
     let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
     let holes = lost(a) || lost(b);
     let (mut sequences, mut dtypes, mut shapes) = (Vec::new(), Vec::new(), Vec::new());
+    // The steps both runs hold, and those whose ops differ on some rank.
+    let (mut common_steps, mut sequence_steps) = (BTreeSet::new(), BTreeSet::new());
     for (key @ (rank, step), ops_a) in &groups_a {
         let Some(ops_b) = groups_b.get(key) else { continue };
+        common_steps.insert(*step);
         let place = format!("step {step} rank {rank}");
         let (seq_a, seq_b) = (sequence(a, ops_a), sequence(b, ops_b));
         // A step one run holds only the start or the end of (a ring that deleted old segments, a capture
@@ -96,6 +103,7 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
             let show = |s: Option<(&str, &str)>| {
                 s.map_or("nothing (the step ends)".into(), |(n, t)| format!("{n} [{t}]"))
             };
+            sequence_steps.insert(*step);
             sequences.push(format!(
                 "{place}: op {} is {} in run 1 and {} in run 2",
                 i + 1,
@@ -130,12 +138,36 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
             }
         }
     }
+    let steps_alike = sequence_steps.first().and_then(|&first| {
+        let alike: Vec<u64> = common_steps.range(..first).copied().collect();
+        Some((*alike.first()?, *alike.last()?))
+    });
     for (aspect, list) in [("precision", dtypes), ("shapes", shapes), ("op sequence", sequences)] {
         if let Some(first) = list.first() {
-            found.push(ConfigurationDifference { aspect, count: list.len(), first: first.clone() });
+            let steps_alike = if aspect == "op sequence" { steps_alike } else { None };
+            found.push(ConfigurationDifference {
+                aspect,
+                count: list.len(),
+                first: first.clone(),
+                steps_alike,
+            });
         }
     }
     found
+}
+
+/// Where the runs differ in their op sequence alone (another aspect makes every step incomparable), from
+/// some step on: the steps before it, which hold the same ops in both runs, and the `--step` that keeps to
+/// them (a run whose ops change late, e.g. once a loss scale reaches 1, is still diffed up to there).
+pub fn steps_alike_hint(differences: &[ConfigurationDifference]) -> Option<String> {
+    let [only] = differences else { return None };
+    let (first, last) = only.steps_alike.filter(|_| only.aspect == "op sequence")?;
+    Some(match first == last {
+        true => format!("step {first} holds the same ops in both runs: `--step {first}` keeps to it"),
+        false => format!(
+            "steps {first}-{last} hold the same ops in both runs: `--step {first}-{last}` keeps to them"
+        ),
+    })
 }
 
 /// The refusal `diff` gives when the runs are not one configuration, naming what differs and where.
@@ -157,6 +189,9 @@ pub fn not_one_configuration(
         };
         let many = if d.count > 1 { format!("{}{unit} differ; first: ", d.count) } else { String::new() };
         text.push_str(&format!("\n  {}: {many}{}", d.aspect, d.first));
+    }
+    if let Some(hint) = steps_alike_hint(differences) {
+        text.push_str(&format!("\n  {hint}"));
     }
     let what = match differences.first().map(|d| d.aspect) {
         Some("precision") => "precision",
@@ -622,6 +657,45 @@ mod tests {
         );
         // A source that records no settings is not compared on them.
         assert!(aspects(&s1, &a).is_empty());
+    }
+
+    /// Runs whose ops part from step 2 on (one drops an op once its loss scale reaches 1) are no one
+    /// configuration, but steps 0-1 hold the same ops: the refusal says `--step 0-1` keeps to them. Not
+    /// where another aspect differs too, nor where the first step already differs.
+    #[test]
+    fn the_steps_before_the_ops_part_are_offered_to_a_step_selection() {
+        let steps = |ops_of_step: &dyn Fn(u64) -> Vec<&'static str>| {
+            let mut index = Index::default();
+            for step in 0..4 {
+                for name in ops_of_step(step) {
+                    let op = index.push_op(name.into(), "T".into(), step, 0);
+                    index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, F16, vec![2]));
+                }
+            }
+            index
+        };
+        let a = steps(&|_| vec!["x", "scale", "y"]);
+        let b = steps(&|step| if step < 2 { vec!["x", "scale", "y"] } else { vec!["x", "y"] });
+        let differences = configuration_differences(&a, &b, &Filter::default());
+        assert_eq!(differences.len(), 1);
+        assert_eq!(differences[0].steps_alike, Some((0, 1)));
+        assert_eq!(
+            steps_alike_hint(&differences).unwrap(),
+            "steps 0-1 hold the same ops in both runs: `--step 0-1` keeps to them"
+        );
+        let b = steps(&|step| if step < 1 { vec!["x", "scale", "y"] } else { vec!["x", "y"] });
+        let one = configuration_differences(&a, &b, &Filter::default());
+        assert_eq!(
+            steps_alike_hint(&one).unwrap(),
+            "step 0 holds the same ops in both runs: `--step 0` keeps to it"
+        );
+        let b = steps(&|_| vec!["x", "y"]);
+        assert_eq!(steps_alike_hint(&configuration_differences(&a, &b, &Filter::default())), None);
+        let mut wider = steps(&|step| if step < 2 { vec!["x", "scale", "y"] } else { vec!["x", "y"] });
+        wider.tensors[0].dtype = DType::FLOAT;
+        let two = configuration_differences(&a, &wider, &Filter::default());
+        assert_eq!(two.len(), 2);
+        assert_eq!(steps_alike_hint(&two), None, "precision differs too");
     }
 
     #[test]
