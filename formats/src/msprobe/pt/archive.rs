@@ -77,16 +77,32 @@ pub(super) fn entry_bytes<'a>(
         .and_then(|(s, n)| Some(s..s.checked_add(n)?))
         .filter(|r| r.end <= archive.len());
     let Some(range) = range else {
-        return Err(FormatError::at(
-            start,
-            format!("archive entry {name} declares {declared} bytes past the end of the archive"),
-        ));
+        return Err(past_the_end(start, name, declared));
     };
     let bytes = &archive[range];
     if crc32(bytes) != crc {
-        return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
+        return Err(checksum_mismatch(start, name));
     }
     Ok((Cow::Borrowed(bytes), start))
+}
+
+/// What a reader of a damaged member can do: its bytes are not those the archive was written with.
+pub(super) const DAMAGED_MEMBER: &str =
+    "the file changed after it was written (a damaged disk, or a copy cut short or altered); copy the dump again";
+
+/// A member whose bytes do not match the CRC-32 the archive records for them.
+pub(super) fn checksum_mismatch(start: u64, name: &str) -> FormatError {
+    FormatError::at(start, format!("archive entry {name}: checksum mismatch: {DAMAGED_MEMBER}"))
+}
+
+/// A member that, by the size the archive records, runs past the end of the file (or the bytes read).
+pub(super) fn past_the_end(start: u64, name: &str, declared: u64) -> FormatError {
+    FormatError::at(
+        start,
+        format!(
+            "archive entry {name} declares {declared} bytes past the end of the archive: {DAMAGED_MEMBER}"
+        ),
+    )
 }
 
 /// Members at least this large are CRC-checked in parts of [`CRC_PART`] bytes by the pool's threads, the

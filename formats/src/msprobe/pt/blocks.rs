@@ -1,5 +1,6 @@
 //! A `.pt` file's tensor bytes handed out block by block ([`PtBlocks`]), for readers that measure as they go.
 
+use super::archive::checksum_mismatch;
 use super::plan::{plan, Plan};
 use super::stream::READ_CHUNK;
 use crate::{DType, FormatError, Result};
@@ -153,9 +154,7 @@ impl PtBlocks {
         let (start, name) = (self.plan.start, &self.plan.h.storage_name);
         let result = match self.error.take() {
             Some(e) => Err(e),
-            None if self.crc.clone().finalize() != self.plan.crc => {
-                Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")))
-            }
+            None if self.crc.clone().finalize() != self.plan.crc => Err(checksum_mismatch(start, name)),
             None => Ok(()),
         };
         result.map_err(|e| e.in_file(&self.path))

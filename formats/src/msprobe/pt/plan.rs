@@ -2,7 +2,9 @@
 //! element by element: what `torch.save` writes), read from its directory and `data.pkl` alone.
 
 use super::super::pickle;
-use super::archive::{read_entry, read_header, zip_err, Header, WindowedFile, MAX_PICKLE_BYTES};
+use super::archive::{
+    past_the_end, read_entry, read_header, zip_err, Header, WindowedFile, MAX_PICKLE_BYTES,
+};
 use super::view::{check_view, ViewSpan};
 use crate::{FormatError, Result};
 use std::path::Path;
@@ -53,11 +55,6 @@ pub(super) fn plan(path: &Path) -> Result<Option<Plan>> {
         return Ok(None);
     }
     let name = &h.storage_name;
-    start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| {
-        FormatError::at(
-            start,
-            format!("archive entry {name} declares {declared} bytes past the end of the archive"),
-        )
-    })?;
+    start.checked_add(declared).filter(|&e| e <= len).ok_or_else(|| past_the_end(start, name, declared))?;
     Ok(Some(Plan { file, h, span, start, declared, crc }))
 }

@@ -3,6 +3,8 @@
 
 use super::super::values_hash;
 #[cfg(unix)]
+use super::archive::{checksum_mismatch, DAMAGED_MEMBER};
+#[cfg(unix)]
 use super::plan::{plan, Plan};
 use super::whole::parse_pt;
 use crate::{DType, FormatError, Result};
@@ -111,10 +113,11 @@ fn stream_pt(
         filled += part.filled;
     }
     if crc_state.finalize() != crc {
-        return Err(FormatError::at(start, format!("archive entry {name}: checksum mismatch")));
+        return Err(checksum_mismatch(start, name));
     }
     if filled != total {
-        return Err(FormatError::at(start, format!("archive entry {name} ended before the tensor's bytes")));
+        let problem = format!("archive entry {name} ended before the tensor's bytes: {DAMAGED_MEMBER}");
+        return Err(FormatError::at(start, problem));
     }
     Ok(dtype)
 }

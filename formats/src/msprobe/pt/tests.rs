@@ -145,6 +145,7 @@ fn large_views_read_in_parallel_parts_as_in_one_pass() {
             bad[damaged] ^= 0x10;
             let err = in_pool(3, || stream(&bad)).unwrap_err();
             assert!(err.problem.contains("checksum mismatch"), "{class} {damaged}: {err}");
+            assert!(err.problem.ends_with("; copy the dump again"), "what to do: {err}");
         }
     }
 }
@@ -243,7 +244,11 @@ fn streams_storage_across_read_chunks() {
         assert!(assert_blocks(&bad, "flipped after the view"));
         let err = stream(&bad).unwrap_err();
         assert!(err.problem.contains("checksum mismatch"), "{err}");
-        assert!(in_memory(&bad).is_err());
+        let whole = in_memory(&bad).unwrap_err();
+        assert!(
+            whole.problem.ends_with("; copy the dump again"),
+            "the in-memory reader says the same: {whole}"
+        );
     }
     // A view past the storage's end is refused before anything is read.
     let err = stream(&archive("FloatStorage", numel, 20, numel - 15, &f32_bytes)).unwrap_err();
