@@ -1219,6 +1219,11 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
     let html = report_page(&file);
     assert!(html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> rank 1 step 1: "), "{out}");
     assert!(!html.contains("rank 0 step 1"), "{out}");
+    // How far it spread is counted among the ranks examined, not the job's.
+    assert!(
+        html.contains("of the 2 ranks examined (of 4, in the selection <code>--rank 1 --rank 2</code>)"),
+        "{html}"
+    );
 }
 
 /// A copy of `run` whose rank `rank` stream ends as a killed writer leaves it: its last segment unsealed

@@ -470,9 +470,19 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
         return;
     };
     let reached = r.spread.iter().filter(|s| s.anomalous_events > 0).count();
+    // Out of the ranks examined: a selection says nothing of the others.
+    let of = match &r.selection {
+        Some(s) if r.examined_ranks.len() < r.ranks.len() => format!(
+            "the {} ranks examined (of {}, in the selection <code>{}</code>)",
+            r.examined_ranks.len(),
+            r.ranks.len(),
+            escape(&s.options())
+        ),
+        _ => format!("{} ranks", r.ranks.len()),
+    };
     page.push_str(&format!(
         "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> rank {} {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
-         [{}]{}; it reached {reached} of {} ranks (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
+         [{}]{}; it reached {reached} of {of} (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
         first.rank,
         crate::ranks::events::step_words(first.step),
         escape(&first.op),
@@ -485,7 +495,6 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
             Some((comm, seq)) => format!(", collective #{seq} on {}", escape(comm)),
             None => String::new(),
         },
-        r.ranks.len()
     ));
     for f in &first.findings {
         let tensor = f.tensor.as_deref().map(|t| format!("<code>{}</code>: ", escape(t))).unwrap_or_default();
