@@ -36,6 +36,25 @@ fn step_or_null<S: serde::Serializer>(step: &u64, s: S) -> Result<S::Ok, S::Erro
     }
 }
 
+/// Where the first origin is a collective some of whose members were not recorded (a rank's stream or
+/// summary lost): the anomaly its recorded members show may have begun on a member that is not there, so the
+/// answer says so beside it instead of naming the lowest recorded rank as where it began, unqualified.
+fn first_origin_lacks_members(
+    origins: &[Origin],
+    incomplete: &[(String, u64, CollectiveOp, Vec<u32>, u32)],
+) -> Option<String> {
+    let first = origins.first()?;
+    let (comm, seq) = first.collective.as_ref()?;
+    let (_, _, op, arrived, expected) = incomplete.iter().find(|(c, q, ..)| c == comm && q == seq)?;
+    Some(format!(
+        "the first anomaly is {} #{seq} on {comm}, which {} of its {expected} members recorded ({}): a member \
+         that was not recorded may be where the anomaly began, before any rank named here",
+        op.api_name(),
+        arrived.len(),
+        rank_ranges(arrived)
+    ))
+}
+
 /// An anomaly that nothing anomalous happened before.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Origin {
@@ -263,6 +282,9 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     warnings.extend(detected.warnings.iter().cloned());
     if communicators.iter().any(|c| c.starts_with("unknown-")) {
         warnings.push("some communicators have no identity shared by their members: their calls cannot be matched across ranks".into());
+    }
+    if let Some(lacking) = first_origin_lacks_members(&origins, &replay.incomplete) {
+        warnings.insert(0, lacking);
     }
     if let Some(s) = &selection {
         warnings.insert(

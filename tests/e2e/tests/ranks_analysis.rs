@@ -246,6 +246,52 @@ fn a_missing_rank_makes_the_answer_partial() {
     assert!(html.contains("<b>NO VERDICT</b> across ranks") && !html.contains("NO ANOMALY ACROSS RANKS"));
 }
 
+/// The overflow job without rank 2, where it began: the first anomaly left is the gradient all-reduce that
+/// brought it to the others, a collective rank 2's member of which is missing. The answer says the origin may
+/// be that member, beside naming the lowest recorded rank.
+#[test]
+fn a_first_anomaly_at_a_collective_missing_a_member_says_the_origin_may_be_that_member() {
+    let r = runs();
+    let dir = scratch();
+    let copy = dir.path().join("without-rank-2");
+    std::fs::create_dir(&copy).unwrap();
+    for e in std::fs::read_dir(&r.overflow).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.contains("-rank2-") {
+            continue;
+        }
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &copy.join(&name));
+        } else {
+            std::fs::copy(e.path(), copy.join(&name)).unwrap();
+        }
+    }
+    let (code, out, err) = analyzer(&["ranks", p(&copy)]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("FIRST ANOMALY: rank 0 step 1: HcclAllReduce"), "{out}");
+    let says = "the first anomaly is HcclAllReduce #4 on ";
+    let warning = out.lines().find(|l| l.contains(says)).unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        warning.contains(
+            "which 3 of its 4 members recorded (ranks 0, 1, 3): a member that was not recorded may be"
+        ),
+        "{warning}"
+    );
+    let (_, json) = analyzer_json(&["ranks", p(&copy)]);
+    assert!(
+        json["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains(says)),
+        "{json}"
+    );
+    let file = dir.path().join("without-rank-2.html");
+    let (code, out, err) = analyzer(&["report", p(&copy), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(report_page(&file).contains(says), "the page says it beside the first anomaly");
+    // With every member recorded nothing of the kind is said.
+    let (_, out, _) = analyzer(&["ranks", p(&r.overflow)]);
+    assert!(!out.contains(says), "{out}");
+}
+
 #[test]
 fn ranks_of_two_runs_of_one_job_size_are_named_as_of_different_runs() {
     two_runs_mixed_are_named_as_different(&[]);

@@ -511,4 +511,9 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
             r.origins.len() - 1
         ));
     }
+    // What qualifies the answer (a selection, a first anomaly at a collective missing members), as the
+    // terminal's warnings lead it.
+    for w in &r.warnings {
+        page.push_str(&format!("<p class=\"verdict detail\">warning: {}</p>", escape(w)));
+    }
 }
