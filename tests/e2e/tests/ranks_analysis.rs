@@ -211,20 +211,7 @@ fn a_rank_reading_other_data_is_attributed_against_a_good_run() {
 fn a_missing_rank_makes_the_answer_partial() {
     let r = runs();
     let dir = scratch();
-    let copy = dir.path().join("three");
-    std::fs::create_dir(&copy).unwrap();
-    for e in std::fs::read_dir(&r.healthy).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.contains("-rank3-") {
-            continue;
-        }
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &copy.join(&name));
-        } else {
-            std::fs::copy(e.path(), copy.join(&name)).unwrap();
-        }
-    }
+    let copy = without_rank(&r.healthy, 3, &dir.path().join("three"));
     let (code, out, err) = analyzer(&["ranks", p(&copy)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.starts_with("INCOMPLETE INPUT: "), "the problems lead: {out}");
@@ -253,20 +240,7 @@ fn a_missing_rank_makes_the_answer_partial() {
 fn a_first_anomaly_at_a_collective_missing_a_member_says_the_origin_may_be_that_member() {
     let r = runs();
     let dir = scratch();
-    let copy = dir.path().join("without-rank-2");
-    std::fs::create_dir(&copy).unwrap();
-    for e in std::fs::read_dir(&r.overflow).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.contains("-rank2-") {
-            continue;
-        }
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &copy.join(&name));
-        } else {
-            std::fs::copy(e.path(), copy.join(&name)).unwrap();
-        }
-    }
+    let copy = without_rank(&r.overflow, 2, &dir.path().join("without-rank-2"));
     let (code, out, err) = analyzer(&["ranks", p(&copy)]);
     assert_eq!(code, 2, "{out}\n{err}");
     assert!(out.contains("FIRST ANOMALY: rank 0 step 1: HcclAllReduce"), "{out}");
@@ -1270,6 +1244,24 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
         html.contains("of the 2 ranks examined (of 4, in the selection <code>--rank 1 --rank 2</code>)"),
         "{html}"
     );
+}
+
+/// A copy of `run` at `to` without rank `rank`'s streams: as if its node's files were lost.
+fn without_rank(run: &Path, rank: u32, to: &Path) -> PathBuf {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(run).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.contains(&format!("-rank{rank}-")) {
+            continue;
+        }
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+    to.to_path_buf()
 }
 
 /// A copy of `run` whose rank `rank` stream ends as a killed writer leaves it: its last segment unsealed
