@@ -64,10 +64,22 @@ impl Filter {
         (0..index.ops.len()).filter(|&o| self.keeps(&index.ops[o])).collect()
     }
 
-    /// The selection as options would be typed (`--step 1 --rank 0 --op 'x*'`); empty for everything.
+    /// The selection as options would be typed (`--step 0-22 --rank 0 --op 'x*'`); empty for everything.
     pub fn options(&self) -> String {
-        let mut words: Vec<String> = self.steps.iter().map(|s| format!("--step {s}")).collect();
-        words.extend(self.ranks.iter().map(|r| format!("--rank {r}")));
+        // Runs of steps or ranks as the ranges the options take (`--step 0-22`), not one option per number.
+        let spans = |flag: &str, numbers: &[u64]| -> Vec<String> {
+            let mut sorted = numbers.to_vec();
+            sorted.sort_unstable();
+            sorted.dedup();
+            match sorted.is_empty() {
+                true => Vec::new(),
+                false => {
+                    runs_shortened(&sorted, 2).split(", ").map(|span| format!("--{flag} {span}")).collect()
+                }
+            }
+        };
+        let mut words = spans("step", &self.steps);
+        words.extend(spans("rank", &self.ranks.iter().map(|&r| u64::from(r)).collect::<Vec<_>>()));
         words.extend(self.ops.iter().map(|o| format!("--op '{o}'")));
         words.join(" ")
     }
@@ -207,6 +219,17 @@ mod tests {
         assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "ranks 0-2, 5, 7, 8");
         assert_eq!(rank_ranges(&[]), "no rank");
         assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8", "steps keep their ranges");
+    }
+
+    /// The options a selection is echoed as take ranges, as the command line does: a selection of 23 steps
+    /// reads as one option.
+    #[test]
+    fn a_selection_is_echoed_as_the_ranges_the_options_take() {
+        let filter =
+            Filter { steps: (0..=22).rev().collect(), ranks: vec![3, 0, 1, 1], ops: vec!["fc*".into()] };
+        assert_eq!(filter.options(), "--step 0-22 --rank 0-1 --rank 3 --op 'fc*'");
+        assert_eq!(Filter { steps: vec![5], ..Filter::default() }.options(), "--step 5");
+        assert_eq!(Filter::default().options(), "");
     }
 
     #[test]

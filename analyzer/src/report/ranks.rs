@@ -327,15 +327,12 @@ mod tests {
     #[test]
     fn the_scope_names_the_ranks_not_examined_in_the_singular_for_one() {
         let selection = Selection { steps: vec![], ranks: vec![0, 1, 2], ops: vec![] };
-        assert_eq!(
-            scope(Some(&selection), &[3]),
-            " in the selection (--rank 0 --rank 1 --rank 2; rank 3 not examined)"
-        );
+        assert_eq!(scope(Some(&selection), &[3]), " in the selection (--rank 0-2; rank 3 not examined)");
         assert_eq!(
             scope(Some(&selection), &[3, 4]),
-            " in the selection (--rank 0 --rank 1 --rank 2; ranks 3, 4 not examined)"
+            " in the selection (--rank 0-2; ranks 3, 4 not examined)"
         );
-        assert_eq!(scope(Some(&selection), &[]), " in the selection (--rank 0 --rank 1 --rank 2)");
+        assert_eq!(scope(Some(&selection), &[]), " in the selection (--rank 0-2)");
         assert_eq!(scope(None, &[3]), "");
     }
 }

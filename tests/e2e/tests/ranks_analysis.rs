@@ -1170,21 +1170,16 @@ fn one_rank_has_no_answer_across_ranks_and_a_partial_selection_speaks_only_of_it
     let (code, out, _) = analyzer(&["ranks", p(&r.bitflip), "--rank", "0", "--rank", "1"]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0 --rank 1)"),
+        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0-1)"),
         "{out}"
     );
-    assert!(
-        out.contains("FIRST ANOMALY in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"),
-        "{out}"
-    );
+    assert!(out.contains("FIRST ANOMALY in the selection (--rank 0-1; ranks 2, 3 not examined)"), "{out}");
     assert!(out.contains("ranks 2, 3 not examined (the selection)"), "{out}");
     assert!(!out.contains("ranks 2, 3 met it"), "{out}");
     let (code, out, _) = analyzer(&["ranks", p(&r.healthy), "--rank", "0", "--rank", "1"]);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains(
-            "No anomaly across the ranks in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"
-        ),
+        out.contains("No anomaly across the ranks in the selection (--rank 0-1; ranks 2, 3 not examined)"),
         "{out}"
     );
     // A one-rank run.
@@ -1225,7 +1220,7 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "FIRST ANOMALY in the selection (--rank 1 --rank 2; ranks 0, 3 not examined): rank 1 step 1: \
+            "FIRST ANOMALY in the selection (--rank 1-2; ranks 0, 3 not examined): rank 1 step 1: \
              HcclAllReduce [HcclAllReduce]"
         ),
         "{out}"
@@ -1241,7 +1236,7 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
     assert!(!html.contains("rank 0 step 1"), "{out}");
     // How far it spread is counted among the ranks examined, not the job's.
     assert!(
-        html.contains("of the 2 ranks examined (of 4, in the selection <code>--rank 1 --rank 2</code>)"),
+        html.contains("of the 2 ranks examined (of 4, in the selection <code>--rank 1-2</code>)"),
         "{html}"
     );
 }
@@ -1396,13 +1391,10 @@ fn a_scan_of_a_selection_is_merged_as_that_selection() {
     let (code, out, _) = analyzer(&["merge", p(&ranks01)]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0 --rank 1)"),
+        out.starts_with("WARNING: the answer is for a selection, not the whole job (--rank 0-1)"),
         "{out}"
     );
-    assert!(
-        out.contains("FIRST ANOMALY in the selection (--rank 0 --rank 1; ranks 2, 3 not examined)"),
-        "{out}"
-    );
+    assert!(out.contains("FIRST ANOMALY in the selection (--rank 0-1; ranks 2, 3 not examined)"), "{out}");
     let (_, json) = analyzer_json(&["merge", p(&ranks01)]);
     assert_eq!(json["selection"]["ranks"], serde_json::json!([0, 1]), "{json}");
     // One rank scanned: no answer across ranks at all.
