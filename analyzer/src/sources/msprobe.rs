@@ -557,11 +557,18 @@ mod tests {
 
     /// diff reads `.pt` storages block by block (`with_host_blocks`): the bytes are the lent bytes, whatever
     /// the blocks' sizes, the pairs measure as the values do, and the file is never mapped (its pages would
-    /// stay in the process's RSS, both sides of a 144 MiB pair 297 MiB).
+    /// stay in the process's RSS, both sides of a 144 MiB pair 297 MiB). On a copy of its own: the tests
+    /// beside it map the fixture's files, and /proc/self/maps is the whole process's.
     #[test]
     fn blocks_read_are_the_lent_bytes_and_never_mapped() {
         use crate::diff::{compare_host_blocks, compare_host_bytes};
-        let source = fixture("target");
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("target");
+        copy_tree(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/msprobe-tiny/target"),
+            &to,
+        );
+        let source = MsprobeSource::open(&to, &[to.join("step0/rank0/dump.json")]).unwrap();
         let mapped = |t: TensorId| {
             let (d, e) = source.entries[t];
             let path = source.dumps[d].data_path(&source.dumps[d].entries[e]).unwrap();
