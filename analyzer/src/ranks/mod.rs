@@ -71,6 +71,22 @@ pub struct Origin {
     pub event: usize,
     pub lamport: u64,
     pub findings: Vec<Finding>,
+    /// The ranks it began on: its own, or at a collective anomalous on several members with nothing
+    /// anomalous carried in (an all-reduce whose sum overflows), each of them: its result is theirs together.
+    pub began_on: Vec<u32>,
+}
+
+impl Origin {
+    /// For an origin at a collective that began on several members together, the sentence that says so.
+    pub fn began_together(&self) -> Option<String> {
+        (self.began_on.len() > 1).then(|| {
+            format!(
+                "it began there on {} together: the call is anomalous on each of them, and none of them \
+                 brought an anomaly into it (a collective's result is its members' alike)",
+                rank_ranges(&self.began_on)
+            )
+        })
+    }
 }
 
 /// A rank the first origin's anomaly reached.
@@ -175,6 +191,10 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         .iter()
         .map(|&(r, i)| {
             let e = event((r, i));
+            let with = replay.began_with.get(&(r, i)).into_iter().flatten();
+            let mut began_on: Vec<u32> = with.map(|&(m, _)| run.ranks[m].rank).collect();
+            began_on.push(run.ranks[r].rank);
+            began_on.sort_unstable();
             Origin {
                 rank: run.ranks[r].rank,
                 step: e.step,
@@ -184,6 +204,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 event: i,
                 lamport: replay.lamport[r][i],
                 findings: detected.findings[&(r, i)].clone(),
+                began_on,
             }
         })
         .collect();

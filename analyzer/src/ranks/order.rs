@@ -8,7 +8,8 @@
 //! analysis asks: did an anomaly happen before this event? A rank carries the earliest anomaly that
 //! happened before its current point; members of a collective take the earliest any of them carried into
 //! it (for a broadcast, the root's; for a receive, the sender's). An anomalous event that carries none is an
-//! origin.
+//! origin. A collective that no member carries an anomaly into, yet anomalous on several members (an
+//! all-reduce whose sum overflows), is one origin on all of them: its result is theirs together.
 //!
 //! A collective that never completes (a member's capture is missing, or stops early) is let go with the
 //! members that arrived once nothing else can run, and reported: what happened-before through it is then
@@ -17,8 +18,9 @@
 
 use super::detect::EventRef;
 use super::events::{step_words, Event, EventKind, Name, RunEvents, UNKNOWN_STEP};
+use crate::index::Io;
 use accutrace_formats::capture::CollectiveOp;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 /// The earliest anomaly that happened before a point, and the collective that brought it to this rank.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +37,9 @@ pub struct Replay {
     pub lamport: Vec<Vec<u64>>,
     /// Anomalous events with no anomalous event before them.
     pub origins: Vec<EventRef>,
+    /// Origins at a collective anomalous on several members with nothing anomalous carried in: the other
+    /// members' calls, where the same anomaly began together (they are no origins of their own).
+    pub began_with: BTreeMap<EventRef, Vec<EventRef>>,
     /// For each rank, the first event an anomaly had reached (the taint then), if any.
     pub reached: Vec<Option<(usize, Taint)>>,
     /// Collectives let go incomplete: (communicator, sequence, op, members that arrived, members expected).
@@ -153,6 +158,7 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
                             let (members, _) = waiting.remove(&key).expect("just seen");
                             complete(
                                 run,
+                                anomalous,
                                 &members,
                                 &mut pos,
                                 &mut clock,
@@ -194,7 +200,17 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
                 arrived.sort_unstable();
                 out.incomplete.push((comm.to_string(), *seq, op, arrived, expected as u32));
             }
-            complete(run, &members, &mut pos, &mut clock, &mut taint, &mut blocked_on, &mut out, &visit);
+            complete(
+                run,
+                anomalous,
+                &members,
+                &mut pos,
+                &mut clock,
+                &mut taint,
+                &mut blocked_on,
+                &mut out,
+                &visit,
+            );
             ready.extend(members);
             continue;
         }
@@ -268,10 +284,12 @@ pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
 type Visit<'a> = dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Option<Taint>]) + 'a;
 
 /// Completes one collective: every member at its current event gets the same Lamport time and the
-/// earliest taint any member carried in (a broadcast's: the root's).
+/// earliest taint any member carried in (a broadcast's: the root's). Where none carried one in, a member
+/// whose buffer is anomalous brought it; with none, a call anomalous on several members began on all of them.
 #[allow(clippy::too_many_arguments)]
 fn complete(
     run: &RunEvents,
+    anomalous: &dyn Fn(EventRef) -> bool,
     members: &[usize],
     pos: &mut [usize],
     clock: &mut [u64],
@@ -290,11 +308,37 @@ fn complete(
         None => members.to_vec(),
     };
     // The earliest carried-in anomaly: the lowest (rank, event) of the origins among the carriers.
-    let carried = carriers.iter().filter_map(|&m| taint[m].clone()).min_by_key(|t| t.origin);
+    let mut carried = carriers.iter().filter_map(|&m| taint[m].clone()).min_by_key(|t| t.origin);
+    // Nothing anomalous came in through the replay. A member whose own buffer was anomalous brought it in (its
+    // ops before the call were not dumped): it began there, each such member, and the others had it through
+    // the collective. Else a call anomalous on several members is the collective's own result (an all-reduce
+    // of finite inputs whose sum overflows), one for all of them: it began on each, named by the lowest.
+    let (mut brought, mut began_here) = (Vec::new(), Vec::new());
+    if carried.is_none() {
+        let mut fresh: Vec<usize> =
+            members.iter().copied().filter(|&m| taint[m].is_none() && anomalous((m, pos[m]))).collect();
+        fresh.sort_unstable();
+        let input_anomalous = |m: usize| event(m).tensors.iter().any(|x| x.io == Io::Input && x.anomalous());
+        brought = fresh.iter().copied().filter(|&m| carriers.contains(&m) && input_anomalous(m)).collect();
+        if let Some(&b) = brought.first() {
+            carried = Some(Taint { origin: (b, pos[b]), via: None });
+        } else if fresh.len() > 1 {
+            let first = (fresh[0], pos[fresh[0]]);
+            out.origins.push(first);
+            out.began_with.insert(first, fresh[1..].iter().map(|&m| (m, pos[m])).collect());
+            carried = Some(Taint { origin: first, via: None });
+            began_here = fresh;
+        }
+    }
     for &m in members {
         let i = pos[m];
         clock[m] = t;
-        let incoming = carried.clone().map(|c| Taint { via: Some((m, i)), ..c });
+        // Members that brought an anomaly in are origins of their own (`visit` makes them so).
+        let incoming = match (brought.contains(&m), began_here.contains(&m)) {
+            (true, _) => None,
+            (false, true) => carried.clone(),
+            (false, false) => carried.clone().map(|c| Taint { via: Some((m, i)), ..c }),
+        };
         visit(m, i, t, incoming, out, taint);
         pos[m] += 1;
         blocked_on[m] = None;
@@ -306,7 +350,7 @@ fn complete(
 
 #[cfg(test)]
 mod tests {
-    use super::super::events::{CollectiveMeta, Event, RankEvents};
+    use super::super::events::{CollectiveMeta, Event, RankEvents, TensorSummary};
     use super::*;
 
     fn op(name: &str) -> Event {
@@ -350,6 +394,51 @@ mod tests {
         assert_eq!(replay.lamport[0][1], replay.lamport[2][1], "members of a collective meet");
         assert!(replay.lamport[0][2] > replay.lamport[2][0]);
         assert!(replay.incomplete.is_empty());
+    }
+
+    /// Rank `r`'s all-reduce #0 of a 3-rank communicator, its send buffer holding `input_nan` NaN.
+    fn all_reduce(r: u32, input_nan: u64) -> Event {
+        let mut e = call(CollectiveOp::AllReduce, 0, r, None);
+        e.tensors.push(TensorSummary {
+            io: Io::Input,
+            index: 0,
+            dtype: "FLOAT16".into(),
+            float: true,
+            elements: 4,
+            nan: input_nan,
+            pos_inf: 0,
+            neg_inf: 0,
+            at_saturation: 0,
+            min: 0.0,
+            max: 0.0,
+            mean: 0.0,
+            l2_norm: 0.0,
+            hash: None,
+        });
+        e
+    }
+
+    #[test]
+    fn a_collective_anomalous_on_every_member_with_nothing_before_it_began_on_all_of_them() {
+        let job = run((0..3).map(|r| vec![op("a"), all_reduce(r, 0), op("b")]).collect());
+        // Every member's all-reduce output overflows from finite inputs; nothing before it is anomalous.
+        let replay = replay(&job, &|(_, i): EventRef| i == 1);
+        assert_eq!(replay.origins, [(0, 1)], "one origin, not one per member");
+        assert_eq!(replay.began_with[&(0, 1)], [(1, 1), (2, 1)]);
+        for r in 0..3 {
+            assert_eq!(replay.reached[r], Some((1, Taint { origin: (0, 1), via: None })), "rank {r}");
+        }
+    }
+
+    #[test]
+    fn a_member_whose_buffer_was_anomalous_brought_the_anomaly_into_the_collective() {
+        // Rank 1's ops before the all-reduce were not dumped: its send buffer is NaN already.
+        let job = run((0..3).map(|r| vec![op("a"), all_reduce(r, u64::from(r == 1)), op("b")]).collect());
+        let replay = replay(&job, &|(_, i): EventRef| i == 1);
+        assert_eq!(replay.origins, [(1, 1)]);
+        assert!(replay.began_with.is_empty());
+        assert_eq!(replay.reached[1], Some((1, Taint { origin: (1, 1), via: None })));
+        assert_eq!(replay.reached[0], Some((1, Taint { origin: (1, 1), via: Some((0, 1)) })));
     }
 
     #[test]

@@ -30,8 +30,12 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
                 "finding",
                 "tensor",
                 "detail",
+                "began_on",
             ])?;
             for (n, o) in report.origins.iter().enumerate() {
+                // The ranks it began on (`0-3` for a collective anomalous on every member), else its own.
+                let began_on: Vec<u64> = o.began_on.iter().map(|&r| u64::from(r)).collect();
+                let began_on = crate::filter::ranges(&began_on);
                 for f in &o.findings {
                     let (comm, seq) = o
                         .collective
@@ -52,6 +56,7 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
                         f.kind.describe().to_string(),
                         f.tensor.clone().unwrap_or_default(),
                         f.detail.clone(),
+                        began_on.clone(),
                     ])?;
                 }
             }
@@ -136,8 +141,8 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     let head = paint("FIRST ANOMALY", "1;31", colour);
     writeln!(
         out,
-        "\n{head}{scope}: rank {} {}: {} [{}]",
-        first.rank,
+        "\n{head}{scope}: {} {}: {} [{}]",
+        rank_ranges(&first.began_on),
         step_words(first.step),
         first.op,
         first.op_type
@@ -148,12 +153,30 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
             if matches!(first.op_type.as_str(), "HcclSend" | "HcclRecv") { "message" } else { "collective" };
         writeln!(out, "  {what} #{seq} on communicator {comm}")?;
     }
+    if let Some(together) = first.began_together() {
+        writeln!(out, "  {together}")?;
+    }
     for f in &first.findings {
         let tensor = f.tensor.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
         writeln!(out, "  {}: {tensor}{}", f.kind.describe(), f.detail)?;
     }
     writeln!(out, "spread:")?;
     let (affected, quiet): (Vec<_>, Vec<_>) = r.spread.iter().partition(|s| s.anomalous_events > 0);
+    // The members it began on together: one line, their ranks as ranges.
+    let (began, affected): (Vec<_>, Vec<_>) =
+        affected.into_iter().partition(|s| s.via.is_none() && first.began_on.len() > 1);
+    if let Some(at) = began.first() {
+        let ranks: Vec<u32> = began.iter().map(|s| s.rank).collect();
+        let events: u64 = began.iter().map(|s| s.anomalous_events).sum();
+        writeln!(
+            out,
+            "  {} where it began, together, from {} at {} ({events} anomalous event{} from there)",
+            rank_ranges(&ranks),
+            at.at,
+            step_words(at.step),
+            plural(events)
+        )?;
+    }
     for s in affected {
         let how = match &s.via {
             None => "where it began".to_string(),
@@ -278,6 +301,7 @@ mod tests {
                 tensor: Some("HcclAllReduce.output.0".into()),
                 detail: "1 NaN".into(),
             }],
+            began_on: vec![rank],
         }
     }
 

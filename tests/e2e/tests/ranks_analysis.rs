@@ -235,7 +235,7 @@ fn a_missing_rank_makes_the_answer_partial() {
 
 /// The overflow job without rank 2, where it began: the first anomaly left is the gradient all-reduce that
 /// brought it to the others, a collective rank 2's member of which is missing. The answer says the origin may
-/// be that member, beside naming the lowest recorded rank.
+/// be that member, beside naming the recorded members it began on.
 #[test]
 fn a_first_anomaly_at_a_collective_missing_a_member_says_the_origin_may_be_that_member() {
     let r = runs();
@@ -243,7 +243,7 @@ fn a_first_anomaly_at_a_collective_missing_a_member_says_the_origin_may_be_that_
     let copy = without_rank(&r.overflow, 2, &dir.path().join("without-rank-2"));
     let (code, out, err) = analyzer(&["ranks", p(&copy)]);
     assert_eq!(code, 2, "{out}\n{err}");
-    assert!(out.contains("FIRST ANOMALY: rank 0 step 1: HcclAllReduce"), "{out}");
+    assert!(out.contains("FIRST ANOMALY: ranks 0, 1, 3 step 1: HcclAllReduce"), "{out}");
     let says = "the first anomaly is HcclAllReduce #4 on ";
     let warning = out.lines().find(|l| l.contains(says)).unwrap_or_else(|| panic!("{out}"));
     assert!(
@@ -1220,7 +1220,7 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "FIRST ANOMALY in the selection (--rank 1-2; ranks 0, 3 not examined): rank 1 step 1: \
+            "FIRST ANOMALY in the selection (--rank 1-2; ranks 0, 3 not examined): ranks 1, 2 step 1: \
              HcclAllReduce [HcclAllReduce]"
         ),
         "{out}"
@@ -1232,13 +1232,65 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
     let (code, out, err) = analyzer(&[&["report", p(&run), "-o", p(&file)][..], &selection].concat());
     assert!(code == 1, "{out}\n{err}");
     let html = report_page(&file);
-    assert!(html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> rank 1 step 1: "), "{out}");
+    assert!(html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> ranks 1, 2 step 1: "), "{out}");
     assert!(!html.contains("rank 0 step 1"), "{out}");
     // How far it spread is counted among the ranks examined, not the job's.
     assert!(
         html.contains("of the 2 ranks examined (of 4, in the selection <code>--rank 1-2</code>)"),
         "{html}"
     );
+}
+
+/// A gradient all-reduce whose sum overflows fp16 from every rank's finite gradients (a loss scale of 2^17 at
+/// step 0): its output is one value for every member, so the anomaly began there on all of them together,
+/// not on the lowest rank with the others "not reached" and listed as anomalies of their own. A member that
+/// did not record the call is not named among them, and the answer says it may be where it began.
+#[test]
+fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
+    let dir = scratch();
+    let run = record(dir.path(), "sum-overflows", r#"{"loss_scale": {"initial": 131072}}"#);
+    let (code, json) = analyzer_json(&["ranks", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{json}");
+    let origins = json["origins"].as_array().unwrap();
+    assert_eq!(origins.len(), 1, "one origin, not one per member: {json}");
+    assert_eq!((origins[0]["rank"].as_u64(), origins[0]["step"].as_u64()), (Some(0), Some(0)), "{json}");
+    assert_eq!(origins[0]["op"], "HcclAllReduce", "{json}");
+    assert_eq!(origins[0]["began_on"], serde_json::json!([0, 1, 2, 3]), "{json}");
+    let spread = json["spread"].as_array().unwrap();
+    assert_eq!(spread.len(), 4, "{json}");
+    assert!(spread.iter().all(|s| s["via"].is_null()), "each member is where it began: {json}");
+
+    let (code, out, _) = analyzer(&["ranks", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FIRST ANOMALY: ranks 0-3 step 0: HcclAllReduce [HcclAllReduce]"), "{out}");
+    assert!(out.contains("\n  it began there on ranks 0-3 together: "), "{out}");
+    assert!(out.contains("\n  ranks 0-3 where it began, together, from HcclAllReduce at step 0"), "{out}");
+    assert!(!out.contains("not reached") && !out.contains("other anomalies"), "{out}");
+    let (code, csv, _) = analyzer(&["ranks", p(&run), "--format", "csv", "--no-progress"]);
+    assert_eq!(code, 1, "{csv}");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(rows[0].ends_with(",detail,began_on") && rows.len() == 2, "{csv}");
+    assert!(rows[1].starts_with("0,0,0,HcclAllReduce,") && rows[1].ends_with(",0-3"), "{csv}");
+
+    let file = dir.path().join("sum-overflows.html");
+    let (code, out, err) = analyzer(&["report", p(&run), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(html.contains("<b>FIRST ANOMALY ACROSS RANKS</b> ranks 0-3 step 0: "), "{out}");
+    assert!(html.contains("it reached 4 of 4 ranks"), "{out}");
+    assert!(html.contains("it began there on ranks 0-3 together: "), "{out}");
+    assert!(!html.contains("more anomalies that nothing anomalous happened before"), "{out}");
+
+    // Rank 1's files lost: the three members recorded began there; rank 1 may be where it began.
+    let copy = without_rank(&run, 1, &dir.path().join("without-rank-1"));
+    let (code, out, err) = analyzer(&["ranks", p(&copy), "--no-progress"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.contains("FIRST ANOMALY: ranks 0, 2, 3 step 0: HcclAllReduce"), "{out}");
+    assert!(
+        out.contains("which 3 of its 4 members recorded (ranks 0, 2, 3): a member that was not"),
+        "{out}"
+    );
+    assert!(!out.contains("not reached"), "{out}");
 }
 
 /// A copy of `run` at `to` without rank `rank`'s streams: as if its node's files were lost.

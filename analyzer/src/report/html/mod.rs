@@ -481,9 +481,9 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
         _ => format!("{} ranks", r.ranks.len()),
     };
     page.push_str(&format!(
-        "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> rank {} {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
+        "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> {} {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
          [{}]{}; it reached {reached} of {of} (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
-        first.rank,
+        crate::filter::rank_ranges(&first.began_on),
         crate::ranks::events::step_words(first.step),
         escape(&first.op),
         escape(&first.op_type),
@@ -496,6 +496,9 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
             None => String::new(),
         },
     ));
+    if let Some(together) = first.began_together() {
+        page.push_str(&format!("<p class=\"verdict detail\">{}</p>", escape(&together)));
+    }
     for f in &first.findings {
         let tensor = f.tensor.as_deref().map(|t| format!("<code>{}</code>: ", escape(t))).unwrap_or_default();
         page.push_str(&format!(
