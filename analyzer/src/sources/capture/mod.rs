@@ -16,7 +16,7 @@ pub mod runs;
 mod source_impl;
 mod tensor_data;
 
-use crate::index::Index;
+use crate::index::{Index, TensorId};
 use accutrace_formats::capture::reader::CaptureRun;
 use accutrace_formats::capture::record;
 use std::path::PathBuf;
@@ -25,8 +25,68 @@ pub struct CaptureSource {
     root: PathBuf,
     run: CaptureRun,
     index: Index,
-    /// Device layout of each tensor (by tensor id), to undo it when values are read.
-    metas: Vec<Option<record::TensorMeta>>,
+    /// Device layout of each tensor (by tensor id), to undo it when values are read; `None` for device
+    /// statistics, which carry no data.
+    layouts: Vec<Option<StoredLayout>>,
+}
+
+/// What the host conversions read of a tensor besides what the index holds (its dtype and device shape).
+/// Kept apart from the record's `TensorMeta` so that no shape is held twice: a copy of every tensor's meta
+/// with its two shapes was a sixth of the index's memory on a stats capture (#18).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct StoredLayout {
+    format: i32,
+    sub_format: i32,
+    original_shape: OriginalShape,
+}
+
+/// The framework shape the record gave, which is the index's host shape nearly always.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum OriginalShape {
+    None,
+    HostShape,
+    Other(Box<[u64]>),
+}
+
+impl StoredLayout {
+    fn of(meta: &record::TensorMeta, host_shape: &[u64]) -> StoredLayout {
+        let original_shape = match &meta.original_shape {
+            None => OriginalShape::None,
+            Some(shape) if shape[..] == *host_shape => OriginalShape::HostShape,
+            Some(shape) => OriginalShape::Other(shape.clone().into_boxed_slice()),
+        };
+        StoredLayout { format: meta.format, sub_format: meta.sub_format, original_shape }
+    }
+}
+
+/// A tensor's device layout as the host conversions take it, borrowed from the index and its
+/// [`StoredLayout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeviceLayout<'a> {
+    dtype: accutrace_formats::DType,
+    format: i32,
+    sub_format: i32,
+    device_shape: &'a [u64],
+    original_shape: Option<&'a [u64]>,
+}
+
+impl CaptureSource {
+    /// The device layout of a tensor that carries one (`None` for device statistics).
+    fn layout(&self, tensor: TensorId) -> Option<DeviceLayout<'_>> {
+        let stored = self.layouts[tensor].as_ref()?;
+        let info = &self.index.tensors[tensor];
+        Some(DeviceLayout {
+            dtype: info.dtype,
+            format: stored.format,
+            sub_format: stored.sub_format,
+            device_shape: info.device_shape.as_deref()?,
+            original_shape: match &stored.original_shape {
+                OriginalShape::None => None,
+                OriginalShape::HostShape => Some(&info.shape),
+                OriginalShape::Other(shape) => Some(shape),
+            },
+        })
+    }
 }
 
 /// A tensor's place in the run: stream, segment, frame offset (packed into the index's locator).

@@ -7,7 +7,6 @@ use crate::sources::buffers::{give_buffer, take_buffer, with_values_scratch};
 use crate::sources::source::{HostBlocks, SliceBlocks, Source};
 use crate::threads::tensor_bytes;
 use accutrace_formats::capture::reader::TensorBlocks;
-use accutrace_formats::capture::record;
 use accutrace_formats::layout::{device_runs, Format};
 use accutrace_formats::tensor::element_count;
 use accutrace_formats::tensor::host::host_values;
@@ -108,8 +107,8 @@ impl Source for CaptureSource {
     }
 
     fn with_host_blocks(&self, tensor: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
-        let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
-        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let meta = self.layout(tensor).context("device statistics carry no tensor data")?;
+        let original = meta.original_shape.unwrap_or_default();
         let width = match meta.dtype.bits() {
             Some(bits) if bits >= 8 && bits % 8 == 0 => u64::from(bits / 8),
             _ => 0,
@@ -119,7 +118,7 @@ impl Source for CaptureSource {
         if width == 0 || !host_bytes::device_order_is_host_order(meta.format, original) {
             return self.with_host_bytes(tensor, &mut |bytes| f(&mut SliceBlocks::new(bytes)));
         }
-        let bytes = element_count(&meta.device_shape).and_then(|n| n.checked_mul(width));
+        let bytes = element_count(meta.device_shape).and_then(|n| n.checked_mul(width));
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let mut scratch = take_buffer();
         let read = self.run.streams[s].with_tensor_blocks_at(segment, offset, &mut scratch, |blocks| {
@@ -138,14 +137,11 @@ impl Source for CaptureSource {
     }
 
     fn same_stored_data(&self, a: TensorId, b: TensorId) -> Result<bool> {
-        let (Some(ma), Some(mb)) = (&self.metas[a], &self.metas[b]) else {
+        let (Some(ma), Some(mb)) = (self.layout(a), self.layout(b)) else {
             return Ok(false);
         };
         // What the host conversions read besides the bytes (io, index and provenance do not change them).
-        fn layout(m: &record::TensorMeta) -> (accutrace_formats::DType, i32, i32, &[u64], Option<&[u64]>) {
-            (m.dtype, m.format, m.sub_format, &m.device_shape, m.original_shape.as_deref())
-        }
-        if layout(ma) != layout(mb) {
+        if ma != mb {
             return Ok(false);
         }
         let ((sa, segment_a, offset_a), (sb, segment_b, offset_b)) =
@@ -181,13 +177,13 @@ impl Source for CaptureSource {
     /// 38, 75, 124).
     fn buffers_per_tensor(&self) -> u64 {
         let (mut largest, mut largest_in_layout) = (0u64, 0u64);
-        for meta in self.metas.iter().flatten() {
+        for meta in (0..self.layouts.len()).filter_map(|t| self.layout(t)) {
             let width = meta.dtype.bits().map_or(4, |b| u64::from(b).div_ceil(8).max(4));
-            let bytes = element_count(&meta.device_shape).unwrap_or(u64::MAX).saturating_mul(width);
+            let bytes = element_count(meta.device_shape).unwrap_or(u64::MAX).saturating_mul(width);
             largest = largest.max(bytes);
-            let original = meta.original_shape.as_deref().unwrap_or_default();
+            let original = meta.original_shape.unwrap_or_default();
             let format = Format::from_code(meta.format);
-            let by_runs = || device_runs(format, &meta.device_shape, original, meta.dtype, meta.sub_format);
+            let by_runs = || device_runs(format, meta.device_shape, original, meta.dtype, meta.sub_format);
             if !host_bytes::device_order_is_host_order(meta.format, original)
                 && !matches!(by_runs(), Ok(Some(_)))
             {
@@ -210,7 +206,7 @@ impl Source for CaptureSource {
     /// [`StreamReader::blocks_scratch_bytes`]: accutrace_formats::capture::StreamReader::blocks_scratch_bytes
     fn decode_scratch_max(&self) -> Option<u64> {
         let tensors = &self.index.tensors;
-        let with_data = |t: &usize| tensors[*t].has_data && self.metas[*t].is_some();
+        let with_data = |t: &usize| tensors[*t].has_data && self.layouts[*t].is_some();
         let widest = (0..tensors.len()).filter(with_data).filter_map(|t| tensors[t].dtype.bits()).max()?;
         let bound = accutrace_formats::capture::blocks_scratch_max(widest.div_ceil(8) as usize);
         let largest = (0..tensors.len()).filter(with_data).max_by_key(|&t| tensor_bytes(&tensors[t]))?;
@@ -225,13 +221,13 @@ impl Source for CaptureSource {
     ///
     /// [`blocks_scratch_bound`]: accutrace_formats::capture::blocks_scratch_bound
     fn host_blocks_bytes(&self, tensor: TensorId) -> Option<u64> {
-        let meta = self.metas[tensor].as_ref().filter(|_| self.index.tensors[tensor].has_data)?;
-        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let meta = self.layout(tensor).filter(|_| self.index.tensors[tensor].has_data)?;
+        let original = meta.original_shape.unwrap_or_default();
         let width = meta.dtype.bits().filter(|b| *b >= 8 && b % 8 == 0)? as usize / 8;
         if !host_bytes::device_order_is_host_order(meta.format, original) {
             return None;
         }
-        let data = element_count(&meta.device_shape)?.checked_mul(width as u64)?;
+        let data = element_count(meta.device_shape)?.checked_mul(width as u64)?;
         Some(accutrace_formats::capture::blocks_scratch_bound(data, width))
     }
 

@@ -2,10 +2,9 @@
 //! conversions take, or decoded to f32 block by block as they are read (in a device layout, each block put
 //! where it goes).
 
-use super::{unpack, CaptureSource};
+use super::{unpack, CaptureSource, DeviceLayout};
 use crate::index::TensorId;
 use crate::sources::buffers::{give_buffer, take_buffer, with_values_scratch};
-use accutrace_formats::capture::record;
 use accutrace_formats::layout::{device_runs, Format};
 use accutrace_formats::tensor::host::DeviceTensor;
 use accutrace_formats::tensor::host_bytes;
@@ -16,14 +15,14 @@ impl CaptureSource {
     fn with_data<R>(
         &self,
         tensor: TensorId,
-        f: impl FnOnce(&record::TensorMeta, &[u8]) -> Result<R>,
+        f: impl FnOnce(&DeviceLayout<'_>, &[u8]) -> Result<R>,
     ) -> Result<R> {
-        let meta = self.metas[tensor].as_ref().context("device statistics carry no tensor data")?;
+        let meta = self.layout(tensor).context("device statistics carry no tensor data")?;
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let (mut bytes, mut scratch) = (take_buffer(), take_buffer());
         let read = self.run.streams[s].read_tensor_data_at_with(segment, offset, &mut bytes, &mut scratch);
         let result = match read {
-            Ok(()) => f(meta, &bytes),
+            Ok(()) => f(&meta, &bytes),
             Err(e) => Err(e.into()),
         };
         give_buffer(scratch);
@@ -47,10 +46,10 @@ impl CaptureSource {
     /// accutrace_formats::capture::reader::TensorBlocks::decode_device_runs_into
     /// [`host_values`]: accutrace_formats::tensor::host::host_values
     pub(super) fn read_values_in_blocks(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<bool> {
-        let Some(meta) = self.metas[tensor].as_ref() else {
+        let Some(meta) = self.layout(tensor) else {
             return Ok(false);
         };
-        let original = meta.original_shape.as_deref().unwrap_or_default();
+        let original = meta.original_shape.unwrap_or_default();
         let width = match meta.dtype.bits() {
             Some(bits) if bits >= 8 && bits % 8 == 0 => u64::from(bits / 8),
             _ => return Ok(false),
@@ -59,7 +58,7 @@ impl CaptureSource {
             return Ok(false);
         }
         let host_order = host_bytes::device_order_is_host_order(meta.format, original);
-        let bytes = element_count(&meta.device_shape).and_then(|n| n.checked_mul(width));
+        let bytes = element_count(meta.device_shape).and_then(|n| n.checked_mul(width));
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let mut scratch = take_buffer();
         let read = self.run.streams[s].with_tensor_blocks_at(segment, offset, &mut scratch, |blocks| {
@@ -70,8 +69,7 @@ impl CaptureSource {
                 return blocks.decode_f32_into(meta.dtype, out);
             }
             let format = Format::from_code(meta.format);
-            if let Some(runs) =
-                device_runs(format, &meta.device_shape, original, meta.dtype, meta.sub_format)?
+            if let Some(runs) = device_runs(format, meta.device_shape, original, meta.dtype, meta.sub_format)?
             {
                 // Each block put where it goes as it is read: no device-order copy of the tensor.
                 return blocks.decode_device_runs_into(meta.dtype, &runs, out);
@@ -84,7 +82,7 @@ impl CaptureSource {
                     Format::from_code(meta.format),
                     device,
                     lanes_per_element(meta.dtype),
-                    &meta.device_shape,
+                    meta.device_shape,
                     original,
                     meta.dtype,
                     meta.sub_format,
@@ -104,12 +102,11 @@ impl CaptureSource {
         f: impl FnOnce(&DeviceTensor<'_>) -> Result<R>,
     ) -> Result<R> {
         self.with_data(tensor, |m, bytes| {
-            let original = m.original_shape.clone().unwrap_or_default();
             f(&DeviceTensor {
                 dtype: m.dtype,
                 format: m.format,
-                device_shape: &m.device_shape,
-                original_shape: &original,
+                device_shape: m.device_shape,
+                original_shape: m.original_shape.unwrap_or_default(),
                 sub_format: m.sub_format,
                 bytes,
             })
