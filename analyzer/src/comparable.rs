@@ -7,8 +7,9 @@
 //! - `compare` asks "where does the target leave the benchmark?": [`different_model`] refuses runs of
 //!   different models (most pairs differ in shape, or the op sequences do not align),
 //!   [`execution_modes_differ`] refuses eager kernels against graph-mode ops (no name ties them, and a
-//!   culprit over guessed pairs may be the wrong op), and [`swapped_sides`] warns when the target and the
-//!   benchmark look exchanged.
+//!   culprit over guessed pairs may be the wrong op), [`kernel_counters_differ`] two eager runs whose kernel
+//!   types part (their per-type counters name other kernels from there on), and [`swapped_sides`] warns
+//!   when the target and the benchmark look exchanged.
 
 use crate::api_matching::is_api_level;
 use crate::filter::Filter;
@@ -303,21 +304,103 @@ pub(crate) fn mostly_kernels_by_type(ops: &[&IndexedOp]) -> bool {
     !ops.is_empty() && by_type * 2 > ops.len()
 }
 
-/// How many kernels named by type and counter each (rank, step, op type) holds.
-fn kernels_by_type<'a>(ops: &[&'a IndexedOp]) -> HashMap<(u32, u64, &'a str), usize> {
-    let mut counts = HashMap::new();
-    for op in ops.iter().filter(|op| names_kernel_by_type(op)) {
-        *counts.entry((op.rank, op.step, op.op_type.as_str())).or_default() += 1;
-    }
-    counts
+/// Where two eager runs' kernel types part in a step ([`kernel_types_part`]).
+pub(crate) struct KernelTypesPart {
+    /// The position in `a` of the first pair contradicted: from it on, names may pair other kernels.
+    pub from: usize,
+    /// What the two sides launched there, in words naming `sides`.
+    pub what: String,
 }
 
-/// Why the name pairs of two eager runs cannot be trusted, when they cannot: a kernel's name is its type
-/// and a per-type counter (`MatMulV2_2`), so where one run has more kernels of a type in a step (the other
-/// fused a MatMul+BiasAdd+Gelu into one kernel, or another model), the same name is another kernel on each
-/// side from there on. Said when a type's count differs in a step and rank both hold and a pair of that
-/// type, made by name, differs in shape (the proof that the names shifted; a run cut short keeps its
-/// kernels' shapes). `None` for runs of the same kernels, or where `--mapping` tied the shifted ones.
+/// Two ops paired in one step and rank: the position of each in its run's step, and whether their names
+/// paired them (else a user's `--mapping` did).
+pub(crate) type Anchor = (usize, usize, bool);
+
+/// Where two eager runs' kernel types in execution order part, within one step and rank: at the first
+/// pair by name that the type sequences contradict. A kernel's name is its type and a per-type counter
+/// (`MatMulV2_2`), so it names the same kernel on both sides only while both launched the same types
+/// before it; past a kernel one run fused and the other did not, the counters count other kernels.
+///
+/// `anchors` are the pairs (position in `a`, position in `b`, made by name) of the step, in any order;
+/// a pair that is not by name (a user's `--mapping`) is the user's word and is never contradicted, but the
+/// kernels between it and the next pair are still compared. Between two consecutive pairs both sides
+/// must have launched the same types (with `holes`, a run that lost records inside a step: one side's
+/// types in the other's, in order), and the pairs must keep their order on both sides. What comes before
+/// the first pair is not compared: a ring capture that deleted its oldest segments holds the end of a step
+/// only, and the counters of what it kept are still the framework's.
+pub(crate) fn kernel_types_part(
+    a: &[(&str, &str)],
+    b: &[(&str, &str)],
+    mut anchors: Vec<Anchor>,
+    holes: bool,
+    sides: [&str; 2],
+) -> Option<KernelTypesPart> {
+    anchors.sort_unstable();
+    anchors.dedup_by_key(|&mut (i, _, _)| i);
+    fn types<'s>(seq: &[(&str, &'s str)], range: std::ops::Range<usize>) -> Vec<&'s str> {
+        seq[range].iter().map(|&(_, op_type)| op_type).collect()
+    }
+    // A run of one type reads once, with its count (`FusedMatMulBiasGelu x2`).
+    let show = |list: &[&str]| {
+        let mut runs: Vec<(&str, usize)> = Vec::new();
+        for &op_type in list {
+            match runs.last_mut() {
+                Some((last, n)) if *last == op_type => *n += 1,
+                _ => runs.push((op_type, 1)),
+            }
+        }
+        let words: Vec<String> = runs
+            .iter()
+            .take(LISTED)
+            .map(|&(op_type, n)| if n == 1 { op_type.to_string() } else { format!("{op_type} x{n}") })
+            .collect();
+        match runs.len() {
+            0 => "nothing".to_string(),
+            n if n <= LISTED => words.join(", "),
+            _ => format!("{}, ... ({} kernels)", words.join(", "), list.len()),
+        }
+    };
+    for window in anchors.windows(2) {
+        let [(pa, pb, _), (i, j, by_name)] = [window[0], window[1]];
+        if !by_name {
+            continue;
+        }
+        let name = a[i].0;
+        if j <= pb {
+            return Some(KernelTypesPart {
+                from: i,
+                what: format!("{name} comes after {} in {} and before it in {}", a[pa].0, sides[0], sides[1]),
+            });
+        }
+        let (between_a, between_b) = (types(a, pa + 1..i), types(b, pb + 1..j));
+        let alike = between_a == between_b
+            || (holes && (is_subsequence(&between_a, &between_b) || is_subsequence(&between_b, &between_a)));
+        if !alike {
+            return Some(KernelTypesPart {
+                from: i,
+                what: format!(
+                    "between {} and {name} {} launched {} and {} {}",
+                    a[pa].0,
+                    sides[0],
+                    show(&between_a),
+                    sides[1],
+                    show(&between_b)
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// Why the name pairs of two eager runs cannot be trusted, when they cannot: in a step and rank both hold,
+/// the kernel types in execution order part before a pair made by name ([`kernel_types_part`]), so from
+/// there on one name may be another kernel on each side (the other fused a MatMul+BiasAdd+Gelu into one
+/// kernel, or another model), whether or not the shapes tell (d_ff == d_model, two identical layers). The
+/// whole step is looked at, even where `filter` keeps some ops only: a selection of one kernel hides the
+/// fusion before it. Refused rather than re-paired by aligning the types: an alignment of repeated layers'
+/// kernels is a guess too, and the fused kernel has no counterpart to compare. `None` for runs of the same
+/// kernel types (every step both hold), where no pair the filter keeps lies past a parting, or where
+/// `--mapping` tied the shifted kernels.
 pub fn kernel_counters_differ(
     target: &Index,
     bench: &Index,
@@ -335,43 +418,91 @@ pub fn kernel_counters_differ(
     {
         return None;
     }
-    let (in_target, in_bench) = (kernels_by_type(&target_ops), kernels_by_type(&bench_ops));
-    let places: HashSet<(u32, u64)> = bench_ops.iter().map(|o| (o.rank, o.step)).collect();
-    let shifted = |op: &IndexedOp| {
-        let key = (op.rank, op.step, op.op_type.as_str());
-        let (t, b) = (in_target.get(&key).copied().unwrap_or(0), in_bench.get(&key).copied().unwrap_or(0));
-        (names_kernel_by_type(op) && places.contains(&(op.rank, op.step)) && t != b).then_some((t, b))
+    let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
+    let holes = lost(target) || lost(bench);
+    // Each op's step and rank, and its position there (every op, not only those the filter keeps).
+    let positions = |index: &Index| {
+        let steps = by_step(index, &Filter::default());
+        let mut at = vec![(0u32, 0u64, 0usize); index.ops.len()];
+        for (&(rank, step), ops) in &steps {
+            for (position, &o) in ops.iter().enumerate() {
+                at[o] = (rank, step, position);
+            }
+        }
+        (steps, at)
     };
+    let ((target_steps, target_at), (bench_steps, bench_at)) = (positions(target), positions(bench));
+    let mut anchors: BTreeMap<(u32, u64), Vec<Anchor>> = BTreeMap::new();
+    for p in matching.pairs.iter().filter(|p| matches!(p.how, MatchKind::Exact | MatchKind::Mapping)) {
+        let (rank, step, i) = target_at[target.tensors[p.target].op];
+        let (bench_rank, bench_step, j) = bench_at[bench.tensors[p.bench].op];
+        if (rank, step) == (bench_rank, bench_step) {
+            anchors.entry((rank, step)).or_default().push((i, j, p.how == MatchKind::Exact));
+        }
+    }
     let by_name: Vec<_> = matching
         .pairs
         .iter()
         .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target].op]))
         .collect();
-    let of_shifted_types =
-        by_name.iter().filter(|p| shifted(&target.ops[target.tensors[p.target].op]).is_some());
-    let proof =
-        of_shifted_types.clone().find(|p| target.tensors[p.target].shape != bench.tensors[p.bench].shape)?;
-    let op = &target.ops[target.tensors[proof.target].op];
-    let (t, b) = shifted(op)?;
+    // Each step's parting (the first step's is told), and the pairs by name the verdict would use past one.
+    let (mut first, mut past_partings) = (None, 0);
+    for (place @ (rank, step), anchors) in anchors {
+        let (ops_t, ops_b) = (&target_steps[&place], &bench_steps[&place]);
+        let (seq_t, seq_b) = (sequence(target, ops_t), sequence(bench, ops_b));
+        let Some(part) = kernel_types_part(&seq_t, &seq_b, anchors, holes, SIDES) else { continue };
+        let past: Vec<_> = by_name
+            .iter()
+            .filter(|p| {
+                let (r, s, i) = target_at[target.tensors[p.target].op];
+                (r, s) == place && i >= part.from
+            })
+            .collect();
+        past_partings += past.len();
+        if first.is_some() || past.is_empty() {
+            continue;
+        }
+        let op = &target.ops[ops_t[part.from]];
+        let count =
+            |ops: &[OpId], index: &Index| ops.iter().filter(|&&o| index.ops[o].op_type == op.op_type).count();
+        let (t, b) = (count(ops_t, target), count(ops_b, bench));
+        let counts = match t == b {
+            true => String::new(),
+            false => format!(
+                ", and the step has {t} {} kernels in the target and {b} in the benchmark",
+                op.op_type
+            ),
+        };
+        let shapes = past
+            .iter()
+            .find(|p| target.tensors[p.target].shape != bench.tensors[p.bench].shape)
+            .map_or(String::new(), |p| {
+                format!(
+                    " ({} is {:?} in the target and {:?} in the benchmark)",
+                    target.tensor_label(p.target),
+                    target.tensors[p.target].shape,
+                    bench.tensors[p.bench].shape
+                )
+            });
+        first = Some(format!(
+            "the target and the benchmark both hold eager kernels, named by type and a counter (like {}), \
+             but the kernel types in execution order part: in step {step} rank {rank}, {}{counts} (one run \
+             fused ops the other did not, or another model), so from {} on one name may be another kernel on \
+             each side{shapes}",
+            op.name, part.what, op.name
+        ));
+    }
     Some(format!(
-        "the target and the benchmark both hold eager kernels, named by type and a counter (like {}), but not \
-         the same kernels: step {} rank {} has {t} {} kernels in the target and {b} in the benchmark (one run fused \
-         ops the other did not, or another model), so one name is another kernel on each side ({} is {:?} \
-         in the target and {:?} in the benchmark): {} of the {} pairs made by name are of such types and may \
-         pair different ops, and a culprit found over them may be the wrong op. Record both runs with the \
-         same fusion setting, or pass --mapping with `target_name,bench_name` lines for the kernels that \
-         shifted",
-        op.name,
-        op.step,
-        op.rank,
-        op.op_type,
-        target.tensor_label(proof.target),
-        target.tensors[proof.target].shape,
-        bench.tensors[proof.bench].shape,
-        of_shifted_types.count(),
+        "{}: {past_partings} of the {} pairs made by name come past such a place and may pair different ops, \
+         and a culprit found over them may be the wrong op. Record both runs with the same fusion setting, or \
+         pass --mapping with `target_name,bench_name` lines for the kernels that shifted",
+        first?,
         by_name.len()
     ))
 }
+
+/// How a refusal of `compare` names its two sides.
+const SIDES: [&str; 2] = ["the target", "the benchmark"];
 
 /// Why the pairs of an eager run (single-op kernels named by type and counter, `GatherV2_0`) and a
 /// graph-mode run (ops named by their place in the graph, `model/embedding/GatherV2`) cannot be trusted,
@@ -780,11 +911,11 @@ mod tests {
         };
         let why = refused(&fused, &unfused, &MatchOptions::default()).unwrap();
         assert!(
-            why.contains("step 0 rank 0 has 2 MatMulV2 kernels in the target and 3 in the benchmark"),
+            why.contains("between MatMulV2_0 and MatMulV2_1 the target launched FusedMatMulGelu and the benchmark nothing, and the step has 2 MatMulV2 kernels in the target and 3 in the benchmark"),
             "{why}"
         );
         assert!(why.contains("(MatMulV2_1.output.0 is [3] in the target and [8] in the benchmark)"), "{why}");
-        assert!(why.contains("2 of the 3 pairs made by name"), "{why}");
+        assert!(why.contains("1 of the 3 pairs made by name"), "{why}");
         assert!(refused(&unfused, &fused, &MatchOptions::default()).is_some());
         assert_eq!(refused(&fused, &fused, &MatchOptions::default()), None);
         let mapped = MatchOptions {
@@ -794,6 +925,99 @@ mod tests {
         let matching = match_runs(&fused, &unfused, &mapped);
         assert!(matching.pairs.iter().any(|p| p.how == MatchKind::Mapping), "{:?}", matching.pairs);
         assert_eq!(refused(&fused, &unfused, &mapped), None);
+    }
+
+    /// Eager kernels of (name, type, output length), in one step's execution order.
+    fn kernels(ops: &[(&str, &str, u64)]) -> Index {
+        let mut index = Index::default();
+        for &(name, op_type, len) in ops {
+            let op = index.push_op(name.into(), op_type.into(), 0, 0);
+            index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, F16, vec![len]));
+        }
+        index
+    }
+
+    fn counters_differ(target: &Index, bench: &Index, filter: &Filter) -> Option<String> {
+        kernel_counters_differ(target, bench, &match_runs(target, bench, &MatchOptions::default()), filter)
+    }
+
+    /// One run fused fc1's MatMul+Gelu, and every matmul has the same shape (d_ff == d_model): no pair by
+    /// name differs in shape, yet `MatMulV2_1` is fc2 in one run and fc1 in the other. The kernel types
+    /// part before it: refused, and so is a selection of that kernel alone. A selection of kernels before
+    /// the parting is not.
+    #[test]
+    fn eager_kernels_shifted_with_equal_shapes_are_refused_where_the_types_part() {
+        let fused = kernels(&[
+            ("GatherV2_0", "GatherV2", 4),
+            ("MatMulV2_0", "MatMulV2", 4),
+            ("FusedMatMulGelu_0", "FusedMatMulGelu", 4),
+            ("MatMulV2_1", "MatMulV2", 4),
+            ("Mul_0", "Mul", 1),
+        ]);
+        let unfused = kernels(&[
+            ("GatherV2_0", "GatherV2", 4),
+            ("MatMulV2_0", "MatMulV2", 4),
+            ("MatMulV2_1", "MatMulV2", 4),
+            ("Gelu_0", "Gelu", 4),
+            ("MatMulV2_2", "MatMulV2", 4),
+            ("Mul_0", "Mul", 1),
+        ]);
+        let why = counters_differ(&fused, &unfused, &Filter::default()).unwrap();
+        assert!(why.contains("the kernel types in execution order part: in step 0 rank 0, between MatMulV2_0 and MatMulV2_1 the target launched FusedMatMulGelu and the benchmark nothing"), "{why}");
+        assert!(why.contains("so from MatMulV2_1 on one name may be another kernel on each side: 2 of the 4 pairs made by name come past"), "{why}");
+        let why = counters_differ(&unfused, &fused, &Filter::default()).unwrap();
+        assert!(why.contains("between MatMulV2_0 and MatMulV2_1 the target launched nothing and the benchmark FusedMatMulGelu"), "{why}");
+        let one = Filter { ops: vec!["M?tMulV2_1".into()], ..Filter::default() };
+        assert!(counters_differ(&fused, &unfused, &one).unwrap().contains("1 of the 1 pairs made by name"));
+        let before = Filter { ops: vec!["GatherV2_0".into(), "M?tMulV2_0".into()], ..Filter::default() };
+        assert_eq!(counters_differ(&fused, &unfused, &before), None);
+        // Pairs that cross: the same types between the first two, but the benchmark's Mul_0 ran before
+        // MatMulV2_0 and the target's after it.
+        let crossed = kernels(&[
+            ("GatherV2_0", "GatherV2", 4),
+            ("Mul_7", "Mul", 1),
+            ("MatMulV2_0", "MatMulV2", 4),
+            ("Mul_0", "Mul", 1),
+        ]);
+        let plain =
+            kernels(&[("GatherV2_0", "GatherV2", 4), ("Mul_0", "Mul", 1), ("MatMulV2_0", "MatMulV2", 4)]);
+        let why = counters_differ(&crossed, &plain, &Filter::default()).unwrap();
+        assert!(
+            why.contains("Mul_0 comes after MatMulV2_0 in the target and before it in the benchmark"),
+            "{why}"
+        );
+        assert_eq!(counters_differ(&fused, &fused, &Filter::default()), None);
+    }
+
+    /// What both runs recorded is compared, not what one lost: a ring capture that holds only the end of a
+    /// step (its kernels keep the framework's counters), a capture cut short, and, where a run says it
+    /// lost records, kernels missing inside the step, are no parting.
+    #[test]
+    fn a_step_one_run_recorded_in_part_is_no_parting_of_the_kernel_types() {
+        let full = kernels(&[
+            ("GatherV2_0", "GatherV2", 4),
+            ("MatMulV2_0", "MatMulV2", 4),
+            ("Gelu_0", "Gelu", 4),
+            ("MatMulV2_1", "MatMulV2", 4),
+            ("Mul_0", "Mul", 1),
+        ]);
+        let end = kernels(&[("Gelu_0", "Gelu", 4), ("MatMulV2_1", "MatMulV2", 4), ("Mul_0", "Mul", 1)]);
+        let start = kernels(&[("GatherV2_0", "GatherV2", 4), ("MatMulV2_0", "MatMulV2", 4)]);
+        for part in [&end, &start] {
+            assert_eq!(counters_differ(part, &full, &Filter::default()), None);
+            assert_eq!(counters_differ(&full, part, &Filter::default()), None);
+        }
+        let mut holed = kernels(&[
+            ("GatherV2_0", "GatherV2", 4),
+            ("MatMulV2_0", "MatMulV2", 4),
+            ("MatMulV2_1", "MatMulV2", 4),
+            ("Mul_0", "Mul", 1),
+        ]);
+        // Unsaid, a kernel missing inside the step may be a fusion: refused.
+        assert!(counters_differ(&holed, &full, &Filter::default()).is_some());
+        holed.problems.push(crate::problems::InputProblem::incomplete("segment 3 is missing"));
+        assert_eq!(counters_differ(&holed, &full, &Filter::default()), None);
+        assert_eq!(counters_differ(&full, &holed, &Filter::default()), None);
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! captured, the first op whose output differs while all its inputs are identical is nondeterministic.
 
 use super::item::{worst, Item, Seen, Status};
-use crate::comparable::mostly_kernels_by_type;
+use crate::comparable::{kernel_types_part, mostly_kernels_by_type, KernelTypesPart};
 use crate::index::{Index, OpId};
+use crate::problems::ProblemKind;
 use std::collections::HashMap;
 
 const LOOK: &str =
@@ -258,17 +259,32 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         *n += 1;
     }
     occurrence.clear();
+    let (step_a, step_b): (Vec<OpId>, Vec<OpId>) = (
+        ops_a.iter().copied().filter(|&o| key(a, o) == (rank, step)).collect(),
+        ops_b.iter().copied().filter(|&o| key(b, o) == (rank, step)).collect(),
+    );
+    let parting = kernel_types_part_of(a, &step_a, b, &step_b, &by_name);
     let hashes = |i: &Index, ts: &[usize]| ts.iter().map(|&t| i.tensors[t].hash).collect::<Vec<_>>();
     let shapes = |i: &Index, o: OpId| {
         let op = &i.ops[o];
         op.inputs.iter().chain(&op.outputs).map(|&t| i.tensors[t].shape.clone()).collect::<Vec<_>>()
     };
     let mut compared = 0;
-    for &o in ops_a.iter().filter(|&&o| key(a, o) == (rank, step)) {
+    for (position, &o) in step_a.iter().enumerate() {
         let name = a.ops[o].name.as_str();
         let n = occurrence.entry(name).or_default();
         let Some(&ob) = by_name.get(&(name, *n)) else { continue };
         *n += 1;
+        // Eager kernels past a kernel one run fused and the other did not: the name is another kernel.
+        if let Some(part) = parting.as_ref().filter(|part| position >= part.from) {
+            return Divergence::Unknown(format!(
+                "step {step} rank {rank}: {name} is not the same op in the two runs (the kernel types in \
+                 execution order part before it: {}; eager kernels are named by type and a per-type \
+                 counter, so past a kernel one run fused and the other did not, one name is another kernel); \
+                 {compared} ops before it gave identical outputs, the rest are not compared",
+                part.what
+            ));
+        }
         // One name, other shapes: not one op (an eager kernel's per-type counter shifts past a kernel one
         // run fused and the other did not), so its hashes say nothing of data or determinism.
         let (sa, sb) = (shapes(a, o), shapes(b, ob));
@@ -317,4 +333,43 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         ));
     }
     Divergence::None { step }
+}
+
+/// Where two eager runs' kernel types part in one step (`step_a`, `step_b`: its ops in execution order),
+/// with the pairs by name and occurrence that `by_name` makes; `None` unless both sides are mostly eager
+/// kernels named by type and counter (names in a graph tie ops whatever ran around them).
+fn kernel_types_part_of<'a>(
+    a: &'a Index,
+    step_a: &[OpId],
+    b: &'a Index,
+    step_b: &[OpId],
+    by_name: &HashMap<(&str, usize), OpId>,
+) -> Option<KernelTypesPart> {
+    let eager =
+        |i: &Index, ops: &[OpId]| mostly_kernels_by_type(&ops.iter().map(|&o| &i.ops[o]).collect::<Vec<_>>());
+    if !eager(a, step_a) || !eager(b, step_b) {
+        return None;
+    }
+    let position_b: HashMap<OpId, usize> = step_b.iter().enumerate().map(|(j, &o)| (o, j)).collect();
+    let mut occurrence: HashMap<&str, usize> = HashMap::new();
+    let mut anchors = Vec::new();
+    for (i, &o) in step_a.iter().enumerate() {
+        let name = a.ops[o].name.as_str();
+        let n = occurrence.entry(name).or_default();
+        // Counted as the walk counts: an occurrence is used up by a match only.
+        let Some(ob) = by_name.get(&(name, *n)) else { continue };
+        *n += 1;
+        anchors.push((i, position_b[ob], true));
+    }
+    let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
+    let sequence = |i: &'a Index, ops: &[OpId]| -> Vec<(&'a str, &'a str)> {
+        ops.iter().map(|&o| (i.ops[o].name.as_str(), i.ops[o].op_type.as_str())).collect()
+    };
+    kernel_types_part(
+        &sequence(a, step_a),
+        &sequence(b, step_b),
+        anchors,
+        lost(a) || lost(b),
+        ["run 1", "run 2"],
+    )
 }

@@ -219,6 +219,50 @@ fn compare_refuses_eager_kernels_whose_counters_differ() {
     assert_eq!(code, 0, "{v}");
 }
 
+/// Two eager runs that fuse differently where the shifted kernels have the same shapes (d_ff == d_model:
+/// fc1's and fc2's matmuls are both [16, 16]): `MatMulV2_2` is fc2's matmul in the fused run and fc1's in
+/// the unfused one, and no pair by name of it differs in shape. compare of a selection of it (`--op
+/// 'M?tMulV2_2'`) compared fc2 with fc1 (exit 1: 'already has failing inputs', data fed to the model), and
+/// check's determinism read 'the runs first differ in the inputs of MatMulV2_2: see data and initial
+/// weights'. The kernel types in execution order part at the fused kernel: compare refuses and says where,
+/// check says the op is not the same in the two runs.
+#[test]
+fn compare_refuses_eager_kernels_shifted_where_their_shapes_agree() {
+    let dir = scratch();
+    let fused = captured_eager(
+        dir.path(),
+        "fused",
+        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
+    );
+    let unfused = captured_eager(dir.path(), "unfused", r#"{"fusion": false, "d_ff": 16}"#);
+    let compare = ["compare", path_str(&fused), path_str(&unfused)];
+    for selection in [&[][..], &["--op", "M?tMulV2_2"]] {
+        let why = refusal(&[&compare[..], selection].concat());
+        assert!(why.contains("the kernel types in execution order part"), "{why}");
+        assert!(
+            why.contains("the target launched FusedMatMulBiasGelu x2 and the benchmark nothing"),
+            "{why}"
+        );
+        assert!(why.contains("from MatMulV2_2 on"), "{why}");
+        assert!(why.contains("--mapping"), "{why}");
+    }
+    let (code, stdout, stderr) = analyzer(&["check", path_str(&fused), path_str(&unfused)]);
+    assert_eq!(code, 1, "the configuration differs (fusion):\n{stdout}\n{stderr}");
+    assert!(!stdout.contains("first differ in the inputs"), "{stdout}");
+    assert!(stdout.contains("MatMulV2_2 is not the same op in the two runs"), "{stdout}");
+    // Runs of the same kernels, selection or not, still compare.
+    let again = captured_eager(
+        dir.path(),
+        "fused-again",
+        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
+    );
+    for selection in [&[][..], &["--op", "M?tMulV2_2"]] {
+        let (code, v) =
+            analyzer_json(&[&["compare", path_str(&again), path_str(&fused)][..], selection].concat());
+        assert_eq!(code, 0, "{v}");
+    }
+}
+
 #[test]
 fn overflow_output_says_only_what_the_dump_shows() {
     let dir = scratch();

@@ -76,7 +76,9 @@ pub enum Command {
     /// (msprobe's dump of the PyTorch run: Functional.linear.0.forward) is aligned by execution order,
     /// shapes and statistics; the report then names the first diverging API and its kernels. An eager
     /// capture against a graph-mode benchmark (model/embedding/GatherV2) is refused (exit 2): no name ties
-    /// the two; record both the same way, or pass --mapping.
+    /// the two; record both the same way, or pass --mapping. So are two eager captures whose kernel
+    /// types part (one run fused ops the other did not): past that, a name (type and counter) is another
+    /// kernel on each side; record both with the same fusion setting, or pass --mapping.
     ///
     /// Values are compared, so both sides need tensor data: record with `--mode tensor`. Pairs from a
     /// statistics-mode capture (the default mode) are NOT MEASURED, never a pass (exit 2), unless both
