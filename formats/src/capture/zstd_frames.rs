@@ -48,6 +48,25 @@ pub(super) fn decompress(src: &[u8], size: u64, out: &mut Vec<u8>) -> std::resul
     Ok(())
 }
 
+/// Where the first frame of `payload` that zstd fails on alone starts (or the first whose end zstd cannot
+/// find), to say where the damage of a failed decode lies; `None` where every frame decodes alone. For
+/// errors only: it decodes the frames again, one at a time, to nowhere.
+pub(super) fn failing_frame(payload: &[u8]) -> Option<usize> {
+    let mut pos = 0;
+    while pos < payload.len() {
+        let Ok(len) = zstd::zstd_safe::find_frame_compressed_size(&payload[pos..]) else {
+            return Some(pos);
+        };
+        let decoded = zstd::stream::read::Decoder::with_buffer(&payload[pos..pos + len])
+            .and_then(|mut frame| std::io::copy(&mut frame, &mut std::io::sink()));
+        if decoded.is_err() {
+            return Some(pos);
+        }
+        pos += len;
+    }
+    None
+}
+
 /// Where a piece of a tensor's byte planes lies ([`zstd_pieces`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum PieceIn {

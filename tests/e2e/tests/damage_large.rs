@@ -140,11 +140,17 @@ fn victim(run: &Path) -> (PathBuf, usize, std::ops::Range<usize>) {
     (segment, offset as usize, at..at + payload.len())
 }
 
-/// Where the first block header of the middle zstd frame of `payload` lies (its offset in `payload`).
-fn middle_block_header(payload: &[u8]) -> usize {
+/// Where the zstd frames of `payload` start (their offsets in `payload`), at least 3 of them.
+fn frame_starts(payload: &[u8]) -> Vec<usize> {
     const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
     let frames: Vec<usize> = (0..payload.len() - 4).filter(|&k| payload[k..k + 4] == MAGIC).collect();
     assert!(frames.len() >= 3, "{} zstd frames in the payload", frames.len());
+    frames
+}
+
+/// Where the first block header of the middle zstd frame of `payload` lies (its offset in `payload`).
+fn middle_block_header(payload: &[u8]) -> usize {
+    let frames = frame_starts(payload);
     let at = frames[frames.len() / 2];
     let descriptor = payload[at + 4];
     let single_segment = descriptor & 0x20 != 0;
@@ -278,6 +284,52 @@ fn no_damaged_large_capture_tensor_gets_a_silent_answer() {
     write_run(&target, false);
     write_run(&bench, true);
     no_silent_answer(dir.path(), (&target, &bench), &DAMAGES, damage);
+}
+
+/// A large tensor's read error names where the damage lies in the segment, on every read path (compare's
+/// waves, its whole read for JSON, diff's waves): a zstd frame that fails by the byte it starts at, data
+/// that fails its content hash by its first byte and length (which part changed, the hash cannot tell).
+#[test]
+fn a_damaged_large_tensor_is_named_by_its_bytes_in_the_segment() {
+    let dir = scratch();
+    let (target, bench) = (dir.path().join("capture"), dir.path().join("capture-bench"));
+    write_run(&target, false);
+    write_run(&bench, true);
+    let (segment, _, payload) = victim(&target);
+    let frames = frame_starts(&std::fs::read(&segment).unwrap()[payload.clone()]);
+    let middle_frame = payload.start + frames[frames.len() / 2];
+    let seg_name = segment.file_name().unwrap().to_string_lossy().to_string();
+    let expected = [
+        (
+            Damage::ZstdBlockLengthLies,
+            format!("{seg_name}: at byte {middle_frame}: zstd: "),
+            "in the zstd frame that starts there",
+        ),
+        (
+            Damage::FlipStored,
+            format!("{seg_name}: at byte {}: tensor data ({} bytes from here)", payload.start, payload.len()),
+            "content hash",
+        ),
+    ];
+    let b = path_str(&bench);
+    for (how, at, what) in expected {
+        let cell = dir.path().join(format!("{how:?}"));
+        copy_dir(&target, &cell);
+        damage(&cell, how);
+        let c = path_str(&cell);
+        for args in [vec!["compare", c, b], vec!["compare", c, b, "--format", "json"], vec!["diff", c, b]] {
+            let (code, stdout, stderr) = analyzer(&args);
+            assert_eq!(code, 2, "{how:?} {args:?}\n{stdout}\n{stderr}");
+            let said = stdout
+                .lines()
+                .find(|l| l.contains(&at))
+                .unwrap_or_else(|| panic!("{how:?} {args:?}: no {at:?}\n{stdout}\n{stderr}"));
+            assert!(
+                said.contains(what) && said.contains("copy the capture again"),
+                "{how:?} {args:?}: {said}"
+            );
+        }
+    }
 }
 
 /// Values of a large msprobe tensor: 9 MiB of fp32, over the 8 MiB from which a `.pt` storage is read and

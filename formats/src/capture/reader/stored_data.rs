@@ -5,7 +5,7 @@ use super::TensorBlocks;
 use crate::capture::planes::{decodes_in_windows, Pieces, PlaneBytes, Windows};
 use crate::capture::record::DataEncoding;
 use crate::capture::shuffle;
-use crate::capture::zstd_frames::{self, decompress, scan_frames, zstd_pieces};
+use crate::capture::zstd_frames::{self, decompress, failing_frame, scan_frames, zstd_pieces};
 use crate::stats::content_hash;
 use crate::{FormatError, Result};
 use std::path::Path;
@@ -35,6 +35,20 @@ impl StoredData<'_> {
         self.error(path, format!("{problem}: {DAMAGED_DATA}"))
     }
 
+    /// [`damaged`](Self::damaged) for data zstd fails on, at the first of its frames that fails alone (a
+    /// user of a large capture learns where the damage lies, not only where the tensor's data starts).
+    fn zstd_failed(&self, path: &Path, problem: String) -> FormatError {
+        let (start, len) = (self.payload_offset, self.payload.len());
+        let data = format!("the tensor's data: {len} bytes from byte {start}");
+        let (at, problem) = match failing_frame(self.payload) {
+            Some(frame) => {
+                (start + frame as u64, format!("{problem}, in the zstd frame that starts there ({data})"))
+            }
+            None => (start, format!("{problem} ({data})")),
+        };
+        FormatError::at(at, format!("{problem}: {DAMAGED_DATA}")).in_file(path)
+    }
+
     /// The data as byte planes of `width`-byte elements (width 1: in order): the payload itself when stored
     /// raw, else decompressed into `scratch`.
     fn planes<'s>(&'s self, path: &Path, scratch: &'s mut Vec<u8>) -> Result<(&'s [u8], usize)> {
@@ -50,7 +64,7 @@ impl StoredData<'_> {
                 Ok((self.payload, 1))
             }
             DataEncoding::Zstd { shuffle_width } => {
-                decompress(self.payload, self.data_size, scratch).map_err(|e| self.damaged(path, e))?;
+                decompress(self.payload, self.data_size, scratch).map_err(|e| self.zstd_failed(path, e))?;
                 Ok((scratch.as_slice(), shuffle_width as usize))
             }
         }
@@ -139,13 +153,15 @@ impl StoredData<'_> {
     fn whole_decode_error(&self, path: &Path, scratch: &mut Vec<u8>) -> FormatError {
         match self.planes(path, scratch) {
             Err(e) => e,
-            Ok(_) => self.damaged(path, "a zstd frame of the data failed to decode".into()),
+            Ok(_) => self.zstd_failed(path, "a zstd frame of the data failed to decode".into()),
         }
     }
 
     pub(super) fn check_hash(&self, path: &Path, hash: u64) -> Result<()> {
         if hash != self.content_hash {
-            return Err(self.damaged(path, "tensor data does not match its content hash".into()));
+            let len = self.payload.len();
+            let problem = format!("tensor data ({len} bytes from here) does not match its content hash");
+            return Err(self.damaged(path, problem));
         }
         Ok(())
     }
@@ -363,6 +379,57 @@ mod tests {
         }
         assert!(bounded, "no tensor long enough to show the scratch bounded");
         assert!(failed >= 8, "only {failed} damaged reads failed");
+    }
+
+    /// A byte flipped in a frame that zstd fails on names that frame's first byte in the file, whole or
+    /// read a window at a time (a user of a large capture learns where the damage lies, not only where the
+    /// tensor's data starts); data that decodes but fails its hash names the data's start and length.
+    #[test]
+    fn a_failed_read_names_the_damaged_frame() {
+        let raw = tensor(2, (9 << 19) + 18, 11);
+        let encoded = encode_data(&raw, DType::FLOAT16, 1).unwrap();
+        let frames = scan_frames(encoded.payload(), raw.len() as u64).unwrap();
+        assert!(frames.len() > 3, "{} frames", frames.len());
+        let (mut named, mut hashed) = (0, 0);
+        for frame in &frames[1..] {
+            // The frame's magic, the middle of its first block, and (compressed) its middle.
+            for at in [frame.bytes.start, frame.bytes.start + 6, frame.bytes.start + frame.bytes.len() / 2] {
+                let mut payload = encoded.payload().to_vec();
+                payload[at] ^= 0x24;
+                let d = StoredData {
+                    payload: &payload,
+                    payload_offset: 1000,
+                    ..stored(&payload, encoded.encoding(), &raw)
+                };
+                let whole = read_whole(&d).unwrap_err().to_string();
+                let windows = read_blocks_in(&d, 4096, 64 << 10, &mut Vec::new()).unwrap_err().to_string();
+                assert_eq!(windows, whole, "byte {at}");
+                assert!(whole.ends_with("copy the capture again"), "{whole}");
+                let data = format!("{} bytes from byte 1000", payload.len());
+                if whole.contains("content hash") {
+                    let len = payload.len();
+                    assert!(
+                        whole.starts_with(&format!("t: at byte 1000: tensor data ({len} bytes from here)")),
+                        "{whole}"
+                    );
+                    hashed += 1;
+                } else {
+                    let frame_at = 1000 + frame.bytes.start;
+                    assert!(
+                        whole.starts_with(&format!("t: at byte {frame_at}: ")),
+                        "byte {at} flipped: {whole}"
+                    );
+                    assert!(
+                        whole.contains(&format!(
+                            "in the zstd frame that starts there (the tensor's data: {data})"
+                        )),
+                        "{whole}"
+                    );
+                    named += 1;
+                }
+            }
+        }
+        assert!(named >= frames.len() && hashed > 0, "{named} frames named, {hashed} hashes failed");
     }
 
     /// Data that compresses beyond what a whole decode trusts a payload to expand to (zeros: an optimizer's
