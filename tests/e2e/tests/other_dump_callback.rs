@@ -227,46 +227,11 @@ fn an_eager_job_without_the_step_hook_emptied_by_another_callback_is_named_by_it
     }
 }
 
-/// The same job on torch_npu's usual eager launch, `aclopCompileAndExecuteV2` (OpCommand, resolved with
-/// `dlsym` on a handle as torch_npu's FunctionLoader does) or `aclopCompileAndExecute` (through the global
-/// scope): those launches say that it ran too. Before, only aclopExecuteV2 was counted, and this empty
-/// capture read as a clean one that "holds no ops".
-#[test]
-fn an_eager_job_on_compile_and_execute_emptied_by_another_callback_is_named_by_its_single_ops() {
-    for (launch, resolve) in [("compile-and-execute-v2", "handle"), ("compile-and-execute", "global")] {
-        let dir = scratch();
-        let model = model_file(dir.path(), "model.json", MODEL);
-        let run = dir.path().join("run");
-        let stderr = record_eager_with(
-            &model,
-            &run,
-            &["--no-python-hook"],
-            &["--no-step-end", "--eager-launch", launch, "--resolve", resolve],
-            &[("SIM_ACL_OTHER_DUMP_CALLBACK", "unseen")],
-        );
-        assert!(
-            stderr.contains("no dump chunk arrived") && stderr.contains("single op(s)"),
-            "{launch}: {stderr}"
-        );
-        for args in [vec!["overflow", path_str(&run)], vec!["inspect", path_str(&run)]] {
-            let (code, out, err) = analyzer(&args);
-            assert_eq!(code, 2, "{launch} {args:?}: {out}{err}");
-            let lead = out.lines().next().unwrap_or_default();
-            assert!(
-                lead.starts_with("INCOMPLETE INPUT: ") && lead.contains("no dump chunk arrived"),
-                "{out}{err}"
-            );
-        }
-    }
-}
-
-/// The same job launching each op by handle (`aclopCreateHandle`, then `aclopExecWithHandle`, a single-op
-/// model matched once; resolved with `dlsym` on a handle) or through the deprecated `aclopExecute` (the
-/// global scope): those launches say that it ran too. Before, neither was counted, and this empty capture
-/// read as a clean one that "holds no ops".
-#[test]
-fn an_eager_job_on_exec_with_handle_or_execute_emptied_by_another_callback_is_named_by_its_single_ops() {
-    for (launch, resolve) in [("exec-with-handle", "handle"), ("execute", "global")] {
+/// An eager job without the step hook launching its ops by each of `launches` (`--eager-launch`,
+/// `--resolve`), whose other callback the collector did not see: the collector names the single-op launches
+/// at the end, and overflow and inspect lead with INCOMPLETE INPUT and exit 2.
+fn single_op_launches_name_an_emptied_capture(launches: &[(&str, &str)]) {
+    for &(launch, resolve) in launches {
         let dir = scratch();
         let model = model_file(dir.path(), "model.json", MODEL);
         let run = dir.path().join("run");
@@ -291,6 +256,27 @@ fn an_eager_job_on_exec_with_handle_or_execute_emptied_by_another_callback_is_na
             );
         }
     }
+}
+
+/// The same job on torch_npu's usual eager launch, `aclopCompileAndExecuteV2` (OpCommand, resolved with
+/// `dlsym` on a handle as torch_npu's FunctionLoader does) or `aclopCompileAndExecute` (through the global
+/// scope): those launches say that it ran too. Before, only aclopExecuteV2 was counted, and this empty
+/// capture read as a clean one that "holds no ops".
+#[test]
+fn an_eager_job_on_compile_and_execute_emptied_by_another_callback_is_named_by_its_single_ops() {
+    single_op_launches_name_an_emptied_capture(&[
+        ("compile-and-execute-v2", "handle"),
+        ("compile-and-execute", "global"),
+    ]);
+}
+
+/// The same job launching each op by handle (`aclopCreateHandle`, then `aclopExecWithHandle`, a single-op
+/// model matched once; resolved with `dlsym` on a handle) or through the deprecated `aclopExecute` (the
+/// global scope): those launches say that it ran too. Before, neither was counted, and this empty capture
+/// read as a clean one that "holds no ops".
+#[test]
+fn an_eager_job_on_exec_with_handle_or_execute_emptied_by_another_callback_is_named_by_its_single_ops() {
+    single_op_launches_name_an_emptied_capture(&[("exec-with-handle", "handle"), ("execute", "global")]);
 }
 
 /// The other tool registers after the collector (ignored) and then turns its dump off with
