@@ -143,6 +143,28 @@ fn demo() -> &'static Result<(PathBuf, String), String> {
     })
 }
 
+/// A relative `DEMO_DIR` is the caller's, as a relative `DEMO_BIN` is: the demo empties and writes it
+/// there, not under the repository's root (where it went before). Its first command is a stand-in
+/// `analyzer` that stops the demo at once.
+#[test]
+fn a_relative_demo_dir_is_the_directory_the_demo_is_started_from() {
+    let dir = scratch();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("analyzer"), "#!/bin/sh\nexit 3\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(bin.join("analyzer"), mode).unwrap();
+    let name = format!("demo-dir-test-{}", std::process::id());
+    let demo = format!("DEMO_BIN=bin DEMO_DIR={name} bash {}/scripts/demo 2>&1", repo().display());
+    let (code, log) = run_line(dir.path(), &bin, &demo);
+    let in_repo = repo().join(&name);
+    let wrote_in_repo = in_repo.exists();
+    let _ = std::fs::remove_dir_all(&in_repo);
+    assert!(!wrote_in_repo, "a relative DEMO_DIR was written under the repository's root:\n{log}");
+    assert_eq!(code, 3, "{log}");
+    assert!(dir.path().join(&name).join("npu_model.json").is_file(), "{log}");
+}
+
 #[test]
 fn every_readme_example_runs_on_the_demo() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("read README.md");
