@@ -3,7 +3,7 @@
 //! hits, and JSON of everything.
 
 use super::{fmt_num, paint, plural, write_json, Destination, Format, Output};
-use crate::filter::rank_ranges;
+use crate::filter::{ranges, rank_ranges};
 use crate::watch::{Finding, Measure, WatchReport};
 use anyhow::Result;
 use std::io::Write;
@@ -234,7 +234,29 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         if points.is_empty() {
             continue;
         }
-        writeln!(out, "gradient norm by step{} (all parameters): {}", who(rank), first_points(&points))?;
+        // The steps that hold none: a line that just ended early read as the run having ended there.
+        let with_gradient: std::collections::BTreeSet<u64> =
+            r.gradient_norm.iter().filter(|p| p.rank == rank).map(|p| p.step).collect();
+        let without: Vec<u64> = r.steps.iter().copied().filter(|s| !with_gradient.contains(s)).collect();
+        let without = match without.as_slice() {
+            [] => String::new(),
+            some => {
+                let listed = ranges(some);
+                let steps = match (some.len(), listed.matches(", ").count()) {
+                    (1, _) => format!("step {listed}"),
+                    (_, gaps) if gaps < 6 => format!("steps {listed}"),
+                    // Every few steps apart (gradient accumulation): thousands of ranges otherwise.
+                    (n, _) => format!("{n} of {} steps, the first {}", r.steps.len(), some[0]),
+                };
+                format!(" (no gradient in {steps}: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)")
+            }
+        };
+        writeln!(
+            out,
+            "gradient norm by step{} (all parameters): {}{without}",
+            who(rank),
+            first_points(&points)
+        )?;
     }
     let off: Vec<&str> = r.conditions.iter().filter(|c| !c.enabled).map(|c| c.name).collect();
     if !off.is_empty() {
@@ -262,7 +284,8 @@ fn first_points(points: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::first_points;
+    use super::{first_points, print_table};
+    use crate::watch::{NormPoint, WatchReport};
 
     #[test]
     fn a_long_series_shows_its_first_nan_and_its_last_step() {
@@ -274,5 +297,47 @@ mod tests {
         assert_eq!(first_points(&series(30, 99)), format!("{first12} ... 29:1.5"));
         assert_eq!(first_points(&series(30, 13)), format!("{first12} ... 13:NaN/inf ... 29:NaN/inf"));
         assert_eq!(first_points(&series(14, 12)), format!("{first12} 12:NaN/inf 13:NaN/inf"));
+    }
+
+    /// A gradient-norm line that ends before the run does says which steps held no gradient and why (a
+    /// run skipped from step 13 on showed steps 0-12 and read as if it ended there).
+    #[test]
+    fn a_gradient_line_names_the_steps_without_a_gradient() {
+        let norm =
+            |step: u64| NormPoint { step, rank: 2, gradients: 4, nonfinite_gradients: 0, l2_norm: 1.5 };
+        let report = |norms: Vec<NormPoint>| WatchReport {
+            run: "runs/job".into(),
+            input_problems: Default::default(),
+            warnings: vec![],
+            steps: (0..30).collect(),
+            ranks: vec![2],
+            labels: Default::default(),
+            conditions: vec![],
+            findings: vec![],
+            without_origin: vec![],
+            scope: vec![],
+            cant_tell: vec![],
+            loss: vec![],
+            gradient_norm: norms,
+        };
+        let line = |r: &WatchReport| {
+            let mut out = Vec::new();
+            print_table(&mut out, r, false).unwrap();
+            let out = String::from_utf8(out).unwrap();
+            out.lines().find(|l| l.starts_with("gradient norm by step")).unwrap_or_default().to_string()
+        };
+        let skipped = line(&report((0..13).map(norm).collect()));
+        assert!(
+            skipped.ends_with(
+                "12:1.5 (no gradient in steps 13-29: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)"
+            ),
+            "{skipped}"
+        );
+        let one = line(&report((1..30).map(norm).collect()));
+        assert!(one.ends_with("29:1.5 (no gradient in step 0: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)"), "{one}");
+        let accumulated = line(&report((0..30).filter(|s| s % 4 == 3).map(norm).collect()));
+        assert!(accumulated.ends_with("(no gradient in 23 of 30 steps, the first 0: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)"), "{accumulated}");
+        let every = line(&report((0..30).map(norm).collect()));
+        assert!(every.ends_with(" ... 29:1.5"), "{every}");
     }
 }
