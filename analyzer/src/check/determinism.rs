@@ -8,7 +8,7 @@
 
 use super::item::{worst, Item, Seen, Status};
 use crate::comparable::{kernel_types_part, mostly_kernels_by_type, KernelTypesPart};
-use crate::index::{Index, OpId};
+use crate::index::{Index, Io, OpId};
 use crate::problems::ProblemKind;
 use std::collections::HashMap;
 
@@ -269,6 +269,15 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         let op = &i.ops[o];
         op.inputs.iter().chain(&op.outputs).map(|&t| i.tensors[t].shape.clone()).collect::<Vec<_>>()
     };
+    /// Each tensor's shape by its place among the op's inputs and outputs.
+    fn slots(i: &Index, o: OpId) -> HashMap<(Io, u32), &Vec<u64>> {
+        let op = &i.ops[o];
+        op.inputs
+            .iter()
+            .chain(&op.outputs)
+            .map(|&t| ((i.tensors[t].io, i.tensors[t].index), &i.tensors[t].shape))
+            .collect()
+    }
     let mut compared = 0;
     for (position, &o) in step_a.iter().enumerate() {
         let name = a.ops[o].name.as_str();
@@ -284,6 +293,15 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
                  {compared} ops before it gave identical outputs, the rest are not compared",
                 part.what
             ));
+        }
+        // An op one run holds in part (a ring capture deleted the segment with its first tensors, a chunk
+        // was lost): the tensors it kept are the other run's, and prove nothing either way.
+        let (slots_a, slots_b) = (slots(a, o), slots(b, ob));
+        let within = |part: &HashMap<_, &Vec<u64>>, whole: &HashMap<_, &Vec<u64>>| {
+            part.iter().all(|(slot, shape)| whole.get(slot) == Some(shape))
+        };
+        if slots_a != slots_b && (within(&slots_a, &slots_b) || within(&slots_b, &slots_a)) {
+            continue;
         }
         // One name, other shapes: not one op (an eager kernel's per-type counter shifts past a kernel one
         // run fused and the other did not), so its hashes say nothing of data or determinism.
@@ -372,4 +390,57 @@ fn kernel_types_part_of<'a>(
         lost(a) || lost(b),
         ["run 1", "run 2"],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::TensorInfo;
+    use accutrace_formats::DType;
+
+    /// A tensor's place among its op's inputs and outputs.
+    type Slot = (Io, u32);
+
+    /// Ops of one step: (name, type, the (io, index) of each tensor recorded); every tensor is [2] with
+    /// content hash 7.
+    fn run(ops: &[(&str, &str, &[Slot])]) -> Index {
+        let mut index = Index::default();
+        for &(name, op_type, tensors) in ops {
+            let op = index.push_op(name.into(), op_type.into(), 1, 0);
+            for &(io, slot) in tensors {
+                let t = index.push_tensor(TensorInfo::for_test(op, io, slot, DType::FLOAT, vec![2]));
+                index.tensors[t].hash = Some(7);
+            }
+        }
+        index
+    }
+
+    /// A ring capture that deleted its oldest segments may hold the first op it kept in part (three of an
+    /// ApplyAdamD's seven tensors): the tensors it kept are the other run's, so the op is skipped, not
+    /// called another op ('ApplyAdamD_39 is not the same op in the two runs', from a ring capture against
+    /// a full one of the same job), and the ops after it are compared.
+    #[test]
+    fn an_op_one_run_recorded_in_part_is_skipped_not_called_another_op() {
+        let all: &[Slot] = &[(Io::Input, 0), (Io::Input, 1), (Io::Output, 0)];
+        let full = run(&[("ApplyAdamD_39", "ApplyAdamD", all), ("ApplyAdamD_40", "ApplyAdamD", all)]);
+        let ring = run(&[
+            ("ApplyAdamD_39", "ApplyAdamD", &[(Io::Input, 1), (Io::Output, 0)]),
+            ("ApplyAdamD_40", "ApplyAdamD", all),
+        ]);
+        let ops = |i: &Index| (0..i.ops.len()).collect::<Vec<_>>();
+        for (a, b) in [(&ring, &full), (&full, &ring)] {
+            match first_divergence(a, &ops(a), b, &ops(b)) {
+                Divergence::None { step: 1 } => {}
+                Divergence::Unknown(why) => panic!("{why}"),
+                _ => panic!("the ops kept are identical"),
+            }
+        }
+        // A tensor both hold, of another shape: still another op.
+        let mut other = full.clone();
+        other.tensors[1].shape = vec![3];
+        match first_divergence(&ring, &ops(&ring), &other, &ops(&other)) {
+            Divergence::Unknown(why) => assert!(why.contains("ApplyAdamD_39 is not the same op"), "{why}"),
+            _ => panic!("another shape is another op"),
+        }
+    }
 }
