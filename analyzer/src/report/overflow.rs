@@ -2,7 +2,8 @@
 //! origins (one per step and rank), and JSON of everything.
 
 use super::{fmt_num, paint, write_json, Destination, Format, Output};
-use crate::overflow::OverflowReport;
+use crate::filter::rank_ranges;
+use crate::overflow::{Arrival, OverflowReport};
 use anyhow::Result;
 use std::io::Write;
 
@@ -56,7 +57,11 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                     a.anomaly.inf.to_string(),
                     a.anomaly.saturated.to_string(),
                     String::new(),
-                    format!("arrived through the collective ({}); origin on another rank", a.inputs),
+                    if a.began_here_on.is_empty() {
+                        format!("arrived through the collective ({}); origin on another rank", a.inputs)
+                    } else {
+                        format!("began in the collective: {}", a.why_it_began_here())
+                    },
                 ])?;
             }
             for o in &report.without_origin {
@@ -108,7 +113,14 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         writeln!(out, "scope: {line}")?;
     }
     let scope = if r.scope.is_empty() { "" } else { " in the steps the ring policy kept (scope above)" };
-    if let Some(a) = r.leading_arrival() {
+    let leader = r.leading_arrival();
+    if let Some(a) = leader.filter(|a| !a.began_here_on.is_empty()) {
+        let head = paint("OVERFLOW BEGAN IN A COLLECTIVE", "1;31", colour);
+        let ranks = rank_ranges(&a.began_here_on);
+        writeln!(out, "\n{head}: {} {ranks}: {} on {}", step_words(a.step), a.call, a.comm)?;
+        writeln!(out, "  {}.output.0: {} of {}", a.call, a.anomaly.describe(), a.elements)?;
+        writeln!(out, "  no op produced it: {}", a.why_it_began_here())?;
+    } else if let Some(a) = leader {
         let head = paint("OVERFLOW ARRIVED THROUGH A COLLECTIVE", "1;31", colour);
         writeln!(out, "\n{head}: {} rank {}: {} on {}", step_words(a.step), a.rank, a.call, a.comm)?;
         writeln!(out, "  {}.output.0: {} of {} ({})", a.call, a.anomaly.describe(), a.elements, a.inputs)?;
@@ -160,11 +172,16 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             )?,
         }
     }
-    // The first arrival is the headline when it leads.
-    let skip = usize::from(r.leading_arrival().is_some());
-    if r.arrivals.len() > skip {
+    // The first arrival is the headline when it leads; with it, when it began there, its other members'.
+    let headline = |a: &Arrival| {
+        leader.is_some_and(|l| {
+            std::ptr::eq(l, a) || (!l.began_here_on.is_empty() && l.call == a.call && l.comm == a.comm)
+        })
+    };
+    let listed: Vec<&Arrival> = r.arrivals.iter().filter(|a| !headline(a)).collect();
+    if !listed.is_empty() {
         writeln!(out, "\narrived through a collective (finite on the rank before the call):")?;
-        for a in r.arrivals.iter().skip(skip) {
+        for a in listed {
             writeln!(
                 out,
                 "  {} rank {}: {} on {}: {} of {} ({})",
@@ -176,6 +193,9 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
                 a.elements,
                 a.inputs
             )?;
+            if !a.began_here_on.is_empty() {
+                writeln!(out, "    it began there: {}", a.why_it_began_here())?;
+            }
         }
     }
     let led = r.leading_without_origin();

@@ -151,15 +151,27 @@ fn arrival_hit(a: &crate::overflow::Arrival) -> Event {
         value: super::measure::Measure::exact(n as f64),
         threshold: "> 0".into(),
         evidence: super::measure::Evidence::Statistics,
-        detail: Some(format!(
-            "{} of {}: arrived through {} on {} ({} on this rank): the origin is on another rank; run `analyzer \
-             ranks` over every rank's capture",
-            a.anomaly.describe(),
-            a.elements,
-            a.call,
-            a.comm,
-            a.inputs
-        )),
+        // A call every member sent finite buffers into is where it began, not another rank.
+        detail: Some(if a.began_here_on.is_empty() {
+            format!(
+                "{} of {}: arrived through {} on {} ({} on this rank): the origin is on another rank; run \
+                 `analyzer ranks` over every rank's capture",
+                a.anomaly.describe(),
+                a.elements,
+                a.call,
+                a.comm,
+                a.inputs
+            )
+        } else {
+            format!(
+                "{} of {}: began in {} on {}: {}",
+                a.anomaly.describe(),
+                a.elements,
+                a.call,
+                a.comm,
+                a.why_it_began_here()
+            )
+        }),
     })
 }
 

@@ -1244,7 +1244,8 @@ fn a_selection_of_several_ranks_names_no_rank_outside_it_as_the_first_anomaly() 
 /// A gradient all-reduce whose sum overflows fp16 from every rank's finite gradients (a loss scale of 2^17 at
 /// step 0): its output is one value for every member, so the anomaly began there on all of them together,
 /// not on the lowest rank with the others "not reached" and listed as anomalies of their own. A member that
-/// did not record the call is not named among them, and the answer says it may be where it began.
+/// did not record the call is not named among them, and the answer says it may be where it began. `overflow`
+/// says the same: the overflow began in the call, not "on another rank".
 #[test]
 fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
     let dir = scratch();
@@ -1280,6 +1281,26 @@ fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
     assert!(html.contains("it reached 4 of 4 ranks"), "{out}");
     assert!(html.contains("it began there on ranks 0-3 together: "), "{out}");
     assert!(!html.contains("more anomalies that nothing anomalous happened before"), "{out}");
+    // `overflow` of the same run: every member's send buffer was finite, so the origin is in this data, the
+    // call itself, and not "on another rank".
+    assert!(html.contains("<b>OVERFLOW BEGAN IN A COLLECTIVE</b> step 0 ranks 0-3: "), "{out}");
+    let (code, out, _) = analyzer(&["overflow", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("OVERFLOW BEGAN IN A COLLECTIVE: step 0 ranks 0-3: HcclAllReduce #1 on "), "{out}");
+    assert!(out.contains("  no op produced it: every member's send buffer was finite (ranks 0-3)"), "{out}");
+    assert!(!out.contains("not in this data") && !out.contains("arrived through a collective"), "{out}");
+    let (_, json) = analyzer_json(&["overflow", p(&run), "--no-progress"]);
+    for a in json["arrivals"].as_array().unwrap() {
+        assert_eq!(a["began_here_on"], serde_json::json!([0, 1, 2, 3]), "{json}");
+    }
+    let (_, out, _) = analyzer(&["watch", p(&run), "--no-progress"]);
+    assert!(
+        out.contains(": began in HcclAllReduce #1 on ") && !out.contains("origin is on another"),
+        "{out}"
+    );
+    // Two of the four members examined: what the others sent was not, so nothing is concluded from it.
+    let (_, out, _) = analyzer(&["overflow", p(&run), "--rank", "0-1", "--no-progress"]);
+    assert!(out.contains("OVERFLOW ARRIVED THROUGH A COLLECTIVE: step 0 rank 0: "), "{out}");
 
     // Rank 1's files lost: the three members recorded began there; rank 1 may be where it began.
     let copy = without_rank(&run, 1, &dir.path().join("without-rank-1"));

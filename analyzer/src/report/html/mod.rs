@@ -361,6 +361,20 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
     }
     let Some(first) = o.origins.first() else {
         // An overflow seen here that no op of the data produced is never an all-clear.
+        if let Some(a) = o.leading_arrival().filter(|a| !a.began_here_on.is_empty()) {
+            let step = a.step.map_or("step unknown".to_string(), |s| format!("step {s}"));
+            page.push_str(&format!(
+                "<p class=\"verdict bad\"><b>OVERFLOW BEGAN IN A COLLECTIVE</b> {step} {}: <code>{}</code> on {}: {} of {}; \
+                 {}</p>",
+                crate::filter::rank_ranges(&a.began_here_on),
+                escape(&a.call),
+                escape(&a.comm),
+                escape(&a.anomaly.describe()),
+                a.elements,
+                escape(&a.why_it_began_here())
+            ));
+            return;
+        }
         if let Some(a) = o.leading_arrival() {
             let step = a.step.map_or("step unknown".to_string(), |s| format!("step {s}"));
             page.push_str(&format!(
