@@ -1281,6 +1281,11 @@ fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
     assert!(html.contains("it reached 4 of 4 ranks"), "{out}");
     assert!(html.contains("it began there on ranks 0-3 together: "), "{out}");
     assert!(!html.contains("more anomalies that nothing anomalous happened before"), "{out}");
+    assert!(html.contains(", where it began on ranks 0-3 together</td>"), "the origins table: {out}");
+    // The answers lead; the checklist's failure (HCCL_DETERMINISTIC unset) follows them, still shown.
+    let at = |what: &str| html.find(what).unwrap_or_else(|| panic!("{what}: {out}"));
+    assert!(at("<b>OVERFLOW BEGAN IN A COLLECTIVE</b>") < at("<b>FIRST ANOMALY ACROSS RANKS</b>"), "{out}");
+    assert!(at("<b>FIRST ANOMALY ACROSS RANKS</b>") < at("<b>CHECK FAILS</b> determinism"), "{out}");
     // `overflow` of the same run: every member's send buffer was finite, so the origin is in this data, the
     // call itself, and not "on another rank".
     assert!(html.contains("<b>OVERFLOW BEGAN IN A COLLECTIVE</b> step 0 ranks 0-3: "), "{out}");

@@ -5,6 +5,7 @@
 use super::findings::Findings;
 use super::table::{Cell, Table, MAX_ROWS};
 use crate::compare::Comparison;
+use crate::filter::rank_ranges;
 use crate::index::Index;
 use crate::ranks::RanksReport;
 use crate::sources::Source;
@@ -291,8 +292,12 @@ fn rank_origins(page: &mut String, r: &RanksReport) {
                     None => format!("{}: {}", f.kind.describe(), f.detail),
                 })
                 .collect();
-            let collective =
+            let mut collective =
                 o.collective.as_ref().map_or(String::new(), |(comm, seq)| format!("#{seq} on {comm}"));
+            // One row for a collective it began on several members of: they are named here.
+            if o.began_on.len() > 1 {
+                collective.push_str(&format!(", where it began on {} together", rank_ranges(&o.began_on)));
+            }
             let cells = vec![
                 Cell::Count(n as u64),
                 Cell::Count(o.rank.into()),
