@@ -11,7 +11,7 @@
 //! is said: API outputs no kernel matched, and kernels that belong to no call (an optimizer whose internal
 //! calls the API dump does not list).
 
-use crate::index::{Index, IndexedOp, Io, Launch, OpId, TensorId};
+use crate::index::{Index, Io, OpId, TensorId};
 use crate::sources::Source;
 use crate::threads::{in_flight, tensor_bytes, InFlight};
 use accutrace_formats::dtype::Kind;
@@ -169,23 +169,13 @@ pub fn align_kernels_to_apis(
     result
 }
 
-/// FFTS+ sub-task files of a task whose op-level file is there too (`dump_level` "all", docs/CANN.md §5)
-/// hold that op's outputs again: each such output -> the op-level output it copies. They follow it (paired
-/// with the same API output, or unplaced with it) rather than count as kernels of their own.
+/// The outputs of FFTS+ sub-task records ([`Index::sub_task_copies`]): each such output -> the op-level
+/// output it copies. They follow it (paired with the same API output, or unplaced with it) rather than
+/// count as kernels of their own.
 fn sub_task_copies(target: &Index) -> HashMap<TensorId, TensorId> {
-    let sub_task = |l: &Launch| l.context_id != 0 || l.thread_id != 0;
-    let task = |op: &IndexedOp, l: &Launch| (op.rank, op.step, op.name.clone(), l.task_id, l.stream_id);
-    let mut op_level = HashMap::new();
-    for (id, op) in target.ops.iter().enumerate() {
-        if let Some(l) = op.launch.filter(|l| !sub_task(l)) {
-            op_level.insert(task(op, &l), id);
-        }
-    }
     let mut copies = HashMap::new();
-    for op in &target.ops {
-        let Some(l) = op.launch.filter(sub_task) else { continue };
-        let Some(&of) = op_level.get(&task(op, &l)) else { continue };
-        copies.extend(op.outputs.iter().copied().zip(target.ops[of].outputs.iter().copied()));
+    for (copy, of) in target.sub_task_copies() {
+        copies.extend(target.ops[copy].outputs.iter().copied().zip(target.ops[of].outputs.iter().copied()));
     }
     copies
 }

@@ -34,10 +34,12 @@ pub struct ConfigurationDifference {
     pub steps_alike: Option<(u64, u64)>,
 }
 
-/// The ops of one rank and step, in execution order.
+/// The ops of one rank and step, in execution order; an FFTS+ sub-task's copy of an op is not an op of its
+/// own ([`Index::sub_task_copies`]: two runs dumped at different `dump_level`s launched the same kernels).
 fn by_step(index: &Index, filter: &Filter) -> BTreeMap<(u32, u64), Vec<OpId>> {
+    let copies = index.sub_task_copies();
     let mut groups: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
-    for o in filter.op_ids(index) {
+    for o in filter.op_ids(index).into_iter().filter(|o| !copies.contains_key(o)) {
         groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
     }
     groups
@@ -420,13 +422,14 @@ pub fn kernel_counters_differ(
     }
     let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
     let holes = lost(target) || lost(bench);
-    // Each op's step and rank, and its position there (every op, not only those the filter keeps).
+    // Each op's step and rank, and its position there (every op, not only those the filter keeps; none
+    // for a sub-task's copy of an op, which `by_step` leaves out).
     let positions = |index: &Index| {
         let steps = by_step(index, &Filter::default());
-        let mut at = vec![(0u32, 0u64, 0usize); index.ops.len()];
+        let mut at = vec![None; index.ops.len()];
         for (&(rank, step), ops) in &steps {
             for (position, &o) in ops.iter().enumerate() {
-                at[o] = (rank, step, position);
+                at[o] = Some((rank, step, position));
             }
         }
         (steps, at)
@@ -434,8 +437,11 @@ pub fn kernel_counters_differ(
     let ((target_steps, target_at), (bench_steps, bench_at)) = (positions(target), positions(bench));
     let mut anchors: BTreeMap<(u32, u64), Vec<Anchor>> = BTreeMap::new();
     for p in matching.pairs.iter().filter(|p| matches!(p.how, MatchKind::Exact | MatchKind::Mapping)) {
-        let (rank, step, i) = target_at[target.tensors[p.target].op];
-        let (bench_rank, bench_step, j) = bench_at[bench.tensors[p.bench].op];
+        let (Some((rank, step, i)), Some((bench_rank, bench_step, j))) =
+            (target_at[target.tensors[p.target].op], bench_at[bench.tensors[p.bench].op])
+        else {
+            continue;
+        };
         if (rank, step) == (bench_rank, bench_step) {
             anchors.entry((rank, step)).or_default().push((i, j, p.how == MatchKind::Exact));
         }
@@ -454,8 +460,7 @@ pub fn kernel_counters_differ(
         let past: Vec<_> = by_name
             .iter()
             .filter(|p| {
-                let (r, s, i) = target_at[target.tensors[p.target].op];
-                (r, s) == place && i >= part.from
+                matches!(target_at[target.tensors[p.target].op], Some((r, s, i)) if (r, s) == place && i >= part.from)
             })
             .collect();
         past_partings += past.len();

@@ -17,7 +17,7 @@ use accutrace_formats::DType;
 
 use crate::problems::InputProblem;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Whether a tensor was an op's input or output (the dump format's own type).
 pub use accutrace_formats::dump::Io;
@@ -278,6 +278,31 @@ impl Reorder {
 }
 
 impl Index {
+    /// The ops that copy another: an FFTS+ task's sub-task (kernel-level) record beside the op-level record
+    /// of the same task (`dump_level` "all", docs/CANN.md §5) holds that op's tensors again. Each such op ->
+    /// the op-level op it copies. They are not ops of their own: two runs whose only difference is the
+    /// dump level launched the same kernels.
+    pub fn sub_task_copies(&self) -> HashMap<OpId, OpId> {
+        let sub_task = |l: &Launch| l.context_id != 0 || l.thread_id != 0;
+        fn task<'i>(op: &'i IndexedOp, l: &Launch) -> (u32, u64, &'i str, u64, u64) {
+            (op.rank, op.step, op.name.as_str(), l.task_id, l.stream_id)
+        }
+        let mut op_level = HashMap::new();
+        for (id, op) in self.ops.iter().enumerate() {
+            if let Some(l) = op.launch.filter(|l| !sub_task(l)) {
+                op_level.insert(task(op, &l), id);
+            }
+        }
+        let mut copies = HashMap::new();
+        for (id, op) in self.ops.iter().enumerate() {
+            let Some(l) = op.launch.filter(sub_task) else { continue };
+            if let Some(&of) = op_level.get(&task(op, &l)) {
+                copies.insert(id, of);
+            }
+        }
+        copies
+    }
+
     /// This index's warnings, each prefixed with the side it describes (`target: ...`), for the report of a
     /// command that reads two sources.
     pub fn warnings_of(&self, side: &str) -> impl Iterator<Item = String> + '_ {

@@ -162,7 +162,21 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         leftover.push(t);
     }
 
-    let bench_left: Vec<TensorId> = (0..bench.tensors.len()).filter(|&b| !bench_used[b]).collect();
+    // An FFTS+ sub-task's copy of a tensor whose op-level original was paired is compared through it: one
+    // run may have been dumped at `dump_level` "op", which has no such copies.
+    let paired_target: Vec<bool> = {
+        let mut paired = vec![false; target.tensors.len()];
+        pairs.iter().for_each(|p| paired[p.target] = true);
+        paired
+    };
+    let leftover: Vec<TensorId> = {
+        let copies = copied_tensors(target);
+        leftover.into_iter().filter(|t| !copies.get(t).is_some_and(|&of| paired_target[of])).collect()
+    };
+    let bench_copies = copied_tensors(bench);
+    let bench_left: Vec<TensorId> = (0..bench.tensors.len())
+        .filter(|&b| !bench_used[b] && !bench_copies.get(&b).is_some_and(|&of| bench_used[of]))
+        .collect();
     let mut api_calls = Vec::new();
     let mut warnings = Vec::new();
     let (unmatched_target, unmatched_bench) = if is_api_level(bench) && !is_api_level(target) {
@@ -184,6 +198,27 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     };
     pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
     Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings }
+}
+
+/// Each tensor of an FFTS+ sub-task's copy of an op ([`Index::sub_task_copies`]) -> the op-level tensor
+/// in the same place (input or output, and index).
+fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
+    let mut copied = HashMap::new();
+    for (copy, of) in index.sub_task_copies() {
+        let of = &index.ops[of];
+        for &t in index.ops[copy].inputs.iter().chain(&index.ops[copy].outputs) {
+            let place = (index.tensors[t].io, index.tensors[t].index);
+            let original = of
+                .inputs
+                .iter()
+                .chain(&of.outputs)
+                .find(|&&o| (index.tensors[o].io, index.tensors[o].index) == place);
+            if let Some(&o) = original {
+                copied.insert(t, o);
+            }
+        }
+    }
+    copied
 }
 
 /// What makes two tensors plausibly the same when names say nothing: op type, io, index, dtype, shape.

@@ -243,6 +243,13 @@ enum Divergence {
 /// Walks the first (rank, step) both runs have, in run 1's execution order, matching ops by name and
 /// occurrence, and compares content hashes.
 fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Divergence {
+    // An FFTS+ sub-task's copy of an op is no op of its own: runs dumped at other `dump_level`s launched
+    // the same kernels.
+    let own = |i: &Index, ops: &[OpId]| {
+        let copies = i.sub_task_copies();
+        ops.iter().copied().filter(|o| !copies.contains_key(o)).collect::<Vec<_>>()
+    };
+    let (ops_a, ops_b) = (&own(a, ops_a)[..], &own(b, ops_b)[..]);
     let key = |i: &Index, o: OpId| (i.ops[o].rank, i.ops[o].step);
     let mut common: Vec<(u32, u64)> = ops_a.iter().map(|&o| key(a, o)).collect();
     let in_b: std::collections::HashSet<(u32, u64)> = ops_b.iter().map(|&o| key(b, o)).collect();
