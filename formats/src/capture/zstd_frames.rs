@@ -57,7 +57,12 @@ pub(super) fn failing_frame(payload: &[u8]) -> Option<usize> {
         let Ok(len) = zstd::zstd_safe::find_frame_compressed_size(&payload[pos..]) else {
             return Some(pos);
         };
-        let decoded = zstd::stream::read::Decoder::with_buffer(&payload[pos..pos + len])
+        // zstd measured the frame within the slice; a size of nothing or past the end (which it does not
+        // give) would still end here rather than loop or panic.
+        let Some(frame) = payload.get(pos..pos.saturating_add(len)).filter(|_| len > 0) else {
+            return Some(pos);
+        };
+        let decoded = zstd::stream::read::Decoder::with_buffer(frame)
             .and_then(|mut frame| std::io::copy(&mut frame, &mut std::io::sink()));
         if decoded.is_err() {
             return Some(pos);
