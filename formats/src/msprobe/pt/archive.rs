@@ -11,7 +11,10 @@ use std::io::{Cursor, Read, Seek};
 pub(super) const MAX_PICKLE_BYTES: u64 = 16 << 20;
 
 pub(super) fn zip_err(e: zip::result::ZipError) -> FormatError {
-    FormatError::whole(format!("not a readable torch.save zip archive: {e}"))
+    FormatError::whole(format!(
+        "not a readable torch.save zip archive: {e} (a .pt file cut short by a copy or a full disk, or not \
+         written by torch.save; copy the dump again)"
+    ))
 }
 
 /// Reads one archive entry completely through the zip reader (decompressing, checking the CRC), checking
@@ -187,7 +190,7 @@ pub(super) fn read_header<R: Read + Seek>(
     let storage_bytes =
         tensor.storage.numel.checked_mul(elsize).filter(|&b| b <= storage_limit).ok_or_else(|| {
             FormatError::whole(format!(
-                "{} of {} elements does not fit in {storage_name} ({storage_limit} bytes)",
+                "{} of {} elements does not fit in {storage_name} ({storage_limit} bytes): {DAMAGED_MEMBER}",
                 tensor.storage.class, tensor.storage.numel
             ))
         })? as usize;

@@ -297,3 +297,17 @@ fn refuses_views_outside_the_storage() {
     // Stride 0 may repeat, but not beyond MAX_EXPANSION times the storage.
     assert!(gather(&view(&[1 << 20], &[0], 0), &storage, 1).is_err());
 }
+
+/// A `.pt` file cut short (a copy interrupted, a full disk) has lost its zip directory: both readers say so
+/// and what to do, as they do for a member that fails its checksum.
+#[test]
+fn a_pt_file_cut_short_says_to_copy_the_dump_again() {
+    let storage: Vec<u8> = (0..64u32).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let pt = archive("FloatStorage", 64, 0, 64, &storage);
+    assert!(in_memory(&pt).is_ok() && stream(&pt).is_ok());
+    let cut = &pt[..pt.len() / 2];
+    for err in [in_memory(cut).unwrap_err(), stream(cut).unwrap_err()] {
+        assert!(err.problem.starts_with("not a readable torch.save zip archive"), "{err}");
+        assert!(err.problem.ends_with("copy the dump again)"), "what to do: {err}");
+    }
+}
