@@ -28,7 +28,11 @@ pub type TensorId = usize;
 pub type OpId = usize;
 
 /// One tensor as the index knows it.
-#[derive(Clone, Debug, Serialize)]
+///
+/// Every command holds one per tensor of each run, so what few sources set lies apart in [`TensorExtras`],
+/// boxed and absent for most tensors (#18: memory with the tensor count). Read those fields through the
+/// accessors (`t.label()`, `t.device_shape()`), set them through [`TensorInfo::set_extras`].
+#[derive(Clone, Debug)]
 pub struct TensorInfo {
     pub op: OpId,
     pub io: Io,
@@ -36,17 +40,32 @@ pub struct TensorInfo {
     pub dtype: DType,
     /// Host (framework) shape after undoing the device format.
     pub shape: Vec<u64>,
+    /// For outputs: the framework op (and output index) this tensor stands for after fusion. Inline, not
+    /// among the extras: graph dumps and captures set it on every output.
+    pub original_op: Option<(String, u32)>,
+    pub stats: Option<TensorStats>,
+    /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
+    pub hash: Option<u64>,
+    /// Whether the source can produce the values (statistics-only sources cannot).
+    pub has_data: bool,
+    /// The device shape is `shape` itself (a plain layout, which captures and CANN dumps record for
+    /// nearly every tensor): kept as this flag instead of a second copy in the extras.
+    pub(crate) device_shape_is_shape: bool,
+    /// What few sources know; `None` when they know none of it. Written by [`TensorInfo::set_extras`].
+    pub(crate) extras: Option<Box<TensorExtras>>,
+    /// Source-private locator of the bytes.
+    pub locator: u64,
+}
+
+/// What only some sources know about a tensor (device layouts, msprobe's names and gradients, exception
+/// dumps' argument positions, `--histogram` captures' counts): the rare part of [`TensorInfo`].
+#[derive(Clone, Debug, Default)]
+pub struct TensorExtras {
     /// Device format name when it differs from the host layout (`NC1HWC0`, `FRACTAL_NZ`).
     pub device_format: Option<String>,
     pub device_shape: Option<Vec<u64>>,
-    /// For outputs: the framework op (and output index) this tensor stands for after fusion.
-    pub original_op: Option<(String, u32)>,
-    pub stats: Option<TensorStats>,
     /// Counts per power-of-two magnitude and sign, when the capture kept them (`record --histogram`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub histogram: Option<Box<Histogram>>,
-    /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
-    pub hash: Option<u64>,
     /// The tensor's own name when the source has one that `op.io.index` cannot express (msprobe's nested
     /// arguments: `Functional.linear.0.forward.input.0.1`).
     pub label: Option<String>,
@@ -54,37 +73,124 @@ pub struct TensorInfo {
     pub requires_grad: Option<bool>,
     /// The tensor's position among the kernel's arguments, where the dump records it (a CANN exception
     /// dump, whose tensors without an address are left out, so `index` is not the kernel's own position).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub arg_index: Option<u32>,
-    /// Whether the source can produce the values (statistics-only sources cannot).
-    pub has_data: bool,
-    /// Source-private locator of the bytes.
-    #[serde(skip)]
-    pub locator: u64,
 }
 
-/// A tensor of the tests' indexes: data recorded, nothing else known (no statistics, hash, layout, label).
-#[cfg(test)]
 impl TensorInfo {
-    pub(crate) fn for_test(op: OpId, io: Io, index: u32, dtype: DType, shape: Vec<u64>) -> TensorInfo {
+    /// A tensor with data and nothing else known (no statistics, hash, layout, label): sources set the
+    /// rest on it.
+    pub fn new(op: OpId, io: Io, index: u32, dtype: DType, shape: Vec<u64>) -> TensorInfo {
         TensorInfo {
             op,
             io,
             index,
             dtype,
             shape,
-            device_format: None,
-            device_shape: None,
             original_op: None,
             stats: None,
-            histogram: None,
             hash: None,
-            label: None,
-            requires_grad: None,
-            arg_index: None,
             has_data: true,
+            device_shape_is_shape: false,
+            extras: None,
             locator: 0,
         }
+    }
+
+    /// Replaces the rare fields (a device shape equal to `shape` is kept as a flag, and nothing is boxed
+    /// when nothing is left): set `shape` first.
+    pub fn set_extras(&mut self, mut extras: TensorExtras) {
+        self.device_shape_is_shape = extras.device_shape.as_deref() == Some(self.shape.as_slice());
+        if self.device_shape_is_shape {
+            extras.device_shape = None;
+        }
+        let TensorExtras { device_format, device_shape, histogram, label, requires_grad, arg_index } =
+            &extras;
+        let any = device_format.is_some()
+            || device_shape.is_some()
+            || histogram.is_some()
+            || label.is_some()
+            || requires_grad.is_some()
+            || arg_index.is_some();
+        self.extras = any.then(|| Box::new(extras));
+    }
+
+    /// [`TensorInfo::set_extras`] by value, for building tensors in one expression.
+    pub fn with_extras(mut self, extras: TensorExtras) -> TensorInfo {
+        self.set_extras(extras);
+        self
+    }
+
+    /// The rare fields, as one value (a copy: for changing one of them and setting them back).
+    pub fn extras(&self) -> TensorExtras {
+        let mut extras = self.extras.as_deref().cloned().unwrap_or_default();
+        extras.device_shape = self.device_shape().map(<[u64]>::to_vec);
+        extras
+    }
+
+    pub fn device_format(&self) -> Option<&str> {
+        self.extras.as_deref()?.device_format.as_deref()
+    }
+
+    pub fn device_shape(&self) -> Option<&[u64]> {
+        if self.device_shape_is_shape {
+            return Some(&self.shape);
+        }
+        self.extras.as_deref()?.device_shape.as_deref()
+    }
+
+    pub fn histogram(&self) -> Option<&Histogram> {
+        self.extras.as_deref()?.histogram.as_deref()
+    }
+
+    pub fn label(&self) -> Option<&str> {
+        self.extras.as_deref()?.label.as_deref()
+    }
+
+    pub fn requires_grad(&self) -> Option<bool> {
+        self.extras.as_deref()?.requires_grad
+    }
+
+    pub fn arg_index(&self) -> Option<u32> {
+        self.extras.as_deref()?.arg_index
+    }
+}
+
+/// Field by field as before the extras were boxed: inspect's JSON (and all that embeds a tensor) is the
+/// same, `histogram` and `arg_index` left out where unset.
+impl Serialize for TensorInfo {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("TensorInfo", 15)?;
+        s.serialize_field("op", &self.op)?;
+        s.serialize_field("io", &self.io)?;
+        s.serialize_field("index", &self.index)?;
+        s.serialize_field("dtype", &self.dtype)?;
+        s.serialize_field("shape", &self.shape)?;
+        s.serialize_field("device_format", &self.device_format())?;
+        s.serialize_field("device_shape", &self.device_shape())?;
+        s.serialize_field("original_op", &self.original_op)?;
+        s.serialize_field("stats", &self.stats)?;
+        match self.histogram() {
+            Some(histogram) => s.serialize_field("histogram", histogram)?,
+            None => s.skip_field("histogram")?,
+        }
+        s.serialize_field("hash", &self.hash)?;
+        s.serialize_field("label", &self.label())?;
+        s.serialize_field("requires_grad", &self.requires_grad())?;
+        match self.arg_index() {
+            Some(arg_index) => s.serialize_field("arg_index", &arg_index)?,
+            None => s.skip_field("arg_index")?,
+        }
+        s.serialize_field("has_data", &self.has_data)?;
+        s.end()
+    }
+}
+
+/// A tensor of the tests' indexes: data recorded, nothing else known (no statistics, hash, layout, label).
+#[cfg(test)]
+impl TensorInfo {
+    pub(crate) fn for_test(op: OpId, io: Io, index: u32, dtype: DType, shape: Vec<u64>) -> TensorInfo {
+        TensorInfo::new(op, io, index, dtype, shape)
     }
 }
 
@@ -536,8 +642,8 @@ impl Index {
     /// `op.io.index` label used in reports (`model/attn/MatMul.output.0`).
     pub fn tensor_label(&self, id: TensorId) -> String {
         let t = &self.tensors[id];
-        if let Some(label) = &t.label {
-            return label.clone();
+        if let Some(label) = t.label() {
+            return label.to_string();
         }
         format!("{}.{}.{}", self.ops[t.op].name, t.io.as_str(), t.index)
     }
@@ -546,6 +652,51 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every command holds a `TensorInfo` per tensor of each run (#18: memory with the tensor count): what
+    /// few sources set stays in the boxed `TensorExtras`, so a new field goes there unless most sources
+    /// set it. 288 bytes before the extras were boxed.
+    #[test]
+    fn a_tensor_info_holds_the_common_fields_only() {
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 208, "bytes a tensor in every index");
+    }
+
+    #[test]
+    fn the_extras_are_boxed_only_where_a_source_set_one_and_read_back_as_set() {
+        let shape = vec![2, 3];
+        let plain = TensorInfo::for_test(0, Io::Output, 0, DType::FLOAT16, shape.clone())
+            .with_extras(TensorExtras { device_shape: Some(shape.clone()), ..TensorExtras::default() });
+        assert!(plain.extras.is_none(), "a device shape equal to the host shape is a flag");
+        assert_eq!(plain.device_shape(), Some(&shape[..]));
+        assert_eq!((plain.device_format(), plain.label(), plain.arg_index()), (None, None, None));
+
+        let nz =
+            TensorInfo::for_test(0, Io::Output, 0, DType::FLOAT16, shape.clone()).with_extras(TensorExtras {
+                device_format: Some("FRACTAL_NZ".into()),
+                device_shape: Some(vec![1, 1, 16, 16]),
+                label: Some("x.0".into()),
+                requires_grad: Some(false),
+                arg_index: Some(3),
+                ..TensorExtras::default()
+            });
+        assert_eq!(nz.device_shape(), Some(&[1, 1, 16, 16][..]));
+        assert_eq!(
+            (nz.device_format(), nz.label(), nz.requires_grad(), nz.arg_index()),
+            (Some("FRACTAL_NZ"), Some("x.0"), Some(false), Some(3))
+        );
+        let json = serde_json::to_string(&nz).unwrap();
+        assert!(
+            json.contains(r#""device_format":"FRACTAL_NZ","device_shape":[1,1,16,16],"original_op":null"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""label":"x.0","requires_grad":false,"arg_index":3,"has_data":true"#),
+            "{json}"
+        );
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("histogram") && !json.contains("arg_index"), "left out where unset: {json}");
+        assert!(json.contains(r#""label":null,"requires_grad":null,"has_data":true"#), "{json}");
+    }
 
     #[test]
     fn a_call_takes_the_step_of_the_op_before_it_or_a_members_in_sparse_dumps() {

@@ -95,7 +95,7 @@ impl Footprint {
 /// shape counts where larger (padding is decoded, then cropped).
 pub fn tensor_bytes(t: &TensorInfo) -> u64 {
     let elements = |shape: &[u64]| shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).unwrap_or(u64::MAX);
-    let n = elements(&t.shape).max(t.device_shape.as_deref().map_or(0, elements));
+    let n = elements(&t.shape).max(t.device_shape().map_or(0, elements));
     let width = t.dtype.bits().map_or(4, |b| u64::from(b).div_ceil(8).max(4));
     n.saturating_mul(width)
 }

@@ -68,24 +68,10 @@ impl Source for Generated {
 }
 
 fn tensor(op: usize, io: Io, key: u64, shape: Vec<u64>, original_op: Option<(String, u32)>) -> TensorInfo {
-    TensorInfo {
-        op,
-        io,
-        index: 0,
-        dtype: DType::FLOAT,
-        shape,
-        device_format: None,
-        device_shape: None,
-        original_op,
-        stats: None,
-        histogram: None,
-        hash: None,
-        label: None,
-        requires_grad: None,
-        arg_index: None,
-        has_data: true,
-        locator: key,
-    }
+    let mut t = TensorInfo::new(op, io, 0, DType::FLOAT, shape);
+    t.original_op = original_op;
+    t.locator = key;
+    t
 }
 
 /// Step 0: a chain of 100,000 ops over 100 layers (every tenth a fused kernel), each reading the previous

@@ -131,7 +131,7 @@ fn arguments(index: &Index, stats: impl Fn(TensorId) -> Option<TensorStats>) -> 
                 tensor: Some(t),
                 dtype: Some(info.dtype.torch_name().map_or_else(|| info.dtype.to_string(), str::to_string)),
                 shape: Some(info.shape.clone()),
-                requires_grad: info.requires_grad,
+                requires_grad: info.requires_grad(),
                 stats: stat_texts(stats(t).as_ref(), info.dtype),
                 data_name: None,
             }

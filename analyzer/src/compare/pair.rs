@@ -212,8 +212,8 @@ fn same_stored_content(t: &TensorInfo, b: &TensorInfo) -> bool {
         && t.hash == b.hash
         && t.dtype == b.dtype
         && t.shape == b.shape
-        && t.device_format == b.device_format
-        && t.device_shape == b.device_shape
+        && t.device_format() == b.device_format()
+        && t.device_shape() == b.device_shape()
 }
 
 /// accutrace's precision verdict for one row.
@@ -245,7 +245,7 @@ mod tests {
     use super::super::test_data::step;
     use super::*;
     use crate::compare::compare;
-    use crate::index::{Index, Io, TensorId};
+    use crate::index::{Index, Io, TensorExtras, TensorId};
     use crate::matching::MatchKind;
     use accutrace_formats::DType;
     use anyhow::Result;
@@ -260,7 +260,9 @@ mod tests {
             TensorInfo { hash: None, ..stored.clone() },
             TensorInfo { dtype: DType::FLOAT16, ..stored.clone() },
             TensorInfo { shape: vec![2, 2], ..stored.clone() },
-            TensorInfo { device_format: Some("NC1HWC0".into()), ..stored.clone() },
+            stored
+                .clone()
+                .with_extras(TensorExtras { device_format: Some("NC1HWC0".into()), ..stored.extras() }),
         ];
         for other in &differing {
             assert!(

@@ -10,7 +10,7 @@
 use super::buffers::with_values_scratch;
 use super::device_stats;
 use super::source::Source;
-use crate::index::{Index, Io, Launch, OpId, TensorId, TensorInfo};
+use crate::index::{Index, Io, Launch, OpId, TensorExtras, TensorId, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
 use crate::steps;
@@ -227,7 +227,7 @@ impl CannDumpSource {
         let device = DeviceTensor {
             dtype: info.dtype,
             format: place.format,
-            device_shape: info.device_shape.as_deref().unwrap_or_default(),
+            device_shape: info.device_shape().unwrap_or_default(),
             original_shape: &place.original_shape,
             sub_format: place.sub_format,
             bytes,
@@ -317,24 +317,17 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
                 );
             }
             let format = Format::from_code(t.format);
+            let shape = host_shape(t.format, &t.device_shape, &t.original_shape);
             let info = TensorInfo {
-                op: 0,
-                io,
-                index: t.index as u32,
-                dtype: t.dtype,
-                shape: host_shape(t.format, &t.device_shape, &t.original_shape),
+                original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
+                ..TensorInfo::new(0, io, t.index as u32, t.dtype, shape)
+            }
+            .with_extras(TensorExtras {
                 device_format: (!format.is_identity()).then(|| format.name().into_owned()),
                 device_shape: Some(t.device_shape.clone()),
-                original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
-                stats: None,
-                histogram: None,
-                hash: None,
-                label: None,
-                requires_grad: None,
                 arg_index: arg_indexed.then_some(t.arg_index),
-                has_data: true,
-                locator: 0,
-            };
+                ..TensorExtras::default()
+            });
             let place = StoredTensor {
                 file: 0,
                 offset: t.offset as usize,

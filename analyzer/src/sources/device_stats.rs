@@ -88,22 +88,9 @@ pub fn add_stats_csv(
             })),
         };
         index.push_tensor(TensorInfo {
-            op,
-            io: row.io,
-            index: row.index as u32,
-            dtype,
-            shape,
-            device_format: None,
-            device_shape: None,
-            original_op: None,
             stats: Some(stats),
-            histogram: None,
-            hash: None,
-            label: None,
-            requires_grad: None,
-            arg_index: None,
             has_data: false,
-            locator: 0,
+            ..TensorInfo::new(op, row.io, row.index as u32, dtype, shape)
         });
     }
     Ok(())

@@ -7,7 +7,7 @@
 //! computed on the device, in the tensor's dtype), so statistics-only dumps compare too.
 
 use super::source::{HostBlocks, SliceBlocks, Source};
-use crate::index::{Index, Io, RecordedArg, TensorId, TensorInfo};
+use crate::index::{Index, Io, RecordedArg, TensorExtras, TensorId, TensorInfo};
 use crate::problems::InputProblem;
 use accutrace_formats::dump::MappedFile;
 use accutrace_formats::msprobe::{self, pt, EntryKind, MsprobeDump, MsprobeEntry, StatValue};
@@ -88,24 +88,16 @@ impl MsprobeSource {
                     )));
                     continue;
                 };
-                let tensor = index.push_tensor(TensorInfo {
-                    op,
-                    io,
-                    index: position,
-                    dtype,
-                    shape: meta.shape.clone(),
-                    device_format: None,
-                    device_shape: None,
-                    original_op: None,
+                let tensor = TensorInfo {
                     stats: stats_of(meta),
-                    histogram: None,
-                    hash: None,
+                    has_data: meta.data_name.is_some(),
+                    ..TensorInfo::new(op, io, position, dtype, meta.shape.clone())
+                };
+                let tensor = index.push_tensor(tensor.with_extras(TensorExtras {
                     label: Some(entry.name.clone()),
                     requires_grad: meta.requires_grad,
-                    arg_index: None,
-                    has_data: meta.data_name.is_some(),
-                    locator: 0,
-                });
+                    ..TensorExtras::default()
+                }));
                 index.recorded_args[arg].tensor = Some(tensor);
                 entries.push((d, e));
             }

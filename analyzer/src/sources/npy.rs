@@ -153,22 +153,9 @@ impl NpyDirSource {
             for i in members {
                 let (shape, dtype) = headers[i].clone();
                 index.push_tensor(TensorInfo {
-                    op,
-                    io: found[i].name.io,
-                    index: found[i].name.index,
-                    dtype,
-                    shape,
-                    device_format: None,
-                    device_shape: None,
                     original_op: found[i].name.original_op.clone(),
-                    stats: None,
-                    histogram: None,
-                    hash: None,
-                    label: None,
-                    requires_grad: None,
-                    arg_index: None,
-                    has_data: true,
                     locator: files.len() as u64,
+                    ..TensorInfo::new(op, found[i].name.io, found[i].name.index, dtype, shape)
                 });
                 files.push(found[i].path.clone());
             }

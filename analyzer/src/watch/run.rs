@@ -250,7 +250,7 @@ fn gather(
         if let Some(stats) = info.stats {
             // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
             let counts_exact = info.hash.is_some() || stats.abs_sum.is_some();
-            let histogram = info.histogram.as_deref().cloned();
+            let histogram = info.histogram().cloned();
             return Ok(Some(Known { stats, counts_exact, histogram, dtype: info.dtype, from_values: false }));
         }
         if !info.has_data {

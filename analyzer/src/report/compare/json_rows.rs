@@ -172,7 +172,7 @@ fn measured_word(m: Measured) -> &'static str {
 mod tests {
     use super::*;
     use crate::compare::Measured;
-    use crate::index::{Io, TensorInfo};
+    use crate::index::{Io, TensorExtras, TensorInfo};
     use crate::metrics::msprobe::Accuracy;
     use crate::metrics::verdict::Level;
     use crate::metrics::MsprobeMetrics;
@@ -225,7 +225,10 @@ mod tests {
         for (i, &op) in ops.iter().enumerate() {
             let mut t = TensorInfo::for_test(op, Io::Output, i as u32, DType::FLOAT16, vec![2, 3]);
             if i == 1 {
-                t.label = Some("quoted \"label\"\twith \\ and é\u{1}".into());
+                t.set_extras(TensorExtras {
+                    label: Some("quoted \"label\"\twith \\ and é\u{1}".into()),
+                    ..t.extras()
+                });
             }
             tensors.push(index.push_tensor(t));
         }

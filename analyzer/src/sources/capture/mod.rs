@@ -79,7 +79,7 @@ impl CaptureSource {
             dtype: info.dtype,
             format: stored.format,
             sub_format: stored.sub_format,
-            device_shape: info.device_shape.as_deref()?,
+            device_shape: info.device_shape()?,
             original_shape: match &stored.original_shape {
                 OriginalShape::None => None,
                 OriginalShape::HostShape => Some(&info.shape),

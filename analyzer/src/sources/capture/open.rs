@@ -2,7 +2,7 @@
 //! records tied to the ops they blame, steps, what the ring deleted, the settings that change results.
 
 use super::{pack, runs, CaptureSource, StoredLayout};
-use crate::index::{Index, TensorInfo};
+use crate::index::{Index, TensorExtras, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
 use crate::sources::device_stats;
@@ -79,24 +79,20 @@ impl CaptureSource {
                         let format = Format::from_code(m.format);
                         let shape = host_shape(m.format, &m.device_shape, &original);
                         layouts.push(Some(StoredLayout::of(m, &shape)));
-                        index.push_tensor(TensorInfo {
-                            op: op_id,
-                            io: m.io,
-                            index: m.index,
-                            dtype: m.dtype,
-                            shape,
-                            device_format: (!format.is_identity()).then(|| format.name().into_owned()),
-                            device_shape: Some(m.device_shape.clone()),
+                        let tensor = TensorInfo {
                             original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
                             stats: Some(t.stats),
-                            histogram: t.histogram.clone(),
                             hash: Some(t.content_hash),
-                            label: None,
-                            requires_grad: None,
-                            arg_index: None,
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
-                        });
+                            ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
+                        };
+                        index.push_tensor(tensor.with_extras(TensorExtras {
+                            device_format: (!format.is_identity()).then(|| format.name().into_owned()),
+                            device_shape: Some(m.device_shape.clone()),
+                            histogram: t.histogram.clone(),
+                            ..TensorExtras::default()
+                        }));
                     }
                     Record::Overflow(info) => {
                         let file = format!("{} ({})", item.segment.display(), info.dump_file);
