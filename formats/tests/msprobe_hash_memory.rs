@@ -1,69 +1,16 @@
 //! The content hash of an msprobe `.pt` tensor holds no buffer the size of the tensor
 //! (`pt::stream_pt_file_hash`, what `diff` reads every msprobe tensor with): the bytes this thread allocates
-//! are counted by this test binary's own allocator.
+//! are counted by this test binary's own allocator (`alloc_count`).
 
 use accutrace_formats::hash::Xxh3;
 use accutrace_formats::msprobe::pt;
 use accutrace_formats::DType;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use alloc_count::PerThread;
 use std::io::Write;
 
-/// The system allocator, counting what the current thread holds and the most it held.
-struct Counting;
-
-thread_local! {
-    static HELD: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn count(bytes: isize) {
-    // `try_with`: nothing is counted while the thread's locals are torn down. Const thread-locals without
-    // destructors never allocate, so this cannot recurse into the allocator.
-    let _ = HELD.try_with(|held| {
-        held.set(held.get() + bytes);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(held.get())));
-    });
-}
-
-// SAFETY: every call goes to the system allocator with the caller's arguments unchanged; the counting
-// beside it neither allocates nor touches the memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's contract for `alloc`, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: the caller's contract for `dealloc`, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        // SAFETY: the caller's contract for `realloc`, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Per thread: the tests of this binary run side by side.
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// The most this thread held beyond what it held before, while `f` ran.
-fn peak_while<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let before = HELD.with(Cell::get);
-    PEAK.with(|p| p.set(before));
-    let r = f();
-    (r, (PEAK.with(Cell::get) - before) as usize)
-}
+static ALLOCATOR: PerThread = PerThread;
 
 /// A `torch.save` archive of one 1-d tensor of `numel` elements of `class` (stored members, as torch writes).
 fn archive(class: &str, numel: u32, storage: &[u8]) -> Vec<u8> {
@@ -106,7 +53,8 @@ fn hashing_a_large_tensor_holds_no_copy_of_it() {
         // The values read: a buffer of the whole tensor as f32 (16 MiB), which shows the counting works.
         let mut hasher = Xxh3::new();
         let mut out = Vec::new();
-        let (read, held) = peak_while(|| pt::stream_pt_file(file.path(), &mut out, Some(&mut hasher)));
+        let (read, held) =
+            PerThread::peak_while(|| pt::stream_pt_file(file.path(), &mut out, Some(&mut hasher)));
         assert_eq!(read.unwrap(), dtype);
         let want = hasher.digest();
         assert!(held >= NUMEL as usize * 4, "{class}: {held} bytes held reading the values");
@@ -114,7 +62,7 @@ fn hashing_a_large_tensor_holds_no_copy_of_it() {
 
         // The hash alone: the same, through a buffer of one step's values, whatever the tensor's size.
         let mut hasher = Xxh3::new();
-        let (hashed, held) = peak_while(|| pt::stream_pt_file_hash(file.path(), &mut hasher));
+        let (hashed, held) = PerThread::peak_while(|| pt::stream_pt_file_hash(file.path(), &mut hasher));
         assert_eq!(hashed.unwrap(), dtype);
         assert_eq!(hasher.digest(), want, "{class}");
         assert!(held < 1 << 20, "{class}: {held} bytes held hashing");
