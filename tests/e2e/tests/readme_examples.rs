@@ -165,6 +165,23 @@ fn a_relative_demo_dir_is_the_directory_the_demo_is_started_from() {
     assert!(dir.path().join(&name).join("npu_model.json").is_file(), "{log}");
 }
 
+/// The demo empties its directory: a `DEMO_DIR` that holds someone's files (a typo, or `DEMO_DIR=$HOME`)
+/// is refused, exit 2, and nothing in it is touched (it was deleted whole).
+#[test]
+fn a_demo_dir_holding_other_files_is_never_emptied() {
+    let dir = scratch();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir(dir.path().join("mine")).unwrap();
+    let precious = dir.path().join("mine/precious.txt");
+    std::fs::write(&precious, "keep me").unwrap();
+    let demo = format!("DEMO_BIN=bin DEMO_DIR=mine bash {}/scripts/demo 2>&1", repo().display());
+    let (code, log) = run_line(dir.path(), &bin, &demo);
+    assert_eq!(std::fs::read_to_string(&precious).ok().as_deref(), Some("keep me"), "{log}");
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("holds files the demo did not write"), "{log}");
+}
+
 #[test]
 fn every_readme_example_runs_on_the_demo() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("read README.md");
