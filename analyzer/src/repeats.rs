@@ -17,6 +17,11 @@ use std::collections::HashMap;
 /// capture.
 const WINDOW: usize = 256;
 
+/// Pairs measured at a time when none repeats another: each window's results are handed on before the
+/// next is read, so that what is held in flight is bounded however many pairs there are (one window of
+/// all the pairs held up to three results a pair at once).
+const WINDOW_WITHOUT_REPEATS: usize = 1024;
+
 /// For each pair, the first pair before it with the same two content hashes, when the hashes differ and
 /// both sides have data (a pair whose hashes are equal is identical without a decode, and one without data
 /// is not read).
@@ -63,13 +68,29 @@ type Checked = (usize, bool, bool);
 /// had released them. What the checks left is released after the read ([`Source::release_stored_data`]),
 /// and everything at the end of each window ([`Source::release_all`]).
 pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
-    (target, bench): (&dyn Source, &dyn Source),
+    sources: (&dyn Source, &dyn Source),
     limits: InFlight,
     pairs: &[&TensorPair],
     measure: impl Fn(&TensorPair) -> R + Sync,
     kept: impl Fn(&R) -> Option<K> + Sync,
     repeat: impl Fn(&TensorPair, &K) -> R + Sync,
 ) -> Vec<R> {
+    let mut results = Vec::with_capacity(pairs.len());
+    measure_pairs_into(sources, limits, pairs, measure, kept, repeat, |r| results.push(r));
+    results
+}
+
+/// [`measure_pairs`], each result handed to `place` in pair order as its window is done, so that a caller
+/// keeps it where it ends up (compare's rows) instead of in a table of results copied from at the end.
+pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
+    (target, bench): (&dyn Source, &dyn Source),
+    limits: InFlight,
+    pairs: &[&TensorPair],
+    measure: impl Fn(&TensorPair) -> R + Sync,
+    kept: impl Fn(&R) -> Option<K> + Sync,
+    repeat: impl Fn(&TensorPair, &K) -> R + Sync,
+    mut place: impl FnMut(R),
+) {
     let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
     let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
     let size = |i: usize| tensor_bytes(&ti[pairs[i].target]).max(tensor_bytes(&bi[pairs[i].bench]));
@@ -80,11 +101,10 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
             repeats.entry(e).or_default().push(i);
         }
     }
-    // Without repeats nothing waits and no repeat's pages are mapped early: one window.
-    let window = if repeats.is_empty() { pairs.len().max(1) } else { WINDOW };
+    // Without repeats nothing waits and no repeat's pages are mapped early: larger windows.
+    let window = if repeats.is_empty() { WINDOW_WITHOUT_REPEATS } else { WINDOW };
     // Whether each repeat's two sides store the same data as its first pair's (asked with the first pair).
     let mut same = vec![false; pairs.len()];
-    let mut results: Vec<R> = Vec::with_capacity(pairs.len());
     // What the pairs measured first left for their repeats, kept until the last of these is done.
     let mut firsts: HashMap<usize, K> = HashMap::new();
     for start in (0..pairs.len()).step_by(window) {
@@ -156,8 +176,9 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
         for (i, r) in todo.into_iter().zip(repeated) {
             done[i - start] = Some(r);
         }
-        let done = done.into_iter().map(|r| r.expect("every pair of the window is measured"));
-        results.extend(done);
+        for r in done {
+            place(r.expect("every pair of the window is measured"));
+        }
         // No read is in flight between windows: pages that reads mapped around their own (records around
         // a repeat are mostly repeats, released before or never read) go here, so that they do not add up
         // over the whole run.
@@ -166,7 +187,6 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
         firsts.retain(|&e, _| repeats[&e].last().is_some_and(|&last| last >= end));
     }
     crate::threads::release_kept_buffers();
-    results
 }
 
 #[cfg(test)]

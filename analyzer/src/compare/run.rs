@@ -20,7 +20,7 @@ use crate::metrics::verdict::Level;
 use crate::metrics::Families;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
-use crate::repeats::measure_pairs;
+use crate::repeats::measure_pairs_into;
 use crate::sources::Source;
 use crate::threads::{in_flight, pairs_in_flight, tensor_bytes, Footprint};
 use anyhow::Result;
@@ -109,18 +109,23 @@ pub fn compare<'a>(
         progress.inc(1);
         compared
     };
-    let compared = measure_pairs(
+    // Each pair's row goes into its place as its window is done: no table of results beside the rows.
+    let mut rows: Vec<CompareRow> = Vec::with_capacity(pairs.len());
+    let mut pair_hashes: Vec<Option<u64>> = Vec::with_capacity(pairs.len());
+    measure_pairs_into(
         (target, bench),
         measuring,
         &pairs,
         |p| compare_one(p, None),
         |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
         |p, first| compare_one(p, Some(first)),
+        |(row, hash, _)| {
+            rows.push(row);
+            pair_hashes.push(hash);
+        },
     );
     progress.finish();
     release_pair_buffers();
-    let (mut rows, pair_hashes): (Vec<CompareRow>, Vec<Option<u64>>) =
-        compared.into_iter().map(|(row, hash, _)| (row, hash)).unzip();
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
     // tensors: the table does it, and the compared rows take their verdicts from it.
     let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
