@@ -1,58 +1,16 @@
 //! What compare holds of its measured pairs is one row a pair (#18: memory must not grow by copies per
-//! tensor): the bytes held are counted by this test binary's own allocator, as `stats_gathered_once.rs`
-//! counts them.
+//! tensor): the bytes held are counted by this test binary's own allocator (`alloc_count`).
 
 mod support;
 
 use accutrace_formats::capture::Io;
 use accutrace_formats::DType;
 use analyzer::compare::{compare, CompareOptions, CompareRow};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
 use support::RunWriter;
 
-/// The system allocator, counting what the process holds and the most it held since the last reset:
-/// process-wide, as the pairs are measured on other threads (this binary has one test).
-struct Counting;
-
-static HELD: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-fn count(bytes: isize) {
-    let held = HELD.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(held, Ordering::Relaxed);
-}
-
-// SAFETY: every call goes to the system allocator with the caller's arguments unchanged; the counting
-// beside it neither allocates nor touches the memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's contract for `alloc`, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: the caller's contract for `dealloc`, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        // SAFETY: the caller's contract for `realloc`, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// Process-wide: the pairs are measured on other threads (this binary has one test).
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: alloc_count::Process = alloc_count::Process;
 
 /// A run of `ops` ops of two inputs and an output, one f32 each, every record's value its own (no pair
 /// repeats another), plus `offset` (the benchmark's differ: every pair is read and measured).
@@ -74,10 +32,8 @@ fn each_measured_pair_is_held_once_as_its_row() {
     let dir = tempfile::tempdir().unwrap();
     let target = analyzer::sources::open(&write_run(&dir.path().join("target"), OPS, 0.0)).unwrap();
     let bench = analyzer::sources::open(&write_run(&dir.path().join("bench"), OPS, 0.5)).unwrap();
-    let before = HELD.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let comparison = compare(&*target, &*bench, &CompareOptions::default());
-    let peak = (PEAK.load(Ordering::Relaxed) - before) as usize;
+    let (comparison, peak) =
+        alloc_count::Process::peak_while(|| compare(&*target, &*bench, &CompareOptions::default()));
     let pairs = comparison.rows.len();
     assert_eq!(pairs, 3 * OPS as usize);
     assert!(comparison.problems.is_empty(), "{:?}", comparison.problems);
