@@ -11,7 +11,7 @@
 use super::row::CompareRow;
 use crate::filter::Filter;
 use crate::index::{Index, RecordedArg, TensorId};
-use crate::metrics::verdict::{verdicts, Verdict, VerdictRow};
+use crate::metrics::verdict::{call_of, verdicts, Verdict, VerdictRow};
 use crate::metrics::{Cell, MsprobeMetrics};
 use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
@@ -75,9 +75,17 @@ pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter
             compared: row,
         });
     }
-    let checks: Vec<VerdictRow> = table.iter().map(verdict_row).collect();
-    for (row, verdict) in table.iter_mut().zip(verdicts(&checks)) {
-        row.verdict = verdict;
+    // One call's rows at a time, as `verdicts` groups them: the checks' text of every row held at once was
+    // a second table the size of the comparison (#18: memory must not grow by copies per tensor).
+    let mut start = 0;
+    while start < table.len() {
+        let call = call_of(&table[start].target.name);
+        let end = start + table[start..].iter().take_while(|r| call_of(&r.target.name) == call).count();
+        let checks: Vec<VerdictRow> = table[start..end].iter().map(verdict_row).collect();
+        for (row, verdict) in table[start..end].iter_mut().zip(verdicts(&checks)) {
+            row.verdict = verdict;
+        }
+        start = end;
     }
     table
 }

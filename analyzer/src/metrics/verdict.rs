@@ -79,7 +79,7 @@ impl Verdict {
 }
 
 /// The call a row belongs to: the name up to `.input.` / `.output.` / `.parameters`.
-fn call_of(name: &str) -> &str {
+pub fn call_of(name: &str) -> &str {
     [".input.", ".output.", ".parameters"]
         .iter()
         .filter_map(|p| name.find(p))
