@@ -395,7 +395,7 @@ pub(crate) fn kernel_types_part(
 }
 
 /// Why the name pairs of two eager runs cannot be trusted, when they cannot: in a step and rank both hold,
-/// the kernel types in execution order part before a pair made by name ([`kernel_types_part`]), so from
+/// the kernel types in execution order part before a pair made by name (`kernel_types_part`), so from
 /// there on one name may be another kernel on each side (the other fused a MatMul+BiasAdd+Gelu into one
 /// kernel, or another model), whether or not the shapes tell (d_ff == d_model, two identical layers). The
 /// whole step is looked at, even where `filter` keeps some ops only: a selection of one kernel hides the
