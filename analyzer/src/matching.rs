@@ -201,7 +201,9 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
 }
 
 /// Each tensor of an FFTS+ sub-task's copy of an op ([`Index::sub_task_copies`]) -> the op-level tensor
-/// in the same place (input or output, and index).
+/// in the same place (input or output, and index), where the two hold the same bytes by their content
+/// hashes: a copy that differs (or whose bytes no hash vouches for) is compared as a tensor of its own,
+/// never left unread on the word of its name.
 fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
     let mut copied = HashMap::new();
     for (copy, of) in index.sub_task_copies() {
@@ -213,7 +215,10 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
                 .iter()
                 .chain(&of.outputs)
                 .find(|&&o| (index.tensors[o].io, index.tensors[o].index) == place);
-            if let Some(&o) = original {
+            let same_bytes = |o: TensorId| {
+                index.tensors[t].hash.is_some() && index.tensors[t].hash == index.tensors[o].hash
+            };
+            if let Some(&o) = original.filter(|&&o| same_bytes(o)) {
                 copied.insert(t, o);
             }
         }
@@ -332,5 +337,31 @@ mod tests {
         assert_eq!(fuzzy_name("Functional.linear.3.forward"), "Functional.linear.forward");
         assert_eq!(fuzzy_name("Functional_linear_3_backward"), "Functional_linear_backward");
         assert_eq!(fuzzy_name("model/layer_0/MatMul"), "model/layer_0/MatMul");
+    }
+
+    /// An FFTS+ kernel dumped at `dump_level` all (its op-level record, then its sub-task's copy) against
+    /// the same kernel dumped at `op`: a copy with the original's bytes is compared through it; one whose
+    /// bytes differ stays a tensor with no counterpart, said, not left unread.
+    #[test]
+    fn a_sub_task_copy_is_compared_through_its_original_only_with_the_same_bytes() {
+        use crate::index::{Launch, TensorInfo};
+        use accutrace_formats::DType;
+        let level_all = |copy_hash: u64| {
+            let mut index = Index::default();
+            for (context_id, hash) in [(0, 7), (1, copy_hash)] {
+                let launch = Launch { task_id: 3, context_id, thread_id: context_id, ..Launch::default() };
+                let op = index.push_op_at("Fused_0".into(), "Fused".into(), 0, 0, Some(launch));
+                let t = index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4]));
+                index.tensors[t].hash = Some(hash);
+            }
+            index
+        };
+        let mut op_level = Index::default();
+        let op = op_level.push_op_at("Fused_0".into(), "Fused".into(), 0, 0, Some(Launch::default()));
+        op_level.push_tensor(TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4]));
+        let copied = match_runs(&level_all(7), &op_level, &MatchOptions::default());
+        assert_eq!((copied.pairs.len(), copied.unmatched_target.len()), (1, 0));
+        let differing = match_runs(&level_all(8), &op_level, &MatchOptions::default());
+        assert_eq!(differing.unmatched_target, vec![1]);
     }
 }
