@@ -201,9 +201,9 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
 }
 
 /// Each tensor of an FFTS+ sub-task's copy of an op ([`Index::sub_task_copies`]) -> the op-level tensor
-/// in the same place (input or output, and index), where the two hold the same bytes by their content
-/// hashes: a copy that differs (or whose bytes no hash vouches for) is compared as a tensor of its own,
-/// never left unread on the word of its name.
+/// in the same place (input or output, and index), unless their content hashes say the bytes differ: such a
+/// copy is compared as a tensor of its own, never left unread on the word of its name. A source that hashes
+/// only on read (a dump tree) cannot tell, and its copies follow their originals.
 fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
     let mut copied = HashMap::new();
     for (copy, of) in index.sub_task_copies() {
@@ -215,8 +215,9 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
                 .iter()
                 .chain(&of.outputs)
                 .find(|&&o| (index.tensors[o].io, index.tensors[o].index) == place);
-            let same_bytes = |o: TensorId| {
-                index.tensors[t].hash.is_some() && index.tensors[t].hash == index.tensors[o].hash
+            let same_bytes = |o: TensorId| match (index.tensors[t].hash, index.tensors[o].hash) {
+                (Some(copy), Some(original)) => copy == original,
+                _ => true,
             };
             if let Some(&o) = original.filter(|&&o| same_bytes(o)) {
                 copied.insert(t, o);
