@@ -188,8 +188,17 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
             Divergence::Inputs { step, rank, op } => details.push(format!(
                 "the runs first differ in the inputs of {op} (step {step} rank {rank}): see data and initial weights"
             )),
-            Divergence::None { step } => {
-                let same = format!("step {step}: every op both runs dumped gave identical outputs");
+            Divergence::None { step, held_in_part } => {
+                let mut same = format!("step {step}: every op both runs dumped gave identical outputs");
+                // A pass that skipped an op says which: its kept tensors alone are no evidence.
+                if let Some(first) = held_in_part.first() {
+                    same += &match held_in_part.len() {
+                        1 => format!(", but 1 op one run holds only in part was not compared: {first}"),
+                        n => format!(
+                            ", but {n} ops one run holds only in part were not compared, the first {first}"
+                        ),
+                    };
+                }
                 details.push(same.clone());
                 // Identical results are the evidence an unseen setting could not give: the pass says so, and
                 // keeps what was not set (later steps, other inputs may still vary).
@@ -233,9 +242,11 @@ enum Divergence {
         rank: u32,
         op: String,
     },
-    /// Every compared op was identical in this step.
+    /// Every compared op was identical in this step; `held_in_part` names the ops skipped because one
+    /// run holds only some of their tensors (with how many), in execution order.
     None {
         step: u64,
+        held_in_part: Vec<String>,
     },
     Unknown(String),
 }
@@ -286,6 +297,7 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
             .collect()
     }
     let mut compared = 0;
+    let mut held_in_part = Vec::new();
     for (position, &o) in step_a.iter().enumerate() {
         let name = a.ops[o].name.as_str();
         let n = occurrence.entry(name).or_default();
@@ -308,6 +320,15 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
             part.iter().all(|(slot, shape)| whole.get(slot) == Some(shape))
         };
         if slots_a != slots_b && (within(&slots_a, &slots_b) || within(&slots_b, &slots_a)) {
+            let (part, whole, run) = if slots_a.len() < slots_b.len() {
+                (slots_a.len(), slots_b.len(), 1)
+            } else {
+                (slots_b.len(), slots_a.len(), 2)
+            };
+            held_in_part.push(format!(
+                "{name} (run {run} holds {part} of its {whole} inputs and outputs: a ring capture deleted the \
+                 segment with the others, or a chunk was lost)"
+            ));
             continue;
         }
         // One name, other shapes: not one op (an eager kernel's per-type counter shifts past a kernel one
@@ -353,11 +374,17 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
             }
             _ => "",
         };
+        let held = match held_in_part.len() {
+            0 => String::new(),
+            n => {
+                format!(" ({n} ops both runs name alike were not compared: one run holds them only in part)")
+            }
+        };
         return Divergence::Unknown(format!(
-            "step {step} rank {rank}: no op of one run matches the other's{why}"
+            "step {step} rank {rank}: no op of one run matches the other's{why}{held}"
         ));
     }
-    Divergence::None { step }
+    Divergence::None { step, held_in_part }
 }
 
 /// Where two eager runs' kernel types part in one step (`step_a`, `step_b`: its ops in execution order),
@@ -403,6 +430,7 @@ fn kernel_types_part_of<'a>(
 mod tests {
     use super::*;
     use crate::index::TensorInfo;
+    use crate::roles::Roles;
     use accutrace_formats::DType;
 
     /// A tensor's place among its op's inputs and outputs.
@@ -422,6 +450,27 @@ mod tests {
         index
     }
 
+    /// A run held in memory, its content hashes stored.
+    struct Held(Index);
+
+    impl crate::sources::Source for Held {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("test")
+        }
+        fn index(&self) -> &Index {
+            &self.0
+        }
+        fn read_values(&self, _: crate::index::TensorId, _: &mut Vec<f32>) -> anyhow::Result<()> {
+            anyhow::bail!("determinism reads content hashes only")
+        }
+        fn content_hash(&self, t: crate::index::TensorId) -> anyhow::Result<u64> {
+            self.0.tensors[t].hash.ok_or_else(|| anyhow::anyhow!("no content hash"))
+        }
+    }
+
     /// A ring capture that deleted its oldest segments may hold the first op it kept in part (three of an
     /// ApplyAdamD's seven tensors): the tensors it kept are the other run's, so the op is skipped, not
     /// called another op ('ApplyAdamD_39 is not the same op in the two runs', from a ring capture against
@@ -435,13 +484,62 @@ mod tests {
             ("ApplyAdamD_40", "ApplyAdamD", all),
         ]);
         let ops = |i: &Index| (0..i.ops.len()).collect::<Vec<_>>();
-        for (a, b) in [(&ring, &full), (&full, &ring)] {
+        for (a, b, held) in
+            [(&ring, &full, "run 1 holds 2 of its 3"), (&full, &ring, "run 2 holds 2 of its 3")]
+        {
             match first_divergence(a, &ops(a), b, &ops(b)) {
-                Divergence::None { step: 1 } => {}
+                Divergence::None { step: 1, held_in_part } => {
+                    assert_eq!(held_in_part.len(), 1, "{held_in_part:?}");
+                    assert!(
+                        held_in_part[0].starts_with(&format!("ApplyAdamD_39 ({held}")),
+                        "{held_in_part:?}"
+                    );
+                }
                 Divergence::Unknown(why) => panic!("{why}"),
                 _ => panic!("the ops kept are identical"),
             }
         }
+        // The pass names what it skipped (it read 'every op both runs dumped gave identical outputs' alone).
+        let seen = |index: &Index, label: &str| Seen {
+            source: Box::leak(Box::new(Held(index.clone()))),
+            manifest: None,
+            ops: ops(index),
+            roles: Roles::of(index),
+            label: label.into(),
+            unreadable: Default::default(),
+        };
+        let pass = item(&[seen(&ring, "run 1"), seen(&full, "run 2")], false);
+        assert!(
+            pass.reason.contains(
+                "step 1: every op both runs dumped gave identical outputs, but 1 op one run holds only in part \
+                 was not compared: ApplyAdamD_39 (run 1 holds 2 of its 3 inputs and outputs"
+            ),
+            "{}",
+            pass.reason
+        );
+        assert!(pass.details.iter().any(|d| d.contains("not compared: ApplyAdamD_39")), "{:?}", pass.details);
+        // Several: how many, and the first.
+        let ring2 = run(&[
+            ("ApplyAdamD_39", "ApplyAdamD", &[(Io::Input, 1), (Io::Output, 0)]),
+            ("ApplyAdamD_40", "ApplyAdamD", &[(Io::Output, 0)]),
+            ("ApplyAdamD_41", "ApplyAdamD", all),
+        ]);
+        let full2 = run(&[
+            ("ApplyAdamD_39", "ApplyAdamD", all),
+            ("ApplyAdamD_40", "ApplyAdamD", all),
+            ("ApplyAdamD_41", "ApplyAdamD", all),
+        ]);
+        match first_divergence(&ring2, &ops(&ring2), &full2, &ops(&full2)) {
+            Divergence::None { held_in_part, .. } => assert_eq!(held_in_part.len(), 2, "{held_in_part:?}"),
+            _ => panic!("the ops kept are identical"),
+        }
+        let pass = item(&[seen(&ring2, "run 1"), seen(&full2, "run 2")], false);
+        assert!(
+            pass.reason
+                .contains("but 2 ops one run holds only in part were not compared, the first ApplyAdamD_39"),
+            "{}",
+            pass.reason
+        );
         // A tensor both hold, of another shape: still another op.
         let mut other = full.clone();
         other.tensors[1].shape = vec![3];
