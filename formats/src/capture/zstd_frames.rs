@@ -31,10 +31,15 @@ fn with_decompressor<T>(
 /// Largest expansion trusted for a direct allocation; beyond it, decoding grows the buffer as output comes.
 const TRUSTED_RATIO: u64 = 64;
 
+/// A recorded size this small is trusted whatever the ratio: a lie costs at most this much room, while the
+/// growing decoder's fresh context (~100 KiB made and zeroed) was 5% of compare on many small zero tensors,
+/// which zstd shrinks more than [`TRUSTED_RATIO`] (a 4 KiB tensor of zeros is a 20-byte frame).
+const TRUSTED_SIZE: u64 = 1 << 20;
+
 /// The `size` bytes that the zstd frames in `src` decode to, into `out` (its old contents dropped).
 pub(super) fn decompress(src: &[u8], size: u64, out: &mut Vec<u8>) -> std::result::Result<(), String> {
     out.clear();
-    if size <= (src.len() as u64).saturating_mul(TRUSTED_RATIO) {
+    if size <= (src.len() as u64).saturating_mul(TRUSTED_RATIO).max(TRUSTED_SIZE) {
         out.reserve(size as usize);
         with_decompressor(|d| d.decompress_to_buffer(src, out)).map_err(|e| format!("zstd: {e}"))?;
     } else {
@@ -356,6 +361,27 @@ mod tests {
 
     fn pool(threads: usize) -> rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
+    }
+
+    /// Zeros shrink far past [`TRUSTED_RATIO`]: below [`TRUSTED_SIZE`] they decode straight into the
+    /// buffer, above it through the growing decoder; either way a recorded size that lies, up or down, is
+    /// an error naming both sizes or zstd's, never a short or padded tensor.
+    #[test]
+    fn highly_compressible_data_decodes_either_way_and_a_lying_size_is_refused() {
+        for size in [4096usize, (TRUSTED_SIZE as usize) * 3] {
+            let frame = zstd::bulk::compress(&vec![0u8; size], 1).unwrap();
+            assert!(
+                size as u64 > frame.len() as u64 * TRUSTED_RATIO,
+                "{size} zeros are {} bytes",
+                frame.len()
+            );
+            let mut out = vec![7u8; 3];
+            decompress(&frame, size as u64, &mut out).unwrap();
+            assert!(out.len() == size && out.iter().all(|&b| b == 0), "{size} zeros");
+            let over = decompress(&frame, size as u64 + 1, &mut out).unwrap_err();
+            assert!(over.contains(&format!("decompresses to {size} bytes")), "{over}");
+            assert!(decompress(&frame, size as u64 - 1, &mut out).is_err(), "{size} zeros read as one fewer");
+        }
     }
 
     /// Tensors of several frames per plane (fp16, f32; planes that compress, flat ones zstd stores, odd
