@@ -119,6 +119,9 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     let mut bench_used = vec![false; bench.tensors.len()];
     let mut pairs = Vec::new();
     let mut leftover = Vec::new();
+    // A benchmark op the mapping gives a target op is that op's alone: the target op of its name is another
+    // (an eager kernel's counter shifted), and taking it by name would shift every pair after it.
+    let mapped_bench: std::collections::HashSet<&String> = options.mapping.values().collect();
 
     for t in 0..target.tensors.len() {
         let tensor = &target.tensors[t];
@@ -140,7 +143,8 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
                 continue;
             }
         }
-        if take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
+        let mapped_to_another = mapped_bench.contains(&name) && options.mapping.get(&name) != Some(&name);
+        if !mapped_to_another && take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
             continue;
         }
         if let (Io::Output, Some((original, out_index))) = (tensor.io, &tensor.original_op) {
@@ -338,6 +342,38 @@ mod tests {
         assert_eq!(fuzzy_name("Functional.linear.3.forward"), "Functional.linear.forward");
         assert_eq!(fuzzy_name("Functional_linear_3_backward"), "Functional_linear_backward");
         assert_eq!(fuzzy_name("model/layer_0/MatMul"), "model/layer_0/MatMul");
+    }
+
+    /// A mapping ties the target's `MatMulV2_3` to the benchmark's `MatMulV2_2`: the target's own
+    /// `MatMulV2_2` (another kernel, unmapped, earlier) must not take it by name, or the mapped pair is lost
+    /// and every pair after it shifts.
+    #[test]
+    fn a_benchmark_op_the_mapping_gives_one_target_op_is_taken_by_no_other_by_name() {
+        use crate::index::TensorInfo;
+        use accutrace_formats::DType;
+        let run = |names: &[&str]| {
+            let mut index = Index::default();
+            for &name in names {
+                let op = index.push_op(name.into(), "MatMulV2".into(), 0, 0);
+                index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4]));
+            }
+            index
+        };
+        let (target, bench) = (run(&["MatMulV2_2", "MatMulV2_3"]), run(&["MatMulV2_2"]));
+        let options = MatchOptions {
+            mapping: [("MatMulV2_3".to_string(), "MatMulV2_2".to_string())].into(),
+            ..MatchOptions::default()
+        };
+        let matching = match_runs(&target, &bench, &options);
+        let pairs: Vec<_> = matching.pairs.iter().map(|p| (p.target, p.bench, p.how)).collect();
+        assert_eq!(pairs, [(1, 0, MatchKind::Mapping)]);
+        // Mapped to itself, a name keeps its own.
+        let options = MatchOptions {
+            mapping: [("MatMulV2_2".to_string(), "MatMulV2_2".to_string())].into(),
+            ..MatchOptions::default()
+        };
+        let matching = match_runs(&target, &bench, &options);
+        assert_eq!(matching.pairs.iter().map(|p| (p.target, p.bench)).collect::<Vec<_>>(), [(0, 0)]);
     }
 
     /// An FFTS+ kernel dumped at `dump_level` all (its op-level record, then its sub-task's copy) against

@@ -266,6 +266,91 @@ fn compare_refuses_eager_kernels_shifted_where_their_shapes_agree() {
     }
 }
 
+/// A `--mapping` that ties every kernel whose counter shifted is the user's word: fused against unfused
+/// eager runs (d_ff == d_model, so no shape tells the shifted kernels apart) then compare fc2's matmul with
+/// fc2's, either way round, and nothing pairs the unfused run's fc1 kernels with another op. Given the
+/// unfused run as target, its fc1 matmul (`MatMulV2_2`, unmapped) took the fused run's `MatMulV2_2` by name,
+/// the one the mapping gives its fc2 matmul, and the pairs shifted on until compare refused (exit 2). A
+/// mapping of the first shifted kernel alone is still refused, naming where the runs part.
+#[test]
+fn compare_hears_a_mapping_of_every_shifted_eager_kernel_either_way_round() {
+    let dir = scratch();
+    let fused = captured_eager(
+        dir.path(),
+        "fused",
+        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
+    );
+    let unfused = captured_eager(dir.path(), "unfused", r#"{"fusion": false, "d_ff": 16}"#);
+    let names = |run: &Path| -> Vec<(String, String)> {
+        let (code, v) = analyzer_json(&["inspect", path_str(run)]);
+        assert_eq!(code, 0, "{v}");
+        let ops = v["ops"].as_array().unwrap().iter();
+        ops.map(|o| (o["name"].as_str().unwrap().to_string(), o["op_type"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    // The kernels fusion left alone, in execution order: the fused run without its fused kernels, the
+    // unfused run without each GeLU and the matmul and bias add before it (fc1).
+    let kept_fused: Vec<String> =
+        names(&fused).into_iter().filter(|(_, t)| t != "FusedMatMulBiasGelu").map(|(n, _)| n).collect();
+    let mut kept_unfused: Vec<String> = Vec::new();
+    for (name, op_type) in names(&unfused) {
+        if op_type == "GeLU" {
+            kept_unfused.truncate(kept_unfused.len() - 2);
+        } else {
+            kept_unfused.push(name);
+        }
+    }
+    assert_eq!(kept_fused.len(), kept_unfused.len(), "{kept_fused:?}\n{kept_unfused:?}");
+    let shifted: Vec<(&String, &String)> =
+        kept_fused.iter().zip(&kept_unfused).filter(|(f, u)| f != u).collect();
+    assert!(shifted.contains(&(&"MatMulV2_2".to_string(), &"MatMulV2_3".to_string())), "{shifted:?}");
+    let mapping = |name: &str, lines: &mut dyn Iterator<Item = String>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.collect::<String>()).unwrap();
+        path
+    };
+    let forward = mapping("forward.csv", &mut shifted.iter().map(|(f, u)| format!("{f},{u}\n")));
+    let backward = mapping("backward.csv", &mut shifted.iter().map(|(f, u)| format!("{u},{f}\n")));
+    for (target, bench, map, fc2, fc1) in [
+        (&fused, &unfused, &forward, ("MatMulV2_2", "MatMulV2_3"), "MatMulV2_2"),
+        (&unfused, &fused, &backward, ("MatMulV2_3", "MatMulV2_2"), "MatMulV2_2"),
+    ] {
+        let (code, v) =
+            analyzer_json(&["compare", path_str(target), path_str(bench), "--mapping", path_str(map)]);
+        assert_ne!(code, 2, "a full mapping is heard: {}", v["refused"]);
+        assert!(v["refused"].is_null(), "{}", v["refused"]);
+        let rows = v["rows"].as_array().unwrap();
+        fn pair(r: &serde_json::Value) -> (&str, &str) {
+            (r["target"].as_str().unwrap(), r["bench"].as_str().unwrap())
+        }
+        let fc2_rows: Vec<_> =
+            rows.iter().filter(|r| pair(r).0.starts_with(&format!("{}.", fc2.0))).map(pair).collect();
+        assert_eq!(fc2_rows.len(), 3, "fc2's matmul is compared: {fc2_rows:?}");
+        assert!(
+            fc2_rows.iter().all(|(_, b)| b.starts_with(&format!("{}.", fc2.1))),
+            "with fc2's: {fc2_rows:?}"
+        );
+        // No pair of other op types, and the unfused run's fc1 kernels compared with nothing.
+        let kind = |name: &str| name.split('.').next().unwrap().rsplit_once('_').unwrap().0.to_string();
+        assert!(rows.iter().map(pair).all(|(t, b)| kind(t) == kind(b)), "{rows:?}");
+        let unfused_fc1 = format!("{fc1}.output.0");
+        let unmatched_unfused =
+            if target == &unfused { &v["unmatched_target"] } else { &v["unmatched_bench"] };
+        assert!(
+            unmatched_unfused.as_array().unwrap().iter().any(|t| t == &unfused_fc1[..]),
+            "{unmatched_unfused}"
+        );
+    }
+    // The first shifted kernel alone: the kernels after it still part, and the refusal says where.
+    let first = mapping("first.csv", &mut shifted.iter().take(1).map(|(f, u)| format!("{f},{u}\n")));
+    let why = refusal(&["compare", path_str(&fused), path_str(&unfused), "--mapping", path_str(&first)]);
+    assert!(why.contains("the kernel types in execution order part: in step 0 rank 0, "), "{why}");
+    assert!(
+        why.contains("BiasAdd_0 comes after MatMulV2_2 in the target and before it in the benchmark"),
+        "{why}"
+    );
+}
+
 /// The same eager job dumped at `dump_level` "all" (CANN's default: an FFTS+ kernel's op-level file and
 /// its sub-task's kernel-level file, the same tensors twice under one name) and at "op". The copies are no
 /// kernels of their own: compare refused the pair as differently fused ('the target launched

@@ -21,7 +21,8 @@ pub struct CompareArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Map ops whose names differ (or eager kernels whose counters shifted): a file of
-    /// `target_name,bench_name` lines, heard before the names.
+    /// `target_name,bench_name` lines, heard before the names (a bench op a line names is that target op's
+    /// alone: map every kernel that shifted, and the target op of its name is left unpaired).
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).
