@@ -22,7 +22,7 @@ pub struct CompareArgs {
     pub output: Option<PathBuf>,
     /// Map ops whose names differ (or eager kernels whose counters shifted): a file of
     /// `target_name,bench_name` lines, heard before the names (a bench op a line names is that target op's
-    /// alone: map every kernel that shifted, and the target op of its name is left unpaired).
+    /// alone, never taken by the target op of its name: map every kernel whose counter shifted).
     #[arg(long, value_name = "FILE")]
     pub mapping: Option<PathBuf>,
     /// Match msprobe API names ignoring the call index (msprobe's fuzzy match).
