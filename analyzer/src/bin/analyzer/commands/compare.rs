@@ -6,11 +6,10 @@ use analyzer::compare::{compare, CompareOptions};
 use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
 use analyzer::report::{self, Colour, Destination};
-use analyzer::sources;
 use anyhow::Result;
 
 pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
-    let (target, bench) = rayon::join(|| sources::open(&args.target), || sources::open(&args.bench));
+    let (target, bench) = rayon::join(|| super::open_run(&args.target), || super::open_run(&args.bench));
     let (target, bench) = (target?, bench?);
     let filter = args.filter.to_filter();
     filter.check(target.index(), &args.target)?;

@@ -3,11 +3,11 @@
 use crate::cli::ConvertArgs;
 use analyzer::convert::{convert, input_problems};
 use analyzer::outcome::Outcome;
-use analyzer::{report, sources};
+use analyzer::report;
 use anyhow::Result;
 
 pub fn run(args: ConvertArgs) -> Result<Outcome> {
-    let source = sources::open(&args.source)?;
+    let source = super::open_run(&args.source)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.source)?;
     let results = convert(source.as_ref(), &filter, &args.output, !args.no_progress)?;

@@ -4,11 +4,10 @@ use crate::cli::{Format, InspectArgs};
 use analyzer::inspect::inspect;
 use analyzer::outcome::Outcome;
 use analyzer::report;
-use analyzer::sources;
 use anyhow::Result;
 
 pub fn run(args: InspectArgs) -> Result<Outcome> {
-    let source = sources::open(&args.path)?;
+    let source = super::open_run(&args.path)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.path)?;
     let found = inspect(source.as_ref(), &filter, !args.no_progress);

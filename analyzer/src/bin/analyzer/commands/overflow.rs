@@ -4,11 +4,10 @@ use crate::cli::OverflowArgs;
 use analyzer::outcome::Outcome;
 use analyzer::overflow::overflow;
 use analyzer::report::{self, Colour, Destination};
-use analyzer::sources;
 use anyhow::Result;
 
 pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
-    let source = sources::open(&args.run)?;
+    let source = super::open_run(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
     let found = overflow(source.as_ref(), &filter, !args.no_progress);

@@ -29,14 +29,14 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     let total = if args.bench.is_some() { 10 } else { 8 };
     let mut stages = Stages::new("report", total, args.no_progress);
     stages.start("reading the runs");
-    let target = sources::open(&args.target)?;
-    let bench = args.bench.as_deref().map(sources::open).transpose()?;
+    let target = super::open_run(&args.target)?;
+    let bench = args.bench.as_deref().map(super::open_run).transpose()?;
     let filter = args.filter.to_filter();
     filter.check(target.index(), &args.target)?;
     if let (Some(bench), Some(path)) = (&bench, &args.bench) {
         filter.check(bench.index(), path)?;
     }
-    let bench = bench.as_deref();
+    let bench = bench.as_deref().map(|b| b.as_ref());
     // The cross-rank analysis needs several ranks among the selected ops (`--rank 3` selects one).
     let mut selected_ranks = target.index().ops.iter().filter(|o| filter.keeps(o)).map(|o| o.rank);
     let first_rank = selected_ranks.next();

@@ -5,13 +5,13 @@ use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
 use analyzer::progress::Stages;
 use analyzer::ranks::summary;
-use analyzer::{report, sources};
+use analyzer::report;
 use anyhow::Result;
 
 pub fn run(args: ScanArgs) -> Result<Outcome> {
     let mut stages = Stages::new("scan", 3, args.no_progress);
     stages.start("reading the run");
-    let source = sources::open(&args.run)?;
+    let source = super::open_run(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
     stages.start("reading the statistics");

@@ -4,7 +4,6 @@ use crate::cli::WatchArgs;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
 use analyzer::report::{self, Colour, Destination};
-use analyzer::sources;
 use analyzer::watch::{self, Condition, WatchOptions};
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -30,7 +29,7 @@ pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
     };
     let mut stages = Stages::new("watch", 2, args.no_progress);
     stages.start("reading the run");
-    let source = sources::open(run)?;
+    let source = super::open_run(run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), run)?;
     let options =
