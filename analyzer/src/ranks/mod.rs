@@ -74,6 +74,10 @@ pub struct Origin {
     /// The ranks it began on: its own, or at a collective anomalous on several members with nothing
     /// anomalous carried in (an all-reduce whose sum overflows), each of them: its result is theirs together.
     pub began_on: Vec<u32>,
+    /// For an op of a rank's own compute, the ranks on which the same op at the same step is an origin too
+    /// (its own rank included; empty when it is the only one): each began there independently, before any
+    /// collective joined them, so none reached another.
+    pub independently_on: Vec<u32>,
 }
 
 impl Origin {
@@ -84,6 +88,34 @@ impl Origin {
                 "it began there on {} together: the call is anomalous on each of them, and none of them \
                  brought an anomaly into it (a collective's result is its members' alike)",
                 rank_ranges(&self.began_on)
+            )
+        })
+    }
+
+    /// The ranks the answer names: those its collective began on together, or those its op began on
+    /// independently, else its own.
+    pub fn ranks_it_began_on(&self) -> &[u32] {
+        if self.independently_on.len() > 1 {
+            &self.independently_on
+        } else {
+            &self.began_on
+        }
+    }
+
+    /// For an op that began an anomaly on several ranks independently, the sentence that says so.
+    pub fn began_independently(&self) -> Option<String> {
+        use detect::FindingKind;
+        (self.independently_on.len() > 1).then(|| {
+            let what = if self.findings.iter().all(|f| f.kind == FindingKind::Overflow) {
+                "overflowed"
+            } else {
+                "was anomalous"
+            };
+            format!(
+                "the same op {what} on {} at {}, independently: each in its own compute, before any \
+                 collective joined them (no rank brought it to another)",
+                rank_ranges(&self.independently_on),
+                step_words(self.step)
             )
         })
     }
@@ -163,6 +195,19 @@ impl Selection {
 }
 
 impl RanksReport {
+    /// The origins after the first that are its op at its step on other ranks (begun there independently,
+    /// said with the first), and the rest.
+    pub fn first_alike_and_rest(&self) -> (Vec<&Origin>, Vec<&Origin>) {
+        let Some((first, after)) = self.origins.split_first() else { return (Vec::new(), Vec::new()) };
+        after.iter().partition(|o| {
+            first.independently_on.len() > 1
+                && o.collective.is_none()
+                && o.step == first.step
+                && o.op == first.op
+                && first.independently_on.contains(&o.rank)
+        })
+    }
+
     /// Findings when an origin was found; otherwise a pass (the caller turns it into an input error when
     /// `input_problems` is not empty: no all-clear on partial data).
     pub fn outcome(&self) -> Outcome {
@@ -205,10 +250,24 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 lamport: replay.lamport[r][i],
                 findings: detected.findings[&(r, i)].clone(),
                 began_on,
+                independently_on: Vec::new(),
             }
         })
         .collect();
     origins.sort_by_key(|o| (o.step, o.lamport, o.rank, o.event));
+    // Origins of one op at one step on several ranks: each in its own compute, said together.
+    let mut same_op: BTreeMap<(u64, String), Vec<u32>> = BTreeMap::new();
+    for o in origins.iter().filter(|o| o.collective.is_none()) {
+        same_op.entry((o.step, o.op.clone())).or_default().push(o.rank);
+    }
+    for o in origins.iter_mut().filter(|o| o.collective.is_none()) {
+        let mut ranks = same_op[&(o.step, o.op.clone())].clone();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if ranks.len() > 1 {
+            o.independently_on = ranks;
+        }
+    }
 
     let first = origins.first().map(|o| {
         let r = run.ranks.iter().position(|x| x.rank == o.rank).expect("an origin's rank is present");

@@ -31,11 +31,18 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
                 "tensor",
                 "detail",
                 "began_on",
+                "independently_on",
             ])?;
             for (n, o) in report.origins.iter().enumerate() {
                 // The ranks it began on (`0-3` for a collective anomalous on every member), else its own.
                 let began_on: Vec<u64> = o.began_on.iter().map(|&r| u64::from(r)).collect();
                 let began_on = crate::filter::ranges(&began_on);
+                // The ranks the same op began on at that step, each in its own compute; empty when alone.
+                let independently: Vec<u64> = o.independently_on.iter().map(|&r| u64::from(r)).collect();
+                let independently_on = match independently.len() {
+                    0 => String::new(),
+                    _ => crate::filter::ranges(&independently),
+                };
                 for f in &o.findings {
                     let (comm, seq) = o
                         .collective
@@ -57,6 +64,7 @@ pub fn write(report: &RanksReport, command: &str, format: Format, to: &Destinati
                         f.tensor.clone().unwrap_or_default(),
                         f.detail.clone(),
                         began_on.clone(),
+                        independently_on.clone(),
                     ])?;
                 }
             }
@@ -142,7 +150,7 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     writeln!(
         out,
         "\n{head}{scope}: {} {}: {} [{}]",
-        rank_ranges(&first.began_on),
+        rank_ranges(first.ranks_it_began_on()),
         step_words(first.step),
         first.op,
         first.op_type
@@ -156,9 +164,17 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
     if let Some(together) = first.began_together() {
         writeln!(out, "  {together}")?;
     }
-    for f in &first.findings {
-        let tensor = f.tensor.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
-        writeln!(out, "  {}: {tensor}{}", f.kind.describe(), f.detail)?;
+    if let Some(independently) = first.began_independently() {
+        writeln!(out, "  {independently}")?;
+    }
+    // The same op on the other ranks it began on independently: their findings under the first's.
+    let (alike, rest) = r.first_alike_and_rest();
+    for o in std::iter::once(first).chain(alike.iter().copied()) {
+        let on = if alike.is_empty() { String::new() } else { format!("rank {}: ", o.rank) };
+        for f in &o.findings {
+            let tensor = f.tensor.as_deref().map(|t| format!("{t}: ")).unwrap_or_default();
+            writeln!(out, "  {on}{}: {tensor}{}", f.kind.describe(), f.detail)?;
+        }
     }
     writeln!(out, "spread:")?;
     let (affected, quiet): (Vec<_>, Vec<_>) = r.spread.iter().partition(|s| s.anomalous_events > 0);
@@ -198,15 +214,28 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
         let show = if quiet.len() == 1 { "shows" } else { "show" };
         writeln!(out, "  {} met it in a collective later and {show} no anomaly", rank_ranges(&quiet))?;
     }
-    let untouched: Vec<u32> =
-        r.examined_ranks.iter().copied().filter(|x| !r.spread.iter().any(|s| s.rank == *x)).collect();
+    if !alike.is_empty() {
+        let ranks: Vec<u32> = alike.iter().map(|o| o.rank).collect();
+        writeln!(
+            out,
+            "  {} where the same op began it too, independently, at {} (what followed there is not traced here)",
+            rank_ranges(&ranks),
+            step_words(first.step)
+        )?;
+    }
+    let untouched: Vec<u32> = r
+        .examined_ranks
+        .iter()
+        .copied()
+        .filter(|x| !r.spread.iter().any(|s| s.rank == *x) && !alike.iter().any(|o| o.rank == *x))
+        .collect();
     if !untouched.is_empty() {
         writeln!(out, "  {} not reached", rank_ranges(&untouched))?;
     }
     if !unexamined.is_empty() {
         writeln!(out, "  {} not examined (the selection)", rank_ranges(&unexamined))?;
     }
-    let (others, not_examined) = by_examination(r, &r.origins[1..]);
+    let (others, not_examined) = by_examination(r, rest);
     if !others.is_empty() {
         writeln!(out, "\nother anomalies nothing anomalous happened before ({}):", others.len())?;
         for o in others.iter().take(10) {
@@ -227,8 +256,11 @@ fn print_table(out: &mut impl Write, r: &RanksReport, colour: bool) -> Result<()
 
 /// `origins` on the ranks examined, then those on ranks outside the selection: of these only the HCCL
 /// calls were kept (to order the ranks), so they are no origin there, only anomalous calls.
-fn by_examination<'a>(r: &RanksReport, origins: &'a [Origin]) -> (Vec<&'a Origin>, Vec<&'a Origin>) {
-    origins.iter().partition(|o| r.examined_ranks.contains(&o.rank))
+fn by_examination<'a>(
+    r: &RanksReport,
+    origins: impl IntoIterator<Item = &'a Origin>,
+) -> (Vec<&'a Origin>, Vec<&'a Origin>) {
+    origins.into_iter().partition(|o| r.examined_ranks.contains(&o.rank))
 }
 
 /// The anomalous HCCL calls of ranks not examined, under a heading that claims nothing of their ops.
@@ -258,9 +290,13 @@ fn write_not_examined(out: &mut impl Write, calls: &[&Origin]) -> Result<()> {
 /// One origin on its own line: rank, step, op and what was anomalous about it.
 fn write_origin_line(out: &mut impl Write, o: &Origin) -> Result<()> {
     let kinds: Vec<&str> = o.findings.iter().map(|f| f.kind.describe()).collect();
+    let alike = match o.independently_on.len() {
+        0 | 1 => String::new(),
+        _ => format!("   (the same op on {}, independently)", rank_ranges(&o.independently_on)),
+    };
     writeln!(
         out,
-        "  rank {} {}: {} [{}]: {}",
+        "  rank {} {}: {} [{}]: {}{alike}",
         o.rank,
         step_words(o.step),
         o.op,
@@ -302,6 +338,7 @@ mod tests {
                 detail: "1 NaN".into(),
             }],
             began_on: vec![rank],
+            independently_on: Vec::new(),
         }
     }
 

@@ -1270,8 +1270,8 @@ fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
     let (code, csv, _) = analyzer(&["ranks", p(&run), "--format", "csv", "--no-progress"]);
     assert_eq!(code, 1, "{csv}");
     let rows: Vec<&str> = csv.lines().collect();
-    assert!(rows[0].ends_with(",detail,began_on") && rows.len() == 2, "{csv}");
-    assert!(rows[1].starts_with("0,0,0,HcclAllReduce,") && rows[1].ends_with(",0-3"), "{csv}");
+    assert!(rows[0].ends_with(",detail,began_on,independently_on") && rows.len() == 2, "{csv}");
+    assert!(rows[1].starts_with("0,0,0,HcclAllReduce,") && rows[1].ends_with(",0-3,"), "{csv}");
 
     let file = dir.path().join("sum-overflows.html");
     let (code, out, err) = analyzer(&["report", p(&run), "-o", p(&file), "--no-progress"]);
@@ -1317,6 +1317,79 @@ fn a_collective_anomalous_on_every_member_began_on_all_of_them() {
         "{out}"
     );
     assert!(!out.contains("not reached"), "{out}");
+}
+
+/// A loss scale so high that each rank's own backward overflows at step 0, before the gradient all-reduce
+/// joins them: the same op overflowing on several ranks began there on each, independently. The answer read
+/// 'rank 2 where it began, ranks 0, 1, 3 not reached', the other ranks' same op among 'other anomalies';
+/// now it names them together and says they are independent, in the table, JSON, CSV and the page.
+#[test]
+fn the_same_op_overflowing_on_several_ranks_in_one_step_began_on_each_independently() {
+    let dir = scratch();
+    let run = record(dir.path(), "each-overflows", r#"{"loss_scale": {"initial": 262144}}"#);
+    let (code, json) = analyzer_json(&["ranks", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{json}");
+    let origins = json["origins"].as_array().unwrap();
+    let first = &origins[0];
+    let (op, step) = (first["op"].as_str().unwrap(), first["step"].as_u64().unwrap());
+    assert!(first["collective"].is_null(), "in its own compute: {json}");
+    let alike: Vec<u64> = origins
+        .iter()
+        .filter(|o| o["op"] == op && o["step"].as_u64() == Some(step))
+        .map(|o| o["rank"].as_u64().unwrap())
+        .collect();
+    assert!(alike.len() > 1, "the same op overflowed on several ranks: {json}");
+    let mut sorted = alike.clone();
+    sorted.sort_unstable();
+    for o in origins.iter().filter(|o| o["op"] == op) {
+        assert_eq!(o["independently_on"], serde_json::json!(sorted), "{json}");
+    }
+    let (code, out, _) = analyzer(&["ranks", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{out}");
+    // The headline names them all (`ranks 2, 3`).
+    let head = out.lines().find_map(|l| l.strip_prefix("FIRST ANOMALY: ")).unwrap_or_else(|| panic!("{out}"));
+    let ranks = head.split(" step ").next().unwrap();
+    assert!(ranks.starts_with("ranks ") && sorted.iter().all(|r| ranks.contains(&r.to_string())), "{out}");
+    assert!(head.ends_with(&format!(" step {step}: {op} [{}]", first["op_type"].as_str().unwrap())), "{out}");
+    assert!(
+        out.contains(&format!(
+            "\n  the same op overflowed on {ranks} at step {step}, independently: each in its own compute, \
+             before any collective joined them"
+        )),
+        "{out}"
+    );
+    for rank in &alike[1..] {
+        assert!(out.contains(&format!("\n  rank {rank}: overflow: {op}.output.")), "{out}");
+        assert!(
+            !out.contains(&format!("\n  rank {rank} step {step}: {op} [")),
+            "not among the others: {out}"
+        );
+    }
+    let not_reached = out.lines().find(|l| l.ends_with(" not reached")).unwrap_or_default();
+    assert!(alike.iter().all(|r| !not_reached.contains(&r.to_string())), "{out}");
+
+    let (code, csv, _) = analyzer(&["ranks", p(&run), "--format", "csv", "--no-progress"]);
+    assert_eq!(code, 1, "{csv}");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(rows[0].ends_with(",began_on,independently_on"), "{csv}");
+    let last = |row: &str| row.rsplit(',').next().unwrap().trim_matches('"').to_string();
+    let of_op: Vec<&&str> = rows[1..].iter().filter(|r| r.contains(&format!(",{op},"))).collect();
+    assert_eq!(of_op.len(), alike.len(), "{csv}");
+    assert!(of_op.iter().all(|r| last(r) == last(of_op[0]) && !last(r).is_empty()), "{csv}");
+
+    let file = dir.path().join("each-overflows.html");
+    let (code, out, err) = analyzer(&["report", p(&run), "-o", p(&file), "--no-progress"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let html = report_page(&file);
+    assert!(html.contains(&format!("<b>FIRST ANOMALY ACROSS RANKS</b> {ranks} step {step}: ")), "{out}");
+    assert!(
+        html.contains(&format!("the same op overflowed on {ranks} at step {step}, independently")),
+        "{out}"
+    );
+    assert!(html.contains(&format!("none: the same op on {ranks}, independently</td>")), "the origins table");
+    let began =
+        format!("it began on {} of 4 ranks independently, and rank {}'s reached ", alike.len(), alike[0]);
+    assert!(html.contains(&began), "{out}");
 }
 
 /// A copy of `run` at `to` without rank `rank`'s streams: as if its node's files were lost.

@@ -494,10 +494,15 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
         ),
         _ => format!("{} ranks", r.ranks.len()),
     };
+    // An op that began it on several ranks independently: the spread is traced from the first of them.
+    let reach = match first.independently_on.len() {
+        0 | 1 => format!("it reached {reached} of {of}"),
+        n => format!("it began on {n} of {of} independently, and rank {}'s reached {reached}", first.rank),
+    };
     page.push_str(&format!(
         "<p class=\"verdict bad\"><b>FIRST ANOMALY ACROSS RANKS</b> {} {}: <a href=\"#t-rank-origins\"><code>{}</code></a> \
-         [{}]{}; it reached {reached} of {of} (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
-        crate::filter::rank_ranges(&first.began_on),
+         [{}]{}; {reach} (<a href=\"#t-rank-spread\">spread</a>, <a href=\"#fig-ranks\">rank x step</a>)</p>",
+        crate::filter::rank_ranges(first.ranks_it_began_on()),
         crate::ranks::events::step_words(first.step),
         escape(&first.op),
         escape(&first.op_type),
@@ -513,19 +518,28 @@ fn ranks_verdict(page: &mut String, r: &RanksReport, open: bool) {
     if let Some(together) = first.began_together() {
         page.push_str(&format!("<p class=\"verdict detail\">{}</p>", escape(&together)));
     }
-    for f in &first.findings {
-        let tensor = f.tensor.as_deref().map(|t| format!("<code>{}</code>: ", escape(t))).unwrap_or_default();
-        page.push_str(&format!(
-            "<p class=\"verdict detail\">{}: {tensor}{}</p>",
-            escape(f.kind.describe()),
-            escape(&f.detail)
-        ));
+    if let Some(independently) = first.began_independently() {
+        page.push_str(&format!("<p class=\"verdict detail\">{}</p>", escape(&independently)));
     }
-    if r.origins.len() > 1 {
+    // The same op on the other ranks it began on independently: their findings under the first's.
+    let (alike, rest) = r.first_alike_and_rest();
+    for o in std::iter::once(first).chain(alike.iter().copied()) {
+        let on = if alike.is_empty() { String::new() } else { format!("rank {}: ", o.rank) };
+        for f in &o.findings {
+            let tensor =
+                f.tensor.as_deref().map(|t| format!("<code>{}</code>: ", escape(t))).unwrap_or_default();
+            page.push_str(&format!(
+                "<p class=\"verdict detail\">{on}{}: {tensor}{}</p>",
+                escape(f.kind.describe()),
+                escape(&f.detail)
+            ));
+        }
+    }
+    if !rest.is_empty() {
         page.push_str(&format!(
             "<p class=\"verdict detail\">{} more anomalies that nothing anomalous happened before (<a \
              href=\"#t-rank-origins\">table</a>)</p>",
-            r.origins.len() - 1
+            rest.len()
         ));
     }
     // What qualifies the answer (a selection, a first anomaly at a collective missing members), as the

@@ -298,6 +298,11 @@ fn rank_origins(page: &mut String, r: &RanksReport) {
             if o.began_on.len() > 1 {
                 collective.push_str(&format!(", where it began on {} together", rank_ranges(&o.began_on)));
             }
+            // An op that began it on several ranks, each in its own compute: each row says which.
+            if o.independently_on.len() > 1 {
+                collective =
+                    format!("none: the same op on {}, independently", rank_ranges(&o.independently_on));
+            }
             let cells = vec![
                 Cell::Count(n as u64),
                 Cell::Count(o.rank.into()),
