@@ -54,19 +54,9 @@ type Measured<R, K> = (R, Option<K>, Vec<(usize, bool)>);
 /// A repeat's index, whether its target side stores the same data as its first pair's, and whether both do.
 type Checked = (usize, bool, bool);
 
-/// Every pair's result, in pair order, with at most as many pairs measured at once as `limits` says
-/// ([`in_flight`]: each on one of the pool's first threads, the rest of the pool free for the work within a
-/// pair; a pair's size is its larger tensor's as f32). `measure` reads and measures a pair; a pair that repeats an
-/// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
-/// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
-/// read), where both sides store the same data for the two pairs. Otherwise, or where that cannot be told
-/// (an error of the comparison), the repeat is measured itself, and fails as it would have.
-///
-/// Whether a repeat stores the same data as its first pair is asked just before the first pair is
-/// measured: the first pair's stored bytes are then read once for both (a capture keeps their pages mapped
-/// for the read that follows), where asking afterwards would bring them back into memory after that read
-/// had released them. What the checks left is released after the read ([`Source::release_stored_data`]),
-/// and everything at the end of each window ([`Source::release_all`]).
+/// Every pair's result, in pair order, from [`measure_pairs_into`]: the tests' form (the commands take
+/// each result as it comes).
+#[cfg(test)]
 pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     sources: (&dyn Source, &dyn Source),
     limits: InFlight,
@@ -80,8 +70,21 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
     results
 }
 
-/// [`measure_pairs`], each result handed to `place` in pair order as its window is done, so that a caller
-/// keeps it where it ends up (compare's rows) instead of in a table of results copied from at the end.
+/// Each pair's result handed to `place` in pair order as its window is done (so that a caller keeps it
+/// where it ends up, compare's rows, or folds it, diff's tables, instead of a table of results copied from at
+/// the end), with at most as many pairs measured at once as `limits` says
+/// ([`in_flight`]: each on one of the pool's first threads, the rest of the pool free for the work within a
+/// pair; a pair's size is its larger tensor's as f32). `measure` reads and measures a pair; a pair that repeats an
+/// earlier pair's hashes ([`earlier_pair_with_the_hashes`]) waits for it instead, and `repeat` builds its
+/// result from what `kept` took from the first pair's (`None`: the first was not measured, or could not be
+/// read), where both sides store the same data for the two pairs. Otherwise, or where that cannot be told
+/// (an error of the comparison), the repeat is measured itself, and fails as it would have.
+///
+/// Whether a repeat stores the same data as its first pair is asked just before the first pair is
+/// measured: the first pair's stored bytes are then read once for both (a capture keeps their pages mapped
+/// for the read that follows), where asking afterwards would bring them back into memory after that read
+/// had released them. What the checks left is released after the read ([`Source::release_stored_data`]),
+/// and everything at the end of each window ([`Source::release_all`]).
 pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
     (target, bench): (&dyn Source, &dyn Source),
     limits: InFlight,

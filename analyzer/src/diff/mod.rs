@@ -5,12 +5,12 @@
 
 use crate::comparable::{configuration_differences, not_one_configuration};
 use crate::filter::Filter;
-use crate::index::{Index, Io, TensorId, TensorInfo};
+use crate::index::{Index, Io, OpId, TensorId, TensorInfo};
 use crate::matching::{match_runs, MatchOptions};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
-use crate::repeats::measure_pairs;
+use crate::repeats::measure_pairs_into;
 use crate::sources::Source;
 use crate::threads::{largest_tensor_bytes, pairs_for, pairs_in_flight, tensor_bytes, Footprint};
 use accutrace_formats::tensor::element_count;
@@ -183,7 +183,12 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     // Threads that measure no pair of their own: a large pair's waves take them (the pairs' threads take
     // waves only when they wait on their own).
     let spare_threads = rayon::current_num_threads() > limits.large;
-    let diffs: Vec<Result<TensorDiff>> = measure_pairs(
+    let mut folded = Folded::new(i1);
+    let mut input_problems = InputProblems::of_sources(&[run1, run2]);
+    // Each result is folded as it is handed over, in pair order: no table of every pair's figures is held
+    // (#18: memory must not grow with the tensor count beyond one byte a tensor).
+    let mut next_pair = pairs.iter();
+    measure_pairs_into(
         (run1, run2),
         limits,
         &pairs,
@@ -201,33 +206,27 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
             let (ia, ib) = (&i1.tensors[p.target], &i2.tensors[p.bench]);
             Ok(TensorDiff { stats_delta: stats_delta(ia, ib), ..d.clone() })
         },
+        |d| {
+            let Some(p) = next_pair.next() else { return };
+            match d {
+                Ok(d) => folded.add(p.target, d),
+                Err(e) => {
+                    // A tensor that could not be read on either side is neither identical nor different.
+                    let label = format!("{} vs {}", i1.tensor_label(p.target), i2.tensor_label(p.bench));
+                    input_problems.push_unreadable(&label, &e);
+                    folded.seen[p.target] = Seen::Unread;
+                }
+            }
+        },
     );
     progress.finish();
-    let mut by_target: BTreeMap<TensorId, TensorDiff> = BTreeMap::new();
-    let mut decoded = 0;
-    let mut input_problems = InputProblems::of_sources(&[run1, run2]);
-    // A tensor that could not be read on either side is neither identical nor different.
-    let mut unread: BTreeSet<TensorId> = BTreeSet::new();
-    for (p, d) in pairs.iter().zip(diffs) {
-        match d {
-            Ok(d) => {
-                if d.measured {
-                    decoded += 1;
-                }
-                by_target.insert(p.target, d);
-            }
-            Err(e) => {
-                let label = format!("{} vs {}", i1.tensor_label(p.target), i2.tensor_label(p.bench));
-                input_problems.push_unreadable(&label, &e);
-                unread.insert(p.target);
-            }
-        }
-    }
 
     let calls = collective_differences(i1, i2, &options.filter);
-    let first_differences = with_collectives(first_differences(i1, &by_target, &unread), &calls);
-    let census = census(i1, &by_target);
-    let differing = by_target.values().filter(|d| !d.identical).count() + calls.len();
+    let first_differences = with_collectives(folded.first_differences(), &calls);
+    let compared = folded.seen.iter().filter(|s| matches!(s, Seen::Identical | Seen::Differing)).count();
+    let differing = folded.seen.iter().filter(|&&s| s == Seen::Differing).count() + calls.len();
+    let decoded = folded.decoded;
+    let census = folded.census();
     let (unmatched_run1, unmatched_run2): (Vec<String>, Vec<String>) = (
         matching.unmatched_target.iter().map(|&t| i1.tensor_label(t)).collect(),
         matching.unmatched_bench.iter().map(|&t| i2.tensor_label(t)).collect(),
@@ -246,7 +245,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         verdict,
         run1: run1.root().display().to_string(),
         run2: run2.root().display().to_string(),
-        compared_tensors: by_target.len(),
+        compared_tensors: compared,
         differing_tensors: differing,
         decoded_tensors: decoded,
         first_differences,
@@ -468,83 +467,148 @@ fn with_collectives(
     found
 }
 
-/// Per step and rank, the first op whose output differs, with its launch time (host µs) when known.
-fn first_differences(
-    index: &Index,
-    diffs: &BTreeMap<TensorId, TensorDiff>,
-    unread: &BTreeSet<TensorId>,
-) -> Vec<(FirstDifference, Option<u64>)> {
-    let mut ops: Vec<usize> = (0..index.ops.len()).collect();
-    ops.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
-    let mut seen: BTreeMap<(u64, u32), ()> = BTreeMap::new();
-    let mut found = Vec::new();
-    for o in ops {
-        let op = &index.ops[o];
-        if seen.contains_key(&(op.step, op.rank)) {
-            continue;
-        }
-        let Some(output) = op.outputs.iter().filter_map(|t| diffs.get(t)).find(|d| !d.identical) else {
-            continue;
-        };
-        seen.insert((op.step, op.rank), ());
-        let input_diffs: Vec<(TensorId, &TensorDiff)> =
-            op.inputs.iter().filter_map(|&t| diffs.get(&t).map(|d| (t, d))).collect();
-        let differing_inputs: Vec<String> =
-            input_diffs.iter().filter(|(_, d)| !d.identical).map(|(t, _)| index.tensor_label(*t)).collect();
-        // An input that could not be read may have differed: the op cannot be called nondeterministic.
-        let verdict = if input_diffs.is_empty() || op.inputs.iter().any(|t| unread.contains(t)) {
-            "unknown"
-        } else if differing_inputs.is_empty() {
-            "nondeterministic"
-        } else {
-            "propagating"
-        };
-        let first = FirstDifference {
-            step: op.step,
-            rank: op.rank,
-            op: op.name.clone(),
-            op_type: op.op_type.clone(),
-            verdict,
-            differing_inputs,
-            output: output.clone(),
-        };
-        found.push((first, op.launch.map(|l| l.timestamp_us)));
-    }
-    found
+/// What diff learnt of a tensor of run 1: one byte a tensor, the figures themselves folded into
+/// [`Folded`]'s census and first differences as they come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    /// In no pair diff measured (unmatched, or left out by the filter).
+    NotCompared,
+    Identical,
+    Differing,
+    /// Its pair could not be read on either side: neither identical nor different.
+    Unread,
 }
 
-/// One row per op name and rank, in execution order (then rank). `times` counts op executions (an op with
-/// three differing outputs in one step counts once).
-fn census(index: &Index, diffs: &BTreeMap<TensorId, TensorDiff>) -> Vec<CensusRow> {
-    let mut rows: BTreeMap<(&str, u32), (u64, CensusRow)> = BTreeMap::new();
-    let mut counted: std::collections::HashSet<usize> = std::collections::HashSet::new();
-    for (&t, d) in diffs {
-        let tensor = &index.tensors[t];
-        if d.identical || tensor.io != Io::Output {
-            continue;
+/// The first differing output so far of one step and rank: the op first in execution order (then by
+/// id), and its first differing output.
+struct FirstOutput {
+    order: u64,
+    op: OpId,
+    /// The output's place among the op's outputs.
+    slot: usize,
+    diff: TensorDiff,
+}
+
+/// diff's results folded as each pair's is handed over (#18: a table of every pair's figures, and a map
+/// of them by tensor, grew with the tensor count): what each tensor of run 1 came to, the census rows,
+/// and per step and rank the first differing output so far. Each target tensor is in one pair at most
+/// (matching pairs each tensor once).
+struct Folded<'a> {
+    index: &'a Index,
+    seen: Vec<Seen>,
+    decoded: usize,
+    /// Per op name and rank: the first execution order it ran at, and its row.
+    census: BTreeMap<(&'a str, u32), (u64, CensusRow)>,
+    /// Ops the census counted already (`times` counts op executions, not outputs).
+    counted: Vec<bool>,
+    first: BTreeMap<(u64, u32), FirstOutput>,
+}
+
+impl<'a> Folded<'a> {
+    fn new(index: &'a Index) -> Folded<'a> {
+        Folded {
+            index,
+            seen: vec![Seen::NotCompared; index.tensors.len()],
+            decoded: 0,
+            census: BTreeMap::new(),
+            counted: vec![false; index.ops.len()],
+            first: BTreeMap::new(),
         }
-        let op = &index.ops[tensor.op];
-        let entry = rows.entry((op.name.as_str(), op.rank)).or_insert_with(|| {
-            let row = CensusRow {
+    }
+
+    /// Takes the figures of the pair of `t`; only a differing output's are kept (in the census, and as its
+    /// step and rank's first difference while no earlier one is known).
+    fn add(&mut self, t: TensorId, d: TensorDiff) {
+        if d.measured {
+            self.decoded += 1;
+        }
+        self.seen[t] = if d.identical { Seen::Identical } else { Seen::Differing };
+        let index = self.index;
+        let tensor = &index.tensors[t];
+        let o = tensor.op;
+        let op = &index.ops[o];
+        if d.identical {
+            return;
+        }
+        if tensor.io == Io::Output {
+            let entry = self.census.entry((op.name.as_str(), op.rank)).or_insert_with(|| {
+                let row = CensusRow {
+                    rank: op.rank,
+                    op: op.name.clone(),
+                    op_type: op.op_type.clone(),
+                    ..Default::default()
+                };
+                (op.order, row)
+            });
+            entry.0 = entry.0.min(op.order);
+            let row = &mut entry.1;
+            if !std::mem::replace(&mut self.counted[o], true) {
+                row.times += 1;
+            }
+            row.max_abs_diff = row.max_abs_diff.max(d.max_abs_diff);
+            row.max_ulp = row.max_ulp.max(d.max_ulp);
+            row.max_share_differing = row.max_share_differing.max(d.share_differing());
+            row.max_stats_delta = row.max_stats_delta.max(d.stats_delta.unwrap_or(0.0));
+            row.measured |= d.measured;
+        }
+        // The first differing output of the step and rank: the op first in execution order (ties by id, as
+        // a stable sort of the ops leaves them), then its first output in the op's own order.
+        let Some(slot) = op.outputs.iter().position(|&x| x == t) else { return };
+        let candidate = (op.order, o, slot);
+        match self.first.entry((op.step, op.rank)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(FirstOutput { order: op.order, op: o, slot, diff: d });
+            }
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let f = e.get();
+                if candidate < (f.order, f.op, f.slot) {
+                    e.insert(FirstOutput { order: op.order, op: o, slot, diff: d });
+                }
+            }
+        }
+    }
+
+    /// Per step and rank, the first op whose output differs, with its launch time (host µs) when known.
+    fn first_differences(&self) -> Vec<(FirstDifference, Option<u64>)> {
+        let index = self.index;
+        let mut found = Vec::new();
+        for f in self.first.values() {
+            let op = &index.ops[f.op];
+            let compared = |t: &&TensorId| matches!(self.seen[**t], Seen::Identical | Seen::Differing);
+            let input_diffs: Vec<&TensorId> = op.inputs.iter().filter(compared).collect();
+            let differing_inputs: Vec<String> = input_diffs
+                .iter()
+                .filter(|&&&t| self.seen[t] == Seen::Differing)
+                .map(|&&t| index.tensor_label(t))
+                .collect();
+            // An input that could not be read may have differed: the op cannot be called nondeterministic.
+            let verdict = if input_diffs.is_empty() || op.inputs.iter().any(|&t| self.seen[t] == Seen::Unread)
+            {
+                "unknown"
+            } else if differing_inputs.is_empty() {
+                "nondeterministic"
+            } else {
+                "propagating"
+            };
+            let first = FirstDifference {
+                step: op.step,
                 rank: op.rank,
                 op: op.name.clone(),
                 op_type: op.op_type.clone(),
-                ..Default::default()
+                verdict,
+                differing_inputs,
+                output: f.diff.clone(),
             };
-            (op.order, row)
-        });
-        entry.0 = entry.0.min(op.order);
-        let row = &mut entry.1;
-        if counted.insert(tensor.op) {
-            row.times += 1;
+            found.push((first, op.launch.map(|l| l.timestamp_us)));
         }
-        row.max_abs_diff = row.max_abs_diff.max(d.max_abs_diff);
-        row.max_ulp = row.max_ulp.max(d.max_ulp);
-        row.max_share_differing = row.max_share_differing.max(d.share_differing());
-        row.max_stats_delta = row.max_stats_delta.max(d.stats_delta.unwrap_or(0.0));
-        row.measured |= d.measured;
+        found
     }
-    let mut rows: Vec<(u64, CensusRow)> = rows.into_values().collect();
-    rows.sort_by_key(|(order, row)| (*order, row.rank));
-    rows.into_iter().map(|(_, r)| r).collect()
+
+    /// One row per op name and rank, in execution order (then rank). `times` counts op executions (an op
+    /// with three differing outputs in one step counts once).
+    fn census(self) -> Vec<CensusRow> {
+        let mut rows: Vec<(u64, CensusRow)> = self.census.into_values().collect();
+        rows.sort_by_key(|(order, row)| (*order, row.rank));
+        rows.into_iter().map(|(_, r)| r).collect()
+    }
 }

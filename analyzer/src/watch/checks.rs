@@ -94,7 +94,7 @@ pub(super) fn loss(
 /// What is known of a one-element tensor, and from what. A scaler's input is no watched tensor (an earlier
 /// op produced it): its own statistics then, else (a dump tree stores none) its one value, read.
 fn scalar_stats(ctx: &Ctx<'_>, t: TensorId) -> Option<(TensorStats, Evidence)> {
-    if let Some(k) = ctx.known.get(&t) {
+    if let Some(k) = ctx.known.get(t) {
         return Some((k.stats, k.evidence()));
     }
     let info = &ctx.index.tensors[t];
@@ -119,28 +119,25 @@ fn scaled_loss(ctx: &Ctx<'_>, ops: &[OpId]) -> Option<TensorId> {
     })
 }
 
-/// tensor_overflow over every watched tensor; operator_overflow over the device's records.
-pub(super) fn overflow(
-    ctx: &Ctx<'_>,
-    watched: &[TensorId],
-    groups: &BTreeMap<(u32, u64), Vec<OpId>>,
-) -> Vec<Event> {
-    let mut events = Vec::new();
-    for &t in watched {
-        let Some(k) = ctx.known.get(&t).filter(|_| ctx.index.tensors[t].dtype.is_float()) else { continue };
-        let a = Anomaly::of(&k.stats, true);
-        if !a.any() {
-            events.push(Event::Decided("tensor_overflow"));
-            continue;
-        }
-        let (measure, n) =
-            if a.nan + a.inf > 0 { ("nan_inf", a.nan + a.inf) } else { ("at_saturation", a.saturated) };
-        let value = Measure::exact(n as f64);
-        events.push(with_detail(
-            ctx.hit("tensor_overflow", Some(t), None, measure, value, "> 0".into(), k.evidence()),
-            Some(a.describe()),
-        ));
+/// tensor_overflow on a watched tensor (a float one that is known).
+pub(super) fn tensor_overflow(ctx: &Ctx<'_>, t: TensorId) -> Option<Event> {
+    let k = ctx.known.get(t).filter(|_| ctx.index.tensors[t].dtype.is_float())?;
+    let a = Anomaly::of(&k.stats, true);
+    if !a.any() {
+        return Some(Event::Decided("tensor_overflow"));
     }
+    let (measure, n) =
+        if a.nan + a.inf > 0 { ("nan_inf", a.nan + a.inf) } else { ("at_saturation", a.saturated) };
+    let value = Measure::exact(n as f64);
+    Some(with_detail(
+        ctx.hit("tensor_overflow", Some(t), None, measure, value, "> 0".into(), k.evidence()),
+        Some(a.describe()),
+    ))
+}
+
+/// operator_overflow over the device's records.
+pub(super) fn operator_overflow(ctx: &Ctx<'_>, groups: &BTreeMap<(u32, u64), Vec<OpId>>) -> Vec<Event> {
+    let mut events = Vec::new();
     let mut seen = false;
     for r in ctx.index.overflow_records.iter().filter(|r| groups.contains_key(&(r.rank, r.step))) {
         seen = true;
@@ -185,7 +182,7 @@ pub(super) fn with_detail(mut event: Event, detail: Option<String>) -> Event {
 }
 
 /// The statistic a "too large" / "too small" parameter compares (`abs_mean_gt` compares mean |x|).
-fn statistic(k: &Known, param: &str) -> Option<(Measure, &'static str)> {
+fn statistic(k: &Known<'_>, param: &str) -> Option<(Measure, &'static str)> {
     let s = &k.stats;
     match param.rsplit_once('_')?.0 {
         "abs_mean" => k.abs_mean().map(|m| (m, "abs_mean")),
@@ -210,7 +207,7 @@ pub(super) fn thresholds(
     let mut undecided = None;
     let mut exact_abs_mean = None;
     for (&param, &threshold) in c.params.iter().filter(|(p, _)| params.contains(p)) {
-        let Some((mut m, measure)) = statistic(k, param) else { continue };
+        let Some((mut m, measure)) = statistic(&k, param) else { continue };
         let test =
             |m: Measure| if param.ends_with("_gt") { above(m, threshold) } else { below(m, threshold) };
         let mut evidence = k.evidence();
@@ -297,10 +294,10 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
         None => None,
     };
     if let Some(c) = saturation.filter(|_| op.outputs.first() == Some(&t)).and_then(|n| get(conditions, n)) {
-        events.extend(range(ctx, c, t, k));
+        events.extend(range(ctx, c, t, &k));
     }
     if let Some(c) = get(conditions, "activation_range") {
-        events.extend(range(ctx, c, t, k));
+        events.extend(range(ctx, c, t, &k));
         for (param, gt) in [("max_min_gt", true), ("max_min_lt", false)] {
             let Some(threshold) = c.get(param) else { continue };
             let spread = Measure::exact(k.stats.max - k.stats.min);
@@ -315,7 +312,7 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
 }
 
 /// A range condition (`range_start`..`range_end` with `range_percentage_lt` / `_gt`) on tensor `t`.
-fn range(ctx: &Ctx<'_>, c: &Condition, t: TensorId, k: &Known) -> Vec<Event> {
+fn range(ctx: &Ctx<'_>, c: &Condition, t: TensorId, k: &Known<'_>) -> Vec<Event> {
     let (Some(lo), Some(hi)) = (c.get("range_start"), c.get("range_end")) else { return Vec::new() };
     let Some((mut pct, mut evidence)) = k.range_percentage(lo, hi) else { return Vec::new() };
     let tests: Vec<(&str, f64)> = ["range_percentage_lt", "range_percentage_gt"]

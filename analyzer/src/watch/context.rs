@@ -3,7 +3,7 @@
 
 use super::conditions::Condition;
 use super::findings::{Finding, Place};
-use super::measure::{Evidence, Known, Measure};
+use super::measure::{Evidence, FromValues, Known, Measure};
 use crate::index::{Index, OpId, TensorId};
 use crate::roles::{self, Role, Roles};
 use crate::sources::Source;
@@ -15,7 +15,7 @@ pub(super) struct Ctx<'a> {
     pub source: &'a dyn Source,
     pub index: &'a Index,
     pub roles: &'a Roles,
-    pub known: &'a HashMap<TensorId, Known>,
+    pub known: &'a Knowns<'a>,
     pub read_tensors: bool,
     /// Tensors whose values could not be read here (input problems: in no hit and no can't tell).
     pub unreadable: Mutex<Vec<(TensorId, anyhow::Error)>>,
@@ -113,7 +113,39 @@ pub(super) fn get<'a>(conditions: &'a [Condition], name: &str) -> Option<&'a Con
 
 impl Ctx<'_> {
     /// A tensor the non-overflow conditions may look at: known and free of NaN/inf.
-    pub fn finite(&self, t: TensorId) -> Option<&Known> {
-        self.known.get(&t).filter(|k| !k.stats.has_nonfinite())
+    pub fn finite(&self, t: TensorId) -> Option<Known<'_>> {
+        self.known.get(t).filter(|k| !k.stats.has_nonfinite())
+    }
+}
+
+/// What is known of the watched tensors: the statistics (and histogram) the index stores, read from it when
+/// asked, and what was computed from the values of those that stored none. One copy of every tensor's
+/// statistics in a map grew with the tensor count (#18).
+pub(super) struct Knowns<'a> {
+    pub index: &'a Index,
+    /// The watched tensors, in ascending order: only they are known.
+    pub watched: &'a [TensorId],
+    /// Statistics and histograms computed from the values, of the watched tensors that stored none.
+    pub computed: HashMap<TensorId, FromValues>,
+}
+
+impl Knowns<'_> {
+    /// What is known of tensor `t`: `None` when it is not watched, or neither stored statistics nor had
+    /// values that could be read.
+    pub fn get(&self, t: TensorId) -> Option<Known<'_>> {
+        if let Some(c) = self.computed.get(&t) {
+            return Some(c.known());
+        }
+        let info = &self.index.tensors[t];
+        let stats = info.stats?;
+        self.watched.binary_search(&t).ok()?;
+        Some(Known {
+            stats,
+            // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
+            counts_exact: info.hash.is_some() || stats.abs_sum.is_some(),
+            histogram: info.histogram(),
+            dtype: info.dtype,
+            from_values: false,
+        })
     }
 }

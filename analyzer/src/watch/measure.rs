@@ -119,20 +119,41 @@ pub fn at_least(m: Measure, threshold: f64) -> Verdict {
     }
 }
 
-/// What is known of one tensor's values.
-#[derive(Clone, Debug)]
-pub struct Known {
+/// What is known of one tensor's values: made when asked, the histogram borrowed from the index or from
+/// what was computed of the values (a table of every tensor's copy grew with the tensor count, #18).
+#[derive(Clone, Copy, Debug)]
+pub struct Known<'a> {
     pub stats: TensorStats,
     /// Whether the zero and saturation counts are exact (accutrace's statistics; device statistics and
     /// msprobe's do not count zeros).
     pub counts_exact: bool,
-    pub histogram: Option<Histogram>,
+    pub histogram: Option<&'a Histogram>,
     pub dtype: DType,
     /// The statistics (and histogram) were computed from the tensor's values.
     pub from_values: bool,
 }
 
-impl Known {
+/// The statistics and histogram of a tensor that stored none, computed from its values.
+#[derive(Clone, Debug)]
+pub struct FromValues {
+    pub stats: TensorStats,
+    pub histogram: Histogram,
+    pub dtype: DType,
+}
+
+impl FromValues {
+    pub fn known(&self) -> Known<'_> {
+        Known {
+            stats: self.stats,
+            counts_exact: true,
+            histogram: Some(&self.histogram),
+            dtype: self.dtype,
+            from_values: true,
+        }
+    }
+}
+
+impl Known<'_> {
     /// Significand bits of the dtype's values (fp16 11, bf16 8, fp32 24; 53 when unknown: always safe).
     pub fn significand_bits(&self) -> u32 {
         match self.dtype {
@@ -209,7 +230,7 @@ impl Known {
         if zeros_only && self.counts_exact {
             return Some((pct(Measure::exact(s.zero as f64)), self.evidence()));
         }
-        if let Some(h) = &self.histogram {
+        if let Some(h) = self.histogram {
             if self.counts_exact {
                 let (a, b) = h.count_within(lo, hi, s.min, s.max, self.significand_bits());
                 let zeros = if lo <= 0.0 && hi >= 0.0 { s.zero } else { 0 };
@@ -235,8 +256,8 @@ pub fn range_percentage_of(values: &[f32], lo: f64, hi: f64) -> Option<f64> {
 /// when the content hashes say the bytes are equal). `None` when mean |before| is 0 for certain or either
 /// side has no finite value: the ratio means nothing for an all-zero weight.
 pub fn update_ratio(
-    before: &Known,
-    after: &Known,
+    before: &Known<'_>,
+    after: &Known<'_>,
     equal_bytes: bool,
     epsilon: f64,
 ) -> Option<(Measure, Evidence)> {
@@ -288,7 +309,8 @@ mod tests {
     use super::*;
     use accutrace_formats::stats::HistogramAccumulator;
 
-    fn known(values: &[f32], dtype: DType, histogram: bool, abs_sum: bool) -> Known {
+    /// A tensor's statistics (and histogram, leaked: a test's few live as long as it).
+    fn known(values: &[f32], dtype: DType, histogram: bool, abs_sum: bool) -> Known<'static> {
         let mut stats = TensorStats::of_f32(values, dtype);
         if !abs_sum {
             stats.abs_sum = None;
@@ -296,7 +318,7 @@ mod tests {
         let histogram = histogram.then(|| {
             let mut h = HistogramAccumulator::new();
             h.push_f32(values);
-            h.finish()
+            &*Box::leak(Box::new(h.finish()))
         });
         Known { stats, counts_exact: true, histogram, dtype, from_values: false }
     }

@@ -2,16 +2,17 @@
 //! condition over the tensors, updates and steps it looks at, tallied into the report.
 
 use super::conditions::Condition;
+use super::context::Knowns;
 use super::context::{Ctx, Event};
 use super::findings::{CantTell, ConditionSummary, Finding, LabelCounts, WatchOptions, WatchReport};
-use super::measure::Known;
+use super::measure::FromValues;
 use super::{checks, updates};
 use crate::index::{OpId, TensorId};
 use crate::problems::InputProblems;
 use crate::progress::Progress;
 use crate::roles::{Role, Roles, Update};
 use crate::sources::Source;
-use crate::threads::tensors_in_flight;
+use crate::threads::{in_flight, pairs_in_flight, release_kept_buffers, tensor_bytes, Footprint};
 use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -33,7 +34,11 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         .filter(|&t| selected[index.tensors[t].op] && roles.role(t).is_some())
         .collect();
     let mut problems = InputProblems::of_sources(&[source]);
-    let known = gather(source, &watched, &mut problems, options.progress);
+    let known = Knowns {
+        index,
+        watched: &watched,
+        computed: gather(source, &watched, &mut problems, options.progress),
+    };
     let ctx = Ctx {
         source,
         index,
@@ -52,40 +57,33 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     let conditions = &options.conditions;
     let (loss, events) = checks::loss(&ctx, conditions, &groups);
     tally.add(conditions, events);
-    tally.add(conditions, checks::overflow(&ctx, &watched, &groups));
+    tally.add(conditions, watched.iter().filter_map(|&t| checks::tensor_overflow(&ctx, t)));
+    tally.add(conditions, checks::operator_overflow(&ctx, &groups));
     let bar = Progress::new("watch", watched.len() as u64, !options.progress);
     // A check that statistics leave undecided reads the tensor's values (or an update's two): within the
     // memory budget, as compare's pairs.
     let reads = |t: TensorId| ctx.read_tensors && index.tensors[t].has_data;
-    let per_tensor: Vec<Event> = tensors_in_flight(source, &watched, reads, |_, k| {
+    let check = |_: &mut Vec<f32>, k: usize| {
         bar.inc(1);
         checks::tensor(&ctx, conditions, watched[k])
-    })
-    .into_iter()
-    .flatten()
-    .collect();
+    };
+    in_windows(source, &watched, reads, check, |_, events| tally.add(conditions, events));
     bar.finish();
-    tally.add(conditions, per_tensor);
     let (norms, trends) = updates::gradient_norms(&ctx, &updates);
     // An update whose weight was not read (its input 0's file torn) is not judged: the input problem leads.
     let judged: Vec<&Update> = updates.iter().copied().filter(|u| u.weight_read(index)).collect();
     let before: Vec<TensorId> = judged.iter().map(|u| u.before).collect();
-    let per_update: Vec<Event> = tensors_in_flight(source, &before, reads, |_, k| {
-        updates::update(&ctx, conditions, judged[k], &updates, &trends)
-    })
-    .into_iter()
-    .flatten()
-    .collect();
-    tally.add(conditions, per_update);
+    let judge = |_: &mut Vec<f32>, k: usize| updates::update(&ctx, conditions, judged[k], &updates, &trends);
+    in_windows(source, &before, reads, judge, |_, events| tally.add(conditions, events));
     tally.add(conditions, updates::initialization(&ctx, conditions, &updates));
     // Overflow that reached a rank through a collective: no tensor of the rank's ops shows where it came
     // from, but the collective's receive buffer holds it (tensor_overflow, named as arriving).
     let arrivals = crate::overflow::collective_arrivals(index, &options.filter);
-    tally.add(conditions, arrivals.iter().map(arrival_hit).collect());
+    tally.add(conditions, arrivals.iter().map(arrival_hit));
     let without_origin = {
         let stats_of = |t: TensorId| -> Option<TensorStats> {
             let info = &index.tensors[t];
-            known.get(&t).map(|k| k.stats).or(info.stats).or_else(|| {
+            known.get(t).map(|k| k.stats).or(info.stats).or_else(|| {
                 let mut values = Vec::new();
                 let one = info.has_data && info.shape.iter().product::<u64>() == 1;
                 (one && source.read_values(t, &mut values).is_ok())
@@ -200,7 +198,7 @@ impl Tally {
         Tally { summaries, findings: Vec::new(), cant_tell: BTreeMap::new(), labels: LabelCounts::default() }
     }
 
-    fn add(&mut self, conditions: &[Condition], events: Vec<Event>) {
+    fn add(&mut self, conditions: &[Condition], events: impl IntoIterator<Item = Event>) {
         for e in events {
             let name = match &e {
                 Event::Hit(f) => f.condition,
@@ -231,59 +229,76 @@ impl Tally {
     }
 }
 
-/// Statistics (stored, else computed from the values with a histogram) of every watched tensor; a tensor
-/// whose values cannot be read is an input problem. `progress`: a bar on stderr (when it is a terminal)
-/// while values are decoded.
+/// Statistics and a histogram computed from the values of every watched tensor that stored no statistics
+/// (those that did are read from the index when asked: [`Knowns`]); a tensor whose values cannot be read is
+/// an input problem. `progress`: a bar on stderr (when it is a terminal) while values are decoded.
 fn gather(
     source: &dyn Source,
     tensors: &[TensorId],
     problems: &mut InputProblems,
     progress: bool,
-) -> HashMap<TensorId, Known> {
+) -> HashMap<TensorId, FromValues> {
     let index = source.index();
-    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
-    let to_decode = tensors.iter().filter(|&&t| decodes(t)).count() as u64;
-    let bar = Progress::new("statistics", to_decode, !progress || to_decode == 0);
-    let found = tensors_in_flight(source, tensors, decodes, |values, k| {
-        let t = tensors[k];
-        let info = &index.tensors[t];
-        if let Some(stats) = info.stats {
-            // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
-            let counts_exact = info.hash.is_some() || stats.abs_sum.is_some();
-            let histogram = info.histogram().cloned();
-            return Ok(Some(Known { stats, counts_exact, histogram, dtype: info.dtype, from_values: false }));
-        }
-        if !info.has_data {
-            return Ok(None);
-        }
-        let mut known = None;
+    let to_decode: Vec<TensorId> = tensors
+        .iter()
+        .copied()
+        .filter(|&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data)
+        .collect();
+    let bar = Progress::new("statistics", to_decode.len() as u64, !progress || to_decode.is_empty());
+    let mut known = HashMap::new();
+    let measure = |values: &mut Vec<f32>, k: usize| {
+        let (t, mut found) = (to_decode[k], None);
+        let dtype = index.tensors[t].dtype;
         let read = source.with_values(t, values, &mut |values| {
             let mut h = HistogramAccumulator::new();
             h.push_f32(values);
-            let stats = TensorStats::of_f32(values, info.dtype);
-            known = Some(Known {
-                stats,
-                counts_exact: true,
-                histogram: Some(h.finish()),
-                dtype: info.dtype,
-                from_values: true,
-            });
+            found =
+                Some(FromValues { stats: TensorStats::of_f32(values, dtype), histogram: h.finish(), dtype });
         });
         bar.inc(1);
-        read.and_then(|()| known.map(Some).ok_or_else(|| anyhow::anyhow!("the source gave no values")))
-    });
-    bar.finish();
-    let mut known = HashMap::new();
-    for (&t, r) in tensors.iter().zip(found) {
-        match r {
-            Ok(Some(k)) => {
-                known.insert(t, k);
+        read.and_then(|()| found.ok_or_else(|| anyhow::anyhow!("the source gave no values")))
+    };
+    in_windows(
+        source,
+        &to_decode,
+        |_| true,
+        measure,
+        |k, r| match r {
+            Ok(found) => {
+                known.insert(to_decode[k], found);
             }
-            Ok(None) => {}
-            Err(e) => problems.push_unreadable(&index.tensor_label(t), &e),
+            Err(e) => problems.push_unreadable(&index.tensor_label(to_decode[k]), &e),
+        },
+    );
+    bar.finish();
+    known
+}
+
+/// Tensors checked (or decoded) at a time: each window's results are taken before the next is made, so that
+/// no list of every tensor's results is held (#18: memory must not grow with the tensor count).
+const WINDOW: usize = 4096;
+
+/// `work(values, k)` for every position `k` of `tensors` as [`crate::threads::tensors_in_flight`] runs it
+/// (as many reads at once as the budget lets, those `reads` names counted), a window at a time, each result
+/// handed to `take(k, result)` in order before the next window is read.
+fn in_windows<R: Send>(
+    source: &dyn Source,
+    tensors: &[TensorId],
+    reads: impl Fn(TensorId) -> bool + Sync,
+    work: impl Fn(&mut Vec<f32>, usize) -> R + Sync,
+    mut take: impl FnMut(usize, R),
+) {
+    let index = source.index();
+    let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
+    for start in (0..tensors.len()).step_by(WINDOW) {
+        let window = &tensors[start..(start + WINDOW).min(tensors.len())];
+        let size = |k: usize| if reads(window[k]) { tensor_bytes(&index.tensors[window[k]]) } else { 0 };
+        let done = in_flight(limits, window.len(), size, Vec::new, |values, k| work(values, start + k));
+        for (k, r) in done.into_iter().enumerate() {
+            take(start + k, r);
         }
     }
-    known
+    release_kept_buffers();
 }
 
 fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
@@ -297,7 +312,7 @@ fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
             Some(Role::Leaf) => l.leaves += 1,
             None => {}
         }
-        match ctx.known.get(&t) {
+        match ctx.known.get(t) {
             Some(k) if k.stats.has_nonfinite() => l.nonfinite += 1,
             Some(_) => {}
             None => l.unknown += 1,
@@ -327,6 +342,7 @@ mod tests {
         assert!(problems.is_empty());
         assert_eq!(known.len(), 12);
         for (&t, k) in &known {
+            let k = k.known();
             assert!(k.from_values && k.histogram.is_some(), "tensor {t}");
             assert_eq!((k.stats.count, k.stats.max), (2, t as f64), "tensor {t}");
         }

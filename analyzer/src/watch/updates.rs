@@ -22,7 +22,7 @@ pub(super) fn gradient_norms(
     let mut by_step: BTreeMap<(u32, u64), (usize, usize, f64)> = BTreeMap::new();
     let mut series: BTreeMap<(u32, String), Vec<(u64, f64)>> = BTreeMap::new();
     for u in updates {
-        let Some(k) = u.gradient.and_then(|g| ctx.known.get(&g)) else { continue };
+        let Some(k) = u.gradient.and_then(|g| ctx.known.get(g)) else { continue };
         let e = by_step.entry((u.rank, u.step)).or_default();
         e.0 += 1;
         if k.stats.has_nonfinite() {
@@ -127,7 +127,7 @@ pub(super) fn update(
             continue;
         };
         let eps = c.get("epsilon").unwrap_or(1e-9);
-        let Some((mut m, mut evidence)) = measure::update_ratio(kb, ka, equal == Some(true), eps) else {
+        let Some((mut m, mut evidence)) = measure::update_ratio(&kb, &ka, equal == Some(true), eps) else {
             continue;
         };
         let test = |m: Measure| if gt { above(m, threshold) } else { below(m, threshold) };
@@ -161,7 +161,7 @@ pub(super) fn update(
     }
     let Some(g) = u.gradient else { return events };
     let trend = trends.get(&(u.rank, u.param.clone()));
-    if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), ctx.known.get(&g)) {
+    if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), ctx.known.get(g)) {
         let a = Anomaly::of(&k.stats, true);
         events.push(if a.nan + a.inf > 0 {
             let n = Measure::exact((a.nan + a.inf) as f64);
