@@ -7,93 +7,208 @@
 //! `torch.float32`, statistics as `dump.json` spells them, data file names). Other sources list their
 //! tensors, described the way msprobe would: torch dtype names, integer statistics as integers with no
 //! mean or norm (what msprobe records for integer tensors), no data file (`-1`).
+//!
+//! A row holds positions into the two sides' arguments, not their text: the text of every argument held at
+//! once grew with the tensor count (#18). [`ArgTexts`] gives a row's cells again when they are written.
 
 use super::row::CompareRow;
 use crate::filter::Filter;
 use crate::index::{Index, RecordedArg, TensorId};
-use crate::metrics::verdict::{call_of, verdicts, Verdict, VerdictRow};
+use crate::metrics::verdict::{call_of, verdicts, Level, Verdict, VerdictRow};
 use crate::metrics::{Cell, MsprobeMetrics};
 use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// One row of msprobe's table.
 #[derive(Clone, Debug)]
 pub struct MsprobeRow {
-    /// The target's argument.
-    pub target: RecordedArg,
-    /// Its bench counterpart, when one matched.
-    pub bench: Option<RecordedArg>,
-    /// Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios: measured for a compared tensor pair,
-    /// "unsupported" for a matched pair that is not one, "N/A" without a counterpart.
-    pub metrics: [Cell; 6],
+    /// The target's argument: its position in the target's arguments (see [`ArgTexts`]).
+    pub target: usize,
+    /// Its bench counterpart's position in the bench's arguments, when one matched.
+    pub bench: Option<usize>,
     /// msprobe's `Result` and `Err_message`.
     pub verdict: Verdict,
     /// The row of [`super::Comparison::rows`] this argument was compared in.
     pub compared: Option<usize>,
 }
 
+/// One side's arguments in msprobe's order: the ones it recorded (msprobe), else one per tensor (an
+/// argument's position is then its tensor id).
+#[derive(Clone, Copy)]
+struct Arguments<'a> {
+    index: &'a Index,
+}
+
+impl<'a> Arguments<'a> {
+    fn recorded(&self) -> Option<&'a [RecordedArg]> {
+        Some(&self.index.recorded_args).filter(|args| !args.is_empty()).map(Vec::as_slice)
+    }
+
+    fn len(&self) -> usize {
+        self.recorded().map_or(self.index.tensors.len(), <[_]>::len)
+    }
+
+    fn tensor(&self, pos: usize) -> Option<TensorId> {
+        self.recorded().map_or(Some(pos), |args| args[pos].tensor)
+    }
+
+    fn name(&self, pos: usize) -> Cow<'a, str> {
+        match self.recorded() {
+            Some(args) => Cow::Borrowed(args[pos].name.as_str()),
+            None => Cow::Owned(self.index.tensor_label(pos)),
+        }
+    }
+
+    /// Whether `filter` keeps the argument's op, step and rank.
+    fn kept(&self, pos: usize, filter: &Filter) -> bool {
+        match self.recorded() {
+            Some(args) => filter.keeps_at(&args[pos].op_name, args[pos].step, args[pos].rank),
+            None => {
+                let op = &self.index.ops[self.index.tensors[pos].op];
+                filter.keeps_at(&op.name, op.step, op.rank)
+            }
+        }
+    }
+
+    /// The argument at `pos`, a tensor's described with the statistics `stats` gives.
+    fn arg(&self, pos: usize, stats: impl FnOnce(TensorId) -> Option<TensorStats>) -> Cow<'a, RecordedArg> {
+        if let Some(args) = self.recorded() {
+            return Cow::Borrowed(&args[pos]);
+        }
+        let (index, t) = (self.index, pos);
+        let info = &index.tensors[t];
+        let op = &index.ops[info.op];
+        Cow::Owned(RecordedArg {
+            name: index.tensor_label(t),
+            op_name: op.name.clone(),
+            step: op.step,
+            rank: op.rank,
+            tensor: Some(t),
+            dtype: Some(info.dtype.torch_name().map_or_else(|| info.dtype.to_string(), str::to_string)),
+            shape: Some(info.shape.clone()),
+            requires_grad: info.requires_grad(),
+            stats: stat_texts(stats(t).or(info.stats).as_ref(), info.dtype),
+            data_name: None,
+        })
+    }
+}
+
+/// The text of the table's rows, given again from the sides' indexes and the compared rows when the table
+/// is written (the rows hold positions only).
+pub struct ArgTexts<'a> {
+    target: Arguments<'a>,
+    bench: Arguments<'a>,
+    rows: &'a [CompareRow],
+    /// The last compared row that measured each bench tensor's statistics (a bench tensor can pair more
+    /// than one target tensor): the bench's statistics as the comparison measured them.
+    bench_measured: HashMap<TensorId, usize>,
+}
+
+impl<'a> ArgTexts<'a> {
+    /// The texts of the table of target `ti` against bench `bi`, compared in `rows`.
+    pub fn new(ti: &'a Index, bi: &'a Index, rows: &'a [CompareRow]) -> Self {
+        let bench = Arguments { index: bi };
+        // Recorded arguments carry their own statistics text.
+        let bench_measured = match bench.recorded() {
+            Some(_) => HashMap::new(),
+            None => rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.bench_stats.is_some())
+                .filter_map(|(i, r)| Some((r.bench?, i)))
+                .collect(),
+        };
+        ArgTexts { target: Arguments { index: ti }, bench, rows, bench_measured }
+    }
+
+    /// The target's argument of `row`.
+    pub fn target(&self, row: &MsprobeRow) -> Cow<'a, RecordedArg> {
+        self.target.arg(row.target, |_| row.compared.and_then(|i| self.rows[i].target_stats))
+    }
+
+    /// Its bench counterpart, when one matched.
+    pub fn bench(&self, row: &MsprobeRow) -> Option<Cow<'a, RecordedArg>> {
+        let measured = |b: TensorId| self.bench_measured.get(&b).and_then(|&i| self.rows[i].bench_stats);
+        row.bench.map(|pos| self.bench.arg(pos, measured))
+    }
+
+    /// Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios: measured for a compared tensor pair,
+    /// "unsupported" for a matched pair that is not one, "N/A" without a counterpart.
+    pub fn metrics(&self, row: &MsprobeRow) -> [Cell; 6] {
+        match (row.compared, row.bench) {
+            (Some(i), _) => self.rows[i].msprobe.cells(),
+            (None, Some(_)) => MsprobeMetrics::unsupported().cells(),
+            (None, None) => [Cell::NotApplicable; 6],
+        }
+    }
+}
+
 /// The table for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to `filter`.
 pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter) -> Vec<MsprobeRow> {
+    let texts = ArgTexts::new(ti, bi, rows);
+    let (target, bench) = (texts.target, texts.bench);
     let compared: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
-    let stats_of = |t: TensorId, side: fn(&CompareRow) -> Option<TensorStats>| {
-        compared.get(&t).and_then(|&i| side(&rows[i]))
+    let bench_by_tensor: Option<HashMap<TensorId, usize>> = bench
+        .recorded()
+        .map(|args| args.iter().enumerate().filter_map(|(i, a)| Some((a.tensor?, i))).collect());
+    let bench_position = |b: TensorId| match &bench_by_tensor {
+        Some(by_tensor) => by_tensor.get(&b).copied(),
+        None => Some(b),
     };
-    let target_args = arguments(ti, |t| stats_of(t, |r| r.target_stats).or(ti.tensors[t].stats));
-    // The bench's statistics as the comparison measured them, by bench tensor.
-    let bench_measured: HashMap<TensorId, TensorStats> =
-        rows.iter().filter_map(|r| Some((r.bench?, r.bench_stats?))).collect();
-    let bench_args = arguments(bi, |t| bench_measured.get(&t).copied().or(bi.tensors[t].stats));
-    let bench_by_tensor: HashMap<TensorId, usize> =
-        bench_args.iter().enumerate().filter_map(|(i, a)| Some((a.tensor?, i))).collect();
-    let bench_by_name: HashMap<&str, usize> =
-        bench_args.iter().enumerate().map(|(i, a)| (a.name.as_str(), i)).collect();
+    // Only arguments that are no tensor (msprobe's) are matched by name.
+    let by_name_needed = (0..target.len()).any(|pos| target.tensor(pos).is_none());
+    let bench_by_name: HashMap<Cow<str>, usize> = match by_name_needed {
+        true => (0..bench.len()).map(|j| (bench.name(j), j)).collect(),
+        false => HashMap::new(),
+    };
 
     let mut table: Vec<MsprobeRow> = Vec::new();
-    for arg in target_args.into_iter().filter(|a| filter.keeps_at(&a.op_name, a.step, a.rank)) {
-        let row = arg.tensor.and_then(|t| compared.get(&t).copied());
-        let (bench, metrics) = match row {
-            Some(i) => {
-                let bench =
-                    rows[i].bench.and_then(|b| bench_by_tensor.get(&b)).map(|&j| bench_args[j].clone());
-                (bench, rows[i].msprobe.cells())
-            }
-            // A tensor the comparison did not pair, or an argument that is no tensor: matched by name, as
-            // msprobe matches, without metrics.
-            None => match bench_by_name.get(arg.name.as_str()) {
-                Some(&j) if arg.tensor.is_none() => {
-                    (Some(bench_args[j].clone()), MsprobeMetrics::unsupported().cells())
-                }
-                _ => (None, [Cell::NotApplicable; 6]),
-            },
-        };
-        table.push(MsprobeRow {
-            target: arg,
-            bench,
-            metrics,
-            verdict: Verdict { level: crate::metrics::verdict::Level::Pass, messages: Vec::new() },
-            compared: row,
-        });
-    }
     // One call's rows at a time, as `verdicts` groups them: the checks' text of every row held at once was
     // a second table the size of the comparison (#18: memory must not grow by copies per tensor).
-    let mut start = 0;
-    while start < table.len() {
-        let call = call_of(&table[start].target.name);
-        let end = start + table[start..].iter().take_while(|r| call_of(&r.target.name) == call).count();
-        let checks: Vec<VerdictRow> = table[start..end].iter().map(verdict_row).collect();
-        for (row, verdict) in table[start..end].iter_mut().zip(verdicts(&checks)) {
+    let mut call_start = 0;
+    let mut checks: Vec<VerdictRow> = Vec::new();
+    let decide = |table: &mut [MsprobeRow], checks: &mut Vec<VerdictRow>| {
+        for (row, verdict) in table.iter_mut().zip(verdicts(checks)) {
             row.verdict = verdict;
         }
-        start = end;
+        checks.clear();
+    };
+    for pos in (0..target.len()).filter(|&pos| target.kept(pos, filter)) {
+        let tensor = target.tensor(pos);
+        let row = tensor.and_then(|t| compared.get(&t).copied());
+        let bench_pos = match row {
+            Some(i) => rows[i].bench.and_then(bench_position),
+            // A tensor the comparison did not pair, or an argument that is no tensor: matched by name, as
+            // msprobe matches, without metrics.
+            None if tensor.is_none() => bench_by_name.get(&target.name(pos)).copied(),
+            None => None,
+        };
+        let entry = MsprobeRow {
+            target: pos,
+            bench: bench_pos,
+            verdict: Verdict { level: Level::Pass, messages: Vec::new() },
+            compared: row,
+        };
+        let check = verdict_row(&texts, &entry);
+        if checks.first().is_some_and(|first| call_of(&first.name) != call_of(&check.name)) {
+            decide(&mut table[call_start..], &mut checks);
+            call_start = table.len();
+        }
+        checks.push(check);
+        table.push(entry);
     }
+    decide(&mut table[call_start..], &mut checks);
     table
 }
 
 /// What msprobe's per-call checks read of a row.
-fn verdict_row(row: &MsprobeRow) -> VerdictRow {
-    let (t, b) = (&row.target, row.bench.as_ref());
+fn verdict_row(texts: &ArgTexts<'_>, row: &MsprobeRow) -> VerdictRow {
+    let (t, b) = (texts.target(row), texts.bench(row));
+    let b = b.as_deref();
     let na = || "N/A".to_string();
+    let metrics = texts.metrics(row);
     VerdictRow {
         name: t.name.clone(),
         matched: b.is_some(),
@@ -107,8 +222,8 @@ fn verdict_row(row: &MsprobeRow) -> VerdictRow {
         npu_min: t.stats[1].clone(),
         bench_max: b.map_or_else(na, |b| b.stats[0].clone()),
         bench_min: b.map_or_else(na, |b| b.stats[1].clone()),
-        cosine: row.metrics[0],
-        one_thousandth: row.metrics[4],
+        cosine: metrics[0],
+        one_thousandth: metrics[4],
     }
 }
 
@@ -119,32 +234,6 @@ pub fn bool_text(value: Option<bool>) -> String {
         Some(false) => "False".into(),
         None => "N/A".into(),
     }
-}
-
-/// The arguments of `index` in its order: the ones it recorded (msprobe), else one per tensor, with the
-/// statistics `stats` gives.
-fn arguments(index: &Index, stats: impl Fn(TensorId) -> Option<TensorStats>) -> Vec<RecordedArg> {
-    if !index.recorded_args.is_empty() {
-        return index.recorded_args.clone();
-    }
-    (0..index.tensors.len())
-        .map(|t| {
-            let info = &index.tensors[t];
-            let op = &index.ops[info.op];
-            RecordedArg {
-                name: index.tensor_label(t),
-                op_name: op.name.clone(),
-                step: op.step,
-                rank: op.rank,
-                tensor: Some(t),
-                dtype: Some(info.dtype.torch_name().map_or_else(|| info.dtype.to_string(), str::to_string)),
-                shape: Some(info.shape.clone()),
-                requires_grad: info.requires_grad(),
-                stats: stat_texts(stats(t).as_ref(), info.dtype),
-                data_name: None,
-            }
-        })
-        .collect()
 }
 
 /// Max, min, mean and L2 norm as msprobe records them: Python floats; for integer and bool tensors the

@@ -2,7 +2,7 @@
 //! keep msprobe's names (then msaccucmp's, then accutrace's), JSON, and msprobe's own CSV.
 
 use super::{fmt_num, paint, write_json, Destination, Output};
-use crate::compare::msprobe_table::bool_text;
+use crate::compare::msprobe_table::{bool_text, ArgTexts};
 use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured};
 use crate::index::Io;
 use crate::metrics::{Cell, Families, MsaccucmpMetrics};
@@ -568,8 +568,10 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     w.write_record(msprobe_header())?;
     let na = || "N/A".to_string();
     let shape = |s: &Option<Vec<u64>>| s.as_deref().map_or_else(na, shape_text);
+    let texts = ArgTexts::new(c.target.index(), c.bench.index(), &c.rows);
     for row in &c.msprobe_table {
-        let (t, b) = (&row.target, row.bench.as_ref());
+        let (t, b) = (texts.target(row), texts.bench(row));
+        let b = b.as_deref();
         let (t_grad, b_grad) =
             (bool_text(t.requires_grad), b.map_or_else(na, |b| bool_text(b.requires_grad)));
         let data_name = |d: Option<&String>| d.cloned().unwrap_or_else(|| "-1".into());
@@ -583,7 +585,7 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             t_grad.clone(),
             b_grad.clone(),
         ];
-        record.extend(row.metrics.iter().map(Cell::to_string));
+        record.extend(texts.metrics(row).iter().map(Cell::to_string));
         record.extend(t.stats.iter().cloned());
         record.extend(b.map_or_else(|| std::array::from_fn(|_| na()), |b| b.stats.clone()));
         record.push(if t_grad == b_grad { "True" } else { "False" }.into());

@@ -1,0 +1,52 @@
+//! msprobe's table, built by every compare for its rows' `Result` verdicts, holds positions into the two
+//! sides' arguments, not their text (#18: memory must not grow by copies per tensor): the bytes held are
+//! counted by this test binary's own allocator (`alloc_count`).
+
+mod support;
+
+use accutrace_formats::capture::Io;
+use accutrace_formats::DType;
+use analyzer::compare::{compare, CompareOptions, MsprobeRow};
+use support::RunWriter;
+
+/// Process-wide: the pairs are measured on other threads (this binary has one test).
+#[global_allocator]
+static ALLOCATOR: alloc_count::Process = alloc_count::Process;
+
+/// A run of `ops` ops of two inputs and an output, one f32 each, every record's value its own, plus
+/// `offset` (the benchmark's differ: every pair is read and measured).
+fn write_run(path: &std::path::Path, ops: u64, offset: f32) -> std::path::PathBuf {
+    let mut run = RunWriter::create(path, 1 << 24);
+    for k in 0..ops {
+        run.op(k, "Add");
+        for (n, (io, index)) in [(Io::Input, 0), (Io::Input, 1), (Io::Output, 0)].into_iter().enumerate() {
+            let value = (3 * k + n as u64) as f32 + offset;
+            run.tensor(io, index, DType::FLOAT, &value.to_le_bytes());
+        }
+    }
+    run.finish()
+}
+
+#[test]
+fn msprobe_table_holds_positions_not_text() {
+    const OPS: u64 = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let target = analyzer::sources::open(&write_run(&dir.path().join("target"), OPS, 0.0)).unwrap();
+    let bench = analyzer::sources::open(&write_run(&dir.path().join("bench"), OPS, 0.5)).unwrap();
+    let (comparison, peak) =
+        alloc_count::Process::peak_while(|| compare(&*target, &*bench, &CompareOptions::default()));
+    let pairs = comparison.rows.len();
+    assert_eq!(pairs, 3 * OPS as usize);
+    assert_eq!(comparison.msprobe_table.len(), pairs, "a row of msprobe's table per target tensor");
+    // What the table holds, counted by copying it: the rows themselves and what they own on the heap.
+    let (copy, table_bytes) = alloc_count::Process::peak_while(|| comparison.msprobe_table.clone());
+    drop(copy);
+    let row = std::mem::size_of::<MsprobeRow>();
+    // A row holds positions and its verdict: 72 bytes a row. With both arguments' text (names, dtype names,
+    // statistics as text) owned by the row, 787 (a 640-byte row and its strings).
+    let per_row = table_bytes / pairs;
+    assert!(per_row <= 128, "msprobe's table holds {per_row} bytes a row (a row is {row} bytes)");
+    // The whole compare at its peak, rows and tables: 1,888 bytes a pair. With the table of text, and both
+    // sides' arguments copied as text to build it, 2,466.
+    assert!(peak / pairs <= 2_200, "{peak} bytes held for {pairs} pairs at compare's peak");
+}
