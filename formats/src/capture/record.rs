@@ -108,7 +108,7 @@ impl OpInfo {
     /// When the runtime says this op ran: its timestamp, dump number, task and stream ids, and the FFTS+
     /// ids only its dump file name keeps. Records arrive in the order files completed; this orders them.
     pub fn launch(&self) -> crate::dump::Launch {
-        let ffts = crate::dump::parse_file_name(&self.dump_file).ok().and_then(|n| n.ffts);
+        let ffts = crate::dump::names::ffts_suffix(&self.dump_file);
         crate::dump::Launch {
             timestamp_us: self.timestamp_us,
             dump_number: self.dump_number,

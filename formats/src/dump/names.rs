@@ -100,25 +100,8 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
             "{n} dot-separated fields; a dump file name has at least 4 ({{op_type}}.{{op_name}}.{{task_id}}.{{timestamp}})"
         )));
     }
-    let all_numbers = |range: &[&str]| range.iter().all(|f| number(f).is_some());
-    let suffix = |form: FftsForm| FftsSuffix {
-        context_id: number(fields[n - 3]).unwrap_or(0),
-        thread_id: number(fields[n - 2]).unwrap_or(0),
-        device_id: number(fields[n - 1]).unwrap_or(0),
-        form,
-    };
-    // A suffix needs a complete name in front of it: type, name, and at least task, stream and timestamp.
-    let (core, ffts) = if n >= 9 && all_numbers(&fields[n - 3..]) && fields[n - 4] == "FFTSPLUS" {
-        (&fields[..n - 4], Some(suffix(FftsForm::FftsPlus)))
-    } else if n >= 9
-        && fields[n - 4] == "4"
-        && all_numbers(&fields[n - 7..n - 4])
-        && all_numbers(&fields[n - 3..])
-    {
-        (&fields[..n - 4], Some(suffix(FftsForm::Legacy)))
-    } else {
-        (&fields[..], None)
-    };
+    let ffts = ffts_suffix_of(&fields);
+    let core = &fields[..if ffts.is_some() { n - 4 } else { n }];
     let m = core.len();
     // Trailing numeric fields, not counting the op type and at least one name field.
     let numeric = core[2..].iter().rev().take_while(|f| number(f).is_some()).count();
@@ -153,19 +136,53 @@ pub fn parse_file_name(name: &str) -> Result<DumpFileName> {
     })
 }
 
+/// The FFTS+ sub-task suffix of a file name, if it has one: what [`parse_file_name`] gives as `ffts`,
+/// without reading the rest of the name (an op's launch asks this of every op a capture holds).
+pub fn ffts_suffix(name: &str) -> Option<FftsSuffix> {
+    let stem = name.strip_suffix(".csv").unwrap_or(name);
+    ffts_suffix_of(&stem.split('.').collect::<Vec<_>>())
+}
+
+/// The suffix that ends `fields` (a file name's stem split at its dots), in either form.
+fn ffts_suffix_of(fields: &[&str]) -> Option<FftsSuffix> {
+    let n = fields.len();
+    // A suffix needs a complete name in front of it: type, name, and at least task, stream and timestamp.
+    if n < 9 {
+        return None;
+    }
+    let all_numbers = |range: &[&str]| range.iter().all(|f| number(f).is_some());
+    let form = if all_numbers(&fields[n - 3..]) && fields[n - 4] == "FFTSPLUS" {
+        FftsForm::FftsPlus
+    } else if fields[n - 4] == "4" && all_numbers(&fields[n - 7..n - 4]) && all_numbers(&fields[n - 3..]) {
+        FftsForm::Legacy
+    } else {
+        return None;
+    };
+    Some(FftsSuffix {
+        context_id: number(fields[n - 3]).unwrap_or(0),
+        thread_id: number(fields[n - 2]).unwrap_or(0),
+        device_id: number(fields[n - 1]).unwrap_or(0),
+        form,
+    })
+}
+
 /// The inverse of [`parse_file_name`] (names are written as given: sanitize them first).
 pub fn format_file_name(name: &DumpFileName) -> String {
-    let mut out = format!("{}.{}", name.op_type, name.op_name);
+    use std::fmt::Write;
+    // One buffer, written in place: a capture's reader names every op it holds with this.
+    let mut out = String::with_capacity(name.op_type.len() + name.op_name.len() + 64);
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{}.{}", name.op_type, name.op_name);
     if let Some(n) = name.dump_number {
-        out.push_str(&format!(".{n}"));
+        let _ = write!(out, ".{n}");
     }
-    out.push_str(&format!(".{}", name.task_id));
+    let _ = write!(out, ".{}", name.task_id);
     if let Some(stream) = name.stream_id {
-        out.push_str(&format!(".{stream}"));
+        let _ = write!(out, ".{stream}");
     }
-    out.push_str(&format!(".{}", name.timestamp_us));
+    let _ = write!(out, ".{}", name.timestamp_us);
     if let Some(f) = name.ffts {
-        out.push_str(&format!(".{}.{}.{}.{}", f.form.marker(), f.context_id, f.thread_id, f.device_id));
+        let _ = write!(out, ".{}.{}.{}.{}", f.form.marker(), f.context_id, f.thread_id, f.device_id);
     }
     if name.kind == FileKind::StatsCsv {
         out.push_str(".csv");
@@ -239,6 +256,18 @@ mod tests {
 
         // The marker without three numbers after it is part of no suffix (here: a lenient four-field name).
         assert_eq!(parse_file_name("A.b.1.2.3.FFTSPLUS.x.2.0").unwrap().ffts, None);
+
+        // The suffix alone, as an op's launch reads it, is the full parse's.
+        for name in [
+            "FusedMatMulBiasGelu.fused_0.17.33.2.1700000000000009.FFTSPLUS.1.2.0",
+            "MatMul.mm.7.1.99.4.2.5.0",
+            "A.b.1.2.3.FFTSPLUS.x.2.0",
+            "MatMul.mm.7.1.99.4.2.5.0.csv",
+            "Mul.layer.0.mlp.mul.9.8.7",
+            "Gelu.g.5.7.1.99.FFTSPLUS.1.1.3",
+        ] {
+            assert_eq!(ffts_suffix(name), parse_file_name(name).unwrap().ffts, "{name}");
+        }
     }
 
     #[test]
