@@ -15,7 +15,8 @@ pub fn run(args: CheckArgs, colour: Colour) -> Result<Outcome> {
     paths.extend(args.run2.as_deref());
     let mut stages = Stages::new("check", 2, args.no_progress);
     stages.start(if paths.len() > 1 { "reading the runs" } else { "reading the run" });
-    let sources: Vec<super::OpenRun> = paths.iter().map(|p| super::open_run(p)).collect::<Result<_>>()?;
+    let sources: Vec<super::runs::OpenRun> =
+        paths.iter().map(|p| super::runs::open_run(p)).collect::<Result<_>>()?;
     let filter = args.filter.to_filter();
     for (s, p) in sources.iter().zip(&paths) {
         filter.check(s.index(), p)?;

@@ -9,7 +9,8 @@ use analyzer::report::{self, Colour, Destination};
 use anyhow::Result;
 
 pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
-    let (target, bench) = rayon::join(|| super::open_run(&args.target), || super::open_run(&args.bench));
+    let (target, bench) =
+        rayon::join(|| super::runs::open_run(&args.target), || super::runs::open_run(&args.bench));
     let (target, bench) = (target?, bench?);
     let filter = args.filter.to_filter();
     filter.check(target.index(), &args.target)?;

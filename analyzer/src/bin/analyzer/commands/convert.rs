@@ -7,7 +7,7 @@ use analyzer::report;
 use anyhow::Result;
 
 pub fn run(args: ConvertArgs) -> Result<Outcome> {
-    let source = super::open_run(&args.source)?;
+    let source = super::runs::open_run(&args.source)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.source)?;
     let results = convert(source.as_ref(), &filter, &args.output, !args.no_progress)?;

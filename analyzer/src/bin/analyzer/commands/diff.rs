@@ -9,7 +9,8 @@ use anyhow::Result;
 
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     // Indexing one run does not depend on the other: both at once, as compare does.
-    let (run1, run2) = rayon::join(|| super::open_run(&args.run1), || super::open_run(&args.run2));
+    let (run1, run2) =
+        rayon::join(|| super::runs::open_run(&args.run1), || super::runs::open_run(&args.run2));
     let (run1, run2) = (run1?, run2?);
     let filter = args.filter.to_filter();
     filter.check(run1.index(), &args.run1)?;

@@ -7,7 +7,7 @@ use analyzer::report;
 use anyhow::Result;
 
 pub fn run(args: InspectArgs) -> Result<Outcome> {
-    let source = super::open_run(&args.path)?;
+    let source = super::runs::open_run(&args.path)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.path)?;
     let found = inspect(source.as_ref(), &filter, !args.no_progress);

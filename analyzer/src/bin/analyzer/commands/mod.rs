@@ -4,10 +4,7 @@
 use crate::cli::Command;
 use analyzer::outcome::Outcome;
 use analyzer::report::Colour;
-use analyzer::sources::{self, Source};
 use anyhow::Result;
-use std::mem::ManuallyDrop;
-use std::path::Path;
 
 mod check;
 mod compare;
@@ -19,6 +16,7 @@ mod overflow;
 mod ranks;
 mod record;
 mod report;
+mod runs;
 mod scan;
 mod shell;
 mod watch;
@@ -41,16 +39,4 @@ pub fn run(command: Command, colour: Colour) -> Result<Outcome> {
         Command::Completions(args) => shell::completions(args.shell),
         Command::Manpage => shell::manpage(),
     }
-}
-
-/// A run opened for the rest of the process ([`open_run`]).
-type OpenRun = ManuallyDrop<Box<dyn Source>>;
-
-/// The run at `path`, kept until the process ends: every command ends it, and the exit takes the index
-/// back whole, where freeing it block by block (a few heap blocks a tensor) when the command returned was
-/// 12% of `overflow`'s time on a run of 200K tensors. Only for a run read to the command's end: one read and
-/// done with before the rest of the work (ranks' baseline) is dropped as usual, so the work after it has
-/// its memory.
-fn open_run(path: &Path) -> Result<OpenRun> {
-    sources::open(path).map(ManuallyDrop::new)
 }

@@ -7,7 +7,7 @@ use analyzer::report::{self, Colour, Destination};
 use anyhow::Result;
 
 pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
-    let source = super::open_run(&args.run)?;
+    let source = super::runs::open_run(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
     let found = overflow(source.as_ref(), &filter, !args.no_progress);

@@ -15,7 +15,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
     let mut stages = Stages::new("ranks", if args.baseline.is_some() { 3 } else { 2 }, args.no_progress);
     stages.start("reading the run");
-    let source = super::open_run(&args.run)?;
+    let source = super::runs::open_run(&args.run)?;
     filter.check(source.index(), &args.run)?;
     let events = RunEvents::from_source(source.as_ref(), &filter);
     // diff's configuration check first: a baseline of another configuration is refused, not analysed.

@@ -29,8 +29,8 @@ pub fn run(args: ReportArgs) -> Result<Outcome> {
     let total = if args.bench.is_some() { 10 } else { 8 };
     let mut stages = Stages::new("report", total, args.no_progress);
     stages.start("reading the runs");
-    let target = super::open_run(&args.target)?;
-    let bench = args.bench.as_deref().map(super::open_run).transpose()?;
+    let target = super::runs::open_run(&args.target)?;
+    let bench = args.bench.as_deref().map(super::runs::open_run).transpose()?;
     let filter = args.filter.to_filter();
     filter.check(target.index(), &args.target)?;
     if let (Some(bench), Some(path)) = (&bench, &args.bench) {

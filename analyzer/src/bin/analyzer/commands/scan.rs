@@ -11,7 +11,7 @@ use anyhow::Result;
 pub fn run(args: ScanArgs) -> Result<Outcome> {
     let mut stages = Stages::new("scan", 3, args.no_progress);
     stages.start("reading the run");
-    let source = super::open_run(&args.run)?;
+    let source = super::runs::open_run(&args.run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), &args.run)?;
     stages.start("reading the statistics");

@@ -29,7 +29,7 @@ pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
     };
     let mut stages = Stages::new("watch", 2, args.no_progress);
     stages.start("reading the run");
-    let source = super::open_run(run)?;
+    let source = super::runs::open_run(run)?;
     let filter = args.filter.to_filter();
     filter.check(source.index(), run)?;
     let options =
