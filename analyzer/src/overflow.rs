@@ -67,6 +67,23 @@ pub struct Origin {
     /// only the ops the device flagged ([`Index::only_overflowing_ops`]): the others were not dumped.
     pub spread_to: Option<usize>,
     pub device_status: Vec<DeviceStatus>,
+    /// The ranks whose first overflow at this step is this same op (its own rank included; empty when it
+    /// alone): each from finite inputs in its own compute, so no rank brought it to another.
+    pub independently_on: Vec<u32>,
+}
+
+impl Origin {
+    /// For an op that overflowed on several ranks at one step, each on its own, the sentence that says so.
+    pub fn overflowed_independently(&self) -> Option<String> {
+        (self.independently_on.len() > 1).then(|| {
+            format!(
+                "the same op overflowed on {} at step {}, each from finite inputs in its own compute: \
+                 independently, no rank brought it to another",
+                crate::filter::rank_ranges(&self.independently_on),
+                self.step
+            )
+        })
+    }
 }
 
 #[derive(Serialize)]
@@ -431,7 +448,21 @@ fn analyse(
             spread_to: (!index.only_overflowing_ops)
                 .then(|| list[pos + 1..].iter().filter(|&&later| is_bad(later)).count()),
             device_status,
+            independently_on: Vec::new(),
         });
+    }
+    // One op overflowing first on several ranks at one step: each began it there, said on each.
+    let mut same_op: BTreeMap<(u64, String), Vec<u32>> = BTreeMap::new();
+    for o in &origins {
+        same_op.entry((o.step, o.op.clone())).or_default().push(o.rank);
+    }
+    for o in &mut origins {
+        let mut ranks = same_op[&(o.step, o.op.clone())].clone();
+        ranks.sort_unstable();
+        ranks.dedup();
+        if ranks.len() > 1 {
+            o.independently_on = ranks;
+        }
     }
     let mut steps: Vec<u64> = origins.iter().map(|o| o.step).collect();
     steps.sort_unstable();

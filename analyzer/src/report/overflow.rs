@@ -27,6 +27,7 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                 "saturated",
                 "spread_to",
                 "status",
+                "independently_on",
             ])?;
             for o in &report.origins {
                 let status: Vec<String> =
@@ -42,6 +43,13 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                     o.anomaly.saturated.to_string(),
                     o.spread_to.map(|n| n.to_string()).unwrap_or_default(),
                     status.join("; "),
+                    // The ranks this op overflowed on first at this step, each on its own; empty alone.
+                    match o.independently_on.len() {
+                        0 => String::new(),
+                        _ => crate::filter::ranges(
+                            &o.independently_on.iter().map(|&r| u64::from(r)).collect::<Vec<_>>(),
+                        ),
+                    },
                 ])?;
             }
             // An overflow seen on a rank that no op of it produced: a row too (a reader that only counts
@@ -62,13 +70,14 @@ pub fn write(report: &OverflowReport, format: Format, to: &Destination<'_>) -> R
                     } else {
                         format!("began in the collective: {}", a.why_it_began_here())
                     },
+                    String::new(),
                 ])?;
             }
             for o in &report.without_origin {
                 let cells = [o.step.to_string(), o.rank.to_string()];
                 let empty = std::iter::repeat_n(String::new(), 7);
                 let status = format!("{}; origin not in this data", o.evidence);
-                w.write_record(cells.into_iter().chain(empty).chain([status]))?;
+                w.write_record(cells.into_iter().chain(empty).chain([status, String::new()]))?;
             }
             w.flush()?;
         }
@@ -155,6 +164,9 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             writeln!(out, "\nstep {} rank {}: {} [{}]", o.step, o.rank, o.op, o.op_type)?;
         }
         writeln!(out, "  {}: {} ({})", o.output, o.anomaly.describe(), o.inputs)?;
+        if let Some(independently) = o.overflowed_independently() {
+            writeln!(out, "  {independently}")?;
+        }
         for d in &o.device_status {
             writeln!(
                 out,

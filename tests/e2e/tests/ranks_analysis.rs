@@ -1390,6 +1390,30 @@ fn the_same_op_overflowing_on_several_ranks_in_one_step_began_on_each_independen
     let began =
         format!("it began on {} of 4 ranks independently, and rank {}'s reached ", alike.len(), alike[0]);
     assert!(html.contains(&began), "{out}");
+    // `overflow` (each rank's first overflowing op at each step) says it of each of them too.
+    let (code, json) = analyzer_json(&["overflow", p(&run), "--no-progress"]);
+    assert_eq!(code, 1, "{json}");
+    let of_op: Vec<&serde_json::Value> =
+        json["origins"].as_array().unwrap().iter().filter(|o| o["op"] == op && o["step"] == step).collect();
+    assert_eq!(of_op.len(), alike.len(), "{json}");
+    assert!(of_op.iter().all(|o| o["independently_on"] == serde_json::json!(sorted)), "{json}");
+    let (_, out, _) = analyzer(&["overflow", p(&run), "--no-progress"]);
+    let said = format!(
+        "\n  the same op overflowed on {ranks} at step {step}, each from finite inputs in its own compute"
+    );
+    assert_eq!(out.matches(&said).count(), alike.len(), "{out}");
+    let (_, csv, _) = analyzer(&["overflow", p(&run), "--format", "csv", "--no-progress"]);
+    assert!(
+        csv.starts_with("step,rank,op,op_type,output,nan,inf,saturated,spread_to,status,independently_on\n")
+    );
+    let cells = |row: &str| row.rsplit(',').next().unwrap().to_string();
+    let rows: Vec<&str> = csv.lines().filter(|r| r.contains(&format!(",{op},"))).collect();
+    assert!(rows.len() == alike.len() && rows.iter().all(|r| cells(r) == cells(rows[0])), "{csv}");
+    // The page's overflow verdict says it of its first overflow, as the terminal does.
+    let first_overflow = out.split("FIRST OVERFLOW: ").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let first_said = first_overflow.split("\n\n").next().unwrap().lines().nth(2).unwrap().trim();
+    assert!(first_said.starts_with("the same op overflowed on "), "{out}");
+    assert!(html.contains(&format!("<p class=\"verdict detail\">{first_said}</p>")), "{out}");
 }
 
 /// A copy of `run` at `to` without rank `rank`'s streams: as if its node's files were lost.

@@ -431,6 +431,9 @@ fn overflow_verdict(page: &mut String, o: &OverflowReport, open: bool) {
         escape(&first.anomaly.describe()),
         first.inputs
     ));
+    if let Some(independently) = first.overflowed_independently() {
+        page.push_str(&format!("<p class=\"verdict detail\">{}</p>", escape(&independently)));
+    }
     for status in &first.device_status {
         page.push_str(&format!(
             "<p class=\"verdict detail\">device: {} status {}: {}</p>",
