@@ -238,19 +238,35 @@ fn print_table(out: &mut impl Write, r: &WatchReport, colour: bool) -> Result<()
         let with_gradient: std::collections::BTreeSet<u64> =
             r.gradient_norm.iter().filter(|p| p.rank == rank).map(|p| p.step).collect();
         let without: Vec<u64> = r.steps.iter().copied().filter(|s| !with_gradient.contains(s)).collect();
-        let without = match without.as_slice() {
-            [] => String::new(),
-            some => {
-                let listed = ranges(some);
-                let steps = match (some.len(), listed.matches(", ").count()) {
-                    (1, _) => format!("step {listed}"),
-                    (_, gaps) if gaps < 6 => format!("steps {listed}"),
-                    // Every few steps apart (gradient accumulation): thousands of ranges otherwise.
-                    (n, _) => format!("{n} of {} steps, the first {}", r.steps.len(), some[0]),
-                };
-                format!(" (no gradient in {steps}: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)")
+        // The run's steps are not each rank's: where a rank that shows a loss elsewhere shows none either,
+        // its data of the step is missing (a step skipped on overflow still computes its loss).
+        let with_loss: std::collections::BTreeSet<u64> =
+            r.loss.iter().filter(|p| p.rank == rank).map(|p| p.step).collect();
+        let (missing, without): (Vec<u64>, Vec<u64>) =
+            without.into_iter().partition(|s| !with_loss.is_empty() && !with_loss.contains(s));
+        let steps = |some: &[u64]| {
+            let listed = ranges(some);
+            match (some.len(), listed.matches(", ").count()) {
+                (1, _) => format!("step {listed}"),
+                (_, gaps) if gaps < 6 => format!("steps {listed}"),
+                // Every few steps apart (gradient accumulation): thousands of ranges otherwise.
+                (n, _) => format!("{n} of {} steps, the first {}", r.steps.len(), some[0]),
             }
         };
+        let mut notes = String::new();
+        if !without.is_empty() {
+            notes += &format!(
+                " (no gradient in {}: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)",
+                steps(&without)
+            );
+        }
+        if !missing.is_empty() {
+            notes += &format!(
+                " (no gradient in {}, and no loss either: this rank's data of those steps is missing, not a skipped step)",
+                steps(&missing)
+            );
+        }
+        let without = notes;
         writeln!(
             out,
             "gradient norm by step{} (all parameters): {}{without}",
@@ -285,7 +301,7 @@ fn first_points(points: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{first_points, print_table};
-    use crate::watch::{NormPoint, WatchReport};
+    use crate::watch::{LossPoint, NormPoint, WatchReport};
 
     #[test]
     fn a_long_series_shows_its_first_nan_and_its_last_step() {
@@ -339,5 +355,43 @@ mod tests {
         assert!(accumulated.ends_with("(no gradient in 23 of 30 steps, the first 0: no optimizer op read one there: a step skipped on overflow, or one that only accumulates, runs none)"), "{accumulated}");
         let every = line(&report((0..30).map(norm).collect()));
         assert!(every.ends_with(" ... 29:1.5"), "{every}");
+    }
+
+    /// The run's steps are not each rank's: a rank whose data of steps 13-29 is missing (no loss there
+    /// either) was told 'a step skipped on overflow, or one that only accumulates'; a step it computed a loss
+    /// in and updated nothing is still one that ran none.
+    #[test]
+    fn a_gradient_line_tells_a_rank_s_missing_steps_from_its_skipped_ones() {
+        let norm =
+            |step: u64| NormPoint { step, rank: 1, gradients: 4, nonfinite_gradients: 0, l2_norm: 1.5 };
+        let loss = |step: u64| LossPoint { step, rank: 1, op: "loss".into(), value: Some(2.0) };
+        let report = WatchReport {
+            run: "runs/job".into(),
+            input_problems: Default::default(),
+            warnings: vec![],
+            steps: (0..30).collect(),
+            ranks: vec![1],
+            labels: Default::default(),
+            conditions: vec![],
+            findings: vec![],
+            without_origin: vec![],
+            scope: vec![],
+            cant_tell: vec![],
+            // A loss in steps 0-12 and 20 only; a gradient in steps 0-11.
+            loss: (0..13).chain([20]).map(loss).collect(),
+            gradient_norm: (0..12).map(norm).collect(),
+        };
+        let mut out = Vec::new();
+        print_table(&mut out, &report, false).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let line = out.lines().find(|l| l.starts_with("gradient norm by step")).unwrap();
+        assert!(
+            line.ends_with(
+                "11:1.5 (no gradient in steps 12, 20: no optimizer op read one there: a step skipped on overflow, \
+                 or one that only accumulates, runs none) (no gradient in steps 13-19, 21-29, and no loss either: \
+                 this rank's data of those steps is missing, not a skipped step)"
+            ),
+            "{line}"
+        );
     }
 }
