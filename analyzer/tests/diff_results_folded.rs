@@ -35,8 +35,9 @@ fn each_measured_pair_leaves_no_result_behind() {
     let report = report.unwrap();
     let pairs = 3 * OPS as usize;
     assert_eq!((report.verdict, report.compared_tensors), ("identical", pairs));
-    // Matching's map of run 2's names (now the peak) and the pairs, and per pair a few bytes of the repeats'
-    // and diff's own (one byte a tensor of run 1): 211 bytes a pair. With every pair's figures in a table
-    // of results and then in a map by tensor, 282.
+    // Matching's map of run 2's tensors (now the peak) and the pairs, and per pair a few bytes of the
+    // repeats' and diff's own (one byte a tensor of run 1): 195 bytes a pair (211 while the map copied an
+    // op's name into each of its tensors' keys). With every pair's figures in a table of results and then
+    // in a map by tensor, 282.
     assert!(peak / pairs <= 240, "{peak} bytes held for {pairs} pairs");
 }

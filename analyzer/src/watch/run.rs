@@ -276,7 +276,7 @@ fn gather(
 
 /// Tensors checked (or decoded) at a time: each window's results are taken before the next is made, so that
 /// no list of every tensor's results is held (#18: memory must not grow with the tensor count).
-const WINDOW: usize = 4096;
+const WINDOW: usize = 1024;
 
 /// `work(values, k)` for every position `k` of `tensors` as [`crate::threads::tensors_in_flight`] runs it
 /// (as many reads at once as the budget lets, those `reads` names counted), a window at a time, each result

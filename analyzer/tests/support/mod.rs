@@ -40,8 +40,13 @@ impl RunWriter {
 
     /// Op `k` of `step`, `model/op{k}` of type `op_type`: the tensors written next are its own.
     pub fn op_of_step(&mut self, step: u64, k: u64, op_type: &str) {
+        self.op_named(step, k, &format!("model/op{k}"), op_type);
+    }
+
+    /// Op `k` of `step` named `name`, of type `op_type`: the tensors written next are its own.
+    pub fn op_named(&mut self, step: u64, k: u64, name: &str, op_type: &str) {
         let op = OpInfo {
-            name: format!("model/op{k}"),
+            name: name.into(),
             op_type: op_type.into(),
             step,
             task_id: k as u32,
