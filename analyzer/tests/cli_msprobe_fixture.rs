@@ -160,3 +160,38 @@ fn msaccucmp_metrics_are_opt_in_for_msprobe_dumps() {
         }
     }
 }
+
+/// msprobe's `step{N}/rank{M}` layout with one rank's step lost (the fixture's dump.json copied as steps 0
+/// and 1 of rank 0 and step 0 of rank 1): the gap leads the answer and the exit status is 2, never an
+/// all-clear about step 1 read on one rank of two.
+#[test]
+fn a_rank_missing_a_step_leads_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    for (step, rank) in [(0, 0), (1, 0), (0, 1)] {
+        let to = run.join(format!("step{step}/rank{rank}"));
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(fixture().join("target/step0/rank0/dump.json"), to.join("dump.json")).unwrap();
+    }
+    let inspect = |more: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_analyzer"))
+            .arg("inspect")
+            .arg(&run)
+            .args(more)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, said) = inspect(&[]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("rank 1 lacks step 1 that other ranks hold (rank 0 holds step 1"), "{said}");
+    assert_eq!(inspect(&["--allow-incomplete"]).0, Some(0));
+    // Every rank holding the same steps is no problem.
+    std::fs::create_dir_all(run.join("step1/rank1")).unwrap();
+    std::fs::copy(fixture().join("target/step0/rank0/dump.json"), run.join("step1/rank1/dump.json")).unwrap();
+    let (code, said) = inspect(&[]);
+    assert_eq!(code, Some(0), "{said}");
+}

@@ -9,6 +9,7 @@
 
 use super::buffers::with_values_scratch;
 use super::device_stats;
+use super::missing_steps::StepsHeld;
 use super::source::Source;
 use crate::index::{Index, Io, Launch, OpId, TensorExtras, TensorId, TensorInfo};
 use crate::overflow_records;
@@ -77,6 +78,13 @@ impl CannDumpSource {
         }
         let mut index = Index::default();
         index.warnings.extend(tree.warnings.iter().map(|w| w.to_string()));
+        // The steps each rank's directories hold, unreadable files included (those are problems already).
+        let mut steps_held = StepsHeld::default();
+        for entry in &tree.entries {
+            if let Some(step) = entry.step {
+                steps_held.add(entry.job_rank(), step);
+            }
+        }
         let (tensor_entries, op_debug_files): (Vec<_>, Vec<_>) =
             tree.entries.into_iter().partition(|e| e.name.kind == FileKind::Tensor);
         let parsed: Vec<Result<ParsedOp>> = tensor_entries.par_iter().map(parse_header).collect();
@@ -128,6 +136,9 @@ impl CannDumpSource {
             files.push(entry.path.clone());
         }
         if let Some(problem) = outside_the_layout(&tensor_entries) {
+            index.problems.push(problem);
+        }
+        if let Some(problem) = steps_held.problem(root) {
             index.problems.push(problem);
         }
         if index.ops.is_empty() && !tensor_entries.is_empty() {

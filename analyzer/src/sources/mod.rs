@@ -231,6 +231,7 @@ pub(crate) use buffers::{
 pub mod cann;
 pub mod capture;
 pub mod device_stats;
+mod missing_steps;
 pub mod msprobe;
 pub mod npy;
 mod source;

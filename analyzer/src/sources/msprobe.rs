@@ -6,6 +6,7 @@
 //! writes msprobe's own table (non-tensor arguments as "unsupported" rows). Statistics come from `dump.json` (what msprobe
 //! computed on the device, in the tensor's dtype), so statistics-only dumps compare too.
 
+use super::missing_steps::StepsHeld;
 use super::source::{HostBlocks, SliceBlocks, Source};
 use crate::index::{Index, Io, RecordedArg, TensorExtras, TensorId, TensorInfo};
 use crate::problems::InputProblem;
@@ -37,6 +38,15 @@ impl MsprobeSource {
         let mut index = Index::default();
         let mut entries = Vec::new();
         let mut first_error = None;
+        // The steps each rank's directories hold, unreadable dump.json files included (those are problems
+        // already).
+        let mut steps_held = StepsHeld::default();
+        for dir in dump_jsons.iter().map(|path| path.parent().unwrap_or(Path::new("."))) {
+            if let Some(step) = numbered_component(dir, "step") {
+                steps_held.add(numbered_component(dir, "rank").unwrap_or(0) as u32, step);
+            }
+        }
+        index.problems.extend(steps_held.problem(root));
         for path in dump_jsons {
             // One unreadable dump.json (of one step or rank) is an input problem; the others are read.
             let dump = match MsprobeDump::open(path) {

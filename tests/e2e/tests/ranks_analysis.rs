@@ -1026,6 +1026,48 @@ fn dump_by_node(dir: &Path, name: &str, model_json: &str) -> PathBuf {
     gathered
 }
 
+/// The directories of `step` under a gathered rank's dump tree (`{time}/{device}/{model}/{model_id}/{step}`).
+fn step_dirs(rank_dir: &Path, step: &str) -> Vec<PathBuf> {
+    let mut level = vec![rank_dir.to_path_buf()];
+    for _ in 0..4 {
+        level = level
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()))
+            .filter(|d| d.is_dir())
+            .collect();
+    }
+    level.into_iter().map(|d| d.join(step)).filter(|d| d.is_dir()).collect()
+}
+
+/// A dump tree in which one rank's last step was lost (a rank that stopped early, a copy cut short): every
+/// rank of a job dumps the same steps, so the gap leads each answer and the exit status is 2, never an
+/// all-clear about a step read on three ranks of four.
+#[test]
+fn a_rank_missing_a_step_of_a_dump_tree_leads_every_answer() {
+    let dir = scratch();
+    let tree = dump_by_node(dir.path(), "cut", "{}");
+    let lost = step_dirs(&tree.join("rank3"), "1");
+    assert!(!lost.is_empty(), "no step 1 under {}", tree.join("rank3").display());
+    for d in &lost {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    for command in ["overflow", "watch", "inspect"] {
+        let (code, out, err) = analyzer(&[command, p(&tree), "--no-progress"]);
+        assert_eq!(code, 2, "{command}: {out}\n{err}");
+        let said = format!("{out}{err}");
+        assert!(said.contains("rank 3 lacks step 1 that other ranks hold"), "{command}: {said}");
+        let (code, _, _) = analyzer(&[command, p(&tree), "--no-progress", "--allow-incomplete"]);
+        assert_eq!(code, 0, "{command} --allow-incomplete");
+    }
+    let (code, json) = analyzer_json(&["overflow", p(&tree)]);
+    assert_eq!(code, 2);
+    let problems = json["input_problems"].as_array().unwrap();
+    assert!(
+        problems.iter().any(|q| q["message"].as_str().unwrap().contains("rank 3 lacks step 1")),
+        "{json}"
+    );
+}
+
 #[test]
 fn dump_trees_from_several_nodes_are_paired_by_their_rank_directories() {
     let dir = scratch();
