@@ -33,8 +33,9 @@ impl FailingOp {
         match &self.inputs_unverified {
             Some(reason) => format!("cannot be blamed: {reason}"),
             None => {
-                "already has failing inputs: the difference comes from data fed to the model or from ops \
-                     that were not dumped"
+                "already has failing inputs: the difference began before it, in data fed to the model, in \
+                     an op that was not dumped, or in one the benchmark has no counterpart of (the unmatched \
+                     tensors name those)"
                     .to_string()
             }
         }
