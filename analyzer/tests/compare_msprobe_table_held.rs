@@ -4,28 +4,12 @@
 
 mod support;
 
-use accutrace_formats::capture::Io;
-use accutrace_formats::DType;
 use analyzer::compare::{compare, CompareOptions, MsprobeRow};
-use support::RunWriter;
+use support::write_add_run as write_run;
 
 /// Process-wide: the pairs are measured on other threads (this binary has one test).
 #[global_allocator]
 static ALLOCATOR: alloc_count::Process = alloc_count::Process;
-
-/// A run of `ops` ops of two inputs and an output, one f32 each, every record's value its own, plus
-/// `offset` (the benchmark's differ: every pair is read and measured).
-fn write_run(path: &std::path::Path, ops: u64, offset: f32) -> std::path::PathBuf {
-    let mut run = RunWriter::create(path, 1 << 24);
-    for k in 0..ops {
-        run.op(k, "Add");
-        for (n, (io, index)) in [(Io::Input, 0), (Io::Input, 1), (Io::Output, 0)].into_iter().enumerate() {
-            let value = (3 * k + n as u64) as f32 + offset;
-            run.tensor(io, index, DType::FLOAT, &value.to_le_bytes());
-        }
-    }
-    run.finish()
-}
 
 #[test]
 fn msprobe_table_holds_positions_not_text() {

@@ -3,28 +3,12 @@
 
 mod support;
 
-use accutrace_formats::capture::Io;
-use accutrace_formats::DType;
 use analyzer::compare::{compare, CompareOptions, CompareRow};
-use support::RunWriter;
+use support::write_add_run as write_run;
 
 /// Process-wide: the pairs are measured on other threads (this binary has one test).
 #[global_allocator]
 static ALLOCATOR: alloc_count::Process = alloc_count::Process;
-
-/// A run of `ops` ops of two inputs and an output, one f32 each, every record's value its own (no pair
-/// repeats another), plus `offset` (the benchmark's differ: every pair is read and measured).
-fn write_run(path: &std::path::Path, ops: u64, offset: f32) -> std::path::PathBuf {
-    let mut run = RunWriter::create(path, 1 << 24);
-    for k in 0..ops {
-        run.op(k, "Add");
-        for (n, (io, index)) in [(Io::Input, 0), (Io::Input, 1), (Io::Output, 0)].into_iter().enumerate() {
-            let value = (3 * k + n as u64) as f32 + offset;
-            run.tensor(io, index, DType::FLOAT, &value.to_le_bytes());
-        }
-    }
-    run.finish()
-}
 
 #[test]
 fn each_measured_pair_is_held_once_as_its_row() {
@@ -39,7 +23,7 @@ fn each_measured_pair_is_held_once_as_its_row() {
     assert!(comparison.problems.is_empty(), "{:?}", comparison.problems);
     assert!(comparison.rows.iter().all(|r| r.judged()), "every pair is read and measured");
     // The rows (a `CompareRow` a pair) and compare's own tables of the pairs (matching, hashes, msprobe's
-    // table, now the peak): 2,647 bytes a pair. With every result carried through a table of results (up
+    // table, held as positions since; compare_msprobe_table_held.rs bounds it): 2,647 bytes a pair. With every result carried through a table of results (up
     // to three at once while one window of every pair was measured) and then copied into the rows, 4,562.
     let row = std::mem::size_of::<CompareRow>();
     assert!(peak / pairs <= 3_000, "{peak} bytes held for {pairs} pairs (a row is {row} bytes)");

@@ -14,6 +14,21 @@ use analyzer::report::{Colour, Destination};
 use analyzer::sources::Source;
 use std::path::{Path, PathBuf};
 
+/// A run of `ops` Add ops of two inputs and an output, one f32 each, every record's value its own (no pair
+/// repeats another), plus `offset` (a benchmark written with another offset differs in every tensor: every
+/// pair is read and measured).
+pub fn write_add_run(path: &Path, ops: u64, offset: f32) -> PathBuf {
+    let mut run = RunWriter::create(path, 1 << 24);
+    for k in 0..ops {
+        run.op(k, "Add");
+        for (n, (io, index)) in [(Io::Input, 0), (Io::Input, 1), (Io::Output, 0)].into_iter().enumerate() {
+            let value = (3 * k + n as u64) as f32 + offset;
+            run.tensor(io, index, DType::FLOAT, &value.to_le_bytes());
+        }
+    }
+    run.finish()
+}
+
 /// A capture run being written: ops, each followed by its tensors.
 pub struct RunWriter {
     run: PathBuf,
