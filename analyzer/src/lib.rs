@@ -16,6 +16,7 @@ pub mod compare;
 pub mod convert;
 pub mod diff;
 pub mod filter;
+pub mod gathered_stats;
 pub mod index;
 pub mod inspect;
 pub mod matching;

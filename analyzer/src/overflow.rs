@@ -4,6 +4,7 @@
 //! them no tensor byte is read.
 
 use crate::filter::Filter;
+use crate::gathered_stats::GatheredStats;
 use crate::index::{Index, IndexedOp, OpId, TensorId};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblems, ProblemKind};
@@ -256,7 +257,7 @@ fn outside_selection(
     source: &dyn Source,
     filter: &Filter,
     ops: &[OpId],
-    stats: &BTreeMap<TensorId, TensorStats>,
+    stats: &GatheredStats,
     explained: &dyn Fn(u32, u64) -> bool,
 ) -> Vec<WithoutOrigin> {
     let index = source.index();
@@ -303,7 +304,7 @@ fn outside_selection(
 fn leaf_reads(
     index: &Index,
     ops: &[OpId],
-    stats: &BTreeMap<TensorId, TensorStats>,
+    stats: &GatheredStats,
     unexplained: &[WithoutOrigin],
 ) -> Vec<WithoutOrigin> {
     let places: BTreeSet<(u32, u64)> = unexplained.iter().map(|w| (w.rank, w.step)).collect();
@@ -346,25 +347,19 @@ fn leaf_reads(
 
 /// Statistics of every tensor of the selected ops: stored ones, else decoded (in parallel within the memory
 /// budget, `threads::tensors_in_flight`, with a progress bar on stderr when `progress` and it is a terminal). A tensor that cannot be read is an input problem.
-pub fn gather_stats(
-    source: &dyn Source,
+pub fn gather_stats<'a>(
+    source: &'a dyn Source,
     ops: &[OpId],
     problems: &mut InputProblems,
     progress: bool,
-) -> BTreeMap<TensorId, TensorStats> {
+) -> GatheredStats<'a> {
     let index = source.index();
     let tensors: Vec<TensorId> =
         ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
     let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
-    // Stored statistics go straight into the map: carried through the reads' results as well, every
-    // tensor's statistics were held twice over (#18: a fifth of `overflow`'s peak on a stats capture).
-    // One by one: collecting a map first gathers its entries into a vector, a second copy again.
-    let mut stats = BTreeMap::new();
-    for &t in &tensors {
-        if let Some(stored) = index.tensors[t].stats {
-            stats.insert(t, stored);
-        }
-    }
+    // Stored statistics stay in the index, a bit a tensor says which were asked for: copied into a map
+    // (and before that carried through the reads' results), they were held two and three times over (#18).
+    let mut stats = GatheredStats::stored_of(index, tensors.iter().copied());
     let to_decode: Vec<TensorId> = tensors.into_iter().filter(|&t| decodes(t)).collect();
     let bar = Progress::new("statistics", to_decode.len() as u64, !progress || to_decode.is_empty());
     let found = tensors_in_flight(source, &to_decode, decodes, |values, k| {
@@ -375,9 +370,7 @@ pub fn gather_stats(
     bar.finish();
     for (&t, found) in to_decode.iter().zip(found) {
         match found {
-            Ok(s) => {
-                stats.insert(t, s);
-            }
+            Ok(s) => stats.insert_decoded(t, s),
             Err(e) => problems.push_unreadable(&index.tensor_label(t), &e),
         }
     }
@@ -396,12 +389,7 @@ pub(crate) fn decoded_stats(
     stats.ok_or_else(|| anyhow::anyhow!("the source gave no values"))
 }
 
-fn analyse(
-    index: &Index,
-    ops: &[OpId],
-    stats: &BTreeMap<TensorId, TensorStats>,
-    run: String,
-) -> OverflowReport {
+fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> OverflowReport {
     let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float()));
     let mut by_step: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in ops {
@@ -726,7 +714,7 @@ mod tests {
         assert_eq!(source.large_most.load(Ordering::SeqCst), 1, "large tensors read at once");
         assert!(problems.is_empty());
         assert_eq!(stats.len(), 12);
-        for (&t, s) in &stats {
+        for (t, s) in stats.iter() {
             assert_eq!((s.count, s.max), (2, t as f64), "tensor {t}");
         }
     }

@@ -9,11 +9,11 @@
 //! (`gradients/`, `.backward`) and update (`optimizer/`, `Apply*`).
 
 use crate::filter::Filter;
-use crate::index::{Index, IndexedOp, OpId, TensorId};
+use crate::gathered_stats::GatheredStats;
+use crate::index::{Index, IndexedOp, OpId};
 use crate::overflow::{gather_stats, scalar_value, scaler_multiply, Anomaly};
 use crate::problems::InputProblems;
 use crate::sources::Source;
-use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap};
 
 /// A value per step (one rank's).
@@ -178,7 +178,7 @@ pub fn series(source: &dyn Source, filter: &Filter, progress: bool) -> RunSeries
 }
 
 /// [`series`] from statistics already gathered (`stats` may lack tensors: they are counted, not guessed).
-pub fn build(index: &Index, ops: &[OpId], stats: &BTreeMap<TensorId, TensorStats>) -> RunSeries {
+pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
     let mut steps: Vec<u64> = ops.iter().map(|&o| index.ops[o].step).collect();
     steps.sort_unstable();
     steps.dedup();
@@ -359,7 +359,7 @@ fn parameter_name(op: &IndexedOp) -> &str {
 /// The L2 norm of the gradient an optimizer op applies: its last input shaped like the parameter (input 0),
 /// which is where CANN's `Apply*` kernels take it (`ApplyAdamD`: var, m, v, ..., grad; `ApplyMomentum`:
 /// var, accum, lr, grad, momentum). Infinite when the gradient holds inf or NaN.
-fn gradient_norm(index: &Index, op: &IndexedOp, stats: &BTreeMap<TensorId, TensorStats>) -> Option<f64> {
+fn gradient_norm(index: &Index, op: &IndexedOp, stats: &GatheredStats) -> Option<f64> {
     if !is_optimizer(op) {
         return None;
     }
@@ -373,6 +373,7 @@ fn gradient_norm(index: &Index, op: &IndexedOp, stats: &BTreeMap<TensorId, Tenso
 #[cfg(test)]
 mod tests {
     use super::*;
+    use accutrace_formats::stats::TensorStats;
 
     #[test]
     fn the_loss_is_found_by_name_or_as_what_a_scaler_multiplies() {
@@ -399,7 +400,7 @@ mod tests {
             }
         }
         let ops: Vec<OpId> = (0..index.ops.len()).collect();
-        let found = build(&index, &ops, &stats);
+        let found = build(&index, &ops, &stats.into());
         assert!(found.loss_from_scaler);
         let (op, line) = found.loss.expect("a loss");
         assert_eq!(op, "Mul_0");
@@ -433,7 +434,7 @@ mod tests {
             }
         }
         let ops: Vec<OpId> = (0..index.ops.len()).collect();
-        let found = build(&index, &ops, &stats);
+        let found = build(&index, &ops, &stats.into());
         let names: Vec<&str> = found.grad_norms.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["global", "layer_0", "layer_1"]);
         let other = &found.other_ranks[0];

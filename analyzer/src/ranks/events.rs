@@ -14,7 +14,8 @@
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
 use crate::filter::{rank_ranges, Filter};
-use crate::index::{Index, Io, MadeCommunicator, TensorId};
+use crate::gathered_stats::GatheredStats;
+use crate::index::{Index, Io, MadeCommunicator};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::capture::runs::{join_run, streams_of_different_runs};
@@ -218,7 +219,7 @@ impl RunEvents {
     pub fn from_statistics(
         index: &Index,
         filter: &Filter,
-        stats: &BTreeMap<TensorId, TensorStats>,
+        stats: &GatheredStats,
         unreadable: &InputProblems,
     ) -> RunEvents {
         let mut run = from_index(index, filter, stats);
@@ -333,7 +334,7 @@ fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
         .collect()
 }
 
-fn from_index(index: &Index, filter: &Filter, stats: &BTreeMap<TensorId, TensorStats>) -> RunEvents {
+fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvents {
     let mut run = RunEvents { problems: index.problems.clone(), ..RunEvents::default() };
     let unknown = index
         .ops
