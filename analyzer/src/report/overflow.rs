@@ -3,7 +3,7 @@
 
 use super::{fmt_num, paint, write_json, Destination, Format, Output};
 use crate::filter::rank_ranges;
-use crate::overflow::{Arrival, OverflowReport};
+use crate::overflow::{Arrival, Origin, OverflowReport};
 use anyhow::Result;
 use std::io::Write;
 
@@ -167,6 +167,9 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
         if let Some(independently) = o.overflowed_independently() {
             writeln!(out, "  {independently}")?;
         }
+        if i == 0 {
+            write_other_ranks_origins(out, r, o)?;
+        }
         for d in &o.device_status {
             writeln!(
                 out,
@@ -254,5 +257,28 @@ fn print_table(out: &mut impl Write, r: &OverflowReport, colour: bool) -> Result
             r.tensors_without_statistics
         )?;
     }
+    Ok(())
+}
+
+/// Under the first overflow: the ranks that began an overflow of their own at the same step (other ops, in
+/// their own compute). This report orders origins by step, then rank number, which says nothing of which
+/// came first across the job; `ranks` orders them by what each rank saw of the others.
+fn write_other_ranks_origins(out: &mut impl Write, r: &OverflowReport, first: &Origin) -> Result<()> {
+    let others: Vec<u32> = r.origins[1..]
+        .iter()
+        .filter(|x| x.step == first.step && x.rank != first.rank && !first.independently_on.contains(&x.rank))
+        .map(|x| x.rank)
+        .collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    let ranks = rank_ranges(&others);
+    let own = if ranks.starts_with("ranks ") { "their" } else { "its" };
+    writeln!(
+        out,
+        "  {ranks} began an overflow of {own} own at step {} too (below): which came first across the job is \
+         what `analyzer ranks {}` orders, by what each rank saw of the others",
+        first.step, r.run
+    )?;
     Ok(())
 }

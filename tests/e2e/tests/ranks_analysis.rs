@@ -1455,6 +1455,28 @@ fn the_same_op_overflowing_on_several_ranks_in_one_step_began_on_each_independen
     let first_overflow = out.split("FIRST OVERFLOW: ").nth(1).unwrap_or_else(|| panic!("{out}"));
     let first_said = first_overflow.split("\n\n").next().unwrap().lines().nth(2).unwrap().trim();
     assert!(first_said.starts_with("the same op overflowed on "), "{out}");
+    // The ranks whose own origin at that step is another op: named under the first, with where to learn
+    // which came first across the job (this report orders by rank number).
+    let origins = json["origins"].as_array().unwrap();
+    let first = &origins[0];
+    let mut others: Vec<u64> = origins[1..]
+        .iter()
+        .filter(|o| o["step"] == first["step"] && o["op"] != first["op"])
+        .map(|o| o["rank"].as_u64().unwrap())
+        .collect();
+    others.dedup();
+    if !others.is_empty() {
+        let named = others.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        assert!(
+            first_overflow.contains(&format!(
+                "\n  ranks {named} began an overflow of their own at step {} too (below): which came first \
+                 across the job is what `analyzer ranks {}` orders",
+                first["step"],
+                p(&run)
+            )),
+            "{out}"
+        );
+    }
     assert!(html.contains(&format!("<p class=\"verdict detail\">{first_said}</p>")), "{out}");
 }
 
