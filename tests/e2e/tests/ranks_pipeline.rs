@@ -17,6 +17,8 @@ const MODEL: &str = r#"{"n_layers": 2, "seq": 12}"#;
 /// Stage 0's first rank overflows in its forward at step 1.
 const NAN_AT_STEP_1: &str = r#"{"n_layers": 2, "seq": 12,
     "faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 1, "rank": 0}}}"#;
+/// MODEL with four times the layers: a step spans several 64 KiB segments.
+const DEEP: &str = r#"{"n_layers": 8, "seq": 12}"#;
 const FC1: &str = "model/layer_0/mlp/fc1/MatMul";
 
 /// How a job is run: its ranks, sim-train's extra options, the library it opens as libhccl.so and what
@@ -260,6 +262,29 @@ fn a_message_damaged_in_transit_is_named_on_its_receive() {
     assert!(html.contains("HcclRecv</code></a> [HcclRecv], message #1 on root-"), "{out}");
 }
 
+/// A segment of rank 0's stream, neither its first nor its last, that holds a send of message #1 or later.
+/// Chosen by what it holds: which records share a segment depends on when the writer thread ran, so the
+/// job is deep enough (`DEEP`) to leave every step's send well inside the stream.
+fn segment_of_a_later_send(run: &Path) -> std::path::PathBuf {
+    let capture = CaptureRun::open(run).unwrap();
+    let stream = capture.streams.iter().find(|s| s.info().rank == Some(0)).expect("rank 0's stream");
+    let last = stream.segment_indices().max().expect("rank 0 wrote segments");
+    assert!(last >= 2, "rank 0 wrote at least three segments");
+    let later_sends: Vec<(u64, &Path)> = stream
+        .records()
+        .map(|item| item.unwrap())
+        .filter(
+            |item| matches!(&item.record, Record::Collective(c) if c.op == CollectiveOp::Send && c.seq >= 1),
+        )
+        .map(|item| (item.segment_index, item.segment))
+        .collect();
+    let (_, segment) = later_sends
+        .iter()
+        .find(|(index, _)| (1..last).contains(index))
+        .unwrap_or_else(|| panic!("no middle segment of 0..={last} holds a later send: {later_sends:?}"));
+    segment.to_path_buf()
+}
+
 /// Rank 0's stream lost a segment (written in 64 KiB segments), and with it the sends of some of stage 1's
 /// inputs: each receive of such a message came after the ops of the step before and before its own step's
 /// (message #k carries step k's activations), so without its send nothing tells which of the two steps it
@@ -272,17 +297,8 @@ fn a_receive_whose_send_is_lost_names_the_two_steps_it_came_between() {
     let (hccl, collector) = (artifact("libhccl.so"), collector_lib());
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K")];
     let job = Job { ranks: 2, options: &[], hccl_lib: &hccl, preload: path_str(&collector), env: &env };
-    train(dir.path(), &run, MODEL, &job);
-    let stream = std::fs::read_dir(&run)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().contains("-rank0-"))
-        .expect("rank 0's stream");
-    let segments = std::fs::read_dir(&stream)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".acc"));
-    assert!(segments.count() >= 3, "rank 0 wrote at least three segments");
-    std::fs::remove_file(stream.join("seg-000001.acc")).unwrap();
+    train(dir.path(), &run, DEEP, &job);
+    std::fs::remove_file(segment_of_a_later_send(&run)).unwrap();
     let summaries = dir.path().join("summaries");
     let (code, out, stderr) = analyzer(&["scan", path_str(&run), "-o", path_str(&summaries)]);
     assert_eq!(code, 2, "{out}\n{stderr}");
