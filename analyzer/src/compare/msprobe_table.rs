@@ -116,7 +116,7 @@ impl<'a> ArgTexts<'a> {
             None => rows
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| r.bench_stats.is_some())
+                .filter(|(_, r)| r.bench_measured_stats.is_some())
                 .filter_map(|(i, r)| Some((r.bench?, i)))
                 .collect(),
         };
@@ -125,12 +125,16 @@ impl<'a> ArgTexts<'a> {
 
     /// The target's argument of `row`.
     pub fn target(&self, row: &MsprobeRow) -> Cow<'a, RecordedArg> {
-        self.target.arg(row.target, |_| row.compared.and_then(|i| self.rows[i].target_stats))
+        let measured = |_| row.compared.and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
+        self.target.arg(row.target, measured)
     }
 
     /// Its bench counterpart, when one matched.
     pub fn bench(&self, row: &MsprobeRow) -> Option<Cow<'a, RecordedArg>> {
-        let measured = |b: TensorId| self.bench_measured.get(&b).and_then(|&i| self.rows[i].bench_stats);
+        let measured = |b: TensorId| {
+            let i = *self.bench_measured.get(&b)?;
+            self.rows[i].bench_measured_stats.as_deref().copied()
+        };
         row.bench.map(|pos| self.bench.arg(pos, measured))
     }
 

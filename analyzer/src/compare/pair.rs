@@ -83,8 +83,8 @@ pub(super) fn compare_pair(
         how: Some(p.how),
         msprobe: MsprobeMetrics::unsupported(),
         msaccucmp: None,
-        target_stats: ti.stats,
-        bench_stats: bi.stats,
+        target_measured_stats: None,
+        bench_measured_stats: None,
         accuracy: Accuracy::NotComparable,
         result: Level::Pass,
         messages: Vec::new(),
@@ -109,7 +109,7 @@ pub(super) fn compare_pair(
     } else if ti.has_data && bi.has_data {
         let request = pair_request(families, ti, bi);
         match first.filter(|f| f.request == request) {
-            Some(f) => take_metrics(&mut row, &f.metrics),
+            Some(f) => take_metrics(&mut row, &f.metrics, (ti, bi)),
             None => {
                 let (metrics, result) =
                     match in_waves::measure_in_waves(target, bench, (t, ti), (b, bi), &request) {
@@ -117,7 +117,7 @@ pub(super) fn compare_pair(
                         None => read_whole(target, bench, (t, ti), (b, bi), &request),
                     };
                 if let Some(m) = &metrics {
-                    take_metrics(&mut row, m);
+                    take_metrics(&mut row, m, (ti, bi));
                 }
                 match result {
                     Ok(h) => {
@@ -194,12 +194,12 @@ fn read_whole(
     (measured, result)
 }
 
-/// A pair's metrics into its row: the statistics only where the index has none.
-fn take_metrics(row: &mut CompareRow, m: &PairMetrics) {
+/// A pair's metrics into its row: the statistics only where the index (`ti`, `bi`) has none.
+fn take_metrics(row: &mut CompareRow, m: &PairMetrics, (ti, bi): (&TensorInfo, &TensorInfo)) {
     (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp);
     if let Some((ts, bs)) = m.stats {
-        row.target_stats = row.target_stats.or(Some(ts));
-        row.bench_stats = row.bench_stats.or(Some(bs));
+        row.target_measured_stats = ti.stats.is_none().then(|| Box::new(ts));
+        row.bench_measured_stats = bi.stats.is_none().then(|| Box::new(bs));
     }
 }
 

@@ -365,7 +365,7 @@ fn cell(c: Cell) -> String {
     }
 }
 
-fn stat_cells(stats: &Option<TensorStats>) -> [String; 4] {
+fn stat_cells(stats: Option<&TensorStats>) -> [String; 4] {
     match stats {
         Some(s) => {
             [py_float_repr(s.max), py_float_repr(s.min), py_float_repr(s.mean), py_float_repr(s.l2_norm)]
@@ -420,8 +420,8 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let b = row.bench.map(|b| &bi.tensors[b]);
         let op = &ti.ops[t.op];
         let m = &row.msprobe;
-        let ts = stat_cells(&row.target_stats);
-        let bs = stat_cells(&row.bench_stats);
+        let ts = stat_cells(row.target_stats(ti));
+        let bs = stat_cells(row.bench_stats(bi));
         let acc = row.msaccucmp.as_ref();
         let num = |f: fn(&MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
         let mut record: Vec<String> = vec![

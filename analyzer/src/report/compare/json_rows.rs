@@ -48,7 +48,7 @@ impl<'a> RowJson<'a> {
         RowJson {
             accuracy_reached: row.accuracy.to_string(),
             bench: row.bench.map(|b| bi.tensor_label(b)),
-            bench_stats: row.bench_stats.as_ref().map(StatsJson::new),
+            bench_stats: row.bench_stats(bi).map(StatsJson::new),
             cosine: CellJson(m.cosine),
             error: &row.error,
             euc_dist: CellJson(m.euc_dist),
@@ -66,7 +66,7 @@ impl<'a> RowJson<'a> {
             status: status_word(row),
             step: op.step,
             target: ti.tensor_label(row.target),
-            target_stats: row.target_stats.as_ref().map(StatsJson::new),
+            target_stats: row.target_stats(ti).map(StatsJson::new),
         }
     }
 }
@@ -203,7 +203,7 @@ mod tests {
                 "mean_relative_error": a.mean_relative_error, "kullback_leibler_divergence": a.kullback_leibler_divergence,
                 "overflow": a.overflow,
             })),
-            "target_stats": row.target_stats, "bench_stats": row.bench_stats,
+            "target_stats": row.target_stats(ti), "bench_stats": row.bench_stats(bi),
             "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
             "messages": row.messages, "status": status_word(row), "measured": measured_word(row.measured),
             "reason": row.reason, "error": row.error,
@@ -293,8 +293,8 @@ mod tests {
                 how: hows[k % hows.len()],
                 msprobe,
                 msaccucmp,
-                target_stats: (k % 3 != 1).then(|| stats(k)),
-                bench_stats: (k % 4 != 2).then(|| stats(k + 5)),
+                target_measured_stats: (k % 3 != 1).then(|| Box::new(stats(k))),
+                bench_measured_stats: (k % 4 != 2).then(|| Box::new(stats(k + 5))),
                 accuracy: [Accuracy::Yes, Accuracy::No, Accuracy::Unmatched, Accuracy::NotComparable][k % 4],
                 result: [Level::Pass, Level::Warning, Level::Error][k % 3],
                 messages: texts.iter().take(k % 4).flatten().cloned().collect(),
