@@ -34,6 +34,15 @@ pub struct MsprobeRow {
     pub compared: Option<usize>,
 }
 
+/// Which statistics' text an argument is given: all four for the table, the extremes alone for msprobe's
+/// checks (the text of every number is Python's `repr`, a tenth of compare's CPU on tiny tensors when the
+/// mean and norm were made for the checks too).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StatTexts {
+    All,
+    Extremes,
+}
+
 /// One side's arguments in msprobe's order: the ones it recorded (msprobe), else one per tensor (an
 /// argument's position is then its tensor id).
 #[derive(Clone, Copy)]
@@ -72,8 +81,14 @@ impl<'a> Arguments<'a> {
         }
     }
 
-    /// The argument at `pos`, a tensor's described with the statistics `stats` gives.
-    fn arg(&self, pos: usize, stats: impl FnOnce(TensorId) -> Option<TensorStats>) -> Cow<'a, RecordedArg> {
+    /// The argument at `pos`, a tensor's described with the statistics `stats` gives (`wanted`: the mean's
+    /// and norm's text left empty for [`StatTexts::Extremes`]).
+    fn arg(
+        &self,
+        pos: usize,
+        stats: impl FnOnce(TensorId) -> Option<TensorStats>,
+        wanted: StatTexts,
+    ) -> Cow<'a, RecordedArg> {
         if let Some(args) = self.recorded() {
             return Cow::Borrowed(&args[pos]);
         }
@@ -89,7 +104,7 @@ impl<'a> Arguments<'a> {
             dtype: Some(info.dtype.torch_name().map_or_else(|| info.dtype.to_string(), str::to_string)),
             shape: Some(info.shape.clone()),
             requires_grad: info.requires_grad(),
-            stats: stat_texts(stats(t).or(info.stats).as_ref(), info.dtype),
+            stats: stat_texts(stats(t).or(info.stats).as_ref(), info.dtype, wanted),
             data_name: None,
         })
     }
@@ -125,17 +140,25 @@ impl<'a> ArgTexts<'a> {
 
     /// The target's argument of `row`.
     pub fn target(&self, row: &MsprobeRow) -> Cow<'a, RecordedArg> {
-        let measured = |_| row.compared.and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
-        self.target.arg(row.target, measured)
+        self.target_with(row, StatTexts::All)
     }
 
     /// Its bench counterpart, when one matched.
     pub fn bench(&self, row: &MsprobeRow) -> Option<Cow<'a, RecordedArg>> {
+        self.bench_with(row, StatTexts::All)
+    }
+
+    fn target_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Cow<'a, RecordedArg> {
+        let measured = |_| row.compared.and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
+        self.target.arg(row.target, measured, wanted)
+    }
+
+    fn bench_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Option<Cow<'a, RecordedArg>> {
         let measured = |b: TensorId| {
             let i = *self.bench_measured.get(&b)?;
             self.rows[i].bench_measured_stats.as_deref().copied()
         };
-        row.bench.map(|pos| self.bench.arg(pos, measured))
+        row.bench.map(|pos| self.bench.arg(pos, measured, wanted))
     }
 
     /// Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios: measured for a compared tensor pair,
@@ -209,7 +232,7 @@ pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter
 
 /// What msprobe's per-call checks read of a row.
 fn verdict_row(texts: &ArgTexts<'_>, row: &MsprobeRow) -> VerdictRow {
-    let (t, b) = (texts.target(row), texts.bench(row));
+    let (t, b) = (texts.target_with(row, StatTexts::Extremes), texts.bench_with(row, StatTexts::Extremes));
     let b = b.as_deref();
     let na = || "N/A".to_string();
     let metrics = texts.metrics(row);
@@ -241,8 +264,13 @@ pub fn bool_text(value: Option<bool>) -> String {
 }
 
 /// Max, min, mean and L2 norm as msprobe records them: Python floats; for integer and bool tensors the
-/// extremes as integers (`988`, `True`) and no mean or norm (`None`).
-fn stat_texts(stats: Option<&TensorStats>, dtype: accutrace_formats::DType) -> [String; 4] {
+/// extremes as integers (`988`, `True`) and no mean or norm (`None`). With [`StatTexts::Extremes`] a float
+/// tensor's mean and norm are left empty.
+fn stat_texts(
+    stats: Option<&TensorStats>,
+    dtype: accutrace_formats::DType,
+    wanted: StatTexts,
+) -> [String; 4] {
     let none = || "None".to_string();
     let Some(s) = stats else { return std::array::from_fn(|_| none()) };
     if dtype == accutrace_formats::DType::BOOL {
@@ -253,5 +281,6 @@ fn stat_texts(stats: Option<&TensorStats>, dtype: accutrace_formats::DType) -> [
         let int = |v: f64| if v.is_finite() { format!("{v:.0}") } else { py_float_repr(v) };
         return [int(s.max), int(s.min), none(), none()];
     }
-    [py_float_repr(s.max), py_float_repr(s.min), py_float_repr(s.mean), py_float_repr(s.l2_norm)]
+    let spread = |v: f64| if wanted == StatTexts::All { py_float_repr(v) } else { String::new() };
+    [py_float_repr(s.max), py_float_repr(s.min), spread(s.mean), spread(s.l2_norm)]
 }
