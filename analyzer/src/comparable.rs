@@ -542,7 +542,7 @@ pub fn execution_modes_differ(
         false => ("the benchmark", &bench_ops, "the target", &target_ops),
     };
     let example = |ops: &[&IndexedOp], kernels: bool| {
-        ops.iter().find(|o| names_kernel_by_type(o) == kernels).map_or(String::new(), |o| o.name.clone())
+        ops.iter().find(|o| names_kernel_by_type(o) == kernels).map_or(String::new(), |o| o.name.to_string())
     };
     let in_graph = other_ops.iter().filter(|o| o.name.contains('/')).count() * 2 > other_ops.len();
     let other = match in_graph {
@@ -663,7 +663,7 @@ pub fn without_counterpart(
             let o = target.tensors[t].op;
             let op = &target.ops[o];
             in_bench.contains(&(op.rank, op.step))
-                && !fused_in_bench.contains(&op.name)
+                && !fused_in_bench.contains(op.name.as_str())
                 && origins(target, o).is_empty()
         })
         .collect()
@@ -884,7 +884,7 @@ mod tests {
         assert_eq!(refused(&eager, &eager, &MatchOptions::default()), None);
         assert_eq!(refused(&graph, &graph, &MatchOptions::default()), None);
         let mapping =
-            eager.ops.iter().zip(&graph.ops).map(|(e, g)| (e.name.clone(), sanitize_op_name(&g.name)));
+            eager.ops.iter().zip(&graph.ops).map(|(e, g)| (e.name.to_string(), sanitize_op_name(&g.name)));
         let mapped = MatchOptions { mapping: mapping.collect(), ..MatchOptions::default() };
         assert_eq!(refused(&eager, &graph, &mapped), None);
     }

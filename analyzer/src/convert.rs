@@ -101,7 +101,7 @@ pub fn convert(
         let i = file_index(source, list, position);
         let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
         if name != op.name {
-            renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.clone()));
+            renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.to_string()));
         }
         if let Some((original, index)) = &index.tensors[t].original_op {
             let entry = serde_json::json!({

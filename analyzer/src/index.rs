@@ -17,7 +17,8 @@ use accutrace_formats::DType;
 
 use crate::problems::InputProblem;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 /// Whether a tensor was an op's input or output (the dump format's own type).
 pub use accutrace_formats::dump::Io;
@@ -41,8 +42,9 @@ pub struct TensorInfo {
     /// Host (framework) shape after undoing the device format.
     pub shape: Vec<u64>,
     /// For outputs: the framework op (and output index) this tensor stands for after fusion. Inline, not
-    /// among the extras: graph dumps and captures set it on every output.
-    pub original_op: Option<(String, u32)>,
+    /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
+    /// which the name is then shared with ([`Index::share_name`]).
+    pub original_op: Option<(SharedName, u32)>,
     pub stats: Option<TensorStats>,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
     pub hash: Option<u64>,
@@ -194,12 +196,118 @@ impl TensorInfo {
     }
 }
 
-/// One executed op (a kernel launch, or an API call in framework-level dumps).
+/// An op name or op type, held once per index and shared by every op and output that carries it: every
+/// step and every rank repeat the same names, and a copy per op and per output grew with the tensor count
+/// (#18). Reads as a `&str` (`&name[..]`, `name.as_str()`, compared with text directly).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SharedName(Arc<str>);
+
+impl SharedName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for SharedName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for SharedName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for SharedName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A name of its own, shared with nothing (tests, and names made after indexing).
+impl From<&str> for SharedName {
+    fn from(text: &str) -> SharedName {
+        SharedName(text.into())
+    }
+}
+
+impl From<String> for SharedName {
+    fn from(text: String) -> SharedName {
+        SharedName(text.into())
+    }
+}
+
+impl PartialEq<str> for SharedName {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for SharedName {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for SharedName {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<SharedName> for str {
+    fn eq(&self, other: &SharedName) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<SharedName> for &str {
+    fn eq(&self, other: &SharedName) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<SharedName> for String {
+    fn eq(&self, other: &SharedName) -> bool {
+        **self == *other.0
+    }
+}
+
+/// The empty name.
+impl Default for SharedName {
+    fn default() -> SharedName {
+        SharedName::from("")
+    }
+}
+
+impl std::fmt::Display for SharedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+/// As the text itself, as when names were `String`s.
+impl std::fmt::Debug for SharedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Serialize for SharedName {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// One op executed (a kernel launch, or an API call in framework-level dumps).
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexedOp {
     /// Full name as the source names it (`model/layer_0/attn/MatMul`, `Functional.linear.0.forward`).
-    pub name: String,
-    pub op_type: String,
+    pub name: SharedName,
+    pub op_type: SharedName,
     pub step: u64,
     pub rank: u32,
     /// Position in execution order within the source (monotonic across steps): equal to the op's id once
@@ -349,6 +457,9 @@ pub struct Index {
     /// What the source knows it is missing (lost segments or streams, dropped chunks, unsealed streams,
     /// dump files that could not be read): these lead every report and make the exit status 2.
     pub problems: Vec<InputProblem>,
+    /// Every distinct op name, op type and original op name, once ([`Index::share_name`]).
+    #[serde(skip)]
+    pub(crate) names: HashSet<SharedName>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
@@ -418,6 +529,17 @@ impl Index {
 }
 
 impl Index {
+    /// `text` as this index's one copy of it, made on first use: what sources give an output's
+    /// `original_op` (ops' names and types are shared by [`Index::push_op`] itself).
+    pub fn share_name(&mut self, text: &str) -> SharedName {
+        if let Some(name) = self.names.get(text) {
+            return name.clone();
+        }
+        let name = SharedName::from(text);
+        self.names.insert(name.clone());
+        name
+    }
+
     /// Adds an op with no tensors yet, about which the source knows no launch; returns its id.
     pub fn push_op(&mut self, name: String, op_type: String, step: u64, rank: u32) -> OpId {
         self.push_op_at(name, op_type, step, rank, None)
@@ -433,6 +555,8 @@ impl Index {
         launch: Option<Launch>,
     ) -> OpId {
         let order = self.ops.len() as u64;
+        // The names given are dropped for the index's shared ones: a copy per op grew with the count (#18).
+        let (name, op_type) = (self.share_name(&name), self.share_name(&op_type));
         self.ops.push(IndexedOp {
             name,
             op_type,
@@ -499,8 +623,12 @@ impl Index {
         Reorder { ops: op_order, tensors: tensor_order }
     }
 
-    /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]).
-    pub fn push_tensor(&mut self, tensor: TensorInfo) -> TensorId {
+    /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]); its
+    /// `original_op` name becomes this index's shared one.
+    pub fn push_tensor(&mut self, mut tensor: TensorInfo) -> TensorId {
+        if let Some((name, _)) = &mut tensor.original_op {
+            *name = self.share_name(name);
+        }
         let id = self.tensors.len();
         let op = &mut self.ops[tensor.op];
         match tensor.io {
@@ -658,7 +786,26 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 208, "bytes a tensor in every index");
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 200, "bytes a tensor in every index");
+        // Names shared (`SharedName`, 16 bytes): 176 with a `String` each for the name and the type.
+        assert_eq!(std::mem::size_of::<IndexedOp>(), 160, "bytes an op in every index");
+    }
+
+    #[test]
+    fn names_are_held_once_per_index_and_read_as_text() {
+        let mut index = Index::default();
+        let a = index.push_op("model/MatMul".into(), "MatMul".into(), 0, 0);
+        let b = index.push_op("model/MatMul".into(), "MatMul".into(), 1, 0);
+        let mut fused = TensorInfo::for_test(b, Io::Output, 0, DType::FLOAT16, vec![2]);
+        fused.original_op = Some(("model/MatMul".into(), 0));
+        let t = index.push_tensor(fused);
+        let (name, shared) = (&index.ops[a].name, &index.tensors[t].original_op.as_ref().unwrap().0);
+        assert!(Arc::ptr_eq(&name.0, &index.ops[b].name.0) && Arc::ptr_eq(&name.0, &shared.0));
+        assert!(Arc::ptr_eq(&index.ops[a].op_type.0, &index.ops[b].op_type.0));
+        assert_eq!(*name, "model/MatMul");
+        assert_eq!(name.as_str(), "model/MatMul");
+        assert_eq!(format!("{name} {name:?}"), r#"model/MatMul "model/MatMul""#);
+        assert_eq!(serde_json::to_string(&index.tensors[t].original_op).unwrap(), r#"["model/MatMul",0]"#);
     }
 
     #[test]
@@ -861,7 +1008,13 @@ mod tests {
             ids.extend((0..original.ops.len()).filter(|&o| original.ops[o].launch.is_none()));
             for o in ids {
                 let op = &original.ops[o];
-                let id = index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, op.rank, op.launch);
+                let id = index.push_op_at(
+                    op.name.to_string(),
+                    op.op_type.to_string(),
+                    op.step,
+                    op.rank,
+                    op.launch,
+                );
                 index.push_tensor(tensor(id, Io::Output, 0));
             }
             index.order_by_execution();

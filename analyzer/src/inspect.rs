@@ -75,8 +75,8 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
         .map(|&o| {
             let op = &index.ops[o];
             OpRow {
-                name: op.name.clone(),
-                op_type: op.op_type.clone(),
+                name: op.name.to_string(),
+                op_type: op.op_type.to_string(),
                 step: op.step,
                 rank: op.rank,
                 tensors: rows.by_ref().take(op.inputs.len() + op.outputs.len()).collect(),

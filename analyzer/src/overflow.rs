@@ -428,8 +428,8 @@ fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> O
         origins.push(Origin {
             step,
             rank,
-            op: op.name.clone(),
-            op_type: op.op_type.clone(),
+            op: op.name.to_string(),
+            op_type: op.op_type.to_string(),
             output: index.tensor_label(output),
             anomaly: found,
             inputs: if inputs_known { "finite inputs" } else { "inputs not dumped" },
@@ -498,7 +498,7 @@ pub(crate) fn loss_scales(
     ordered.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
     let found = |o: OpId, tensor, value| {
         let op = &index.ops[o];
-        LossScale { step: op.step, rank: op.rank, op: op.name.clone(), tensor, value }
+        LossScale { step: op.step, rank: op.rank, op: op.name.to_string(), tensor, value }
     };
     let named: Vec<LossScale> = ordered
         .iter()

@@ -314,7 +314,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
     let loss_from_scaler = loss.is_empty() && !scaled_loss.is_empty();
     let scaler_scale = scaled_loss.values().next().filter(|_| loss_from_scaler).map(|&(o, _, _)| {
         let points = scaled_loss.iter().map(|(&step, &(_, _, scale))| (step, scale)).collect();
-        (index.ops[o].name.clone(), Line { name: "loss scale".into(), points })
+        (index.ops[o].name.to_string(), Line { name: "loss scale".into(), points })
     });
     let loss: BTreeMap<u64, (OpId, f64)> = if loss_from_scaler {
         scaled_loss.into_iter().map(|(step, (o, value, _))| (step, (o, value))).collect()
@@ -323,7 +323,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
     };
     let loss = loss.values().next().map(|&(o, _)| {
         let points = loss.iter().map(|(&step, &(_, v))| (step, v)).collect();
-        (index.ops[o].name.clone(), Line { name: "loss".into(), points })
+        (index.ops[o].name.to_string(), Line { name: "loss".into(), points })
     });
     let mut grad_norms = Vec::new();
     if !grad_sq.is_empty() {

@@ -119,7 +119,7 @@ pub fn infer_steps(index: &mut Index, ops: &[OpId], stream: &str, how_to_know: &
     if ops.is_empty() {
         return;
     }
-    let types: Vec<String> = ops.iter().map(|&id| index.ops[id].op_type.clone()).collect();
+    let types: Vec<String> = ops.iter().map(|&id| index.ops[id].op_type.to_string()).collect();
     let types: Vec<&str> = types.iter().map(String::as_str).collect();
     match infer(&types) {
         Some(inferred) => {

@@ -18,7 +18,7 @@ fn census(r: &Seen<'_>) -> Census {
         let dtypes: BTreeSet<DType> =
             op.outputs.iter().map(|&t| index.tensors[t].dtype).filter(|d| d.is_float()).collect();
         for d in dtypes {
-            *out.entry(op.op_type.clone()).or_default().entry(d.name().to_string()).or_default() += 1;
+            *out.entry(op.op_type.to_string()).or_default().entry(d.name().to_string()).or_default() += 1;
         }
     }
     out

@@ -157,7 +157,7 @@ mod tests {
 
     fn verdict(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (Option<String>, Vec<bool>) {
         let (failing, culprit) = find_culprit(index, rows, hashes);
-        let culprit = culprit.map(|c| index.ops[failing[c].op].name.clone());
+        let culprit = culprit.map(|c| index.ops[failing[c].op].name.to_string());
         (culprit, failing.iter().map(|f| f.inputs_unverified.is_some()).collect())
     }
 

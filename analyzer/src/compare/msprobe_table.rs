@@ -97,7 +97,7 @@ impl<'a> Arguments<'a> {
         let op = &index.ops[info.op];
         Cow::Owned(RecordedArg {
             name: index.tensor_label(t),
-            op_name: op.name.clone(),
+            op_name: op.name.to_string(),
             step: op.step,
             rank: op.rank,
             tensor: Some(t),

@@ -534,8 +534,8 @@ impl<'a> Folded<'a> {
             let entry = self.census.entry((op.name.as_str(), op.rank)).or_insert_with(|| {
                 let row = CensusRow {
                     rank: op.rank,
-                    op: op.name.clone(),
-                    op_type: op.op_type.clone(),
+                    op: op.name.to_string(),
+                    op_type: op.op_type.to_string(),
                     ..Default::default()
                 };
                 (op.order, row)
@@ -593,8 +593,8 @@ impl<'a> Folded<'a> {
             let first = FirstDifference {
                 step: op.step,
                 rank: op.rank,
-                op: op.name.clone(),
-                op_type: op.op_type.clone(),
+                op: op.name.to_string(),
+                op_type: op.op_type.to_string(),
                 verdict,
                 differing_inputs,
                 output: f.diff.clone(),

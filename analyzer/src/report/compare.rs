@@ -447,7 +447,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.push(acc.map(|a| if a.overflow { "YES" } else { "NO" }.to_string()).unwrap_or_default());
         record.push(op.step.to_string());
         record.push(op.rank.to_string());
-        record.push(op.op_type.clone());
+        record.push(op.op_type.to_string());
         record.push(row.how.map(|h| format!("{h:?}").to_lowercase()).unwrap_or_default());
         record.push(status_word(row).into());
         record.push(reason_text(row));

@@ -330,7 +330,7 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
             let format = Format::from_code(t.format);
             let shape = host_shape(t.format, &t.device_shape, &t.original_shape);
             let info = TensorInfo {
-                original_op: t.original_op.as_ref().map(|o| (o.name.clone(), o.output_index)),
+                original_op: t.original_op.as_ref().map(|o| (o.name.as_str().into(), o.output_index)),
                 ..TensorInfo::new(0, io, t.index as u32, t.dtype, shape)
             }
             .with_extras(TensorExtras {

@@ -153,7 +153,7 @@ impl NpyDirSource {
             for i in members {
                 let (shape, dtype) = headers[i].clone();
                 index.push_tensor(TensorInfo {
-                    original_op: found[i].name.original_op.clone(),
+                    original_op: found[i].name.original_op.clone().map(|(name, i)| (name.into(), i)),
                     locator: files.len() as u64,
                     ..TensorInfo::new(op, found[i].name.io, found[i].name.index, dtype, shape)
                 });

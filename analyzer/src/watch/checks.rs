@@ -60,7 +60,7 @@ pub(super) fn loss(
         points.push(LossPoint {
             step: op.step,
             rank,
-            op: op.name.clone(),
+            op: op.name.to_string(),
             value: value.is_finite().then_some(value),
         });
         let exact = Measure::exact(value);

@@ -42,7 +42,7 @@ impl Ctx<'_> {
         Place {
             step: op.map(|o| self.index.ops[o].step),
             rank: op.map(|o| self.index.ops[o].rank),
-            op: op.map(|o| self.index.ops[o].name.clone()),
+            op: op.map(|o| self.index.ops[o].name.to_string()),
             tensor: t.map(|t| self.index.tensor_label(t)),
             bounds,
         }
@@ -66,7 +66,7 @@ impl Ctx<'_> {
             step: p.step,
             rank: p.rank,
             op: p.op,
-            op_type: op.map(|o| self.index.ops[o].op_type.clone()),
+            op_type: op.map(|o| self.index.ops[o].op_type.to_string()),
             tensor: p.tensor,
             role: t.and_then(|t| self.roles.role(t)).map(Role::as_str),
             param: op

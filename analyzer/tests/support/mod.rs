@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use accutrace_formats::capture::{
-    Io, Manifest, OpInfo, Policy, StatsCsv, StreamInfo, StreamWriter, TensorMeta,
+    Io, Manifest, OpInfo, OriginalOp, Policy, StatsCsv, StreamInfo, StreamWriter, TensorMeta,
 };
 use accutrace_formats::stats::{content_hash, TensorStats};
 use accutrace_formats::DType;
@@ -77,6 +77,19 @@ impl RunWriter {
     /// every byte), with its statistics and content hash as the collector records them (no statistics for a
     /// dtype accutrace cannot decode).
     pub fn tensor(&mut self, io: Io, index: u32, dtype: DType, data: &[u8]) {
+        self.tensor_standing_for(io, index, dtype, data, None);
+    }
+
+    /// [`RunWriter::tensor`], recorded as standing for `original_op`'s output `index` after fusion (what
+    /// graph dumps and the collector record on every output, most often the op's own name).
+    pub fn tensor_standing_for(
+        &mut self,
+        io: Io,
+        index: u32,
+        dtype: DType,
+        data: &[u8],
+        original_op: Option<&str>,
+    ) {
         let bits = dtype.bits().expect("a dtype of fixed width") as usize;
         let meta = TensorMeta {
             io,
@@ -86,7 +99,7 @@ impl RunWriter {
             sub_format: 0,
             device_shape: vec![(data.len() * 8 / bits) as u64],
             original_shape: None,
-            original_op: None,
+            original_op: original_op.map(|name| OriginalOp { name: name.into(), output_index: index }),
         };
         let stats = match dtype.is_decodable() {
             true => TensorStats::of_bytes(dtype, data).unwrap(),

@@ -80,7 +80,10 @@ impl CaptureSource {
                         let shape = host_shape(m.format, &m.device_shape, &original);
                         layouts.push(Some(StoredLayout::of(m, &shape)));
                         let tensor = TensorInfo {
-                            original_op: m.original_op.as_ref().map(|o| (o.name.to_string(), o.output_index)),
+                            original_op: m
+                                .original_op
+                                .as_ref()
+                                .map(|o| (index.share_name(&o.name), o.output_index)),
                             stats: Some(t.stats),
                             hash: Some(t.content_hash),
                             has_data: t.has_data(),
