@@ -224,7 +224,7 @@ fn convert_one(source: &dyn Source, t: TensorId, dir: &Path, stem: &str) -> Conv
     let expected = element_count(&info.shape).and_then(|n| n.checked_mul(lanes));
     // A source whose host shape does not fit its values still gets its numbers out, flat.
     let shape = if expected == Some(values.len() as u64) {
-        info.shape.clone()
+        info.shape.to_vec()
     } else {
         note = Some("written flat: the decoded values do not fill the recorded shape");
         vec![values.len() as u64 / lanes]

@@ -39,8 +39,9 @@ pub struct TensorInfo {
     pub io: Io,
     pub index: u32,
     pub dtype: DType,
-    /// Host (framework) shape after undoing the device format.
-    pub shape: Vec<u64>,
+    /// Host (framework) shape after undoing the device format: shared with every tensor of the index of
+    /// the same shape once pushed ([`Index::push_tensor`]).
+    pub shape: SharedShape,
     /// For outputs: the framework op (and output index) this tensor stands for after fusion. Inline, not
     /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
     /// which the name is then shared with ([`Index::share_name`]).
@@ -87,7 +88,7 @@ impl TensorInfo {
             io,
             index,
             dtype,
-            shape,
+            shape: shape.into(),
             original_op: None,
             stats: None,
             hash: None,
@@ -101,7 +102,7 @@ impl TensorInfo {
     /// Replaces the rare fields (a device shape equal to `shape` is kept as a flag, and nothing is boxed
     /// when nothing is left): set `shape` first.
     pub fn set_extras(&mut self, mut extras: TensorExtras) {
-        self.device_shape_is_shape = extras.device_shape.as_deref() == Some(self.shape.as_slice());
+        self.device_shape_is_shape = extras.device_shape.as_deref() == Some(&self.shape[..]);
         if self.device_shape_is_shape {
             extras.device_shape = None;
         }
@@ -135,7 +136,7 @@ impl TensorInfo {
 
     pub fn device_shape(&self) -> Option<&[u64]> {
         if self.device_shape_is_shape {
-            return Some(&self.shape);
+            return Some(&self.shape[..]);
         }
         self.extras.as_deref()?.device_shape.as_deref()
     }
@@ -302,6 +303,75 @@ impl Serialize for SharedName {
     }
 }
 
+/// A tensor's shape, held once per index and shared by every tensor of that shape: every step and every
+/// rank repeat the same shapes, and a heap block per tensor grew with the tensor count (#18). Reads as a
+/// `&[u64]`.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SharedShape(Arc<[u64]>);
+
+impl std::ops::Deref for SharedShape {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl AsRef<[u64]> for SharedShape {
+    fn as_ref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<[u64]> for SharedShape {
+    fn borrow(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+/// A shape of its own, shared with nothing until the tensor is pushed.
+impl From<Vec<u64>> for SharedShape {
+    fn from(dims: Vec<u64>) -> SharedShape {
+        SharedShape(dims.into())
+    }
+}
+
+impl From<&[u64]> for SharedShape {
+    fn from(dims: &[u64]) -> SharedShape {
+        SharedShape(dims.into())
+    }
+}
+
+impl PartialEq<[u64]> for SharedShape {
+    fn eq(&self, other: &[u64]) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<Vec<u64>> for SharedShape {
+    fn eq(&self, other: &Vec<u64>) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<SharedShape> for Vec<u64> {
+    fn eq(&self, other: &SharedShape) -> bool {
+        **self == *other.0
+    }
+}
+
+/// As the dimensions themselves, as when shapes were `Vec`s.
+impl std::fmt::Debug for SharedShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Serialize for SharedShape {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (*self.0).serialize(serializer)
+    }
+}
+
 /// One op executed (a kernel launch, or an API call in framework-level dumps).
 #[derive(Clone, Debug, Serialize)]
 pub struct IndexedOp {
@@ -460,6 +530,9 @@ pub struct Index {
     /// Every distinct op name, op type and original op name, once ([`Index::share_name`]).
     #[serde(skip)]
     pub(crate) names: HashSet<SharedName>,
+    /// Every distinct tensor shape, once ([`Index::push_tensor`]).
+    #[serde(skip)]
+    pub(crate) shapes: HashSet<SharedShape>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
@@ -623,11 +696,17 @@ impl Index {
         Reorder { ops: op_order, tensors: tensor_order }
     }
 
-    /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]); its
-    /// `original_op` name becomes this index's shared one.
+    /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]); its shape and
+    /// its `original_op` name become this index's shared ones.
     pub fn push_tensor(&mut self, mut tensor: TensorInfo) -> TensorId {
         if let Some((name, _)) = &mut tensor.original_op {
             *name = self.share_name(name);
+        }
+        match self.shapes.get(&tensor.shape[..]) {
+            Some(shape) => tensor.shape = shape.clone(),
+            None => {
+                self.shapes.insert(tensor.shape.clone());
+            }
         }
         let id = self.tensors.len();
         let op = &mut self.ops[tensor.op];
@@ -786,13 +865,14 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 200, "bytes a tensor in every index");
+        // 208 with the shape a `Vec` and `original_op`'s name a `String`.
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 192, "bytes a tensor in every index");
         // Names shared (`SharedName`, 16 bytes): 176 with a `String` each for the name and the type.
         assert_eq!(std::mem::size_of::<IndexedOp>(), 160, "bytes an op in every index");
     }
 
     #[test]
-    fn names_are_held_once_per_index_and_read_as_text() {
+    fn names_and_shapes_are_held_once_per_index_and_read_as_before() {
         let mut index = Index::default();
         let a = index.push_op("model/MatMul".into(), "MatMul".into(), 0, 0);
         let b = index.push_op("model/MatMul".into(), "MatMul".into(), 1, 0);
@@ -806,6 +886,11 @@ mod tests {
         assert_eq!(name.as_str(), "model/MatMul");
         assert_eq!(format!("{name} {name:?}"), r#"model/MatMul "model/MatMul""#);
         assert_eq!(serde_json::to_string(&index.tensors[t].original_op).unwrap(), r#"["model/MatMul",0]"#);
+        let other = index.push_tensor(TensorInfo::for_test(a, Io::Input, 0, DType::FLOAT, vec![2]));
+        let (shape, again) = (&index.tensors[t].shape, &index.tensors[other].shape);
+        assert!(Arc::ptr_eq(&shape.0, &again.0));
+        assert!(*shape == vec![2] && shape[..] == [2] && vec![2] == *shape);
+        assert_eq!(format!("{shape:?} {}", serde_json::to_string(shape).unwrap()), "[2] [2]");
     }
 
     #[test]

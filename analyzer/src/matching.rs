@@ -7,7 +7,7 @@
 //! know a name from a file name (`model_layer_0_attn_MatMul.0.123.npy`) and the other from a header.
 
 use crate::api_matching::{align_kernels_to_apis, is_api_level};
-use crate::index::{Index, Io, OpId, TensorId};
+use crate::index::{Index, Io, OpId, SharedShape, TensorId};
 use accutrace_formats::dump::sanitize_op_name;
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -241,7 +241,7 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
 }
 
 /// What makes two tensors plausibly the same when names say nothing: op type, io, index, dtype, shape.
-fn signature(index: &Index, t: TensorId) -> (String, Io, u32, Vec<u64>) {
+fn signature(index: &Index, t: TensorId) -> (String, Io, u32, SharedShape) {
     let tensor = &index.tensors[t];
     (index.ops[tensor.op].op_type.to_ascii_lowercase(), tensor.io, tensor.index, tensor.shape.clone())
 }

@@ -288,12 +288,12 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         op.inputs.iter().chain(&op.outputs).map(|&t| i.tensors[t].shape.clone()).collect::<Vec<_>>()
     };
     /// Each tensor's shape by its place among the op's inputs and outputs.
-    fn slots(i: &Index, o: OpId) -> HashMap<(Io, u32), &Vec<u64>> {
+    fn slots(i: &Index, o: OpId) -> HashMap<(Io, u32), &[u64]> {
         let op = &i.ops[o];
         op.inputs
             .iter()
             .chain(&op.outputs)
-            .map(|&t| ((i.tensors[t].io, i.tensors[t].index), &i.tensors[t].shape))
+            .map(|&t| ((i.tensors[t].io, i.tensors[t].index), &i.tensors[t].shape[..]))
             .collect()
     }
     let mut compared = 0;
@@ -316,7 +316,7 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         // An op one run holds in part (a ring capture deleted the segment with its first tensors, a chunk
         // was lost): the tensors it kept are the other run's, and prove nothing either way.
         let (slots_a, slots_b) = (slots(a, o), slots(b, ob));
-        let within = |part: &HashMap<_, &Vec<u64>>, whole: &HashMap<_, &Vec<u64>>| {
+        let within = |part: &HashMap<_, &[u64]>, whole: &HashMap<_, &[u64]>| {
             part.iter().all(|(slot, shape)| whole.get(slot) == Some(shape))
         };
         if slots_a != slots_b && (within(&slots_a, &slots_b) || within(&slots_b, &slots_a)) {
@@ -542,7 +542,7 @@ mod tests {
         );
         // A tensor both hold, of another shape: still another op.
         let mut other = full.clone();
-        other.tensors[1].shape = vec![3];
+        other.tensors[1].shape = vec![3].into();
         match first_divergence(&ring, &ops(&ring), &other, &ops(&other)) {
             Divergence::Unknown(why) => assert!(why.contains("ApplyAdamD_39 is not the same op"), "{why}"),
             _ => panic!("another shape is another op"),

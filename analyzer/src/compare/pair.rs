@@ -259,7 +259,7 @@ mod tests {
             TensorInfo { hash: Some(8), ..stored.clone() },
             TensorInfo { hash: None, ..stored.clone() },
             TensorInfo { dtype: DType::FLOAT16, ..stored.clone() },
-            TensorInfo { shape: vec![2, 2], ..stored.clone() },
+            TensorInfo { shape: vec![2, 2].into(), ..stored.clone() },
             stored
                 .clone()
                 .with_extras(TensorExtras { device_format: Some("NC1HWC0".into()), ..stored.extras() }),
