@@ -164,7 +164,7 @@ fn a_run_directory_that_is_a_file_is_named_as_such_and_leaves_the_job_alone() {
 
 /// Runs `cmd` with at most `threads` processes and threads for its user (RLIMIT_NPROC). Linux does not
 /// hold root to that limit, so as root the child drops to the unprivileged `nobody` (65534), which runs
-/// nothing else here.
+/// nothing else here but other copies of this test, one at a time ([`nobody_to_ourselves`]).
 fn with_thread_limit(mut cmd: Command, threads: u64) -> Output {
     // SAFETY: the closure runs in the forked child before exec and only calls setrlimit, geteuid, setgid
     // and setuid (async-signal-safe).
@@ -212,6 +212,22 @@ fn job_as_anyone(s: &Scratch, preload: bool, e: &[(&str, String)]) -> Command {
     cmd
 }
 
+/// Holds, until dropped, the machine-wide lock on running jobs as `nobody`. RLIMIT_NPROC counts every thread
+/// of the user on the machine, so a copy of this test running at the same time (another checkout's test
+/// run) takes threads from this one's limit: with two copies at once 7 runs in 20 failed (fork refused, a
+/// job refused a thread, the collector's line missing); one at a time, none of 20 did.
+fn nobody_to_ourselves() -> std::fs::File {
+    let path = std::env::temp_dir().join("accutrace-tests-run-as-nobody.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("cannot open the lock file {}: {e}", path.display()));
+    file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+    file
+}
+
 #[test]
 fn too_few_threads_leave_the_job_unchanged() {
     // SAFETY: geteuid has no preconditions.
@@ -221,6 +237,7 @@ fn too_few_threads_leave_the_job_unchanged() {
         eprintln!("too_few_threads_leave_the_job_unchanged: not root, cannot run the job as nobody; not run");
         return;
     }
+    let _alone = nobody_to_ourselves();
     let s = Scratch::new("{}");
     // The fewest threads the job itself needs: at that limit the collector has none to spare.
     let need = (1..=32)
