@@ -231,35 +231,85 @@ pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter
 }
 
 /// What msprobe's per-call checks read of a row.
-fn verdict_row(texts: &ArgTexts<'_>, row: &MsprobeRow) -> VerdictRow {
-    let (t, b) = (texts.target_with(row, StatTexts::Extremes), texts.bench_with(row, StatTexts::Extremes));
-    let b = b.as_deref();
-    let na = || "N/A".to_string();
+fn verdict_row<'a>(texts: &ArgTexts<'a>, row: &MsprobeRow) -> VerdictRow<'a> {
+    let t = SideCells::of(texts.target_with(row, StatTexts::Extremes));
+    let b = texts.bench_with(row, StatTexts::Extremes).map(SideCells::of);
+    let matched = b.is_some();
+    let na = || Cow::Borrowed("N/A");
+    let b = b.unwrap_or_else(|| SideCells {
+        name: na(),
+        dtype: na(),
+        shape: None,
+        requires_grad: "N/A",
+        max: na(),
+        min: na(),
+    });
     let metrics = texts.metrics(row);
     VerdictRow {
-        name: t.name.clone(),
-        matched: b.is_some(),
-        npu_dtype: t.dtype_text(),
-        bench_dtype: b.map_or_else(na, RecordedArg::dtype_text),
-        npu_shape: t.shape.clone(),
-        bench_shape: b.and_then(|b| b.shape.clone()),
-        npu_requires_grad: bool_text(t.requires_grad),
-        bench_requires_grad: b.map_or_else(na, |b| bool_text(b.requires_grad)),
-        npu_max: t.stats[0].clone(),
-        npu_min: t.stats[1].clone(),
-        bench_max: b.map_or_else(na, |b| b.stats[0].clone()),
-        bench_min: b.map_or_else(na, |b| b.stats[1].clone()),
+        name: t.name,
+        matched,
+        npu_dtype: t.dtype,
+        bench_dtype: b.dtype,
+        npu_shape: t.shape,
+        bench_shape: b.shape,
+        npu_requires_grad: t.requires_grad,
+        bench_requires_grad: b.requires_grad,
+        npu_max: t.max,
+        npu_min: t.min,
+        bench_max: b.max,
+        bench_min: b.min,
         cosine: metrics[0],
         one_thousandth: metrics[4],
     }
 }
 
+/// One side's cells that msprobe's checks read: borrowed from an argument the dump recorded, moved out
+/// of one described for the row.
+struct SideCells<'a> {
+    name: Cow<'a, str>,
+    dtype: Cow<'a, str>,
+    shape: Option<Cow<'a, [u64]>>,
+    requires_grad: &'static str,
+    max: Cow<'a, str>,
+    min: Cow<'a, str>,
+}
+
+impl<'a> SideCells<'a> {
+    fn of(arg: Cow<'a, RecordedArg>) -> SideCells<'a> {
+        match arg {
+            Cow::Borrowed(a) => SideCells {
+                name: Cow::Borrowed(&a.name),
+                dtype: Cow::Borrowed(a.dtype.as_deref().unwrap_or("N/A")),
+                shape: a.shape.as_deref().map(Cow::Borrowed),
+                requires_grad: bool_word(a.requires_grad),
+                max: Cow::Borrowed(&a.stats[0]),
+                min: Cow::Borrowed(&a.stats[1]),
+            },
+            Cow::Owned(a) => {
+                let [max, min, ..] = a.stats;
+                SideCells {
+                    name: Cow::Owned(a.name),
+                    dtype: a.dtype.map_or(Cow::Borrowed("N/A"), Cow::Owned),
+                    shape: a.shape.map(Cow::Owned),
+                    requires_grad: bool_word(a.requires_grad),
+                    max: Cow::Owned(max),
+                    min: Cow::Owned(min),
+                }
+            }
+        }
+    }
+}
+
 /// `True`, `False` or `N/A`, as msprobe prints requires_grad.
 pub fn bool_text(value: Option<bool>) -> String {
+    bool_word(value).to_string()
+}
+
+fn bool_word(value: Option<bool>) -> &'static str {
     match value {
-        Some(true) => "True".into(),
-        Some(false) => "False".into(),
-        None => "N/A".into(),
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "N/A",
     }
 }
 

@@ -369,15 +369,13 @@ pub fn stat_diff(npu: Option<f64>, bench: Option<f64>) -> StatDiff {
 
 /// msprobe's `format_value`: `float('{:.12f}'.format(v))`, i.e. rounded to 12 decimals.
 pub fn format_value(v: f64) -> f64 {
-    if !v.is_finite() {
-        return v;
-    }
-    format!("{v:.12}").parse().unwrap_or(v)
+    py_round(v, 12)
 }
 
 /// Python's `round(v, digits)` for the digit counts msprobe uses (correctly rounded decimal).
 pub fn py_round(v: f64, digits: usize) -> f64 {
-    if !v.is_finite() {
+    // Integral values (0 and 1 for identical tensors, most ratios) round to themselves: no text needed.
+    if !v.is_finite() || v.fract() == 0.0 {
         return v;
     }
     format!("{v:.digits$}").parse().unwrap_or(v)

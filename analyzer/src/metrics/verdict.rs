@@ -12,6 +12,7 @@
 //! A row keeps its worst level; every firing check appends its message.
 
 use super::msprobe::Cell;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Output threshold of the One Thousandth rule. msprobe's message text says 0.6;
@@ -38,27 +39,28 @@ impl fmt::Display for Level {
     }
 }
 
-/// What the checks read from one row of the comparison.
+/// What the checks read from one row of the comparison: borrowed where the dump recorded the text (an
+/// msprobe dump's arguments), owned where it was made for the row (one call's rows are held at a time).
 #[derive(Clone, Debug, PartialEq)]
-pub struct VerdictRow {
+pub struct VerdictRow<'a> {
     /// Full NPU name (`...forward.input.0`).
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Whether a bench row matched.
     pub matched: bool,
     /// Dtype text as msprobe prints it (`torch.float32`, `<class 'int'>`, `N/A`).
-    pub npu_dtype: String,
-    pub bench_dtype: String,
+    pub npu_dtype: Cow<'a, str>,
+    pub bench_dtype: Cow<'a, str>,
     /// Shape (`None` for N/A).
-    pub npu_shape: Option<Vec<u64>>,
-    pub bench_shape: Option<Vec<u64>>,
+    pub npu_shape: Option<Cow<'a, [u64]>>,
+    pub bench_shape: Option<Cow<'a, [u64]>>,
     /// requires_grad text (`True`, `False`, `N/A`).
-    pub npu_requires_grad: String,
-    pub bench_requires_grad: String,
+    pub npu_requires_grad: &'static str,
+    pub bench_requires_grad: &'static str,
     /// Max / Min as printed (`inf`, `nan`, `3.5`, `None`, `False`).
-    pub npu_max: String,
-    pub npu_min: String,
-    pub bench_max: String,
-    pub bench_min: String,
+    pub npu_max: Cow<'a, str>,
+    pub npu_min: Cow<'a, str>,
+    pub bench_max: Cow<'a, str>,
+    pub bench_min: Cow<'a, str>,
     pub cosine: Cell,
     pub one_thousandth: Cell,
 }
@@ -78,21 +80,21 @@ impl Verdict {
     }
 }
 
-/// The call a row belongs to: the name up to `.input.` / `.output.` / `.parameters`.
+/// The call a row belongs to: the name up to the first `.input.` / `.output.` / `.parameters`. Every
+/// marker starts with a dot, so the first dot that starts one is where the call ends (one pass over the
+/// name: this runs for every row).
 pub fn call_of(name: &str) -> &str {
-    [".input.", ".output.", ".parameters"]
-        .iter()
-        .filter_map(|p| name.find(p))
-        .min()
-        .map_or(name, |i| &name[..i])
+    let ends_call =
+        |i: &usize| [".input.", ".output.", ".parameters"].iter().any(|m| name[*i..].starts_with(m));
+    name.match_indices('.').map(|(i, _)| i).find(ends_call).map_or(name, |i| &name[..i])
 }
 
 fn is_inf_or_nan(s: &str) -> bool {
-    matches!(s.to_ascii_lowercase().as_str(), "inf" | "-inf" | "nan")
+    ["inf", "-inf", "nan"].iter().any(|word| s.eq_ignore_ascii_case(word))
 }
 
 /// msprobe's `get_min_or_max_value`: the minimum numeric cell, starting from 1.0.
-fn min_of<'a>(rows: impl Iterator<Item = &'a VerdictRow>, cell: fn(&VerdictRow) -> Cell) -> f64 {
+fn min_of<'r, 'a: 'r>(rows: impl Iterator<Item = &'r VerdictRow<'a>>, cell: fn(&VerdictRow) -> Cell) -> f64 {
     rows.filter_map(|r| cell(r).value()).fold(1.0, f64::min)
 }
 
@@ -169,16 +171,16 @@ pub fn messages_cell(v: &Verdict) -> String {
 mod tests {
     use super::*;
 
-    fn row(name: &str, ratio: f64, cos: f64) -> VerdictRow {
+    fn row(name: &str, ratio: f64, cos: f64) -> VerdictRow<'_> {
         VerdictRow {
             name: name.into(),
             matched: true,
             npu_dtype: "torch.float32".into(),
             bench_dtype: "torch.float32".into(),
-            npu_shape: Some(vec![4]),
-            bench_shape: Some(vec![4]),
-            npu_requires_grad: "True".into(),
-            bench_requires_grad: "True".into(),
+            npu_shape: Some(vec![4].into()),
+            bench_shape: Some(vec![4].into()),
+            npu_requires_grad: "True",
+            bench_requires_grad: "True",
             npu_max: "1.0".into(),
             npu_min: "0.0".into(),
             bench_max: "1.0".into(),
@@ -212,8 +214,29 @@ mod tests {
         assert_eq!(messages_cell(&v[2]), "[]");
         let mut s = row("D.0.forward.input.1", 1.0, 1.0);
         (s.npu_dtype, s.bench_dtype, s.npu_shape) =
-            ("<class 'int'>".into(), "<class 'int'>".into(), Some(vec![]));
+            ("<class 'int'>".into(), "<class 'int'>".into(), Some(vec![].into()));
         s.bench_max = "3".into();
         assert_eq!(verdicts(&[s])[0].level, Level::Error);
+    }
+
+    #[test]
+    fn a_call_ends_at_its_first_marker() {
+        for (name, call) in [
+            ("Functional.linear.0.forward.input.0", "Functional.linear.0.forward"),
+            ("Functional.linear.0.forward.output.0.1", "Functional.linear.0.forward"),
+            ("Module.fc.Linear.0.forward.parameters.weight", "Module.fc.Linear.0.forward"),
+            ("A.input.b.output.0", "A"),
+            ("A.output.b.input.0", "A"),
+            ("A.parametersX", "A"),
+            ("A.inputs.0", "A.inputs.0"),
+            ("model/layer_0/attn/MatMul.output.0", "model/layer_0/attn/MatMul"),
+            ("no markers", "no markers"),
+            (".input.0", ""),
+        ] {
+            assert_eq!(call_of(name), call, "{name}");
+        }
+        assert!(
+            is_inf_or_nan("-INF") && is_inf_or_nan("NaN") && !is_inf_or_nan("inf0") && !is_inf_or_nan("1.0")
+        );
     }
 }
