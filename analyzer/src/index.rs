@@ -657,16 +657,24 @@ impl Index {
         for (new, &old) in op_order.iter().enumerate() {
             new_op[old] = new;
         }
-        let mut tensors_of: Vec<Vec<TensorId>> = vec![Vec::new(); self.ops.len()];
-        for (t, tensor) in self.tensors.iter().enumerate() {
-            tensors_of[tensor.op].push(t);
+        // Tensors placed by a counting sort on their op's new id, each op's in their previous order: a list
+        // of tensors per op was a heap block per op at the peak of indexing (#18). `next_slot[o]` starts as
+        // the first new tensor id of the op with new id `o`.
+        let mut next_slot = vec![0; self.ops.len() + 1];
+        for tensor in &self.tensors {
+            next_slot[new_op[tensor.op] + 1] += 1;
         }
-        let tensor_order: Vec<TensorId> =
-            op_order.iter().flat_map(|&o| tensors_of[o].iter().copied()).collect();
+        for o in 1..next_slot.len() {
+            next_slot[o] += next_slot[o - 1];
+        }
+        let mut tensor_order: Vec<TensorId> = vec![0; self.tensors.len()];
         let mut new_tensor = vec![0; self.tensors.len()];
-        for (new, &old) in tensor_order.iter().enumerate() {
-            new_tensor[old] = new;
+        for (t, tensor) in self.tensors.iter().enumerate() {
+            let slot = &mut next_slot[new_op[tensor.op]];
+            (tensor_order[*slot], new_tensor[t]) = (t, *slot);
+            *slot += 1;
         }
+        drop(next_slot);
         let ops = Reorder::apply(&op_order, std::mem::take(&mut self.ops));
         self.ops = ops
             .into_iter()
