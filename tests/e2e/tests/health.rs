@@ -15,10 +15,19 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// The directory every run of this binary goes into, emptied once per process.
+/// The directory every run of this binary goes into, emptied once per process. A second process of this
+/// binary on the same target directory waits for the first to exit (a lock held until then): it would
+/// empty the directory under the first one's runs (two at once, 5 runs in 6 failed: `record` refused a run
+/// directory the other process had filled, a check read the other's run).
 fn base() -> &'static Path {
     static BASE: OnceLock<PathBuf> = OnceLock::new();
+    static HELD_UNTIL_EXIT: OnceLock<std::fs::File> = OnceLock::new();
     BASE.get_or_init(|| {
+        let lock = target_dir().join("e2e-health.lock");
+        let file = std::fs::File::create(&lock)
+            .unwrap_or_else(|e| panic!("cannot create the lock file {}: {e}", lock.display()));
+        file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock.display()));
+        HELD_UNTIL_EXIT.get_or_init(|| file);
         let dir = target_dir().join("e2e-health");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the runs directory");
