@@ -125,10 +125,18 @@ fn bin_dir() -> PathBuf {
 }
 
 /// `scripts/demo`, run once for the tests of this binary: its directory (under cargo's scratch directory
-/// for tests, emptied by the demo first) and its log; Err with the log when it failed.
+/// for tests, emptied by the demo first) and its log; Err with the log when it failed. A second process of
+/// this binary on the same target directory waits for the first to exit (a lock held until then): its demo
+/// would empty the directory under the first one's examples.
 fn demo() -> &'static Result<(PathBuf, String), String> {
     static DEMO: OnceLock<Result<(PathBuf, String), String>> = OnceLock::new();
+    static HELD_UNTIL_EXIT: OnceLock<std::fs::File> = OnceLock::new();
     DEMO.get_or_init(|| {
+        let lock = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("readme-examples-demo.lock");
+        let file = std::fs::File::create(&lock)
+            .unwrap_or_else(|e| panic!("cannot create the lock file {}: {e}", lock.display()));
+        file.lock().unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock.display()));
+        HELD_UNTIL_EXIT.get_or_init(|| file);
         let demo_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("readme-examples-demo");
         let bin = bin_dir();
         // Run from bash with both streams in one pipe, so warnings stay beside the lines they belong to.
