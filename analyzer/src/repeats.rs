@@ -424,9 +424,12 @@ mod tests {
                 let in_flight = |p: &TensorPair, first: Option<usize>| {
                     most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                     measuring.lock().unwrap().insert(rayon::current_thread_index());
+                    // Held until what may run at once has (crate::threads::hold_until says why).
+                    crate::threads::hold_until(|| most.load(Ordering::SeqCst) >= n);
                     use rayon::prelude::*;
                     (0..8).into_par_iter().for_each(|_| {
                         helping.lock().unwrap().insert(rayon::current_thread_index());
+                        crate::threads::hold_until(|| helping.lock().unwrap().len() > n);
                         std::thread::sleep(std::time::Duration::from_micros(100));
                     });
                     now.fetch_sub(1, Ordering::SeqCst);

@@ -314,6 +314,17 @@ pub(crate) mod counting {
     }
 }
 
+/// For tests that count how much ran at once: waits, at most two seconds, until `reached()`. A loaded
+/// machine may let one piece of work finish before the others start, and the most seen at once then falls
+/// short of what the limits allow (a test failed so at a load of 10).
+#[cfg(test)]
+pub(crate) fn hold_until(reached: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !reached() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,11 +439,13 @@ mod tests {
                                 let running = now.fetch_add(1, Ordering::SeqCst) + 1;
                                 most.fetch_max(running, Ordering::SeqCst);
                                 outer.lock().unwrap().insert(rayon::current_thread_index());
+                                super::hold_until(|| most.load(Ordering::SeqCst) >= n);
                                 use rayon::prelude::*;
                                 let got: Vec<usize> = (0..24)
                                     .into_par_iter()
                                     .map(|k| {
                                         inner.lock().unwrap().insert(rayon::current_thread_index());
+                                        super::hold_until(|| inner.lock().unwrap().len() > n);
                                         std::thread::sleep(std::time::Duration::from_micros(300));
                                         k
                                     })
@@ -491,17 +504,11 @@ mod tests {
                             most_l.fetch_max(now_large.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                         }
                         ran.lock().unwrap().push((rayon::current_thread_index().unwrap(), large));
-                        // Until as many have run at once as may, each is held (every thread starts on one
-                        // at first): a loaded machine otherwise lets one finish before the others start, and
-                        // the most seen at once falls short of what the limits allow (it failed so under a
-                        // load of 10). Past that they run freely.
-                        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                        while most.load(Ordering::SeqCst) < most_all
-                            && started.load(Ordering::SeqCst) < 90
-                            && std::time::Instant::now() < deadline
-                        {
-                            std::thread::sleep(std::time::Duration::from_micros(100));
-                        }
+                        // Held until as many have run at once as may (every thread starts on one at first),
+                        // then all run freely.
+                        super::hold_until(|| {
+                            most.load(Ordering::SeqCst) >= most_all || started.load(Ordering::SeqCst) == 90
+                        });
                         std::thread::sleep(std::time::Duration::from_micros(if large { 2000 } else { 300 }));
                         if large {
                             now_large.fetch_sub(1, Ordering::SeqCst);
