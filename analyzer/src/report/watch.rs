@@ -317,31 +317,39 @@ mod tests {
 
     /// A gradient-norm line that ends before the run does says which steps held no gradient and why (a
     /// run skipped from step 13 on showed steps 0-12 and read as if it ended there).
-    #[test]
-    fn a_gradient_line_names_the_steps_without_a_gradient() {
-        let norm =
-            |step: u64| NormPoint { step, rank: 2, gradients: 4, nonfinite_gradients: 0, l2_norm: 1.5 };
-        let report = |norms: Vec<NormPoint>| WatchReport {
+    /// A watch report of steps 0-29 of one rank, with nothing but its loss and gradient norm series.
+    fn steps_0_to_29_of_rank(rank: u32, loss: Vec<LossPoint>, gradient_norm: Vec<NormPoint>) -> WatchReport {
+        WatchReport {
             run: "runs/job".into(),
             input_problems: Default::default(),
             warnings: vec![],
             steps: (0..30).collect(),
-            ranks: vec![2],
+            ranks: vec![rank],
             labels: Default::default(),
             conditions: vec![],
             findings: vec![],
             without_origin: vec![],
             scope: vec![],
             cant_tell: vec![],
-            loss: vec![],
-            gradient_norm: norms,
-        };
-        let line = |r: &WatchReport| {
-            let mut out = Vec::new();
-            print_table(&mut out, r, false).unwrap();
-            let out = String::from_utf8(out).unwrap();
-            out.lines().find(|l| l.starts_with("gradient norm by step")).unwrap_or_default().to_string()
-        };
+            loss,
+            gradient_norm,
+        }
+    }
+
+    /// The table's "gradient norm by step" line, where it has one.
+    fn gradient_line(report: &WatchReport) -> Option<String> {
+        let mut out = Vec::new();
+        print_table(&mut out, report, false).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        out.lines().find(|l| l.starts_with("gradient norm by step")).map(str::to_string)
+    }
+
+    #[test]
+    fn a_gradient_line_names_the_steps_without_a_gradient() {
+        let norm =
+            |step: u64| NormPoint { step, rank: 2, gradients: 4, nonfinite_gradients: 0, l2_norm: 1.5 };
+        let report = |norms: Vec<NormPoint>| steps_0_to_29_of_rank(2, vec![], norms);
+        let line = |r: &WatchReport| gradient_line(r).unwrap_or_default();
         let skipped = line(&report((0..13).map(norm).collect()));
         assert!(
             skipped.ends_with(
@@ -365,26 +373,10 @@ mod tests {
         let norm =
             |step: u64| NormPoint { step, rank: 1, gradients: 4, nonfinite_gradients: 0, l2_norm: 1.5 };
         let loss = |step: u64| LossPoint { step, rank: 1, op: "loss".into(), value: Some(2.0) };
-        let report = WatchReport {
-            run: "runs/job".into(),
-            input_problems: Default::default(),
-            warnings: vec![],
-            steps: (0..30).collect(),
-            ranks: vec![1],
-            labels: Default::default(),
-            conditions: vec![],
-            findings: vec![],
-            without_origin: vec![],
-            scope: vec![],
-            cant_tell: vec![],
-            // A loss in steps 0-12 and 20 only; a gradient in steps 0-11.
-            loss: (0..13).chain([20]).map(loss).collect(),
-            gradient_norm: (0..12).map(norm).collect(),
-        };
-        let mut out = Vec::new();
-        print_table(&mut out, &report, false).unwrap();
-        let out = String::from_utf8(out).unwrap();
-        let line = out.lines().find(|l| l.starts_with("gradient norm by step")).unwrap();
+        // A loss in steps 0-12 and 20 only; a gradient in steps 0-11.
+        let report =
+            steps_0_to_29_of_rank(1, (0..13).chain([20]).map(loss).collect(), (0..12).map(norm).collect());
+        let line = gradient_line(&report).unwrap();
         assert!(
             line.ends_with(
                 "11:1.5 (no gradient in steps 12, 20: no optimizer op read one there: a step skipped on overflow, \

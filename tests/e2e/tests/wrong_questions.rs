@@ -135,6 +135,16 @@ fn compare_refuses_a_benchmark_of_another_model() {
 
 /// Records `model_json` in eager mode (tensor mode, one step, the Python hook's step ends) into `dir/tag`:
 /// every op launched on its own, kernels named by type and a counter (`GatherV2_0`), as torch_npu runs.
+/// The fused eager run with an imprecise fused kernel, d_ff == d_model: no shape tells the kernels whose
+/// counters shift at the fused kernel apart.
+const FUSED_D_FF_16: &str = r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#;
+
+/// The fused run of [`FUSED_D_FF_16`] and its unfused counterpart, captured in `dir`.
+fn fused_and_unfused_with_d_ff_16(dir: &Path) -> (PathBuf, PathBuf) {
+    let fused = captured_eager(dir, "fused", FUSED_D_FF_16);
+    (fused, captured_eager(dir, "unfused", r#"{"fusion": false, "d_ff": 16}"#))
+}
+
 fn captured_eager(dir: &Path, tag: &str, model_json: &str) -> PathBuf {
     captured_eager_with(dir, tag, model_json, &[])
 }
@@ -235,12 +245,7 @@ fn compare_refuses_eager_kernels_whose_counters_differ() {
 #[test]
 fn compare_refuses_eager_kernels_shifted_where_their_shapes_agree() {
     let dir = scratch();
-    let fused = captured_eager(
-        dir.path(),
-        "fused",
-        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
-    );
-    let unfused = captured_eager(dir.path(), "unfused", r#"{"fusion": false, "d_ff": 16}"#);
+    let (fused, unfused) = fused_and_unfused_with_d_ff_16(dir.path());
     let compare = ["compare", path_str(&fused), path_str(&unfused)];
     for selection in [&[][..], &["--op", "M?tMulV2_2"]] {
         let why = refusal(&[&compare[..], selection].concat());
@@ -254,11 +259,7 @@ fn compare_refuses_eager_kernels_shifted_where_their_shapes_agree() {
     assert!(!stdout.contains("first differ in the inputs"), "{stdout}");
     assert!(stdout.contains("MatMulV2_2 is not the same op in the two runs"), "{stdout}");
     // Runs of the same kernels, selection or not, still compare.
-    let again = captured_eager(
-        dir.path(),
-        "fused-again",
-        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
-    );
+    let again = captured_eager(dir.path(), "fused-again", FUSED_D_FF_16);
     for selection in [&[][..], &["--op", "M?tMulV2_2"]] {
         let (code, v) =
             analyzer_json(&[&["compare", path_str(&again), path_str(&fused)][..], selection].concat());
@@ -275,12 +276,7 @@ fn compare_refuses_eager_kernels_shifted_where_their_shapes_agree() {
 #[test]
 fn compare_hears_a_mapping_of_every_shifted_eager_kernel_either_way_round() {
     let dir = scratch();
-    let fused = captured_eager(
-        dir.path(),
-        "fused",
-        r#"{"fusion": true, "d_ff": 16, "faults": {"imprecise_fused_kernel": true}}"#,
-    );
-    let unfused = captured_eager(dir.path(), "unfused", r#"{"fusion": false, "d_ff": 16}"#);
+    let (fused, unfused) = fused_and_unfused_with_d_ff_16(dir.path());
     let names = |run: &Path| -> Vec<(String, String)> {
         let (code, v) = analyzer_json(&["inspect", path_str(run)]);
         assert_eq!(code, 0, "{v}");
