@@ -25,9 +25,43 @@ pub struct CaptureSource {
     root: PathBuf,
     run: CaptureRun,
     index: Index,
-    /// Device layout of each tensor (by tensor id), to undo it when values are read; `None` for device
-    /// statistics, which carry no data.
-    layouts: Vec<Option<StoredLayout>>,
+    /// Device layout of each tensor whose data the capture holds, to undo it when values are read.
+    layouts: Layouts,
+}
+
+/// [`StoredLayout`] by tensor id, for the tensors whose data the capture holds. The table is made on the
+/// first such tensor: a statistics-only capture (the mode for long runs) keeps none, where a slot a tensor
+/// was 32 bytes of every command's memory (#18).
+#[derive(Default)]
+struct Layouts(Vec<Option<StoredLayout>>);
+
+impl Layouts {
+    /// The layout of `tensor`, the id the index gave it: ids without one in between are left empty.
+    fn set(&mut self, tensor: TensorId, layout: StoredLayout) {
+        if self.0.len() <= tensor {
+            self.0.resize(tensor + 1, None);
+        }
+        self.0[tensor] = Some(layout);
+    }
+
+    fn get(&self, tensor: TensorId) -> Option<&StoredLayout> {
+        self.0.get(tensor)?.as_ref()
+    }
+
+    /// Follows the index's [`Reorder`](crate::index::Reorder) of its `tensors` tensors.
+    fn reorder(self, previous: &[TensorId], tensors: usize) -> Layouts {
+        if self.0.is_empty() {
+            return self;
+        }
+        let mut table = self.0;
+        table.resize(tensors, None);
+        Layouts(crate::index::Reorder::apply(previous, table))
+    }
+
+    /// Tensor ids with a layout, ascending.
+    fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        self.0.iter().enumerate().filter(|(_, l)| l.is_some()).map(|(t, _)| t)
+    }
 }
 
 /// What the host conversions read of a tensor besides what the index holds (its dtype and device shape).
@@ -71,9 +105,10 @@ struct DeviceLayout<'a> {
 }
 
 impl CaptureSource {
-    /// The device layout of a tensor that carries one (`None` for device statistics).
+    /// The device layout of a tensor whose data the capture holds (`None` for statistics alone: device
+    /// statistics, a statistics-only capture).
     fn layout(&self, tensor: TensorId) -> Option<DeviceLayout<'_>> {
-        let stored = self.layouts[tensor].as_ref()?;
+        let stored = self.layouts.get(tensor)?;
         let info = &self.index.tensors[tensor];
         Some(DeviceLayout {
             dtype: info.dtype,

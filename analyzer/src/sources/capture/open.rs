@@ -21,7 +21,7 @@ impl CaptureSource {
         let run =
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         let mut index = Index::default();
-        let mut layouts = Vec::new();
+        let mut layouts = super::Layouts::default();
         // Records found per stream, held against the manifest's counts at the end.
         let mut tallies = vec![RecordTally::default(); run.streams.len()];
         for (s, stream) in run.streams.iter().enumerate() {
@@ -78,7 +78,7 @@ impl CaptureSource {
                         }
                         let format = Format::from_code(m.format);
                         let shape = host_shape(m.format, &m.device_shape, &original);
-                        layouts.push(Some(StoredLayout::of(m, &shape)));
+                        let layout = t.has_data().then(|| StoredLayout::of(m, &shape));
                         let tensor = TensorInfo {
                             original_op: m
                                 .original_op
@@ -90,12 +90,15 @@ impl CaptureSource {
                             locator: pack(s, item.segment_index, item.offset),
                             ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
                         };
-                        index.push_tensor(tensor.with_extras(TensorExtras {
+                        let id = index.push_tensor(tensor.with_extras(TensorExtras {
                             device_format: (!format.is_identity()).then(|| format.name().into_owned()),
                             device_shape: Some(m.device_shape.clone()),
                             histogram: t.histogram.clone(),
                             ..TensorExtras::default()
                         }));
+                        if let Some(layout) = layout {
+                            layouts.set(id, layout);
+                        }
                     }
                     Record::Overflow(info) => {
                         let file = format!("{} ({})", item.segment.display(), info.dump_file);
@@ -130,8 +133,6 @@ impl CaptureSource {
                                 csv.dump_file
                             )));
                         }
-                        // Stats ops have no tensor records: keep the positional maps aligned.
-                        layouts.resize(index.tensors.len(), None);
                     }
                     Record::Collective(info) => {
                         index.collectives.push(crate::index::CollectiveCall { rank, info });
@@ -199,7 +200,7 @@ impl CaptureSource {
         // Records are in the order files completed (a big file after a small one that started later, and
         // several writer threads append in turn): execution order comes from the ops' own launch fields.
         let reorder = index.order_by_execution();
-        let layouts = crate::index::Reorder::apply(&reorder.tensors, layouts);
+        let layouts = layouts.reorder(&reorder.tensors, index.tensors.len());
         // Leads the other problems: an answer about a mix of runs is wrong whatever else is missing.
         if let Some(mixed) = runs::different_runs_problem(root, &index.communicators_by_stream) {
             index.problems.insert(0, mixed);
@@ -270,9 +271,10 @@ fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_data::{noise, write};
+    use super::super::test_data::{noise, read_as_whole, write, write_keeping, Written};
     use super::super::{DeviceLayout, OriginalShape};
     use super::*;
+    use crate::sources::Source;
     use accutrace_formats::DType;
 
     /// Beside the index, a capture keeps per tensor only what the host conversions read and the index
@@ -296,7 +298,7 @@ mod tests {
         write(dir.path(), &tensors);
         let source = CaptureSource::open(dir.path()).unwrap();
         let kept: Vec<&OriginalShape> =
-            source.layouts.iter().map(|l| &l.as_ref().unwrap().original_shape).collect();
+            (0..tensors.len()).map(|t| &source.layouts.get(t).unwrap().original_shape).collect();
         assert_eq!(
             kept,
             [&OriginalShape::None, &OriginalShape::HostShape, &OriginalShape::Other(Box::new([4, 3]))]
@@ -310,6 +312,38 @@ mod tests {
                 original_shape: original_shape.as_deref(),
             };
             assert_eq!(source.layout(t), Some(expected), "tensor {t}");
+        }
+    }
+
+    /// A statistics-only capture (the mode for long runs) holds no layout table: a slot a tensor was 32
+    /// bytes of every command's memory (#18). Where the capture holds some tensors' data, those tensors'
+    /// layouts are found by id and their values read; a tensor kept as statistics alone says so when read.
+    #[test]
+    fn layouts_are_held_for_the_tensors_whose_data_the_capture_holds() {
+        let tensors: Vec<Written> = (0..6u64)
+            .map(|i| (DType::FLOAT, Format::ND, vec![i + 1, 3], None, noise(12 * (i as usize + 1), i)))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        write_keeping(dir.path(), &tensors, |_| false);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        assert_eq!(source.index.tensors.len(), 6);
+        assert!(source.layouts.0.is_empty(), "a table of {} slots", source.layouts.0.len());
+        let error = source.read_values(0, &mut Vec::new()).unwrap_err();
+        assert!(format!("{error:#}").contains("statistics only"), "{error:#}");
+
+        let dir = tempfile::tempdir().unwrap();
+        write_keeping(dir.path(), &tensors, |i| i % 2 == 1);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        let mut out = Vec::new();
+        for t in 0..6 {
+            let shape = &source.index.tensors[t].shape;
+            assert_eq!(shape[..], [t as u64 + 1, 3]);
+            assert_eq!(source.layout(t).is_some(), t % 2 == 1, "tensor {t}");
+            if t % 2 == 1 {
+                assert_eq!(read_as_whole(&source, t, &mut out).unwrap().len(), 3 * (t + 1));
+            } else {
+                assert!(source.read_values(t, &mut out).is_err(), "tensor {t}");
+            }
         }
     }
 }

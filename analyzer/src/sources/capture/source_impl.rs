@@ -107,7 +107,8 @@ impl Source for CaptureSource {
     }
 
     fn with_host_blocks(&self, tensor: TensorId, f: &mut dyn FnMut(&mut dyn HostBlocks)) -> Result<bool> {
-        let meta = self.layout(tensor).context("device statistics carry no tensor data")?;
+        let meta =
+            self.layout(tensor).context("the capture holds statistics only for this tensor, not its data")?;
         let original = meta.original_shape.unwrap_or_default();
         let width = match meta.dtype.bits() {
             Some(bits) if bits >= 8 && bits % 8 == 0 => u64::from(bits / 8),
@@ -177,7 +178,7 @@ impl Source for CaptureSource {
     /// 38, 75, 124).
     fn buffers_per_tensor(&self) -> u64 {
         let (mut largest, mut largest_in_layout) = (0u64, 0u64);
-        for meta in (0..self.layouts.len()).filter_map(|t| self.layout(t)) {
+        for meta in self.layouts.tensors().filter_map(|t| self.layout(t)) {
             let width = meta.dtype.bits().map_or(4, |b| u64::from(b).div_ceil(8).max(4));
             let bytes = element_count(meta.device_shape).unwrap_or(u64::MAX).saturating_mul(width);
             largest = largest.max(bytes);
@@ -206,7 +207,7 @@ impl Source for CaptureSource {
     /// [`StreamReader::blocks_scratch_bytes`]: accutrace_formats::capture::StreamReader::blocks_scratch_bytes
     fn decode_scratch_max(&self) -> Option<u64> {
         let tensors = &self.index.tensors;
-        let with_data = |t: &usize| tensors[*t].has_data && self.layouts[*t].is_some();
+        let with_data = |t: &usize| tensors[*t].has_data && self.layouts.get(*t).is_some();
         let widest = (0..tensors.len()).filter(with_data).filter_map(|t| tensors[t].dtype.bits()).max()?;
         let bound = accutrace_formats::capture::blocks_scratch_max(widest.div_ceil(8) as usize);
         let largest = (0..tensors.len()).filter(with_data).max_by_key(|&t| tensor_bytes(&tensors[t]))?;

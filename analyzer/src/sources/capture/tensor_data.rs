@@ -17,7 +17,8 @@ impl CaptureSource {
         tensor: TensorId,
         f: impl FnOnce(&DeviceLayout<'_>, &[u8]) -> Result<R>,
     ) -> Result<R> {
-        let meta = self.layout(tensor).context("device statistics carry no tensor data")?;
+        let meta =
+            self.layout(tensor).context("the capture holds statistics only for this tensor, not its data")?;
         let (s, segment, offset) = unpack(self.index.tensors[tensor].locator);
         let (mut bytes, mut scratch) = (take_buffer(), take_buffer());
         let read = self.run.streams[s].read_tensor_data_at_with(segment, offset, &mut bytes, &mut scratch);

@@ -28,6 +28,12 @@ pub(super) type Written = (DType, Format, Vec<u64>, Option<Vec<u64>>, Vec<u8>);
 
 /// Writes one stream of `tensors` under one op.
 pub(super) fn write(dir: &Path, tensors: &[Written]) {
+    write_keeping(dir, tensors, |_| true);
+}
+
+/// [`write`], with the data of the tensors `keeps_data` picks (by position) and the statistics alone of
+/// the others (`record --stats`).
+pub(super) fn write_keeping(dir: &Path, tensors: &[Written], keeps_data: impl Fn(usize) -> bool) {
     let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1000, host: "test".into() };
     let mut w = StreamWriter::create(dir, info, 1 << 20, Policy::KeepAll).unwrap();
     let op = OpInfo {
@@ -55,7 +61,8 @@ pub(super) fn write(dir: &Path, tensors: &[Written]) {
             original_op: None,
         };
         let stats = TensorStats::of_bytes(*dtype, bytes).unwrap();
-        w.append_tensor(&meta, &stats, content_hash(bytes), Some(bytes), 1).unwrap();
+        let data = keeps_data(i).then_some(&bytes[..]);
+        w.append_tensor(&meta, &stats, content_hash(bytes), data, 1).unwrap();
     }
     w.seal().unwrap();
 }
