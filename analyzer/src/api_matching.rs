@@ -175,7 +175,7 @@ pub fn align_kernels_to_apis(
 fn sub_task_copies(target: &Index) -> HashMap<TensorId, TensorId> {
     let mut copies = HashMap::new();
     for (copy, of) in target.sub_task_copies() {
-        copies.extend(target.ops[copy].outputs.iter().copied().zip(target.ops[of].outputs.iter().copied()));
+        copies.extend(target.ops[copy].outputs().zip(target.ops[of].outputs()));
     }
     copies
 }

@@ -118,13 +118,9 @@ pub fn configuration_differences(a: &Index, b: &Index, filter: &Filter) -> Vec<C
         let named_b: HashMap<&str, OpId> = ops_b.iter().rev().map(|&o| (b.ops[o].name.as_str(), o)).collect();
         for &oa in ops_a {
             let Some(&ob) = named_b.get(a.ops[oa].name.as_str()) else { continue };
-            let tensors_b: HashMap<(Io, u32), usize> = b.ops[ob]
-                .inputs
-                .iter()
-                .chain(&b.ops[ob].outputs)
-                .map(|&t| ((b.tensors[t].io, b.tensors[t].index), t))
-                .collect();
-            for &ta in a.ops[oa].inputs.iter().chain(&a.ops[oa].outputs) {
+            let tensors_b: HashMap<(Io, u32), usize> =
+                b.ops[ob].tensors().map(|t| ((b.tensors[t].io, b.tensors[t].index), t)).collect();
+            for ta in a.ops[oa].tensors() {
                 let x = &a.tensors[ta];
                 let Some(&tb) = tensors_b.get(&(x.io, x.index)) else { continue };
                 let y = &b.tensors[tb];

@@ -77,12 +77,12 @@ pub fn convert(
     let index = source.index();
     let ops = filter.op_ids(index);
     std::fs::create_dir_all(output).with_context(|| format!("cannot create {}", output.display()))?;
-    let total: usize = ops.iter().map(|&o| index.ops[o].inputs.len() + index.ops[o].outputs.len()).sum();
+    let total: usize = ops.iter().map(|&o| index.ops[o].tensors().len()).sum();
     let progress = Progress::new("converting", total as u64, !progress);
     let renamed = Mutex::new(Vec::new());
     let provenance: Mutex<BTreeMap<PathBuf, Vec<serde_json::Value>>> = Mutex::new(BTreeMap::new());
     let list_of =
-        |o: usize, io: Io| if io == Io::Input { &index.ops[o].inputs } else { &index.ops[o].outputs };
+        |o: usize, io: Io| if io == Io::Input { index.ops[o].inputs() } else { index.ops[o].outputs() };
     // Every tensor of the kept ops, in op order, inputs then outputs: the order of the results.
     let jobs: Vec<(usize, Io, usize)> = ops
         .iter()
@@ -97,7 +97,7 @@ pub fn convert(
             t => t,
         };
         let name = sanitize_op_name(&op.name);
-        let t = list[position];
+        let t = list.start + position;
         let i = file_index(source, list, position);
         let stem = format!("{op_type}.{name}.{}.{}.{i}", op.order, io.as_str());
         if name != op.name {
@@ -123,7 +123,7 @@ pub fn convert(
     // tensor's values or bytes and their encoding, no more than a compare pair's two sides. Every thread
     // converting at once held a tensor each (402 MiB on two threads for 144 MiB tensors).
     let limits = pairs_in_flight(Footprint::compare([source, source]), [source, source]);
-    let size = |k: usize| tensor_bytes(&index.tensors[list_of(jobs[k].0, jobs[k].1)[jobs[k].2]]);
+    let size = |k: usize| tensor_bytes(&index.tensors[list_of(jobs[k].0, jobs[k].1).start + jobs[k].2]);
     let results: Vec<ConvertedTensor> =
         in_flight(limits, jobs.len(), size, || (), |_, k| convert_job(&jobs[k]));
     progress.finish();
@@ -149,10 +149,10 @@ pub fn input_problems(source: &dyn Source, results: &[ConvertedTensor]) -> Input
 
 /// The `{i}` of a tensor's file: its index, or its position when indices repeat within the op (msprobe's
 /// nested arguments share one), so that no file overwrites another.
-fn file_index(source: &dyn Source, list: &[TensorId], position: usize) -> u32 {
+fn file_index(source: &dyn Source, list: std::ops::Range<TensorId>, position: usize) -> u32 {
     let tensors = &source.index().tensors;
-    let index = tensors[list[position]].index;
-    let repeated = list.iter().filter(|&&t| tensors[t].index == index).count() > 1;
+    let index = tensors[list.start + position].index;
+    let repeated = list.filter(|&t| tensors[t].index == index).count() > 1;
     if repeated {
         position as u32
     } else {

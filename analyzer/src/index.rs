@@ -200,7 +200,12 @@ impl TensorInfo {
 }
 
 /// One op executed (a kernel launch, or an API call in framework-level dumps).
-#[derive(Clone, Debug, Serialize)]
+///
+/// Its tensors are a run of the tensor table, inputs first ([`IndexedOp::inputs`], [`IndexedOp::outputs`]):
+/// bounds instead of a list of ids each, whose two heap blocks an op were most of the op table's bytes
+/// (#18: memory with the tensor count). [`Index::push_tensor`] extends the run while an op's tensors come
+/// together, inputs first; [`Index::order_by_execution`] places every op's tensors so in any case.
+#[derive(Clone, Debug)]
 pub struct IndexedOp {
     /// Full name as the source names it (`model/layer_0/attn/MatMul`, `Functional.linear.0.forward`).
     pub name: SharedName,
@@ -213,15 +218,33 @@ pub struct IndexedOp {
     /// What the runtime said about when the op ran; `None` where the source only has its own order
     /// (an msprobe `dump.json` lists the calls in the order they were made).
     pub launch: Option<Launch>,
-    pub inputs: Vec<TensorId>,
-    pub outputs: Vec<TensorId>,
+    /// The op's tensor ids: inputs `first_tensor..first_output`, outputs `first_output..tensors_end`.
+    /// 32 bits: [`Index::push_tensor`] refuses, as an input problem, a table longer than that numbers.
+    first_tensor: u32,
+    first_output: u32,
+    tensors_end: u32,
 }
 
 impl IndexedOp {
+    /// The op's inputs, in order: ids into [`Index::tensors`].
+    pub fn inputs(&self) -> std::ops::Range<TensorId> {
+        self.first_tensor as TensorId..self.first_output as TensorId
+    }
+
+    /// The op's outputs, in order: ids into [`Index::tensors`].
+    pub fn outputs(&self) -> std::ops::Range<TensorId> {
+        self.first_output as TensorId..self.tensors_end as TensorId
+    }
+
+    /// The op's inputs then its outputs.
+    pub fn tensors(&self) -> std::ops::Range<TensorId> {
+        self.first_tensor as TensorId..self.tensors_end as TensorId
+    }
+
     /// Original (pre-fusion) op names this op's outputs stand for, deduplicated, in output order.
     pub fn original_names<'a>(&self, index: &'a Index) -> Vec<&'a str> {
         let mut names: Vec<&str> = Vec::new();
-        for &t in &self.outputs {
+        for t in self.outputs() {
             if let Some((name, _)) = &index.tensors[t].original_op {
                 if !names.contains(&name.as_str()) {
                     names.push(name);
@@ -229,6 +252,23 @@ impl IndexedOp {
             }
         }
         names
+    }
+}
+
+/// Field by field as when the tensors were two lists: `inputs` and `outputs` as lists of ids.
+impl Serialize for IndexedOp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut s = serializer.serialize_struct("IndexedOp", 8)?;
+        s.serialize_field("name", &self.name)?;
+        s.serialize_field("op_type", &self.op_type)?;
+        s.serialize_field("step", &self.step)?;
+        s.serialize_field("rank", &self.rank)?;
+        s.serialize_field("order", &self.order)?;
+        s.serialize_field("launch", &self.launch)?;
+        s.serialize_field("inputs", &self.inputs().collect::<Vec<_>>())?;
+        s.serialize_field("outputs", &self.outputs().collect::<Vec<_>>())?;
+        s.end()
     }
 }
 
@@ -464,8 +504,9 @@ impl Index {
             rank,
             order,
             launch,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
+            first_tensor: 0,
+            first_output: 0,
+            tensors_end: 0,
         });
         self.ops.len() - 1
     }
@@ -484,35 +525,40 @@ impl Index {
         for (new, &old) in op_order.iter().enumerate() {
             new_op[old] = new;
         }
-        // Tensors placed by a counting sort on their op's new id, each op's in their previous order: a list
-        // of tensors per op was a heap block per op at the peak of indexing (#18). `next_slot[o]` starts as
-        // the first new tensor id of the op with new id `o`.
-        let mut next_slot = vec![0; self.ops.len() + 1];
+        // Tensors placed by a counting sort on their op's new id, inputs before outputs, each op's inputs and
+        // outputs in their previous order: a list of tensors per op was a heap block per op at the peak of
+        // indexing, and two an op in the table (#18). Bucket `2 * o` holds the inputs of the op with new id
+        // `o`, `2 * o + 1` its outputs; `next_slot[b]` starts as bucket `b`'s first new tensor id.
+        let bucket = |tensor: &TensorInfo| 2 * new_op[tensor.op] + usize::from(tensor.io == Io::Output);
+        let mut next_slot = vec![0; 2 * self.ops.len() + 1];
         for tensor in &self.tensors {
-            next_slot[new_op[tensor.op] + 1] += 1;
+            next_slot[bucket(tensor) + 1] += 1;
         }
-        for o in 1..next_slot.len() {
-            next_slot[o] += next_slot[o - 1];
+        for b in 1..next_slot.len() {
+            next_slot[b] += next_slot[b - 1];
         }
         let mut tensor_order: Vec<TensorId> = vec![0; self.tensors.len()];
         let mut new_tensor = vec![0; self.tensors.len()];
         for (t, tensor) in self.tensors.iter().enumerate() {
-            let slot = &mut next_slot[new_op[tensor.op]];
+            let slot = &mut next_slot[bucket(tensor)];
             (tensor_order[*slot], new_tensor[t]) = (t, *slot);
             *slot += 1;
         }
-        drop(next_slot);
+        // Each slot now holds the end of its bucket. Past 32 bits (a table `push_tensor` reported as an input
+        // problem) the bounds stop at the limit rather than wrap.
+        let bound = |b: usize| u32::try_from(next_slot[b]).unwrap_or(u32::MAX);
         let ops = Reorder::apply(&op_order, std::mem::take(&mut self.ops));
         self.ops = ops
             .into_iter()
             .enumerate()
             .map(|(id, mut op)| {
                 op.order = id as u64;
-                op.inputs.iter_mut().for_each(|t| *t = new_tensor[*t]);
-                op.outputs.iter_mut().for_each(|t| *t = new_tensor[*t]);
+                op.first_tensor = if id == 0 { 0 } else { bound(2 * id - 1) };
+                (op.first_output, op.tensors_end) = (bound(2 * id), bound(2 * id + 1));
                 op
             })
             .collect();
+        drop(next_slot);
         let tensors = Reorder::apply(&tensor_order, std::mem::take(&mut self.tensors));
         self.tensors = tensors
             .into_iter()
@@ -532,7 +578,8 @@ impl Index {
     }
 
     /// Adds a tensor to its op (`tensor.op` must be an id returned by [`Index::push_op`]); its shape and
-    /// its `original_op` name become this index's shared ones.
+    /// its `original_op` name become this index's shared ones. The op lists it at once when the op's
+    /// tensors come together, inputs first; else from [`Index::order_by_execution`] on.
     pub fn push_tensor(&mut self, mut tensor: TensorInfo) -> TensorId {
         if let Some((name, _)) = &mut tensor.original_op {
             *name = self.share_name(name);
@@ -544,10 +591,33 @@ impl Index {
             }
         }
         let id = self.tensors.len();
+        let Some(end) = u32::try_from(id).ok().and_then(|id| id.checked_add(1)) else {
+            if id == u32::MAX as usize {
+                self.problems.push(InputProblem::incomplete(format!(
+                    "the input holds more than {} tensors, as many as an index numbers: tensors from op {:?} \
+                     on are left out of their ops, and every answer is about the rest; read fewer steps or \
+                     ranks at a time",
+                    u32::MAX,
+                    self.ops[tensor.op].name.as_str()
+                )));
+            }
+            self.tensors.push(tensor);
+            return id;
+        };
         let op = &mut self.ops[tensor.op];
-        match tensor.io {
-            Io::Input => op.inputs.push(id),
-            Io::Output => op.outputs.push(id),
+        if op.first_tensor == op.tensors_end {
+            // No tensor yet: its run starts here.
+            (op.first_tensor, op.first_output, op.tensors_end) = (end - 1, end - 1, end - 1);
+        }
+        // The op's run grows while its tensors come together, inputs first; a tensor elsewhere waits for
+        // `order_by_execution`, which every source ends with, to place it.
+        let in_place =
+            op.tensors_end == end - 1 && (tensor.io == Io::Output || op.first_output == op.tensors_end);
+        if in_place {
+            if tensor.io == Io::Input {
+                op.first_output = end;
+            }
+            op.tensors_end = end;
         }
         self.tensors.push(tensor);
         id
@@ -702,8 +772,41 @@ mod tests {
     fn a_tensor_info_holds_the_common_fields_only() {
         // 208 with the shape a `Vec` and `original_op`'s name a `String`.
         assert_eq!(std::mem::size_of::<TensorInfo>(), 192, "bytes a tensor in every index");
-        // Names shared (`SharedName`, 16 bytes): 176 with a `String` each for the name and the type.
-        assert_eq!(std::mem::size_of::<IndexedOp>(), 160, "bytes an op in every index");
+        // Tensors as bounds of the tensor table: 160 with a list each of inputs and outputs (and a heap
+        // block each beside it); 176 before that with a `String` each for the name and the type.
+        assert_eq!(std::mem::size_of::<IndexedOp>(), 120, "bytes an op in every index");
+    }
+
+    #[test]
+    fn an_ops_tensors_are_a_run_of_the_table_inputs_first_once_ordered() {
+        let mut index = Index::default();
+        let a = index.push_op("a".into(), "T".into(), 0, 0);
+        let b = index.push_op("b".into(), "T".into(), 0, 0);
+        // Together, inputs first: listed at once.
+        index.push_tensor(tensor(a, Io::Input, 0));
+        index.push_tensor(tensor(a, Io::Output, 0));
+        assert_eq!((index.ops[a].inputs(), index.ops[a].outputs()), (0..1, 1..2));
+        // An output before an input, and a tensor after another op's: placed by the ordering.
+        index.push_tensor(tensor(b, Io::Output, 0));
+        index.push_tensor(tensor(b, Io::Input, 0));
+        index.push_tensor(tensor(a, Io::Output, 1));
+        index.order_by_execution();
+        let (op_a, op_b) = (&index.ops[a], &index.ops[b]);
+        assert_eq!((op_a.inputs(), op_a.outputs(), op_b.inputs(), op_b.outputs()), (0..1, 1..3, 3..4, 4..5));
+        let places: Vec<(OpId, Io, u32)> = index.tensors.iter().map(|t| (t.op, t.io, t.index)).collect();
+        assert_eq!(
+            places,
+            [
+                (a, Io::Input, 0),
+                (a, Io::Output, 0),
+                (a, Io::Output, 1),
+                (b, Io::Input, 0),
+                (b, Io::Output, 0)
+            ]
+        );
+        // Serialized as when they were lists.
+        let json = serde_json::to_string(op_a).unwrap();
+        assert!(json.ends_with(r#""launch":null,"inputs":[0],"outputs":[1,2]}"#), "{json}");
     }
 
     #[test]
@@ -899,7 +1002,7 @@ mod tests {
             assert_eq!((index.ops[t.op].name.as_str(), t.io), (before.ops[was.op].name.as_str(), was.io));
         }
         for op in &index.ops {
-            for &t in op.inputs.iter().chain(&op.outputs) {
+            for t in op.tensors() {
                 assert_eq!(index.ops[index.tensors[t].op].name, op.name);
             }
         }

@@ -59,8 +59,7 @@ impl Inspection {
 pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspection {
     let index = source.index();
     let ops = filter.op_ids(index);
-    let tensors: Vec<TensorId> =
-        ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs)).copied().collect();
+    let tensors: Vec<TensorId> = ops.iter().flat_map(|&o| index.ops[o].tensors()).collect();
     let bar = Progress::new("inspect", tensors.len() as u64, !progress);
     // A tensor without recorded statistics is decoded to compute them: within the memory budget.
     let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
@@ -79,7 +78,7 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
                 op_type: op.op_type.to_string(),
                 step: op.step,
                 rank: op.rank,
-                tensors: rows.by_ref().take(op.inputs.len() + op.outputs.len()).collect(),
+                tensors: rows.by_ref().take(op.tensors().len()).collect(),
             }
         })
         .collect();

@@ -221,18 +221,14 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
     let mut copied = HashMap::new();
     for (copy, of) in index.sub_task_copies() {
         let of = &index.ops[of];
-        for &t in index.ops[copy].inputs.iter().chain(&index.ops[copy].outputs) {
+        for t in index.ops[copy].tensors() {
             let place = (index.tensors[t].io, index.tensors[t].index);
-            let original = of
-                .inputs
-                .iter()
-                .chain(&of.outputs)
-                .find(|&&o| (index.tensors[o].io, index.tensors[o].index) == place);
+            let original = of.tensors().find(|&o| (index.tensors[o].io, index.tensors[o].index) == place);
             let same_bytes = |o: TensorId| match (index.tensors[t].hash, index.tensors[o].hash) {
                 (Some(copy), Some(original)) => copy == original,
                 _ => true,
             };
-            if let Some(&o) = original.filter(|&&o| same_bytes(o)) {
+            if let Some(o) = original.filter(|&o| same_bytes(o)) {
                 copied.insert(t, o);
             }
         }
@@ -328,12 +324,12 @@ pub fn input_producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) ->
     let mut result = HashMap::new();
     // Op ids follow execution order (`Index::order_by_execution`).
     for (o, op) in index.ops.iter().enumerate() {
-        for &input in &op.inputs {
+        for input in op.inputs() {
             if let Some(&producer) = hash(input).and_then(|h| by_hash.get(&h)) {
                 result.insert(input, producer);
             }
         }
-        for &output in &op.outputs {
+        for output in op.outputs() {
             if let Some(h) = hash(output) {
                 by_hash.insert(h, o);
             }

@@ -269,7 +269,7 @@ fn outside_selection(
     let places: BTreeSet<(u32, u64)> = ops
         .iter()
         .map(|&o| &index.ops[o])
-        .filter(|op| op.inputs.iter().any(anomalous))
+        .filter(|op| op.inputs().any(|t| anomalous(&t)))
         .map(|op| (op.rank, op.step))
         .filter(|place| !explained(place.0, place.1))
         .collect();
@@ -321,7 +321,7 @@ fn leaf_reads(
         let mut produced = BTreeSet::new();
         'ops: for o in list {
             let op = &index.ops[o];
-            for &t in &op.inputs {
+            for t in op.inputs() {
                 let leaf = index.tensors[t].hash.is_some_and(|h| !produced.contains(&h));
                 if let (true, Some(a)) = (leaf, anomaly(t)) {
                     found.push(WithoutOrigin {
@@ -339,7 +339,7 @@ fn leaf_reads(
                     break 'ops;
                 }
             }
-            produced.extend(op.outputs.iter().filter_map(|&t| index.tensors[t].hash));
+            produced.extend(op.outputs().filter_map(|t| index.tensors[t].hash));
         }
     }
     found
@@ -354,8 +354,7 @@ pub fn gather_stats<'a>(
     progress: bool,
 ) -> GatheredStats<'a> {
     let index = source.index();
-    let tensors: Vec<TensorId> =
-        ops.iter().flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs).copied()).collect();
+    let tensors: Vec<TensorId> = ops.iter().flat_map(|&o| index.ops[o].tensors()).collect();
     let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
     // Stored statistics stay in the index, a bit a tensor says which were asked for: copied into a map
     // (and before that carried through the reads' results), they were held two and three times over (#18).
@@ -399,22 +398,21 @@ fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> O
     let loss_scale = loss_scales(index, ops, &|t| stats.get(&t).copied());
     for ((rank, step), mut list) in by_step {
         list.sort_by_key(|&o| index.ops[o].order);
-        let is_bad = |o: OpId| index.ops[o].outputs.iter().any(|&t| anomaly(t).is_some_and(|a| a.any()));
+        let is_bad = |o: OpId| index.ops[o].outputs().any(|t| anomaly(t).is_some_and(|a| a.any()));
         let Some(pos) = list.iter().position(|&o| {
             let op = &index.ops[o];
-            is_bad(o) && op.inputs.iter().all(|&t| !anomaly(t).is_some_and(|a| a.any()))
+            is_bad(o) && op.inputs().all(|t| !anomaly(t).is_some_and(|a| a.any()))
         }) else {
             continue;
         };
         let o = list[pos];
         let op = &index.ops[o];
         let (output, found) = op
-            .outputs
-            .iter()
-            .filter_map(|&t| anomaly(t).filter(|a| a.any()).map(|a| (t, a)))
+            .outputs()
+            .filter_map(|t| anomaly(t).filter(|a| a.any()).map(|a| (t, a)))
             .next()
             .expect("is_bad guarantees an anomalous output");
-        let inputs_known = !op.inputs.is_empty() && op.inputs.iter().all(|&t| anomaly(t).is_some());
+        let inputs_known = !op.inputs().is_empty() && op.inputs().all(|t| anomaly(t).is_some());
         let device_status = index
             .overflow_records
             .iter()
@@ -463,11 +461,8 @@ fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> O
         }
     }
     let unattributed = index.overflow_records.iter().filter(|r| r.op.is_none()).count();
-    let without_stats = ops
-        .iter()
-        .flat_map(|&o| index.ops[o].inputs.iter().chain(&index.ops[o].outputs))
-        .filter(|t| !stats.contains_key(t))
-        .count();
+    let without_stats =
+        ops.iter().flat_map(|&o| index.ops[o].tensors()).filter(|t| !stats.contains_key(t)).count();
     OverflowReport {
         run,
         origins,
@@ -540,11 +535,11 @@ pub(crate) fn scaler_multiply(
     op: &IndexedOp,
     stats: &dyn Fn(TensorId) -> Option<TensorStats>,
 ) -> Option<(f64, f64)> {
-    if op.op_type != "Mul" || op.inputs.len() != 2 {
+    if op.op_type != "Mul" || op.inputs().len() != 2 {
         return None;
     }
-    let a = stats(op.inputs[0]).filter(|st| st.count == 1)?;
-    let b = stats(op.inputs[1]).filter(|st| st.count == 1)?;
+    let a = stats(op.inputs().start).filter(|st| st.count == 1)?;
+    let b = stats(op.inputs().start + 1).filter(|st| st.count == 1)?;
     let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
     match (scale(&a), scale(&b)) {
         (false, true) => Some((scalar_value(&a), b.max)),
@@ -688,11 +683,11 @@ fn loss_scale_value(
     }
     let scalar = |t: &TensorId| stats(*t).filter(|s| s.count == 1).map(|s| s.max);
     let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
-    if let Some(v) = op.inputs.iter().filter_map(scalar).find(power_of_two) {
+    if let Some(v) = op.inputs().filter_map(|t| scalar(&t)).find(power_of_two) {
         return Some(("input", v));
     }
     let updates = name.contains("update") || op.op_type.to_ascii_lowercase().contains("update");
-    updates.then(|| op.outputs.first().and_then(scalar).map(|v| ("output", v))).flatten()
+    updates.then(|| op.outputs().next().and_then(|t| scalar(&t)).map(|v| ("output", v))).flatten()
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ impl Roles {
         let mut produced: BTreeMap<(u32, u64), HashSet<u64>> = BTreeMap::new();
         for (o, op) in index.ops.iter().enumerate() {
             let seen = produced.entry((op.rank, op.step)).or_default();
-            for &t in &op.inputs {
+            for t in op.inputs() {
                 let leaf = index.tensors[t].hash.is_some_and(|h| !seen.contains(&h));
                 if leaf {
                     roles.of[t] = Some(Role::Leaf);
@@ -147,23 +147,23 @@ impl Roles {
                 roles.label_update(index, o);
             } else {
                 let role = if is_backward(&op.name, &op.op_type) { Role::Gradient } else { Role::Activation };
-                for &t in &op.outputs {
+                for t in op.outputs() {
                     roles.of[t] = Some(role);
                 }
             }
-            seen.extend(op.outputs.iter().filter_map(|&t| index.tensors[t].hash));
+            seen.extend(op.outputs().filter_map(|t| index.tensors[t].hash));
         }
         roles
     }
 
     fn label_update(&mut self, index: &Index, o: OpId) {
         let op = &index.ops[o];
-        let Some(&before) = op.inputs.first() else { return };
+        let Some(before) = op.inputs().next() else { return };
         let shape = &index.tensors[before].shape;
-        let same = |t: &&TensorId| index.tensors[**t].shape == *shape && index.tensors[**t].dtype.is_float();
-        let gradient = op.inputs[1..].iter().rev().find(same).copied();
-        let after = op.outputs.first().copied().filter(|t| same(&t));
-        for &t in op.inputs.iter().chain(&op.outputs).filter(same) {
+        let same = |t: &TensorId| index.tensors[*t].shape == *shape && index.tensors[*t].dtype.is_float();
+        let gradient = op.inputs().skip(1).rev().find(same);
+        let after = op.outputs().next().filter(same);
+        for t in op.tensors().filter(same) {
             self.of[t] = Some(Role::OptimizerState);
         }
         // Without input 0 (a file not read) the first input is a state, not the weight.
@@ -214,7 +214,7 @@ pub fn loss_tensor(index: &Index, ops: &[OpId]) -> Option<TensorId> {
         if !names_a_loss(&op.name) {
             continue;
         }
-        let scalar = op.outputs.iter().copied().find(|&t| {
+        let scalar = op.outputs().find(|&t| {
             let info = &index.tensors[t];
             info.dtype.is_float() && info.shape.iter().product::<u64>() == 1
         });

@@ -231,7 +231,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
         let op = &index.ops[o];
         let s = step_pos[&op.step];
         let row = row_of_key[key];
-        for &t in op.inputs.iter().chain(&op.outputs) {
+        for t in op.tensors() {
             let Some(st) = stats.get(&t) else {
                 without += 1;
                 continue;
@@ -240,7 +240,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
             let found = if anomaly.any() { 1.0 } else { 0.0 };
             rank_anomalies.merge(rank_pos[&op.rank], s, found, |a, b| a + b);
         }
-        for &t in &op.outputs {
+        for t in op.outputs() {
             let Some(st) = stats.get(&t) else { continue };
             let biggest = st.max.abs().max(st.min.abs());
             if biggest.is_finite() {
@@ -251,7 +251,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
             *nonfinite_by_rank[row * steps.len() + s].entry(op.rank).or_default() += count;
         }
         if names_a_loss(op) {
-            if let Some(st) = op.outputs.iter().filter_map(|t| stats.get(t)).find(|st| st.count == 1) {
+            if let Some(st) = op.outputs().filter_map(|t| stats.get(&t)).find(|st| st.count == 1) {
                 loss_of.entry(op.rank).or_default().insert(op.step, (o, scalar_value(st)));
             }
         } else if let Some((value, scale)) = scaler_multiply(op, &|t| stats.get(&t).copied()) {
@@ -363,9 +363,10 @@ fn gradient_norm(index: &Index, op: &IndexedOp, stats: &GatheredStats) -> Option
     if !is_optimizer(op) {
         return None;
     }
-    let (&var, rest) = op.inputs.split_first()?;
+    let mut inputs = op.inputs();
+    let var = inputs.next()?;
     let shape = &index.tensors[var].shape;
-    let &grad = rest.iter().rev().find(|&&t| index.tensors[t].shape == *shape)?;
+    let grad = inputs.rev().find(|&t| index.tensors[t].shape == *shape)?;
     let st = stats.get(&grad)?;
     Some(if st.has_nonfinite() { f64::INFINITY } else { st.l2_norm })
 }

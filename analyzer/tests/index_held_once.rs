@@ -35,7 +35,7 @@ fn names_and_shapes_are_held_once_per_index() {
     let index = source.index();
     let tensors = index.tensors.len();
     assert_eq!(tensors, (3 * STEPS * OPS_A_STEP) as usize);
-    let output = &index.tensors[index.ops[0].outputs[0]];
+    let output = &index.tensors[index.ops[0].outputs().next().unwrap()];
     assert_eq!(
         output.original_op.as_ref().map(|(name, i)| (&name[..], *i)),
         Some((&index.ops[0].name[..], 0))

@@ -43,7 +43,7 @@ fn data_inputs(index: &Index, roles: &crate::roles::Roles, ops: &[OpId]) -> Vec<
     let mut found = Vec::new();
     for (i, &o) in ops.iter().enumerate() {
         let op = &index.ops[o];
-        for (k, &t) in op.inputs.iter().enumerate() {
+        for (k, t) in op.inputs().enumerate() {
             if roles.role(t) != Some(Role::Leaf) {
                 continue;
             }

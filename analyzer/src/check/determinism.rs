@@ -282,19 +282,17 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         ops_b.iter().copied().filter(|&o| key(b, o) == (rank, step)).collect(),
     );
     let parting = kernel_types_part_of(a, &step_a, b, &step_b, &by_name);
-    let hashes = |i: &Index, ts: &[usize]| ts.iter().map(|&t| i.tensors[t].hash).collect::<Vec<_>>();
+    let hashes = |i: &Index, ts: std::ops::Range<crate::index::TensorId>| {
+        ts.map(|t| i.tensors[t].hash).collect::<Vec<_>>()
+    };
     let shapes = |i: &Index, o: OpId| {
         let op = &i.ops[o];
-        op.inputs.iter().chain(&op.outputs).map(|&t| i.tensors[t].shape.clone()).collect::<Vec<_>>()
+        op.tensors().map(|t| i.tensors[t].shape.clone()).collect::<Vec<_>>()
     };
     /// Each tensor's shape by its place among the op's inputs and outputs.
     fn slots(i: &Index, o: OpId) -> HashMap<(Io, u32), &[u64]> {
         let op = &i.ops[o];
-        op.inputs
-            .iter()
-            .chain(&op.outputs)
-            .map(|&t| ((i.tensors[t].io, i.tensors[t].index), &i.tensors[t].shape[..]))
-            .collect()
+        op.tensors().map(|t| ((i.tensors[t].io, i.tensors[t].index), &i.tensors[t].shape[..])).collect()
     }
     let mut compared = 0;
     let mut held_in_part = Vec::new();
@@ -342,8 +340,8 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
                  before it gave identical outputs, the rest are not compared"
             ));
         }
-        let (ia, ib) = (hashes(a, &a.ops[o].inputs), hashes(b, &b.ops[ob].inputs));
-        let (oa, obh) = (hashes(a, &a.ops[o].outputs), hashes(b, &b.ops[ob].outputs));
+        let (ia, ib) = (hashes(a, a.ops[o].inputs()), hashes(b, b.ops[ob].inputs()));
+        let (oa, obh) = (hashes(a, a.ops[o].outputs()), hashes(b, b.ops[ob].outputs()));
         if ia.iter().chain(&ib).chain(&oa).chain(&obh).any(Option::is_none) {
             return Divergence::Unknown("the runs carry no content hashes (only captures do)".into());
         }

@@ -25,7 +25,7 @@ fn history(r: &Seen<'_>) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
     // The statistics of one-element tensors (where a scale can be): stored, else from the values.
     let mut stats: BTreeMap<usize, TensorStats> = BTreeMap::new();
     for &o in &r.ops {
-        for &t in index.ops[o].inputs.iter().chain(&index.ops[o].outputs) {
+        for t in index.ops[o].tensors() {
             let info = &index.tensors[t];
             if info.shape.iter().product::<u64>() != 1 {
                 continue;
@@ -57,7 +57,7 @@ fn judge(r: &Seen<'_>) -> (Status, String, Vec<String>) {
     let fp16 = r
         .ops
         .iter()
-        .any(|&o| r.index().ops[o].outputs.iter().any(|&t| r.index().tensors[t].dtype == DType::FLOAT16));
+        .any(|&o| r.index().ops[o].outputs().any(|t| r.index().tensors[t].dtype == DType::FLOAT16));
     for (rank, steps) in &hist {
         let updates_seen = steps.values().any(|s| s.1);
         let scales: Vec<(u64, f64)> = steps.iter().filter_map(|(s, v)| v.0.map(|x| (*s, x))).collect();

@@ -16,7 +16,7 @@ fn census(r: &Seen<'_>) -> Census {
     for &o in &r.ops {
         let op = &index.ops[o];
         let dtypes: BTreeSet<DType> =
-            op.outputs.iter().map(|&t| index.tensors[t].dtype).filter(|d| d.is_float()).collect();
+            op.outputs().map(|t| index.tensors[t].dtype).filter(|d| d.is_float()).collect();
         for d in dtypes {
             *out.entry(op.op_type.to_string()).or_default().entry(d.name().to_string()).or_default() += 1;
         }

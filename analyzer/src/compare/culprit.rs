@@ -29,8 +29,8 @@ pub(super) fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
     }
     let mut needed = vec![false; index.tensors.len()];
     for op in &index.ops {
-        let fails = op.outputs.iter().any(|&t| failed[t]);
-        for &t in op.outputs.iter().chain(op.inputs.iter().filter(|_| fails)) {
+        let fails = op.outputs().any(|t| failed[t]);
+        for t in op.outputs().chain(op.inputs().filter(|_| fails)) {
             needed[t] = true;
         }
     }
@@ -52,7 +52,7 @@ pub(super) fn find_culprit(
     // A pair that could not be read, or of which nothing was measured, was not compared: it neither fails
     // nor clears anything (its producer decides for an input).
     let read_row = |t: &TensorId| row_of.get(t).copied().filter(|&r| rows[r].judged());
-    let output_rows = |o: usize| index.ops[o].outputs.iter().filter_map(read_row);
+    let output_rows = |o: usize| index.ops[o].outputs().filter_map(|t| read_row(&t));
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).any(|r| rows[r].failed)).collect();
     let op_compared: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).next().is_some()).collect();
     let producer = input_producers(index, |t| hashes[t]);
@@ -78,7 +78,7 @@ pub(super) fn find_culprit(
             }
             continue;
         }
-        let inputs: Vec<(TensorId, InputEvidence)> = op.inputs.iter().map(|&t| (t, evidence(t))).collect();
+        let inputs: Vec<(TensorId, InputEvidence)> = op.inputs().map(|t| (t, evidence(t))).collect();
         let any = |f: fn(&InputEvidence) -> bool| inputs.iter().any(|(_, e)| f(e));
         let uncompared = inputs.iter().find_map(|(t, e)| match e {
             InputEvidence::FromUncompared(p) => Some((*t, *p)),
@@ -137,7 +137,7 @@ mod tests {
             .iter()
             .filter(|op| compared.contains(&op.name.as_str()))
             .map(|op| CompareRow {
-                target: op.outputs[0],
+                target: op.outputs().start,
                 bench: None,
                 how: None,
                 msprobe: MsprobeMetrics::unsupported(),

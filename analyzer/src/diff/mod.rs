@@ -553,7 +553,7 @@ impl<'a> Folded<'a> {
         }
         // The first differing output of the step and rank: the op first in execution order (ties by id, as
         // a stable sort of the ops leaves them), then its first output in the op's own order.
-        let Some(slot) = op.outputs.iter().position(|&x| x == t) else { return };
+        let Some(slot) = op.outputs().position(|x| x == t) else { return };
         let candidate = (op.order, o, slot);
         match self.first.entry((op.step, op.rank)) {
             std::collections::btree_map::Entry::Vacant(v) => {
@@ -574,16 +574,15 @@ impl<'a> Folded<'a> {
         let mut found = Vec::new();
         for f in self.first.values() {
             let op = &index.ops[f.op];
-            let compared = |t: &&TensorId| matches!(self.seen[**t], Seen::Identical | Seen::Differing);
-            let input_diffs: Vec<&TensorId> = op.inputs.iter().filter(compared).collect();
+            let compared = |t: &TensorId| matches!(self.seen[*t], Seen::Identical | Seen::Differing);
+            let input_diffs: Vec<TensorId> = op.inputs().filter(compared).collect();
             let differing_inputs: Vec<String> = input_diffs
                 .iter()
-                .filter(|&&&t| self.seen[t] == Seen::Differing)
-                .map(|&&t| index.tensor_label(t))
+                .filter(|&&t| self.seen[t] == Seen::Differing)
+                .map(|&t| index.tensor_label(t))
                 .collect();
             // An input that could not be read may have differed: the op cannot be called nondeterministic.
-            let verdict = if input_diffs.is_empty() || op.inputs.iter().any(|&t| self.seen[t] == Seen::Unread)
-            {
+            let verdict = if input_diffs.is_empty() || op.inputs().any(|t| self.seen[t] == Seen::Unread) {
                 "unknown"
             } else if differing_inputs.is_empty() {
                 "nondeterministic"

@@ -340,8 +340,8 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
         .ops
         .iter()
         .filter(|o| filter.keeps(o))
-        .flat_map(|o| o.inputs.iter().chain(&o.outputs))
-        .filter(|&t| !stats.contains_key(t) && index.tensors[*t].hash.is_none())
+        .flat_map(|o| o.tensors())
+        .filter(|t| !stats.contains_key(t) && index.tensors[*t].hash.is_none())
         .count();
     let mut ranks: Vec<u32> = index.ranks();
     ranks.extend(index.collectives.iter().map(|c| c.rank));
@@ -358,10 +358,8 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
                 time_us: o.launch.map(|l| l.timestamp_us),
                 kind: EventKind::Op { name: names.get(&o.name), op_type: names.get(&o.op_type) },
                 tensors: o
-                    .inputs
-                    .iter()
-                    .chain(&o.outputs)
-                    .map(|&id| {
+                    .tensors()
+                    .map(|id| {
                         let t = &index.tensors[id];
                         TensorSummary::of(
                             t.io,

@@ -115,7 +115,7 @@ fn scaled_loss(ctx: &Ctx<'_>, ops: &[OpId]) -> Option<TensorId> {
     ops.iter().find_map(|&o| {
         let op = &ctx.index.ops[o];
         crate::overflow::scaler_multiply(op, &stats)?;
-        op.inputs.iter().copied().find(|&t| !is_scale(t))
+        op.inputs().find(|&t| !is_scale(t))
     })
 }
 
@@ -293,7 +293,7 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
         Some(ActivationKind::Relu) => Some("dead_relu"),
         None => None,
     };
-    if let Some(c) = saturation.filter(|_| op.outputs.first() == Some(&t)).and_then(|n| get(conditions, n)) {
+    if let Some(c) = saturation.filter(|_| op.outputs().next() == Some(t)).and_then(|n| get(conditions, n)) {
         events.extend(range(ctx, c, t, &k));
     }
     if let Some(c) = get(conditions, "activation_range") {

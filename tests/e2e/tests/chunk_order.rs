@@ -42,7 +42,7 @@ fn listing(index: &Index, hash: impl Fn(usize) -> u64) -> Vec<String> {
     let mut lines = Vec::new();
     for op in &index.ops {
         lines.push(format!("step {} {} [{}]", op.step, op.name, op.op_type));
-        for &t in op.inputs.iter().chain(&op.outputs) {
+        for t in op.tensors() {
             let tensor = &index.tensors[t];
             lines.push(format!(
                 "  {}.{} {} {:?} {:016x}",

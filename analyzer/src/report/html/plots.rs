@@ -116,7 +116,7 @@ fn error_along_order(page: &mut String, c: &Comparison<'_>) {
     let mut culprit_x = None;
     for (x, &o) in ops.iter().enumerate() {
         let op = &index.ops[o];
-        let rows: Vec<usize> = op.outputs.iter().filter_map(|t| row_of.get(t).copied()).collect();
+        let rows: Vec<usize> = op.outputs().filter_map(|t| row_of.get(&t).copied()).collect();
         if rows.is_empty() {
             continue;
         }
