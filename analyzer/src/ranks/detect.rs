@@ -206,27 +206,61 @@ fn collectives(run: &RunEvents, d: &mut Detected) {
 /// (step, op name, occurrence of that name in the step, io, index): the same tensor on every replica.
 type TensorKey = (u64, Name, u32, Io, u32);
 
-fn op_tensor_keys(run: &RunEvents) -> BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> {
-    let mut keys: BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>> = BTreeMap::new();
+/// One step's tensors by [`TensorKey`], each with where it is and its content hash.
+type StepTensors = BTreeMap<TensorKey, Vec<(EventRef, Option<u64>)>>;
+
+/// `run`'s op events as (step, rank position, event position), steps ascending
+/// ([`UNKNOWN_STEP`](super::events::UNKNOWN_STEP) last): each step's [`StepTensors`] are made from its
+/// own ([`step_tensors`]). What the replica and baseline checks compare never spans two steps, so the keys
+/// of the whole run are never held at once (#18: they were a tenth of `ranks`' memory, growing with the
+/// steps).
+fn op_events_by_step(run: &RunEvents) -> Vec<(u64, usize, usize)> {
+    let mut ops: Vec<(u64, usize, usize)> = Vec::new();
     for (r, rank) in run.ranks.iter().enumerate() {
-        let mut seen: HashMap<(u64, &Name), u32> = HashMap::new();
-        for (i, e) in rank.events.iter().enumerate() {
-            let EventKind::Op { name, .. } = &e.kind else { continue };
-            let n = seen.entry((e.step, name)).or_default();
-            for t in &e.tensors {
-                keys.entry((e.step, name.clone(), *n, t.io, t.index)).or_default().push(((r, i), t.hash));
-            }
-            *n += 1;
+        let of_rank = rank.events.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::Op { .. }));
+        ops.extend(of_rank.map(|(i, e)| (e.step, r, i)));
+    }
+    ops.sort_unstable();
+    ops
+}
+
+/// The steps of [`op_events_by_step`]'s list, one slice each.
+fn by_step(ops: &[(u64, usize, usize)]) -> impl Iterator<Item = &[(u64, usize, usize)]> {
+    ops.chunk_by(|a, b| a.0 == b.0)
+}
+
+/// The tensors of one step's op events (a slice of [`by_step`]).
+fn step_tensors(run: &RunEvents, step_ops: &[(u64, usize, usize)]) -> StepTensors {
+    let mut keys = StepTensors::new();
+    // The how-many-th op of its name on its rank at this step.
+    let mut seen: HashMap<(usize, &Name), u32> = HashMap::new();
+    for &(step, r, i) in step_ops {
+        let e = &run.ranks[r].events[i];
+        let EventKind::Op { name, .. } = &e.kind else { continue };
+        let n = seen.entry((r, name)).or_default();
+        for t in &e.tensors {
+            keys.entry((step, name.clone(), *n, t.io, t.index)).or_default().push(((r, i), t.hash));
         }
+        *n += 1;
     }
     keys
 }
 
 fn replicas(run: &RunEvents, d: &mut Detected) {
-    let keys = op_tensor_keys(run);
     // Two ranks: tensors held alike at their last step, by (name, occurrence, io, index).
     let mut alike_before: HashMap<(Name, u32, Io, u32), bool> = HashMap::new();
-    for ((step, name, n, io, index), members) in &keys {
+    for step_ops in by_step(&op_events_by_step(run)) {
+        replicas_at_step(&step_tensors(run, step_ops), &mut alike_before, d);
+    }
+}
+
+/// [`replicas`] at one step.
+fn replicas_at_step(
+    keys: &StepTensors,
+    alike_before: &mut HashMap<(Name, u32, Io, u32), bool>,
+    d: &mut Detected,
+) {
+    for ((step, name, n, io, index), members) in keys {
         let hashed: Vec<(EventRef, u64)> = members.iter().filter_map(|(at, h)| h.map(|h| (*at, h))).collect();
         if hashed.len() < 2 {
             continue;
@@ -270,31 +304,26 @@ fn replicas(run: &RunEvents, d: &mut Detected) {
 }
 
 fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
-    let (ours, theirs) = (op_tensor_keys(run), op_tensor_keys(baseline));
-    let rank_of = |run: &RunEvents, (r, _): EventRef| run.ranks[r].rank;
-    let mut base: HashMap<(u32, &TensorKey), u64> = HashMap::new();
-    for (key, members) in &theirs {
-        for (at, h) in members {
-            if let Some(h) = h {
-                base.insert((rank_of(baseline, *at), key), *h);
-            }
-        }
-    }
+    let (ours_ops, theirs_ops) = (op_events_by_step(run), op_events_by_step(baseline));
+    let mut theirs_steps = by_step(&theirs_ops).peekable();
     let mut unmatched = 0u64;
-    for (key, members) in &ours {
-        for (at, h) in members {
-            let Some(h) = h else { continue };
-            match base.get(&(rank_of(run, *at), key)) {
-                Some(b) if b != h => {
-                    let label = format!("{}.{}.{}", key.1, key.3.as_str(), key.4);
-                    let detail =
-                        "its content hash differs from the baseline's at the same step and rank".to_string();
-                    d.add(*at, FindingKind::BaselineDifference, Some(label), detail);
+    for step_ops in by_step(&ours_ops) {
+        let step = step_ops[0].0;
+        // The baseline's steps that this run lacks have nothing to compare with.
+        while theirs_steps.next_if(|t| t[0].0 < step).is_some() {}
+        let theirs = match theirs_steps.next_if(|t| t[0].0 == step) {
+            Some(t) => step_tensors(baseline, t),
+            None => StepTensors::new(),
+        };
+        let mut base: HashMap<(u32, &TensorKey), u64> = HashMap::new();
+        for (key, members) in &theirs {
+            for (at, h) in members {
+                if let Some(h) = h {
+                    base.insert((baseline.ranks[at.0].rank, key), *h);
                 }
-                Some(_) => {}
-                None => unmatched += 1,
             }
         }
+        unmatched += baseline_differences(run, &step_tensors(run, step_ops), &base, d);
     }
     // Collectives: the k-th call of a rank against the baseline's k-th (communicator names differ
     // between runs: each run made its own root info).
@@ -321,5 +350,92 @@ fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
     }
     if unmatched > 0 {
         d.warnings.push(format!("{unmatched} tensor(s) or call(s) have no counterpart in the baseline"));
+    }
+}
+
+/// One step's tensors of `run` against the baseline's hashes of the same step (by rank and key): each
+/// that differs is a finding; returns how many have no counterpart.
+fn baseline_differences(
+    run: &RunEvents,
+    ours: &StepTensors,
+    base: &HashMap<(u32, &TensorKey), u64>,
+    d: &mut Detected,
+) -> u64 {
+    let mut unmatched = 0;
+    for (key, members) in ours {
+        for (at, h) in members {
+            let Some(h) = h else { continue };
+            match base.get(&(run.ranks[at.0].rank, key)) {
+                Some(b) if b != h => {
+                    let label = format!("{}.{}.{}", key.1, key.3.as_str(), key.4);
+                    let detail =
+                        "its content hash differs from the baseline's at the same step and rank".to_string();
+                    d.add(*at, FindingKind::BaselineDifference, Some(label), detail);
+                }
+                Some(_) => {}
+                None => unmatched += 1,
+            }
+        }
+    }
+    unmatched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::events::{RankEvents, TensorSummary};
+    use super::*;
+
+    /// An op `name` at `step` with one output of content hash `hash`.
+    fn op(step: u64, name: &str, hash: u64) -> Event {
+        let t = TensorSummary {
+            io: Io::Output,
+            index: 0,
+            dtype: "FLOAT".into(),
+            float: true,
+            elements: 4,
+            nan: 0,
+            pos_inf: 0,
+            neg_inf: 0,
+            at_saturation: 0,
+            min: 0.0,
+            max: 0.0,
+            mean: 0.0,
+            l2_norm: 0.0,
+            hash: Some(hash),
+        };
+        Event {
+            step,
+            time_us: None,
+            kind: EventKind::Op { name: name.into(), op_type: "X".into() },
+            tensors: vec![t],
+        }
+    }
+
+    /// Ranks 0 and 1, each running `a` twice at every step of `steps`; `hash` gives each output's hash
+    /// from (rank, step, occurrence).
+    fn run(steps: std::ops::Range<u64>, hash: impl Fn(u32, u64, u64) -> u64) -> RunEvents {
+        let events = |rank| {
+            let at = steps.clone().flat_map(|s| (0..2).map(move |n| (s, n)));
+            at.map(|(s, n)| op(s, "a", hash(rank, s, n))).collect()
+        };
+        RunEvents {
+            ranks: (0..2).map(|rank| RankEvents { rank, events: events(rank) }).collect(),
+            ..RunEvents::default()
+        }
+    }
+
+    /// Compared one step at a time, each tensor still meets the baseline's of its own step, rank and
+    /// occurrence of its op's name: steps only one side has are no counterpart, never another step's.
+    #[test]
+    fn the_baseline_is_met_step_by_step_whichever_steps_each_side_lacks() {
+        let same = |rank: u32, step: u64, n: u64| u64::from(rank) * 100 + step * 10 + n;
+        let ours = run(0..3, |rank, step, n| same(rank, step, n) + u64::from((rank, step, n) == (1, 2, 1)));
+        let baseline = run(1..4, same);
+        let d = detect(&ours, Some(&baseline));
+        let differing: Vec<(&EventRef, Vec<FindingKind>)> =
+            d.findings.iter().map(|(at, f)| (at, f.iter().map(|f| f.kind).collect())).collect();
+        // Rank 1's event 5: step 2, the second `a`.
+        assert_eq!(differing, [(&(1, 5), vec![FindingKind::BaselineDifference])]);
+        assert_eq!(d.warnings, ["4 tensor(s) or call(s) have no counterpart in the baseline"]);
     }
 }
