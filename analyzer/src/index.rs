@@ -770,11 +770,13 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        // 208 with the shape a `Vec` and `original_op`'s name a `String`.
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 192, "bytes a tensor in every index");
-        // Tensors as bounds of the tensor table: 160 with a list each of inputs and outputs (and a heap
-        // block each beside it); 176 before that with a `String` each for the name and the type.
-        assert_eq!(std::mem::size_of::<IndexedOp>(), 120, "bytes an op in every index");
+        // Shape and `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them
+        // `Arc<[u64]>` and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 176, "bytes a tensor in every index");
+        // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
+        // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
+        // each for the name and the type.
+        assert_eq!(std::mem::size_of::<IndexedOp>(), 104, "bytes an op in every index");
     }
 
     #[test]
