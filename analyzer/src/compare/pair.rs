@@ -10,7 +10,6 @@ use super::row::{CompareRow, Measured};
 use crate::index::{TensorId, TensorInfo};
 use crate::matching::TensorPair;
 use crate::metrics::msprobe::{accuracy_reached, Accuracy};
-use crate::metrics::verdict::Level;
 use crate::metrics::{measure, Cell, Families, MetricsRequest, MsprobeMetrics, PairMetrics};
 use crate::sources::{with_lent_buffers, LentBuffers, Source};
 use crate::threads::tensor_bytes;
@@ -77,22 +76,7 @@ pub(super) fn compare_pair(
 ) -> (CompareRow, Option<u64>, Option<ReadMetrics>) {
     let (t, b) = (p.target, p.bench);
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
-    let mut row = CompareRow {
-        target: t,
-        bench: Some(b),
-        how: Some(p.how),
-        msprobe: MsprobeMetrics::unsupported(),
-        msaccucmp: None,
-        target_measured_stats: None,
-        bench_measured_stats: None,
-        accuracy: Accuracy::NotComparable,
-        result: Level::Pass,
-        messages: Vec::new(),
-        failed: false,
-        reason: None,
-        error: None,
-        measured: Measured::Values,
-    };
+    let mut row = CompareRow::new(t, Some(b), Some(p.how));
     let mut hash = None;
     let mut read = None;
     // Element counts, checked: a shape whose product overflows 64 bits describes no tensor that exists,
@@ -103,7 +87,7 @@ pub(super) fn compare_pair(
         .zip([tn, bn])
         .find_map(|(side, n)| n.is_none().then_some(side))
     {
-        row.error = Some(format!("{side} shape {shape:?} has more elements than 64 bits count"));
+        row.set_error(Some(format!("{side} shape {shape:?} has more elements than 64 bits count")));
     } else if tn != bn {
         row.msprobe = MsprobeMetrics::shape_unmatched();
     } else if ti.has_data && bi.has_data {
@@ -124,7 +108,7 @@ pub(super) fn compare_pair(
                         hash = h;
                         read = metrics.map(|metrics| ReadMetrics { request, metrics });
                     }
-                    Err(err) => row.error = Some(format!("{err:#}")),
+                    Err(err) => row.set_error(Some(format!("{err:#}"))),
                 }
             }
         }
@@ -237,7 +221,7 @@ fn judge(row: &mut CompareRow, options: &CompareOptions) {
     // A pair that could not be read, or of which nothing was measured, is not judged: its metrics are
     // empty, not bad (and not good either).
     row.failed = reason.is_some() && row.judged();
-    row.reason = if row.judged() { reason } else { None };
+    row.set_reason(if row.judged() { reason } else { None });
 }
 
 #[cfg(test)]
@@ -348,7 +332,7 @@ mod tests {
             let row = |pool: &rayon::ThreadPool| {
                 let (row, hash, _) =
                     pool.install(|| compare_pair(&target, &bench, &pair, &options, Families::All, None));
-                (format!("{row:?}"), row.error, hash)
+                (format!("{row:?}"), row.error().map(str::to_string), hash)
             };
             let in_turn = row(&one);
             bench.threads.lock().unwrap().clear();
@@ -377,7 +361,7 @@ mod tests {
         pool.install(|| {
             let comparison = compare(&target, &bench, &CompareOptions::default());
             assert_eq!(comparison.rows.len(), 1);
-            assert!(comparison.rows[0].error.is_none(), "{:?}", comparison.rows[0].error);
+            assert!(comparison.rows[0].error().is_none(), "{:?}", comparison.rows[0].error());
             let kept = rayon::broadcast(|_| {
                 let (n, b) = BUFFERS.with(|c| c.take());
                 let side = SIDE_BUFFERS.with(|c| c.take());

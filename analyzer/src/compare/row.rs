@@ -46,21 +46,88 @@ pub struct CompareRow {
     pub target_measured_stats: Option<Box<TensorStats>>,
     pub bench_measured_stats: Option<Box<TensorStats>>,
     pub accuracy: Accuracy,
-    /// msprobe's Result column and its messages.
+    /// msprobe's Result column; its messages are [`CompareRow::messages`].
     pub result: Level,
-    pub messages: Vec<String>,
     /// accutrace's verdict: this tensor fails on precision.
     pub failed: bool,
-    /// Why it failed, in words.
-    pub reason: Option<String>,
-    /// Why a side could not be read: the pair is not judged (neither pass nor fail) and is an input
-    /// problem of the comparison.
-    pub error: Option<String>,
     /// What the verdict rests on; [`Measured::Nothing`] leaves the pair unjudged.
     pub measured: Measured,
+    /// msprobe's messages, why the pair failed and why a side could not be read: absent for most rows, so
+    /// boxed together (#18: inline they were 72 of a row's 352 bytes).
+    texts: Option<Box<RowTexts>>,
+}
+
+/// The texts a row rarely has (see [`CompareRow::messages`], [`CompareRow::reason`], [`CompareRow::error`]).
+#[derive(Clone, Debug, Default)]
+struct RowTexts {
+    messages: Vec<String>,
+    reason: Option<String>,
+    error: Option<String>,
 }
 
 impl CompareRow {
+    /// The row of `target` paired with `bench` (`how`), before anything is measured: msprobe's metrics
+    /// unsupported, accuracy not comparable, a pass, no texts; values to be measured.
+    pub fn new(target: TensorId, bench: Option<TensorId>, how: Option<MatchKind>) -> CompareRow {
+        CompareRow {
+            target,
+            bench,
+            how,
+            msprobe: MsprobeMetrics::unsupported(),
+            msaccucmp: None,
+            target_measured_stats: None,
+            bench_measured_stats: None,
+            accuracy: Accuracy::NotComparable,
+            result: Level::Pass,
+            failed: false,
+            measured: Measured::Values,
+            texts: None,
+        }
+    }
+
+    /// msprobe's messages for the Result column (empty when clean).
+    pub fn messages(&self) -> &[String] {
+        self.texts.as_ref().map_or(&[], |t| t.messages.as_slice())
+    }
+
+    /// Why it failed, in words.
+    pub fn reason(&self) -> Option<&str> {
+        self.texts.as_ref().and_then(|t| t.reason.as_deref())
+    }
+
+    /// Why a side could not be read: the pair is not judged (neither pass nor fail) and is an input
+    /// problem of the comparison.
+    pub fn error(&self) -> Option<&str> {
+        self.texts.as_ref().and_then(|t| t.error.as_deref())
+    }
+
+    pub fn set_messages(&mut self, messages: Vec<String>) {
+        if !messages.is_empty() || self.texts.is_some() {
+            self.edit_texts(|t| t.messages = messages);
+        }
+    }
+
+    pub fn set_reason(&mut self, reason: Option<String>) {
+        if reason.is_some() || self.texts.is_some() {
+            self.edit_texts(|t| t.reason = reason);
+        }
+    }
+
+    pub fn set_error(&mut self, error: Option<String>) {
+        if error.is_some() || self.texts.is_some() {
+            self.edit_texts(|t| t.error = error);
+        }
+    }
+
+    /// Changes the texts, boxed only while one is set (the setters allocate nothing to leave a row
+    /// without texts).
+    fn edit_texts(&mut self, edit: impl FnOnce(&mut RowTexts)) {
+        let mut texts = self.texts.take().unwrap_or_default();
+        edit(&mut texts);
+        let empty = texts.messages.is_empty() && texts.reason.is_none() && texts.error.is_none();
+        self.texts = (!empty).then_some(texts);
+    }
+
     /// The target's statistics: its index's, else those the comparison measured. `ti` is the target's
     /// index.
     pub fn target_stats<'a>(&'a self, ti: &'a Index) -> Option<&'a TensorStats> {
@@ -75,7 +142,7 @@ impl CompareRow {
 
     /// Read and measured (or shown identical by content hash): its verdict counts.
     pub fn judged(&self) -> bool {
-        self.error.is_none() && self.measured != Measured::Nothing
+        self.error().is_none() && self.measured != Measured::Nothing
     }
 
     /// Judged and not failed.
@@ -85,6 +152,32 @@ impl CompareRow {
 
     /// Matched, readable, but nothing measured: a side holds no tensor data.
     pub fn unmeasured(&self) -> bool {
-        self.error.is_none() && self.measured == Measured::Nothing
+        self.error().is_none() && self.measured == Measured::Nothing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts are boxed only while one is set: a row whose reason is set and cleared again, or that is
+    /// given no messages, holds no box.
+    #[test]
+    fn a_rows_texts_are_boxed_only_while_one_is_set() {
+        let mut row = CompareRow::new(3, Some(4), Some(MatchKind::Exact));
+        row.set_messages(Vec::new());
+        row.set_reason(None);
+        row.set_error(None);
+        assert!(row.texts.is_none());
+        row.set_reason(Some("shapes differ".into()));
+        row.set_messages(vec!["Warning: dtype changed".into()]);
+        assert_eq!((row.reason(), row.error()), (Some("shapes differ"), None));
+        assert_eq!(row.messages(), ["Warning: dtype changed"]);
+        row.set_reason(None);
+        row.set_messages(Vec::new());
+        assert!(row.texts.is_none(), "{:?}", row.texts);
+        row.set_error(Some("cannot read".into()));
+        assert_eq!((row.reason(), row.error(), row.messages().len()), (None, Some("cannot read"), 0));
+        assert!(!row.judged() && !row.unmeasured());
     }
 }

@@ -138,7 +138,7 @@ pub fn compare<'a>(
                     .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
             }
             rows[i].result = entry.verdict.level;
-            rows[i].messages = entry.verdict.messages.clone();
+            rows[i].set_messages(entry.verdict.messages.clone());
         }
     }
     let mut problems = InputProblems::of_sources(&[target, bench]);
@@ -157,10 +157,10 @@ pub fn compare<'a>(
         problems.push(p);
     }
     let mut unread = vec![false; ti.tensors.len()];
-    for row in rows.iter().filter(|r| r.error.is_some()) {
+    for row in rows.iter().filter(|r| r.error().is_some()) {
         unread[row.target] = true;
         let bench_label = row.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
-        let why = row.error.as_deref().unwrap_or_default();
+        let why = row.error().unwrap_or_default();
         problems
             .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target))));
     }

@@ -82,7 +82,7 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
     let index = c.target.index();
     let compared = c.rows.len();
     let failed = c.rows.iter().filter(|r| r.failed).count();
-    let unread = c.rows.iter().filter(|r| r.error.is_some()).count();
+    let unread = c.rows.iter().filter(|r| r.error().is_some()).count();
     let unread_text = if unread > 0 { format!(", {unread} could not be read") } else { String::new() };
     let unmeasured = c.unmeasured_pairs();
     let unmeasured_text = match unmeasured {
@@ -123,7 +123,7 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
                     out,
                     "  {}: {}",
                     index.tensor_label(row.target),
-                    row.reason.as_deref().unwrap_or("")
+                    row.reason().unwrap_or("")
                 )?;
             }
             if let Some(first) = c.failing_before_culprit() {
@@ -210,7 +210,7 @@ fn api_summary(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result
             "  {} against {}: {}",
             ti.tensor_label(row.target),
             row.bench.map_or_else(String::new, |b| bi.tensor_label(b)),
-            row.reason.as_deref().unwrap_or("")
+            row.reason().unwrap_or("")
         )?;
     }
     let empty_calls = c.api_calls.iter().filter(|a| a.kernels.is_empty()).count();
@@ -437,7 +437,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.extend(bs);
         record.push(row.accuracy.to_string());
         record.push(row.result.to_string());
-        record.push(serde_json::to_string(&row.messages)?);
+        record.push(serde_json::to_string(row.messages())?);
         record.push(num(|a| a.mean_absolute_error));
         record.push(num(|a| a.root_mean_square_error));
         record.push(num(|a| a.relative_euclidean_distance));
@@ -460,7 +460,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
 /// The CSV's Reason: why it fails, why it could not be read, or what a verdict without metrics rests on.
 fn reason_text(row: &CompareRow) -> String {
     let without_values = (row.measured != Measured::Values).then(|| row.measured.text().to_string());
-    row.reason.clone().or_else(|| row.error.clone()).or(without_values).unwrap_or_default()
+    row.reason().or(row.error()).map(str::to_string).or(without_values).unwrap_or_default()
 }
 
 fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {

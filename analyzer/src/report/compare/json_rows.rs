@@ -20,7 +20,7 @@ pub(super) struct RowJson<'a> {
     bench: Option<String>,
     bench_stats: Option<StatsJson>,
     cosine: CellJson,
-    error: &'a Option<String>,
+    error: Option<&'a str>,
     euc_dist: CellJson,
     five_thousandths_err_ratio: CellJson,
     #[serde(rename = "match")]
@@ -32,7 +32,7 @@ pub(super) struct RowJson<'a> {
     msaccucmp: Option<MsaccucmpJson>,
     one_thousandth_err_ratio: CellJson,
     rank: u32,
-    reason: &'a Option<String>,
+    reason: Option<&'a str>,
     result: String,
     status: &'static str,
     step: u64,
@@ -50,18 +50,18 @@ impl<'a> RowJson<'a> {
             bench: row.bench.map(|b| bi.tensor_label(b)),
             bench_stats: row.bench_stats(bi).map(StatsJson::new),
             cosine: CellJson(m.cosine),
-            error: &row.error,
+            error: row.error(),
             euc_dist: CellJson(m.euc_dist),
             five_thousandths_err_ratio: CellJson(m.five_thousandths_err_ratio),
             how: row.how,
             max_abs_err: CellJson(m.max_abs_err),
             max_relative_err: CellJson(m.max_relative_err),
             measured: measured_word(row.measured),
-            messages: &row.messages,
+            messages: row.messages(),
             msaccucmp: row.msaccucmp.as_ref().map(MsaccucmpJson::new),
             one_thousandth_err_ratio: CellJson(m.one_thousandth_err_ratio),
             rank: op.rank,
-            reason: &row.reason,
+            reason: row.reason(),
             result: row.result.to_string(),
             status: status_word(row),
             step: op.step,
@@ -151,7 +151,7 @@ impl StatsJson {
 /// The CSV's and JSON's Status: `pass`, `fail`, or, not judged, `unreadable` (a side could not be read) or
 /// `unmeasured` (a side holds no tensor data).
 pub(super) fn status_word(row: &CompareRow) -> &'static str {
-    match (row.failed, &row.error) {
+    match (row.failed, row.error()) {
         (_, Some(_)) => "unreadable",
         _ if row.unmeasured() => "unmeasured",
         (true, None) => "fail",
@@ -205,8 +205,8 @@ mod tests {
             })),
             "target_stats": row.target_stats(ti), "bench_stats": row.bench_stats(bi),
             "accuracy_reached": row.accuracy.to_string(), "result": row.result.to_string(),
-            "messages": row.messages, "status": status_word(row), "measured": measured_word(row.measured),
-            "reason": row.reason, "error": row.error,
+            "messages": row.messages(), "status": status_word(row), "measured": measured_word(row.measured),
+            "reason": row.reason(), "error": row.error(),
         })
     }
 
@@ -287,22 +287,22 @@ mod tests {
                 standard_deviation: ((f(9), f(10)), (f(11), f(12))),
                 overflow: k.is_multiple_of(3),
             });
-            let row = CompareRow {
-                target: tensors[k % 2],
-                bench: (!k.is_multiple_of(5)).then(|| tensors[(k + 1) % 2]),
-                how: hows[k % hows.len()],
-                msprobe,
-                msaccucmp,
-                target_measured_stats: (k % 3 != 1).then(|| Box::new(stats(k))),
-                bench_measured_stats: (k % 4 != 2).then(|| Box::new(stats(k + 5))),
-                accuracy: [Accuracy::Yes, Accuracy::No, Accuracy::Unmatched, Accuracy::NotComparable][k % 4],
-                result: [Level::Pass, Level::Warning, Level::Error][k % 3],
-                messages: texts.iter().take(k % 4).flatten().cloned().collect(),
-                failed: k % 2 == 1,
-                reason: texts[k % 3].clone(),
-                error: texts[(k / 3) % 3].clone(),
-                measured: [Measured::Values, Measured::EqualHashes, Measured::Nothing][k % 3],
-            };
+            let mut row = CompareRow::new(
+                tensors[k % 2],
+                (!k.is_multiple_of(5)).then(|| tensors[(k + 1) % 2]),
+                hows[k % hows.len()],
+            );
+            row.msprobe = msprobe;
+            row.msaccucmp = msaccucmp;
+            row.target_measured_stats = (k % 3 != 1).then(|| Box::new(stats(k)));
+            row.bench_measured_stats = (k % 4 != 2).then(|| Box::new(stats(k + 5)));
+            row.accuracy = [Accuracy::Yes, Accuracy::No, Accuracy::Unmatched, Accuracy::NotComparable][k % 4];
+            row.result = [Level::Pass, Level::Warning, Level::Error][k % 3];
+            row.set_messages(texts.iter().take(k % 4).flatten().cloned().collect());
+            row.failed = k % 2 == 1;
+            row.set_reason(texts[k % 3].clone());
+            row.set_error(texts[(k / 3) % 3].clone());
+            row.measured = [Measured::Values, Measured::EqualHashes, Measured::Nothing][k % 3];
             let (direct, tree) = (RowJson::new(&row, &index, &index), row_value(&row, &index, &index));
             let pretty = serde_json::to_string_pretty(&direct).unwrap();
             assert_eq!(pretty, serde_json::to_string_pretty(&tree).unwrap(), "row {k}");

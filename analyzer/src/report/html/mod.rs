@@ -202,7 +202,7 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool, diffed: bo
                 page.push_str(&format!(
                     "<p class=\"verdict detail\"><code>{}</code>: {}</p>",
                     escape(&index.tensor_label(row.target)),
-                    escape(row.reason.as_deref().unwrap_or(""))
+                    escape(row.reason().unwrap_or(""))
                 ));
             }
             if let Some(first) = c.failing_before_culprit() {
@@ -298,7 +298,7 @@ fn api_verdict(page: &mut String, c: &Comparison<'_>) {
         "<p class=\"verdict detail\"><code>{}</code> against <code>{}</code>: {}</p>",
         escape(&ti.tensor_label(row.target)),
         escape(&row.bench.map_or_else(String::new, |b| bi.tensor_label(b))),
-        escape(row.reason.as_deref().unwrap_or(""))
+        escape(row.reason().unwrap_or(""))
     ));
     let empty_calls = c.api_calls.iter().filter(|a| a.kernels.is_empty()).count();
     page.push_str(&format!(
