@@ -100,6 +100,60 @@ fn fuzzy_name(name: &str) -> String {
     }
 }
 
+/// The benchmark's tensors found by [`Key`]: its ops by rank, step and normalized name, then the tensor by
+/// its place in the op (io, index). Keyed per op, not per tensor (#18: a key a tensor, 49 bytes a slot of a
+/// map of 262,144 at 198,840 tensors, was 12.9 MB of diff's heap peak).
+struct BenchTensors<'a> {
+    index: &'a Index,
+    /// The first op of each rank, step and name.
+    first_of_key: HashMap<(u32, u64, &'a str), OpId>,
+    /// Each op -> the next op of the same rank, step and name (rarely any).
+    next_of_key: Vec<Option<OpId>>,
+    /// Whether each op's inputs and its outputs each list index k at position k (nearly every op): its
+    /// tensor of a place is then found without a scan.
+    in_place: Vec<bool>,
+}
+
+impl<'a> BenchTensors<'a> {
+    /// `names`: each op's normalized name.
+    fn new(index: &'a Index, names: &'a [String]) -> Self {
+        let mut first_of_key = HashMap::with_capacity(index.ops.len());
+        let mut next_of_key = vec![None; index.ops.len()];
+        // From the last op back: each op replaces the later one of its key, which becomes its next.
+        for (id, op) in index.ops.iter().enumerate().rev() {
+            next_of_key[id] = first_of_key.insert((op.rank, op.step, names[id].as_str()), id);
+        }
+        let at_their_index = |tensors: std::ops::Range<TensorId>| {
+            tensors.enumerate().all(|(k, t)| index.tensors[t].index as usize == k)
+        };
+        let in_place =
+            index.ops.iter().map(|op| at_their_index(op.inputs()) && at_their_index(op.outputs())).collect();
+        BenchTensors { index, first_of_key, next_of_key, in_place }
+    }
+
+    /// The first benchmark tensor (the lowest id) of `key`.
+    fn get(&self, &(rank, step, name, io, place): &Key) -> Option<TensorId> {
+        let mut op = self.first_of_key.get(&(rank, step, name)).copied();
+        let mut first: Option<TensorId> = None;
+        while let Some(id) = op {
+            let mut listed = match io {
+                Io::Input => self.index.ops[id].inputs(),
+                Io::Output => self.index.ops[id].outputs(),
+            };
+            // Ascending ids: the first found is the lowest.
+            let found = match self.in_place[id] {
+                true => listed.nth(place as usize),
+                false => listed.find(|&t| self.index.tensors[t].index == place),
+            };
+            if let Some(t) = found {
+                first = Some(first.map_or(t, |f| f.min(t)));
+            }
+            op = self.next_of_key[id];
+        }
+        first
+    }
+}
+
 fn key_of<'a>(index: &Index, t: TensorId, name: &'a str) -> Key<'a> {
     let tensor = &index.tensors[t];
     let op = &index.ops[tensor.op];
@@ -115,12 +169,11 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         true => bench_names.iter().map(|name| fuzzy_name(name)).collect(),
         false => Vec::new(),
     };
-    let mut bench_by_key: HashMap<Key, TensorId> = HashMap::with_capacity(bench.tensors.len());
+    let bench_by_key = BenchTensors::new(bench, &bench_names);
     let mut bench_by_fuzzy: HashMap<Key, Vec<TensorId>> = HashMap::new();
-    for t in 0..bench.tensors.len() {
-        let op = bench.tensors[t].op;
-        bench_by_key.entry(key_of(bench, t, &bench_names[op])).or_insert(t);
-        if options.fuzzy {
+    if options.fuzzy {
+        for t in 0..bench.tensors.len() {
+            let op = bench.tensors[t].op;
             bench_by_fuzzy.entry(key_of(bench, t, &bench_fuzzy_names[op])).or_default().push(t);
         }
     }
@@ -136,7 +189,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         let name = norm(&target.ops[tensor.op].name);
         let mut take = |key: &Key, how: MatchKind, used: &mut Vec<bool>| -> bool {
             match bench_by_key.get(key) {
-                Some(&b) if !used[b] => {
+                Some(b) if !used[b] => {
                     used[b] = true;
                     pairs.push(TensorPair { target: t, bench: b, how });
                     true
@@ -341,6 +394,44 @@ pub fn input_producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The benchmark's tensors keyed per op give, for every key, the first tensor (the lowest id) of that
+    /// key, as a map of every tensor's key did: ops sharing a rank, step and name, a place listed out of
+    /// order, a place listed twice, inputs and outputs of one index.
+    #[test]
+    fn bench_tensors_give_the_first_tensor_of_each_key() {
+        use crate::index::TensorInfo;
+        use accutrace_formats::DType;
+        let mut bench = Index::default();
+        let tensor = |op, io, index| TensorInfo::for_test(op, io, index, DType::FLOAT, vec![1]);
+        let a = bench.push_op("a".into(), "Add".into(), 0, 0);
+        bench.push_tensor(tensor(a, Io::Output, 1));
+        let b = bench.push_op("b".into(), "Mul".into(), 0, 0);
+        for (io, index) in [(Io::Input, 0), (Io::Input, 1), (Io::Output, 0), (Io::Output, 0)] {
+            bench.push_tensor(tensor(b, io, index));
+        }
+        let a_again = bench.push_op("a".into(), "Add".into(), 0, 0);
+        for (io, index) in [(Io::Input, 0), (Io::Output, 0), (Io::Output, 1)] {
+            bench.push_tensor(tensor(a_again, io, index));
+        }
+        let a_next_step = bench.push_op("a".into(), "Add".into(), 1, 0);
+        bench.push_tensor(tensor(a_next_step, Io::Output, 0));
+        let names: Vec<String> = bench.ops.iter().map(|op| norm(&op.name)).collect();
+        let by_key = BenchTensors::new(&bench, &names);
+        for step in [0, 1, 2] {
+            for name in ["a", "b", "c"] {
+                for io in [Io::Input, Io::Output] {
+                    for place in [0, 1, 2] {
+                        let key = (0, step, name, io, place);
+                        let first = (0..bench.tensors.len())
+                            .find(|&t| key_of(&bench, t, &names[bench.tensors[t].op]) == key);
+                        assert_eq!(by_key.get(&key), first, "{key:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(by_key.get(&(0, 0, "a", Io::Output, 1)), Some(0), "the first op's, listed out of place");
+    }
 
     #[test]
     fn fuzzy_names_drop_the_call_index_only() {
