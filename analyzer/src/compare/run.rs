@@ -15,7 +15,7 @@ use crate::comparable::{
     swapped_sides, without_counterpart, without_counterpart_warning,
 };
 use crate::index::{Io, TensorId};
-use crate::matching::{match_runs, TensorPair};
+use crate::matching::{match_runs, Matching, TensorPair};
 use crate::metrics::verdict::Level;
 use crate::metrics::Families;
 use crate::problems::{InputProblem, InputProblems};
@@ -126,6 +126,10 @@ pub fn compare<'a>(
     );
     progress.finish();
     release_pair_buffers();
+    // The pairs are in the rows now: of the matching, only what it left unmatched and its API calls are
+    // kept (#18: the pairs and the list of those kept were 32 bytes a pair beside the rows and the tables).
+    drop(pairs);
+    let Matching { unmatched_bench, api_calls, .. } = matching;
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
     // tensors: the table does it, and the compared rows take their verdicts from it.
     let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
@@ -210,15 +214,14 @@ pub fn compare<'a>(
         unmatched_target,
         without_counterpart: without_counterpart.len(),
         msprobe_table,
-        unmatched_bench: matching
-            .unmatched_bench
+        unmatched_bench: unmatched_bench
             .into_iter()
             .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))
             .collect(),
         refused: None,
         warnings,
         problems,
-        api_calls: matching.api_calls,
+        api_calls,
     }
 }
 
