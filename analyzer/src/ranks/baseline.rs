@@ -110,22 +110,7 @@ mod tests {
     use crate::index::Io;
 
     fn op(step: u64, name: &str, elements: u64) -> Event {
-        let t = TensorSummary {
-            io: Io::Output,
-            index: 0,
-            dtype: "FLOAT16".into(),
-            float: true,
-            elements,
-            nan: 0,
-            pos_inf: 0,
-            neg_inf: 0,
-            at_saturation: 0,
-            min: 0.0,
-            max: 0.0,
-            mean: 0.0,
-            l2_norm: 0.0,
-            hash: Some(1),
-        };
+        let t = TensorSummary::zeros(Io::Output, elements, Some(1));
         Event {
             step,
             time_us: None,

@@ -387,22 +387,7 @@ mod tests {
 
     /// An op `name` at `step` with one output of content hash `hash`.
     fn op(step: u64, name: &str, hash: u64) -> Event {
-        let t = TensorSummary {
-            io: Io::Output,
-            index: 0,
-            dtype: "FLOAT".into(),
-            float: true,
-            elements: 4,
-            nan: 0,
-            pos_inf: 0,
-            neg_inf: 0,
-            at_saturation: 0,
-            min: 0.0,
-            max: 0.0,
-            mean: 0.0,
-            l2_norm: 0.0,
-            hash: Some(hash),
-        };
+        let t = TensorSummary::zeros(Io::Output, 4, Some(hash));
         Event {
             step,
             time_us: None,

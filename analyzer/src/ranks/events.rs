@@ -83,6 +83,29 @@ pub struct TensorSummary {
     pub hash: Option<u64>,
 }
 
+#[cfg(test)]
+impl TensorSummary {
+    /// A FLOAT16 tensor of `elements` values, all zero, with the content hash `hash`: tests' events.
+    pub(crate) fn zeros(io: Io, elements: u64, hash: Option<u64>) -> TensorSummary {
+        TensorSummary {
+            io,
+            index: 0,
+            dtype: "FLOAT16".into(),
+            float: true,
+            elements,
+            nan: 0,
+            pos_inf: 0,
+            neg_inf: 0,
+            at_saturation: 0,
+            min: 0.0,
+            max: 0.0,
+            mean: 0.0,
+            l2_norm: 0.0,
+            hash,
+        }
+    }
+}
+
 impl TensorSummary {
     fn of(
         io: Io,

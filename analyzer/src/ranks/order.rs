@@ -399,22 +399,7 @@ mod tests {
     /// Rank `r`'s all-reduce #0 of a 3-rank communicator, its send buffer holding `input_nan` NaN.
     fn all_reduce(r: u32, input_nan: u64) -> Event {
         let mut e = call(CollectiveOp::AllReduce, 0, r, None);
-        e.tensors.push(TensorSummary {
-            io: Io::Input,
-            index: 0,
-            dtype: "FLOAT16".into(),
-            float: true,
-            elements: 4,
-            nan: input_nan,
-            pos_inf: 0,
-            neg_inf: 0,
-            at_saturation: 0,
-            min: 0.0,
-            max: 0.0,
-            mean: 0.0,
-            l2_norm: 0.0,
-            hash: None,
-        });
+        e.tensors.push(TensorSummary { nan: input_nan, ..TensorSummary::zeros(Io::Input, 4, None) });
         e
     }
 
