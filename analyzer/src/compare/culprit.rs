@@ -48,6 +48,11 @@ pub(super) fn find_culprit(
     rows: &[CompareRow],
     hashes: &[Option<u64>],
 ) -> (Vec<FailingOp>, Option<usize>) {
+    // Without a failing row there is no failing op: no map of the rows and no producers to find (#18: 7.8
+    // MB at 198,840 pairs of two identical runs).
+    if !rows.iter().any(|r| r.failed) {
+        return (Vec::new(), None);
+    }
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
     // A pair that could not be read, or of which nothing was measured, was not compared: it neither fails
     // nor clears anything (its producer decides for an input).
