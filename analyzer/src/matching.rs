@@ -131,26 +131,28 @@ impl<'a> BenchTensors<'a> {
         BenchTensors { index, first_of_key, next_of_key, in_place }
     }
 
-    /// The first benchmark tensor (the lowest id) of `key`.
+    /// The first benchmark tensor (the lowest id) of `key`: that of the first op of the key that has the
+    /// place. An ordered index ([`Index::order_by_execution`]) numbers an op's tensors after every earlier
+    /// op's, so no later op of the key can hold a lower id, and the walk stops there: ops of one name
+    /// repeat by the thousand in a step of an eager capture (kernels named by their type), where a walk
+    /// of all of them for every tensor would make matching quadratic in them.
     fn get(&self, &(rank, step, name, io, place): &Key) -> Option<TensorId> {
         let mut op = self.first_of_key.get(&(rank, step, name)).copied();
-        let mut first: Option<TensorId> = None;
         while let Some(id) = op {
             let mut listed = match io {
                 Io::Input => self.index.ops[id].inputs(),
                 Io::Output => self.index.ops[id].outputs(),
             };
-            // Ascending ids: the first found is the lowest.
             let found = match self.in_place[id] {
                 true => listed.nth(place as usize),
                 false => listed.find(|&t| self.index.tensors[t].index == place),
             };
-            if let Some(t) = found {
-                first = Some(first.map_or(t, |f| f.min(t)));
+            if found.is_some() {
+                return found;
             }
             op = self.next_of_key[id];
         }
-        first
+        None
     }
 }
 
