@@ -180,7 +180,7 @@ fn read_whole(
 
 /// A pair's metrics into its row: the statistics only where the index (`ti`, `bi`) has none.
 fn take_metrics(row: &mut CompareRow, m: &PairMetrics, (ti, bi): (&TensorInfo, &TensorInfo)) {
-    (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp);
+    (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp.map(Box::new));
     if let Some((ts, bs)) = m.stats {
         row.target_measured_stats = ti.stats.is_none().then(|| Box::new(ts));
         row.bench_measured_stats = bi.stats.is_none().then(|| Box::new(bs));

@@ -39,7 +39,10 @@ pub struct CompareRow {
     pub bench: Option<TensorId>,
     pub how: Option<MatchKind>,
     pub msprobe: MsprobeMetrics,
-    pub msaccucmp: Option<MsaccucmpMetrics>,
+    /// msaccucmp's metrics, where asked for (`--metrics all`, JSON, CSV) and the values were read: boxed,
+    /// absent on the rows of statistics captures, the runs with the most rows (#18: inline they were 112
+    /// of a row's 288 bytes).
+    pub msaccucmp: Option<Box<MsaccucmpMetrics>>,
     /// The sides' statistics where the comparison measured them because the index holds none; read both
     /// through [`CompareRow::target_stats`] and [`CompareRow::bench_stats`]. Boxed and absent for most
     /// rows: the index's own are not copied (#18: a copy was 200 of a row's 528 bytes).

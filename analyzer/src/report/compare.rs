@@ -422,7 +422,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let m = &row.msprobe;
         let ts = stat_cells(row.target_stats(ti));
         let bs = stat_cells(row.bench_stats(bi));
-        let acc = row.msaccucmp.as_ref();
+        let acc = row.msaccucmp.as_deref();
         let num = |f: fn(&MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
         let mut record: Vec<String> = vec![
             ti.tensor_label(row.target),

@@ -58,7 +58,7 @@ impl<'a> RowJson<'a> {
             max_relative_err: CellJson(m.max_relative_err),
             measured: measured_word(row.measured),
             messages: row.messages(),
-            msaccucmp: row.msaccucmp.as_ref().map(MsaccucmpJson::new),
+            msaccucmp: row.msaccucmp.as_deref().map(MsaccucmpJson::new),
             one_thousandth_err_ratio: CellJson(m.one_thousandth_err_ratio),
             rank: op.rank,
             reason: row.reason(),
@@ -196,7 +196,7 @@ mod tests {
             "max_abs_err": json_cell(m.max_abs_err), "max_relative_err": json_cell(m.max_relative_err),
             "one_thousandth_err_ratio": json_cell(m.one_thousandth_err_ratio),
             "five_thousandths_err_ratio": json_cell(m.five_thousandths_err_ratio),
-            "msaccucmp": row.msaccucmp.as_ref().map(|a| json!({
+            "msaccucmp": row.msaccucmp.as_deref().map(|a| json!({
                 "cosine_similarity": a.cosine_similarity, "max_absolute_error": a.max_absolute_error,
                 "mean_absolute_error": a.mean_absolute_error, "root_mean_square_error": a.root_mean_square_error,
                 "relative_euclidean_distance": a.relative_euclidean_distance,
@@ -293,7 +293,7 @@ mod tests {
                 hows[k % hows.len()],
             );
             row.msprobe = msprobe;
-            row.msaccucmp = msaccucmp;
+            row.msaccucmp = msaccucmp.map(Box::new);
             row.target_measured_stats = (k % 3 != 1).then(|| Box::new(stats(k)));
             row.bench_measured_stats = (k % 4 != 2).then(|| Box::new(stats(k + 5)));
             row.accuracy = [Accuracy::Yes, Accuracy::No, Accuracy::Unmatched, Accuracy::NotComparable][k % 4];
