@@ -13,7 +13,7 @@ use serde_json::json;
 use std::io::Write;
 
 mod json_rows;
-use json_rows::{status_word, RowJson};
+use json_rows::{status_word, JsonRows};
 
 /// The forms of compare's report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -470,8 +470,9 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         json!({"name": op.name, "op_type": op.op_type, "step": op.step, "rank": op.rank,
                "original_ops": op.original_names(ti)})
     };
-    // The rows straight from the comparison (`json_rows`); the rest, small, as `Value`s.
-    let rows: Vec<RowJson<'_>> = c.rows.iter().map(|row| RowJson::new(row, ti, bi)).collect();
+    // The rows straight from the comparison (`json_rows`), each made as it is written; the rest, small, as
+    // `Value`s.
+    let rows = JsonRows { rows: &c.rows, ti, bi };
     let fused: Vec<serde_json::Value> = fused_kernels(c)
         .into_iter()
         .map(|(o, failed)| {
@@ -503,7 +504,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         fused_kernels: Vec<serde_json::Value>,
         input_problems: serde_json::Value,
         refused: serde_json::Value,
-        rows: Vec<RowJson<'a>>,
+        rows: JsonRows<'a>,
         target: serde_json::Value,
         unmatched: Vec<serde_json::Value>,
         unmatched_bench: Vec<String>,
