@@ -10,8 +10,8 @@
 //! sequence whose non-overlapping occurrences stop changing as it grows marks the step starts.
 
 use crate::index::{Index, OpId};
-use accutrace_formats::capture::{step_marks, OpInfo as CapturedOp, StepMark, StepSource};
-use std::sync::Arc;
+use accutrace_formats::capture::{step_marks, StepMark, StepSource};
+use accutrace_formats::dump::Launch;
 
 /// Prefix lengths tried, and how much longer a prefix must still find the same starts.
 const MIN_PREFIX: usize = 4;
@@ -69,24 +69,25 @@ pub fn infer(types: &[&str]) -> Option<InferredSteps> {
     None
 }
 
-/// Resolves the steps of one capture stream's ops (`ops`: index id and record, in stream order) from its
-/// step marks, or by inference; notes in `index.warnings` what it inferred. `starts_at_first_segment`:
-/// no segment of the stream was deleted (ring policy).
+/// Resolves the steps of one capture stream's ops (`ops`: index id and where its step came from, in stream
+/// order; each op's launch is the index's) from its step marks, or by inference; notes in `index.warnings`
+/// what it inferred. `starts_at_first_segment`: no segment of the stream was deleted (ring policy).
 pub fn resolve_capture_steps(
     index: &mut Index,
-    ops: &[(OpId, Arc<CapturedOp>)],
+    ops: &[(OpId, StepSource)],
     marks: &[StepMark],
     starts_at_first_segment: bool,
     stream: &str,
 ) {
+    let launch = |index: &Index, id: OpId| index.ops[id].launch.unwrap_or_default();
     let hook_called = marks.iter().any(|m| m.source == StepSource::Hook);
     let marker_marks = marks.iter().any(|m| m.source == StepSource::Marker);
     if marker_marks {
-        let marker_ops: Vec<&(OpId, Arc<CapturedOp>)> =
-            ops.iter().filter(|(_, o)| o.step_source == StepSource::Marker).collect();
-        let refs: Vec<&CapturedOp> = marker_ops.iter().map(|(_, o)| o.as_ref()).collect();
+        let marker_ops: Vec<OpId> =
+            ops.iter().filter(|(_, source)| *source == StepSource::Marker).map(|(id, _)| *id).collect();
+        let launches: Vec<Launch> = marker_ops.iter().map(|&id| launch(index, id)).collect();
         let first = step_marks::first_step(starts_at_first_segment, marks);
-        for ((id, _), step) in marker_ops.iter().zip(step_marks::marker_steps(&refs, marks, first)) {
+        for (id, step) in marker_ops.iter().zip(step_marks::marker_steps(&launches, marks, first)) {
             index.ops[*id].step = step;
         }
     }
@@ -96,16 +97,18 @@ pub fn resolve_capture_steps(
     if hook_called {
         return;
     }
-    let mut unknown: Vec<&(OpId, Arc<CapturedOp>)> =
-        ops.iter().filter(|(_, o)| matches!(o.step_source, StepSource::None | StepSource::Hook)).collect();
+    let mut unknown: Vec<OpId> = ops
+        .iter()
+        .filter(|(_, source)| matches!(source, StepSource::None | StepSource::Hook))
+        .map(|(id, _)| *id)
+        .collect();
     if unknown.is_empty() {
         return;
     }
-    unknown.sort_by_cached_key(|(id, o)| (o.launch(), *id));
-    let ids: Vec<OpId> = unknown.iter().map(|(id, _)| *id).collect();
+    unknown.sort_by_key(|&id| (launch(index, id), id));
     infer_steps(
         index,
-        &ids,
+        &unknown,
         stream,
         "no Python hook and no ACCUTRACE_STEP_MARKER told them; `analyzer record` installs the hook, or set \
          ACCUTRACE_STEP_MARKER for exact steps",

@@ -6,21 +6,25 @@
 //!
 //! A step ends after a run of consecutive marker ops in execution order (an optimizer applies one op per
 //! parameter): the ops of the run belong to the step they end, the next op starts the next step. Execution
-//! order is [`OpInfo::launch`] (dump timestamp, dump number, ...), the order the runtime dumped the ops in.
+//! order is [`OpInfo::launch`](super::record::OpInfo::launch) (dump timestamp, dump number, ...), the order
+//! the runtime dumped the ops in.
 
-use super::record::{OpInfo, StepMark, StepSource};
+use super::record::{StepMark, StepSource};
+use crate::dump::Launch;
 use std::collections::HashSet;
 
-/// The step of each op of a stream, in the order given. `first_step` is the step of the first op in
-/// execution order (0 for a complete stream; a ring that deleted old segments starts later).
-pub fn marker_steps(ops: &[&OpInfo], marks: &[StepMark], first_step: u64) -> Vec<u64> {
+/// The step of each op of a stream, given as its launch ([`OpInfo::launch`](super::record::OpInfo::launch)),
+/// in the order given: a launch is all a mark names an op by, so a reader need not keep the ops' records.
+/// `first_step` is the step of the first op in execution order (0 for a complete stream; a ring that
+/// deleted old segments starts later).
+pub fn marker_steps(ops: &[Launch], marks: &[StepMark], first_step: u64) -> Vec<u64> {
     let markers: HashSet<(u64, Option<u64>)> = marks
         .iter()
         .filter(|m| m.source == StepSource::Marker)
         .map(|m| (m.op_timestamp_us, m.op_dump_number))
         .collect();
     let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by_cached_key(|&i| (ops[i].launch(), i));
+    order.sort_by_key(|&i| (ops[i], i));
     let mut steps = vec![0; ops.len()];
     let (mut step, mut in_run) = (first_step, false);
     for i in order {
@@ -51,6 +55,7 @@ pub fn first_step(starts_at_first_segment: bool, marks: &[StepMark]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::record::OpInfo;
 
     fn op(ts: u64, op_type: &str) -> OpInfo {
         OpInfo { op_type: op_type.into(), timestamp_us: ts, dump_number: Some(ts), ..OpInfo::default() }
@@ -77,7 +82,8 @@ mod tests {
             ops.iter().filter(|o| o.op_type != "Mul" && o.op_type != "Add").map(|o| mark(o, 99)).collect();
         // Recorded out of order, as two writer threads may.
         let recorded: Vec<&OpInfo> = [1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 10].iter().map(|&i| &ops[i]).collect();
-        let steps = marker_steps(&recorded, &marks, 0);
+        let launches: Vec<Launch> = recorded.iter().map(|o| o.launch()).collect();
+        let steps = marker_steps(&launches, &marks, 0);
         let by_time: Vec<u64> = {
             let mut v: Vec<(u64, u64)> =
                 recorded.iter().zip(&steps).map(|(o, s)| (o.timestamp_us, *s)).collect();

@@ -31,8 +31,10 @@ impl CaptureSource {
             let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
             // Overflow records arrive before the dump of the op they blame: resolved once the stream is read.
             let mut pending: Vec<(crate::index::OverflowRecord, u64)> = Vec::new();
-            // Every op of the stream with its record, and the step marks: the steps are resolved at the end.
-            let mut stream_ops: Vec<(usize, std::sync::Arc<record::OpInfo>)> = Vec::new();
+            // Every op of the stream with where its step came from, and the step marks: the steps are
+            // resolved at the end. Not the ops' records (#18: their texts, held to the end of each stream,
+            // were 7 of overflow's 61 MB heap at 198,840 tensors): the index keeps each op's launch.
+            let mut stream_ops: Vec<(usize, record::StepSource)> = Vec::new();
             let mut marks = Vec::new();
             let mut stats_parts = device_stats::StatsCsvParts::default();
             for item in stream.records() {
@@ -50,7 +52,7 @@ impl CaptureSource {
                     Record::Op(op) => {
                         let id = push_op(&mut index, &op, rank);
                         op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
-                        stream_ops.push((id, op.clone()));
+                        stream_ops.push((id, op.step_source));
                         current = Some((id, op));
                     }
                     Record::Tensor(t) => {
@@ -58,7 +60,7 @@ impl CaptureSource {
                             Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
                             _ => {
                                 let id = push_op(&mut index, &t.op, rank);
-                                stream_ops.push((id, t.op.clone()));
+                                stream_ops.push((id, t.op.step_source));
                                 current = Some((id, t.op.clone()));
                                 id
                             }
