@@ -254,7 +254,9 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         unmatched_run2,
         unmatched,
         input_problems,
-        warnings: i1.warnings_of("run1").chain(i2.warnings_of("run2")).collect(),
+        warnings: (i1.warnings_of("run1").chain(i2.warnings_of("run2")))
+            .chain(matching.warnings.iter().cloned())
+            .collect(),
     })
 }
 

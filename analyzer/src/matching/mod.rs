@@ -1,18 +1,21 @@
 //! Pairs the tensors of two runs: exact names, a user mapping, fusion provenance, msprobe's fuzzy names,
-//! and finally an alignment of the two execution orders by op type, dtype and shape; or, for a kernel-level
-//! target against an API-level (msprobe) benchmark, the kernels against the API calls
+//! and finally an alignment of the two execution orders by op type and shape ([`order`]); or, for a
+//! kernel-level target against an API-level (msprobe) benchmark, the kernels against the API calls
 //! ([`crate::api_matching`]).
 //!
 //! Names are compared after CANN's file-name sanitizing (space . / \ become _), because one side may only
 //! know a name from a file name (`model_layer_0_attn_MatMul.0.123.npy`) and the other from a header.
 
 use crate::api_matching::{align_kernels_to_apis, is_api_level};
-use crate::index::{Index, Io, OpId, SharedShape, TensorId};
+use crate::index::{Index, Io, OpId, TensorId};
 use accutrace_formats::dump::sanitize_op_name;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
+
+mod align;
+mod order;
 
 /// How a pair was found, strongest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -43,7 +46,8 @@ pub struct Matching {
     /// Kernels against API calls: each call of the benchmark with the target kernels that implement it
     /// (empty unless the target is kernel-level and the benchmark API-level).
     pub api_calls: Vec<crate::api_matching::ApiCall>,
-    /// What the user must know about the matching (steps too large to align kernels against API calls).
+    /// What the user must know about the matching: steps too large to align kernels against API calls, or
+    /// whose execution orders differ too much to align within the work allowed.
     pub warnings: Vec<String>,
 }
 
@@ -246,8 +250,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         .filter(|&b| !bench_used[b] && !bench_copies.get(&b).is_some_and(|&of| bench_used[of]))
         .collect();
     let mut api_calls = Vec::new();
-    let mut warnings = Vec::new();
-    let (unmatched_target, unmatched_bench) = if is_api_level(bench) && !is_api_level(target) {
+    let (unmatched_target, unmatched_bench, warnings) = if is_api_level(bench) && !is_api_level(target) {
         // Outputs against outputs: an API's arguments are not any one kernel's inputs.
         let a = align_kernels_to_apis(target, bench, &leftover, &bench_left);
         pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair {
@@ -256,13 +259,15 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
             how: MatchKind::Api,
         }));
         api_calls = a.calls;
-        warnings = a.warnings;
-        (a.unplaced_target, a.unplaced_bench)
+        (a.unplaced_target, a.unplaced_bench, a.warnings)
     } else {
-        let (order_pairs, unmatched_target, unmatched_bench) =
-            align_by_order(target, bench, &leftover, &bench_left);
-        pairs.extend(order_pairs);
-        (unmatched_target, unmatched_bench)
+        let o = order::align_by_order(target, bench, &leftover, &bench_left);
+        pairs.extend(o.pairs.into_iter().map(|(t, b)| TensorPair {
+            target: t,
+            bench: b,
+            how: MatchKind::Order,
+        }));
+        (o.unmatched_target, o.unmatched_bench, o.warnings)
     };
     pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
     Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings }
@@ -289,85 +294,6 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
         }
     }
     copied
-}
-
-/// What makes two tensors plausibly the same when names say nothing: op type, io, index, dtype, shape.
-fn signature(index: &Index, t: TensorId) -> (String, Io, u32, SharedShape) {
-    let tensor = &index.tensors[t];
-    (index.ops[tensor.op].op_type.to_ascii_lowercase(), tensor.io, tensor.index, tensor.shape.clone())
-}
-
-/// Aligns leftover tensors of both runs, per (rank, step), as two sequences in execution order: a longest
-/// common subsequence over signatures, so an extra or missing op on one side does not shift the rest.
-fn align_by_order(
-    target: &Index,
-    bench: &Index,
-    target_left: &[TensorId],
-    bench_left: &[TensorId],
-) -> (Vec<TensorPair>, Vec<TensorId>, Vec<TensorId>) {
-    let group = |index: &Index, ids: &[TensorId]| {
-        let mut groups: HashMap<(u32, u64), Vec<TensorId>> = HashMap::new();
-        for &t in ids {
-            let op = &index.ops[index.tensors[t].op];
-            groups.entry((op.rank, op.step)).or_default().push(t);
-        }
-        for list in groups.values_mut() {
-            list.sort_by_key(|&t| (index.ops[index.tensors[t].op].order, t));
-        }
-        groups
-    };
-    let target_groups = group(target, target_left);
-    let mut bench_groups = group(bench, bench_left);
-    let mut pairs = Vec::new();
-    let mut unmatched_target = Vec::new();
-    let mut keys: Vec<&(u32, u64)> = target_groups.keys().collect();
-    keys.sort();
-    for key in keys {
-        let t_list = &target_groups[key];
-        let b_list = bench_groups.remove(key).unwrap_or_default();
-        // The quadratic table is bounded: only leftovers of one step and rank reach here, and a
-        // pathological size falls back to leaving them unmatched rather than using unbounded memory.
-        if t_list.len().saturating_mul(b_list.len()) > 50_000_000 {
-            unmatched_target.extend(t_list);
-            bench_groups.insert(*key, b_list);
-            continue;
-        }
-        let t_sig: Vec<_> = t_list.iter().map(|&t| signature(target, t)).collect();
-        let b_sig: Vec<_> = b_list.iter().map(|&b| signature(bench, b)).collect();
-        let (n, m) = (t_sig.len(), b_sig.len());
-        let mut lcs = vec![0u32; (n + 1) * (m + 1)];
-        for i in (0..n).rev() {
-            for j in (0..m).rev() {
-                lcs[i * (m + 1) + j] = if t_sig[i] == b_sig[j] {
-                    lcs[(i + 1) * (m + 1) + j + 1] + 1
-                } else {
-                    lcs[(i + 1) * (m + 1) + j].max(lcs[i * (m + 1) + j + 1])
-                };
-            }
-        }
-        let (mut i, mut j) = (0, 0);
-        let mut b_used = vec![false; m];
-        while i < n && j < m {
-            if t_sig[i] == b_sig[j] {
-                pairs.push(TensorPair { target: t_list[i], bench: b_list[j], how: MatchKind::Order });
-                b_used[j] = true;
-                i += 1;
-                j += 1;
-            } else if lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1] {
-                unmatched_target.push(t_list[i]);
-                i += 1;
-            } else {
-                j += 1;
-            }
-        }
-        unmatched_target.extend(&t_list[i..]);
-        let rest: Vec<TensorId> = b_list.iter().zip(&b_used).filter(|(_, u)| !**u).map(|(b, _)| *b).collect();
-        bench_groups.insert(*key, rest);
-    }
-    let mut unmatched_bench: Vec<TensorId> = bench_groups.into_values().flatten().collect();
-    unmatched_bench.sort_unstable();
-    unmatched_target.sort_unstable();
-    (pairs, unmatched_target, unmatched_bench)
 }
 
 /// For each input tensor, the op that produced it, found by content hash (an input's bytes equal the
