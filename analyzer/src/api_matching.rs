@@ -92,7 +92,7 @@ pub fn with_output_stats(source: &dyn Source, limits: InFlight) -> Option<Index>
     let missing: Vec<TensorId> = (0..index.tensors.len())
         .filter(|&t| {
             let info = &index.tensors[t];
-            info.io == Io::Output && info.stats.is_none() && info.has_data
+            info.io == Io::Output && !info.has_stats() && info.has_data
         })
         .collect();
     if missing.is_empty() {
@@ -107,7 +107,7 @@ pub fn with_output_stats(source: &dyn Source, limits: InFlight) -> Option<Index>
         });
     let mut filled = index.clone();
     for (t, s) in stats {
-        filled.tensors[t].stats = s;
+        filled.tensors[t].set_stats(s);
     }
     Some(filled)
 }
@@ -224,7 +224,7 @@ fn align_step(
             })
             .map(move |(p, &t)| {
                 let shape = if target.tensors[t].shape == bench.tensors[b].shape { SHAPE } else { 0.0 };
-                let stats = similarity(target.tensors[t].stats.as_ref(), bench.tensors[b].stats.as_ref());
+                let stats = similarity(target.tensors[t].stats().as_ref(), bench.tensors[b].stats().as_ref());
                 (p, t, MATCH + shape + stats + LATER * j as f64 / m as f64)
             })
     };
@@ -396,17 +396,15 @@ mod tests {
     use accutrace_formats::DType;
 
     fn tensor(index: &mut Index, op: OpId, io: Io, i: u32, dtype: DType, shape: &[u64], mean: f64) {
-        index.push_tensor(TensorInfo {
-            stats: Some(TensorStats {
-                count: 1,
-                mean,
-                l2_norm: mean.abs(),
-                max: mean,
-                min: mean,
-                ..TensorStats::default()
-            }),
-            ..TensorInfo::for_test(op, io, i, dtype, shape.to_vec())
-        });
+        let stats = TensorStats {
+            count: 1,
+            mean,
+            l2_norm: mean.abs(),
+            max: mean,
+            min: mean,
+            ..TensorStats::default()
+        };
+        index.push_tensor(TensorInfo::for_test(op, io, i, dtype, shape.to_vec()).with_stats(Some(stats)));
     }
 
     #[test]

@@ -22,7 +22,7 @@ impl<'a> GatheredStats<'a> {
     /// [`GatheredStats::insert_decoded`]).
     pub(crate) fn stored_of(index: &'a Index, tensors: impl IntoIterator<Item = TensorId>) -> Self {
         let mut asked = vec![0u64; index.tensors.len().div_ceil(64)];
-        for t in tensors.into_iter().filter(|&t| index.tensors[t].stats.is_some()) {
+        for t in tensors.into_iter().filter(|&t| index.tensors[t].has_stats()) {
             asked[t / 64] |= 1 << (t % 64);
         }
         GatheredStats { stored: Some((index, asked)), decoded: BTreeMap::new() }
@@ -34,8 +34,8 @@ impl<'a> GatheredStats<'a> {
     }
 
     /// Tensor `t`'s statistics, when it was asked for and they are known.
-    pub fn get(&self, t: &TensorId) -> Option<&TensorStats> {
-        self.stored(*t).or_else(|| self.decoded.get(t))
+    pub fn get(&self, t: &TensorId) -> Option<TensorStats> {
+        self.stored(*t).or_else(|| self.decoded.get(t).copied())
     }
 
     pub fn contains_key(&self, t: &TensorId) -> bool {
@@ -54,18 +54,17 @@ impl<'a> GatheredStats<'a> {
     }
 
     /// The tensors with statistics here, in id order.
-    pub fn iter(&self) -> impl Iterator<Item = (TensorId, &TensorStats)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (TensorId, TensorStats)> + '_ {
         let stored = self.stored.as_ref().map_or(0, |(index, _)| index.tensors.len());
         let decoded = self.decoded.keys().next_back().map_or(0, |&t| t + 1);
         (0..stored.max(decoded)).filter_map(|t| Some((t, self.get(&t)?)))
     }
 
-    fn stored(&self, t: TensorId) -> Option<&'a TensorStats> {
+    fn stored(&self, t: TensorId) -> Option<TensorStats> {
         let (index, asked) = self.stored.as_ref()?;
-        let index: &'a Index = index;
         let word = *asked.get(t / 64)?;
         if (word >> (t % 64)) & 1 == 1 {
-            index.tensors[t].stats.as_ref()
+            index.tensors[t].stats()
         } else {
             None
         }
@@ -93,7 +92,7 @@ mod tests {
         for k in 0..70u32 {
             let mut t = TensorInfo::for_test(op, Io::Output, k, DType::FLOAT, vec![1]);
             if k != 3 {
-                t.stats = Some(TensorStats::of_f32(&[k as f32], DType::FLOAT));
+                t.set_stats(Some(TensorStats::of_f32(&[k as f32], DType::FLOAT)));
             }
             index.push_tensor(t);
         }

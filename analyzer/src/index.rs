@@ -21,8 +21,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Whether a tensor was an op's input or output (the dump format's own type).
 pub use accutrace_formats::dump::Io;
+use held_stats::HeldStats;
 pub use shared::{SharedName, SharedShape};
 
+mod held_stats;
 mod shared;
 
 /// Position of a tensor in [`Index::tensors`].
@@ -48,7 +50,10 @@ pub struct TensorInfo {
     /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
     /// which the name is then shared with ([`Index::share_name`]).
     pub original_op: Option<(SharedName, u32)>,
-    pub stats: Option<TensorStats>,
+    /// Read through [`TensorInfo::stats`], set through [`TensorInfo::set_stats`]: held compactly
+    /// ([`HeldStats`]), meaningful only while `has_stats`.
+    pub(crate) stats: HeldStats,
+    pub(crate) has_stats: bool,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
     pub hash: Option<u64>,
     /// Whether the source can produce the values (statistics-only sources cannot).
@@ -92,7 +97,8 @@ impl TensorInfo {
             dtype,
             shape: shape.into(),
             original_op: None,
-            stats: None,
+            stats: HeldStats::new(&TensorStats::default()),
+            has_stats: false,
             hash: None,
             has_data: true,
             device_shape_is_shape: false,
@@ -117,6 +123,27 @@ impl TensorInfo {
             || requires_grad.is_some()
             || arg_index.is_some();
         self.extras = any.then(|| Box::new(extras));
+    }
+
+    /// The tensor's statistics, where the source recorded them (a copy: the index holds them compactly).
+    pub fn stats(&self) -> Option<TensorStats> {
+        self.has_stats.then(|| self.stats.get())
+    }
+
+    /// Whether the source recorded the tensor's statistics ([`TensorInfo::stats`] without the copy).
+    pub fn has_stats(&self) -> bool {
+        self.has_stats
+    }
+
+    pub fn set_stats(&mut self, stats: Option<TensorStats>) {
+        self.has_stats = stats.is_some();
+        self.stats = HeldStats::new(&stats.unwrap_or_default());
+    }
+
+    /// [`TensorInfo::set_stats`] by value, for building tensors in one expression.
+    pub fn with_stats(mut self, stats: Option<TensorStats>) -> TensorInfo {
+        self.set_stats(stats);
+        self
     }
 
     /// [`TensorInfo::set_extras`] by value, for building tensors in one expression.
@@ -174,7 +201,7 @@ impl Serialize for TensorInfo {
         s.serialize_field("device_format", &self.device_format())?;
         s.serialize_field("device_shape", &self.device_shape())?;
         s.serialize_field("original_op", &self.original_op)?;
-        s.serialize_field("stats", &self.stats)?;
+        s.serialize_field("stats", &self.stats())?;
         match self.histogram() {
             Some(histogram) => s.serialize_field("histogram", histogram)?,
             None => s.skip_field("histogram")?,
@@ -775,9 +802,10 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        // Shape and `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them
-        // `Arc<[u64]>` and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 176, "bytes a tensor in every index");
+        // Statistics held in 64 bytes (`HeldStats`): 176 with a `TensorStats` (96). Shape and
+        // `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>`
+        // and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 144, "bytes a tensor in every index");
         // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
         // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
         // each for the name and the type.

@@ -62,7 +62,7 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
     let tensors: Vec<TensorId> = ops.iter().flat_map(|&o| index.ops[o].tensors()).collect();
     let bar = Progress::new("inspect", tensors.len() as u64, !progress);
     // A tensor without recorded statistics is decoded to compute them: within the memory budget.
-    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
+    let decodes = |t: TensorId| !index.tensors[t].has_stats() && index.tensors[t].has_data;
     let mut rows = tensors_in_flight(source, &tensors, decodes, |values, k| {
         let row = tensor_row(source, tensors[k], values);
         bar.inc(1);
@@ -98,8 +98,8 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
 /// statistics and cannot lend them from its map).
 fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> TensorRow {
     let info = &source.index().tensors[t];
-    let (stats, error) = match &info.stats {
-        Some(stats) => (Some(*stats), None),
+    let (stats, error) = match info.stats() {
+        Some(stats) => (Some(stats), None),
         None if info.has_data => match decoded_stats(source, t, values) {
             Ok(stats) => (Some(stats), None),
             Err(err) => (None, Some(format!("{err:#}"))),

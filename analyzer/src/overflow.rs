@@ -264,8 +264,9 @@ fn outside_selection(
     if filter.ops.is_empty() || index.only_overflowing_ops {
         return Vec::new();
     }
-    let anomalous =
-        |t: &TensorId| stats.get(t).is_some_and(|s| Anomaly::of(s, index.tensors[*t].dtype.is_float()).any());
+    let anomalous = |t: &TensorId| {
+        stats.get(t).is_some_and(|s| Anomaly::of(&s, index.tensors[*t].dtype.is_float()).any())
+    };
     let places: BTreeSet<(u32, u64)> = ops
         .iter()
         .map(|&o| &index.ops[o])
@@ -313,7 +314,7 @@ fn leaf_reads(
         by_place.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
     }
     let anomaly = |t: TensorId| {
-        stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float())).filter(|a| a.any())
+        stats.get(&t).map(|s| Anomaly::of(&s, index.tensors[t].dtype.is_float())).filter(|a| a.any())
     };
     let mut found = Vec::new();
     for ((rank, step), mut list) in by_place {
@@ -355,7 +356,7 @@ pub fn gather_stats<'a>(
 ) -> GatheredStats<'a> {
     let index = source.index();
     let tensors: Vec<TensorId> = ops.iter().flat_map(|&o| index.ops[o].tensors()).collect();
-    let decodes = |t: TensorId| index.tensors[t].stats.is_none() && index.tensors[t].has_data;
+    let decodes = |t: TensorId| !index.tensors[t].has_stats() && index.tensors[t].has_data;
     // Stored statistics stay in the index, a bit a tensor says which were asked for: copied into a map
     // (and before that carried through the reads' results), they were held two and three times over (#18).
     let mut stats = GatheredStats::stored_of(index, tensors.iter().copied());
@@ -389,13 +390,13 @@ pub(crate) fn decoded_stats(
 }
 
 fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> OverflowReport {
-    let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(s, index.tensors[t].dtype.is_float()));
+    let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(&s, index.tensors[t].dtype.is_float()));
     let mut by_step: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in ops {
         by_step.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
     }
     let mut origins = Vec::new();
-    let loss_scale = loss_scales(index, ops, &|t| stats.get(&t).copied());
+    let loss_scale = loss_scales(index, ops, &|t| stats.get(&t));
     for ((rank, step), mut list) in by_step {
         list.sort_by_key(|&o| index.ops[o].order);
         let is_bad = |o: OpId| index.ops[o].outputs().any(|t| anomaly(t).is_some_and(|a| a.any()));

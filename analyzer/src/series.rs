@@ -236,7 +236,7 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
                 without += 1;
                 continue;
             };
-            let anomaly = Anomaly::of(st, index.tensors[t].dtype.is_float());
+            let anomaly = Anomaly::of(&st, index.tensors[t].dtype.is_float());
             let found = if anomaly.any() { 1.0 } else { 0.0 };
             rank_anomalies.merge(rank_pos[&op.rank], s, found, |a, b| a + b);
         }
@@ -252,9 +252,9 @@ pub fn build(index: &Index, ops: &[OpId], stats: &GatheredStats) -> RunSeries {
         }
         if names_a_loss(op) {
             if let Some(st) = op.outputs().filter_map(|t| stats.get(&t)).find(|st| st.count == 1) {
-                loss_of.entry(op.rank).or_default().insert(op.step, (o, scalar_value(st)));
+                loss_of.entry(op.rank).or_default().insert(op.step, (o, scalar_value(&st)));
             }
-        } else if let Some((value, scale)) = scaler_multiply(op, &|t| stats.get(&t).copied()) {
+        } else if let Some((value, scale)) = scaler_multiply(op, &|t| stats.get(&t)) {
             scaled_of.entry(op.rank).or_default().entry(op.step).or_insert((o, value, scale));
         }
         if let Some(norm) = gradient_norm(index, op, stats) {

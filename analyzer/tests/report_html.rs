@@ -144,7 +144,7 @@ fn generate(target: bool, all_steps: bool) -> Generated {
         })
         .collect();
     for (t, s) in run.index.tensors.iter_mut().zip(stats) {
-        t.stats = Some(s);
+        t.set_stats(Some(s));
     }
     run
 }

@@ -125,7 +125,7 @@ pub(super) fn compare_pair(
 /// The metrics a pair of tensors with data on both sides is measured for: `families`, and the statistics
 /// where the index lacks them (they come from the metrics' own pass, bit for bit `of_f32`'s).
 pub(super) fn pair_request(families: Families, ti: &TensorInfo, bi: &TensorInfo) -> MetricsRequest {
-    let stats = ti.stats.is_none() || bi.stats.is_none();
+    let stats = !ti.has_stats() || !bi.has_stats();
     MetricsRequest::for_pair(families, (ti.dtype, bi.dtype), &ti.shape, stats)
 }
 
@@ -182,8 +182,8 @@ fn read_whole(
 fn take_metrics(row: &mut CompareRow, m: &PairMetrics, (ti, bi): (&TensorInfo, &TensorInfo)) {
     (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp.map(Box::new));
     if let Some((ts, bs)) = m.stats {
-        row.target_measured_stats = ti.stats.is_none().then(|| Box::new(ts));
-        row.bench_measured_stats = bi.stats.is_none().then(|| Box::new(bs));
+        row.target_measured_stats = (!ti.has_stats()).then(|| Box::new(ts));
+        row.bench_measured_stats = (!bi.has_stats()).then(|| Box::new(bs));
     }
 }
 

@@ -133,14 +133,14 @@ impl CompareRow {
 
     /// The target's statistics: its index's, else those the comparison measured. `ti` is the target's
     /// index.
-    pub fn target_stats<'a>(&'a self, ti: &'a Index) -> Option<&'a TensorStats> {
-        ti.tensors[self.target].stats.as_ref().or(self.target_measured_stats.as_deref())
+    pub fn target_stats(&self, ti: &Index) -> Option<TensorStats> {
+        ti.tensors[self.target].stats().or(self.target_measured_stats.as_deref().copied())
     }
 
     /// The bench's statistics, where a bench tensor matched: its index's (`bi`), else those measured.
-    pub fn bench_stats<'a>(&'a self, bi: &'a Index) -> Option<&'a TensorStats> {
-        let stored = self.bench.and_then(|b| bi.tensors[b].stats.as_ref());
-        stored.or(self.bench_measured_stats.as_deref())
+    pub fn bench_stats(&self, bi: &Index) -> Option<TensorStats> {
+        let stored = self.bench.and_then(|b| bi.tensors[b].stats());
+        stored.or(self.bench_measured_stats.as_deref().copied())
     }
 
     /// Read and measured (or shown identical by content hash): its verdict counts.

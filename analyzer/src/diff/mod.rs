@@ -285,7 +285,7 @@ fn footprint(sources: [&dyn Source; 2]) -> Footprint {
 /// The largest change of a statistic (min, max, mean, L2 norm) between two tensors, when both have
 /// statistics.
 fn stats_delta(ia: &TensorInfo, ib: &TensorInfo) -> Option<f64> {
-    match (&ia.stats, &ib.stats) {
+    match (ia.stats(), ib.stats()) {
         (Some(x), Some(y)) => Some(
             [(x.min, y.min), (x.max, y.max), (x.mean, y.mean), (x.l2_norm, y.l2_norm)]
                 .iter()

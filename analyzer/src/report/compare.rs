@@ -420,8 +420,8 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let b = row.bench.map(|b| &bi.tensors[b]);
         let op = &ti.ops[t.op];
         let m = &row.msprobe;
-        let ts = stat_cells(row.target_stats(ti));
-        let bs = stat_cells(row.bench_stats(bi));
+        let ts = stat_cells(row.target_stats(ti).as_ref());
+        let bs = stat_cells(row.bench_stats(bi).as_ref());
         let acc = row.msaccucmp.as_deref();
         let num = |f: fn(&MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
         let mut record: Vec<String> = vec![

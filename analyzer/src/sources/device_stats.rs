@@ -87,11 +87,10 @@ pub fn add_stats_csv(
                         || row.min.is_some_and(|m| m.abs() >= limit))
             })),
         };
-        index.push_tensor(TensorInfo {
-            stats: Some(stats),
-            has_data: false,
-            ..TensorInfo::new(op, row.io, row.index as u32, dtype, shape)
-        });
+        index.push_tensor(
+            TensorInfo { has_data: false, ..TensorInfo::new(op, row.io, row.index as u32, dtype, shape) }
+                .with_stats(Some(stats)),
+        );
     }
     Ok(())
 }

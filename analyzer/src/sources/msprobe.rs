@@ -99,10 +99,10 @@ impl MsprobeSource {
                     continue;
                 };
                 let tensor = TensorInfo {
-                    stats: stats_of(meta),
                     has_data: meta.data_name.is_some(),
                     ..TensorInfo::new(op, io, position, dtype, meta.shape.clone())
-                };
+                }
+                .with_stats(stats_of(meta));
                 let tensor = index.push_tensor(tensor.with_extras(TensorExtras {
                     label: Some(entry.name.clone()),
                     requires_grad: meta.requires_grad,

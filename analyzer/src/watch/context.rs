@@ -137,7 +137,7 @@ impl Knowns<'_> {
             return Some(c.known());
         }
         let info = &self.index.tensors[t];
-        let stats = info.stats?;
+        let stats = info.stats()?;
         self.watched.binary_search(&t).ok()?;
         Some(Known {
             stats,

@@ -83,7 +83,7 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     let without_origin = {
         let stats_of = |t: TensorId| -> Option<TensorStats> {
             let info = &index.tensors[t];
-            known.get(t).map(|k| k.stats).or(info.stats).or_else(|| {
+            known.get(t).map(|k| k.stats).or(info.stats()).or_else(|| {
                 let mut values = Vec::new();
                 let one = info.has_data && info.shape.iter().product::<u64>() == 1;
                 (one && source.read_values(t, &mut values).is_ok())
@@ -242,7 +242,7 @@ fn gather(
     let to_decode: Vec<TensorId> = tensors
         .iter()
         .copied()
-        .filter(|&t| index.tensors[t].stats.is_none() && index.tensors[t].has_data)
+        .filter(|&t| !index.tensors[t].has_stats() && index.tensors[t].has_data)
         .collect();
     let bar = Progress::new("statistics", to_decode.len() as u64, !progress || to_decode.is_empty());
     let mut known = HashMap::new();

@@ -63,7 +63,7 @@ impl<'a> RowJson<'a> {
         RowJson {
             accuracy_reached: row.accuracy.to_string(),
             bench: row.bench.map(|b| bi.tensor_label(b)),
-            bench_stats: row.bench_stats(bi).map(StatsJson::new),
+            bench_stats: row.bench_stats(bi).as_ref().map(StatsJson::new),
             cosine: CellJson(m.cosine),
             error: row.error(),
             euc_dist: CellJson(m.euc_dist),
@@ -81,7 +81,7 @@ impl<'a> RowJson<'a> {
             status: status_word(row),
             step: op.step,
             target: ti.tensor_label(row.target),
-            target_stats: row.target_stats(ti).map(StatsJson::new),
+            target_stats: row.target_stats(ti).as_ref().map(StatsJson::new),
         }
     }
 }

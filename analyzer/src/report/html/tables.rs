@@ -233,7 +233,7 @@ fn facts(side: &str, source: &dyn Source, out: &mut Vec<(Option<String>, Vec<Cel
     let ranks: Vec<u64> = index.ranks().iter().map(|&r| r as u64).collect();
     add("ranks", crate::filter::ranges(&ranks));
     add("tensors with data", index.tensors.iter().filter(|t| t.has_data).count().to_string());
-    add("tensors with statistics", index.tensors.iter().filter(|t| t.stats.is_some()).count().to_string());
+    add("tensors with statistics", index.tensors.iter().filter(|t| t.has_stats()).count().to_string());
     add("device overflow records", index.overflow_records.len().to_string());
     if index.only_overflowing_ops {
         add("dump", "only the ops the device flagged (overflow detection)".into());
