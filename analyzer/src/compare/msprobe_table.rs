@@ -165,7 +165,7 @@ impl<'a> ArgTexts<'a> {
     /// "unsupported" for a matched pair that is not one, "N/A" without a counterpart.
     pub fn metrics(&self, row: &MsprobeRow) -> [Cell; 6] {
         match (row.compared, row.bench) {
-            (Some(i), _) => self.rows[i].msprobe.cells(),
+            (Some(i), _) => self.rows[i].msprobe().cells(),
             (None, Some(_)) => MsprobeMetrics::unsupported().cells(),
             (None, None) => [Cell::NotApplicable; 6],
         }

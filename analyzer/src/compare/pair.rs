@@ -89,7 +89,7 @@ pub(super) fn compare_pair(
     {
         row.set_error(Some(format!("{side} shape {shape:?} has more elements than 64 bits count")));
     } else if tn != bn {
-        row.msprobe = MsprobeMetrics::shape_unmatched();
+        row.set_msprobe(MsprobeMetrics::shape_unmatched());
     } else if ti.has_data && bi.has_data {
         let request = pair_request(families, ti, bi);
         match first.filter(|f| f.request == request) {
@@ -117,7 +117,7 @@ pub(super) fn compare_pair(
     } else {
         row.measured = Measured::Nothing;
     }
-    row.accuracy = accuracy_reached(&row.msprobe);
+    row.accuracy = accuracy_reached(row.msprobe());
     judge(&mut row, options);
     (row, hash, read)
 }
@@ -180,7 +180,8 @@ fn read_whole(
 
 /// A pair's metrics into its row: the statistics only where the index (`ti`, `bi`) has none.
 fn take_metrics(row: &mut CompareRow, m: &PairMetrics, (ti, bi): (&TensorInfo, &TensorInfo)) {
-    (row.msprobe, row.msaccucmp) = (m.msprobe.clone(), m.msaccucmp.map(Box::new));
+    row.set_msprobe(m.msprobe.clone());
+    row.msaccucmp = m.msaccucmp.map(Box::new);
     if let Some((ts, bs)) = m.stats {
         row.target_measured_stats = (!ti.has_stats()).then(|| Box::new(ts));
         row.bench_measured_stats = (!bi.has_stats()).then(|| Box::new(bs));
@@ -202,7 +203,7 @@ fn same_stored_content(t: &TensorInfo, b: &TensorInfo) -> bool {
 
 /// accutrace's precision verdict for one row.
 fn judge(row: &mut CompareRow, options: &CompareOptions) {
-    let m = &row.msprobe;
+    let m = row.msprobe();
     let reason = match (row.accuracy, m.cosine, m.max_abs_err) {
         (Accuracy::Unmatched, _, _) => Some("shapes differ".to_string()),
         (_, Cell::NotApplicable, _) => Some("inf/NaN positions differ".to_string()),

@@ -6,6 +6,10 @@ use crate::metrics::msprobe::Accuracy;
 use crate::metrics::verdict::Level;
 use crate::metrics::{MsaccucmpMetrics, MsprobeMetrics};
 use accutrace_formats::stats::TensorStats;
+use std::sync::LazyLock;
+
+/// The metrics of a row that measured none ([`CompareRow::msprobe`] of a row without its own).
+static UNSUPPORTED: LazyLock<MsprobeMetrics> = LazyLock::new(MsprobeMetrics::unsupported);
 
 /// What a pair's verdict rests on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +42,10 @@ pub struct CompareRow {
     pub target: TensorId,
     pub bench: Option<TensorId>,
     pub how: Option<MatchKind>,
-    pub msprobe: MsprobeMetrics,
+    /// msprobe's metrics, read through [`CompareRow::msprobe`]: boxed, and absent while unsupported (nothing
+    /// measured), as on every row of a statistics capture, the runs with the most rows (#18: inline they
+    /// were 120 of a row's 184 bytes).
+    msprobe: Option<Box<MsprobeMetrics>>,
     /// msaccucmp's metrics, where asked for (`--metrics all`, JSON, CSV) and the values were read: boxed,
     /// absent on the rows of statistics captures, the runs with the most rows (#18: inline they were 112
     /// of a row's 288 bytes).
@@ -76,7 +83,7 @@ impl CompareRow {
             target,
             bench,
             how,
-            msprobe: MsprobeMetrics::unsupported(),
+            msprobe: None,
             msaccucmp: None,
             target_measured_stats: None,
             bench_measured_stats: None,
@@ -86,6 +93,15 @@ impl CompareRow {
             measured: Measured::Values,
             texts: None,
         }
+    }
+
+    /// msprobe's metrics: all unsupported until measured.
+    pub fn msprobe(&self) -> &MsprobeMetrics {
+        self.msprobe.as_deref().unwrap_or(&UNSUPPORTED)
+    }
+
+    pub fn set_msprobe(&mut self, metrics: MsprobeMetrics) {
+        self.msprobe = (metrics != *UNSUPPORTED).then(|| Box::new(metrics));
     }
 
     /// msprobe's messages for the Result column (empty when clean).
@@ -182,5 +198,19 @@ mod tests {
         row.set_error(Some("cannot read".into()));
         assert_eq!((row.reason(), row.error(), row.messages().len()), (None, Some("cannot read"), 0));
         assert!(!row.judged() && !row.unmeasured());
+    }
+
+    /// A row holds msprobe's metrics in a box only once some are measured: the rows of a statistics
+    /// capture, which measure none, hold 72 bytes each and nothing beside.
+    #[test]
+    fn a_rows_metrics_are_boxed_only_once_measured() {
+        let mut row = CompareRow::new(3, Some(4), Some(MatchKind::Exact));
+        assert!(row.msprobe.is_none() && *row.msprobe() == MsprobeMetrics::unsupported());
+        row.set_msprobe(MsprobeMetrics::unsupported());
+        assert!(row.msprobe.is_none());
+        row.set_msprobe(MsprobeMetrics::shape_unmatched());
+        assert_eq!(*row.msprobe(), MsprobeMetrics::shape_unmatched());
+        assert!(row.msprobe.is_some());
+        assert_eq!(std::mem::size_of::<CompareRow>(), 72);
     }
 }

@@ -336,7 +336,7 @@ fn table_header(out: &mut impl Write) -> Result<()> {
 }
 
 fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour: bool) -> Result<()> {
-    let m = &row.msprobe;
+    let m = row.msprobe();
     let index = c.target.index();
     let status = match status_word(row) {
         "unreadable" => paint("UNREAD", "33", colour),
@@ -419,7 +419,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let t = &ti.tensors[row.target];
         let b = row.bench.map(|b| &bi.tensors[b]);
         let op = &ti.ops[t.op];
-        let m = &row.msprobe;
+        let m = row.msprobe();
         let ts = stat_cells(row.target_stats(ti).as_ref());
         let bs = stat_cells(row.bench_stats(bi).as_ref());
         let acc = row.msaccucmp.as_deref();

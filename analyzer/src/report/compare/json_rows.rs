@@ -58,7 +58,7 @@ impl Serialize for JsonRows<'_> {
 impl<'a> RowJson<'a> {
     /// `row` of a comparison whose target index is `ti` and bench index `bi`.
     pub(super) fn new(row: &'a CompareRow, ti: &Index, bi: &Index) -> RowJson<'a> {
-        let m = &row.msprobe;
+        let m = row.msprobe();
         let op = &ti.ops[ti.tensors[row.target].op];
         RowJson {
             accuracy_reached: row.accuracy.to_string(),
@@ -200,7 +200,7 @@ mod tests {
             Cell::Value(v) if v.is_finite() => json!(v),
             other => json!(other.to_string()),
         };
-        let m = &row.msprobe;
+        let m = row.msprobe();
         let op = &ti.ops[ti.tensors[row.target].op];
         json!({
             "target": ti.tensor_label(row.target),
@@ -307,7 +307,7 @@ mod tests {
                 (!k.is_multiple_of(5)).then(|| tensors[(k + 1) % 2]),
                 hows[k % hows.len()],
             );
-            row.msprobe = msprobe;
+            row.set_msprobe(msprobe);
             row.msaccucmp = msaccucmp.map(Box::new);
             row.target_measured_stats = (k % 3 != 1).then(|| Box::new(stats(k)));
             row.bench_measured_stats = (k % 4 != 2).then(|| Box::new(stats(k + 5)));

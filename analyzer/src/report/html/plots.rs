@@ -125,8 +125,8 @@ fn error_along_order(page: &mut String, c: &Comparison<'_>) {
                 .filter_map(|&r| get(r))
                 .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))
         };
-        let cos = worst(&|r| c.rows[r].msprobe.cosine.value().map(|v| (1.0 - v).max(0.0)));
-        let rel = worst(&|r| c.rows[r].msprobe.max_relative_err.value());
+        let cos = worst(&|r| c.rows[r].msprobe().cosine.value().map(|v| (1.0 - v).max(0.0)));
+        let rel = worst(&|r| c.rows[r].msprobe().max_relative_err.value());
         let x = x as f64;
         if let Some(v) = cos {
             cos_points.push((x, v));
@@ -553,7 +553,7 @@ fn error_grid(c: &Comparison<'_>, rows: &[String], steps: &[u64]) -> Grid {
         let op = &index.ops[index.tensors[row.target].op];
         let label = crate::series::row_label(phase(op), &layer_of(&op.name));
         let (Some(&r), Some(&s), Some(cos)) =
-            (row_pos.get(label.as_str()), step_pos.get(&op.step), row.msprobe.cosine.value())
+            (row_pos.get(label.as_str()), step_pos.get(&op.step), row.msprobe().cosine.value())
         else {
             continue;
         };

@@ -41,8 +41,8 @@ fn failing_ops(page: &mut String, c: &Comparison<'_>) {
             let worst = |get: &dyn Fn(usize) -> Option<f64>| {
                 f.failing_rows.iter().filter_map(|&r| get(r)).fold(f64::NAN, f64::max)
             };
-            let cos = worst(&|r| c.rows[r].msprobe.cosine.value().map(|v| 1.0 - v));
-            let rel = worst(&|r| c.rows[r].msprobe.max_relative_err.value());
+            let cos = worst(&|r| c.rows[r].msprobe().cosine.value().map(|v| 1.0 - v));
+            let rel = worst(&|r| c.rows[r].msprobe().max_relative_err.value());
             let reasons: Vec<String> = f
                 .failing_rows
                 .iter()
