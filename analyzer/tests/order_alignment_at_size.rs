@@ -31,16 +31,29 @@ fn model_op(run: &mut RunWriter, k: u64) {
 /// A run of `OPS` ops in step 0, named by `name`, with (`extra`) an op of a type the other run lacks before
 /// op `EXTRA_AT`.
 fn write_run(path: &std::path::Path, name: impl Fn(u64) -> String, extra: bool) -> std::path::PathBuf {
+    let op_type = |k: u64| TYPES[(k % 4) as usize];
+    write_ops(path, OPS, name, op_type, extra.then_some(EXTRA_AT))
+}
+
+/// A run of `ops` ops in step 0, named by `name`, of types `op_type`, with an op of a type neither run has
+/// before op `extra_at`.
+fn write_ops<'t>(
+    path: &std::path::Path,
+    ops: u64,
+    name: impl Fn(u64) -> String,
+    op_type: impl Fn(u64) -> &'t str,
+    extra_at: Option<u64>,
+) -> std::path::PathBuf {
     let mut run = RunWriter::create(path, 1 << 24);
     let mut launched = 0;
-    for k in 0..OPS {
-        if extra && k == EXTRA_AT {
+    for k in 0..ops {
+        if extra_at == Some(k) {
             run.op_named(0, launched, &name(u64::MAX), "Cast");
             run.tensor(Io::Input, 0, DType::FLOAT, &floats(3, 7));
             run.tensor(Io::Output, 0, DType::FLOAT, &floats(3, 7));
             launched += 1;
         }
-        run.op_named(0, launched, &name(k), TYPES[(k % 4) as usize]);
+        run.op_named(0, launched, &name(k), op_type(k));
         model_op(&mut run, k);
         launched += 1;
     }
@@ -91,4 +104,31 @@ fn every_op_renamed_pairs_by_order_at_a_real_step_size() {
 fn one_name_repeated_through_a_step_pairs_by_order_at_a_real_step_size() {
     let (exact, order) = check(|_| "MatMulV2".into(), |_| "MatMulV2".into());
     assert_eq!((exact, order), (3, 3 * OPS as usize - 3));
+}
+
+/// Not a test: the inputs of `scripts/bench-align`, written into `$ALIGN_BENCH_DIR/{N}/` for each N of
+/// `$ALIGN_BENCH_TENSORS` (tensors a side, comma-separated): `a` (ops `model/op{k}`), `b` (the same ops
+/// renamed, one extra op in the middle) and `u` (renamed, op types drawn at random: unrelated to `a`).
+#[test]
+#[ignore]
+fn write_bench_inputs() {
+    let dir = std::path::PathBuf::from(std::env::var("ALIGN_BENCH_DIR").expect("ALIGN_BENCH_DIR"));
+    let sizes = std::env::var("ALIGN_BENCH_TENSORS").expect("ALIGN_BENCH_TENSORS");
+    for n in sizes.split(',') {
+        let ops = n.trim().parse::<u64>().expect("a tensor count") / 3;
+        let at = |run: &str| dir.join(n.trim()).join(run);
+        let renamed = |k: u64| format!("renamed/layer{k}/kernel");
+        write_ops(&at("a"), ops, |k| format!("model/op{k}"), |k| TYPES[(k % 4) as usize], None);
+        write_ops(&at("b"), ops, renamed, |k| TYPES[(k % 4) as usize], Some(ops / 2));
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let drawn: Vec<&str> = (0..ops)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                TYPES[(state % 4) as usize]
+            })
+            .collect();
+        write_ops(&at("u"), ops, renamed, |k| drawn[k as usize], None);
+    }
 }
