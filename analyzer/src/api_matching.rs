@@ -18,8 +18,9 @@ use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The most table cells one rank and step may take (API outputs x kernels x a kernel's outputs, about 10
-/// bytes each); beyond it, that step is not aligned and the comparison says so.
+/// The most table cells one rank and step may take (API outputs x kernels x a kernel's outputs, 16 bytes
+/// each: a best total and the move to it, so up to 320 MB); beyond it, that step is not aligned and the
+/// comparison says so.
 const MAX_CELLS: usize = 20_000_000;
 
 /// Kernels with at most this many outputs are aligned exactly (the set of outputs taken is a bit mask).
