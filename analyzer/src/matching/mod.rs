@@ -1,5 +1,5 @@
 //! Pairs the tensors of two runs: exact names, a user mapping, fusion provenance, msprobe's fuzzy names,
-//! and finally an alignment of the two execution orders by op type and shape ([`order`]); or, for a
+//! and finally an alignment of the two execution orders by op type and shape (`order.rs`); or, for a
 //! kernel-level target against an API-level (msprobe) benchmark, the kernels against the API calls
 //! ([`crate::api_matching`]).
 //!
