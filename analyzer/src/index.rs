@@ -54,8 +54,11 @@ pub struct TensorInfo {
     /// ([`HeldStats`]), meaningful only while `has_stats`.
     pub(crate) stats: HeldStats,
     pub(crate) has_stats: bool,
-    /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), when stored.
-    pub hash: Option<u64>,
+    /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), meaningful only
+    /// while `has_hash`: read through [`TensorInfo::hash`], set through [`TensorInfo::set_hash`] (a flag
+    /// beside the other flags instead of an `Option`'s eight bytes).
+    pub(crate) hash_bits: u64,
+    pub(crate) has_hash: bool,
     /// Whether the source can produce the values (statistics-only sources cannot).
     pub has_data: bool,
     /// The device shape is `shape` itself (a plain layout, which captures and CANN dumps record for
@@ -99,7 +102,8 @@ impl TensorInfo {
             original_op: None,
             stats: HeldStats::new(&TensorStats::default()),
             has_stats: false,
-            hash: None,
+            hash_bits: 0,
+            has_hash: false,
             has_data: true,
             device_shape_is_shape: false,
             extras: None,
@@ -143,6 +147,21 @@ impl TensorInfo {
     /// [`TensorInfo::set_stats`] by value, for building tensors in one expression.
     pub fn with_stats(mut self, stats: Option<TensorStats>) -> TensorInfo {
         self.set_stats(stats);
+        self
+    }
+
+    /// The content hash of the tensor's raw bytes, where the source stored one.
+    pub fn hash(&self) -> Option<u64> {
+        self.has_hash.then_some(self.hash_bits)
+    }
+
+    pub fn set_hash(&mut self, hash: Option<u64>) {
+        (self.has_hash, self.hash_bits) = (hash.is_some(), hash.unwrap_or(0));
+    }
+
+    /// [`TensorInfo::set_hash`] by value, for building tensors in one expression.
+    pub fn with_hash(mut self, hash: Option<u64>) -> TensorInfo {
+        self.set_hash(hash);
         self
     }
 
@@ -206,7 +225,7 @@ impl Serialize for TensorInfo {
             Some(histogram) => s.serialize_field("histogram", histogram)?,
             None => s.skip_field("histogram")?,
         }
-        s.serialize_field("hash", &self.hash)?;
+        s.serialize_field("hash", &self.hash())?;
         s.serialize_field("label", &self.label())?;
         s.serialize_field("requires_grad", &self.requires_grad())?;
         match self.arg_index() {
@@ -802,10 +821,11 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        // Statistics held in 64 bytes (`HeldStats`): 176 with a `TensorStats` (96). Shape and
+        // The hash's presence a flag beside the others: 144 with an `Option<u64>`. Statistics held in 64
+        // bytes (`HeldStats`): 176 with a `TensorStats` (96). Shape and
         // `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>`
         // and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 144, "bytes a tensor in every index");
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 136, "bytes a tensor in every index");
         // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
         // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
         // each for the name and the type.

@@ -323,7 +323,7 @@ fn leaf_reads(
         'ops: for o in list {
             let op = &index.ops[o];
             for t in op.inputs() {
-                let leaf = index.tensors[t].hash.is_some_and(|h| !produced.contains(&h));
+                let leaf = index.tensors[t].hash().is_some_and(|h| !produced.contains(&h));
                 if let (true, Some(a)) = (leaf, anomaly(t)) {
                     found.push(WithoutOrigin {
                         step,
@@ -340,7 +340,7 @@ fn leaf_reads(
                     break 'ops;
                 }
             }
-            produced.extend(op.outputs().filter_map(|t| index.tensors[t].hash));
+            produced.extend(op.outputs().filter_map(|t| index.tensors[t].hash()));
         }
     }
     found

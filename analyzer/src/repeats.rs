@@ -36,7 +36,7 @@ pub(crate) fn earlier_pair_with_the_hashes(
         .enumerate()
         .map(|(i, p)| {
             let (it, ib) = (&target.tensors[p.target], &bench.tensors[p.bench]);
-            match (it.hash, ib.hash) {
+            match (it.hash(), ib.hash()) {
                 (Some(ht), Some(hb)) if ht != hb && it.has_data && ib.has_data => {
                     let e = *first.entry((ht, hb)).or_insert(i);
                     (e != i).then_some(e)
@@ -217,11 +217,13 @@ mod tests {
             let mut index = Index::default();
             for hash in hashes {
                 let op = index.push_op(format!("op{}", index.ops.len()), "T".into(), 0, 0);
-                index.push_tensor(TensorInfo {
-                    hash,
-                    has_data: hash.is_some(),
-                    ..TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4])
-                });
+                index.push_tensor(
+                    TensorInfo {
+                        has_data: hash.is_some(),
+                        ..TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4])
+                    }
+                    .with_hash(hash),
+                );
             }
             Run { index, differ, log: Mutex::new(Vec::new()) }
         }
@@ -241,12 +243,12 @@ mod tests {
             unreachable!("measure_pairs reads nothing itself")
         }
         fn content_hash(&self, t: TensorId) -> anyhow::Result<u64> {
-            self.index.tensors[t].hash.ok_or_else(|| anyhow::anyhow!("no data"))
+            self.index.tensors[t].hash().ok_or_else(|| anyhow::anyhow!("no data"))
         }
         fn same_stored_data(&self, a: TensorId, b: TensorId) -> anyhow::Result<bool> {
             anyhow::ensure!(a < b, "asked about {a} and {b}: not an earlier pair");
             self.log.lock().unwrap().push(('s', a, b));
-            let hash = |t: TensorId| self.index.tensors[t].hash;
+            let hash = |t: TensorId| self.index.tensors[t].hash();
             Ok(hash(a).is_some() && hash(a) == hash(b) && ![a, b].iter().any(|t| self.differ.contains(t)))
         }
         fn release_stored_data(&self, a: TensorId) -> anyhow::Result<()> {

@@ -138,7 +138,7 @@ impl Roles {
         for (o, op) in index.ops.iter().enumerate() {
             let seen = produced.entry((op.rank, op.step)).or_default();
             for t in op.inputs() {
-                let leaf = index.tensors[t].hash.is_some_and(|h| !seen.contains(&h));
+                let leaf = index.tensors[t].hash().is_some_and(|h| !seen.contains(&h));
                 if leaf {
                     roles.of[t] = Some(Role::Leaf);
                 }
@@ -151,7 +151,7 @@ impl Roles {
                     roles.of[t] = Some(role);
                 }
             }
-            seen.extend(op.outputs().filter_map(|t| index.tensors[t].hash));
+            seen.extend(op.outputs().filter_map(|t| index.tensors[t].hash()));
         }
         roles
     }

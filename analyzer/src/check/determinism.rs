@@ -283,7 +283,7 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
     );
     let parting = kernel_types_part_of(a, &step_a, b, &step_b, &by_name);
     let hashes = |i: &Index, ts: std::ops::Range<crate::index::TensorId>| {
-        ts.map(|t| i.tensors[t].hash).collect::<Vec<_>>()
+        ts.map(|t| i.tensors[t].hash()).collect::<Vec<_>>()
     };
     let shapes = |i: &Index, o: OpId| {
         let op = &i.ops[o];
@@ -442,7 +442,7 @@ mod tests {
             let op = index.push_op(name.into(), op_type.into(), 1, 0);
             for &(io, slot) in tensors {
                 let t = index.push_tensor(TensorInfo::for_test(op, io, slot, DType::FLOAT, vec![2]));
-                index.tensors[t].hash = Some(7);
+                index.tensors[t].set_hash(Some(7));
             }
         }
         index
@@ -465,7 +465,7 @@ mod tests {
             anyhow::bail!("determinism reads content hashes only")
         }
         fn content_hash(&self, t: crate::index::TensorId) -> anyhow::Result<u64> {
-            self.0.tensors[t].hash.ok_or_else(|| anyhow::anyhow!("no content hash"))
+            self.0.tensors[t].hash().ok_or_else(|| anyhow::anyhow!("no content hash"))
         }
     }
 

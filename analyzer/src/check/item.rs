@@ -91,7 +91,7 @@ impl Seen<'_> {
 
     /// [`Seen::hash`], with why an unreadable tensor could not be read (the error names its file).
     pub fn hash_or_why(&self, t: TensorId) -> Result<u64, String> {
-        if let Some(h) = self.index().tensors[t].hash {
+        if let Some(h) = self.index().tensors[t].hash() {
             return Ok(h);
         }
         self.source.content_hash(t).map_err(|e| {

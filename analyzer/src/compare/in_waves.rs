@@ -56,7 +56,7 @@ fn plan(
     let len = usize::try_from(len).ok()?;
     let fold = MsprobeChunks::new(request, len)?;
     let widths = (value_width(ti.dtype)?, value_width(bi.dtype)?);
-    let decodes = target.decodes_on_read() && bench.decodes_on_read() && ti.hash.is_some();
+    let decodes = target.decodes_on_read() && bench.decodes_on_read() && ti.hash().is_some();
     decodes.then_some(Plan { len, fold, widths })
 }
 
@@ -250,7 +250,7 @@ mod tests {
             let mut index = Index::default();
             let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
             let info = TensorInfo::for_test(op, Io::Output, 0, dtype, vec![values.len() as u64]);
-            index.push_tensor(TensorInfo { hash: Some(1), ..info });
+            index.push_tensor(info.with_hash(Some(1)));
             Stored { index, bytes, bad_hash, bounded: true, asked_buffers: Default::default() }
         }
     }
@@ -274,7 +274,7 @@ mod tests {
             Ok(decode_f32_into(self.index.tensors[t].dtype, &self.bytes, out)?)
         }
         fn content_hash(&self, t: TensorId) -> Result<u64> {
-            Ok(self.index.tensors[t].hash.unwrap())
+            Ok(self.index.tensors[t].hash().unwrap())
         }
         fn host_blocks_bytes(&self, _: TensorId) -> Option<u64> {
             self.bounded.then_some(self.bytes.len() as u64)

@@ -144,7 +144,7 @@ fn read_whole(
     let (mut n, mut bv) = BUFFERS.with(|c| c.take());
     // The target's content hash (for producer links) comes from the same read when the index has none.
     let read_target = |n: &mut Vec<f32>| {
-        if ti.hash.is_none() {
+        if ti.hash().is_none() {
             target.read_values_and_hash(t, n).map(Some)
         } else {
             target.read_values(t, n).map(|()| None)
@@ -193,8 +193,8 @@ fn take_metrics(row: &mut CompareRow, m: &PairMetrics, (ti, bi): (&TensorInfo, &
 /// capture's, over the bytes as dumped): a hash another source computes may cover other bytes (an msprobe
 /// dump hashes its decoded values).
 fn same_stored_content(t: &TensorInfo, b: &TensorInfo) -> bool {
-    t.hash.is_some()
-        && t.hash == b.hash
+    t.hash().is_some()
+        && t.hash() == b.hash()
         && t.dtype == b.dtype
         && t.shape == b.shape
         && t.device_format() == b.device_format()
@@ -238,11 +238,11 @@ mod tests {
     #[test]
     fn equal_stored_hashes_count_only_for_the_same_bytes_read_the_same_way() {
         let (index, _) = step(&[("a", &[], 1)]);
-        let stored = TensorInfo { hash: Some(7), has_data: false, ..index.tensors[0].clone() };
+        let stored = TensorInfo { has_data: false, ..index.tensors[0].clone() }.with_hash(Some(7));
         assert!(same_stored_content(&stored, &stored.clone()));
         let differing = [
-            TensorInfo { hash: Some(8), ..stored.clone() },
-            TensorInfo { hash: None, ..stored.clone() },
+            stored.clone().with_hash(Some(8)),
+            stored.clone().with_hash(None),
             TensorInfo { dtype: DType::FLOAT16, ..stored.clone() },
             TensorInfo { shape: vec![2, 2].into(), ..stored.clone() },
             stored
@@ -255,7 +255,7 @@ mod tests {
                 "{other:?}"
             );
         }
-        let neither = TensorInfo { hash: None, ..stored.clone() };
+        let neither = stored.clone().with_hash(None);
         assert!(!same_stored_content(&neither, &neither.clone()));
     }
 
@@ -272,10 +272,10 @@ mod tests {
         fn new(values: Vec<f32>, hash: u64, error: Option<&'static str>) -> Sides {
             let mut index = Index::default();
             let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
-            index.push_tensor(TensorInfo {
-                hash: Some(hash),
-                ..TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT, vec![values.len() as u64])
-            });
+            index.push_tensor(
+                TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT, vec![values.len() as u64])
+                    .with_hash(Some(hash)),
+            );
             Sides { index, values, error, threads: Default::default() }
         }
     }
@@ -304,7 +304,7 @@ mod tests {
             Ok(())
         }
         fn content_hash(&self, t: TensorId) -> Result<u64> {
-            Ok(self.index.tensors[t].hash.unwrap())
+            Ok(self.index.tensors[t].hash().unwrap())
         }
     }
 

@@ -186,7 +186,7 @@ pub fn compare<'a>(
         known.len(),
         |t| tensor_bytes(&ti.tensors[t]),
         || (),
-        |_, t| match (ti.tensors[t].hash, known[t]) {
+        |_, t| match (ti.tensors[t].hash(), known[t]) {
             (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
             (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t] => {
                 target.content_hash(t).map(Some)

@@ -307,11 +307,11 @@ fn diff_tensor(
     spare_threads: bool,
 ) -> Result<TensorDiff> {
     let (ia, ib) = (&a.index().tensors[ta], &b.index().tensors[tb]);
-    let ha = match ia.hash {
+    let ha = match ia.hash() {
         Some(h) => h,
         None => a.content_hash(ta)?,
     };
-    let hb = match ib.hash {
+    let hb = match ib.hash() {
         Some(h) => h,
         None => b.content_hash(tb)?,
     };

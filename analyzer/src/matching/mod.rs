@@ -284,7 +284,7 @@ fn copied_tensors(index: &Index) -> HashMap<TensorId, TensorId> {
         for t in index.ops[copy].tensors() {
             let place = (index.tensors[t].io, index.tensors[t].index);
             let original = of.tensors().find(|&o| (index.tensors[o].io, index.tensors[o].index) == place);
-            let same_bytes = |o: TensorId| match (index.tensors[t].hash, index.tensors[o].hash) {
+            let same_bytes = |o: TensorId| match (index.tensors[t].hash(), index.tensors[o].hash()) {
                 (Some(copy), Some(original)) => copy == original,
                 _ => true,
             };
@@ -413,7 +413,7 @@ mod tests {
                 let launch = Launch { task_id: 3, context_id, thread_id: context_id, ..Launch::default() };
                 let op = index.push_op_at("Fused_0".into(), "Fused".into(), 0, 0, Some(launch));
                 let t = index.push_tensor(TensorInfo::for_test(op, Io::Output, 0, DType::FLOAT16, vec![4]));
-                index.tensors[t].hash = Some(hash);
+                index.tensors[t].set_hash(Some(hash));
             }
             index
         };

@@ -364,7 +364,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
         .iter()
         .filter(|o| filter.keeps(o))
         .flat_map(|o| o.tensors())
-        .filter(|t| !stats.contains_key(t) && index.tensors[*t].hash.is_none())
+        .filter(|t| !stats.contains_key(t) && index.tensors[*t].hash().is_none())
         .count();
     let mut ranks: Vec<u32> = index.ranks();
     ranks.extend(index.collectives.iter().map(|c| c.rank));
@@ -390,7 +390,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
                             Some(t.dtype),
                             names.get(&t.dtype.name()),
                             stats.get(&id).or(t.stats()).as_ref(),
-                            t.hash,
+                            t.hash(),
                         )
                     })
                     .collect(),

@@ -142,7 +142,7 @@ impl Knowns<'_> {
         Some(Known {
             stats,
             // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.
-            counts_exact: info.hash.is_some() || stats.abs_sum.is_some(),
+            counts_exact: info.hash().is_some() || stats.abs_sum.is_some(),
             histogram: info.histogram(),
             dtype: info.dtype,
             from_values: false,

@@ -91,7 +91,7 @@ pub(super) fn update(
 ) -> Vec<Event> {
     let mut events = Vec::new();
     let after = after(u, all);
-    let hash = |t: TensorId| ctx.index.tensors[t].hash;
+    let hash = |t: TensorId| ctx.index.tensors[t].hash();
     let equal = after.and_then(|a| Some(hash(u.before)? == hash(a)?));
     if let (Some(c), Some(a)) = (get(conditions, "weight_not_changed"), after) {
         let (rtol, atol) = (c.get("rtol").unwrap_or(0.0), c.get("atol").unwrap_or(0.0));

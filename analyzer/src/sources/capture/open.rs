@@ -86,12 +86,12 @@ impl CaptureSource {
                                 .original_op
                                 .as_ref()
                                 .map(|o| (index.share_name(&o.name), o.output_index)),
-                            hash: Some(t.content_hash),
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
                             ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
                         }
-                        .with_stats(Some(t.stats));
+                        .with_stats(Some(t.stats))
+                        .with_hash(Some(t.content_hash));
                         let id = index.push_tensor(tensor.with_extras(TensorExtras {
                             device_format: (!format.is_identity()).then(|| format.name().into_owned()),
                             device_shape: Some(m.device_shape.clone()),

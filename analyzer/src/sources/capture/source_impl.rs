@@ -59,7 +59,7 @@ impl Source for CaptureSource {
     }
 
     fn content_hash(&self, tensor: TensorId) -> Result<u64> {
-        self.index.tensors[tensor].hash.context("device statistics carry no content hash")
+        self.index.tensors[tensor].hash().context("device statistics carry no content hash")
     }
 
     fn read_values_and_hash(&self, tensor: TensorId, out: &mut Vec<f32>) -> Result<u64> {
