@@ -47,6 +47,8 @@ pub struct KernelAlignment {
     pub unplaced_bench: Vec<TensorId>,
     /// Warnings: the steps too large to align (their tensors are all unplaced).
     pub warnings: Vec<String>,
+    /// Target tensors of those steps, left unplaced for their size rather than for lack of a counterpart.
+    pub unaligned_target: usize,
 }
 
 /// Whether an op name is an msprobe API call: `{type}.{api}.{call}.{forward|backward}`.
@@ -139,6 +141,7 @@ pub fn align_kernels_to_apis(
     for (key, t_list) in &targets {
         let b_list = benches.remove(key).unwrap_or_default();
         if !align_step(target, bench, t_list, &b_list, &mut result) {
+            result.unaligned_target += t_list.len();
             result.warnings.push(format!(
                 "rank {} step {}: {} API outputs against {} kernel outputs are too many to align (the table \
                  would pass {MAX_CELLS} cells): none of them is compared; compare against a benchmark \

@@ -263,6 +263,16 @@ pub fn different_model(
             pairs.len(),
             first.join("; ")
         )
+    } else if selected_outputs > 0 && matched_outputs * 2 < selected_outputs && matching.unaligned_target > 0
+    {
+        // Not another model for all we know: the alignment gave up on steps too large or too different.
+        return Some(format!(
+            "only {matched_outputs} of the target's {selected_outputs} outputs have a counterpart in the \
+             benchmark, and whether the other runs are of one model is unknown: {} target tensors were left \
+             unaligned, in steps too large or too different to align by execution order (a warning names \
+             each). Pass --mapping with `target_name,bench_name` lines to pair them",
+            matching.unaligned_target
+        ));
     } else if selected_outputs > 0 && matched_outputs * 2 < selected_outputs {
         let unmatched: Vec<String> = matching
             .unmatched_target
@@ -853,6 +863,15 @@ mod tests {
         assert!(why.unwrap().contains("only 1 of the target's 3 outputs have a counterpart"));
         let same = different_model(&a, &a, &match_runs(&a, &a, &MatchOptions::default()), &Filter::default());
         assert_eq!(same, None);
+        // Where an alignment gave up (its work or its table spent), what has no counterpart says nothing
+        // about the model: the refusal says the answer is unknown, not that the runs differ.
+        let gave_up = Matching { unaligned_target: 2, ..match_runs(&a, &other, &MatchOptions::default()) };
+        let why = different_model(&a, &other, &gave_up, &Filter::default()).unwrap();
+        assert!(
+            why.contains("whether the other runs are of one model is unknown: 2 target tensors"),
+            "{why}"
+        );
+        assert!(!why.contains("not runs of the same model"), "{why}");
     }
 
     /// Eager kernels (`GatherV2_0`) against graph-mode ops (`model/embedding/GatherV2`) pair by execution

@@ -49,6 +49,9 @@ pub struct Matching {
     /// What the user must know about the matching: steps too large to align kernels against API calls, or
     /// whose execution orders differ too much to align within the work allowed.
     pub warnings: Vec<String>,
+    /// Target tensors those warnings leave unmatched: whether they have a counterpart is unknown.
+    #[serde(skip)]
+    pub unaligned_target: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -250,27 +253,28 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         .filter(|&b| !bench_used[b] && !bench_copies.get(&b).is_some_and(|&of| bench_used[of]))
         .collect();
     let mut api_calls = Vec::new();
-    let (unmatched_target, unmatched_bench, warnings) = if is_api_level(bench) && !is_api_level(target) {
-        // Outputs against outputs: an API's arguments are not any one kernel's inputs.
-        let a = align_kernels_to_apis(target, bench, &leftover, &bench_left);
-        pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair {
-            target: t,
-            bench: b,
-            how: MatchKind::Api,
-        }));
-        api_calls = a.calls;
-        (a.unplaced_target, a.unplaced_bench, a.warnings)
-    } else {
-        let o = order::align_by_order(target, bench, &leftover, &bench_left);
-        pairs.extend(o.pairs.into_iter().map(|(t, b)| TensorPair {
-            target: t,
-            bench: b,
-            how: MatchKind::Order,
-        }));
-        (o.unmatched_target, o.unmatched_bench, o.warnings)
-    };
+    let (unmatched_target, unmatched_bench, warnings, unaligned_target) =
+        if is_api_level(bench) && !is_api_level(target) {
+            // Outputs against outputs: an API's arguments are not any one kernel's inputs.
+            let a = align_kernels_to_apis(target, bench, &leftover, &bench_left);
+            pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair {
+                target: t,
+                bench: b,
+                how: MatchKind::Api,
+            }));
+            api_calls = a.calls;
+            (a.unplaced_target, a.unplaced_bench, a.warnings, a.unaligned_target)
+        } else {
+            let o = order::align_by_order(target, bench, &leftover, &bench_left);
+            pairs.extend(o.pairs.into_iter().map(|(t, b)| TensorPair {
+                target: t,
+                bench: b,
+                how: MatchKind::Order,
+            }));
+            (o.unmatched_target, o.unmatched_bench, o.warnings, o.unaligned_target)
+        };
     pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
-    Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings }
+    Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings, unaligned_target }
 }
 
 /// Each tensor of an FFTS+ sub-task's copy of an op ([`Index::sub_task_copies`]) -> the op-level tensor
