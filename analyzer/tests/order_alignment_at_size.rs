@@ -110,7 +110,7 @@ fn one_name_repeated_through_a_step_pairs_by_order_at_a_real_step_size() {
 /// `$ALIGN_BENCH_TENSORS` (tensors a side, comma-separated): `a` (ops `model/op{k}`), `b` (the same ops
 /// renamed, one extra op in the middle) and `u` (renamed, op types drawn at random: unrelated to `a`).
 #[test]
-#[ignore]
+#[ignore = "not a test: writes the inputs of scripts/bench-align when it asks"]
 fn write_bench_inputs() {
     let dir = std::path::PathBuf::from(std::env::var("ALIGN_BENCH_DIR").expect("ALIGN_BENCH_DIR"));
     let sizes = std::env::var("ALIGN_BENCH_TENSORS").expect("ALIGN_BENCH_TENSORS");
