@@ -18,10 +18,40 @@ use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The most table cells one rank and step may take (API outputs x kernels x a kernel's outputs, 16 bytes
-/// each: a best total and the move to it, so up to 320 MB); beyond it, that step is not aligned and the
-/// comparison says so.
-const MAX_CELLS: usize = 20_000_000;
+/// The most table cells one rank and step may take (API outputs x the kernels' states, 4 bytes each: the
+/// move to the cell, so up to 256 MB; the best totals are kept two rows at a time); beyond it, that step
+/// is not aligned and the comparison says so. Was 20 million cells of 16 bytes (320 MB).
+const MAX_CELLS: usize = 64_000_000;
+
+/// A move of the alignment's table and the state it came from, in 32 bits: the kind in the top two, the
+/// state below (a kernel's states are a bit mask of at most [`MASK_OUTPUTS`] outputs or an output's
+/// position, far below 2^30).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Move(u32);
+
+impl Move {
+    const NONE: Move = Move(0);
+    const SKIP_API: Move = Move(1 << 30);
+    const MATCH: Move = Move(2 << 30);
+    const NEXT_KERNEL: Move = Move(3 << 30);
+    const STATE: u32 = (1 << 30) - 1;
+
+    fn matched(from: usize) -> Move {
+        Move(Self::MATCH.0 | from as u32)
+    }
+
+    fn next_kernel(from: usize) -> Move {
+        Move(Self::NEXT_KERNEL.0 | from as u32)
+    }
+
+    fn kind(self) -> Move {
+        Move(self.0 & !Self::STATE)
+    }
+
+    fn state(self) -> usize {
+        (self.0 & Self::STATE) as usize
+    }
+}
 
 /// Kernels with at most this many outputs are aligned exactly (the set of outputs taken is a bit mask).
 const MASK_OUTPUTS: usize = 6;
@@ -251,7 +281,7 @@ fn align_step(
     }
     let at = |i: usize, j: usize, u: usize| i * cols + offsets[j] + u;
     let cells = (n + 1).saturating_mul(cols);
-    if cells > MAX_CELLS {
+    if cells > MAX_CELLS || states.iter().any(|&w| w > Move::STATE as usize) {
         out.unplaced_bench.extend(b_list);
         out.unplaced_target.extend(t_list);
         return false;
@@ -264,21 +294,17 @@ fn align_step(
             (u != p + 1).then_some(p + 1)
         }
     };
-    // Each move remembers the state it came from (below MAX_CELLS, so it fits).
-    #[derive(Clone, Copy, PartialEq)]
-    enum Move {
-        None,
-        SkipApi,
-        Match(u32),
-        NextKernel(u32),
-    }
-    let mut d = vec![f64::NEG_INFINITY; cells];
-    let mut how = vec![Move::None; cells];
-    d[at(0, 0, 0)] = 0.0;
-    let relax = |d: &mut Vec<f64>, how: &mut Vec<Move>, to: usize, v: f64, mv: Move| {
-        if v > d[to] {
-            d[to] = v;
-            how[to] = mv;
+    // The best totals of two rows at a time (a move goes to the same row or the next), and for every cell
+    // the move that reached it, packed in 32 bits: 4 bytes a cell instead of 16 (#18: the table was up to
+    // 320 MB at its old cap of 20 million cells).
+    let mut how = vec![Move::NONE; cells];
+    let mut row = vec![f64::NEG_INFINITY; cols];
+    let mut below = vec![f64::NEG_INFINITY; cols];
+    row[offsets[0]] = 0.0;
+    let relax = |d: &mut [f64], how: &mut [Move], i: usize, col: usize, v: f64, mv: Move| {
+        if v > d[col] {
+            d[col] = v;
+            how[i * cols + col] = mv;
         }
     };
     let mut fits: Vec<(usize, TensorId, f64)> = Vec::new();
@@ -289,42 +315,47 @@ fn align_step(
                 fits.extend(candidates(i, j));
             }
             for u in 0..states[j] {
-                let v = d[at(i, j, u)];
+                let v = row[offsets[j] + u];
                 if v == f64::NEG_INFINITY {
                     continue;
                 }
                 if j + 1 < m {
-                    relax(&mut d, &mut how, at(i, j + 1, 0), v, Move::NextKernel(u as u32));
+                    relax(&mut row, &mut how, i, offsets[j + 1], v, Move::next_kernel(u));
                 }
                 if i < n {
-                    relax(&mut d, &mut how, at(i + 1, j, u), v, Move::SkipApi);
+                    relax(&mut below, &mut how, i + 1, offsets[j] + u, v, Move::SKIP_API);
                     for &(p, _, w) in &fits {
                         if let Some(next) = take(j, u, p) {
-                            relax(&mut d, &mut how, at(i + 1, j, next), v + w, Move::Match(u as u32));
+                            relax(&mut below, &mut how, i + 1, offsets[j] + next, v + w, Move::matched(u));
                         }
                     }
                 }
             }
         }
+        if i < n {
+            std::mem::swap(&mut row, &mut below);
+            below.fill(f64::NEG_INFINITY);
+        }
     }
     let mut matched: Vec<Option<(usize, TensorId, f64)>> = vec![None; n];
     let mut state = (0..m)
         .flat_map(|j| (0..states[j]).map(move |u| (j, u)))
-        .max_by(|a, b| d[at(n, a.0, a.1)].total_cmp(&d[at(n, b.0, b.1)]))
+        .max_by(|a, b| row[offsets[a.0] + a.1].total_cmp(&row[offsets[b.0] + b.1]))
         .map(|(j, u)| (n, j, u))
         .unwrap_or((n, 0, 0));
     loop {
         let (i, j, u) = state;
-        state = match how[at(i, j, u)] {
-            Move::None => break,
-            Move::SkipApi => (i - 1, j, u),
-            Move::Match(prev) => {
-                let prev = prev as usize;
+        let mv = how[at(i, j, u)];
+        state = match mv.kind() {
+            Move::NONE => break,
+            Move::SKIP_API => (i - 1, j, u),
+            Move::MATCH => {
+                let prev = mv.state();
                 let p = if by_mask[j] { (u ^ prev).trailing_zeros() as usize } else { u - 1 };
                 matched[i - 1] = candidates(i - 1, j).find(|c| c.0 == p).map(|(_, t, w)| (j, t, w));
                 (i - 1, j, prev)
             }
-            Move::NextKernel(prev) => (i, j - 1, prev as usize),
+            _ => (i, j - 1, mv.state()),
         };
     }
     // One kernel output answers one API output: where two landed on the same (on a kernel of more than
@@ -447,10 +478,21 @@ mod tests {
         assert_eq!(a.unplaced_target, [6], "the optimizer's kernel belongs to no call");
     }
 
+    /// A move keeps its kind and the state it came from, up to the largest state a kernel may have.
+    #[test]
+    fn a_move_packs_its_kind_and_state() {
+        for state in [0, 1, 63, Move::STATE as usize] {
+            let (matched, next) = (Move::matched(state), Move::next_kernel(state));
+            assert_eq!((matched.kind(), matched.state()), (Move::MATCH, state));
+            assert_eq!((next.kind(), next.state()), (Move::NEXT_KERNEL, state));
+        }
+        assert_eq!((Move::SKIP_API.kind(), Move::NONE.kind()), (Move::SKIP_API, Move::NONE));
+    }
+
     #[test]
     fn a_step_too_large_to_align_is_said_and_left_unplaced() {
         let (mut t, mut b) = (Index::default(), Index::default());
-        for k in 0..5_000 {
+        for k in 0..16_000 {
             let op = t.push_op(format!("Add_{k}"), "Add".into(), 0, 0);
             tensor(&mut t, op, Io::Output, 0, DType::FLOAT16, &[4], 1.0);
         }
@@ -462,9 +504,9 @@ mod tests {
         let all_b: Vec<TensorId> = (0..b.tensors.len()).collect();
         let a = align_kernels_to_apis(&t, &b, &all_t, &all_b);
         assert!(a.pairs.is_empty() && a.calls.is_empty());
-        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (5_000, 2_000));
+        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (16_000, 2_000));
         assert!(
-            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 5000"),
+            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 16000"),
             "{:?}",
             a.warnings
         );
