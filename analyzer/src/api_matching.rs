@@ -18,30 +18,30 @@ use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The most table cells one rank and step may take (API outputs x the kernels' states, 4 bytes each: the
+/// The most table cells one rank and step may take (API outputs x the kernels' states, 2 bytes each: the
 /// move to the cell, so up to 256 MB; the best totals are kept two rows at a time); beyond it, that step
 /// is not aligned and the comparison says so. Was 20 million cells of 16 bytes (320 MB).
-const MAX_CELLS: usize = 64_000_000;
+const MAX_CELLS: usize = 128_000_000;
 
-/// A move of the alignment's table and the state it came from, in 32 bits: the kind in the top two, the
-/// state below (a kernel's states are a bit mask of at most [`MASK_OUTPUTS`] outputs or an output's
-/// position, far below 2^30).
+/// A move of the alignment's table and the state it came from, in 16 bits: the kind in the top two, the
+/// state below (a kernel's states are a bit mask of at most [`MASK_OUTPUTS`] outputs, or an output's
+/// position: a step with a kernel of more than 16,383 outputs is not aligned).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Move(u32);
+struct Move(u16);
 
 impl Move {
     const NONE: Move = Move(0);
-    const SKIP_API: Move = Move(1 << 30);
-    const MATCH: Move = Move(2 << 30);
-    const NEXT_KERNEL: Move = Move(3 << 30);
-    const STATE: u32 = (1 << 30) - 1;
+    const SKIP_API: Move = Move(1 << 14);
+    const MATCH: Move = Move(2 << 14);
+    const NEXT_KERNEL: Move = Move(3 << 14);
+    const STATE: u16 = (1 << 14) - 1;
 
     fn matched(from: usize) -> Move {
-        Move(Self::MATCH.0 | from as u32)
+        Move(Self::MATCH.0 | from as u16)
     }
 
     fn next_kernel(from: usize) -> Move {
-        Move(Self::NEXT_KERNEL.0 | from as u32)
+        Move(Self::NEXT_KERNEL.0 | from as u16)
     }
 
     fn kind(self) -> Move {
@@ -281,7 +281,7 @@ fn align_step(
     }
     let at = |i: usize, j: usize, u: usize| i * cols + offsets[j] + u;
     let cells = (n + 1).saturating_mul(cols);
-    if cells > MAX_CELLS || states.iter().any(|&w| w > Move::STATE as usize) {
+    if cells > MAX_CELLS || states.iter().any(|&w| w > Move::STATE as usize + 1) {
         out.unplaced_bench.extend(b_list);
         out.unplaced_target.extend(t_list);
         return false;
@@ -295,7 +295,7 @@ fn align_step(
         }
     };
     // The best totals of two rows at a time (a move goes to the same row or the next), and for every cell
-    // the move that reached it, packed in 32 bits: 4 bytes a cell instead of 16 (#18: the table was up to
+    // the move that reached it, packed in 16 bits: 2 bytes a cell instead of 16 (#18: the table was up to
     // 320 MB at its old cap of 20 million cells).
     let mut how = vec![Move::NONE; cells];
     let mut row = vec![f64::NEG_INFINITY; cols];
@@ -492,7 +492,7 @@ mod tests {
     #[test]
     fn a_step_too_large_to_align_is_said_and_left_unplaced() {
         let (mut t, mut b) = (Index::default(), Index::default());
-        for k in 0..16_000 {
+        for k in 0..32_000 {
             let op = t.push_op(format!("Add_{k}"), "Add".into(), 0, 0);
             tensor(&mut t, op, Io::Output, 0, DType::FLOAT16, &[4], 1.0);
         }
@@ -504,9 +504,9 @@ mod tests {
         let all_b: Vec<TensorId> = (0..b.tensors.len()).collect();
         let a = align_kernels_to_apis(&t, &b, &all_t, &all_b);
         assert!(a.pairs.is_empty() && a.calls.is_empty());
-        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (16_000, 2_000));
+        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (32_000, 2_000));
         assert!(
-            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 16000"),
+            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 32000"),
             "{:?}",
             a.warnings
         );
