@@ -9,6 +9,7 @@ use crate::index::Index;
 use crate::matching::TensorPair;
 use crate::sources::Source;
 use crate::threads::{in_flight, tensor_bytes, InFlight};
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 /// Pairs measured at a time when some repeat earlier ones. Reading a payload maps its neighbours' pages
@@ -22,29 +23,31 @@ const WINDOW: usize = 256;
 /// all the pairs held up to three results a pair at once).
 const WINDOW_WITHOUT_REPEATS: usize = 1024;
 
-/// For each pair, the first pair before it with the same two content hashes, when the hashes differ and
-/// both sides have data (a pair whose hashes are equal is identical without a decode, and one without data
-/// is not read).
-pub(crate) fn earlier_pair_with_the_hashes(
+/// Each pair that repeats an earlier one -> the first pair before it with the same two content hashes, when
+/// the hashes differ and both sides have data (a pair whose hashes are equal is identical without a
+/// decode, and one without data is not read). Only the repeats are held (#18: an entry for every pair was
+/// 16 bytes a pair, where a statistics capture has no repeat at all).
+pub(crate) fn earlier_pair_with_the_hashes<P: Borrow<TensorPair>>(
     target: &Index,
     bench: &Index,
-    pairs: &[&TensorPair],
-) -> Vec<Option<usize>> {
+    pairs: &[P],
+) -> HashMap<usize, usize> {
     let mut first: HashMap<(u64, u64), usize> = HashMap::new();
-    pairs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let (it, ib) = (&target.tensors[p.target], &bench.tensors[p.bench]);
-            match (it.hash(), ib.hash()) {
-                (Some(ht), Some(hb)) if ht != hb && it.has_data && ib.has_data => {
-                    let e = *first.entry((ht, hb)).or_insert(i);
-                    (e != i).then_some(e)
+    let mut earlier = HashMap::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let p = p.borrow();
+        let (it, ib) = (&target.tensors[p.target], &bench.tensors[p.bench]);
+        match (it.hash(), ib.hash()) {
+            (Some(ht), Some(hb)) if ht != hb && it.has_data && ib.has_data => {
+                let e = *first.entry((ht, hb)).or_insert(i);
+                if e != i {
+                    earlier.insert(i, e);
                 }
-                _ => None,
             }
-        })
-        .collect()
+            _ => {}
+        }
+    }
+    earlier
 }
 
 /// A first pair's result, what its repeats take from it, and whether each repeat (by index) stores the
@@ -85,10 +88,10 @@ pub(crate) fn measure_pairs<R: Send, K: Send + Sync>(
 /// for the read that follows), where asking afterwards would bring them back into memory after that read
 /// had released them. What the checks left is released after the read ([`Source::release_stored_data`]),
 /// and everything at the end of each window ([`Source::release_all`]).
-pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
+pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync, P: Borrow<TensorPair> + Sync>(
     (target, bench): (&dyn Source, &dyn Source),
     limits: InFlight,
-    pairs: &[&TensorPair],
+    pairs: &[P],
     measure: impl Fn(&TensorPair) -> R + Sync,
     kept: impl Fn(&R) -> Option<K> + Sync,
     repeat: impl Fn(&TensorPair, &K) -> R + Sync,
@@ -96,13 +99,14 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
 ) {
     let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
     let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
-    let size = |i: usize| tensor_bytes(&ti[pairs[i].target]).max(tensor_bytes(&bi[pairs[i].bench]));
+    let pair = |i: usize| pairs[i].borrow();
+    let size = |i: usize| tensor_bytes(&ti[pair(i).target]).max(tensor_bytes(&bi[pair(i).bench]));
     // Each pair's repeats, in order (a repeat comes after its first).
     let mut repeats: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (i, e) in earlier.iter().enumerate() {
-        if let Some(e) = *e {
-            repeats.entry(e).or_default().push(i);
-        }
+    let mut in_order: Vec<(usize, usize)> = earlier.iter().map(|(&i, &e)| (i, e)).collect();
+    in_order.sort_unstable();
+    for (i, e) in in_order {
+        repeats.entry(e).or_default().push(i);
     }
     // Without repeats nothing waits and no repeat's pages are mapped early: larger windows.
     let window = if repeats.is_empty() { WINDOW_WITHOUT_REPEATS } else { WINDOW };
@@ -120,12 +124,12 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
             || (),
             |_, k| {
                 let i = start + k;
-                earlier[i].is_none().then(|| {
-                    let (f, mine) = (pairs[i], repeats.get(&i).map_or(&[][..], Vec::as_slice));
+                (!earlier.contains_key(&i)).then(|| {
+                    let (f, mine) = (pair(i), repeats.get(&i).map_or(&[][..], Vec::as_slice));
                     let checked: Vec<Checked> = mine
                         .iter()
                         .map(|&j| {
-                            let p = pairs[j];
+                            let p = pair(j);
                             let t = target.same_stored_data(f.target, p.target).unwrap_or(false);
                             (j, t, t && bench.same_stored_data(f.bench, p.bench).unwrap_or(false))
                         })
@@ -139,9 +143,9 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
                         let _ = bench.release_stored_data(f.bench);
                     }
                     for &(j, t, _) in &checked {
-                        let _ = target.release_stored_data(pairs[j].target);
+                        let _ = target.release_stored_data(pair(j).target);
                         if t {
-                            let _ = bench.release_stored_data(pairs[j].bench);
+                            let _ = bench.release_stored_data(pair(j).bench);
                         }
                     }
                     (r, k, checked.into_iter().map(|(j, _, same)| (j, same)).collect())
@@ -169,8 +173,8 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync>(
             |k| size(todo[k]),
             || (),
             |_, k| {
-                let (i, p) = (todo[k], pairs[todo[k]]);
-                match earlier[i].and_then(|e| firsts_here.get(&e)) {
+                let (i, p) = (todo[k], pair(todo[k]));
+                match earlier.get(&i).and_then(|e| firsts_here.get(e)) {
                     Some(first) if same_here[i] => repeat(p, first),
                     _ => measure(p),
                 }
@@ -469,6 +473,6 @@ mod tests {
             (0..8).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
         let pairs: Vec<&TensorPair> = pairs.iter().collect();
         let earlier = earlier_pair_with_the_hashes(&target.index, &bench.index, &pairs);
-        assert_eq!(earlier, [None, Some(0), None, None, None, None, None, None]);
+        assert_eq!(earlier, HashMap::from([(1, 0)]));
     }
 }

@@ -152,12 +152,13 @@ impl Comparison<'_> {
 
 /// The input problem of pairs nothing was measured for (a side holds no tensor data), with what to do.
 pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) -> Option<InputProblem> {
-    let unmeasured: Vec<&CompareRow> = rows.iter().filter(|r| r.unmeasured()).collect();
-    let first = unmeasured.first()?;
+    // Counted as they are found, not listed: every pair of two statistics captures may be one (#18).
+    let unmeasured = || rows.iter().filter(|r| r.unmeasured());
+    let first = unmeasured().next()?;
     let without =
         |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
-    let target_side = unmeasured.iter().filter(|r| !ti.tensors[r.target].has_data).count();
-    let bench_side = unmeasured.iter().filter(|r| r.bench.is_some_and(|b| !bi.tensors[b].has_data)).count();
+    let target_side = unmeasured().filter(|r| !ti.tensors[r.target].has_data).count();
+    let bench_side = unmeasured().filter(|r| r.bench.is_some_and(|b| !bi.tensors[b].has_data)).count();
     let sides: Vec<String> =
         [without("target", target_side), without("benchmark", bench_side)].into_iter().flatten().collect();
     let bench_label = first.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
@@ -167,7 +168,7 @@ pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) ->
          first: {}{bench_label}. Record with --mode tensor (`analyzer record --mode tensor`, or \
          ACCUTRACE_MODE=tensor for the collector) to compare values; two runs of one configuration compare \
          by content hash with `analyzer diff`",
-        unmeasured.len(),
+        unmeasured().count(),
         rows.len(),
         sides.join(", "),
         ti.tensor_label(first.target),

@@ -42,11 +42,12 @@ pub(super) fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
 /// when the op that produced it (found by content hash) was compared and does not fail. An input from an op
 /// that was not compared is no evidence. An op whose inputs come from no dumped op at all (data fed to the
 /// model, weights, optimizer state) is cleared only when ops before it in its step were compared and pass:
-/// they read the same data, so what is left is the op itself (or its weights).
+/// they read the same data, so what is left is the op itself (or its weights). `hash` gives a target
+/// tensor's content hash, where it has one.
 pub(super) fn find_culprit(
     index: &Index,
     rows: &[CompareRow],
-    hashes: &[Option<u64>],
+    hash: impl Fn(TensorId) -> Option<u64>,
 ) -> (Vec<FailingOp>, Option<usize>) {
     // Without a failing row there is no failing op: no map of the rows and no producers to find (#18: 7.8
     // MB at 198,840 pairs of two identical runs).
@@ -60,7 +61,7 @@ pub(super) fn find_culprit(
     let output_rows = |o: usize| index.ops[o].outputs().filter_map(|t| read_row(&t));
     let op_fails: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).any(|r| rows[r].failed)).collect();
     let op_compared: Vec<bool> = (0..index.ops.len()).map(|o| output_rows(o).next().is_some()).collect();
-    let producer = input_producers(index, |t| hashes[t]);
+    let producer = input_producers(index, hash);
     let evidence = |t: TensorId| match (read_row(&t), producer.get(&t)) {
         (Some(r), _) if rows[r].failed => InputEvidence::Fails,
         (Some(_), _) => InputEvidence::Passes,
@@ -147,7 +148,7 @@ mod tests {
     }
 
     fn verdict(index: &Index, rows: &[CompareRow], hashes: &[Option<u64>]) -> (Option<String>, Vec<bool>) {
-        let (failing, culprit) = find_culprit(index, rows, hashes);
+        let (failing, culprit) = find_culprit(index, rows, |t| hashes[t]);
         let culprit = culprit.map(|c| index.ops[failing[c].op].name.to_string());
         (culprit, failing.iter().map(|f| f.inputs_unverified.is_some()).collect())
     }
@@ -170,7 +171,7 @@ mod tests {
         // An op reading graph inputs only, after ops of its step that pass: the culprit, said so.
         let (index, hashes) = step(&[("embed", &[1], 10), ("update", &[2, 3], 11)]);
         let (failing, culprit) =
-            find_culprit(&index, &rows(&index, &["embed", "update"], &["update"]), &hashes);
+            find_culprit(&index, &rows(&index, &["embed", "update"], &["update"]), |t| hashes[t]);
         let f = &failing[culprit.expect("a culprit")];
         assert_eq!(index.ops[f.op].name, "update");
         assert!(f
@@ -187,7 +188,7 @@ mod tests {
         // embed reads graph inputs only (fails, unverified); norm -> proj, another branch, proj fails alone.
         let (index, hashes) = step(&[("embed", &[1, 2], 10), ("norm", &[3], 11), ("proj", &[11], 12)]);
         let rows = rows(&index, &["embed", "norm", "proj"], &["embed", "proj"]);
-        let (failing, culprit) = find_culprit(&index, &rows, &hashes);
+        let (failing, culprit) = find_culprit(&index, &rows, |t| hashes[t]);
         assert_eq!(culprit, Some(1));
         assert_eq!(index.ops[failing[1].op].name, "proj");
         assert!(failing[0].inputs_unverified.is_some() && failing[1].inputs_pass);

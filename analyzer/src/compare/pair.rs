@@ -63,7 +63,9 @@ pub(super) struct ReadMetrics {
 }
 
 /// One pair's row, the target's content hash where the read computed it (for producer links; `None` where
-/// the index has one), and what was measured from both sides' values, when they were read and measured.
+/// the index has one), and what was measured from both sides' values, when they were read and measured:
+/// boxed, as it is kept only for a pair that has repeats, while every result of a window is handed on
+/// (#18: inline, each pair's result in a window was 528 bytes, read or not; 96 boxed).
 /// With `first` (an earlier pair whose two tensors each side stores with the same bytes as this pair's),
 /// its metrics are taken instead of reading, where this pair asks for the same ones; all else is this pair's.
 pub(super) fn compare_pair(
@@ -73,7 +75,7 @@ pub(super) fn compare_pair(
     options: &CompareOptions,
     families: Families,
     first: Option<&ReadMetrics>,
-) -> (CompareRow, Option<u64>, Option<ReadMetrics>) {
+) -> (CompareRow, Option<u64>, Option<Box<ReadMetrics>>) {
     let (t, b) = (p.target, p.bench);
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow::new(t, Some(b), Some(p.how));
@@ -106,7 +108,7 @@ pub(super) fn compare_pair(
                 match result {
                     Ok(h) => {
                         hash = h;
-                        read = metrics.map(|metrics| ReadMetrics { request, metrics });
+                        read = metrics.map(|metrics| Box::new(ReadMetrics { request, metrics }));
                     }
                     Err(err) => row.set_error(Some(format!("{err:#}"))),
                 }

@@ -14,7 +14,7 @@ use crate::comparable::{
     different_model, execution_modes_differ, kernel_counters_differ, ranks_on_one_side, steps_on_one_side,
     swapped_sides, without_counterpart, without_counterpart_warning,
 };
-use crate::index::{Io, TensorId};
+use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, Matching, TensorPair};
 use crate::metrics::verdict::Level;
 use crate::metrics::Families;
@@ -91,7 +91,11 @@ pub fn compare<'a>(
             api_calls: matching.api_calls,
         };
     }
-    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
+    // The pairs kept, in place: of the matching, only they, what it left unmatched and its API calls are
+    // kept (#18: a list of references to those kept was 8 bytes a pair beside them).
+    let mut matching = matching;
+    matching.pairs.retain(|p| keep(p.target));
+    let Matching { pairs, unmatched_bench, api_calls, .. } = matching;
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
     let families = families(target, bench, options);
     // Pairs of large tensors measured in waves hold bounded reads, not both tensors as f32: counted pair by
@@ -109,27 +113,26 @@ pub fn compare<'a>(
         progress.inc(1);
         compared
     };
-    // Each pair's row goes into its place as its window is done: no table of results beside the rows.
+    // Each pair's row goes into its place as its window is done: no table of results beside the rows. Only
+    // the hashes a read computed are kept beside them: sources that store hashes (captures) compute none.
     let mut rows: Vec<CompareRow> = Vec::with_capacity(pairs.len());
-    let mut pair_hashes: Vec<Option<u64>> = Vec::with_capacity(pairs.len());
+    let mut pair_hashes: Vec<(TensorId, u64)> = Vec::new();
     measure_pairs_into(
         (target, bench),
         measuring,
         &pairs,
         |p| compare_one(p, None),
-        |(_, _, read): &(CompareRow, Option<u64>, Option<ReadMetrics>)| read.clone(),
+        |(_, _, read): &(CompareRow, Option<u64>, Option<Box<ReadMetrics>>)| read.clone(),
         |p, first| compare_one(p, Some(first)),
         |(row, hash, _)| {
+            pair_hashes.extend(hash.map(|h| (row.target, h)));
             rows.push(row);
-            pair_hashes.push(hash);
         },
     );
     progress.finish();
     release_pair_buffers();
-    // The pairs are in the rows now: of the matching, only what it left unmatched and its API calls are
-    // kept (#18: the pairs and the list of those kept were 32 bytes a pair beside the rows and the tables).
+    // The pairs are in the rows now (#18: held to the end, 24 bytes a pair beside the rows).
     drop(pairs);
-    let Matching { unmatched_bench, api_calls, .. } = matching;
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
     // tensors: the table does it, and the compared rows take their verdicts from it.
     let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
@@ -172,39 +175,34 @@ pub fn compare<'a>(
     // hashed the compared target tensors while reading their values. The culprit search looks up the
     // producers of failing ops only, so besides every output (a possible producer) only the inputs of
     // failing ops need a hash: those still missing are hashed here, in parallel. The inputs of passing ops
-    // are never read (a benchmark of outputs pairs none of them).
-    let mut known: Vec<Option<u64>> = vec![None; ti.tensors.len()];
-    for (row, hash) in rows.iter().zip(pair_hashes) {
-        if hash.is_some() {
-            known[row.target] = hash;
-        }
+    // are never read (a benchmark of outputs pairs none of them). Only the tensors to read go through the
+    // pool, and only computed hashes are held beside the index's (#18: a result for every target tensor,
+    // its hash stored or not, and the lists of them were about 80 bytes a target tensor at compare's peak).
+    let mut computed: Vec<Option<u64>> = Vec::new();
+    for (t, h) in pair_hashes {
+        remember(&mut computed, ti, t, h);
     }
     let needed = hash_needed(ti, &rows);
-    // As many at once as pairs are measured: a source without stored hashes reads the tensor to hash it.
-    let hashes: Vec<Result<Option<u64>>> = in_flight(
-        limits,
-        known.len(),
-        |t| tensor_bytes(&ti.tensors[t]),
-        || (),
-        |_, t| match (ti.tensors[t].hash(), known[t]) {
-            (Some(h), _) | (None, Some(h)) => Ok(Some(h)),
-            (None, None) if needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t] => {
-                target.content_hash(t).map(Some)
-            }
-            (None, None) => Ok(None),
-        },
-    );
-    let hashes: Vec<Option<u64>> = hashes
-        .into_iter()
-        .enumerate()
-        .map(|(t, hash)| {
-            hash.unwrap_or_else(|e| {
-                problems.push_unreadable(&ti.tensor_label(t), &e);
-                None
-            })
-        })
+    let missing = |t: TensorId| ti.tensors[t].hash().is_none() && computed.get(t).is_none_or(Option::is_none);
+    let to_read: Vec<TensorId> = (0..ti.tensors.len())
+        .filter(|&t| missing(t) && needed[t] && keep(t) && ti.tensors[t].has_data && !unread[t])
         .collect();
-    let (failing_ops, culprit) = find_culprit(ti, &rows, &hashes);
+    // As many at once as pairs are measured: a source without stored hashes reads the tensor to hash it.
+    let read: Vec<Result<u64>> = in_flight(
+        limits,
+        to_read.len(),
+        |k| tensor_bytes(&ti.tensors[to_read[k]]),
+        || (),
+        |_, k| target.content_hash(to_read[k]),
+    );
+    for (t, hash) in to_read.into_iter().zip(read) {
+        match hash {
+            Ok(h) => remember(&mut computed, ti, t, h),
+            Err(e) => problems.push_unreadable(&ti.tensor_label(t), &e),
+        }
+    }
+    let hash = |t: TensorId| ti.tensors[t].hash().or_else(|| computed.get(t).copied().flatten());
+    let (failing_ops, culprit) = find_culprit(ti, &rows, hash);
     Comparison {
         target,
         bench,
@@ -223,6 +221,12 @@ pub fn compare<'a>(
         problems,
         api_calls,
     }
+}
+
+/// Target tensor `t`'s hash `h`, computed by a read, into `computed` (by tensor; allocated on the first).
+fn remember(computed: &mut Vec<Option<u64>>, ti: &Index, t: TensorId, h: u64) {
+    computed.resize(ti.tensors.len(), None);
+    computed[t] = Some(h);
 }
 
 /// The metric families to compute: as asked, else msprobe's alone when an msprobe dump is involved (what
