@@ -22,17 +22,19 @@ fn each_measured_pair_is_held_once_as_its_row() {
     assert_eq!(pairs, 3 * OPS as usize);
     assert!(comparison.problems.is_empty(), "{:?}", comparison.problems);
     assert!(comparison.rows.iter().all(|r| r.judged()), "every pair is read and measured");
-    // The rows (a `CompareRow` a pair) and compare's own tables of the pairs (matching, hashes, msprobe's
-    // table of positions): 826 bytes a pair, a row 72 bytes (each row here has msprobe's metrics, boxed; a
-    // statistics capture's rows have none). A row that held msprobe's metrics inline, 868 and 184; one
-    // that held msaccucmp's metrics inline
-    // (none here: the default table measures msprobe's), 920 and 288; its rarely set texts (messages,
-    // reason, error) too, 1,012 and 352; one that copied both sides' statistics from the
-    // index (208 bytes inline), 1,263 and 528; every result carried through a table of results (up to three
-    // at once while one window of every pair was measured) and then copied into the rows, 4,562.
+    // The rows (a `CompareRow` a pair) and what compare holds beside them (the matching's pairs, a window
+    // of results, msprobe's verdicts): 499 bytes a pair, a row 72 bytes (each row here has msprobe's and
+    // msaccucmp's metrics, boxed; a statistics capture's rows have none). With msprobe's whole table held
+    // (72 bytes a target tensor), a result for every target tensor while the culprit's hashes were looked
+    // up, the pairs' repeats listed for every pair, and each result of a window 528 bytes, 826. A row that
+    // held msprobe's metrics inline, 868 and 184; one that held msaccucmp's metrics inline, 920 and 288;
+    // its rarely set texts (messages, reason, error) too, 1,012 and 352; one that copied both sides'
+    // statistics from the index (208 bytes inline), 1,263 and 528; every result carried through a table of
+    // results (up to three at once while one window of every pair was measured) and then copied into the
+    // rows, 4,562.
     let row = std::mem::size_of::<CompareRow>();
     assert!(row <= 72, "a row is {row} bytes");
-    assert!(peak / pairs <= 850, "{peak} bytes held for {pairs} pairs (a row is {row} bytes)");
+    assert!(peak / pairs <= 520, "{peak} bytes held for {pairs} pairs (a row is {row} bytes)");
     // The index's statistics are read from it, not copied: only the pairs whose sides lack them (a .npy
     // directory, a dump tree) carry what was measured.
     assert!(comparison

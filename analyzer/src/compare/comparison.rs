@@ -72,6 +72,9 @@ pub struct CompareOptions {
     pub max_abs_err: Option<f64>,
     /// Show a progress bar on stderr (when stderr is a terminal).
     pub progress: bool,
+    /// Keep msprobe's own table ([`Comparison::msprobe_table`], `--format msprobe-csv`): a row per target
+    /// argument, held to the end. Without it the table's rows are held a call at a time, for the verdicts.
+    pub keep_msprobe_table: bool,
 }
 
 /// Everything the reports need.
@@ -87,8 +90,9 @@ pub struct Comparison<'a> {
     /// them ([`crate::comparable::without_counterpart`]): never compared, so no PASS while there are any.
     pub without_counterpart: usize,
     pub unmatched_bench: Vec<TensorId>,
-    /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`).
-    pub msprobe_table: Vec<MsprobeRow>,
+    /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`);
+    /// `None` unless [`CompareOptions::keep_msprobe_table`] asked for it.
+    pub msprobe_table: Option<Vec<MsprobeRow>>,
     /// Why the runs cannot be compared (not one model): nothing was measured; `problems` holds it as a
     /// [`ProblemKind::Refused`](crate::problems::ProblemKind::Refused) entry (as it does when no tensor
     /// matched), so the report leads with it and the exit status is 2.

@@ -172,11 +172,54 @@ impl<'a> ArgTexts<'a> {
     }
 }
 
-/// The table for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to `filter`.
-pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter) -> Vec<MsprobeRow> {
+/// msprobe's verdicts for the compared rows, by row ([`build`] gives them): the rows take them once the
+/// table no longer borrows them.
+pub(super) struct RowVerdicts {
+    /// Each row's level (`Pass` for a row no argument of the table compared, as a row starts).
+    levels: Vec<Level>,
+    /// The messages of the rows that have any.
+    messages: HashMap<usize, Vec<String>>,
+}
+
+impl RowVerdicts {
+    /// Each row's `Result` and its messages.
+    pub(super) fn apply(self, rows: &mut [CompareRow]) {
+        for (row, level) in rows.iter_mut().zip(self.levels) {
+            row.result = level;
+        }
+        for (i, messages) in self.messages {
+            rows[i].set_messages(messages);
+        }
+    }
+
+    /// Row `i` takes `verdict` (a later argument compared in the same row replaces an earlier one's).
+    fn set(&mut self, i: usize, verdict: Verdict) {
+        self.levels[i] = verdict.level;
+        match verdict.messages.is_empty() {
+            true => self.messages.remove(&i),
+            false => self.messages.insert(i, verdict.messages),
+        };
+    }
+}
+
+/// msprobe's verdicts for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to `filter`,
+/// and its table where `keep` asks for it (empty otherwise). Each call's rows are held only while its
+/// verdicts are decided: the whole table, a row per target argument, was the largest of compare's own
+/// tables where nothing writes it (#18: 72 bytes a target tensor).
+pub(super) fn build(
+    ti: &Index,
+    bi: &Index,
+    rows: &[CompareRow],
+    filter: &Filter,
+    keep: bool,
+) -> (Vec<MsprobeRow>, RowVerdicts) {
     let texts = ArgTexts::new(ti, bi, rows);
     let (target, bench) = (texts.target, texts.bench);
-    let compared: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
+    // Each target tensor's row (`usize::MAX`: none compared it).
+    let mut compared = vec![usize::MAX; ti.tensors.len()];
+    for (i, r) in rows.iter().enumerate() {
+        compared[r.target] = i;
+    }
     let bench_by_tensor: Option<HashMap<TensorId, usize>> = bench
         .recorded()
         .map(|args| args.iter().enumerate().filter_map(|(i, a)| Some((a.tensor?, i))).collect());
@@ -192,19 +235,39 @@ pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter
     };
 
     let mut table: Vec<MsprobeRow> = Vec::new();
+    let mut found = RowVerdicts { levels: vec![Level::Pass; rows.len()], messages: HashMap::new() };
     // One call's rows at a time, as `verdicts` groups them: the checks' text of every row held at once was
     // a second table the size of the comparison (#18: memory must not grow by copies per tensor).
-    let mut call_start = 0;
+    let mut call: Vec<MsprobeRow> = Vec::new();
     let mut checks: Vec<VerdictRow> = Vec::new();
-    let decide = |table: &mut [MsprobeRow], checks: &mut Vec<VerdictRow>| {
-        for (row, verdict) in table.iter_mut().zip(verdicts(checks)) {
-            row.verdict = verdict;
+    let mut decide = |call: &mut Vec<MsprobeRow>, checks: &mut Vec<VerdictRow>| {
+        for (mut entry, verdict) in call.drain(..).zip(verdicts(checks)) {
+            entry.verdict = verdict;
+            if let Some(i) = entry.compared {
+                // msprobe's Result never says pass about values nobody compared.
+                if rows[i].unmeasured() {
+                    entry
+                        .verdict
+                        .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
+                }
+                let verdict = match keep {
+                    true => entry.verdict.clone(),
+                    false => std::mem::replace(
+                        &mut entry.verdict,
+                        Verdict { level: Level::Pass, messages: Vec::new() },
+                    ),
+                };
+                found.set(i, verdict);
+            }
+            if keep {
+                table.push(entry);
+            }
         }
         checks.clear();
     };
     for pos in (0..target.len()).filter(|&pos| target.kept(pos, filter)) {
         let tensor = target.tensor(pos);
-        let row = tensor.and_then(|t| compared.get(&t).copied());
+        let row = tensor.map(|t| compared[t]).filter(|&i| i != usize::MAX);
         let bench_pos = match row {
             Some(i) => rows[i].bench.and_then(bench_position),
             // A tensor the comparison did not pair, or an argument that is no tensor: matched by name, as
@@ -220,14 +283,13 @@ pub(super) fn build(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter
         };
         let check = verdict_row(&texts, &entry);
         if checks.first().is_some_and(|first| call_of(&first.name) != call_of(&check.name)) {
-            decide(&mut table[call_start..], &mut checks);
-            call_start = table.len();
+            decide(&mut call, &mut checks);
         }
         checks.push(check);
-        table.push(entry);
+        call.push(entry);
     }
-    decide(&mut table[call_start..], &mut checks);
-    table
+    decide(&mut call, &mut checks);
+    (table, found)
 }
 
 /// What msprobe's per-call checks read of a row.

@@ -16,7 +16,6 @@ use crate::comparable::{
 };
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, Matching, TensorPair};
-use crate::metrics::verdict::Level;
 use crate::metrics::Families;
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
@@ -84,7 +83,7 @@ pub fn compare<'a>(
             unmatched_target: matching.unmatched_target,
             without_counterpart: 0,
             unmatched_bench: matching.unmatched_bench,
-            msprobe_table: Vec::new(),
+            msprobe_table: options.keep_msprobe_table.then(Vec::new),
             refused: Some(why),
             warnings,
             problems,
@@ -134,20 +133,11 @@ pub fn compare<'a>(
     // The pairs are in the rows now (#18: held to the end, 24 bytes a pair beside the rows).
     drop(pairs);
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
-    // tensors: the table does it, and the compared rows take their verdicts from it.
-    let mut msprobe_table = msprobe_table::build(ti, bi, &rows, &options.filter);
-    for entry in &mut msprobe_table {
-        if let Some(i) = entry.compared {
-            // msprobe's Result never says pass about values nobody compared.
-            if rows[i].unmeasured() {
-                entry
-                    .verdict
-                    .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
-            }
-            rows[i].result = entry.verdict.level;
-            rows[i].set_messages(entry.verdict.messages.clone());
-        }
-    }
+    // tensors: the table does it, and the compared rows take their verdicts from it. The table itself is
+    // kept only where it is asked for (msprobe's CSV writes it).
+    let (msprobe_table, verdicts) =
+        msprobe_table::build(ti, bi, &rows, &options.filter, options.keep_msprobe_table);
+    verdicts.apply(&mut rows);
     let mut problems = InputProblems::of_sources(&[target, bench]);
     if rows.is_empty() {
         // Nothing matched: no answer, and no pass.
@@ -211,7 +201,7 @@ pub fn compare<'a>(
         culprit,
         unmatched_target,
         without_counterpart: without_counterpart.len(),
-        msprobe_table,
+        msprobe_table: options.keep_msprobe_table.then_some(msprobe_table),
         unmatched_bench: unmatched_bench
             .into_iter()
             .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))

@@ -570,7 +570,10 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let na = || "N/A".to_string();
     let shape = |s: &Option<Vec<u64>>| s.as_deref().map_or_else(na, shape_text);
     let texts = ArgTexts::new(c.target.index(), c.bench.index(), &c.rows);
-    for row in &c.msprobe_table {
+    let Some(table) = &c.msprobe_table else {
+        anyhow::bail!("msprobe's table was not kept: compare with CompareOptions::keep_msprobe_table set");
+    };
+    for row in table {
         let (t, b) = (texts.target(row), texts.bench(row));
         let b = b.as_deref();
         let (t_grad, b_grad) =
