@@ -140,7 +140,7 @@ pub fn with_output_stats(source: &dyn Source, limits: InFlight) -> Option<Index>
         });
     let mut filled = index.clone();
     for (t, s) in stats {
-        filled.tensors[t].set_stats(s);
+        filled.set_stats(t, s);
     }
     Some(filled)
 }
@@ -258,7 +258,7 @@ fn align_step(
             })
             .map(move |(p, &t)| {
                 let shape = if target.tensors[t].shape == bench.tensors[b].shape { SHAPE } else { 0.0 };
-                let stats = similarity(target.tensors[t].stats().as_ref(), bench.tensors[b].stats().as_ref());
+                let stats = similarity(target.stats(t).as_ref(), bench.stats(b).as_ref());
                 (p, t, MATCH + shape + stats + LATER * j as f64 / m as f64)
             })
     };
@@ -439,7 +439,8 @@ mod tests {
             min: mean,
             ..TensorStats::default()
         };
-        index.push_tensor(TensorInfo::for_test(op, io, i, dtype, shape.to_vec()).with_stats(Some(stats)));
+        let t = index.push_tensor(TensorInfo::for_test(op, io, i, dtype, shape.to_vec()));
+        index.set_stats(t, Some(stats));
     }
 
     #[test]

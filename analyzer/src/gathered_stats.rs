@@ -64,7 +64,7 @@ impl<'a> GatheredStats<'a> {
         let (index, asked) = self.stored.as_ref()?;
         let word = *asked.get(t / 64)?;
         if (word >> (t % 64)) & 1 == 1 {
-            index.tensors[t].stats()
+            index.stats(t)
         } else {
             None
         }
@@ -90,11 +90,10 @@ mod tests {
         let mut index = Index::default();
         let op = index.push_op("layer/mm".into(), "MatMul".into(), 0, 0);
         for k in 0..70u32 {
-            let mut t = TensorInfo::for_test(op, Io::Output, k, DType::FLOAT, vec![1]);
+            let t = index.push_tensor(TensorInfo::for_test(op, Io::Output, k, DType::FLOAT, vec![1]));
             if k != 3 {
-                t.set_stats(Some(TensorStats::of_f32(&[k as f32], DType::FLOAT)));
+                index.set_stats(t, Some(TensorStats::of_f32(&[k as f32], DType::FLOAT)));
             }
-            index.push_tensor(t);
         }
         let mut stats = GatheredStats::stored_of(&index, [1, 3, 65]);
         stats.insert_decoded(3, TensorStats::of_f32(&[-1.0], DType::FLOAT));

@@ -12,7 +12,6 @@ use accutrace_formats::capture::CollectiveOp;
 /// When the runtime says an op ran (the execution-order key, shared with the capture's step marks).
 pub use accutrace_formats::dump::Launch;
 use accutrace_formats::histogram::Histogram;
-use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
 
 use crate::problems::InputProblem;
@@ -23,9 +22,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 pub use accutrace_formats::dump::Io;
 use held_stats::HeldStats;
 pub use shared::{SharedName, SharedShape};
+pub use stats_place::RecordStats;
+use stats_place::{StatsPlace, StatsReader};
 
 mod held_stats;
 mod shared;
+mod stats_of;
+mod stats_place;
 
 /// Position of a tensor in [`Index::tensors`].
 pub type TensorId = usize;
@@ -50,10 +53,8 @@ pub struct TensorInfo {
     /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
     /// which the name is then shared with ([`Index::share_name`]).
     pub original_op: Option<(SharedName, u32)>,
-    /// Read through [`TensorInfo::stats`], set through [`TensorInfo::set_stats`]: held compactly
-    /// ([`HeldStats`]), meaningful only while `has_stats`.
-    pub(crate) stats: HeldStats,
-    pub(crate) has_stats: bool,
+    /// Where the tensor's statistics are: read through [`Index::stats`], set through [`Index::set_stats`].
+    pub(crate) stats: StatsPlace,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), meaningful only
     /// while `has_hash`: read through [`TensorInfo::hash`], set through [`TensorInfo::set_hash`] (a flag
     /// beside the other flags instead of an `Option`'s eight bytes).
@@ -100,8 +101,7 @@ impl TensorInfo {
             dtype,
             shape: shape.into(),
             original_op: None,
-            stats: HeldStats::new(&TensorStats::default()),
-            has_stats: false,
+            stats: StatsPlace::None,
             hash_bits: 0,
             has_hash: false,
             has_data: true,
@@ -129,25 +129,9 @@ impl TensorInfo {
         self.extras = any.then(|| Box::new(extras));
     }
 
-    /// The tensor's statistics, where the source recorded them (a copy: the index holds them compactly).
-    pub fn stats(&self) -> Option<TensorStats> {
-        self.has_stats.then(|| self.stats.get())
-    }
-
-    /// Whether the source recorded the tensor's statistics ([`TensorInfo::stats`] without the copy).
+    /// Whether the source recorded the tensor's statistics (read them through [`Index::stats`]).
     pub fn has_stats(&self) -> bool {
-        self.has_stats
-    }
-
-    pub fn set_stats(&mut self, stats: Option<TensorStats>) {
-        self.has_stats = stats.is_some();
-        self.stats = HeldStats::new(&stats.unwrap_or_default());
-    }
-
-    /// [`TensorInfo::set_stats`] by value, for building tensors in one expression.
-    pub fn with_stats(mut self, stats: Option<TensorStats>) -> TensorInfo {
-        self.set_stats(stats);
-        self
+        self.stats != StatsPlace::None
     }
 
     /// The content hash of the tensor's raw bytes, where the source stored one.
@@ -206,8 +190,8 @@ impl TensorInfo {
     }
 }
 
-/// Field by field as before the extras were boxed: inspect's JSON (and all that embeds a tensor) is the
-/// same, `histogram` and `arg_index` left out where unset.
+/// Field by field as before the extras were boxed, `histogram` and `arg_index` left out where unset. The
+/// statistics are the index's ([`Index::stats`]), not the tensor's: they are not among the fields.
 impl Serialize for TensorInfo {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -220,7 +204,6 @@ impl Serialize for TensorInfo {
         s.serialize_field("device_format", &self.device_format())?;
         s.serialize_field("device_shape", &self.device_shape())?;
         s.serialize_field("original_op", &self.original_op)?;
-        s.serialize_field("stats", &self.stats())?;
         match self.histogram() {
             Some(histogram) => s.serialize_field("histogram", histogram)?,
             None => s.skip_field("histogram")?,
@@ -446,6 +429,12 @@ pub struct Index {
     /// Every distinct tensor shape, once ([`Index::push_tensor`]).
     #[serde(skip)]
     pub(crate) shapes: HashSet<SharedShape>,
+    /// The statistics the index holds ([`Index::set_stats`]), by slot.
+    #[serde(skip)]
+    pub(crate) held_stats: Vec<HeldStats>,
+    /// Reads the statistics a source left in its records ([`Index::stats`]).
+    #[serde(skip)]
+    pub(crate) record_stats: Option<StatsReader>,
 }
 
 /// How [`Index::order_by_execution`] moved things: the previous id of each op and tensor, by new id. A
@@ -821,11 +810,12 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        // The hash's presence a flag beside the others: 144 with an `Option<u64>`. Statistics held in 64
-        // bytes (`HeldStats`): 176 with a `TensorStats` (96). Shape and
-        // `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>`
+        // Where the statistics are, not the statistics (`StatsPlace`: a capture's record, or a slot of
+        // the index's table): 136 with them held in every tensor in 64 bytes (`HeldStats`), 176 with a
+        // `TensorStats` (96). The hash's presence a flag beside the others: 144 with an `Option<u64>`.
+        // Shape and `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>`
         // and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 136, "bytes a tensor in every index");
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 80, "bytes a tensor in every index");
         // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
         // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
         // each for the name and the type.

@@ -98,7 +98,7 @@ pub fn inspect(source: &dyn Source, filter: &Filter, progress: bool) -> Inspecti
 /// statistics and cannot lend them from its map).
 fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> TensorRow {
     let info = &source.index().tensors[t];
-    let (stats, error) = match info.stats() {
+    let (stats, error) = match source.index().stats(t) {
         Some(stats) => (Some(stats), None),
         None if info.has_data => match decoded_stats(source, t, values) {
             Ok(stats) => (Some(stats), None),

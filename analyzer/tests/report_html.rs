@@ -143,8 +143,8 @@ fn generate(target: bool, all_steps: bool) -> Generated {
             TensorStats::of_f32(&v[..n.min(v.len())], DType::FLOAT)
         })
         .collect();
-    for (t, s) in run.index.tensors.iter_mut().zip(stats) {
-        t.set_stats(Some(s));
+    for (t, s) in stats.into_iter().enumerate() {
+        run.index.set_stats(t, Some(s));
     }
     run
 }

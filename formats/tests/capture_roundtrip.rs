@@ -254,6 +254,45 @@ fn every_record_kind_round_trips_across_segments() {
     assert!(full.iter().all(|&s| s >= 32 * 1024), "{sizes:?}");
 }
 
+/// A tensor record's statistics read again by its place, after the walk released its pages, are the ones the
+/// walk gave, bit for bit, for tensors with data and without (a statistics capture), across segments; a place
+/// that holds no tensor record is refused, naming it.
+#[test]
+fn statistics_read_by_place_are_the_walks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 64 * 1024, Policy::KeepAll).unwrap();
+    let mut expect = Vec::new();
+    for step in 0..40u64 {
+        expect.push(Expect::Op(op(step, "layer/matmul")));
+        // Noise: little compresses, so the segments fill and roll.
+        let data = noise(4_096 + 256 * step as usize, step);
+        let n = data.len() as u64 / 2;
+        expect.push(tensor(meta(Io::Input, 0, DType::FLOAT16, &[n], None), &data, step % 2 == 0));
+        expect.push(tensor(meta(Io::Output, 0, DType::FLOAT16, &[n], None), &noise(64, step), false));
+    }
+    write_all(&mut w, &expect, 1);
+    assert!(w.seal().unwrap().counts.segments_created > 2, "the test must cross segments");
+    let stream = only_stream(dir.path());
+    let tensors = tensors_where(&stream);
+    assert_eq!(tensors.len(), 80);
+    let bits = |s: &TensorStats| {
+        let floats = [s.min, s.max, s.mean, s.l2_norm, s.abs_sum.unwrap_or(-1.0)].map(f64::to_bits);
+        ([s.count, s.nan, s.pos_inf, s.neg_inf, s.zero, s.at_saturation], floats)
+    };
+    for (segment, offset, t) in tensors.iter().rev() {
+        let again = stream.tensor_stats_at(*segment, *offset).unwrap();
+        assert_eq!(bits(&again), bits(&t.stats), "segment {segment} offset {offset}");
+        assert!(t.stats.count > 0, "the records hold statistics");
+    }
+    let first_op = stream.records().next().unwrap().unwrap();
+    let err = stream.tensor_stats_at(first_op.segment_index, first_op.offset).unwrap_err().to_string();
+    assert!(err.contains("is not a tensor") && err.contains("seg-000000.acc"), "{err}");
+    let err = stream.tensor_stats_at(0, 12).unwrap_err().to_string();
+    assert!(err.contains("no record starts here"), "{err}");
+    let err = stream.tensor_stats_at(99, 64).unwrap_err().to_string();
+    assert!(err.contains("no segment 99"), "{err}");
+}
+
 /// The reader drops the pages of each segment it has walked, and of each payload it has decoded, from its
 /// mapping (`MADV_DONTNEED`): tensors whose records were returned before are still read back bit for bit
 /// afterwards, in any order, as often as asked, through both the record and random access.
@@ -996,6 +1035,38 @@ fn mapped_kib(segment: &Path) -> u64 {
         }
     }
     kib
+}
+
+/// Statistics read again by place let the records' pages go as decodes do: in batches, the rest at
+/// `release_pending`; a statistics capture read through leaves no more of itself mapped than one batch.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn statistics_read_by_place_let_their_pages_go() {
+    use accutrace_formats::capture::reader::RELEASE_BATCH;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 64 << 20, Policy::KeepAll).unwrap();
+    let mut records = Vec::new();
+    for step in 0..20_000u64 {
+        records.push(Expect::Op(op(step, "layer_0/attention/MatMul")));
+        for io in [Io::Input, Io::Input, Io::Output] {
+            records.push(tensor(meta(io, 0, DType::FLOAT16, &[64, 128], None), &noise(64, step), false));
+        }
+    }
+    write_all(&mut w, &records, 1);
+    w.seal().unwrap();
+    let stream = only_stream(dir.path());
+    let segment = stream.segment_paths().next().unwrap().to_path_buf();
+    let places: Vec<(u64, u64)> = tensors_where(&stream).iter().map(|(s, o, _)| (*s, *o)).collect();
+    let bytes = std::fs::metadata(&segment).unwrap().len();
+    assert!(bytes > 6 << 20, "records of {bytes} bytes: more than a batch of releases");
+    assert!(mapped_kib(&segment) <= 128, "{} KiB after the walk", mapped_kib(&segment));
+    for &(s, o) in &places {
+        assert_eq!(stream.tensor_stats_at(s, o).unwrap().count, 32, "64 bytes of fp16");
+    }
+    let left = mapped_kib(&segment);
+    assert!(left <= (RELEASE_BATCH >> 10) + 128, "{left} KiB of {} mapped after the reads", bytes >> 10);
+    stream.release_pending();
+    assert!(mapped_kib(&segment) <= 128, "{} KiB after release_pending", mapped_kib(&segment));
 }
 
 /// Which pages a check for stored data leaves mapped: both records', the earlier one's for the decode that

@@ -30,7 +30,7 @@ fn history(r: &Seen<'_>) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
             if info.shape.iter().product::<u64>() != 1 {
                 continue;
             }
-            let found = info.stats().or_else(|| {
+            let found = index.stats(t).or_else(|| {
                 let v = if info.has_data { r.values(t) } else { None };
                 v.map(|v| TensorStats::of_f32(&v, info.dtype))
             });

@@ -104,7 +104,7 @@ impl<'a> Arguments<'a> {
             dtype: Some(info.dtype.torch_name().map_or_else(|| info.dtype.to_string(), str::to_string)),
             shape: Some(info.shape.to_vec()),
             requires_grad: info.requires_grad(),
-            stats: stat_texts(stats(t).or(info.stats()).as_ref(), info.dtype, wanted),
+            stats: stat_texts(stats(t).or_else(|| index.stats(t)).as_ref(), info.dtype, wanted),
             data_name: None,
         })
     }

@@ -150,12 +150,12 @@ impl CompareRow {
     /// The target's statistics: its index's, else those the comparison measured. `ti` is the target's
     /// index.
     pub fn target_stats(&self, ti: &Index) -> Option<TensorStats> {
-        ti.tensors[self.target].stats().or(self.target_measured_stats.as_deref().copied())
+        ti.stats(self.target).or(self.target_measured_stats.as_deref().copied())
     }
 
     /// The bench's statistics, where a bench tensor matched: its index's (`bi`), else those measured.
     pub fn bench_stats(&self, bi: &Index) -> Option<TensorStats> {
-        let stored = self.bench.and_then(|b| bi.tensors[b].stats());
+        let stored = self.bench.and_then(|b| bi.stats(b));
         stored.or(self.bench_measured_stats.as_deref().copied())
     }
 

@@ -203,8 +203,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         },
         |p, d| {
             progress.inc(1);
-            let (ia, ib) = (&i1.tensors[p.target], &i2.tensors[p.bench]);
-            Ok(TensorDiff { stats_delta: stats_delta(ia, ib), ..d.clone() })
+            Ok(TensorDiff { stats_delta: stats_delta((i1, p.target), (i2, p.bench)), ..d.clone() })
         },
         |d| {
             let Some(p) = next_pair.next() else { return };
@@ -283,9 +282,9 @@ fn footprint(sources: [&dyn Source; 2]) -> Footprint {
 }
 
 /// The largest change of a statistic (min, max, mean, L2 norm) between two tensors, when both have
-/// statistics.
-fn stats_delta(ia: &TensorInfo, ib: &TensorInfo) -> Option<f64> {
-    match (ia.stats(), ib.stats()) {
+/// statistics: tensor `ta` of index `a`, `tb` of `b`.
+fn stats_delta((a, ta): (&Index, TensorId), (b, tb): (&Index, TensorId)) -> Option<f64> {
+    match (a.stats(ta), b.stats(tb)) {
         (Some(x), Some(y)) => Some(
             [(x.min, y.min), (x.max, y.max), (x.mean, y.mean), (x.l2_norm, y.l2_norm)]
                 .iter()
@@ -320,7 +319,7 @@ fn diff_tensor(
     if ha == hb && ia.dtype == ib.dtype {
         return Ok(TensorDiff { identical: true, elements, ..Default::default() });
     }
-    let stats_delta = stats_delta(ia, ib);
+    let stats_delta = stats_delta((a.index(), ta), (b.index(), tb));
     if !(ia.has_data && ib.has_data) {
         // The hashes prove a difference; without data its size is only seen through the statistics.
         return Ok(TensorDiff { elements, stats_delta, ..Default::default() });

@@ -1,9 +1,10 @@
 //! A tensor's statistics as the index holds them: [`TensorStats`] in 64 bytes instead of 96.
 //!
-//! Every command holds one per tensor of each run, and a statistics capture has them for every tensor
-//! (#18: memory with the tensor count). The counts that are zero for nearly every tensor (NaN, +inf, -inf,
-//! at saturation) are boxed together and absent while zero; a missing `abs_sum` is one NaN bit pattern
-//! that no sum of magnitudes makes. [`HeldStats::get`] gives the [`TensorStats`] back, field for field.
+//! An index holds one per tensor whose source cannot read them again (a dump's statistics CSV, msprobe's
+//! `dump.json`, values decoded once; a capture's are read from its records: `stats_place`), for every
+//! tensor of such a source (#18: memory with the tensor count). The counts that are zero for nearly every
+//! tensor (NaN, +inf, -inf, at saturation) are boxed together and absent while zero; a missing `abs_sum`
+//! is one NaN bit pattern that no sum of magnitudes makes. [`HeldStats::get`] gives the [`TensorStats`] back, field for field.
 
 use accutrace_formats::stats::TensorStats;
 

@@ -389,7 +389,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
                             t.index,
                             Some(t.dtype),
                             names.get(&t.dtype.name()),
-                            stats.get(&id).or(t.stats()).as_ref(),
+                            stats.get(&id).or_else(|| index.stats(id)).as_ref(),
                             t.hash(),
                         )
                     })

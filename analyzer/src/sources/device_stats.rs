@@ -87,10 +87,11 @@ pub fn add_stats_csv(
                         || row.min.is_some_and(|m| m.abs() >= limit))
             })),
         };
-        index.push_tensor(
-            TensorInfo { has_data: false, ..TensorInfo::new(op, row.io, row.index as u32, dtype, shape) }
-                .with_stats(Some(stats)),
-        );
+        let t = index.push_tensor(TensorInfo {
+            has_data: false,
+            ..TensorInfo::new(op, row.io, row.index as u32, dtype, shape)
+        });
+        index.set_stats(t, Some(stats));
     }
     Ok(())
 }

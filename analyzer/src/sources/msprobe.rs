@@ -101,13 +101,13 @@ impl MsprobeSource {
                 let tensor = TensorInfo {
                     has_data: meta.data_name.is_some(),
                     ..TensorInfo::new(op, io, position, dtype, meta.shape.clone())
-                }
-                .with_stats(stats_of(meta));
+                };
                 let tensor = index.push_tensor(tensor.with_extras(TensorExtras {
                     label: Some(entry.name.clone()),
                     requires_grad: meta.requires_grad,
                     ..TensorExtras::default()
                 }));
+                index.set_stats(tensor, stats_of(meta));
                 index.recorded_args[arg].tensor = Some(tensor);
                 entries.push((d, e));
             }

@@ -98,7 +98,7 @@ fn scalar_stats(ctx: &Ctx<'_>, t: TensorId) -> Option<(TensorStats, Evidence)> {
         return Some((k.stats, k.evidence()));
     }
     let info = &ctx.index.tensors[t];
-    if let Some(st) = info.stats() {
+    if let Some(st) = ctx.index.stats(t) {
         return Some((st, Evidence::Statistics));
     }
     let mut values = Vec::new();

@@ -137,8 +137,9 @@ impl Knowns<'_> {
             return Some(c.known());
         }
         let info = &self.index.tensors[t];
-        let stats = info.stats()?;
+        // Watched first: a capture's statistics are read from its record.
         self.watched.binary_search(&t).ok()?;
+        let stats = self.index.stats(t)?;
         Some(Known {
             stats,
             // Accutrace's own statistics (captures with hashes, or version 4) count zeros exactly.

@@ -83,7 +83,7 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     let without_origin = {
         let stats_of = |t: TensorId| -> Option<TensorStats> {
             let info = &index.tensors[t];
-            known.get(t).map(|k| k.stats).or(info.stats()).or_else(|| {
+            known.get(t).map(|k| k.stats).or_else(|| index.stats(t)).or_else(|| {
                 let mut values = Vec::new();
                 let one = info.has_data && info.shape.iter().product::<u64>() == 1;
                 (one && source.read_values(t, &mut values).is_ok())

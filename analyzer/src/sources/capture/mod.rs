@@ -20,10 +20,12 @@ use crate::index::{Index, TensorId};
 use accutrace_formats::capture::reader::CaptureRun;
 use accutrace_formats::capture::record;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub struct CaptureSource {
     root: PathBuf,
-    run: CaptureRun,
+    /// Shared with the index, which reads the tensors' statistics from the records again.
+    run: Arc<CaptureRun>,
     index: Index,
     /// Device layout of each tensor whose data the capture holds, to undo it when values are read.
     layouts: Layouts,

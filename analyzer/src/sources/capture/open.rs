@@ -1,8 +1,9 @@
-//! A capture opened and indexed from its records' heads: ops, tensors (statistics, hashes, places), overflow
-//! records tied to the ops they blame, steps, what the ring deleted, the settings that change results.
+//! A capture opened and indexed from its records' heads: ops, tensors (hashes, places; their statistics
+//! stay in the records, which the index reads again by place), overflow records tied to the ops they
+//! blame, steps, what the ring deleted, the settings that change results.
 
-use super::{pack, runs, CaptureSource, StoredLayout};
-use crate::index::{Index, TensorExtras, TensorInfo};
+use super::{pack, runs, unpack, CaptureSource, StoredLayout};
+use crate::index::{Index, RecordStats, TensorExtras, TensorInfo};
 use crate::overflow_records;
 use crate::problems::InputProblem;
 use crate::sources::device_stats;
@@ -11,10 +12,12 @@ use accutrace_formats::capture::reader::{CaptureRun, Record};
 use accutrace_formats::capture::record;
 use accutrace_formats::dump;
 use accutrace_formats::layout::Format;
+use accutrace_formats::stats::TensorStats;
 use accutrace_formats::tensor::element_count;
 use accutrace_formats::tensor::host::host_shape;
 use anyhow::{Context, Result};
 use std::path::Path;
+use std::sync::Arc;
 
 impl CaptureSource {
     pub fn open(root: &Path) -> Result<Self> {
@@ -90,7 +93,6 @@ impl CaptureSource {
                             locator: pack(s, item.segment_index, item.offset),
                             ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
                         }
-                        .with_stats(Some(t.stats))
                         .with_hash(Some(t.content_hash));
                         let id = index.push_tensor(tensor.with_extras(TensorExtras {
                             device_format: (!format.is_identity()).then(|| format.name().into_owned()),
@@ -98,6 +100,8 @@ impl CaptureSource {
                             histogram: t.histogram.clone(),
                             ..TensorExtras::default()
                         }));
+                        // The record keeps the statistics where the locator points: read again on request.
+                        index.set_stats_in_record(id);
                         if let Some(layout) = layout {
                             layouts.set(id, layout);
                         }
@@ -212,7 +216,19 @@ impl CaptureSource {
                 .iter()
                 .map(|short| InputProblem::incomplete(short.to_string())),
         );
+        let run = Arc::new(run);
+        index.read_record_stats_with(Arc::new(RecordsOf(run.clone())));
         Ok(CaptureSource { root: root.to_path_buf(), run, index, layouts })
+    }
+}
+
+/// The run's tensor records, which the index reads tensors' statistics from by locator.
+struct RecordsOf(Arc<CaptureRun>);
+
+impl RecordStats for RecordsOf {
+    fn stats_at(&self, locator: u64) -> Option<TensorStats> {
+        let (s, segment, offset) = unpack(locator);
+        self.0.streams.get(s)?.tensor_stats_at(segment, offset).ok()
     }
 }
 

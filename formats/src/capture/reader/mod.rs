@@ -12,6 +12,7 @@
 //! - `records`: [`Records`], the walk over a stream's records, and the decoding of each record kind.
 //! - `tensor_data`: a tensor record's data by its place (segment, offset): decoded whole, read block by
 //!   block ([`TensorBlocks`]), or its stored bytes compared with another record's.
+//! - `stats_at`: a tensor record's statistics by its place, read again instead of held.
 //! - `stored_data`: a tensor's payload decoded (whole, in pieces, or a window of frames at a time) and
 //!   checked against its content hash.
 //! - `blocks`: [`TensorBlocks`], the data read block by block and hashed, and decoded to f32.
@@ -27,6 +28,7 @@ mod parallel_blocks;
 mod parallel_decode;
 mod records;
 mod releases;
+mod stats_at;
 mod stored_data;
 mod tensor_data;
 #[cfg(test)]

@@ -50,6 +50,15 @@ impl StreamReader {
         Ok(())
     }
 
+    /// Releases the pages of the record head at `start..end` of the segment at `seg` in `segments` (with
+    /// what the kernel mapped around them) in the batches of the decodes: a head read again by its place
+    /// ([`tensor_stats_at`](Self::tensor_stats_at)) does not leave the capture's records counted as resident
+    /// once read through.
+    pub(super) fn release_head_later(&self, seg: usize, start: u64, end: u64) {
+        let (start, end) = self.segments[seg].around(start, end);
+        self.release_later(seg, start, end);
+    }
+
     /// Releases now what reads and [`release_tensor_data_at`](Self::release_tensor_data_at) left waiting
     /// for a full batch ([`RELEASE_BATCH`]).
     pub fn release_pending(&self) {
@@ -79,6 +88,11 @@ impl StreamReader {
     pub(super) fn release_later(&self, seg: usize, start: u64, end: u64) {
         let batch = {
             let mut waiting = self.releases();
+            if waiting.ranges.last() == Some(&(seg, start, end)) {
+                // Reads in file order (statistics read again, record after record) name the same window
+                // many times over: once is enough.
+                return;
+            }
             waiting.ranges.push((seg, start, end));
             waiting.bytes += end.saturating_sub(start);
             if waiting.bytes < self.release_batch && waiting.ranges.len() < RELEASE_RANGES {

@@ -135,6 +135,23 @@ impl StreamReader {
     /// The position in `segments` of segment `segment_index` and the stored data of the tensor record at
     /// `offset` in it.
     pub(super) fn stored_at(&self, segment_index: u64, offset: u64) -> Result<(usize, StoredData<'_>)> {
+        let head = self.tensor_head_at(segment_index, offset)?;
+        let seg = &self.segments[head.seg];
+        let r: pb::TensorRecord =
+            decode_message(head.message, "tensor").map_err(|e| e.shifted(offset).in_file(&seg.path))?;
+        let stored = StoredData {
+            encoding: DataEncoding::from_record(&r).map_err(|e| e.shifted(offset).in_file(&seg.path))?,
+            payload: &seg.map[head.payload.0 as usize..head.payload.1 as usize],
+            payload_offset: head.payload.0,
+            data_size: r.data_size,
+            content_hash: r.content_hash,
+        };
+        Ok((head.seg, stored))
+    }
+
+    /// The head of the tensor record at `offset` of segment `segment_index`: a valid frame (its checksum
+    /// holds) of the tensor kind, or an error naming the file and offset.
+    pub(super) fn tensor_head_at(&self, segment_index: u64, offset: u64) -> Result<TensorHead<'_>> {
         let at = self.segments.iter().position(|s| s.index == segment_index).ok_or_else(|| {
             FormatError::whole(format!("stream has no segment {segment_index}")).in_file(&self.dir)
         })?;
@@ -148,16 +165,20 @@ impl StreamReader {
                 FormatError::at(offset, format!("record kind {kind} is not a tensor")).in_file(&seg.path)
             );
         }
-        let m = &seg.map[meta as usize..head_end as usize];
-        let r: pb::TensorRecord =
-            decode_message(m, "tensor").map_err(|e| e.shifted(offset).in_file(&seg.path))?;
-        let stored = StoredData {
-            encoding: DataEncoding::from_record(&r).map_err(|e| e.shifted(offset).in_file(&seg.path))?,
-            payload: &seg.map[head_end as usize..body_end as usize],
-            payload_offset: head_end,
-            data_size: r.data_size,
-            content_hash: r.content_hash,
-        };
-        Ok((at, stored))
+        Ok(TensorHead {
+            seg: at,
+            message: &seg.map[meta as usize..head_end as usize],
+            payload: (head_end, body_end),
+        })
     }
+}
+
+/// A tensor record's head found by its place ([`StreamReader::tensor_head_at`]).
+pub(super) struct TensorHead<'a> {
+    /// The segment's position in `segments`.
+    pub(super) seg: usize,
+    /// The `TensorRecord` message.
+    pub(super) message: &'a [u8],
+    /// Where the payload lies in the segment: `start..end`.
+    pub(super) payload: (u64, u64),
 }
