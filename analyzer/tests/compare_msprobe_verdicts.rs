@@ -41,8 +41,8 @@ fn rows_take_msprobes_verdicts_whether_its_table_is_kept_or_not() {
         assert_eq!(c.msprobe_table.as_ref().map(Vec::len), keep_msprobe_table.then_some(80));
         // Where the table is kept, each row's verdict is its table entry's.
         for entry in c.msprobe_table.iter().flatten() {
-            let row = &c.rows[entry.compared.expect("every tensor is compared")];
-            assert_eq!((row.result, row.messages()), (entry.verdict.level, &entry.verdict.messages[..]));
+            let row = &c.rows[entry.compared().expect("every tensor is compared")];
+            assert_eq!((row.result, row.messages()), (entry.level(), entry.messages()));
         }
         let rows: Vec<(Level, Vec<String>)> =
             c.rows.iter().map(|r| (r.result, r.messages().to_vec())).collect();

@@ -21,17 +21,61 @@ use accutrace_formats::stats::TensorStats;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// One row of msprobe's table.
+/// One row of msprobe's table: positions and its verdict, 40 bytes (#18: with `Option`s and its verdict
+/// inline, 72).
 #[derive(Clone, Debug)]
 pub struct MsprobeRow {
     /// The target's argument: its position in the target's arguments (see [`ArgTexts`]).
-    pub target: usize,
+    target: usize,
+    /// Its bench counterpart's position in the bench's arguments, [`NONE`] where none matched.
+    bench: usize,
+    /// The row of [`super::Comparison::rows`] this argument was compared in, [`NONE`] where none was.
+    compared: usize,
+    /// msprobe's `Result`.
+    level: Level,
+    /// msprobe's `Err_message`, boxed: most rows have none.
+    #[allow(clippy::box_collection)] // a thin pointer, 8 bytes: a `Box<[String]>` is 16, a `Vec` 24
+    messages: Option<Box<Vec<String>>>,
+}
+
+/// No position: a `Vec`'s positions stay below `isize::MAX`.
+const NONE: usize = usize::MAX;
+
+impl MsprobeRow {
+    fn new(target: usize, bench: Option<usize>, compared: Option<usize>) -> MsprobeRow {
+        let (bench, compared) = (bench.unwrap_or(NONE), compared.unwrap_or(NONE));
+        MsprobeRow { target, bench, compared, level: Level::Pass, messages: None }
+    }
+
+    fn with_verdict(self, verdict: Verdict) -> MsprobeRow {
+        let messages = (!verdict.messages.is_empty()).then(|| Box::new(verdict.messages));
+        MsprobeRow { level: verdict.level, messages, ..self }
+    }
+
+    /// The target's argument: its position in the target's arguments.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
     /// Its bench counterpart's position in the bench's arguments, when one matched.
-    pub bench: Option<usize>,
-    /// msprobe's `Result` and `Err_message`.
-    pub verdict: Verdict,
+    pub fn bench(&self) -> Option<usize> {
+        (self.bench != NONE).then_some(self.bench)
+    }
+
     /// The row of [`super::Comparison::rows`] this argument was compared in.
-    pub compared: Option<usize>,
+    pub fn compared(&self) -> Option<usize> {
+        (self.compared != NONE).then_some(self.compared)
+    }
+
+    /// msprobe's `Result`.
+    pub fn level(&self) -> Level {
+        self.level
+    }
+
+    /// msprobe's `Err_message`: why the row is not a pass.
+    pub fn messages(&self) -> &[String] {
+        self.messages.as_deref().map_or(&[], Vec::as_slice)
+    }
 }
 
 /// Which statistics' text an argument is given: all four for the table, the extremes alone for msprobe's
@@ -149,8 +193,9 @@ impl<'a> ArgTexts<'a> {
     }
 
     fn target_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Cow<'a, RecordedArg> {
-        let measured = |_| row.compared.and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
-        self.target.arg(row.target, measured, wanted)
+        let measured =
+            |_| row.compared().and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
+        self.target.arg(row.target(), measured, wanted)
     }
 
     fn bench_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Option<Cow<'a, RecordedArg>> {
@@ -158,13 +203,13 @@ impl<'a> ArgTexts<'a> {
             let i = *self.bench_measured.get(&b)?;
             self.rows[i].bench_measured_stats.as_deref().copied()
         };
-        row.bench.map(|pos| self.bench.arg(pos, measured, wanted))
+        row.bench().map(|pos| self.bench.arg(pos, measured, wanted))
     }
 
     /// Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios: measured for a compared tensor pair,
     /// "unsupported" for a matched pair that is not one, "N/A" without a counterpart.
     pub fn metrics(&self, row: &MsprobeRow) -> [Cell; 6] {
-        match (row.compared, row.bench) {
+        match (row.compared(), row.bench()) {
             (Some(i), _) => self.rows[i].msprobe().cells(),
             (None, Some(_)) => MsprobeMetrics::unsupported().cells(),
             (None, None) => [Cell::NotApplicable; 6],
@@ -241,26 +286,17 @@ pub(super) fn build(
     let mut call: Vec<MsprobeRow> = Vec::new();
     let mut checks: Vec<VerdictRow> = Vec::new();
     let mut decide = |call: &mut Vec<MsprobeRow>, checks: &mut Vec<VerdictRow>| {
-        for (mut entry, verdict) in call.drain(..).zip(verdicts(checks)) {
-            entry.verdict = verdict;
-            if let Some(i) = entry.compared {
-                // msprobe's Result never says pass about values nobody compared.
-                if rows[i].unmeasured() {
-                    entry
-                        .verdict
-                        .set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
-                }
-                let verdict = match keep {
-                    true => entry.verdict.clone(),
-                    false => std::mem::replace(
-                        &mut entry.verdict,
-                        Verdict { level: Level::Pass, messages: Vec::new() },
-                    ),
-                };
-                found.set(i, verdict);
+        for (entry, mut verdict) in call.drain(..).zip(verdicts(checks)) {
+            let row = entry.compared();
+            // msprobe's Result never says pass about values nobody compared.
+            if row.is_some_and(|i| rows[i].unmeasured()) {
+                verdict.set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
             }
             if keep {
-                table.push(entry);
+                table.push(entry.with_verdict(verdict.clone()));
+            }
+            if let Some(i) = row {
+                found.set(i, verdict);
             }
         }
         checks.clear();
@@ -275,12 +311,7 @@ pub(super) fn build(
             None if tensor.is_none() => bench_by_name.get(&target.name(pos)).copied(),
             None => None,
         };
-        let entry = MsprobeRow {
-            target: pos,
-            bench: bench_pos,
-            verdict: Verdict { level: Level::Pass, messages: Vec::new() },
-            compared: row,
-        };
+        let entry = MsprobeRow::new(pos, bench_pos, row);
         let check = verdict_row(&texts, &entry);
         if checks.first().is_some_and(|first| call_of(&first.name) != call_of(&check.name)) {
             decide(&mut call, &mut checks);

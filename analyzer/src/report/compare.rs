@@ -593,8 +593,8 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.extend(t.stats.iter().cloned());
         record.extend(b.map_or_else(|| std::array::from_fn(|_| na()), |b| b.stats.clone()));
         record.push(if t_grad == b_grad { "True" } else { "False" }.into());
-        record.push(row.verdict.level.to_string());
-        record.push(crate::metrics::verdict::messages_cell(&row.verdict));
+        record.push(row.level().to_string());
+        record.push(serde_json::to_string(row.messages())?);
         record.push(format!(
             "['{}', '{}']",
             data_name(t.data_name.as_ref()),
