@@ -18,40 +18,19 @@ use accutrace_formats::dtype::Kind;
 use accutrace_formats::stats::TensorStats;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-/// The most table cells one rank and step may take (API outputs x the kernels' states, 2 bytes each: the
-/// move to the cell, so up to 256 MB; the best totals are kept two rows at a time); beyond it, that step
-/// is not aligned and the comparison says so. Was 20 million cells of 16 bytes (320 MB).
-const MAX_CELLS: usize = 128_000_000;
+mod table;
 
-/// A move of the alignment's table and the state it came from, in 16 bits: the kind in the top two, the
-/// state below (a kernel's states are a bit mask of at most [`MASK_OUTPUTS`] outputs, or an output's
-/// position: a step with a kernel of more than 16,383 outputs is not aligned).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Move(u16);
+use table::{Move, Table};
 
-impl Move {
-    const NONE: Move = Move(0);
-    const SKIP_API: Move = Move(1 << 14);
-    const MATCH: Move = Move(2 << 14);
-    const NEXT_KERNEL: Move = Move(3 << 14);
-    const STATE: u16 = (1 << 14) - 1;
+/// The most bytes the alignment's table may hold at once (one block's moves, checkpoints, two rows of
+/// totals; [`table`]): half of #18's 64 MiB, the rest for the index and the compared pairs. Was the whole
+/// table, 2 bytes a cell, up to 256 MB.
+const TABLE_BYTES: usize = 32 << 20;
 
-    fn matched(from: usize) -> Move {
-        Move(Self::MATCH.0 | from as u16)
-    }
-
-    fn next_kernel(from: usize) -> Move {
-        Move(Self::NEXT_KERNEL.0 | from as u16)
-    }
-
-    fn kind(self) -> Move {
-        Move(self.0 & !Self::STATE)
-    }
-
-    fn state(self) -> usize {
-        (self.0 & Self::STATE) as usize
-    }
-}
+/// The most cells one rank and step may take, a bound on time: each fill of the table costs about 10 ns a
+/// cell, and a table past [`TABLE_BYTES`] whole is filled two to four times. Beyond it, or beyond what
+/// [`TABLE_BYTES`] can hold, that step is not aligned and the comparison says so.
+const MAX_CELLS: usize = 1_000_000_000;
 
 /// Kernels with at most this many outputs are aligned exactly (the set of outputs taken is a bit mask).
 const MASK_OUTPUTS: usize = 6;
@@ -95,16 +74,37 @@ pub fn is_api_level(index: &Index) -> bool {
     !index.ops.is_empty() && api * 2 >= index.ops.len()
 }
 
-fn kind(index: &Index, t: TensorId) -> bool {
-    matches!(index.tensors[t].dtype.kind(), Kind::Float | Kind::Complex)
+/// What the alignment weighs of an output tensor, read once a step rather than at every cell of every
+/// fill of the table (#18: reading them there was two thirds of the alignment's time).
+#[derive(Clone, Copy)]
+struct Weighed {
+    elements: u64,
+    /// Float or complex.
+    float: bool,
+    /// The shape, numbered: equal numbers, equal shapes.
+    shape: u32,
+    /// Mean, L2 norm, max, min.
+    stats: Option<[f64; 4]>,
 }
 
-fn elements(index: &Index, t: TensorId) -> u64 {
-    index.tensors[t].shape.iter().product()
+/// The tensors' [`Weighed`], their shapes numbered through `shapes`.
+fn weighed<'i>(index: &'i Index, ids: &[TensorId], shapes: &mut HashMap<&'i [u64], u32>) -> Vec<Weighed> {
+    ids.iter()
+        .map(|&t| {
+            let tensor = &index.tensors[t];
+            let next = shapes.len() as u32;
+            Weighed {
+                elements: tensor.shape.iter().product(),
+                float: matches!(tensor.dtype.kind(), Kind::Float | Kind::Complex),
+                shape: *shapes.entry(&tensor.shape[..]).or_insert(next),
+                stats: index.stats(t).map(|s| [s.mean, s.l2_norm, s.max, s.min]),
+            }
+        })
+        .collect()
 }
 
 /// How alike two tensors' statistics are, 0..1 (0 when either has none).
-fn similarity(a: Option<&TensorStats>, b: Option<&TensorStats>) -> f64 {
+fn similarity(a: Option<[f64; 4]>, b: Option<[f64; 4]>) -> f64 {
     let (Some(a), Some(b)) = (a, b) else { return 0.0 };
     let close = |x: f64, y: f64| -> f64 {
         if !x.is_finite() || !y.is_finite() {
@@ -113,7 +113,7 @@ fn similarity(a: Option<&TensorStats>, b: Option<&TensorStats>) -> f64 {
         let scale = x.abs().max(y.abs()).max(1e-6);
         1.0 - ((x - y).abs() / scale).min(1.0)
     };
-    (close(a.mean, b.mean) + close(a.l2_norm, b.l2_norm) + close(a.max, b.max) + close(a.min, b.min)) / 4.0
+    (close(a[0], b[0]) + close(a[1], b[1]) + close(a[2], b[2]) + close(a[3], b[3])) / 4.0
 }
 
 /// The index of `source` with statistics for every output tensor that has none (a CANN dump tree is
@@ -174,12 +174,13 @@ pub fn align_kernels_to_apis(
             result.unaligned_target += t_list.len();
             result.warnings.push(format!(
                 "rank {} step {}: {} API outputs against {} kernel outputs are too many to align (the table \
-                 would pass {MAX_CELLS} cells): none of them is compared; compare against a benchmark \
+                 would pass {MAX_CELLS} cells or {} MiB): none of them is compared; compare against a benchmark \
                  dumped at kernel level for this step",
                 key.0,
                 key.1,
                 b_list.len(),
-                t_list.len()
+                t_list.len(),
+                TABLE_BYTES >> 20
             ));
         }
     }
@@ -246,118 +247,71 @@ fn align_step(
     const MATCH: f64 = 100.0;
     const SHAPE: f64 = 2.0;
     const LATER: f64 = 1e-3;
+    let mut shapes = HashMap::new();
+    let bench_weighed = weighed(bench, b_list, &mut shapes);
+    // Kernel j's outputs are t_list[first[j]..][..its outputs].
+    let target_weighed = weighed(target, t_list, &mut shapes);
+    drop(shapes);
+    let first: Vec<usize> = kernels
+        .iter()
+        .scan(0, |at, k| {
+            *at += k.1.len();
+            Some(*at - k.1.len())
+        })
+        .collect();
+    // The weight of kernel j's output p (`w`) as API output i (`b`).
+    let weight = |j: usize, w: &Weighed, b: &Weighed| {
+        let shape = if w.shape == b.shape { SHAPE } else { 0.0 };
+        MATCH + shape + similarity(w.stats, b.stats) + LATER * j as f64 / m as f64
+    };
     // (output position, target tensor, weight) for each of kernel j's outputs that could be API output i.
     let candidates = |i: usize, j: usize| {
-        let b = b_list[i];
+        let seen = bench_weighed[i];
         kernels[j]
             .1
             .iter()
+            .zip(&target_weighed[first[j]..])
             .enumerate()
-            .filter(move |(_, &t)| {
-                elements(target, t) == elements(bench, b) && kind(target, t) == kind(bench, b)
-            })
-            .map(move |(p, &t)| {
-                let shape = if target.tensors[t].shape == bench.tensors[b].shape { SHAPE } else { 0.0 };
-                let stats = similarity(target.stats(t).as_ref(), bench.stats(b).as_ref());
-                (p, t, MATCH + shape + stats + LATER * j as f64 / m as f64)
-            })
+            .filter(move |(_, (_, w))| w.elements == seen.elements && w.float == seen.float)
+            .map(move |(p, (&t, w))| (p, t, weight(j, w, &seen)))
     };
     // The best total with i API outputs considered, at kernel j, in state u of kernel j: which of its
     // outputs API outputs took already, so that no two take the same one (a fused kernel answers two calls
     // with two different outputs). A kernel of at most MASK_OUTPUTS outputs keeps the set (a bit mask);
     // a larger one only the last taken (u = position + 1; 0: none), and the rare repeat is settled after.
-    // Kernels never go backwards. Filled forward, with the move that reached each state.
+    // Kernels never go backwards. Filled forward, then traced back a block of rows at a time ([`table`]).
     let by_mask: Vec<bool> = kernels.iter().map(|k| k.1.len() <= MASK_OUTPUTS).collect();
     let states: Vec<usize> = kernels
         .iter()
         .zip(&by_mask)
         .map(|(k, &mask)| if mask { 1 << k.1.len() } else { k.1.len() + 1 })
         .collect();
-    let mut offsets = Vec::with_capacity(m);
-    let mut cols = 0usize;
-    for &w in &states {
-        offsets.push(cols);
-        cols += w;
-    }
-    let at = |i: usize, j: usize, u: usize| i * cols + offsets[j] + u;
-    let cells = (n + 1).saturating_mul(cols);
-    if cells > MAX_CELLS || states.iter().any(|&w| w > Move::STATE as usize + 1) {
+    let table = Table::new(n, &states, &by_mask);
+    let packed = states.iter().all(|&w| w <= Move::STATE as usize + 1);
+    let Some(plan) = (packed && table.cells() <= MAX_CELLS).then(|| table.plan(TABLE_BYTES)).flatten() else {
         out.unplaced_bench.extend(b_list);
         out.unplaced_target.extend(t_list);
         return false;
-    }
-    // Where output p may go from state u, and the state it leads to.
-    let take = |j: usize, u: usize, p: usize| -> Option<usize> {
-        if by_mask[j] {
-            (u & (1 << p) == 0).then_some(u | (1 << p))
-        } else {
-            (u != p + 1).then_some(p + 1)
+    };
+    // As candidates(i, j) without the tensors: the table asks at every cell of every fill.
+    let mut fit = |i: usize, j: usize, fits: &mut Vec<(usize, f64)>| {
+        let seen = &bench_weighed[i];
+        let outputs = &target_weighed[first[j]..first[j] + kernels[j].1.len()];
+        for (p, w) in outputs.iter().enumerate() {
+            if w.elements == seen.elements && w.float == seen.float {
+                fits.push((p, weight(j, w, seen)));
+            }
         }
     };
-    // The best totals of two rows at a time (a move goes to the same row or the next), and for every cell
-    // the move that reached it, packed in 16 bits: 2 bytes a cell instead of 16 (#18: the table was up to
-    // 320 MB at its old cap of 20 million cells).
-    let mut how = vec![Move::NONE; cells];
-    let mut row = vec![f64::NEG_INFINITY; cols];
-    let mut below = vec![f64::NEG_INFINITY; cols];
-    row[offsets[0]] = 0.0;
-    let relax = |d: &mut [f64], how: &mut [Move], i: usize, col: usize, v: f64, mv: Move| {
-        if v > d[col] {
-            d[col] = v;
-            how[i * cols + col] = mv;
-        }
-    };
-    let mut fits: Vec<(usize, TensorId, f64)> = Vec::new();
-    for i in 0..=n {
-        for j in 0..m {
-            fits.clear();
-            if i < n {
-                fits.extend(candidates(i, j));
-            }
-            for u in 0..states[j] {
-                let v = row[offsets[j] + u];
-                if v == f64::NEG_INFINITY {
-                    continue;
-                }
-                if j + 1 < m {
-                    relax(&mut row, &mut how, i, offsets[j + 1], v, Move::next_kernel(u));
-                }
-                if i < n {
-                    relax(&mut below, &mut how, i + 1, offsets[j] + u, v, Move::SKIP_API);
-                    for &(p, _, w) in &fits {
-                        if let Some(next) = take(j, u, p) {
-                            relax(&mut below, &mut how, i + 1, offsets[j] + next, v + w, Move::matched(u));
-                        }
-                    }
-                }
-            }
-        }
-        if i < n {
-            std::mem::swap(&mut row, &mut below);
-            below.fill(f64::NEG_INFINITY);
-        }
-    }
-    let mut matched: Vec<Option<(usize, TensorId, f64)>> = vec![None; n];
-    let mut state = (0..m)
-        .flat_map(|j| (0..states[j]).map(move |u| (j, u)))
-        .max_by(|a, b| row[offsets[a.0] + a.1].total_cmp(&row[offsets[b.0] + b.1]))
-        .map(|(j, u)| (n, j, u))
-        .unwrap_or((n, 0, 0));
-    loop {
-        let (i, j, u) = state;
-        let mv = how[at(i, j, u)];
-        state = match mv.kind() {
-            Move::NONE => break,
-            Move::SKIP_API => (i - 1, j, u),
-            Move::MATCH => {
-                let prev = mv.state();
-                let p = if by_mask[j] { (u ^ prev).trailing_zeros() as usize } else { u - 1 };
-                matched[i - 1] = candidates(i - 1, j).find(|c| c.0 == p).map(|(_, t, w)| (j, t, w));
-                (i - 1, j, prev)
-            }
-            _ => (i, j - 1, mv.state()),
-        };
-    }
+    let mut matched: Vec<Option<(usize, TensorId, f64)>> = table
+        .align(plan, &mut fit)
+        .into_iter()
+        .enumerate()
+        .map(|(i, at)| {
+            let (j, p) = at?;
+            candidates(i, j).find(|c| c.0 == p).map(|(_, t, w)| (j, t, w))
+        })
+        .collect();
     // One kernel output answers one API output: where two landed on the same (on a kernel of more than
     // MASK_OUTPUTS outputs), the closer keeps it and the other takes the kernel's best output still free.
     let mut owner: HashMap<TensorId, usize> = HashMap::new();
@@ -479,21 +433,11 @@ mod tests {
         assert_eq!(a.unplaced_target, [6], "the optimizer's kernel belongs to no call");
     }
 
-    /// A move keeps its kind and the state it came from, up to the largest state a kernel may have.
-    #[test]
-    fn a_move_packs_its_kind_and_state() {
-        for state in [0, 1, 63, Move::STATE as usize] {
-            let (matched, next) = (Move::matched(state), Move::next_kernel(state));
-            assert_eq!((matched.kind(), matched.state()), (Move::MATCH, state));
-            assert_eq!((next.kind(), next.state()), (Move::NEXT_KERNEL, state));
-        }
-        assert_eq!((Move::SKIP_API.kind(), Move::NONE.kind()), (Move::SKIP_API, Move::NONE));
-    }
-
     #[test]
     fn a_step_too_large_to_align_is_said_and_left_unplaced() {
+        // 2,001 rows of 500,002 columns: past MAX_CELLS.
         let (mut t, mut b) = (Index::default(), Index::default());
-        for k in 0..32_000 {
+        for k in 0..250_001 {
             let op = t.push_op(format!("Add_{k}"), "Add".into(), 0, 0);
             tensor(&mut t, op, Io::Output, 0, DType::FLOAT16, &[4], 1.0);
         }
@@ -505,9 +449,9 @@ mod tests {
         let all_b: Vec<TensorId> = (0..b.tensors.len()).collect();
         let a = align_kernels_to_apis(&t, &b, &all_t, &all_b);
         assert!(a.pairs.is_empty() && a.calls.is_empty());
-        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (32_000, 2_000));
+        assert_eq!((a.unplaced_target.len(), a.unplaced_bench.len()), (250_001, 2_000));
         assert!(
-            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 32000"),
+            a.warnings[0].starts_with("rank 0 step 0: 2000 API outputs against 250001"),
             "{:?}",
             a.warnings
         );
