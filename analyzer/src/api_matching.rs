@@ -159,11 +159,11 @@ pub fn align_kernels_to_apis(
     let group = |index: &Index, ids: &[TensorId]| {
         let mut groups: BTreeMap<(u32, u64), Vec<TensorId>> = BTreeMap::new();
         for &t in ids.iter().filter(|&&t| index.tensors[t].io == Io::Output) {
-            let op = &index.ops[index.tensors[t].op];
+            let op = &index.ops[index.tensors[t].op()];
             groups.entry((op.rank, op.step)).or_default().push(t);
         }
         for list in groups.values_mut() {
-            list.sort_by_key(|&t| (index.ops[index.tensors[t].op].order, index.tensors[t].index, t));
+            list.sort_by_key(|&t| (index.ops[index.tensors[t].op()].order, index.tensors[t].index, t));
         }
         groups
     };
@@ -227,7 +227,7 @@ fn align_step(
     // The kernels, each with its output tensors.
     let mut kernels: Vec<(OpId, Vec<TensorId>)> = Vec::new();
     for &t in t_list {
-        let op = target.tensors[t].op;
+        let op = target.tensors[t].op();
         match kernels.last_mut() {
             Some((o, outs)) if *o == op => outs.push(t),
             _ => kernels.push((op, vec![t])),
@@ -342,9 +342,9 @@ fn align_step(
     let mut placed = vec![false; m];
     let mut i = 0;
     while i < n {
-        let op = bench.tensors[b_list[i]].op;
+        let op = bench.tensors[b_list[i]].op();
         let start = i;
-        while i < n && bench.tensors[b_list[i]].op == op {
+        while i < n && bench.tensors[b_list[i]].op() == op {
             i += 1;
         }
         let ks: Vec<usize> = matched[start..i].iter().flatten().map(|&(j, _, _)| j).collect();

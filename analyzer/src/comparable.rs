@@ -221,7 +221,7 @@ pub fn different_model(
     matching: &Matching,
     filter: &Filter,
 ) -> Option<String> {
-    let keep = |t: usize| filter.keeps(&target.ops[target.tensors[t].op]);
+    let keep = |t: usize| filter.keeps(&target.ops[target.tensors[t].op()]);
     let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
     // Untrusted dims: a product past 64 bits has no count (checked, never wrapped).
     let count = |shape: &[u64]| element_count(shape);
@@ -240,7 +240,7 @@ pub fn different_model(
     // Only where the benchmark has the step and rank at all: fewer steps or ranks are not another model.
     let places: std::collections::HashSet<(u32, u64)> = bench.ops.iter().map(|o| (o.rank, o.step)).collect();
     let in_bench = |t: usize| {
-        let op = &target.ops[target.tensors[t].op];
+        let op = &target.ops[target.tensors[t].op()];
         places.contains(&(op.rank, op.step))
     };
     let outputs =
@@ -444,7 +444,7 @@ pub fn kernel_counters_differ(
     let mut anchors: BTreeMap<(u32, u64), Vec<Anchor>> = BTreeMap::new();
     for p in matching.pairs.iter().filter(|p| matches!(p.how, MatchKind::Exact | MatchKind::Mapping)) {
         let (Some((rank, step, i)), Some((bench_rank, bench_step, j))) =
-            (target_at[target.tensors[p.target].op], bench_at[bench.tensors[p.bench].op])
+            (target_at[target.tensors[p.target].op()], bench_at[bench.tensors[p.bench].op()])
         else {
             continue;
         };
@@ -455,7 +455,7 @@ pub fn kernel_counters_differ(
     let by_name: Vec<_> = matching
         .pairs
         .iter()
-        .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target].op]))
+        .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target].op()]))
         .collect();
     // Each step's parting (the first step's is told), and the pairs by name the verdict would use past one.
     let (mut first, mut past_partings) = (None, 0);
@@ -466,7 +466,7 @@ pub fn kernel_counters_differ(
         let past: Vec<_> = by_name
             .iter()
             .filter(|p| {
-                matches!(target_at[target.tensors[p.target].op], Some((r, s, i)) if (r, s) == place && i >= part.from)
+                matches!(target_at[target.tensors[p.target].op()], Some((r, s, i)) if (r, s) == place && i >= part.from)
             })
             .collect();
         past_partings += past.len();
@@ -538,7 +538,7 @@ pub fn execution_modes_differ(
         return None;
     }
     let pairs: Vec<_> =
-        matching.pairs.iter().filter(|p| filter.keeps(&target.ops[target.tensors[p.target].op])).collect();
+        matching.pairs.iter().filter(|p| filter.keeps(&target.ops[target.tensors[p.target].op()])).collect();
     let guessed = pairs.iter().filter(|p| p.how == MatchKind::Order).count();
     if (pairs.len() - guessed) * 2 > pairs.len() {
         return None;
@@ -666,7 +666,7 @@ pub fn without_counterpart(
         .iter()
         .copied()
         .filter(|&t| {
-            let o = target.tensors[t].op;
+            let o = target.tensors[t].op();
             let op = &target.ops[o];
             in_bench.contains(&(op.rank, op.step))
                 && !fused_in_bench.contains(op.name.as_str())
@@ -679,8 +679,8 @@ pub fn without_counterpart(
 /// the verdict covers the matched pairs only.
 pub fn without_counterpart_warning(target: &Index, tensors: &[usize], matched: usize) -> Option<String> {
     let &first = tensors.first()?;
-    let op = &target.ops[target.tensors[first].op];
-    let ops: HashSet<OpId> = tensors.iter().map(|&t| target.tensors[t].op).collect();
+    let op = &target.ops[target.tensors[first].op()];
+    let ops: HashSet<OpId> = tensors.iter().map(|&t| target.tensors[t].op()).collect();
     Some(format!(
         "{} target tensors ({} ops) in steps and ranks the benchmark holds have no counterpart in it (first: \
          step {} rank {}: {}): they are not compared, and the verdict covers the {matched} matched pairs only \

@@ -103,7 +103,7 @@ pub fn convert(
         if name != op.name {
             renamed.lock().unwrap_or_else(|e| e.into_inner()).push((stem.clone(), op.name.to_string()));
         }
-        if let Some((original, index)) = &index.tensors[t].original_op {
+        if let Some((original, index)) = index.tensors[t].original_op() {
             let entry = serde_json::json!({
                 "file": format!("{stem}.npy"), "op_name": op.name, "op_type": op.op_type,
                 "original_op": original, "original_output_index": index,

@@ -23,7 +23,7 @@ pub use accutrace_formats::dump::Io;
 use held_stats::HeldStats;
 pub use shared::{SharedName, SharedShape};
 pub use stats_place::RecordStats;
-use stats_place::{StatsPlace, StatsReader};
+use stats_place::{PackedPlace, StatsPlace, StatsReader};
 
 mod held_stats;
 mod shared;
@@ -42,19 +42,20 @@ pub type OpId = usize;
 /// accessors (`t.label()`, `t.device_shape()`), set them through [`TensorInfo::set_extras`].
 #[derive(Clone, Debug)]
 pub struct TensorInfo {
-    pub op: OpId,
+    /// The op's id ([`TensorInfo::op`]) in 32 bits: an index of 2^32 ops would take hundreds of GB.
+    pub(crate) op: u32,
     pub io: Io,
     pub index: u32,
     pub dtype: DType,
     /// Host (framework) shape after undoing the device format: shared with every tensor of the index of
     /// the same shape once pushed ([`Index::push_tensor`]).
     pub shape: SharedShape,
-    /// For outputs: the framework op (and output index) this tensor stands for after fusion. Inline, not
-    /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
-    /// which the name is then shared with ([`Index::share_name`]).
-    pub original_op: Option<(SharedName, u32)>,
+    /// [`TensorInfo::original_op`], set through [`TensorInfo::set_original_op`]: the name and the output
+    /// index apart, the index beside the other 32-bit fields (16 bytes as a tuple).
+    pub(crate) original_op_name: Option<SharedName>,
+    pub(crate) original_output: u32,
     /// Where the tensor's statistics are: read through [`Index::stats`], set through [`Index::set_stats`].
-    pub(crate) stats: StatsPlace,
+    pub(crate) stats: PackedPlace,
     /// 64-bit content hash of the raw bytes (`accutrace_formats::stats::content_hash`), meaningful only
     /// while `has_hash`: read through [`TensorInfo::hash`], set through [`TensorInfo::set_hash`] (a flag
     /// beside the other flags instead of an `Option`'s eight bytes).
@@ -95,13 +96,14 @@ impl TensorInfo {
     /// rest on it.
     pub fn new(op: OpId, io: Io, index: u32, dtype: DType, shape: Vec<u64>) -> TensorInfo {
         TensorInfo {
-            op,
+            op: op as u32,
             io,
             index,
             dtype,
             shape: shape.into(),
-            original_op: None,
-            stats: StatsPlace::None,
+            original_op_name: None,
+            original_output: 0,
+            stats: PackedPlace::new(StatsPlace::None),
             hash_bits: 0,
             has_hash: false,
             has_data: true,
@@ -129,9 +131,39 @@ impl TensorInfo {
         self.extras = any.then(|| Box::new(extras));
     }
 
+    /// The op the tensor belongs to.
+    pub fn op(&self) -> OpId {
+        self.op as OpId
+    }
+
+    /// Moves the tensor to op `op` (an id of the index it goes into).
+    pub fn set_op(&mut self, op: OpId) {
+        self.op = op as u32;
+    }
+
+    /// For outputs: the framework op (and output index) this tensor stands for after fusion. Inline, not
+    /// among the extras: graph dumps and captures set it on every output, most often to the op's own name,
+    /// which the name is then shared with ([`Index::share_name`]).
+    pub fn original_op(&self) -> Option<(&SharedName, u32)> {
+        self.original_op_name.as_ref().map(|name| (name, self.original_output))
+    }
+
+    pub fn set_original_op(&mut self, original: Option<(SharedName, u32)>) {
+        (self.original_op_name, self.original_output) = match original {
+            Some((name, output)) => (Some(name), output),
+            None => (None, 0),
+        };
+    }
+
+    /// [`TensorInfo::set_original_op`] by value, for building tensors in one expression.
+    pub fn with_original_op(mut self, original: Option<(SharedName, u32)>) -> TensorInfo {
+        self.set_original_op(original);
+        self
+    }
+
     /// Whether the source recorded the tensor's statistics (read them through [`Index::stats`]).
     pub fn has_stats(&self) -> bool {
-        self.stats != StatsPlace::None
+        self.stats.get() != StatsPlace::None
     }
 
     /// The content hash of the tensor's raw bytes, where the source stored one.
@@ -203,7 +235,7 @@ impl Serialize for TensorInfo {
         s.serialize_field("shape", &self.shape)?;
         s.serialize_field("device_format", &self.device_format())?;
         s.serialize_field("device_shape", &self.device_shape())?;
-        s.serialize_field("original_op", &self.original_op)?;
+        s.serialize_field("original_op", &self.original_op())?;
         match self.histogram() {
             Some(histogram) => s.serialize_field("histogram", histogram)?,
             None => s.skip_field("histogram")?,
@@ -274,7 +306,7 @@ impl IndexedOp {
     pub fn original_names<'a>(&self, index: &'a Index) -> Vec<&'a str> {
         let mut names: Vec<&str> = Vec::new();
         for t in self.outputs() {
-            if let Some((name, _)) = &index.tensors[t].original_op {
+            if let Some((name, _)) = index.tensors[t].original_op() {
                 if !names.contains(&name.as_str()) {
                     names.push(name);
                 }
@@ -569,7 +601,7 @@ impl Index {
         // outputs in their previous order: a list of tensors per op was a heap block per op at the peak of
         // indexing, and two an op in the table (#18). Bucket `2 * o` holds the inputs of the op with new id
         // `o`, `2 * o + 1` its outputs; `next_slot[b]` starts as bucket `b`'s first new tensor id.
-        let bucket = |tensor: &TensorInfo| 2 * new_op[tensor.op] + usize::from(tensor.io == Io::Output);
+        let bucket = |tensor: &TensorInfo| 2 * new_op[tensor.op()] + usize::from(tensor.io == Io::Output);
         let mut next_slot = vec![0; 2 * self.ops.len() + 1];
         for tensor in &self.tensors {
             next_slot[bucket(tensor) + 1] += 1;
@@ -603,7 +635,7 @@ impl Index {
         self.tensors = tensors
             .into_iter()
             .map(|mut t| {
-                t.op = new_op[t.op];
+                t.set_op(new_op[t.op()]);
                 t
             })
             .collect();
@@ -621,7 +653,7 @@ impl Index {
     /// its `original_op` name become this index's shared ones. The op lists it at once when the op's
     /// tensors come together, inputs first; else from [`Index::order_by_execution`] on.
     pub fn push_tensor(&mut self, mut tensor: TensorInfo) -> TensorId {
-        if let Some((name, _)) = &mut tensor.original_op {
+        if let Some(name) = &mut tensor.original_op_name {
             *name = self.share_name(name);
         }
         match self.shapes.get(&tensor.shape[..]) {
@@ -638,13 +670,13 @@ impl Index {
                      on are left out of their ops, and every answer is about the rest; read fewer steps or \
                      ranks at a time",
                     u32::MAX,
-                    self.ops[tensor.op].name.as_str()
+                    self.ops[tensor.op()].name.as_str()
                 )));
             }
             self.tensors.push(tensor);
             return id;
         };
-        let op = &mut self.ops[tensor.op];
+        let op = &mut self.ops[tensor.op()];
         if op.first_tensor == op.tensors_end {
             // No tensor yet: its run starts here.
             (op.first_tensor, op.first_output, op.tensors_end) = (end - 1, end - 1, end - 1);
@@ -797,7 +829,7 @@ impl Index {
         if let Some(label) = t.label() {
             return label.to_string();
         }
-        format!("{}.{}.{}", self.ops[t.op].name, t.io.as_str(), t.index)
+        format!("{}.{}.{}", self.ops[t.op()].name, t.io.as_str(), t.index)
     }
 }
 
@@ -810,12 +842,14 @@ mod tests {
     /// set it. 288 bytes before the extras were boxed.
     #[test]
     fn a_tensor_info_holds_the_common_fields_only() {
-        // Where the statistics are, not the statistics (`StatsPlace`: a capture's record, or a slot of
-        // the index's table): 136 with them held in every tensor in 64 bytes (`HeldStats`), 176 with a
-        // `TensorStats` (96). The hash's presence a flag beside the others: 144 with an `Option<u64>`.
-        // Shape and `original_op`'s name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>`
-        // and `Arc<str>` (16 bytes each), 208 with a `Vec` and a `String`.
-        assert_eq!(std::mem::size_of::<TensorInfo>(), 80, "bytes a tensor in every index");
+        // The op's id, where the statistics are and `original_op`'s output index in 32 bits each, side by
+        // side: 80 with the id a `usize`, the place an enum and `original_op` a tuple. Where the statistics
+        // are, not the statistics (`PackedPlace`: a capture's record, or a slot of the index's table): 136
+        // with them held in every tensor in 64 bytes (`HeldStats`), 176 with a `TensorStats` (96). The
+        // hash's presence a flag beside the others: 144 with an `Option<u64>`. Shape and `original_op`'s
+        // name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>` and `Arc<str>`
+        // (16 bytes each), 208 with a `Vec` and a `String`.
+        assert_eq!(std::mem::size_of::<TensorInfo>(), 64, "bytes a tensor in every index");
         // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
         // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
         // each for the name and the type.
@@ -838,7 +872,7 @@ mod tests {
         index.order_by_execution();
         let (op_a, op_b) = (&index.ops[a], &index.ops[b]);
         assert_eq!((op_a.inputs(), op_a.outputs(), op_b.inputs(), op_b.outputs()), (0..1, 1..3, 3..4, 4..5));
-        let places: Vec<(OpId, Io, u32)> = index.tensors.iter().map(|t| (t.op, t.io, t.index)).collect();
+        let places: Vec<(OpId, Io, u32)> = index.tensors.iter().map(|t| (t.op(), t.io, t.index)).collect();
         assert_eq!(
             places,
             [
@@ -860,15 +894,15 @@ mod tests {
         let a = index.push_op("model/MatMul".into(), "MatMul".into(), 0, 0);
         let b = index.push_op("model/MatMul".into(), "MatMul".into(), 1, 0);
         let mut fused = TensorInfo::for_test(b, Io::Output, 0, DType::FLOAT16, vec![2]);
-        fused.original_op = Some(("model/MatMul".into(), 0));
+        fused.set_original_op(Some(("model/MatMul".into(), 0)));
         let t = index.push_tensor(fused);
-        let (name, shared) = (&index.ops[a].name, &index.tensors[t].original_op.as_ref().unwrap().0);
+        let (name, shared) = (&index.ops[a].name, index.tensors[t].original_op().unwrap().0);
         assert!(name.is_shared_with(&index.ops[b].name) && name.is_shared_with(shared));
         assert!(index.ops[a].op_type.is_shared_with(&index.ops[b].op_type));
         assert_eq!(*name, "model/MatMul");
         assert_eq!(name.as_str(), "model/MatMul");
         assert_eq!(format!("{name} {name:?}"), r#"model/MatMul "model/MatMul""#);
-        assert_eq!(serde_json::to_string(&index.tensors[t].original_op).unwrap(), r#"["model/MatMul",0]"#);
+        assert_eq!(serde_json::to_string(&index.tensors[t].original_op()).unwrap(), r#"["model/MatMul",0]"#);
         let other = index.push_tensor(TensorInfo::for_test(a, Io::Input, 0, DType::FLOAT, vec![2]));
         let (shape, again) = (&index.tensors[t].shape, &index.tensors[other].shape);
         assert!(shape.is_shared_with(again));
@@ -1044,17 +1078,17 @@ mod tests {
         // Every reference still points at the same thing.
         for (new, &old) in reorder.tensors.iter().enumerate() {
             let (t, was) = (&index.tensors[new], &before.tensors[old]);
-            assert_eq!((index.ops[t.op].name.as_str(), t.io), (before.ops[was.op].name.as_str(), was.io));
+            assert_eq!((index.ops[t.op()].name.as_str(), t.io), (before.ops[was.op()].name.as_str(), was.io));
         }
         for op in &index.ops {
             for t in op.tensors() {
-                assert_eq!(index.ops[index.tensors[t].op].name, op.name);
+                assert_eq!(index.ops[index.tensors[t].op()].name, op.name);
             }
         }
         assert_eq!(index.ops[index.overflow_records[0].op.unwrap()].name, "b");
         let arg = index.recorded_args[0].tensor.unwrap();
         assert_eq!(
-            (index.ops[index.tensors[arg].op].name.as_str(), index.tensors[arg].io),
+            (index.ops[index.tensors[arg].op()].name.as_str(), index.tensors[arg].io),
             ("b", Io::Output)
         );
         // Tensor ids follow op ids.

@@ -113,7 +113,7 @@ fn tensor_row(source: &dyn Source, t: TensorId, values: &mut Vec<f32>) -> Tensor
         device_format: info.device_format().map(str::to_string),
         device_shape: info.device_shape().map(<[u64]>::to_vec),
         shape: info.shape.to_vec(),
-        original_op: info.original_op.as_ref().map(|(n, i)| format!("{n}:{i}")),
+        original_op: info.original_op().map(|(n, i)| format!("{n}:{i}")),
         arg_index: info.arg_index(),
         stats,
         error,

@@ -69,7 +69,7 @@ impl Source for Generated {
 
 fn tensor(op: usize, io: Io, key: u64, shape: Vec<u64>, original_op: Option<(String, u32)>) -> TensorInfo {
     let mut t = TensorInfo::new(op, io, 0, DType::FLOAT, shape);
-    t.original_op = original_op.map(|(name, i)| (name.into(), i));
+    t.set_original_op(original_op.map(|(name, i)| (name.into(), i)));
     t.locator = key;
     t
 }

@@ -119,7 +119,7 @@ impl<'a> Arguments<'a> {
         match self.recorded() {
             Some(args) => filter.keeps_at(&args[pos].op_name, args[pos].step, args[pos].rank),
             None => {
-                let op = &self.index.ops[self.index.tensors[pos].op];
+                let op = &self.index.ops[self.index.tensors[pos].op()];
                 filter.keeps_at(&op.name, op.step, op.rank)
             }
         }
@@ -138,7 +138,7 @@ impl<'a> Arguments<'a> {
         }
         let (index, t) = (self.index, pos);
         let info = &index.tensors[t];
-        let op = &index.ops[info.op];
+        let op = &index.ops[info.op()];
         Cow::Owned(RecordedArg {
             name: index.tensor_label(t),
             op_name: op.name.to_string(),

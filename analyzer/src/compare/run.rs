@@ -43,7 +43,7 @@ pub fn compare<'a>(
     let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
     warnings.extend(ranks_on_one_side(ti, bi, &options.filter));
     warnings.extend(steps_on_one_side(ti, bi, &options.filter));
-    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op]);
+    let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op()]);
     // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
     // expected, not a finding, so target inputs are not listed as unmatched then.
     let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
@@ -204,7 +204,7 @@ pub fn compare<'a>(
         msprobe_table: options.keep_msprobe_table.then_some(msprobe_table),
         unmatched_bench: unmatched_bench
             .into_iter()
-            .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op]))
+            .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op()]))
             .collect(),
         refused: None,
         warnings,

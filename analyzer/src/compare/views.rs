@@ -28,8 +28,8 @@ impl Comparison<'_> {
             .iter()
             .enumerate()
             .filter(|(_, r)| r.failed && r.how == Some(MatchKind::Api) && r.bench.is_some())
-            .min_by_key(|(_, r)| (ti.ops[ti.tensors[r.target].op].order, r.target))?;
-        let bench_op = self.bench.index().tensors[r.bench?].op;
+            .min_by_key(|(_, r)| (ti.ops[ti.tensors[r.target].op()].order, r.target))?;
+        let bench_op = self.bench.index().tensors[r.bench?].op();
         let call = self.api_calls.iter().find(|c| c.bench_op == bench_op)?;
         let sharing = self
             .api_calls
@@ -50,7 +50,7 @@ pub fn rows_of_op(comparison: &Comparison<'_>, op: usize, io: Option<Io>) -> Vec
         .enumerate()
         .filter(|(_, r)| {
             let t = &index.tensors[r.target];
-            t.op == op && io.is_none_or(|io| t.io == io)
+            t.op() == op && io.is_none_or(|io| t.io == io)
         })
         .map(|(i, _)| i)
         .collect()
@@ -66,7 +66,7 @@ pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
         if row.how != Some(MatchKind::Provenance) || !row.judged() {
             continue;
         }
-        let op = index.tensors[row.target].op;
+        let op = index.tensors[row.target].op();
         match kernels.iter_mut().find(|(o, _)| *o == op) {
             Some((_, failed)) => *failed |= row.failed,
             None => kernels.push((op, row.failed)),

@@ -92,7 +92,7 @@ pub struct UnmatchedTensor {
 
 impl UnmatchedTensor {
     fn of(run: &'static str, index: &Index, t: TensorId) -> UnmatchedTensor {
-        let op = &index.ops[index.tensors[t].op];
+        let op = &index.ops[index.tensors[t].op()];
         UnmatchedTensor { run, tensor: index.tensor_label(t), step: op.step, rank: op.rank }
     }
 }
@@ -165,7 +165,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
     }
     let matching = match_runs(i1, i2, &MatchOptions::default());
     let pairs: Vec<_> =
-        matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op])).collect();
+        matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op()])).collect();
 
     if pairs.is_empty() {
         return Err(Refusal(format!(
@@ -526,7 +526,7 @@ impl<'a> Folded<'a> {
         self.seen[t] = if d.identical { Seen::Identical } else { Seen::Differing };
         let index = self.index;
         let tensor = &index.tensors[t];
-        let o = tensor.op;
+        let o = tensor.op();
         let op = &index.ops[o];
         if d.identical {
             return;

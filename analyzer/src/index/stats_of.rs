@@ -1,7 +1,7 @@
 //! A tensor's statistics read and set through the index, wherever they are ([`StatsPlace`]).
 
 use super::held_stats::HeldStats;
-use super::stats_place::{RecordStats, StatsPlace, StatsReader};
+use super::stats_place::{PackedPlace, RecordStats, StatsPlace, StatsReader};
 use super::{Index, TensorId};
 use accutrace_formats::stats::TensorStats;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ impl Index {
     /// Tensor `t`'s statistics, where the source recorded them (a copy: the index holds them compactly or
     /// reads them again from the source's record).
     pub fn stats(&self, t: TensorId) -> Option<TensorStats> {
-        match self.tensors[t].stats {
+        match self.tensors[t].stats.get() {
             StatsPlace::None => None,
             StatsPlace::Held(slot) => Some(self.held_stats[slot as usize].get()),
             StatsPlace::InRecord => self.record_stats.as_ref()?.0.stats_at(self.tensors[t].locator),
@@ -20,30 +20,32 @@ impl Index {
     /// Holds `stats` as tensor `t`'s (in the slot it held before, if any); `None` forgets them.
     pub fn set_stats(&mut self, t: TensorId, stats: Option<TensorStats>) {
         let Some(stats) = stats else {
-            self.tensors[t].stats = StatsPlace::None;
+            self.tensors[t].stats = PackedPlace::new(StatsPlace::None);
             return;
         };
         let held = HeldStats::new(&stats);
-        self.tensors[t].stats = match self.tensors[t].stats {
+        let place = match self.tensors[t].stats.get() {
             StatsPlace::Held(slot) => {
                 self.held_stats[slot as usize] = held;
                 StatsPlace::Held(slot)
             }
-            StatsPlace::None | StatsPlace::InRecord => match u32::try_from(self.held_stats.len()) {
-                Ok(slot) => {
+            // Past 2^32 - 2 slots none is held: the index already reports that tensors past 2^32 are
+            // left out of their ops.
+            StatsPlace::None | StatsPlace::InRecord => match self.held_stats.len() < PackedPlace::SLOTS {
+                true => {
                     self.held_stats.push(held);
-                    StatsPlace::Held(slot)
+                    StatsPlace::Held((self.held_stats.len() - 1) as u32)
                 }
-                // Past 2^32 tensors the index already reports that tensors are left out of their ops.
-                Err(_) => StatsPlace::None,
+                false => StatsPlace::None,
             },
         };
+        self.tensors[t].stats = PackedPlace::new(place);
     }
 
     /// Tensor `t`'s statistics are in the source's record at its locator, which `reader` reads
     /// ([`Index::read_record_stats_with`]).
     pub(crate) fn set_stats_in_record(&mut self, t: TensorId) {
-        self.tensors[t].stats = StatsPlace::InRecord;
+        self.tensors[t].stats = PackedPlace::new(StatsPlace::InRecord);
     }
 
     /// Reads the statistics of the tensors set [`set_stats_in_record`](Index::set_stats_in_record)

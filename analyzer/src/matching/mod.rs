@@ -165,7 +165,7 @@ impl<'a> BenchTensors<'a> {
 
 fn key_of<'a>(index: &Index, t: TensorId, name: &'a str) -> Key<'a> {
     let tensor = &index.tensors[t];
-    let op = &index.ops[tensor.op];
+    let op = &index.ops[tensor.op()];
     (op.rank, op.step, name, tensor.io, tensor.index)
 }
 
@@ -182,7 +182,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     let mut bench_by_fuzzy: HashMap<Key, Vec<TensorId>> = HashMap::new();
     if options.fuzzy {
         for t in 0..bench.tensors.len() {
-            let op = bench.tensors[t].op;
+            let op = bench.tensors[t].op();
             bench_by_fuzzy.entry(key_of(bench, t, &bench_fuzzy_names[op])).or_default().push(t);
         }
     }
@@ -195,7 +195,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
 
     for t in 0..target.tensors.len() {
         let tensor = &target.tensors[t];
-        let name = norm(&target.ops[tensor.op].name);
+        let name = norm(&target.ops[tensor.op()].name);
         let mut take = |key: &Key, how: MatchKind, used: &mut Vec<bool>| -> bool {
             match bench_by_key.get(key) {
                 Some(b) if !used[b] => {
@@ -217,10 +217,10 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         if !mapped_to_another && take(&key_of(target, t, &name), MatchKind::Exact, &mut bench_used) {
             continue;
         }
-        if let (Io::Output, Some((original, out_index))) = (tensor.io, &tensor.original_op) {
-            let op = &target.ops[tensor.op];
+        if let (Io::Output, Some((original, out_index))) = (tensor.io, tensor.original_op()) {
+            let op = &target.ops[tensor.op()];
             let original = norm(original);
-            let key = (op.rank, op.step, original.as_str(), Io::Output, *out_index);
+            let key = (op.rank, op.step, original.as_str(), Io::Output, out_index);
             if take(&key, MatchKind::Provenance, &mut bench_used) {
                 continue;
             }
@@ -273,7 +273,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
             }));
             (o.unmatched_target, o.unmatched_bench, o.warnings, o.unaligned_target)
         };
-    pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op].order, p.target));
+    pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op()].order, p.target));
     Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings, unaligned_target }
 }
 
@@ -356,7 +356,7 @@ mod tests {
                     for place in [0, 1, 2] {
                         let key = (0, step, name, io, place);
                         let first = (0..bench.tensors.len())
-                            .find(|&t| key_of(&bench, t, &names[bench.tensors[t].op]) == key);
+                            .find(|&t| key_of(&bench, t, &names[bench.tensors[t].op()]) == key);
                         assert_eq!(by_key.get(&key), first, "{key:?}");
                     }
                 }

@@ -45,7 +45,7 @@ impl<'a> Signatures<'a> {
             .iter()
             .map(|&t| {
                 let tensor = &index.tensors[t];
-                let op_type = index.ops[tensor.op].op_type.as_str();
+                let op_type = index.ops[tensor.op()].op_type.as_str();
                 let type_id = *type_ids.entry(op_type).or_insert_with(|| {
                     let next = self.types.len() as u32;
                     *self.types.entry(op_type.to_ascii_lowercase()).or_insert(next)
@@ -61,11 +61,11 @@ impl<'a> Signatures<'a> {
 fn by_step(index: &Index, ids: &[TensorId]) -> HashMap<(u32, u64), Vec<TensorId>> {
     let mut groups: HashMap<(u32, u64), Vec<TensorId>> = HashMap::new();
     for &t in ids {
-        let op = &index.ops[index.tensors[t].op];
+        let op = &index.ops[index.tensors[t].op()];
         groups.entry((op.rank, op.step)).or_default().push(t);
     }
     for list in groups.values_mut() {
-        list.sort_by_key(|&t| (index.ops[index.tensors[t].op].order, t));
+        list.sort_by_key(|&t| (index.ops[index.tensors[t].op()].order, t));
     }
     groups
 }

@@ -315,7 +315,7 @@ fn summary(out: &mut impl Write, c: &Comparison<'_>, all: bool, colour: bool) ->
         if !list.is_empty() {
             writeln!(out, "\n{} {side} tensors have no counterpart:", list.len())?;
             for &t in list.iter().take(10) {
-                let op = &index.ops[index.tensors[t].op];
+                let op = &index.ops[index.tensors[t].op()];
                 writeln!(out, "  step {} rank {}: {}", op.step, op.rank, index.tensor_label(t))?;
             }
             if list.len() > 10 {
@@ -347,7 +347,7 @@ fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour:
     writeln!(
         out,
         "  {:>4} {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
-        index.ops[index.tensors[row.target].op].rank,
+        index.ops[index.tensors[row.target].op()].rank,
         index.tensor_label(row.target),
         cell(m.cosine),
         cell(m.max_abs_err),
@@ -418,7 +418,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     for row in &c.rows {
         let t = &ti.tensors[row.target];
         let b = row.bench.map(|b| &bi.tensors[b]);
-        let op = &ti.ops[t.op];
+        let op = &ti.ops[t.op()];
         let m = row.msprobe();
         let ts = stat_cells(row.target_stats(ti).as_ref());
         let bs = stat_cells(row.bench_stats(bi).as_ref());
@@ -487,7 +487,7 @@ fn write_report_json(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             .into_iter()
             .flat_map(|(side, list, index)| {
                 list.iter().map(move |&t| {
-                    let op = &index.ops[index.tensors[t].op];
+                    let op = &index.ops[index.tensors[t].op()];
                     json!({"side": side, "tensor": index.tensor_label(t), "step": op.step, "rank": op.rank})
                 })
             })

@@ -127,7 +127,7 @@ impl CannDumpSource {
                 stepless.entry(rank).or_default().push(op);
             }
             for (mut tensor, mut place) in parsed.tensors {
-                tensor.op = op;
+                tensor.set_op(op);
                 tensor.locator = stored.len() as u64;
                 place.file = files.len();
                 stored.push(place);
@@ -329,16 +329,14 @@ fn parse_header(entry: &dump::DumpEntry) -> Result<ParsedOp> {
             }
             let format = Format::from_code(t.format);
             let shape = host_shape(t.format, &t.device_shape, &t.original_shape);
-            let info = TensorInfo {
-                original_op: t.original_op.as_ref().map(|o| (o.name.as_str().into(), o.output_index)),
-                ..TensorInfo::new(0, io, t.index as u32, t.dtype, shape)
-            }
-            .with_extras(TensorExtras {
-                device_format: (!format.is_identity()).then(|| format.name().into_owned()),
-                device_shape: Some(t.device_shape.clone()),
-                arg_index: arg_indexed.then_some(t.arg_index),
-                ..TensorExtras::default()
-            });
+            let info = TensorInfo::new(0, io, t.index as u32, t.dtype, shape)
+                .with_original_op(t.original_op.as_ref().map(|o| (o.name.as_str().into(), o.output_index)))
+                .with_extras(TensorExtras {
+                    device_format: (!format.is_identity()).then(|| format.name().into_owned()),
+                    device_shape: Some(t.device_shape.clone()),
+                    arg_index: arg_indexed.then_some(t.arg_index),
+                    ..TensorExtras::default()
+                });
             let place = StoredTensor {
                 file: 0,
                 offset: t.offset as usize,

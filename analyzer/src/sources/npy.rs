@@ -152,11 +152,14 @@ impl NpyDirSource {
             let op = index.push_op_at(key.op_name, key.op_type, key.step, key.rank, launch);
             for i in members {
                 let (shape, dtype) = headers[i].clone();
-                index.push_tensor(TensorInfo {
-                    original_op: found[i].name.original_op.clone().map(|(name, i)| (name.into(), i)),
-                    locator: files.len() as u64,
-                    ..TensorInfo::new(op, found[i].name.io, found[i].name.index, dtype, shape)
-                });
+                let original_op = found[i].name.original_op.clone().map(|(name, i)| (name.into(), i));
+                index.push_tensor(
+                    TensorInfo {
+                        locator: files.len() as u64,
+                        ..TensorInfo::new(op, found[i].name.io, found[i].name.index, dtype, shape)
+                    }
+                    .with_original_op(original_op),
+                );
                 files.push(found[i].path.clone());
             }
         }

@@ -56,7 +56,7 @@ pub(super) fn loss(
         } else {
             s.max
         };
-        let op = &ctx.index.ops[ctx.index.tensors[t].op];
+        let op = &ctx.index.ops[ctx.index.tensors[t].op()];
         points.push(LossPoint {
             step: op.step,
             rank,
@@ -286,7 +286,7 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
             events.extend(thresholds(ctx, c, params, t, None));
         }
     }
-    let op = &ctx.index.ops[ctx.index.tensors[t].op];
+    let op = &ctx.index.ops[ctx.index.tensors[t].op()];
     let saturation = match roles::activation_kind(&op.op_type) {
         Some(ActivationKind::Tanh) => Some("tanh_saturated"),
         Some(ActivationKind::Sigmoid) => Some("sigmoid_saturated"),

@@ -38,7 +38,7 @@ impl Ctx<'_> {
     }
 
     pub fn place(&self, t: Option<TensorId>, op: Option<OpId>, bounds: Option<Measure>) -> Place {
-        let op = op.or(t.map(|t| self.index.tensors[t].op));
+        let op = op.or(t.map(|t| self.index.tensors[t].op()));
         Place {
             step: op.map(|o| self.index.ops[o].step),
             rank: op.map(|o| self.index.ops[o].rank),
@@ -60,7 +60,7 @@ impl Ctx<'_> {
         evidence: Evidence,
     ) -> Event {
         let p = self.place(t, op, None);
-        let op = op.or(t.map(|t| self.index.tensors[t].op));
+        let op = op.or(t.map(|t| self.index.tensors[t].op()));
         Event::Hit(Finding {
             condition,
             step: p.step,

@@ -31,7 +31,7 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         keep
     };
     let watched: Vec<TensorId> = (0..index.tensors.len())
-        .filter(|&t| selected[index.tensors[t].op] && roles.role(t).is_some())
+        .filter(|&t| selected[index.tensors[t].op()] && roles.role(t).is_some())
         .collect();
     let mut problems = InputProblems::of_sources(&[source]);
     let known = Knowns {

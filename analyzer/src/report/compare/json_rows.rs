@@ -59,7 +59,7 @@ impl<'a> RowJson<'a> {
     /// `row` of a comparison whose target index is `ti` and bench index `bi`.
     pub(super) fn new(row: &'a CompareRow, ti: &Index, bi: &Index) -> RowJson<'a> {
         let m = row.msprobe();
-        let op = &ti.ops[ti.tensors[row.target].op];
+        let op = &ti.ops[ti.tensors[row.target].op()];
         RowJson {
             accuracy_reached: row.accuracy.to_string(),
             bench: row.bench.map(|b| bi.tensor_label(b)),
@@ -201,7 +201,7 @@ mod tests {
             other => json!(other.to_string()),
         };
         let m = row.msprobe();
-        let op = &ti.ops[ti.tensors[row.target].op];
+        let op = &ti.ops[ti.tensors[row.target].op()];
         json!({
             "target": ti.tensor_label(row.target),
             "step": op.step, "rank": op.rank,

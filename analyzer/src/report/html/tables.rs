@@ -96,7 +96,7 @@ fn failing_ops(page: &mut String, c: &Comparison<'_>) {
 
 fn tensor_row(side: &str, index: &Index, t: usize) -> (Option<String>, Vec<Cell>) {
     let tensor = &index.tensors[t];
-    let op = &index.ops[tensor.op];
+    let op = &index.ops[tensor.op()];
     let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
     (
         None,

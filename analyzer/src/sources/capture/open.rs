@@ -84,15 +84,14 @@ impl CaptureSource {
                         let format = Format::from_code(m.format);
                         let shape = host_shape(m.format, &m.device_shape, &original);
                         let layout = t.has_data().then(|| StoredLayout::of(m, &shape));
+                        let original_op =
+                            m.original_op.as_ref().map(|o| (index.share_name(&o.name), o.output_index));
                         let tensor = TensorInfo {
-                            original_op: m
-                                .original_op
-                                .as_ref()
-                                .map(|o| (index.share_name(&o.name), o.output_index)),
                             has_data: t.has_data(),
                             locator: pack(s, item.segment_index, item.offset),
                             ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
                         }
+                        .with_original_op(original_op)
                         .with_hash(Some(t.content_hash));
                         let id = index.push_tensor(tensor.with_extras(TensorExtras {
                             device_format: (!format.is_identity()).then(|| format.name().into_owned()),
