@@ -222,18 +222,19 @@ pub fn different_model(
     filter: &Filter,
 ) -> Option<String> {
     let keep = |t: usize| filter.keeps(&target.ops[target.tensors[t].op()]);
-    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target)).collect();
+    let pairs: Vec<_> = matching.pairs.iter().filter(|p| keep(p.target())).collect();
     // Untrusted dims: a product past 64 bits has no count (checked, never wrapped).
     let count = |shape: &[u64]| element_count(shape);
     let reshaped: Vec<String> = pairs
         .iter()
-        .filter(|p| count(&target.tensors[p.target].shape) != count(&bench.tensors[p.bench].shape))
+        .filter(|p| count(&target.tensors[p.target()].shape) != count(&bench.tensors[p.bench()].shape))
         .map(|p| {
-            let (t, b) = (target.tensor_label(p.target), bench.tensor_label(p.bench));
+            let (t, b) = (target.tensor_label(p.target()), bench.tensor_label(p.bench()));
             let bench_name = if b == t { String::new() } else { format!("{b} ") };
             format!(
                 "{t} is {:?} in the target and {bench_name}{:?} in the benchmark",
-                target.tensors[p.target].shape, bench.tensors[p.bench].shape
+                target.tensors[p.target()].shape,
+                bench.tensors[p.bench()].shape
             )
         })
         .collect();
@@ -249,7 +250,7 @@ pub fn different_model(
     // Kernels against API calls: a kernel output inside a call (a linear's MatMul before its BiasAdd) has no
     // pair of its own but is placed; what no call covers is what `unmatched_target` lists.
     let matched_outputs = if matching.api_calls.is_empty() {
-        outputs(&mut pairs.iter().map(|p| p.target))
+        outputs(&mut pairs.iter().map(|p| p.target()))
     } else {
         let unplaced =
             outputs(&mut matching.unmatched_target.iter().copied().filter(|&t| keep(t) && in_bench(t)));
@@ -444,7 +445,7 @@ pub fn kernel_counters_differ(
     let mut anchors: BTreeMap<(u32, u64), Vec<Anchor>> = BTreeMap::new();
     for p in matching.pairs.iter().filter(|p| matches!(p.how, MatchKind::Exact | MatchKind::Mapping)) {
         let (Some((rank, step, i)), Some((bench_rank, bench_step, j))) =
-            (target_at[target.tensors[p.target].op()], bench_at[bench.tensors[p.bench].op()])
+            (target_at[target.tensors[p.target()].op()], bench_at[bench.tensors[p.bench()].op()])
         else {
             continue;
         };
@@ -455,7 +456,7 @@ pub fn kernel_counters_differ(
     let by_name: Vec<_> = matching
         .pairs
         .iter()
-        .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target].op()]))
+        .filter(|p| p.how == MatchKind::Exact && filter.keeps(&target.ops[target.tensors[p.target()].op()]))
         .collect();
     // Each step's parting (the first step's is told), and the pairs by name the verdict would use past one.
     let (mut first, mut past_partings) = (None, 0);
@@ -466,7 +467,7 @@ pub fn kernel_counters_differ(
         let past: Vec<_> = by_name
             .iter()
             .filter(|p| {
-                matches!(target_at[target.tensors[p.target].op()], Some((r, s, i)) if (r, s) == place && i >= part.from)
+                matches!(target_at[target.tensors[p.target()].op()], Some((r, s, i)) if (r, s) == place && i >= part.from)
             })
             .collect();
         past_partings += past.len();
@@ -486,13 +487,13 @@ pub fn kernel_counters_differ(
         };
         let shapes = past
             .iter()
-            .find(|p| target.tensors[p.target].shape != bench.tensors[p.bench].shape)
+            .find(|p| target.tensors[p.target()].shape != bench.tensors[p.bench()].shape)
             .map_or(String::new(), |p| {
                 format!(
                     " ({} is {:?} in the target and {:?} in the benchmark)",
-                    target.tensor_label(p.target),
-                    target.tensors[p.target].shape,
-                    bench.tensors[p.bench].shape
+                    target.tensor_label(p.target()),
+                    target.tensors[p.target()].shape,
+                    bench.tensors[p.bench()].shape
                 )
             });
         first = Some(format!(
@@ -537,8 +538,11 @@ pub fn execution_modes_differ(
     if eager_target == eager_bench || is_api_level(target) || is_api_level(bench) {
         return None;
     }
-    let pairs: Vec<_> =
-        matching.pairs.iter().filter(|p| filter.keeps(&target.ops[target.tensors[p.target].op()])).collect();
+    let pairs: Vec<_> = matching
+        .pairs
+        .iter()
+        .filter(|p| filter.keeps(&target.ops[target.tensors[p.target()].op()]))
+        .collect();
     let guessed = pairs.iter().filter(|p| p.how == MatchKind::Order).count();
     if (pairs.len() - guessed) * 2 > pairs.len() {
         return None;
@@ -590,7 +594,7 @@ pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matchin
     let (mut narrower_bench, mut narrower_target) = (0usize, 0usize);
     for p in &matching.pairs {
         if let (Some(t), Some(b)) =
-            (float_bits(ti.tensors[p.target].dtype), float_bits(bi.tensors[p.bench].dtype))
+            (float_bits(ti.tensors[p.target()].dtype), float_bits(bi.tensors[p.bench()].dtype))
         {
             narrower_bench += usize::from(b < t);
             narrower_target += usize::from(t < b);

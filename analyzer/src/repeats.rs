@@ -36,7 +36,7 @@ pub(crate) fn earlier_pair_with_the_hashes<P: Borrow<TensorPair>>(
     let mut earlier = HashMap::new();
     for (i, p) in pairs.iter().enumerate() {
         let p = p.borrow();
-        let (it, ib) = (&target.tensors[p.target], &bench.tensors[p.bench]);
+        let (it, ib) = (&target.tensors[p.target()], &bench.tensors[p.bench()]);
         match (it.hash(), ib.hash()) {
             (Some(ht), Some(hb)) if ht != hb && it.has_data && ib.has_data => {
                 let e = *first.entry((ht, hb)).or_insert(i);
@@ -100,7 +100,7 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync, P: Borrow<TensorPair> 
     let earlier = earlier_pair_with_the_hashes(target.index(), bench.index(), pairs);
     let (ti, bi) = (&target.index().tensors, &bench.index().tensors);
     let pair = |i: usize| pairs[i].borrow();
-    let size = |i: usize| tensor_bytes(&ti[pair(i).target]).max(tensor_bytes(&bi[pair(i).bench]));
+    let size = |i: usize| tensor_bytes(&ti[pair(i).target()]).max(tensor_bytes(&bi[pair(i).bench()]));
     // Each pair's repeats, in order (a repeat comes after its first).
     let mut repeats: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut in_order: Vec<(usize, usize)> = earlier.iter().map(|(&i, &e)| (i, e)).collect();
@@ -130,8 +130,8 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync, P: Borrow<TensorPair> 
                         .iter()
                         .map(|&j| {
                             let p = pair(j);
-                            let t = target.same_stored_data(f.target, p.target).unwrap_or(false);
-                            (j, t, t && bench.same_stored_data(f.bench, p.bench).unwrap_or(false))
+                            let t = target.same_stored_data(f.target(), p.target()).unwrap_or(false);
+                            (j, t, t && bench.same_stored_data(f.bench(), p.bench()).unwrap_or(false))
                         })
                         .collect();
                     let r = measure(f);
@@ -139,13 +139,13 @@ pub(crate) fn measure_pairs_into<R: Send, K: Send + Sync, P: Borrow<TensorPair> 
                     // What the checks and the read left mapped (a failure only leaves pages mapped): the first
                     // pair's, and the repeats' (the bench side only where it was compared).
                     if !mine.is_empty() {
-                        let _ = target.release_stored_data(f.target);
-                        let _ = bench.release_stored_data(f.bench);
+                        let _ = target.release_stored_data(f.target());
+                        let _ = bench.release_stored_data(f.bench());
                     }
                     for &(j, t, _) in &checked {
-                        let _ = target.release_stored_data(pair(j).target);
+                        let _ = target.release_stored_data(pair(j).target());
                         if t {
-                            let _ = bench.release_stored_data(pair(j).bench);
+                            let _ = bench.release_stored_data(pair(j).bench());
                         }
                     }
                     (r, k, checked.into_iter().map(|(j, _, same)| (j, same)).collect())
@@ -284,8 +284,7 @@ mod tests {
         };
         let differ_bench: Vec<TensorId> = (0..n).filter(|i| i % 7 == 3).collect();
         let bench = Run::new((0..n).map(bench_hash), differ_bench.clone());
-        let pairs: Vec<TensorPair> =
-            (0..n).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<TensorPair> = (0..n).map(|i| TensorPair::new(i, i, MatchKind::Exact)).collect();
         let pairs: Vec<&TensorPair> = pairs.iter().collect();
         // Measuring pair i fails where i % 5 == 1 (as an unreadable tensor would).
         let measured = AtomicUsize::new(0);
@@ -295,14 +294,14 @@ mod tests {
             &pairs,
             |p| {
                 measured.fetch_add(1, Ordering::Relaxed);
-                if p.target % 5 == 1 {
-                    Err(p.target)
+                if p.target() % 5 == 1 {
+                    Err(p.target())
                 } else {
-                    Ok((p.target, None))
+                    Ok((p.target(), None))
                 }
             },
             |r| r.as_ref().ok().map(|&(i, _)| i),
-            |p, &first| Ok((p.target, Some(first))),
+            |p, &first| Ok((p.target(), Some(first))),
         );
         // The rule, one pair at a time.
         let mut first_of: HashMap<(u64, u64), usize> = HashMap::new();
@@ -341,8 +340,7 @@ mod tests {
         // this window and the next ones). Measuring pair i fails where i % 3 == 2.
         let target = Run::new((0..n).map(|i| Some((i % 40) as u64)), vec![]);
         let bench = Run::new((0..n).map(|i| Some(1000 + (i % 40) as u64)), vec![5]);
-        let pairs: Vec<TensorPair> =
-            (0..n).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<TensorPair> = (0..n).map(|i| TensorPair::new(i, i, MatchKind::Exact)).collect();
         let pairs: Vec<&TensorPair> = pairs.iter().collect();
         // Where each pair's measurement began, in the order of the sources' log (bench's log length then).
         let measured_at: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -352,15 +350,15 @@ mod tests {
             &pairs,
             |p| {
                 let at = (target.log.lock().unwrap().len(), bench.log.lock().unwrap().len());
-                measured_at[p.target].store(at.0 << 32 | at.1, Ordering::SeqCst);
-                if p.target % 3 == 2 {
-                    Err(p.target)
+                measured_at[p.target()].store(at.0 << 32 | at.1, Ordering::SeqCst);
+                if p.target() % 3 == 2 {
+                    Err(p.target())
                 } else {
-                    Ok((p.target, None))
+                    Ok((p.target(), None))
                 }
             },
             |r| r.as_ref().ok().map(|&(i, _)| i),
-            |p, &first| Ok((p.target, Some(first))),
+            |p, &first| Ok((p.target(), Some(first))),
         );
         let (tlog, blog) = (target.log.into_inner().unwrap(), bench.log.into_inner().unwrap());
         for (first, at) in measured_at.iter().enumerate().take(40) {
@@ -418,8 +416,7 @@ mod tests {
         // Hashes repeat every 60 pairs; pair 7's bench side stores other bytes (its repeats are measured).
         let target = Run::new((0..n_pairs).map(|i| Some((i % 60) as u64)), vec![]);
         let bench = Run::new((0..n_pairs).map(|i| Some(1000 + (i % 60) as u64)), vec![7]);
-        let pairs: Vec<TensorPair> =
-            (0..n_pairs).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<TensorPair> = (0..n_pairs).map(|i| TensorPair::new(i, i, MatchKind::Exact)).collect();
         let pairs: Vec<&TensorPair> = pairs.iter().collect();
         for n in [1, 2, 3] {
             let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
@@ -439,7 +436,7 @@ mod tests {
                         std::thread::sleep(std::time::Duration::from_micros(100));
                     });
                     now.fetch_sub(1, Ordering::SeqCst);
-                    (p.target, first)
+                    (p.target(), first)
                 };
                 measure_pairs(
                     (&target, &bench),
@@ -469,8 +466,7 @@ mod tests {
             Run::new([Some(1), Some(1), Some(2), Some(2), None, None, Some(3), Some(3)].into_iter(), vec![]);
         let bench =
             Run::new([Some(9), Some(9), Some(2), Some(2), Some(4), Some(4), None, None].into_iter(), vec![]);
-        let pairs: Vec<TensorPair> =
-            (0..8).map(|i| TensorPair { target: i, bench: i, how: MatchKind::Exact }).collect();
+        let pairs: Vec<TensorPair> = (0..8).map(|i| TensorPair::new(i, i, MatchKind::Exact)).collect();
         let pairs: Vec<&TensorPair> = pairs.iter().collect();
         let earlier = earlier_pair_with_the_hashes(&target.index, &bench.index, &pairs);
         assert_eq!(earlier, HashMap::from([(1, 0)]));

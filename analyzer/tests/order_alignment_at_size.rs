@@ -79,9 +79,9 @@ fn check(target_name: impl Fn(u64) -> String, bench_name: impl Fn(u64) -> String
     // Ops are numbered in execution order: target op k is run 2's op k before the extra op, k + 1 after.
     let extra_op = EXTRA_AT as usize;
     for p in &matching.pairs {
-        let (t, b) = (&ti.tensors[p.target], &bi.tensors[p.bench]);
+        let (t, b) = (&ti.tensors[p.target()], &bi.tensors[p.bench()]);
         let counterpart = t.op() + usize::from(t.op() >= extra_op);
-        assert_eq!((b.op(), b.io, b.index), (counterpart, t.io, t.index), "{}", ti.tensor_label(p.target));
+        assert_eq!((b.op(), b.io, b.index), (counterpart, t.io, t.index), "{}", ti.tensor_label(p.target()));
         assert_eq!((&b.shape, &bi.ops[b.op()].op_type), (&t.shape, &ti.ops[t.op()].op_type));
     }
     let extra: Vec<usize> = bi.ops[extra_op].tensors().collect();

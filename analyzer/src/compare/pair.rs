@@ -76,7 +76,7 @@ pub(super) fn compare_pair(
     families: Families,
     first: Option<&ReadMetrics>,
 ) -> (CompareRow, Option<u64>, Option<Box<ReadMetrics>>) {
-    let (t, b) = (p.target, p.bench);
+    let (t, b) = (p.target(), p.bench());
     let (ti, bi) = (&target.index().tensors[t], &bench.index().tensors[b]);
     let mut row = CompareRow::new(t, Some(b), Some(p.how));
     let mut hash = None;
@@ -321,7 +321,7 @@ mod tests {
             a.iter().enumerate().map(|(i, v)| v + if i % 7 == 0 { 1e-3 } else { 0.0 }).collect();
         let pool = |threads| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         let (one, four) = (pool(1), pool(4));
-        let pair = TensorPair { target: 0, bench: 0, how: MatchKind::Exact };
+        let pair = TensorPair::new(0, 0, MatchKind::Exact);
         let options = CompareOptions::default();
         let mut apart = 0;
         for (target_error, bench_error) in [

@@ -58,7 +58,7 @@ pub fn compare<'a>(
         true => without_counterpart(ti, bi, &unmatched_target, &options.filter),
         false => Vec::new(),
     };
-    let matched = matching.pairs.iter().filter(|p| keep(p.target)).count();
+    let matched = matching.pairs.iter().filter(|p| keep(p.target())).count();
     warnings.extend(without_counterpart_warning(ti, &without_counterpart, matched));
     warnings.extend(matching.warnings.iter().cloned());
     // What each source said about itself (steps it inferred, files it skipped).
@@ -93,14 +93,14 @@ pub fn compare<'a>(
     // The pairs kept, in place: of the matching, only they, what it left unmatched and its API calls are
     // kept (#18: a list of references to those kept was 8 bytes a pair beside them).
     let mut matching = matching;
-    matching.pairs.retain(|p| keep(p.target));
+    matching.pairs.retain(|p| keep(p.target()));
     let Matching { pairs, unmatched_bench, api_calls, .. } = matching;
     let progress = Progress::new("compare", pairs.len() as u64, !options.progress);
     let families = families(target, bench, options);
     // Pairs of large tensors measured in waves hold bounded reads, not both tensors as f32: counted pair by
     // pair, more of them may fit the budget at once.
     let requests = pairs.iter().map(|p| {
-        let (t, b) = (p.target, p.bench);
+        let (t, b) = (p.target(), p.bench());
         (t, b, pair_request(families, &ti.tensors[t], &bi.tensors[b]))
     });
     let by_pair = in_waves::pairs_in_flight_by_pair((target, bench), requests);

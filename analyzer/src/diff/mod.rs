@@ -164,8 +164,11 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         return Err(Refusal(not_one_configuration(run1, run2, &differences)).into());
     }
     let matching = match_runs(i1, i2, &MatchOptions::default());
-    let pairs: Vec<_> =
-        matching.pairs.iter().filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target].op()])).collect();
+    let pairs: Vec<_> = matching
+        .pairs
+        .iter()
+        .filter(|p| options.filter.keeps(&i1.ops[i1.tensors[p.target()].op()]))
+        .collect();
 
     if pairs.is_empty() {
         return Err(Refusal(format!(
@@ -193,7 +196,7 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         limits,
         &pairs,
         |p| {
-            let d = diff_tensor(run1, run2, p.target, p.bench, spare_threads);
+            let d = diff_tensor(run1, run2, p.target(), p.bench(), spare_threads);
             progress.inc(1);
             d
         },
@@ -203,17 +206,17 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
         },
         |p, d| {
             progress.inc(1);
-            Ok(TensorDiff { stats_delta: stats_delta((i1, p.target), (i2, p.bench)), ..d.clone() })
+            Ok(TensorDiff { stats_delta: stats_delta((i1, p.target()), (i2, p.bench())), ..d.clone() })
         },
         |d| {
             let Some(p) = next_pair.next() else { return };
             match d {
-                Ok(d) => folded.add(p.target, d),
+                Ok(d) => folded.add(p.target(), d),
                 Err(e) => {
                     // A tensor that could not be read on either side is neither identical nor different.
-                    let label = format!("{} vs {}", i1.tensor_label(p.target), i2.tensor_label(p.bench));
+                    let label = format!("{} vs {}", i1.tensor_label(p.target()), i2.tensor_label(p.bench()));
                     input_problems.push_unreadable(&label, &e);
-                    folded.seen[p.target] = Seen::Unread;
+                    folded.seen[p.target()] = Seen::Unread;
                 }
             }
         },

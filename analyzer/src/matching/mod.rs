@@ -30,11 +30,29 @@ pub enum MatchKind {
     Api,
 }
 
+/// A target tensor and the benchmark tensor it is compared with. The ids in 32 bits (an index numbers at
+/// most 2^32 tensors): 12 bytes a pair instead of 24, and compare holds every pair while it measures them
+/// (#18: memory with the tensor count).
 #[derive(Clone, Debug, Serialize)]
 pub struct TensorPair {
-    pub target: TensorId,
-    pub bench: TensorId,
+    target: u32,
+    bench: u32,
     pub how: MatchKind,
+}
+
+impl TensorPair {
+    /// Tensor `target` of the target run with `bench` of the benchmark: ids an index gave (below 2^32).
+    pub fn new(target: TensorId, bench: TensorId, how: MatchKind) -> TensorPair {
+        TensorPair { target: target as u32, bench: bench as u32, how }
+    }
+
+    pub fn target(&self) -> TensorId {
+        self.target as TensorId
+    }
+
+    pub fn bench(&self) -> TensorId {
+        self.bench as TensorId
+    }
 }
 
 /// The result of matching: pairs plus everything left over on either side (never dropped silently).
@@ -200,7 +218,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
             match bench_by_key.get(key) {
                 Some(b) if !used[b] => {
                     used[b] = true;
-                    pairs.push(TensorPair { target: t, bench: b, how });
+                    pairs.push(TensorPair::new(t, b, how));
                     true
                 }
                 _ => false,
@@ -229,7 +247,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
             if let Some(candidates) = bench_by_fuzzy.get(&key_of(target, t, &fuzzy_name(&name))) {
                 if let Some(&b) = candidates.iter().find(|&&b| !bench_used[b]) {
                     bench_used[b] = true;
-                    pairs.push(TensorPair { target: t, bench: b, how: MatchKind::Fuzzy });
+                    pairs.push(TensorPair::new(t, b, MatchKind::Fuzzy));
                     continue;
                 }
             }
@@ -241,7 +259,7 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
     // run may have been dumped at `dump_level` "op", which has no such copies.
     let paired_target: Vec<bool> = {
         let mut paired = vec![false; target.tensors.len()];
-        pairs.iter().for_each(|p| paired[p.target] = true);
+        pairs.iter().for_each(|p| paired[p.target()] = true);
         paired
     };
     let leftover: Vec<TensorId> = {
@@ -257,23 +275,15 @@ pub fn match_runs(target: &Index, bench: &Index, options: &MatchOptions) -> Matc
         if is_api_level(bench) && !is_api_level(target) {
             // Outputs against outputs: an API's arguments are not any one kernel's inputs.
             let a = align_kernels_to_apis(target, bench, &leftover, &bench_left);
-            pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair {
-                target: t,
-                bench: b,
-                how: MatchKind::Api,
-            }));
+            pairs.extend(a.pairs.into_iter().map(|(t, b)| TensorPair::new(t, b, MatchKind::Api)));
             api_calls = a.calls;
             (a.unplaced_target, a.unplaced_bench, a.warnings, a.unaligned_target)
         } else {
             let o = order::align_by_order(target, bench, &leftover, &bench_left);
-            pairs.extend(o.pairs.into_iter().map(|(t, b)| TensorPair {
-                target: t,
-                bench: b,
-                how: MatchKind::Order,
-            }));
+            pairs.extend(o.pairs.into_iter().map(|(t, b)| TensorPair::new(t, b, MatchKind::Order)));
             (o.unmatched_target, o.unmatched_bench, o.warnings, o.unaligned_target)
         };
-    pairs.sort_by_key(|p| (target.ops[target.tensors[p.target].op()].order, p.target));
+    pairs.sort_by_key(|p| (target.ops[target.tensors[p.target()].op()].order, p.target));
     Matching { pairs, unmatched_target, unmatched_bench, api_calls, warnings, unaligned_target }
 }
 
@@ -326,6 +336,14 @@ pub fn input_producers(index: &Index, hash: impl Fn(TensorId) -> Option<u64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// compare holds every pair while it measures them (#18): 24 bytes with `usize` ids.
+    #[test]
+    fn a_pair_takes_twelve_bytes() {
+        assert_eq!(std::mem::size_of::<TensorPair>(), 12);
+        let p = TensorPair::new(7, u32::MAX as TensorId, MatchKind::Exact);
+        assert_eq!((p.target(), p.bench()), (7, u32::MAX as TensorId));
+    }
 
     /// The benchmark's tensors keyed per op give, for every key, the first tensor (the lowest id) of that
     /// key, as a map of every tensor's key did: ops sharing a rank, step and name, a place listed out of
