@@ -266,4 +266,14 @@ fn an_eager_process_whose_single_ops_ran_under_a_dump_of_every_op_but_received_n
         { "chunks": 0, "every_op_dumps_set": 1, "op_executions": 12 } } });
     m.write(dir.path()).unwrap();
     one_containing(&shortfalls(dir.path()), &["no dump chunk arrived", "12 single op(s)"]);
+    // The same process whose finalizes at step ends could not wait for the device: every op may still have
+    // been running at each, which explains the empty capture; no other tool is blamed.
+    m.config = serde_json::json!({ "pipeline": { info(0).dir_name(): {
+        "chunks": 0, "every_op_dumps_set": 1, "op_executions": 12,
+        "finalize_syncs_failed": 2, "finalize_sync_error": 500001 } } });
+    m.write(dir.path()).unwrap();
+    one_containing(
+        &shortfalls(dir.path()),
+        &["aclrtSynchronizeDevice failed (2 time(s)", "lost their dumps"],
+    );
 }

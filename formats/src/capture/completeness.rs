@@ -227,8 +227,13 @@ pub fn finalized_unsynchronized(counters: &PipelineCounters) -> Option<String> {
 /// or HCCL calls were recorded), and yet not one dump chunk arrived: what happened, in words. The runtime
 /// answers ACL_SUCCESS to a second `acldumpRegCallback` and keeps sending to the first, so this is what a
 /// capture looks like when another tool registered first where the collector could not see it (older
-/// collectors saw no registration at all: [`callback_slot_taken`]).
+/// collectors saw no registration at all: [`callback_slot_taken`]). A dump finalized at step ends without
+/// waiting for the device ([`finalized_unsynchronized`], said apart) explains an empty capture too: every
+/// op launched asynchronously may still have been running at each finalize. One cause, said once.
 pub fn no_dump_arrived(counters: &PipelineCounters, counts: &StreamCounts) -> Option<String> {
+    if finalized_unsynchronized(counters).is_some() {
+        return None;
+    }
     let ran = counters.model_executions > 0
         || counters.op_executions > 0
         || counts.step_marks > 0
