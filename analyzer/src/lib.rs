@@ -19,6 +19,7 @@ pub mod filter;
 pub mod gathered_stats;
 pub mod index;
 pub mod inspect;
+pub mod late_reads;
 pub mod matching;
 pub mod metrics;
 pub mod outcome;

@@ -15,7 +15,7 @@ fn main() {
         Ok(cli) => cli,
         Err(err) => usage_error(err, &args),
     };
-    let code = match commands::run(cli.command, cli.colour.into()) {
+    let mut code = match commands::run(cli.command, cli.colour.into()) {
         Ok(outcome) => outcome.exit_code(),
         // A reader that left early is handled where each report is written; one that escapes here means
         // the outcome is unknown, which is not an all-clear.
@@ -26,6 +26,17 @@ fn main() {
             2
         }
     };
+    let (late, first) = analyzer::late_reads::noted();
+    if late > 0 {
+        // Reads that failed after the input was checked: the answer printed above missed them.
+        eprintln!(
+            "error: {late} read(s) failed after the input was checked, so the answer above is incomplete:"
+        );
+        for what in first {
+            eprintln!("  {what}");
+        }
+        code = 2;
+    }
     std::process::exit(code);
 }
 

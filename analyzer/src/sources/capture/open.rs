@@ -221,13 +221,24 @@ impl CaptureSource {
     }
 }
 
-/// The run's tensor records, which the index reads tensors' statistics from by locator.
+/// The run's tensor records, which the index reads tensors' statistics from by locator. The records were
+/// checked when the capture was opened: a read that fails now found bytes changed since, noted for the exit
+/// status ([`late_reads`](crate::late_reads)).
 struct RecordsOf(Arc<CaptureRun>);
 
 impl RecordStats for RecordsOf {
     fn stats_at(&self, locator: u64) -> Option<TensorStats> {
         let (s, segment, offset) = unpack(locator);
-        self.0.streams.get(s)?.tensor_stats_at(segment, offset).ok()
+        match self.0.streams.get(s)?.tensor_stats_at(segment, offset) {
+            Ok(stats) => Some(stats),
+            Err(e) => {
+                crate::late_reads::note(format!(
+                    "{e}: the tensor's statistics, read when the capture was opened, could not be read again: \
+                     its bytes changed while this command ran; copy the capture again and rerun"
+                ));
+                None
+            }
+        }
     }
 }
 
@@ -293,6 +304,39 @@ mod tests {
     use super::*;
     use crate::sources::Source;
     use accutrace_formats::DType;
+
+    /// A statistics capture's record changed after it was opened: its statistics are not made up, the
+    /// tensor has none, and the failure is noted, naming the segment, for the exit status (never an
+    /// all-clear on statistics that were not read).
+    #[test]
+    fn statistics_of_a_record_changed_after_opening_are_noted_not_made_up() {
+        use std::io::{Seek, SeekFrom, Write};
+        let tensors: Vec<Written> =
+            (0..3).map(|k| (DType::FLOAT, Format::ND, vec![4], None, noise(16, k))).collect();
+        let dir = tempfile::tempdir().unwrap();
+        write_keeping(dir.path(), &tensors, |_| false);
+        let source = CaptureSource::open(dir.path()).unwrap();
+        let index = source.index();
+        assert!(index.stats(1).is_some_and(|s| s.count == 4));
+        let (s, _, offset) = unpack(index.tensors[1].locator);
+        let segment = source.run.streams[s].segment_paths().next().unwrap().to_path_buf();
+        // A byte of the record's head, which its checksum covers, changed in place (the mapping sees it).
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).open(&segment).unwrap();
+        file.seek(SeekFrom::Start(offset + 12)).unwrap();
+        let mut byte = [0u8];
+        std::io::Read::read_exact(&mut file, &mut byte).unwrap();
+        file.seek(SeekFrom::Start(offset + 12)).unwrap();
+        file.write_all(&[byte[0] ^ 0x40]).unwrap();
+        drop(file);
+        assert!(index.stats(1).is_none(), "statistics of a changed record are not made up");
+        assert!(index.stats(0).is_some() && index.stats(2).is_some(), "the others still read");
+        let (count, first) = crate::late_reads::noted();
+        let name = segment.display().to_string();
+        assert!(
+            count >= 1 && first.iter().any(|m| m.contains(&name) && m.contains("copy the capture")),
+            "{first:?}"
+        );
+    }
 
     /// Beside the index, a capture keeps per tensor only what the host conversions read and the index
     /// lacks: no shape twice (#18: with the record's meta and its two shapes per tensor, a third table
