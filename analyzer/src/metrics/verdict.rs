@@ -163,8 +163,8 @@ fn check_call(rows: &[VerdictRow], out: &mut [Verdict]) {
 }
 
 /// The Err_message cell as msprobe writes it: a JSON list of the messages.
-pub fn messages_cell(v: &Verdict) -> String {
-    serde_json::to_string(&v.messages).unwrap_or_default()
+pub fn messages_cell(messages: &[String]) -> String {
+    serde_json::to_string(messages).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(v[1].level, Level::Error);
         assert_eq!(v[1].messages.len(), 3, "{:?}", v[1].messages); // inf, dtype, cosine warning
         assert_eq!(v[2].level, Level::Pass);
-        assert_eq!(messages_cell(&v[2]), "[]");
+        assert_eq!(messages_cell(&v[2].messages), "[]");
         let mut s = row("D.0.forward.input.1", 1.0, 1.0);
         (s.npu_dtype, s.bench_dtype, s.npu_shape) =
             ("<class 'int'>".into(), "<class 'int'>".into(), Some(vec![].into()));

@@ -5,6 +5,7 @@ use super::{fmt_num, paint, write_json, Destination, Output};
 use crate::compare::msprobe_table::{bool_text, ArgTexts};
 use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured};
 use crate::index::Io;
+use crate::metrics::verdict::messages_cell;
 use crate::metrics::{Cell, Families, MsaccucmpMetrics};
 use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
@@ -437,7 +438,7 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.extend(bs);
         record.push(row.accuracy.to_string());
         record.push(row.result.to_string());
-        record.push(serde_json::to_string(row.messages())?);
+        record.push(messages_cell(row.messages()));
         record.push(num(|a| a.mean_absolute_error));
         record.push(num(|a| a.root_mean_square_error));
         record.push(num(|a| a.relative_euclidean_distance));
@@ -594,7 +595,7 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         record.extend(b.map_or_else(|| std::array::from_fn(|_| na()), |b| b.stats.clone()));
         record.push(if t_grad == b_grad { "True" } else { "False" }.into());
         record.push(row.level().to_string());
-        record.push(serde_json::to_string(row.messages())?);
+        record.push(messages_cell(row.messages()));
         record.push(format!(
             "['{}', '{}']",
             data_name(t.data_name.as_ref()),
