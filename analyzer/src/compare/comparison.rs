@@ -2,7 +2,7 @@
 //! and what a comparison says of itself: what the reports call a failing op, the pairs nothing was measured
 //! for and the input problem they make, the outcome.
 
-use super::msprobe_table::MsprobeRow;
+use super::msprobe_table::{self, TableRow};
 use super::row::CompareRow;
 use crate::api_matching::ApiCall;
 use crate::filter::Filter;
@@ -72,9 +72,6 @@ pub struct CompareOptions {
     pub max_abs_err: Option<f64>,
     /// Show a progress bar on stderr (when stderr is a terminal).
     pub progress: bool,
-    /// Keep msprobe's own table ([`Comparison::msprobe_table`], `--format msprobe-csv`): a row per target
-    /// argument, held to the end. Without it the table's rows are held a call at a time, for the verdicts.
-    pub keep_msprobe_table: bool,
 }
 
 /// Everything the reports need.
@@ -90,9 +87,8 @@ pub struct Comparison<'a> {
     /// them ([`crate::comparable::without_counterpart`]): never compared, so no PASS while there are any.
     pub without_counterpart: usize,
     pub unmatched_bench: Vec<TensorId>,
-    /// msprobe's own table: every argument the target recorded, in its order (`--format msprobe-csv`);
-    /// `None` unless [`CompareOptions::keep_msprobe_table`] asked for it.
-    pub msprobe_table: Option<Vec<MsprobeRow>>,
+    /// Which ops took part ([`CompareOptions::filter`]): msprobe's table lists their arguments.
+    pub filter: Filter,
     /// Why the runs cannot be compared (not one model): nothing was measured; `problems` holds it as a
     /// [`ProblemKind::Refused`](crate::problems::ProblemKind::Refused) entry (as it does when no tensor
     /// matched), so the report leads with it and the exit status is 2.
@@ -108,6 +104,17 @@ pub struct Comparison<'a> {
 }
 
 impl Comparison<'_> {
+    /// msprobe's own table (`--format msprobe-csv`): every argument the target recorded, in its order, with
+    /// its bench counterpart, msprobe's metrics and its `Result`, handed to `each` a call at a time (none
+    /// where the runs were refused); an error of `each` ends it. Made again here, never held (#18: held
+    /// to the end, 40 bytes a target argument).
+    pub fn msprobe_table<E>(&self, each: impl FnMut(TableRow<'_>) -> Result<(), E>) -> Result<(), E> {
+        if self.refused.is_some() {
+            return Ok(());
+        }
+        msprobe_table::table(self.target.index(), self.bench.index(), &self.rows, &self.filter, each)
+    }
+
     /// The first failing op, where the culprit is a later one (every failing op before the culprit is one
     /// the comparison could not clear).
     pub fn failing_before_culprit(&self) -> Option<&FailingOp> {

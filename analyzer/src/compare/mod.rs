@@ -21,7 +21,7 @@
 //!   blame (inputs tied to their producers by content hash).
 //! - `views`: what the reports ask of a comparison beyond its rows: the first diverging API call
 //!   ([`DivergingApi`]), one op's rows ([`rows_of_op`]), fused kernels ([`fused_kernels`]).
-//! - [`msprobe_table`]: msprobe's own table, row for row, and its `Result` verdicts.
+//! - [`msprobe_table`]: msprobe's own table, row for row, made a call at a time, and its `Result` verdicts.
 //! - `row`: one compared pair ([`CompareRow`], [`Measured`]).
 
 mod comparison;
@@ -34,7 +34,7 @@ mod run;
 mod views;
 
 pub use comparison::{CompareOptions, Comparison, FailingOp};
-pub use msprobe_table::MsprobeRow;
+pub use msprobe_table::{MsprobeRow, TableRow};
 pub use row::{CompareRow, Measured};
 pub use run::{compare, families};
 pub use views::{fused_kernels, rows_of_op, DivergingApi};

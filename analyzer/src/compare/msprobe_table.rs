@@ -8,48 +8,38 @@
 //! tensors, described the way msprobe would: torch dtype names, integer statistics as integers with no
 //! mean or norm (what msprobe records for integer tensors), no data file (`-1`).
 //!
-//! A row holds positions into the two sides' arguments, not their text: the text of every argument held at
-//! once grew with the tensor count (#18). [`ArgTexts`] gives a row's cells again when they are written.
+//! The table is never held: it is made again, a call at a time, where it is needed: once when compare
+//! hands its verdicts to the rows ([`verdicts`]), once more when msprobe's CSV writes it
+//! ([`super::Comparison::msprobe_table`]). A row holds positions into the two sides' arguments, not their
+//! text; [`ArgTexts`] gives a row's cells (#18: the text of every argument, then a row of positions per
+//! target argument held to the end, grew with the tensor count).
 
 use super::row::CompareRow;
 use crate::filter::Filter;
 use crate::index::{Index, RecordedArg, TensorId};
-use crate::metrics::verdict::{call_of, verdicts, Level, Verdict, VerdictRow};
+use crate::metrics::verdict::{call_of, verdicts as decide_call, Level, Verdict, VerdictRow};
 use crate::metrics::{Cell, MsprobeMetrics};
 use accutrace_formats::msprobe::py_float_repr;
 use accutrace_formats::stats::TensorStats;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// One row of msprobe's table: positions and its verdict, 40 bytes (#18: with `Option`s and its verdict
-/// inline, 72).
+/// One row of msprobe's table: positions and its verdict.
 #[derive(Clone, Debug)]
 pub struct MsprobeRow {
     /// The target's argument: its position in the target's arguments (see [`ArgTexts`]).
     target: usize,
-    /// Its bench counterpart's position in the bench's arguments, [`NONE`] where none matched.
-    bench: usize,
-    /// The row of [`super::Comparison::rows`] this argument was compared in, [`NONE`] where none was.
-    compared: usize,
-    /// msprobe's `Result`.
-    level: Level,
-    /// msprobe's `Err_message`, boxed: most rows have none.
-    #[allow(clippy::box_collection)] // a thin pointer, 8 bytes: a `Box<[String]>` is 16, a `Vec` 24
-    messages: Option<Box<Vec<String>>>,
+    /// Its bench counterpart's position in the bench's arguments, where one matched.
+    bench: Option<usize>,
+    /// The row of [`super::Comparison::rows`] this argument was compared in, where one was.
+    compared: Option<usize>,
+    /// msprobe's `Result` and `Err_message`.
+    verdict: Verdict,
 }
-
-/// No position: a `Vec`'s positions stay below `isize::MAX`.
-const NONE: usize = usize::MAX;
 
 impl MsprobeRow {
     fn new(target: usize, bench: Option<usize>, compared: Option<usize>) -> MsprobeRow {
-        let (bench, compared) = (bench.unwrap_or(NONE), compared.unwrap_or(NONE));
-        MsprobeRow { target, bench, compared, level: Level::Pass, messages: None }
-    }
-
-    fn with_verdict(self, verdict: Verdict) -> MsprobeRow {
-        let messages = (!verdict.messages.is_empty()).then(|| Box::new(verdict.messages));
-        MsprobeRow { level: verdict.level, messages, ..self }
+        MsprobeRow { target, bench, compared, verdict: Verdict { level: Level::Pass, messages: Vec::new() } }
     }
 
     /// The target's argument: its position in the target's arguments.
@@ -59,23 +49,32 @@ impl MsprobeRow {
 
     /// Its bench counterpart's position in the bench's arguments, when one matched.
     pub fn bench(&self) -> Option<usize> {
-        (self.bench != NONE).then_some(self.bench)
+        self.bench
     }
 
     /// The row of [`super::Comparison::rows`] this argument was compared in.
     pub fn compared(&self) -> Option<usize> {
-        (self.compared != NONE).then_some(self.compared)
+        self.compared
     }
 
     /// msprobe's `Result`.
     pub fn level(&self) -> Level {
-        self.level
+        self.verdict.level
     }
 
     /// msprobe's `Err_message`: why the row is not a pass.
     pub fn messages(&self) -> &[String] {
-        self.messages.as_deref().map_or(&[], Vec::as_slice)
+        &self.verdict.messages
     }
+}
+
+/// One row of msprobe's table as it is handed out: its positions and verdict, both sides' arguments and
+/// msprobe's six metrics (Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios).
+pub struct TableRow<'r> {
+    pub row: MsprobeRow,
+    pub target: &'r RecordedArg,
+    pub bench: Option<&'r RecordedArg>,
+    pub metrics: [Cell; 6],
 }
 
 /// Which statistics' text an argument is given: all four for the table, the extremes alone for msprobe's
@@ -154,9 +153,9 @@ impl<'a> Arguments<'a> {
     }
 }
 
-/// The text of the table's rows, given again from the sides' indexes and the compared rows when the table
-/// is written (the rows hold positions only).
-pub struct ArgTexts<'a> {
+/// The text of the table's rows, given again from the sides' indexes and the compared rows (the rows hold
+/// positions only).
+struct ArgTexts<'a> {
     target: Arguments<'a>,
     bench: Arguments<'a>,
     rows: &'a [CompareRow],
@@ -167,7 +166,7 @@ pub struct ArgTexts<'a> {
 
 impl<'a> ArgTexts<'a> {
     /// The texts of the table of target `ti` against bench `bi`, compared in `rows`.
-    pub fn new(ti: &'a Index, bi: &'a Index, rows: &'a [CompareRow]) -> Self {
+    fn new(ti: &'a Index, bi: &'a Index, rows: &'a [CompareRow]) -> Self {
         let bench = Arguments { index: bi };
         // Recorded arguments carry their own statistics text.
         let bench_measured = match bench.recorded() {
@@ -183,22 +182,14 @@ impl<'a> ArgTexts<'a> {
     }
 
     /// The target's argument of `row`.
-    pub fn target(&self, row: &MsprobeRow) -> Cow<'a, RecordedArg> {
-        self.target_with(row, StatTexts::All)
-    }
-
-    /// Its bench counterpart, when one matched.
-    pub fn bench(&self, row: &MsprobeRow) -> Option<Cow<'a, RecordedArg>> {
-        self.bench_with(row, StatTexts::All)
-    }
-
-    fn target_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Cow<'a, RecordedArg> {
+    fn target(&self, row: &MsprobeRow, wanted: StatTexts) -> Cow<'a, RecordedArg> {
         let measured =
             |_| row.compared().and_then(|i| self.rows[i].target_measured_stats.as_deref().copied());
         self.target.arg(row.target(), measured, wanted)
     }
 
-    fn bench_with(&self, row: &MsprobeRow, wanted: StatTexts) -> Option<Cow<'a, RecordedArg>> {
+    /// Its bench counterpart, when one matched.
+    fn bench(&self, row: &MsprobeRow, wanted: StatTexts) -> Option<Cow<'a, RecordedArg>> {
         let measured = |b: TensorId| {
             let i = *self.bench_measured.get(&b)?;
             self.rows[i].bench_measured_stats.as_deref().copied()
@@ -208,7 +199,7 @@ impl<'a> ArgTexts<'a> {
 
     /// Cosine, EucDist, MaxAbsErr, MaxRelativeErr and the two ratios: measured for a compared tensor pair,
     /// "unsupported" for a matched pair that is not one, "N/A" without a counterpart.
-    pub fn metrics(&self, row: &MsprobeRow) -> [Cell; 6] {
+    fn metrics(&self, row: &MsprobeRow) -> [Cell; 6] {
         match (row.compared(), row.bench()) {
             (Some(i), _) => self.rows[i].msprobe().cells(),
             (None, Some(_)) => MsprobeMetrics::unsupported().cells(),
@@ -217,7 +208,7 @@ impl<'a> ArgTexts<'a> {
     }
 }
 
-/// msprobe's verdicts for the compared rows, by row ([`build`] gives them): the rows take them once the
+/// msprobe's verdicts for the compared rows, by row ([`verdicts`] gives them): the rows take them once the
 /// table no longer borrows them.
 pub(super) struct RowVerdicts {
     /// Each row's level (`Pass` for a row no argument of the table compared, as a row starts).
@@ -247,23 +238,57 @@ impl RowVerdicts {
     }
 }
 
-/// msprobe's verdicts for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to `filter`,
-/// and its table where `keep` asks for it (empty otherwise). Each call's rows are held only while its
-/// verdicts are decided: the whole table, a row per target argument, was the largest of compare's own
-/// tables where nothing writes it (#18: 72 bytes a target tensor).
-pub(super) fn build(
+/// msprobe's verdicts for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to
+/// `filter`: msprobe decides them per API call over every argument it lists, not only the compared tensors.
+pub(super) fn verdicts(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter) -> RowVerdicts {
+    let mut found = RowVerdicts { levels: vec![Level::Pass; rows.len()], messages: HashMap::new() };
+    // The checks read the extremes alone: the mean's and norm's text is not made.
+    let each = |entry: TableRow<'_>| {
+        if let Some(i) = entry.row.compared() {
+            found.set(i, entry.row.verdict);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let Ok(()) = for_each_row(&ArgTexts::new(ti, bi, rows), filter, StatTexts::Extremes, each);
+    found
+}
+
+/// msprobe's table of target `ti` against bench `bi`, compared in `rows` and limited to `filter`: every
+/// argument the target recorded, in its order, handed to `each` with its verdict; an error of `each` ends
+/// it.
+pub(super) fn table<E>(
     ti: &Index,
     bi: &Index,
     rows: &[CompareRow],
     filter: &Filter,
-    keep: bool,
-) -> (Vec<MsprobeRow>, RowVerdicts) {
-    let texts = ArgTexts::new(ti, bi, rows);
-    let (target, bench) = (texts.target, texts.bench);
-    // Each target tensor's row (`usize::MAX`: none compared it).
-    let mut compared = vec![usize::MAX; ti.tensors.len()];
+    each: impl FnMut(TableRow<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    for_each_row(&ArgTexts::new(ti, bi, rows), filter, StatTexts::All, each)
+}
+
+/// A row of the table while its call's verdicts are decided.
+struct Pending<'a> {
+    row: MsprobeRow,
+    target: Cow<'a, RecordedArg>,
+    bench: Option<Cow<'a, RecordedArg>>,
+    metrics: [Cell; 6],
+}
+
+/// Every target argument `filter` keeps, in order, handed to `each` with its verdict once its call's are
+/// decided: one call's rows are held at a time (#18: every row's checks held at once were a second table
+/// the size of the comparison, and the whole table held for msprobe's CSV 40 bytes a target argument).
+fn for_each_row<'a, E>(
+    texts: &ArgTexts<'a>,
+    filter: &Filter,
+    wanted: StatTexts,
+    mut each: impl FnMut(TableRow<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let (target, bench, rows) = (texts.target, texts.bench, texts.rows);
+    // Each target tensor's row (`u32::MAX`: none compared it), in 32 bits as a matched pair's ids are: it
+    // is held while the table is made, 4 bytes a target tensor.
+    let mut compared = vec![u32::MAX; target.index.tensors.len()];
     for (i, r) in rows.iter().enumerate() {
-        compared[r.target] = i;
+        compared[r.target] = i as u32;
     }
     let bench_by_tensor: Option<HashMap<TensorId, usize>> = bench
         .recorded()
@@ -279,31 +304,10 @@ pub(super) fn build(
         false => HashMap::new(),
     };
 
-    let mut table: Vec<MsprobeRow> = Vec::new();
-    let mut found = RowVerdicts { levels: vec![Level::Pass; rows.len()], messages: HashMap::new() };
-    // One call's rows at a time, as `verdicts` groups them: the checks' text of every row held at once was
-    // a second table the size of the comparison (#18: memory must not grow by copies per tensor).
-    let mut call: Vec<MsprobeRow> = Vec::new();
-    let mut checks: Vec<VerdictRow> = Vec::new();
-    let mut decide = |call: &mut Vec<MsprobeRow>, checks: &mut Vec<VerdictRow>| {
-        for (entry, mut verdict) in call.drain(..).zip(verdicts(checks)) {
-            let row = entry.compared();
-            // msprobe's Result never says pass about values nobody compared.
-            if row.is_some_and(|i| rows[i].unmeasured()) {
-                verdict.set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
-            }
-            if keep {
-                table.push(entry.with_verdict(verdict.clone()));
-            }
-            if let Some(i) = row {
-                found.set(i, verdict);
-            }
-        }
-        checks.clear();
-    };
+    let mut call: Vec<Pending<'a>> = Vec::new();
     for pos in (0..target.len()).filter(|&pos| target.kept(pos, filter)) {
         let tensor = target.tensor(pos);
-        let row = tensor.map(|t| compared[t]).filter(|&i| i != usize::MAX);
+        let row = tensor.map(|t| compared[t]).filter(|&i| i != u32::MAX).map(|i| i as usize);
         let bench_pos = match row {
             Some(i) => rows[i].bench.and_then(bench_position),
             // A tensor the comparison did not pair, or an argument that is no tensor: matched by name, as
@@ -311,84 +315,87 @@ pub(super) fn build(
             None if tensor.is_none() => bench_by_name.get(&target.name(pos)).copied(),
             None => None,
         };
-        let entry = MsprobeRow::new(pos, bench_pos, row);
-        let check = verdict_row(&texts, &entry);
-        if checks.first().is_some_and(|first| call_of(&first.name) != call_of(&check.name)) {
-            decide(&mut call, &mut checks);
+        let row = MsprobeRow::new(pos, bench_pos, row);
+        let arg = texts.target(&row, wanted);
+        if call.first().is_some_and(|first| call_of(&first.target.name) != call_of(&arg.name)) {
+            decide(&mut call, rows, &mut each)?;
         }
-        checks.push(check);
-        call.push(entry);
+        let (bench, metrics) = (texts.bench(&row, wanted), texts.metrics(&row));
+        call.push(Pending { row, target: arg, bench, metrics });
     }
-    decide(&mut call, &mut checks);
-    (table, found)
+    decide(&mut call, rows, &mut each)
+}
+
+/// The verdicts of one call's rows, each then handed to `each`; `call` is left empty.
+fn decide<E>(
+    call: &mut Vec<Pending<'_>>,
+    rows: &[CompareRow],
+    each: &mut impl FnMut(TableRow<'_>) -> Result<(), E>,
+) -> Result<(), E> {
+    let checks: Vec<VerdictRow> = call.iter().map(verdict_row).collect();
+    let found = decide_call(&checks);
+    drop(checks);
+    for (entry, mut verdict) in call.drain(..).zip(found) {
+        // msprobe's Result never says pass about values nobody compared.
+        if entry.row.compared().is_some_and(|i| rows[i].unmeasured()) {
+            verdict.set(Level::Warning, "Not measured: a side holds no tensor data (statistics only).");
+        }
+        let row = MsprobeRow { verdict, ..entry.row };
+        each(TableRow { row, target: &entry.target, bench: entry.bench.as_deref(), metrics: entry.metrics })?;
+    }
+    Ok(())
 }
 
 /// What msprobe's per-call checks read of a row.
-fn verdict_row<'a>(texts: &ArgTexts<'a>, row: &MsprobeRow) -> VerdictRow<'a> {
-    let t = SideCells::of(texts.target_with(row, StatTexts::Extremes));
-    let b = texts.bench_with(row, StatTexts::Extremes).map(SideCells::of);
+fn verdict_row<'r>(entry: &'r Pending<'_>) -> VerdictRow<'r> {
+    let t = SideCells::of(&entry.target);
+    let b = entry.bench.as_deref().map(SideCells::of);
     let matched = b.is_some();
-    let na = || Cow::Borrowed("N/A");
-    let b = b.unwrap_or_else(|| SideCells {
-        name: na(),
-        dtype: na(),
+    let b = b.unwrap_or(SideCells {
+        name: "N/A",
+        dtype: "N/A",
         shape: None,
         requires_grad: "N/A",
-        max: na(),
-        min: na(),
+        max: "N/A",
+        min: "N/A",
     });
-    let metrics = texts.metrics(row);
     VerdictRow {
-        name: t.name,
+        name: Cow::Borrowed(t.name),
         matched,
-        npu_dtype: t.dtype,
-        bench_dtype: b.dtype,
-        npu_shape: t.shape,
-        bench_shape: b.shape,
+        npu_dtype: Cow::Borrowed(t.dtype),
+        bench_dtype: Cow::Borrowed(b.dtype),
+        npu_shape: t.shape.map(Cow::Borrowed),
+        bench_shape: b.shape.map(Cow::Borrowed),
         npu_requires_grad: t.requires_grad,
         bench_requires_grad: b.requires_grad,
-        npu_max: t.max,
-        npu_min: t.min,
-        bench_max: b.max,
-        bench_min: b.min,
-        cosine: metrics[0],
-        one_thousandth: metrics[4],
+        npu_max: Cow::Borrowed(t.max),
+        npu_min: Cow::Borrowed(t.min),
+        bench_max: Cow::Borrowed(b.max),
+        bench_min: Cow::Borrowed(b.min),
+        cosine: entry.metrics[0],
+        one_thousandth: entry.metrics[4],
     }
 }
 
-/// One side's cells that msprobe's checks read: borrowed from an argument the dump recorded, moved out
-/// of one described for the row.
-struct SideCells<'a> {
-    name: Cow<'a, str>,
-    dtype: Cow<'a, str>,
-    shape: Option<Cow<'a, [u64]>>,
+/// One side's cells that msprobe's checks read, borrowed from its argument.
+struct SideCells<'r> {
+    name: &'r str,
+    dtype: &'r str,
+    shape: Option<&'r [u64]>,
     requires_grad: &'static str,
-    max: Cow<'a, str>,
-    min: Cow<'a, str>,
+    max: &'r str,
+    min: &'r str,
 }
 
-impl<'a> SideCells<'a> {
-    fn of(arg: Cow<'a, RecordedArg>) -> SideCells<'a> {
-        match arg {
-            Cow::Borrowed(a) => SideCells {
-                name: Cow::Borrowed(&a.name),
-                dtype: Cow::Borrowed(a.dtype.as_deref().unwrap_or("N/A")),
-                shape: a.shape.as_deref().map(Cow::Borrowed),
-                requires_grad: bool_word(a.requires_grad),
-                max: Cow::Borrowed(&a.stats[0]),
-                min: Cow::Borrowed(&a.stats[1]),
-            },
-            Cow::Owned(a) => {
-                let [max, min, ..] = a.stats;
-                SideCells {
-                    name: Cow::Owned(a.name),
-                    dtype: a.dtype.map_or(Cow::Borrowed("N/A"), Cow::Owned),
-                    shape: a.shape.map(Cow::Owned),
-                    requires_grad: bool_word(a.requires_grad),
-                    max: Cow::Owned(max),
-                    min: Cow::Owned(min),
-                }
-            }
+impl<'r> SideCells<'r> {
+    fn of(a: &'r RecordedArg) -> SideCells<'r> {
+        SideCells {
+            name: &a.name,
+            dtype: a.dtype.as_deref().unwrap_or("N/A"),
+            shape: a.shape.as_deref(),
+            requires_grad: bool_word(a.requires_grad),
+            max: &a.stats[0],
+            min: &a.stats[1],
         }
     }
 }

@@ -83,7 +83,7 @@ pub fn compare<'a>(
             unmatched_target: matching.unmatched_target,
             without_counterpart: 0,
             unmatched_bench: matching.unmatched_bench,
-            msprobe_table: options.keep_msprobe_table.then(Vec::new),
+            filter: options.filter.clone(),
             refused: Some(why),
             warnings,
             problems,
@@ -133,11 +133,8 @@ pub fn compare<'a>(
     // The pairs are in the rows now (#18: held to the end, 24 bytes a pair beside the rows).
     drop(pairs);
     // msprobe's Result is decided per API call over every argument msprobe lists, not only the compared
-    // tensors: the table does it, and the compared rows take their verdicts from it. The table itself is
-    // kept only where it is asked for (msprobe's CSV writes it).
-    let (msprobe_table, verdicts) =
-        msprobe_table::build(ti, bi, &rows, &options.filter, options.keep_msprobe_table);
-    verdicts.apply(&mut rows);
+    // tensors: its table does it, a call at a time, and the compared rows take their verdicts from it.
+    msprobe_table::verdicts(ti, bi, &rows, &options.filter).apply(&mut rows);
     let mut problems = InputProblems::of_sources(&[target, bench]);
     if rows.is_empty() {
         // Nothing matched: no answer, and no pass.
@@ -201,11 +198,11 @@ pub fn compare<'a>(
         culprit,
         unmatched_target,
         without_counterpart: without_counterpart.len(),
-        msprobe_table: options.keep_msprobe_table.then_some(msprobe_table),
         unmatched_bench: unmatched_bench
             .into_iter()
             .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op()]))
             .collect(),
+        filter: options.filter.clone(),
         refused: None,
         warnings,
         problems,

@@ -2,8 +2,8 @@
 //! keep msprobe's names (then msaccucmp's, then accutrace's), JSON, and msprobe's own CSV.
 
 use super::{fmt_num, paint, write_json, Destination, Output};
-use crate::compare::msprobe_table::{bool_text, ArgTexts};
-use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured};
+use crate::compare::msprobe_table::bool_text;
+use crate::compare::{fused_kernels, rows_of_op, CompareRow, Comparison, Measured, TableRow};
 use crate::index::Io;
 use crate::metrics::verdict::messages_cell;
 use crate::metrics::{Cell, Families, MsaccucmpMetrics};
@@ -564,19 +564,15 @@ fn msprobe_header() -> Vec<&'static str> {
     [&NAME_COLUMNS[..], &grads, &METRIC_COLUMNS, &STAT_COLUMNS, &tail].concat()
 }
 
-/// msprobe's own CSV, row for row ([`crate::compare::msprobe_table`]): what msprobe's downstream tools read.
+/// msprobe's own CSV, row for row ([`Comparison::msprobe_table`]): what msprobe's downstream tools read.
+/// Each call's rows are written as their verdicts are decided: the table is never held (#18).
 fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
     w.write_record(msprobe_header())?;
     let na = || "N/A".to_string();
     let shape = |s: &Option<Vec<u64>>| s.as_deref().map_or_else(na, shape_text);
-    let texts = ArgTexts::new(c.target.index(), c.bench.index(), &c.rows);
-    let Some(table) = &c.msprobe_table else {
-        anyhow::bail!("msprobe's table was not kept: compare with CompareOptions::keep_msprobe_table set");
-    };
-    for row in table {
-        let (t, b) = (texts.target(row), texts.bench(row));
-        let b = b.as_deref();
+    c.msprobe_table(|entry| {
+        let TableRow { row, target: t, bench: b, metrics } = entry;
         let (t_grad, b_grad) =
             (bool_text(t.requires_grad), b.map_or_else(na, |b| bool_text(b.requires_grad)));
         let data_name = |d: Option<&String>| d.cloned().unwrap_or_else(|| "-1".into());
@@ -590,7 +586,7 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             t_grad.clone(),
             b_grad.clone(),
         ];
-        record.extend(texts.metrics(row).iter().map(Cell::to_string));
+        record.extend(metrics.iter().map(Cell::to_string));
         record.extend(t.stats.iter().cloned());
         record.extend(b.map_or_else(|| std::array::from_fn(|_| na()), |b| b.stats.clone()));
         record.push(if t_grad == b_grad { "True" } else { "False" }.into());
@@ -601,8 +597,8 @@ fn write_msprobe_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
             data_name(t.data_name.as_ref()),
             data_name(b.and_then(|b| b.data_name.as_ref()))
         ));
-        w.write_record(&record)?;
-    }
+        w.write_record(&record)
+    })?;
     w.flush()?;
     Ok(())
 }

@@ -166,8 +166,7 @@ pub fn compare_texts_with(
     options: &CompareOptions,
 ) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    // msprobe's CSV is written from msprobe's table, kept only where asked for.
-    let comparison = compare(target, bench, &CompareOptions { keep_msprobe_table: true, ..options.clone() });
+    let comparison = compare(target, bench, options);
     let text = |format, name: &str| {
         let path = dir.path().join(name);
         let to = Destination { output: Some(&path), colour: Colour::Never };

@@ -28,7 +28,6 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         cosine_min: args.cosine_min,
         max_abs_err: args.max_abs_err,
         progress: !args.no_progress,
-        keep_msprobe_table: format == report::compare::CompareFormat::MsprobeCsv,
     };
     // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
