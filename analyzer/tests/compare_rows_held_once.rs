@@ -23,8 +23,9 @@ fn each_measured_pair_is_held_once_as_its_row() {
     assert!(comparison.problems.is_empty(), "{:?}", comparison.problems);
     assert!(comparison.rows.iter().all(|r| r.judged()), "every pair is read and measured");
     // The rows (a `CompareRow` a pair) and what compare holds beside them (the matching's pairs, a window
-    // of results, msprobe's verdicts): 471 bytes a pair, a row 72 bytes (each row here has msprobe's and
-    // msaccucmp's metrics, boxed; a statistics capture's rows have none). With msprobe's verdicts decided
+    // of results, msprobe's verdicts): 450 bytes a pair, a row 56 bytes (each row here has msprobe's and
+    // msaccucmp's metrics, boxed; a statistics capture's rows have none). A row whose ids were a `usize`
+    // and an `Option` of one, 471 and 72; with msprobe's verdicts decided
     // beside a table of its rows (each target tensor's row looked up in 64 bits), 499; with that table held
     // (72 bytes a target tensor), a result for every target tensor while the culprit's hashes were looked
     // up, the pairs' repeats listed for every pair, and each result of a window 528 bytes, 826. A row that
@@ -34,8 +35,8 @@ fn each_measured_pair_is_held_once_as_its_row() {
     // results (up to three at once while one window of every pair was measured) and then copied into the
     // rows, 4,562.
     let row = std::mem::size_of::<CompareRow>();
-    assert!(row <= 72, "a row is {row} bytes");
-    assert!(peak / pairs <= 495, "{peak} bytes held for {pairs} pairs (a row is {row} bytes)");
+    assert!(row <= 56, "a row is {row} bytes");
+    assert!(peak / pairs <= 470, "{peak} bytes held for {pairs} pairs (a row is {row} bytes)");
     // The index's statistics are read from it, not copied: only the pairs whose sides lack them (a .npy
     // directory, a dump tree) carry what was measured.
     assert!(comparison

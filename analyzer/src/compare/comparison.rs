@@ -168,11 +168,11 @@ pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) ->
     let first = unmeasured().next()?;
     let without =
         |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
-    let target_side = unmeasured().filter(|r| !ti.tensors[r.target].has_data).count();
-    let bench_side = unmeasured().filter(|r| r.bench.is_some_and(|b| !bi.tensors[b].has_data)).count();
+    let target_side = unmeasured().filter(|r| !ti.tensors[r.target()].has_data).count();
+    let bench_side = unmeasured().filter(|r| r.bench().is_some_and(|b| !bi.tensors[b].has_data)).count();
     let sides: Vec<String> =
         [without("target", target_side), without("benchmark", bench_side)].into_iter().flatten().collect();
-    let bench_label = first.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+    let bench_label = first.bench().map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
     Some(InputProblem::incomplete(format!(
         "{} of {} matched tensor pairs were not measured: no tensor data {} (a statistics-mode capture keeps \
          statistics and content hashes only; pairs whose hashes are equal count as identical); \
@@ -182,6 +182,6 @@ pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) ->
         unmeasured().count(),
         rows.len(),
         sides.join(", "),
-        ti.tensor_label(first.target),
+        ti.tensor_label(first.target()),
     )))
 }

@@ -25,7 +25,7 @@ enum InputEvidence {
 pub(super) fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
     let mut failed = vec![false; index.tensors.len()];
     for row in rows.iter().filter(|r| r.failed) {
-        failed[row.target] = true;
+        failed[row.target()] = true;
     }
     let mut needed = vec![false; index.tensors.len()];
     for op in &index.ops {
@@ -54,7 +54,7 @@ pub(super) fn find_culprit(
     if !rows.iter().any(|r| r.failed) {
         return (Vec::new(), None);
     }
-    let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
+    let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target(), i)).collect();
     // A pair that could not be read, or of which nothing was measured, was not compared: it neither fails
     // nor clears anything (its producer decides for an input).
     let read_row = |t: &TensorId| row_of.get(t).copied().filter(|&r| rows[r].judged());

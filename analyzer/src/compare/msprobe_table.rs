@@ -175,7 +175,7 @@ impl<'a> ArgTexts<'a> {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.bench_measured_stats.is_some())
-                .filter_map(|(i, r)| Some((r.bench?, i)))
+                .filter_map(|(i, r)| Some((r.bench()?, i)))
                 .collect(),
         };
         ArgTexts { target: Arguments { index: ti }, bench, rows, bench_measured }
@@ -288,7 +288,7 @@ fn for_each_row<'a, E>(
     // is held while the table is made, 4 bytes a target tensor.
     let mut compared = vec![u32::MAX; target.index.tensors.len()];
     for (i, r) in rows.iter().enumerate() {
-        compared[r.target] = i as u32;
+        compared[r.target()] = i as u32;
     }
     let bench_by_tensor: Option<HashMap<TensorId, usize>> = bench
         .recorded()
@@ -309,7 +309,7 @@ fn for_each_row<'a, E>(
         let tensor = target.tensor(pos);
         let row = tensor.map(|t| compared[t]).filter(|&i| i != u32::MAX).map(|i| i as usize);
         let bench_pos = match row {
-            Some(i) => rows[i].bench.and_then(bench_position),
+            Some(i) => rows[i].bench().and_then(bench_position),
             // A tensor the comparison did not pair, or an argument that is no tensor: matched by name, as
             // msprobe matches, without metrics.
             None if tensor.is_none() => bench_by_name.get(&target.name(pos)).copied(),

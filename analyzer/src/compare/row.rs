@@ -39,8 +39,11 @@ impl Measured {
 /// One compared tensor pair (or an unmatched target tensor).
 #[derive(Clone, Debug)]
 pub struct CompareRow {
-    pub target: TensorId,
-    pub bench: Option<TensorId>,
+    /// The target tensor and its bench counterpart ([`NO_BENCH`]: none), read through
+    /// [`CompareRow::target`] and [`CompareRow::bench`]: ids in 32 bits, as a matched pair's (an index
+    /// numbers at most 2^32 tensors; #18: a `TensorId` and an `Option` of one were 24 of a row's 72 bytes).
+    target: u32,
+    bench: u32,
     pub how: Option<MatchKind>,
     /// msprobe's metrics, read through [`CompareRow::msprobe`]: boxed, and absent while unsupported (nothing
     /// measured), as on every row of a statistics capture, the runs with the most rows (#18: inline they
@@ -67,6 +70,9 @@ pub struct CompareRow {
     texts: Option<Box<RowTexts>>,
 }
 
+/// A row's bench id where no bench tensor matched (ids stay below it: matching holds them in 32 bits too).
+const NO_BENCH: u32 = u32::MAX;
+
 /// The texts a row rarely has (see [`CompareRow::messages`], [`CompareRow::reason`], [`CompareRow::error`]).
 #[derive(Clone, Debug, Default)]
 struct RowTexts {
@@ -80,8 +86,8 @@ impl CompareRow {
     /// unsupported, accuracy not comparable, a pass, no texts; values to be measured.
     pub fn new(target: TensorId, bench: Option<TensorId>, how: Option<MatchKind>) -> CompareRow {
         CompareRow {
-            target,
-            bench,
+            target: target as u32,
+            bench: bench.map_or(NO_BENCH, |b| b as u32),
             how,
             msprobe: None,
             msaccucmp: None,
@@ -93,6 +99,16 @@ impl CompareRow {
             measured: Measured::Values,
             texts: None,
         }
+    }
+
+    /// The target tensor.
+    pub fn target(&self) -> TensorId {
+        self.target as TensorId
+    }
+
+    /// Its bench counterpart, where one matched.
+    pub fn bench(&self) -> Option<TensorId> {
+        (self.bench != NO_BENCH).then_some(self.bench as TensorId)
     }
 
     /// msprobe's metrics: all unsupported until measured.
@@ -150,12 +166,12 @@ impl CompareRow {
     /// The target's statistics: its index's, else those the comparison measured. `ti` is the target's
     /// index.
     pub fn target_stats(&self, ti: &Index) -> Option<TensorStats> {
-        ti.stats(self.target).or(self.target_measured_stats.as_deref().copied())
+        ti.stats(self.target()).or(self.target_measured_stats.as_deref().copied())
     }
 
     /// The bench's statistics, where a bench tensor matched: its index's (`bi`), else those measured.
     pub fn bench_stats(&self, bi: &Index) -> Option<TensorStats> {
-        let stored = self.bench.and_then(|b| bi.stats(b));
+        let stored = self.bench().and_then(|b| bi.stats(b));
         stored.or(self.bench_measured_stats.as_deref().copied())
     }
 
@@ -201,7 +217,7 @@ mod tests {
     }
 
     /// A row holds msprobe's metrics in a box only once some are measured: the rows of a statistics
-    /// capture, which measure none, hold 72 bytes each and nothing beside.
+    /// capture, which measure none, hold 56 bytes each and nothing beside.
     #[test]
     fn a_rows_metrics_are_boxed_only_once_measured() {
         let mut row = CompareRow::new(3, Some(4), Some(MatchKind::Exact));
@@ -211,6 +227,18 @@ mod tests {
         row.set_msprobe(MsprobeMetrics::shape_unmatched());
         assert_eq!(*row.msprobe(), MsprobeMetrics::shape_unmatched());
         assert!(row.msprobe.is_some());
-        assert_eq!(std::mem::size_of::<CompareRow>(), 72);
+        assert_eq!(std::mem::size_of::<CompareRow>(), 56);
+    }
+
+    /// A row's ids, held in 32 bits, read back as they were given, and a row without a counterpart has
+    /// none (not tensor `u32::MAX`).
+    #[test]
+    fn a_rows_ids_are_read_back_as_given() {
+        let row = CompareRow::new(7, Some(0), Some(MatchKind::Exact));
+        assert_eq!((row.target(), row.bench()), (7, Some(0)));
+        let top = u32::MAX as usize - 1;
+        let row = CompareRow::new(top, Some(top), Some(MatchKind::Exact));
+        assert_eq!((row.target(), row.bench()), (top, Some(top)));
+        assert_eq!(CompareRow::new(0, None, None).bench(), None);
     }
 }

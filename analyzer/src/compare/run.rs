@@ -124,7 +124,7 @@ pub fn compare<'a>(
         |(_, _, read): &(CompareRow, Option<u64>, Option<Box<ReadMetrics>>)| read.clone(),
         |p, first| compare_one(p, Some(first)),
         |(row, hash, _)| {
-            pair_hashes.extend(hash.map(|h| (row.target, h)));
+            pair_hashes.extend(hash.map(|h| (row.target(), h)));
             rows.push(row);
         },
     );
@@ -152,11 +152,11 @@ pub fn compare<'a>(
     }
     let mut unread = vec![false; ti.tensors.len()];
     for row in rows.iter().filter(|r| r.error().is_some()) {
-        unread[row.target] = true;
-        let bench_label = row.bench.map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+        unread[row.target()] = true;
+        let bench_label = row.bench().map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
         let why = row.error().unwrap_or_default();
         problems
-            .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target))));
+            .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target()))));
     }
     // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
     // hashed the compared target tensors while reading their values. The culprit search looks up the

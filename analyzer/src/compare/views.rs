@@ -27,9 +27,9 @@ impl Comparison<'_> {
             .rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.failed && r.how == Some(MatchKind::Api) && r.bench.is_some())
-            .min_by_key(|(_, r)| (ti.ops[ti.tensors[r.target].op()].order, r.target))?;
-        let bench_op = self.bench.index().tensors[r.bench?].op();
+            .filter(|(_, r)| r.failed && r.how == Some(MatchKind::Api) && r.bench().is_some())
+            .min_by_key(|(_, r)| (ti.ops[ti.tensors[r.target()].op()].order, r.target()))?;
+        let bench_op = self.bench.index().tensors[r.bench()?].op();
         let call = self.api_calls.iter().find(|c| c.bench_op == bench_op)?;
         let sharing = self
             .api_calls
@@ -49,7 +49,7 @@ pub fn rows_of_op(comparison: &Comparison<'_>, op: usize, io: Option<Io>) -> Vec
         .iter()
         .enumerate()
         .filter(|(_, r)| {
-            let t = &index.tensors[r.target];
+            let t = &index.tensors[r.target()];
             t.op() == op && io.is_none_or(|io| t.io == io)
         })
         .map(|(i, _)| i)
@@ -66,7 +66,7 @@ pub fn fused_kernels(c: &Comparison<'_>) -> Vec<(usize, bool)> {
         if row.how != Some(MatchKind::Provenance) || !row.judged() {
             continue;
         }
-        let op = index.tensors[row.target].op();
+        let op = index.tensors[row.target()].op();
         match kernels.iter_mut().find(|(o, _)| *o == op) {
             Some((_, failed)) => *failed |= row.failed,
             None => kernels.push((op, row.failed)),

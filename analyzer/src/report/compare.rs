@@ -123,7 +123,7 @@ fn headline(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result<()
                 writeln!(
                     out,
                     "  {}: {}",
-                    index.tensor_label(row.target),
+                    index.tensor_label(row.target()),
                     row.reason().unwrap_or("")
                 )?;
             }
@@ -209,8 +209,8 @@ fn api_summary(out: &mut impl Write, c: &Comparison<'_>, colour: bool) -> Result
         writeln!(
             out,
             "  {} against {}: {}",
-            ti.tensor_label(row.target),
-            row.bench.map_or_else(String::new, |b| bi.tensor_label(b)),
+            ti.tensor_label(row.target()),
+            row.bench().map_or_else(String::new, |b| bi.tensor_label(b)),
             row.reason().unwrap_or("")
         )?;
     }
@@ -348,8 +348,8 @@ fn table_row(out: &mut impl Write, c: &Comparison<'_>, row: &CompareRow, colour:
     writeln!(
         out,
         "  {:>4} {:<60} {:>10} {:>11} {:>11} {:>9} {:>6}",
-        index.ops[index.tensors[row.target].op()].rank,
-        index.tensor_label(row.target),
+        index.ops[index.tensors[row.target()].op()].rank,
+        index.tensor_label(row.target()),
         cell(m.cosine),
         cell(m.max_abs_err),
         cell(m.max_relative_err),
@@ -417,8 +417,8 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(csv_header())?;
     for row in &c.rows {
-        let t = &ti.tensors[row.target];
-        let b = row.bench.map(|b| &bi.tensors[b]);
+        let t = &ti.tensors[row.target()];
+        let b = row.bench().map(|b| &bi.tensors[b]);
         let op = &ti.ops[t.op()];
         let m = row.msprobe();
         let ts = stat_cells(row.target_stats(ti).as_ref());
@@ -426,8 +426,8 @@ fn write_csv(out: &mut impl Write, c: &Comparison<'_>) -> Result<()> {
         let acc = row.msaccucmp.as_deref();
         let num = |f: fn(&MsaccucmpMetrics) -> f64| acc.map(|a| py_float_repr(f(a))).unwrap_or_default();
         let mut record: Vec<String> = vec![
-            ti.tensor_label(row.target),
-            row.bench.map(|b| bi.tensor_label(b)).unwrap_or_else(|| "N/A".into()),
+            ti.tensor_label(row.target()),
+            row.bench().map(|b| bi.tensor_label(b)).unwrap_or_else(|| "N/A".into()),
             t.dtype.to_string(),
             b.map(|b| b.dtype.to_string()).unwrap_or_else(|| "N/A".into()),
             shape_text(&t.shape),

@@ -59,10 +59,10 @@ impl<'a> RowJson<'a> {
     /// `row` of a comparison whose target index is `ti` and bench index `bi`.
     pub(super) fn new(row: &'a CompareRow, ti: &Index, bi: &Index) -> RowJson<'a> {
         let m = row.msprobe();
-        let op = &ti.ops[ti.tensors[row.target].op()];
+        let op = &ti.ops[ti.tensors[row.target()].op()];
         RowJson {
             accuracy_reached: row.accuracy.to_string(),
-            bench: row.bench.map(|b| bi.tensor_label(b)),
+            bench: row.bench().map(|b| bi.tensor_label(b)),
             bench_stats: row.bench_stats(bi).as_ref().map(StatsJson::new),
             cosine: CellJson(m.cosine),
             error: row.error(),
@@ -80,7 +80,7 @@ impl<'a> RowJson<'a> {
             result: row.result.to_string(),
             status: status_word(row),
             step: op.step,
-            target: ti.tensor_label(row.target),
+            target: ti.tensor_label(row.target()),
             target_stats: row.target_stats(ti).as_ref().map(StatsJson::new),
         }
     }
@@ -201,11 +201,11 @@ mod tests {
             other => json!(other.to_string()),
         };
         let m = row.msprobe();
-        let op = &ti.ops[ti.tensors[row.target].op()];
+        let op = &ti.ops[ti.tensors[row.target()].op()];
         json!({
-            "target": ti.tensor_label(row.target),
+            "target": ti.tensor_label(row.target()),
             "step": op.step, "rank": op.rank,
-            "bench": row.bench.map(|b| bi.tensor_label(b)),
+            "bench": row.bench().map(|b| bi.tensor_label(b)),
             "match": row.how,
             "cosine": json_cell(m.cosine), "euc_dist": json_cell(m.euc_dist),
             "max_abs_err": json_cell(m.max_abs_err), "max_relative_err": json_cell(m.max_relative_err),

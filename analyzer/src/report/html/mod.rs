@@ -201,7 +201,7 @@ fn compare_verdict(page: &mut String, c: &Comparison<'_>, open: bool, diffed: bo
                 let row = &c.rows[r];
                 page.push_str(&format!(
                     "<p class=\"verdict detail\"><code>{}</code>: {}</p>",
-                    escape(&index.tensor_label(row.target)),
+                    escape(&index.tensor_label(row.target())),
                     escape(row.reason().unwrap_or(""))
                 ));
             }
@@ -296,8 +296,8 @@ fn api_verdict(page: &mut String, c: &Comparison<'_>) {
     }
     page.push_str(&format!(
         "<p class=\"verdict detail\"><code>{}</code> against <code>{}</code>: {}</p>",
-        escape(&ti.tensor_label(row.target)),
-        escape(&row.bench.map_or_else(String::new, |b| bi.tensor_label(b))),
+        escape(&ti.tensor_label(row.target())),
+        escape(&row.bench().map_or_else(String::new, |b| bi.tensor_label(b))),
         escape(row.reason().unwrap_or(""))
     ));
     let empty_calls = c.api_calls.iter().filter(|a| a.kernels.is_empty()).count();

@@ -100,12 +100,12 @@ fn error_along_order(page: &mut String, c: &Comparison<'_>) {
         .culprit
         .map(|i| c.failing_ops[i].op)
         .or_else(|| c.failing_ops.first().map(|f| f.op))
-        .or_else(|| c.rows.first().map(|r| index.tensors[r.target].op()));
+        .or_else(|| c.rows.first().map(|r| index.tensors[r.target()].op()));
     let Some(focus) = focus else {
         return not_drawn(page, "fig-error", TITLE, "no tensor pair was compared");
     };
     let (step, rank) = (index.ops[focus].step, index.ops[focus].rank);
-    let row_of: HashMap<TensorId, usize> = c.rows.iter().enumerate().map(|(i, r)| (r.target, i)).collect();
+    let row_of: HashMap<TensorId, usize> = c.rows.iter().enumerate().map(|(i, r)| (r.target(), i)).collect();
     let failing: HashSet<usize> = c.failing_ops.iter().map(|f| f.op).collect();
     let ops: Vec<usize> =
         (0..index.ops.len()).filter(|&o| index.ops[o].step == step && index.ops[o].rank == rank).collect();
@@ -550,7 +550,7 @@ fn error_grid(c: &Comparison<'_>, rows: &[String], steps: &[u64]) -> Grid {
     let step_pos: HashMap<u64, usize> = steps.iter().enumerate().map(|(i, &s)| (s, i)).collect();
     let mut grid = Grid::new(rows.to_vec(), steps.to_vec());
     for row in &c.rows {
-        let op = &index.ops[index.tensors[row.target].op()];
+        let op = &index.ops[index.tensors[row.target()].op()];
         let label = crate::series::row_label(phase(op), &layer_of(&op.name));
         let (Some(&r), Some(&s), Some(cos)) =
             (row_pos.get(label.as_str()), step_pos.get(&op.step), row.msprobe().cosine.value())

@@ -48,7 +48,7 @@ fn failing_ops(page: &mut String, c: &Comparison<'_>) {
                 .iter()
                 .map(|&r| {
                     let row = &c.rows[r];
-                    format!("{}: {}", index.tensor_label(row.target), row.reason().unwrap_or(""))
+                    format!("{}: {}", index.tensor_label(row.target()), row.reason().unwrap_or(""))
                 })
                 .collect();
             let originals = op.original_names(index);
