@@ -15,7 +15,7 @@
 
 use crate::filter::{rank_ranges, Filter};
 use crate::gathered_stats::GatheredStats;
-use crate::index::{Index, Io, MadeCommunicator};
+use crate::index::{Index, Io, MadeCommunicator, TensorId};
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::capture::runs::{join_run, streams_of_different_runs};
@@ -359,13 +359,9 @@ fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
 
 fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvents {
     let mut run = RunEvents { problems: index.problems.clone(), ..RunEvents::default() };
-    let unknown = index
-        .ops
-        .iter()
-        .filter(|o| filter.keeps(o))
-        .flat_map(|o| o.tensors())
-        .filter(|t| !stats.contains_key(t) && index.tensors[*t].hash().is_none())
-        .count();
+    // The selected ops' tensors with neither statistics nor a hash, counted as their summaries are made: a
+    // capture's statistics are decoded from its record on each read (#18: ranks' CPU).
+    let mut unknown = 0usize;
     let mut ranks: Vec<u32> = index.ranks();
     ranks.extend(index.collectives.iter().map(|c| c.rank));
     ranks.sort_unstable();
@@ -376,24 +372,29 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
             .ops
             .iter()
             .filter(|o| o.rank == rank)
-            .map(|o| Event {
-                step: o.step,
-                time_us: o.launch.map(|l| l.timestamp_us),
-                kind: EventKind::Op { name: names.get(&o.name), op_type: names.get(&o.op_type) },
-                tensors: o
-                    .tensors()
-                    .map(|id| {
-                        let t = &index.tensors[id];
-                        TensorSummary::of(
-                            t.io,
-                            t.index,
-                            Some(t.dtype),
-                            names.get(&t.dtype.name()),
-                            stats.get(&id).or_else(|| index.stats(id)).as_ref(),
-                            t.hash(),
-                        )
-                    })
-                    .collect(),
+            .map(|o| {
+                let kept = filter.keeps(o);
+                let kind = EventKind::Op { name: names.get(&o.name), op_type: names.get(&o.op_type) };
+                let mut summary = |id: TensorId| {
+                    let t = &index.tensors[id];
+                    let known = stats.get(&id);
+                    unknown += usize::from(kept && known.is_none() && t.hash().is_none());
+                    let st = known.or_else(|| index.stats(id));
+                    TensorSummary::of(
+                        t.io,
+                        t.index,
+                        Some(t.dtype),
+                        names.get(&t.dtype.name()),
+                        st.as_ref(),
+                        t.hash(),
+                    )
+                };
+                Event {
+                    step: o.step,
+                    time_us: o.launch.map(|l| l.timestamp_us),
+                    kind,
+                    tensors: o.tensors().map(&mut summary).collect(),
+                }
             })
             .collect();
         let calls: Vec<Event> = index

@@ -3,7 +3,7 @@
 //! ([`super::updates`]) share.
 
 use super::conditions::Condition;
-use super::context::{get, Ctx, Event};
+use super::context::{finite, get, Ctx, Event};
 use super::findings::LossPoint;
 use super::measure::{self, above, at_least, below, Evidence, Known, Measure, Verdict};
 use crate::index::{OpId, TensorId};
@@ -119,9 +119,9 @@ fn scaled_loss(ctx: &Ctx<'_>, ops: &[OpId]) -> Option<TensorId> {
     })
 }
 
-/// tensor_overflow on a watched tensor (a float one that is known).
-pub(super) fn tensor_overflow(ctx: &Ctx<'_>, t: TensorId) -> Option<Event> {
-    let k = ctx.known.get(t).filter(|_| ctx.index.tensors[t].dtype.is_float())?;
+/// tensor_overflow on a watched tensor (a float one that is known: `known`).
+pub(super) fn tensor_overflow(ctx: &Ctx<'_>, t: TensorId, known: Option<Known<'_>>) -> Option<Event> {
+    let k = known.filter(|_| ctx.index.tensors[t].dtype.is_float())?;
     let a = Anomaly::of(&k.stats, true);
     if !a.any() {
         return Some(Event::Decided("tensor_overflow"));
@@ -193,16 +193,17 @@ fn statistic(k: &Known<'_>, param: &str) -> Option<(Measure, &'static str)> {
     }
 }
 
-/// Every set threshold of `c` among `params` on tensor `t` (finite): a hit per threshold crossed, else one
-/// decided, else a "can't tell" (only mean |x| can be undecided: the values then decide it).
+/// Every set threshold of `c` among `params` on tensor `t` (finite; `known` of it): a hit per threshold
+/// crossed, else one decided, else a "can't tell" (only mean |x| can be undecided: the values then decide
+/// it).
 pub(super) fn thresholds(
     ctx: &Ctx<'_>,
     c: &Condition,
     params: &[&str],
-    t: TensorId,
+    (t, known): (TensorId, Option<Known<'_>>),
     detail: Option<&String>,
 ) -> Vec<Event> {
-    let Some(k) = ctx.finite(t) else { return Vec::new() };
+    let Some(k) = finite(known) else { return Vec::new() };
     let mut events = Vec::new();
     let mut undecided = None;
     let mut exact_abs_mean = None;
@@ -253,12 +254,17 @@ fn abs_mean_of(values: &[f32]) -> Option<f64> {
 pub(super) const GT: &[&str] = &["abs_mean_gt", "max_gt", "min_gt", "mean_gt"];
 pub(super) const LT: &[&str] = &["abs_mean_lt", "max_lt", "min_lt", "mean_lt"];
 
-/// The conditions on one tensor: all zero (activations and gradients), activation size, saturation and
-/// range.
-pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Vec<Event> {
+/// The conditions on one tensor (`known` of it): all zero (activations and gradients), activation size,
+/// saturation and range.
+pub(super) fn tensor(
+    ctx: &Ctx<'_>,
+    conditions: &[Condition],
+    t: TensorId,
+    known: Option<Known<'_>>,
+) -> Vec<Event> {
     let mut events = Vec::new();
     let role = ctx.roles.role(t);
-    let Some(k) = ctx.finite(t) else { return events };
+    let Some(k) = finite(known) else { return events };
     if k.stats.count == 0 {
         return events;
     }
@@ -283,7 +289,7 @@ pub(super) fn tensor(ctx: &Ctx<'_>, conditions: &[Condition], t: TensorId) -> Ve
     }
     for (name, params) in [("activation_too_large", GT), ("activation_too_small", LT)] {
         if let Some(c) = get(conditions, name) {
-            events.extend(thresholds(ctx, c, params, t, None));
+            events.extend(thresholds(ctx, c, params, (t, known), None));
         }
     }
     let op = &ctx.index.ops[ctx.index.tensors[t].op()];

@@ -111,11 +111,21 @@ pub(super) fn get<'a>(conditions: &'a [Condition], name: &str) -> Option<&'a Con
     conditions.iter().find(|c| c.name == name && c.enabled)
 }
 
-impl Ctx<'_> {
-    /// A tensor the non-overflow conditions may look at: known and free of NaN/inf.
-    pub fn finite(&self, t: TensorId) -> Option<Known<'_>> {
-        self.known.get(t).filter(|k| !k.stats.has_nonfinite())
+impl Event {
+    /// The condition it answers.
+    pub fn condition(&self) -> &'static str {
+        match self {
+            Event::Hit(f) => f.condition,
+            Event::Decided(c) => c,
+            Event::CantTell { condition, .. } => condition,
+        }
     }
+}
+
+/// What the non-overflow conditions may look at of a tensor: what is known of it ([`Knowns::get`], read once
+/// by the caller for every check on it), when free of NaN/inf.
+pub(super) fn finite(known: Option<Known<'_>>) -> Option<Known<'_>> {
+    known.filter(|k| !k.stats.has_nonfinite())
 }
 
 /// What is known of the watched tensors: the statistics (and histogram) the index stores, read from it when
@@ -131,7 +141,8 @@ pub(super) struct Knowns<'a> {
 
 impl Knowns<'_> {
     /// What is known of tensor `t`: `None` when it is not watched, or neither stored statistics nor had
-    /// values that could be read.
+    /// values that could be read. A capture's statistics are decoded again from its record on each call:
+    /// callers ask once a tensor and hand the answer to each check on it (#18: watch's CPU).
     pub fn get(&self, t: TensorId) -> Option<Known<'_>> {
         if let Some(c) = self.computed.get(&t) {
             return Some(c.known());

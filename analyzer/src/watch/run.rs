@@ -14,6 +14,7 @@ use crate::roles::{Role, Roles, Update};
 use crate::sources::Source;
 use crate::threads::{in_flight, pairs_in_flight, release_kept_buffers, tensor_bytes, Footprint};
 use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
@@ -48,7 +49,7 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
         unreadable: Mutex::new(Vec::new()),
     };
     let mut tally = Tally::new(&options.conditions);
-    tally.labels = label_counts(&ctx, &watched);
+    tally.labels = label_counts(&roles, &watched);
     let updates: Vec<&Update> = roles.updates.iter().filter(|u| selected[u.op]).collect();
     let mut groups: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in &ops {
@@ -57,18 +58,37 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
     let conditions = &options.conditions;
     let (loss, events) = checks::loss(&ctx, conditions, &groups);
     tally.add(conditions, events);
-    tally.add(conditions, watched.iter().filter_map(|&t| checks::tensor_overflow(&ctx, t)));
-    tally.add(conditions, checks::operator_overflow(&ctx, &groups));
     let bar = Progress::new("watch", watched.len() as u64, !options.progress);
     // A check that statistics leave undecided reads the tensor's values (or an update's two): within the
     // memory budget, as compare's pairs.
     let reads = |t: TensorId| ctx.read_tensors && index.tensors[t].has_data;
+    // Each tensor's statistics read once for its label, tensor_overflow and the checks on it (#18: a read
+    // decodes the record again). tensor_overflow's event, if any, comes first.
     let check = |_: &mut Vec<f32>, k: usize| {
         bar.inc(1);
-        checks::tensor(&ctx, conditions, watched[k])
+        let (t, known) = (watched[k], known.get(watched[k]));
+        let mut events = checks::tensor(&ctx, conditions, t, known);
+        // Into the checks' list, not a list of its own: an allocation a tensor fewer.
+        if let Some(overflow) = checks::tensor_overflow(&ctx, t, known) {
+            events.insert(0, overflow);
+        }
+        (known.map(|k| k.stats.has_nonfinite()), events)
     };
-    in_windows(source, &watched, reads, check, |_, events| tally.add(conditions, events));
+    // The findings keep their order: every tensor_overflow hit, operator_overflow's, then the checks'.
+    let mut checked = Tally::new(conditions);
+    in_windows(source, &watched, reads, check, |_, (nonfinite, events)| {
+        match nonfinite {
+            Some(true) => tally.labels.nonfinite += 1,
+            Some(false) => {}
+            None => tally.labels.unknown += 1,
+        }
+        let mut events = events.into_iter().peekable();
+        tally.add(conditions, events.next_if(|e| e.condition() == "tensor_overflow"));
+        checked.add(conditions, events);
+    });
     bar.finish();
+    tally.add(conditions, checks::operator_overflow(&ctx, &groups));
+    tally.append(checked);
     let (norms, trends) = updates::gradient_norms(&ctx, &updates);
     // An update whose weight was not read (its input 0's file torn) is not judged: the input problem leads.
     let judged: Vec<&Update> = updates.iter().copied().filter(|u| u.weight_read(index)).collect();
@@ -200,11 +220,7 @@ impl Tally {
 
     fn add(&mut self, conditions: &[Condition], events: impl IntoIterator<Item = Event>) {
         for e in events {
-            let name = match &e {
-                Event::Hit(f) => f.condition,
-                Event::Decided(c) => c,
-                Event::CantTell { condition, .. } => condition,
-            };
+            let name = e.condition();
             let Some(i) = conditions.iter().position(|c| c.name == name && c.enabled) else { continue };
             let s = &mut self.summaries[i];
             match e {
@@ -223,6 +239,27 @@ impl Tally {
                     if group.examples.len() < EXAMPLES {
                         group.examples.push(place);
                     }
+                }
+            }
+        }
+    }
+
+    /// `later`'s answers added after this tally's own: its counts, its findings after these, its "can't
+    /// tell" examples after these (as if its events had been added last).
+    fn append(&mut self, later: Tally) {
+        for (s, l) in self.summaries.iter_mut().zip(later.summaries) {
+            (s.decided, s.hits, s.cant_tell) =
+                (s.decided + l.decided, s.hits + l.hits, s.cant_tell + l.cant_tell);
+        }
+        self.findings.extend(later.findings);
+        for (key, group) in later.cant_tell {
+            match self.cant_tell.entry(key) {
+                Entry::Vacant(e) => _ = e.insert(group),
+                Entry::Occupied(mut e) => {
+                    let mine = e.get_mut();
+                    mine.count += group.count;
+                    let room = EXAMPLES.saturating_sub(mine.examples.len());
+                    mine.examples.extend(group.examples.into_iter().take(room));
                 }
             }
         }
@@ -301,10 +338,11 @@ fn in_windows<R: Send>(
     release_kept_buffers();
 }
 
-fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
+/// The watched tensors' labels (the count of those holding NaN/inf or unknown is made as they are checked).
+fn label_counts(roles: &Roles, watched: &[TensorId]) -> LabelCounts {
     let mut l = LabelCounts::default();
     for &t in watched {
-        match ctx.roles.role(t) {
+        match roles.role(t) {
             Some(Role::Weight) => l.weights += 1,
             Some(Role::Gradient) => l.gradients += 1,
             Some(Role::Activation) => l.activations += 1,
@@ -312,21 +350,117 @@ fn label_counts(ctx: &Ctx<'_>, watched: &[TensorId]) -> LabelCounts {
             Some(Role::Leaf) => l.leaves += 1,
             None => {}
         }
-        match ctx.known.get(t) {
-            Some(k) if k.stats.has_nonfinite() => l.nonfinite += 1,
-            Some(_) => {}
-            None => l.unknown += 1,
-        }
     }
-    l.updates = ctx.roles.updates.len() as u64;
+    l.updates = roles.updates.len() as u64;
     l
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::{Index, Io, RecordStats, TensorInfo};
     use crate::threads::counting::Tensors;
-    use std::sync::atomic::Ordering;
+    use accutrace_formats::DType;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A capture's records, each tensor's statistics read from them counted (the locator is the tensor).
+    struct Records(Vec<AtomicUsize>);
+
+    impl RecordStats for Records {
+        fn stats_at(&self, locator: u64) -> Option<TensorStats> {
+            self.0[locator as usize].fetch_add(1, Ordering::SeqCst);
+            Some(TensorStats::of_f32(&[0.0, 0.5, locator as f32], DType::FLOAT))
+        }
+    }
+
+    /// Two steps of activations (MatMul, Relu) and a weight's update, statistics in records only.
+    struct Capture(Index);
+
+    impl Source for Capture {
+        fn kind(&self) -> &'static str {
+            "capture"
+        }
+        fn root(&self) -> &std::path::Path {
+            std::path::Path::new("run")
+        }
+        fn index(&self) -> &Index {
+            &self.0
+        }
+        fn read_values(&self, _: TensorId, _: &mut Vec<f32>) -> anyhow::Result<()> {
+            anyhow::bail!("statistics only")
+        }
+        fn content_hash(&self, _: TensorId) -> anyhow::Result<u64> {
+            anyhow::bail!("statistics only")
+        }
+    }
+
+    /// Every condition on, each check a tensor is given (label, overflow, all zero, size, saturation,
+    /// range) reads its record once; an update's tensors are asked again by the update's conditions only.
+    #[test]
+    fn each_tensor_s_statistics_are_read_once_for_its_checks() {
+        let mut index = Index::default();
+        for step in 0..2 {
+            for (name, op_type, tensors) in [
+                ("layer_0/mm", "MatMul", &[Io::Input, Io::Input, Io::Output][..]),
+                ("layer_0/relu", "Relu", &[Io::Input, Io::Output]),
+                ("optimizer/w/ApplyAdam", "ApplyAdam", &[Io::Input, Io::Input, Io::Output]),
+            ] {
+                let op = index.push_op(name.into(), op_type.into(), step, 0);
+                for (k, &io) in tensors.iter().enumerate() {
+                    let t = index.tensors.len() as u64;
+                    let info = TensorInfo {
+                        locator: t,
+                        ..TensorInfo::for_test(op, io, k as u32, DType::FLOAT, vec![4])
+                    };
+                    let t = index.push_tensor(info);
+                    index.set_stats_in_record(t);
+                }
+            }
+        }
+        let records = Arc::new(Records((0..index.tensors.len()).map(|_| AtomicUsize::new(0)).collect()));
+        index.read_record_stats_with(records.clone());
+        let mut conditions = super::super::defaults();
+        for c in &mut conditions {
+            c.enabled = true;
+            for &p in c.accepts {
+                c.params.entry(p).or_insert(if p == "range_start" { 0.0 } else { 1.0 });
+            }
+        }
+        let options =
+            WatchOptions { filter: Default::default(), conditions, read_tensors: false, progress: false };
+        let source = Capture(index);
+        let report = watch(&source, &options);
+        let roles = Roles::of(source.index());
+        let named: Vec<TensorId> =
+            roles.updates.iter().flat_map(|u| [Some(u.before), u.after, u.gradient]).flatten().collect();
+        assert_eq!(named.len(), 6, "two updates of a weight by its gradient");
+        let reads = |t: TensorId| records.0[t].load(Ordering::SeqCst);
+        for t in (0..source.index().tensors.len()).filter(|t| roles.role(*t).is_some()) {
+            // A weight before its update is asked by the update and the initial weight's check too, a
+            // gradient by the gradient norms and the update.
+            let most = if named.contains(&t) { 3 } else { 1 };
+            assert!((1..=most).contains(&reads(t)), "tensor {t} read {} times, at most {most}", reads(t));
+        }
+        let answered =
+            |name: &str| report.conditions.iter().any(|c| c.name == name && c.decided + c.cant_tell > 0);
+        // The checks ran: every condition on tensors answered.
+        for name in [
+            "tensor_overflow",
+            "tensor_all_zero",
+            "activation_too_large",
+            "activation_too_small",
+            "dead_relu",
+            "activation_range",
+            "weight_initialization",
+            "weight_change_too_large",
+            "weight_too_large",
+            "gradient_overflow",
+            "gradient_too_large",
+        ] {
+            assert!(answered(name), "{name}: {:?}", report.conditions);
+        }
+    }
 
     /// Statistics and histograms computed from the values of a source that stored none: tensors of 512 MiB
     /// as f32 one at a time on a pool of four threads (the budget's one), each tensor's own.

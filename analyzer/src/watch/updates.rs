@@ -4,7 +4,7 @@
 
 use super::checks::{thresholds, with_detail, GT, LT, TENSORS, ZEROS};
 use super::conditions::Condition;
-use super::context::{get, Ctx, Event};
+use super::context::{finite, get, Ctx, Event};
 use super::findings::NormPoint;
 use super::measure::{self, above, below, Measure, Verdict};
 use crate::index::TensorId;
@@ -91,6 +91,9 @@ pub(super) fn update(
 ) -> Vec<Event> {
     let mut events = Vec::new();
     let after = after(u, all);
+    // What is known of the update's tensors, read once for all its conditions (#18: a read decodes a record).
+    let before = (u.before, ctx.known.get(u.before));
+    let known_after = after.and_then(|a| ctx.known.get(a));
     let hash = |t: TensorId| ctx.index.tensors[t].hash();
     let equal = after.and_then(|a| Some(hash(u.before)? == hash(a)?));
     if let (Some(c), Some(a)) = (get(conditions, "weight_not_changed"), after) {
@@ -122,7 +125,7 @@ pub(super) fn update(
         ("weight_change_too_small", "abs_mean_update_ratio_lt", false),
     ] {
         let (Some(c), Some(a)) = (get(conditions, name), after) else { continue };
-        let (Some(threshold), Some(kb), Some(ka)) = (c.get(param), ctx.finite(u.before), ctx.finite(a))
+        let (Some(threshold), Some(kb), Some(ka)) = (c.get(param), finite(before.1), finite(known_after))
         else {
             continue;
         };
@@ -156,12 +159,13 @@ pub(super) fn update(
     }
     for (name, params) in [("weight_too_large", GT), ("weight_too_small", LT)] {
         if let Some(c) = get(conditions, name) {
-            events.extend(thresholds(ctx, c, params, u.before, None));
+            events.extend(thresholds(ctx, c, params, before, None));
         }
     }
     let Some(g) = u.gradient else { return events };
+    let gradient = (g, ctx.known.get(g));
     let trend = trends.get(&(u.rank, u.param.clone()));
-    if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), ctx.known.get(g)) {
+    if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), gradient.1) {
         let a = Anomaly::of(&k.stats, true);
         events.push(if a.nan + a.inf > 0 {
             let n = Measure::exact((a.nan + a.inf) as f64);
@@ -173,7 +177,7 @@ pub(super) fn update(
     }
     for (name, params) in [("gradient_vanishing", LT), ("gradient_too_large", GT)] {
         if let Some(c) = get(conditions, name) {
-            events.extend(thresholds(ctx, c, params, g, trend));
+            events.extend(thresholds(ctx, c, params, gradient, trend));
         }
     }
     events
@@ -213,13 +217,14 @@ pub(super) fn initialization(ctx: &Ctx<'_>, conditions: &[Condition], updates: &
             ));
             continue;
         }
-        let Some(k) = ctx.finite(u.before) else { continue };
+        let before = (u.before, ctx.known.get(u.before));
+        let Some(k) = finite(before.1) else { continue };
         let matrix = ctx.index.tensors[u.before].shape.iter().filter(|&&d| d > 1).count() >= 2;
         let mut params: Vec<&str> = vec!["max_gt", "min_lt"];
         if matrix {
             params.extend(["abs_mean_gt", "abs_mean_lt"]);
         }
-        let mut these = thresholds(ctx, c, &params, u.before, None);
+        let mut these = thresholds(ctx, c, &params, before, None);
         if let (true, Some(ge)) = (matrix, c.get("zero_percentage_ge")) {
             match k.zero_percentage() {
                 Some(p) if p >= ge => {
