@@ -14,7 +14,7 @@
 //! text; [`ArgTexts`] gives a row's cells (#18: the text of every argument, then a row of positions per
 //! target argument held to the end, grew with the tensor count).
 
-use super::row::CompareRow;
+use super::row::{CompareRow, SharedMessages};
 use crate::filter::Filter;
 use crate::index::{Index, RecordedArg, TensorId};
 use crate::metrics::verdict::{call_of, verdicts as decide_call, Level, Verdict, VerdictRow};
@@ -211,37 +211,46 @@ impl<'a> ArgTexts<'a> {
 /// msprobe's verdicts for the compared rows, by row ([`verdicts`] gives them): the rows take them once the
 /// table no longer borrows them.
 pub(super) struct RowVerdicts {
-    /// Each row's level (`Pass` for a row no argument of the table compared, as a row starts).
-    levels: Vec<Level>,
-    /// The messages of the rows that have any.
-    messages: HashMap<usize, Vec<String>>,
+    /// Each row's verdict, numbered in `known` (0, a pass without messages, for a row no argument of the
+    /// table compared, as a row starts).
+    of_row: Vec<u32>,
+    /// Each verdict found (its level as a number, its messages), numbered, with its level: msprobe's
+    /// messages are a few fixed sentences, so the rows share a few verdicts, each held once (#18: a row's
+    /// messages held for each row were 49 MiB of 198,840 pairs of two statistics captures).
+    known: HashMap<(u8, Vec<String>), (u32, Level)>,
 }
 
 impl RowVerdicts {
-    /// Each row's `Result` and its messages.
+    fn new(rows: usize) -> RowVerdicts {
+        let known = HashMap::from([((Level::Pass as u8, Vec::new()), (0, Level::Pass))]);
+        RowVerdicts { of_row: vec![0; rows], known }
+    }
+
+    /// Each row's `Result` and its messages, one copy of each verdict's messages for all the rows.
     pub(super) fn apply(self, rows: &mut [CompareRow]) {
-        for (row, level) in rows.iter_mut().zip(self.levels) {
-            row.result = level;
+        let mut verdicts = vec![(Level::Pass, SharedMessages::new(Vec::new())); self.known.len()];
+        for ((_, messages), (n, level)) in self.known {
+            verdicts[n as usize] = (level, SharedMessages::new(messages));
         }
-        for (i, messages) in self.messages {
-            rows[i].set_messages(messages);
+        for (row, n) in rows.iter_mut().zip(self.of_row) {
+            let (level, messages) = &verdicts[n as usize];
+            row.result = *level;
+            row.share_messages(messages);
         }
     }
 
     /// Row `i` takes `verdict` (a later argument compared in the same row replaces an earlier one's).
     fn set(&mut self, i: usize, verdict: Verdict) {
-        self.levels[i] = verdict.level;
-        match verdict.messages.is_empty() {
-            true => self.messages.remove(&i),
-            false => self.messages.insert(i, verdict.messages),
-        };
+        let next = self.known.len() as u32;
+        let key = (verdict.level as u8, verdict.messages);
+        self.of_row[i] = self.known.entry(key).or_insert((next, verdict.level)).0;
     }
 }
 
 /// msprobe's verdicts for `rows` (the compared pairs) of target `ti` against bench `bi`, limited to
 /// `filter`: msprobe decides them per API call over every argument it lists, not only the compared tensors.
 pub(super) fn verdicts(ti: &Index, bi: &Index, rows: &[CompareRow], filter: &Filter) -> RowVerdicts {
-    let mut found = RowVerdicts { levels: vec![Level::Pass; rows.len()], messages: HashMap::new() };
+    let mut found = RowVerdicts::new(rows.len());
     // The checks read the extremes alone: the mean's and norm's text is not made.
     let each = |entry: TableRow<'_>| {
         if let Some(i) = entry.row.compared() {

@@ -6,7 +6,7 @@ use crate::metrics::msprobe::Accuracy;
 use crate::metrics::verdict::Level;
 use crate::metrics::{MsaccucmpMetrics, MsprobeMetrics};
 use accutrace_formats::stats::TensorStats;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// The metrics of a row that measured none ([`CompareRow::msprobe`] of a row without its own).
 static UNSUPPORTED: LazyLock<MsprobeMetrics> = LazyLock::new(MsprobeMetrics::unsupported);
@@ -66,8 +66,11 @@ pub struct CompareRow {
     /// What the verdict rests on; [`Measured::Nothing`] leaves the pair unjudged.
     pub measured: Measured,
     /// msprobe's messages, why the pair failed and why a side could not be read: absent for most rows, so
-    /// boxed together (#18: inline they were 72 of a row's 352 bytes).
-    texts: Option<Box<RowTexts>>,
+    /// boxed together (#18: inline they were 72 of a row's 352 bytes). Rows whose only texts are the same
+    /// messages of msprobe share one box ([`SharedMessages`]): its messages are a few fixed sentences,
+    /// and every pair of two statistics captures whose hashes differ has one (#18: a box and two strings
+    /// a row, 49 MiB at 198,840 such pairs).
+    texts: Option<Arc<RowTexts>>,
 }
 
 /// A row's bench id where no bench tensor matched (ids stay below it: matching holds them in 32 bits too).
@@ -79,6 +82,17 @@ struct RowTexts {
     messages: Vec<String>,
     reason: Option<String>,
     error: Option<String>,
+}
+
+/// msprobe's messages of one verdict, made once for every row that takes them
+/// ([`CompareRow::share_messages`]).
+#[derive(Clone, Debug)]
+pub(super) struct SharedMessages(Option<Arc<RowTexts>>);
+
+impl SharedMessages {
+    pub(super) fn new(messages: Vec<String>) -> SharedMessages {
+        SharedMessages((!messages.is_empty()).then(|| Arc::new(RowTexts { messages, ..RowTexts::default() })))
+    }
 }
 
 impl CompareRow {
@@ -154,13 +168,24 @@ impl CompareRow {
         }
     }
 
+    /// Takes `messages` as msprobe's messages: a row without other texts points to them, one with others
+    /// copies them.
+    pub(super) fn share_messages(&mut self, messages: &SharedMessages) {
+        match (&self.texts, &messages.0) {
+            (None, shared) => self.texts = shared.clone(),
+            (Some(_), shared) => {
+                self.set_messages(shared.as_ref().map_or_else(Vec::new, |t| t.messages.clone()))
+            }
+        }
+    }
+
     /// Changes the texts, boxed only while one is set (the setters allocate nothing to leave a row
-    /// without texts).
+    /// without texts); texts shared with other rows are copied first.
     fn edit_texts(&mut self, edit: impl FnOnce(&mut RowTexts)) {
-        let mut texts = self.texts.take().unwrap_or_default();
+        let mut texts = self.texts.take().map(Arc::unwrap_or_clone).unwrap_or_default();
         edit(&mut texts);
         let empty = texts.messages.is_empty() && texts.reason.is_none() && texts.error.is_none();
-        self.texts = (!empty).then_some(texts);
+        self.texts = (!empty).then(|| Arc::new(texts));
     }
 
     /// The target's statistics: its index's, else those the comparison measured. `ti` is the target's
@@ -228,6 +253,28 @@ mod tests {
         assert_eq!(*row.msprobe(), MsprobeMetrics::shape_unmatched());
         assert!(row.msprobe.is_some());
         assert_eq!(std::mem::size_of::<CompareRow>(), 56);
+    }
+
+    /// Rows that take the same messages share them; a row that had texts of its own copies them, and a
+    /// change to one row's texts leaves the others' as they were.
+    #[test]
+    fn rows_share_msprobes_messages() {
+        let messages = SharedMessages::new(vec!["Warning: Not measured".into()]);
+        let mut rows: Vec<CompareRow> = (0..3).map(|t| CompareRow::new(t, Some(t), None)).collect();
+        rows[2].set_reason(Some("shapes differ".into()));
+        for row in &mut rows {
+            row.share_messages(&messages);
+        }
+        let at = |row: &CompareRow| row.messages().as_ptr();
+        assert!(rows.iter().all(|r| r.messages() == ["Warning: Not measured"]));
+        assert_eq!(at(&rows[0]), at(&rows[1]), "one copy for the rows without other texts");
+        assert_ne!(at(&rows[0]), at(&rows[2]), "a row with a reason holds its own");
+        assert_eq!(rows[2].reason(), Some("shapes differ"));
+        rows[1].set_error(Some("cannot read".into()));
+        assert_eq!((rows[0].error(), rows[1].error()), (None, Some("cannot read")));
+        assert_eq!(rows[0].messages(), rows[1].messages());
+        rows[0].share_messages(&SharedMessages::new(Vec::new()));
+        assert!(rows[0].texts.is_none() && rows[1].messages().len() == 1);
     }
 
     /// A row's ids, held in 32 bits, read back as they were given, and a row without a counterpart has

@@ -90,6 +90,23 @@ impl RunWriter {
         data: &[u8],
         original_op: Option<&str>,
     ) {
+        self.append(io, index, dtype, data, original_op, true);
+    }
+
+    /// [`RunWriter::tensor`] as a statistics capture records it: its statistics and content hash, no data.
+    pub fn tensor_without_data(&mut self, io: Io, index: u32, dtype: DType, data: &[u8]) {
+        self.append(io, index, dtype, data, None, false);
+    }
+
+    fn append(
+        &mut self,
+        io: Io,
+        index: u32,
+        dtype: DType,
+        data: &[u8],
+        original_op: Option<&str>,
+        keep_data: bool,
+    ) {
         let bits = dtype.bits().expect("a dtype of fixed width") as usize;
         let meta = TensorMeta {
             io,
@@ -105,7 +122,8 @@ impl RunWriter {
             true => TensorStats::of_bytes(dtype, data).unwrap(),
             false => TensorStats::default(),
         };
-        self.writer.append_tensor(&meta, &stats, content_hash(data), Some(data), 1).unwrap();
+        let kept = keep_data.then_some(data);
+        self.writer.append_tensor(&meta, &stats, content_hash(data), kept, 1).unwrap();
     }
 
     /// A statistics CSV record (`dump_data: stats`) of `step`: `csv` as a dump callback got it for
