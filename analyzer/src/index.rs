@@ -11,6 +11,7 @@
 use accutrace_formats::capture::CollectiveOp;
 /// When the runtime says an op ran (the execution-order key, shared with the capture's step marks).
 pub use accutrace_formats::dump::Launch;
+use accutrace_formats::dump::PackedLaunch;
 use accutrace_formats::histogram::Histogram;
 use accutrace_formats::DType;
 
@@ -276,9 +277,9 @@ pub struct IndexedOp {
     /// Position in execution order within the source (monotonic across steps): equal to the op's id once
     /// [`Index::order_by_execution`] has run, its arrival position before.
     pub order: u64,
-    /// What the runtime said about when the op ran; `None` where the source only has its own order
-    /// (an msprobe `dump.json` lists the calls in the order they were made).
-    pub launch: Option<Launch>,
+    /// What the runtime said about when the op ran ([`IndexedOp::launch`]), its ids in 32 bits: 56 bytes as
+    /// an `Option<Launch>` (#18: memory with the op count).
+    launch: PackedLaunch,
     /// The op's tensor ids: inputs `first_tensor..first_output`, outputs `first_output..tensors_end`.
     /// 32 bits: [`Index::push_tensor`] refuses, as an input problem, a table longer than that numbers.
     first_tensor: u32,
@@ -287,6 +288,12 @@ pub struct IndexedOp {
 }
 
 impl IndexedOp {
+    /// What the runtime said about when the op ran; `None` where the source only has its own order
+    /// (an msprobe `dump.json` lists the calls in the order they were made).
+    pub fn launch(&self) -> Option<Launch> {
+        self.launch.get()
+    }
+
     /// The op's inputs, in order: ids into [`Index::tensors`].
     pub fn inputs(&self) -> std::ops::Range<TensorId> {
         self.first_tensor as TensorId..self.first_output as TensorId
@@ -326,7 +333,7 @@ impl Serialize for IndexedOp {
         s.serialize_field("step", &self.step)?;
         s.serialize_field("rank", &self.rank)?;
         s.serialize_field("order", &self.order)?;
-        s.serialize_field("launch", &self.launch)?;
+        s.serialize_field("launch", &self.launch())?;
         s.serialize_field("inputs", &self.inputs().collect::<Vec<_>>())?;
         s.serialize_field("outputs", &self.outputs().collect::<Vec<_>>())?;
         s.end()
@@ -510,7 +517,7 @@ impl Index {
         let sub_task = |l: &Launch| l.context_id != 0 || l.thread_id != 0;
         // Most runs have no sub-task records: no map of every op-level task then (#18: 5.6 MB of diff's heap
         // peak at 198,840 tensors).
-        if !self.ops.iter().any(|op| op.launch.is_some_and(|l| sub_task(&l))) {
+        if !self.ops.iter().any(|op| op.launch().is_some_and(|l| sub_task(&l))) {
             return HashMap::new();
         }
         fn task<'i>(op: &'i IndexedOp, l: &Launch) -> (u32, u64, &'i str, u64, u64) {
@@ -518,13 +525,13 @@ impl Index {
         }
         let mut op_level = HashMap::new();
         for (id, op) in self.ops.iter().enumerate() {
-            if let Some(l) = op.launch.filter(|l| !sub_task(l)) {
+            if let Some(l) = op.launch().filter(|l| !sub_task(l)) {
                 op_level.insert(task(op, &l), id);
             }
         }
         let mut copies = HashMap::new();
         for (id, op) in self.ops.iter().enumerate() {
-            let Some(l) = op.launch.filter(sub_task) else { continue };
+            let Some(l) = op.launch().filter(sub_task) else { continue };
             if let Some(&of) = op_level.get(&task(op, &l)) {
                 copies.insert(id, of);
             }
@@ -575,7 +582,7 @@ impl Index {
             step,
             rank,
             order,
-            launch,
+            launch: PackedLaunch::new(launch),
             first_tensor: 0,
             first_output: 0,
             tensors_end: 0,
@@ -591,7 +598,7 @@ impl Index {
         let mut op_order: Vec<OpId> = (0..self.ops.len()).collect();
         op_order.sort_by_key(|&o| {
             let op = &self.ops[o];
-            (op.rank, op.step, op.launch.is_none(), op.launch, op.order)
+            (op.rank, op.step, op.launch().is_none(), op.launch(), op.order)
         });
         let mut new_op = vec![0; self.ops.len()];
         for (new, &old) in op_order.iter().enumerate() {
@@ -738,7 +745,7 @@ impl Index {
                 let start = call.info.start_us;
                 let ops = ops_of.get(&call.rank)?;
                 let pos = cursor.entry(call.rank).or_default();
-                while *pos < ops.len() && ops[*pos].launch.is_none_or(|l| start >= l.timestamp_us) {
+                while *pos < ops.len() && ops[*pos].launch().is_none_or(|l| start >= l.timestamp_us) {
                     *pos += 1;
                 }
                 let before = pos.checked_sub(1).map(|p| ops[p].step);
@@ -850,10 +857,11 @@ mod tests {
         // name one pointer each (`SharedShape`, `SharedName`): 192 with them `Arc<[u64]>` and `Arc<str>`
         // (16 bytes each), 208 with a `Vec` and a `String`.
         assert_eq!(std::mem::size_of::<TensorInfo>(), 64, "bytes a tensor in every index");
-        // Names one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a
-        // heap block each beside it) instead of bounds of the tensor table; 176 before that with a `String`
-        // each for the name and the type.
-        assert_eq!(std::mem::size_of::<IndexedOp>(), 104, "bytes an op in every index");
+        // The launch's ids in 32 bits (`PackedLaunch`, 32 bytes): 104 with an `Option<Launch>` (56). Names
+        // one pointer each: 120 with `Arc<str>`s. 160 with a list each of inputs and outputs (and a heap
+        // block each beside it) instead of bounds of the tensor table; 176 before that with a `String` each
+        // for the name and the type.
+        assert_eq!(std::mem::size_of::<IndexedOp>(), 80, "bytes an op in every index");
     }
 
     #[test]
@@ -1105,9 +1113,9 @@ mod tests {
             let original = arrived();
             let mut index = Index::default();
             let mut ids: Vec<usize> =
-                (0..original.ops.len()).filter(|&o| original.ops[o].launch.is_some()).collect();
+                (0..original.ops.len()).filter(|&o| original.ops[o].launch().is_some()).collect();
             ids.rotate_left(shift);
-            ids.extend((0..original.ops.len()).filter(|&o| original.ops[o].launch.is_none()));
+            ids.extend((0..original.ops.len()).filter(|&o| original.ops[o].launch().is_none()));
             for o in ids {
                 let op = &original.ops[o];
                 let id = index.push_op_at(
@@ -1115,7 +1123,7 @@ mod tests {
                     op.op_type.to_string(),
                     op.step,
                     op.rank,
-                    op.launch,
+                    op.launch(),
                 );
                 index.push_tensor(tensor(id, Io::Output, 0));
             }

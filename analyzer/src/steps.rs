@@ -79,7 +79,7 @@ pub fn resolve_capture_steps(
     starts_at_first_segment: bool,
     stream: &str,
 ) {
-    let launch = |index: &Index, id: OpId| index.ops[id].launch.unwrap_or_default();
+    let launch = |index: &Index, id: OpId| index.ops[id].launch().unwrap_or_default();
     let hook_called = marks.iter().any(|m| m.source == StepSource::Hook);
     let marker_marks = marks.iter().any(|m| m.source == StepSource::Marker);
     if marker_marks {

@@ -28,9 +28,9 @@ fn an_op_holds_no_list_of_its_tensors() {
     let last = &index.ops[OPS - 1];
     let t = 3 * (OPS - 1);
     assert_eq!((last.inputs(), last.outputs()), (t..t + 2, t + 2..t + 3));
-    // A slot of the op table (104 bytes) and what the op holds beside it: none. With a list of
-    // inputs and one of outputs, 160 and 64 (a heap block of four ids each); 120 with the names fat
-    // pointers (`Arc<str>`).
+    // A slot of the op table (80 bytes; 104 with the launch an `Option<Launch>`) and what the op holds
+    // beside it: none. With a list of inputs and one of outputs, 160 and 64 (a heap block of four ids
+    // each); 120 with the names fat pointers (`Arc<str>`).
     let per_op = std::mem::size_of::<IndexedOp>() + held / OPS;
-    assert!(per_op <= 112, "{per_op} bytes an op ({held} bytes held beside the tables for {OPS} ops)");
+    assert!(per_op <= 88, "{per_op} bytes an op ({held} bytes held beside the tables for {OPS} ops)");
 }

@@ -602,7 +602,7 @@ impl<'a> Folded<'a> {
                 differing_inputs,
                 output: f.diff.clone(),
             };
-            found.push((first, op.launch.map(|l| l.timestamp_us)));
+            found.push((first, op.launch().map(|l| l.timestamp_us)));
         }
         found
     }

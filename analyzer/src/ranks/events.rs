@@ -391,7 +391,7 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
                 };
                 Event {
                     step: o.step,
-                    time_us: o.launch.map(|l| l.timestamp_us),
+                    time_us: o.launch().map(|l| l.timestamp_us),
                     kind,
                     tensors: o.tensors().map(&mut summary).collect(),
                 }

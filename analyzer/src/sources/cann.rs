@@ -174,7 +174,7 @@ impl CannDumpSource {
             }
         }
         for (rank, mut ops) in stepless {
-            ops.sort_by_key(|&op| (index.ops[op].launch, op));
+            ops.sort_by_key(|&op| (index.ops[op].launch(), op));
             let stream = format!("{} device {rank}", root.display());
             let how =
                 "CANN's single-operator dumps carry no step; set the dump path to step{N}/ at each step, as \

@@ -122,7 +122,7 @@ pub fn same_run(a: &dyn Source, b: &dyn Source) -> Option<String> {
         return None;
     }
     let launches = |s: &dyn Source| -> Option<Vec<(u32, u64)>> {
-        s.index().ops.iter().map(|o| o.launch.map(|l| (o.rank, l.timestamp_us))).collect()
+        s.index().ops.iter().map(|o| o.launch().map(|l| (o.rank, l.timestamp_us))).collect()
     };
     match (launches(a), launches(b)) {
         (Some(x), Some(y)) if !x.is_empty() && x == y => Some(format!(

@@ -42,9 +42,103 @@ impl Launch {
     }
 }
 
+/// A [`Launch`], or none, in 32 bytes instead of an `Option`'s 56: CANN's dump number and task, stream,
+/// context and thread ids fit in 32 bits, and a launch whose do not is boxed whole. An op table holds one
+/// per op (#18: memory with the op count).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PackedLaunch {
+    /// No launch: the source only has its own order.
+    #[default]
+    None,
+    /// A launch without a dump number.
+    Unnumbered {
+        /// [`Launch::timestamp_us`].
+        timestamp_us: u64,
+        /// Task, stream, context and thread ids.
+        ids: [u32; 4],
+    },
+    /// A launch with a dump number (six-field names).
+    Numbered {
+        /// [`Launch::timestamp_us`].
+        timestamp_us: u64,
+        /// [`Launch::dump_number`].
+        dump_number: u32,
+        /// Task, stream, context and thread ids.
+        ids: [u32; 4],
+    },
+    /// A launch whose ids do not fit in 32 bits, as it was.
+    Wide(Box<Launch>),
+}
+
+impl PackedLaunch {
+    /// `launch` packed: boxed only where an id needs more than 32 bits.
+    pub fn new(launch: Option<Launch>) -> PackedLaunch {
+        let Some(l) = launch else { return PackedLaunch::None };
+        let narrow = |v: u64| u32::try_from(v).ok();
+        let ids = [l.task_id, l.stream_id, l.context_id, l.thread_id].map(narrow);
+        let [Some(task), Some(stream), Some(context), Some(thread)] = ids else {
+            return PackedLaunch::Wide(Box::new(l));
+        };
+        let (timestamp_us, ids) = (l.timestamp_us, [task, stream, context, thread]);
+        match l.dump_number.map(narrow) {
+            None => PackedLaunch::Unnumbered { timestamp_us, ids },
+            Some(Some(dump_number)) => PackedLaunch::Numbered { timestamp_us, dump_number, ids },
+            Some(None) => PackedLaunch::Wide(Box::new(l)),
+        }
+    }
+
+    /// The launch packed.
+    pub fn get(&self) -> Option<Launch> {
+        let unpack = |timestamp_us, dump_number, [task, stream, context, thread]: [u32; 4]| Launch {
+            timestamp_us,
+            dump_number,
+            task_id: task.into(),
+            stream_id: stream.into(),
+            context_id: context.into(),
+            thread_id: thread.into(),
+        };
+        match self {
+            PackedLaunch::None => None,
+            PackedLaunch::Unnumbered { timestamp_us, ids } => Some(unpack(*timestamp_us, None, *ids)),
+            PackedLaunch::Numbered { timestamp_us, dump_number, ids } => {
+                Some(unpack(*timestamp_us, Some((*dump_number).into()), *ids))
+            }
+            PackedLaunch::Wide(l) => Some(**l),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_packs_into_32_bytes_and_back() {
+        let wide = u64::from(u32::MAX) + 1;
+        let l = Launch {
+            timestamp_us: u64::MAX,
+            dump_number: None,
+            task_id: 1,
+            stream_id: 2,
+            context_id: 3,
+            thread_id: u32::MAX.into(),
+        };
+        let mut launches =
+            vec![None, Some(Launch::default()), Some(l), Some(Launch { dump_number: Some(0), ..l })];
+        launches.push(Some(Launch { dump_number: Some(u32::MAX.into()), ..l }));
+        // Past 32 bits, each field: boxed, as it was.
+        launches.push(Some(Launch { dump_number: Some(wide), ..l }));
+        launches.push(Some(Launch { task_id: wide, ..l }));
+        launches.push(Some(Launch { stream_id: wide, ..l }));
+        launches.push(Some(Launch { context_id: wide, ..l }));
+        launches.push(Some(Launch { thread_id: u64::MAX, dump_number: Some(7), ..l }));
+        for (k, launch) in launches.into_iter().enumerate() {
+            let packed = PackedLaunch::new(launch);
+            assert_eq!(packed.get(), launch, "launch {k}");
+            assert_eq!(matches!(packed, PackedLaunch::Wide(_)), k >= 5, "launch {k}: {packed:?}");
+        }
+        assert_eq!(std::mem::size_of::<PackedLaunch>(), 32);
+    }
     use crate::dump::parse_file_name;
 
     #[test]

@@ -23,7 +23,7 @@ pub mod write;
 pub use file::{
     format_name, parse_dump, parse_dump_file, BinaryHeader, DumpFile, DumpLayout, DumpTensor, Io, MappedFile,
 };
-pub use launch::Launch;
+pub use launch::{Launch, PackedLaunch};
 pub use mapping::NameMapping;
 pub use names::{
     format_file_name, parse_file_name, sanitize_op_name, DumpFileName, FftsForm, FftsSuffix, FileKind,
