@@ -462,6 +462,29 @@ mod tests {
         }
     }
 
+    /// A tally appended to another counts as its events added after the other's: counts summed, a "can't
+    /// tell" group's examples first-come, at most three.
+    #[test]
+    fn an_appended_tally_comes_after() {
+        let conditions = super::super::defaults();
+        let cant_tell = |step| Event::CantTell {
+            condition: "tensor_all_zero",
+            reason: "r".into(),
+            would_decide: "w",
+            place: crate::watch::Place { step: Some(step), rank: None, op: None, tensor: None, bounds: None },
+        };
+        let (mut first, mut later) = (Tally::new(&conditions), Tally::new(&conditions));
+        first.add(&conditions, [cant_tell(0), cant_tell(1), Event::Decided("tensor_all_zero")]);
+        later.add(&conditions, [cant_tell(2), cant_tell(3), Event::Decided("loss_zero")]);
+        first.append(later);
+        let group = &first.cant_tell[&("tensor_all_zero", "r".to_string())];
+        let steps: Vec<Option<u64>> = group.examples.iter().map(|p| p.step).collect();
+        assert_eq!((group.count, steps), (4, vec![Some(0), Some(1), Some(2)]));
+        let count =
+            |name: &str| first.summaries.iter().find(|c| c.name == name).map(|c| (c.decided, c.cant_tell));
+        assert_eq!((count("tensor_all_zero"), count("loss_zero")), (Some((1, 4)), Some((1, 0))));
+    }
+
     /// Statistics and histograms computed from the values of a source that stored none: tensors of 512 MiB
     /// as f32 one at a time on a pool of four threads (the budget's one), each tensor's own.
     #[test]
