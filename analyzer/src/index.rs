@@ -807,27 +807,7 @@ impl Index {
     /// What a capture covers when its ring policy deleted old steps, one line per rank (`rank 0: steps
     /// 3-7; steps 0-2 deleted by the ring policy`); empty when nothing was deleted.
     pub fn ring_scope(&self) -> Vec<String> {
-        self.ring_deleted
-            .iter()
-            .map(|r| match (r.first_step, r.last_step) {
-                (Some(a), Some(b)) if a > 0 => format!(
-                    "rank {}: steps {a}-{b}; step{} deleted by the ring policy ({} segment(s)), and step {a} \
-                     may have lost its first ops",
-                    r.rank,
-                    if a == 1 { " 0".to_string() } else { format!("s 0-{}", a - 1) },
-                    r.segments_deleted
-                ),
-                (Some(a), Some(b)) => format!(
-                    "rank {}: steps {a}-{b} as numbered here; {} segment(s) before them deleted by the ring \
-                     policy, which steps they held is unknown",
-                    r.rank, r.segments_deleted
-                ),
-                _ => format!(
-                    "rank {}: no op left; {} segment(s) deleted by the ring policy",
-                    r.rank, r.segments_deleted
-                ),
-            })
-            .collect()
+        ring_scope_of(&self.ring_deleted)
     }
 
     /// `op.io.index` label used in reports (`model/attn/MatMul.output.0`).
@@ -838,6 +818,31 @@ impl Index {
         }
         format!("{}.{}.{}", self.ops[t.op()].name, t.io.as_str(), t.index)
     }
+}
+
+/// [`Index::ring_scope`] of what a capture's ring deleted, per stream.
+pub fn ring_scope_of(deleted: &[RingDeleted]) -> Vec<String> {
+    deleted
+        .iter()
+        .map(|r| match (r.first_step, r.last_step) {
+            (Some(a), Some(b)) if a > 0 => format!(
+                "rank {}: steps {a}-{b}; step{} deleted by the ring policy ({} segment(s)), and step {a} \
+                 may have lost its first ops",
+                r.rank,
+                if a == 1 { " 0".to_string() } else { format!("s 0-{}", a - 1) },
+                r.segments_deleted
+            ),
+            (Some(a), Some(b)) => format!(
+                "rank {}: steps {a}-{b} as numbered here; {} segment(s) before them deleted by the ring \
+                 policy, which steps they held is unknown",
+                r.rank, r.segments_deleted
+            ),
+            _ => format!(
+                "rank {}: no op left; {} segment(s) deleted by the ring policy",
+                r.rank, r.segments_deleted
+            ),
+        })
+        .collect()
 }
 
 #[cfg(test)]

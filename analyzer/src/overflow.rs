@@ -7,8 +7,9 @@ use crate::filter::Filter;
 use crate::gathered_stats::GatheredStats;
 use crate::index::{Index, IndexedOp, OpId, TensorId};
 use crate::outcome::Outcome;
-use crate::problems::{InputProblems, ProblemKind};
+use crate::problems::{InputProblem, InputProblems, ProblemKind};
 use crate::progress::Progress;
+use crate::sources::capture::windows::StepWindows;
 use crate::sources::Source;
 use crate::threads::tensors_in_flight;
 use accutrace_formats::capture::CollectiveInfo;
@@ -216,37 +217,186 @@ impl OverflowReport {
 /// The overflow analysis of the ops of `source` that `filter` keeps.
 /// `progress`: a bar on stderr (when it is a terminal) while tensors without stored statistics are decoded.
 pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> OverflowReport {
-    let index = source.index();
-    let ops = filter.op_ids(index);
-    let mut problems = InputProblems::of_sources(&[source]);
-    let stats = gather_stats(source, &ops, &mut problems, progress);
-    let mut report = analyse(index, &ops, &stats, source.root().display().to_string());
-    report.arrivals = collective_arrivals(index, filter);
-    // An origin explains its step on every rank (the overflow flag spans the job); an arrival only its own
-    // rank's step: a rank that skipped the step without one is where the overflow began.
-    let origin_steps: BTreeSet<u64> = report.origins.iter().map(|o| o.step).collect();
-    let arrived: BTreeSet<(u32, u64)> =
-        report.arrivals.iter().filter_map(|a| Some((a.rank, a.step?))).collect();
-    let outside = outside_selection(source, filter, &ops, &stats, &|rank, step| {
-        origin_steps.contains(&step) || arrived.contains(&(rank, step))
-    });
-    // The op that overflowed first, though the selection leaves it out, is an origin: it explains its step
-    // as one does, named instead of what followed from it (the step's skipped update, the scale's drop).
-    let outside_steps: BTreeSet<u64> = outside.iter().map(|w| w.step).collect();
-    let explained = |rank: u32, step: u64| {
-        origin_steps.contains(&step) || outside_steps.contains(&step) || arrived.contains(&(rank, step))
+    let mut fold = OverflowFold::default();
+    fold.add(source, filter, progress);
+    let scope = source.index().ring_scope();
+    fold.finish(source.root().display().to_string(), WholeRun { scope, ..WholeRun::default() })
+}
+
+/// The overflow analysis of a long capture read a window of steps at a time ([`StepWindows`]): the report
+/// [`overflow`] makes of the whole capture, holding one window's index at a time. Every op counts: the
+/// caller reads a capture by windows only without a selection.
+pub fn overflow_by_windows(windows: &StepWindows, progress: bool) -> anyhow::Result<OverflowReport> {
+    let everything = Filter::default();
+    let mut fold = OverflowFold::default();
+    for w in 0..windows.windows().len() {
+        let source = windows.open(w)?;
+        fold.add(&source, &everything, progress);
+    }
+    let whole = WholeRun {
+        leading: windows.mixed_runs().into_iter().cloned().collect(),
+        shortfalls: windows.shortfalls().to_vec(),
+        scope: crate::index::ring_scope_of(windows.ring_deleted()),
     };
-    report.without_origin = without_origin(index, filter, &report.loss_scale, &explained);
-    // The read of inf/NaN that no op of the step produced comes first at its step: it names the op and tensor.
-    let mut unexplained = leaf_reads(index, &ops, &stats, &report.without_origin);
-    unexplained.append(&mut report.without_origin);
-    unexplained.extend(outside);
-    unexplained.sort_by_key(|w| (w.rank, w.step));
-    report.without_origin = unexplained;
-    report.scope = index.ring_scope();
-    report.input_problems = problems;
-    report.warnings = index.warnings.clone();
-    report
+    Ok(fold.finish(windows.root().display().to_string(), whole))
+}
+
+/// What a run read in windows of steps ([`OverflowFold`]) says about itself as a whole, which no window's
+/// index holds.
+#[derive(Default)]
+pub struct WholeRun {
+    /// Problems that lead every other (a mix of runs).
+    pub leading: Vec<InputProblem>,
+    /// Problems of the whole run, after those its windows found (what it misses against its own counts).
+    pub shortfalls: Vec<InputProblem>,
+    /// What the data covers when a ring policy deleted its oldest steps ([`Index::ring_scope`]).
+    pub scope: Vec<String>,
+}
+
+/// The overflow analysis of a run made from the analyses of its parts (windows of steps, each an index of
+/// its own, added in step order), equal to the analysis of the whole: what is found per step and rank is
+/// kept as found, what spans steps (runs of overflowing steps, loss-scale drops, skipped updates, the reads
+/// that explain them) is decided once every part is in. What it holds grows with steps, not tensors.
+#[derive(Default)]
+pub struct OverflowFold {
+    origins: Vec<Origin>,
+    arrivals: Vec<Arrival>,
+    outside: Vec<WithoutOrigin>,
+    scales: ScaleCandidates,
+    /// Per rank and step, whether an optimizer op ran (the steps and ranks the filter keeps).
+    updates: Updates,
+    /// Per rank and step that may turn out unexplained: the first read of inf/NaN no op of the step made.
+    leaf_reads: BTreeMap<(u32, u64), WithoutOrigin>,
+    /// The last loss scale of each rank seen so far, by how it was found (by name, a scaler's multiply).
+    last_scales: [BTreeMap<u32, f64>; 2],
+    index_problems: Vec<InputProblem>,
+    read_problems: InputProblems,
+    warnings: Vec<String>,
+    only_overflowing_ops: bool,
+    unattributed_device_records: usize,
+    tensors_without_statistics: usize,
+}
+
+/// Loss scales found by name, and by a scaler's multiply: the run's are the first where any part names one.
+#[derive(Default)]
+struct ScaleCandidates {
+    named: Vec<LossScale>,
+    multiplied: Vec<LossScale>,
+}
+
+type Updates = BTreeMap<u32, BTreeMap<u64, bool>>;
+
+impl OverflowFold {
+    /// Adds the analysis of `source`'s ops that `filter` keeps (a part of the run: its steps come after
+    /// those of the parts added before).
+    pub fn add(&mut self, source: &dyn Source, filter: &Filter, progress: bool) {
+        let index = source.index();
+        let ops = filter.op_ids(index);
+        let stats = gather_stats(source, &ops, &mut self.read_problems, progress);
+        let found = analyse(index, &ops, &stats);
+        let arrivals = collective_arrivals(index, filter);
+        let origin_steps: BTreeSet<u64> = found.origins.iter().map(|o| o.step).collect();
+        let arrived: BTreeSet<(u32, u64)> = arrivals.iter().filter_map(|a| Some((a.rank, a.step?))).collect();
+        // A part holds every rank of its steps: an origin explains its step here as in the whole run.
+        let outside = outside_selection(source, filter, &ops, &stats, &|rank, step| {
+            origin_steps.contains(&step) || arrived.contains(&(rank, step))
+        });
+        let (named, multiplied) = loss_scale_candidates(index, &ops, &|t| stats.get(&t));
+        let updates = updates_of(index, filter);
+        // Where the whole run may find a step unexplained: a step without its update, a scale that dropped.
+        let mut places: BTreeSet<(u32, u64)> = updates
+            .iter()
+            .flat_map(|(&rank, steps)| steps.iter().filter(|(_, &u)| !u).map(move |(&step, _)| (rank, step)))
+            .collect();
+        for (list, last) in [&named, &multiplied].into_iter().zip(&mut self.last_scales) {
+            for l in list.iter() {
+                if last.insert(l.rank, l.value).is_some_and(|before| l.value < before) {
+                    places.insert((l.rank, l.step));
+                }
+            }
+        }
+        places.retain(|&(rank, step)| !origin_steps.contains(&step) && !arrived.contains(&(rank, step)));
+        for w in leaf_reads(index, &ops, &stats, &places) {
+            self.leaf_reads.insert((w.rank, w.step), w);
+        }
+        for (rank, steps) in updates {
+            self.updates.entry(rank).or_default().extend(steps);
+        }
+        self.origins.extend(found.origins);
+        self.arrivals.extend(arrivals);
+        self.outside.extend(outside);
+        self.scales.named.extend(named);
+        self.scales.multiplied.extend(multiplied);
+        self.index_problems.extend(index.problems.iter().cloned());
+        self.warnings.extend(index.warnings.iter().cloned());
+        self.only_overflowing_ops |= index.only_overflowing_ops;
+        self.unattributed_device_records += found.unattributed_device_records;
+        self.tensors_without_statistics += found.tensors_without_statistics;
+    }
+
+    /// The report on the run `run` whose every part was added.
+    pub fn finish(self, run: String, whole: WholeRun) -> OverflowReport {
+        let mut origins = self.origins;
+        origins.sort_by_key(|o| (o.rank, o.step));
+        let mut arrivals = self.arrivals;
+        arrivals.sort_by_key(|a| (a.step.is_none(), a.step, a.rank));
+        let loss_scale =
+            if self.scales.named.is_empty() { self.scales.multiplied } else { self.scales.named };
+        let mut loss_scale = loss_scale;
+        loss_scale.sort_by_key(|l| (l.rank, l.step));
+        let mut index_problems = whole.leading;
+        index_problems.extend(self.index_problems);
+        index_problems.extend(whole.shortfalls);
+        // An origin explains its step on every rank (the overflow flag spans the job); an arrival only its own
+        // rank's step: a rank that skipped the step without one is where the overflow began. The op that
+        // overflowed first, though the selection leaves it out, explains its step as an origin does.
+        let origin_steps: BTreeSet<u64> = origins.iter().map(|o| o.step).collect();
+        let arrived: BTreeSet<(u32, u64)> = arrivals.iter().filter_map(|a| Some((a.rank, a.step?))).collect();
+        let outside_steps: BTreeSet<u64> = self.outside.iter().map(|w| w.step).collect();
+        let explained = |rank: u32, step: u64| {
+            origin_steps.contains(&step) || outside_steps.contains(&step) || arrived.contains(&(rank, step))
+        };
+        let lost_records = index_problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
+        let without = without_origin_of(
+            &self.updates,
+            self.only_overflowing_ops,
+            lost_records,
+            &loss_scale,
+            &explained,
+        );
+        // The read of inf/NaN that no op of the step produced comes first at its step: it names the op and
+        // tensor.
+        let places: BTreeSet<(u32, u64)> = without.iter().map(|w| (w.rank, w.step)).collect();
+        let mut leaf_reads = self.leaf_reads;
+        let mut unexplained: Vec<WithoutOrigin> =
+            places.iter().filter_map(|place| leaf_reads.remove(place)).collect();
+        unexplained.extend(without);
+        unexplained.extend(self.outside);
+        unexplained.sort_by_key(|w| (w.rank, w.step));
+        let mut input_problems = InputProblems::default();
+        for p in index_problems {
+            input_problems.push(p);
+        }
+        for p in self.read_problems.items() {
+            input_problems.push(p.clone());
+        }
+        let (steps_with_overflow, consecutive_runs) = steps_and_runs(&origins);
+        OverflowReport {
+            run,
+            origins,
+            arrivals,
+            without_origin: unexplained,
+            scope: whole.scope,
+            steps_with_overflow,
+            consecutive_runs,
+            loss_scale,
+            only_overflowing_ops: self.only_overflowing_ops,
+            unattributed_device_records: self.unattributed_device_records,
+            tensors_without_statistics: self.tensors_without_statistics,
+            input_problems,
+            warnings: self.warnings,
+        }
+    }
 }
 
 /// With an op selection (`--op`): the steps whose selected ops read inf/NaN that none of them produced,
@@ -281,7 +431,7 @@ fn outside_selection(
         (0..index.ops.len()).filter(|&o| places.contains(&(index.ops[o].rank, index.ops[o].step))).collect();
     // Tensors left out that cannot be read are not this selection's problem: they only name no origin.
     let whole_stats = gather_stats(source, &whole, &mut InputProblems::default(), false);
-    let full = analyse(index, &whole, &whole_stats, String::new());
+    let full = analyse(index, &whole, &whole_stats);
     full.origins
         .into_iter()
         .map(|o| WithoutOrigin {
@@ -299,16 +449,15 @@ fn outside_selection(
         .collect()
 }
 
-/// Per rank and step of `unexplained`: the first op that read inf/NaN (or saturated values) in an input no
+/// Per rank and step of `places`: the first op that read inf/NaN (or saturated values) in an input no
 /// earlier op of the step produced (by content hash): a weight gone bad, the data, or an op not dumped. Without
 /// it a weight that turned inf on one rank was "not in this data" while its MatMul was.
 fn leaf_reads(
     index: &Index,
     ops: &[OpId],
     stats: &GatheredStats,
-    unexplained: &[WithoutOrigin],
+    places: &BTreeSet<(u32, u64)>,
 ) -> Vec<WithoutOrigin> {
-    let places: BTreeSet<(u32, u64)> = unexplained.iter().map(|w| (w.rank, w.step)).collect();
     let mut by_place: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in ops.iter().filter(|&&o| places.contains(&(index.ops[o].rank, index.ops[o].step))) {
         by_place.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
@@ -389,14 +538,13 @@ pub(crate) fn decoded_stats(
     stats.ok_or_else(|| anyhow::anyhow!("the source gave no values"))
 }
 
-fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> OverflowReport {
+fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats) -> Found {
     let anomaly = |t: TensorId| stats.get(&t).map(|s| Anomaly::of(&s, index.tensors[t].dtype.is_float()));
     let mut by_step: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in ops {
         by_step.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
     }
     let mut origins = Vec::new();
-    let loss_scale = loss_scales(index, ops, &|t| stats.get(&t));
     for ((rank, step), mut list) in by_step {
         list.sort_by_key(|&o| index.ops[o].order);
         let is_bad = |o: OpId| index.ops[o].outputs().any(|t| anomaly(t).is_some_and(|a| a.any()));
@@ -451,6 +599,22 @@ fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> O
             o.independently_on = ranks;
         }
     }
+    let unattributed = index.overflow_records.iter().filter(|r| r.op.is_none()).count();
+    let without_stats =
+        ops.iter().flat_map(|&o| index.ops[o].tensors()).filter(|t| !stats.contains_key(t)).count();
+    Found { origins, unattributed_device_records: unattributed, tensors_without_statistics: without_stats }
+}
+
+/// What [`analyse`] finds in one index.
+struct Found {
+    origins: Vec<Origin>,
+    unattributed_device_records: usize,
+    tensors_without_statistics: usize,
+}
+
+/// The steps with an origin, and their maximal runs of consecutive steps (a run means the loss scale kept
+/// collapsing).
+fn steps_and_runs(origins: &[Origin]) -> (Vec<u64>, Vec<(u64, u64)>) {
     let mut steps: Vec<u64> = origins.iter().map(|o| o.step).collect();
     steps.sort_unstable();
     steps.dedup();
@@ -461,24 +625,8 @@ fn analyse(index: &Index, ops: &[OpId], stats: &GatheredStats, run: String) -> O
             _ => runs.push((s, s)),
         }
     }
-    let unattributed = index.overflow_records.iter().filter(|r| r.op.is_none()).count();
-    let without_stats =
-        ops.iter().flat_map(|&o| index.ops[o].tensors()).filter(|t| !stats.contains_key(t)).count();
-    OverflowReport {
-        run,
-        origins,
-        arrivals: Vec::new(),
-        without_origin: Vec::new(),
-        scope: Vec::new(),
-        steps_with_overflow: steps,
-        consecutive_runs: runs.into_iter().filter(|(a, b)| b > a).collect(),
-        loss_scale,
-        only_overflowing_ops: index.only_overflowing_ops,
-        unattributed_device_records: unattributed,
-        tensors_without_statistics: without_stats,
-        input_problems: InputProblems::default(),
-        warnings: Vec::new(),
-    }
+    runs.retain(|(a, b)| b > a);
+    (steps, runs)
 }
 
 /// The loss scale by step and rank, where the run shows it: by name ([`loss_scale_value`]); where no op is
@@ -490,6 +638,21 @@ pub(crate) fn loss_scales(
     ops: &[OpId],
     stats: &dyn Fn(TensorId) -> Option<TensorStats>,
 ) -> Vec<LossScale> {
+    let (named, multiplied) = loss_scale_candidates(index, ops, stats);
+    if named.is_empty() {
+        multiplied
+    } else {
+        named
+    }
+}
+
+/// The loss scales of [`loss_scales`] both ways, ordered by rank, step and execution: by name, and by a
+/// scaler's multiply.
+fn loss_scale_candidates(
+    index: &Index,
+    ops: &[OpId],
+    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
+) -> (Vec<LossScale>, Vec<LossScale>) {
     let mut ordered = ops.to_vec();
     ordered.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
     let found = |o: OpId, tensor, value| {
@@ -500,20 +663,17 @@ pub(crate) fn loss_scales(
         .iter()
         .filter_map(|&o| loss_scale_value(index, o, stats).map(|(tensor, value)| found(o, tensor, value)))
         .collect();
-    if !named.is_empty() {
-        return named;
-    }
-    let mut scaled: Vec<LossScale> = Vec::new();
+    let mut multiplied: Vec<LossScale> = Vec::new();
     for &o in &ordered {
         let op = &index.ops[o];
-        if scaled.last().is_some_and(|l| (l.rank, l.step) == (op.rank, op.step)) {
+        if multiplied.last().is_some_and(|l| (l.rank, l.step) == (op.rank, op.step)) {
             continue;
         }
         if let Some((_, scale)) = scaler_multiply(op, stats) {
-            scaled.push(found(o, "input", scale));
+            multiplied.push(found(o, "input", scale));
         }
     }
-    scaled
+    (named, multiplied)
 }
 
 /// The value of a one-element tensor from its statistics: NaN or inf when that is what it held.
@@ -616,13 +776,14 @@ pub fn without_origin(
     scales: &[LossScale],
     explained: &dyn Fn(u32, u64) -> bool,
 ) -> Vec<WithoutOrigin> {
-    let mut found = Vec::new();
-    if index.only_overflowing_ops {
-        return found;
-    }
     let lost_records = index.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
-    // Every op of the selected steps and ranks counts, whatever the op selection: the update is whole-step.
-    let mut updates: BTreeMap<u32, BTreeMap<u64, bool>> = BTreeMap::new();
+    without_origin_of(&updates_of(index, filter), index.only_overflowing_ops, lost_records, scales, explained)
+}
+
+/// Per rank and step of the steps and ranks `filter` keeps: whether an optimizer op ran. Every op counts,
+/// whatever the op selection: the update is whole-step.
+fn updates_of(index: &Index, filter: &Filter) -> Updates {
+    let mut updates = Updates::new();
     for op in &index.ops {
         if !(filter.steps.is_empty() || filter.steps.contains(&op.step))
             || !(filter.ranks.is_empty() || filter.ranks.contains(&op.rank))
@@ -632,7 +793,23 @@ pub fn without_origin(
         *updates.entry(op.rank).or_default().entry(op.step).or_default() |=
             crate::roles::is_optimizer(&op.op_type);
     }
-    for (&rank, steps) in &updates {
+    updates
+}
+
+/// [`without_origin`] from what it needs of the run: whether each step updated, whether the run holds the
+/// flagged ops only, whether it lost records.
+fn without_origin_of(
+    updates: &Updates,
+    only_overflowing_ops: bool,
+    lost_records: bool,
+    scales: &[LossScale],
+    explained: &dyn Fn(u32, u64) -> bool,
+) -> Vec<WithoutOrigin> {
+    let mut found = Vec::new();
+    if only_overflowing_ops {
+        return found;
+    }
+    for (&rank, steps) in updates {
         if lost_records || !steps.values().any(|&u| u) {
             continue;
         }

@@ -293,6 +293,60 @@ fn statistics_read_by_place_are_the_walks() {
     assert!(err.contains("no segment 99"), "{err}");
 }
 
+/// A walk from an op record's place (a segment's position and an offset in it) yields the same records as
+/// the whole walk from there on, with the strings its segment defined before it; tensor records passed over
+/// undecoded come in their places, counted as tensors.
+#[test]
+fn a_walk_from_an_op_record_and_a_walk_passing_tensors_keep_their_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::create(dir.path(), info(0), 32 * 1024, Policy::KeepAll).unwrap();
+    let mut expect = Vec::new();
+    for step in 0..30u64 {
+        expect.push(Expect::Op(op(step, &format!("layer{}/matmul", step % 3))));
+        expect.push(tensor(
+            meta(Io::Input, 0, DType::FLOAT, &[1024], Some(("orig", 0))),
+            &noise(4096, step),
+            true,
+        ));
+        expect.push(tensor(meta(Io::Output, 0, DType::FLOAT16, &[8], None), &noise(16, step), false));
+        expect.push(collective(step));
+    }
+    write_all(&mut w, &expect, 1);
+    assert!(w.seal().unwrap().counts.segments_created > 3, "the test must cross segments");
+    let stream = only_stream(dir.path());
+    let indices: Vec<u64> = stream.segment_indices().collect();
+    let place = |r: &RecordRef<'_>| (indices.binary_search(&r.segment_index).unwrap(), r.offset);
+    let whole: Vec<((usize, u64), String)> =
+        stream.records().map(|r| r.unwrap()).map(|r| (place(&r), format!("{:?}", r.record))).collect();
+    // Every op record not first in its segment: the walk from it skips frames and keeps the strings.
+    let mut started = 0;
+    for (i, (at, record)) in whole.iter().enumerate() {
+        if !record.starts_with("Op(") || at.1 == whole.iter().find(|(p, _)| p.0 == at.0).unwrap().0 .1 {
+            continue;
+        }
+        let from: Vec<((usize, u64), String)> = stream
+            .records_from(at.0, at.1)
+            .map(|r| r.unwrap())
+            .map(|r| (place(&r), format!("{:?}", r.record)))
+            .collect();
+        assert_eq!(from, whole[i..], "from {at:?}");
+        started += 1;
+    }
+    assert!(started > 10, "{started} walks");
+    // Passing tensors: the same places; each tensor's kind in its place, after its op.
+    let passed: Vec<RecordRef<'_>> = stream.records().passing_tensors().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        passed.iter().map(place).collect::<Vec<_>>(),
+        whole.iter().map(|(p, _)| *p).collect::<Vec<_>>()
+    );
+    let tensors =
+        passed.iter().filter(|r| matches!(r.record, Record::Unknown { kind: record::KIND_TENSOR })).count();
+    assert_eq!(tensors, 60);
+    let mut tally = completeness::RecordTally::default();
+    passed.iter().for_each(|r| tally.count(&r.record));
+    assert_eq!((tally.ops, tally.tensors, tally.collectives), (30, 60, 30));
+}
+
 /// The reader drops the pages of each segment it has walked, and of each payload it has decoded, from its
 /// mapping (`MADV_DONTNEED`): tensors whose records were returned before are still read back bit for bit
 /// afterwards, in any order, as often as asked, through both the record and random access.

@@ -48,6 +48,8 @@ impl RecordTally {
             Record::StatsCsv(_) => self.stats_csv_records += 1,
             Record::StepMark(_) => self.step_marks += 1,
             Record::Collective(_) => self.collectives += 1,
+            // A tensor record passed over undecoded (`Records::passing_tensors`).
+            Record::Unknown { kind: crate::capture::record::KIND_TENSOR } => self.tensors += 1,
             Record::Unknown { .. } => {}
         }
     }

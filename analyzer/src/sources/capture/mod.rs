@@ -8,6 +8,10 @@
 //! - `tensor_data`: a tensor's data read from its place: its stored bytes whole, as the device tensor the
 //!   host conversions take, or decoded to f32 block by block as they are read.
 //! - `runs`: which runs the streams are of: a directory two runs wrote into is an input problem.
+//! - `walk`: one stream's records added to an index as they are walked (the whole capture's, or a step
+//!   window's).
+//! - `windows`: a long capture read a window of steps at a time, each window its own index, so that a
+//!   command's memory does not grow with the run's length.
 //! - `source_impl`: [`CaptureSource`] as a [`Source`](super::Source): values, host bytes and blocks,
 //!   stored data compared and released, the buffers and scratch a read holds, what the manifest says.
 
@@ -15,6 +19,8 @@ mod open;
 pub mod runs;
 mod source_impl;
 mod tensor_data;
+mod walk;
+pub mod windows;
 
 use crate::index::{Index, TensorId};
 use accutrace_formats::capture::reader::CaptureRun;

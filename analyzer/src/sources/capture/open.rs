@@ -2,19 +2,13 @@
 //! stay in the records, which the index reads again by place), overflow records tied to the ops they
 //! blame, steps, what the ring deleted, the settings that change results.
 
-use super::{pack, runs, unpack, CaptureSource, StoredLayout};
-use crate::index::{Index, RecordStats, TensorExtras, TensorInfo};
-use crate::overflow_records;
+use super::walk::{Building, StreamWalk};
+use super::{runs, unpack, CaptureSource, Layouts};
+use crate::index::{Index, RecordStats};
 use crate::problems::InputProblem;
-use crate::sources::device_stats;
 use accutrace_formats::capture::completeness::{self, RecordTally};
-use accutrace_formats::capture::reader::{CaptureRun, Record};
-use accutrace_formats::capture::record;
-use accutrace_formats::dump;
-use accutrace_formats::layout::Format;
+use accutrace_formats::capture::reader::{CaptureRun, StreamReader};
 use accutrace_formats::stats::TensorStats;
-use accutrace_formats::tensor::element_count;
-use accutrace_formats::tensor::host::host_shape;
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -23,202 +17,68 @@ impl CaptureSource {
     pub fn open(root: &Path) -> Result<Self> {
         let run =
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
-        let mut index = Index::default();
-        let mut layouts = super::Layouts::default();
+        let mut building = Building::default();
         // Records found per stream, held against the manifest's counts at the end.
         let mut tallies = vec![RecordTally::default(); run.streams.len()];
         for (s, stream) in run.streams.iter().enumerate() {
-            let rank = stream.info().rank.unwrap_or(0);
-            let mut current: Option<(usize, std::sync::Arc<record::OpInfo>)> = None;
-            // (task id, stream id, timestamp) -> op id, to tie overflow records to the op they name.
-            let mut op_keys: Vec<(u32, u32, u64, usize)> = Vec::new();
-            // Overflow records arrive before the dump of the op they blame: resolved once the stream is read.
-            let mut pending: Vec<(crate::index::OverflowRecord, u64)> = Vec::new();
-            // Every op of the stream with where its step came from, and the step marks: the steps are
-            // resolved at the end. Not the ops' records (#18: their texts, held to the end of each stream,
-            // were 7 of overflow's 61 MB heap at 198,840 tensors): the index keeps each op's launch.
-            let mut stream_ops: Vec<(usize, record::StepSource)> = Vec::new();
-            let mut marks = Vec::new();
-            let mut stats_parts = device_stats::StatsCsvParts::default();
+            let mut walk = StreamWalk::new(s, stream);
             for item in stream.records() {
                 let item = item?;
                 tallies[s].count(&item.record);
-                if item.segment_index > 0xFF_FFFF || item.offset > 0xFFFF_FFFF || s > 0xFF {
-                    anyhow::bail!(
-                        "{}: capture too large to index (segment {} offset {})",
-                        root.display(),
-                        item.segment_index,
-                        item.offset
-                    );
-                }
-                match item.record {
-                    Record::Op(op) => {
-                        let id = push_op(&mut index, &op, rank);
-                        op_keys.push((op.task_id, op.stream_id, op.timestamp_us, id));
-                        stream_ops.push((id, op.step_source));
-                        current = Some((id, op));
-                    }
-                    Record::Tensor(t) => {
-                        let op_id = match &current {
-                            Some((id, op)) if std::sync::Arc::ptr_eq(op, &t.op) => *id,
-                            _ => {
-                                let id = push_op(&mut index, &t.op, rank);
-                                stream_ops.push((id, t.op.step_source));
-                                current = Some((id, t.op.clone()));
-                                id
-                            }
-                        };
-                        let m = &t.meta;
-                        let original = m.original_shape.clone().unwrap_or_default();
-                        if element_count(&m.device_shape).is_none() || element_count(&original).is_none() {
-                            index.problems.push(InputProblem::incomplete(format!(
-                                "{}: at byte {}: tensor shape {:?} (original {:?}) has more elements than 64 \
-                                 bits count; the tensor is left out",
-                                item.segment.display(),
-                                item.offset,
-                                m.device_shape,
-                                original
-                            )));
-                            continue;
-                        }
-                        let format = Format::from_code(m.format);
-                        let shape = host_shape(m.format, &m.device_shape, &original);
-                        let layout = t.has_data().then(|| StoredLayout::of(m, &shape));
-                        let original_op =
-                            m.original_op.as_ref().map(|o| (index.share_name(&o.name), o.output_index));
-                        let tensor = TensorInfo {
-                            has_data: t.has_data(),
-                            locator: pack(s, item.segment_index, item.offset),
-                            ..TensorInfo::new(op_id, m.io, m.index, m.dtype, shape)
-                        }
-                        .with_original_op(original_op)
-                        .with_hash(Some(t.content_hash));
-                        let id = index.push_tensor(tensor.with_extras(TensorExtras {
-                            device_format: (!format.is_identity()).then(|| format.name().into_owned()),
-                            device_shape: Some(m.device_shape.clone()),
-                            histogram: t.histogram.clone(),
-                            ..TensorExtras::default()
-                        }));
-                        // The record keeps the statistics where the locator points: read again on request.
-                        index.set_stats_in_record(id);
-                        if let Some(layout) = layout {
-                            layouts.set(id, layout);
-                        }
-                    }
-                    Record::Overflow(info) => {
-                        let file = format!("{} ({})", item.segment.display(), info.dump_file);
-                        // The payload is the op-debug record itself (the dump file's output[0] bytes).
-                        match dump::decode_opdebug(&info.payload) {
-                            Ok(record) => {
-                                for engine in &record.engines {
-                                    if let Some(found) =
-                                        overflow_records::from_engine(engine, info.step, rank, file.clone())
-                                    {
-                                        pending.push((found, info.timestamp_us));
-                                    }
-                                }
-                            }
-                            Err(e) => index.problems.push(InputProblem::incomplete(format!(
-                                "{file}: overflow record unreadable: {e}"
-                            ))),
-                        }
-                    }
-                    Record::StatsCsv(csv) => {
-                        if let Err(e) = device_stats::add_stats_csv(
-                            &mut index,
-                            &mut stats_parts,
-                            &csv.dump_file,
-                            &csv.csv,
-                            csv.step,
-                            rank,
-                        ) {
-                            index.problems.push(InputProblem::incomplete(format!(
-                                "{} ({}): statistics CSV unreadable: {e}",
-                                item.segment.display(),
-                                csv.dump_file
-                            )));
-                        }
-                    }
-                    Record::Collective(info) => {
-                        index.collectives.push(crate::index::CollectiveCall { rank, info });
-                    }
-                    Record::StepMark(mark) => marks.push(mark),
-                    Record::Unknown { .. } => {}
-                }
+                walk.add(&mut building, item, root)?;
             }
-            let starts_at_first_segment = stream
-                .segment_paths()
-                .next()
-                .and_then(|p| {
-                    p.file_name()?.to_str().and_then(accutrace_formats::capture::parse_segment_file_name)
-                })
-                .is_none_or(|first| first == 0);
-            let label = stream.dir().display().to_string();
-            crate::steps::resolve_capture_steps(
-                &mut index,
-                &stream_ops,
-                &marks,
-                starts_at_first_segment,
-                &label,
-            );
-            // What the ring deleted, as the manifest counts it (a first segment lost otherwise is an input
-            // problem of the completeness check, not a choice of the user's).
-            let deleted = run.manifest.as_ref().and_then(|m| {
-                let dir = stream.dir().file_name()?.to_str()?;
-                m.streams.iter().find(|e| e.dir == dir).map(|e| e.counts.segments_deleted)
-            });
-            if let Some(segments_deleted) = deleted.filter(|&n| n > 0) {
-                let steps = stream_ops.iter().map(|(id, _)| index.ops[*id].step);
-                index.ring_deleted.push(crate::index::RingDeleted {
-                    rank,
-                    first_step: steps.clone().min(),
-                    last_step: steps.max(),
-                    segments_deleted,
-                });
-            }
-            for (mut found, timestamp) in pending {
-                // The blamed op: same task and stream id, the first dump at or after the record.
-                found.op = op_keys
-                    .iter()
-                    .filter(|(task, strm, ts, _)| {
-                        u64::from(*task) == found.task_id
-                            && u64::from(*strm) == found.stream_id
-                            && *ts >= timestamp
-                    })
-                    .min_by_key(|(_, _, ts, _)| *ts)
-                    .map(|(_, _, _, id)| *id);
-                index.overflow_records.push(found);
-            }
+            walk.finish(&mut building, stream, segments_deleted(&run, stream));
         }
-        if let Some(manifest) = &run.manifest {
-            index.only_overflowing_ops |= captured_overflow_records_only(&manifest.config);
-            index.settings = Some(settings(manifest));
-            index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
-                .iter()
-                .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
-            index.communicators_by_stream = communicators_by_stream(&run, &manifest.config);
-            for s in &index.communicators_by_stream {
-                index.communicators_made.entry(s.rank).or_default().extend(s.made.iter().cloned());
-            }
-        }
+        let Building { mut index, layouts } = building;
+        index.only_overflowing_ops |=
+            run.manifest.as_ref().is_some_and(|m| captured_overflow_records_only(&m.config));
         index.only_overflowing_ops |= !index.overflow_records.is_empty();
-        // Records are in the order files completed (a big file after a small one that started later, and
-        // several writer threads append in turn): execution order comes from the ops' own launch fields.
-        let reorder = index.order_by_execution();
-        let layouts = layouts.reorder(&reorder.tensors, index.tensors.len());
+        let mut source = finish_index(root, Arc::new(run), index, layouts);
+        let index = &mut source.index;
         // Leads the other problems: an answer about a mix of runs is wrong whatever else is missing.
         if let Some(mixed) = runs::different_runs_problem(root, &index.communicators_by_stream) {
             index.problems.insert(0, mixed);
         }
         index.problems.extend(
-            completeness::check(&run, &tallies)
+            completeness::check(&source.run, &tallies)
                 .iter()
                 .map(|short| InputProblem::incomplete(short.to_string())),
         );
-        let run = Arc::new(run);
-        index.read_record_stats_with(Arc::new(RecordsOf(run.clone())));
-        Ok(CaptureSource { root: root.to_path_buf(), run, index, layouts })
+        Ok(source)
     }
+}
+
+/// What the manifest counts as deleted by the ring policy in `stream`.
+pub(super) fn segments_deleted(run: &CaptureRun, stream: &StreamReader) -> Option<u64> {
+    let manifest = run.manifest.as_ref()?;
+    let dir = stream.dir().file_name()?.to_str()?;
+    manifest.streams.iter().find(|e| e.dir == dir).map(|e| e.counts.segments_deleted)
+}
+
+/// The index of records walked made a source: what the manifest says about the run, the ops in execution
+/// order, the statistics read from the records by place.
+pub(super) fn finish_index(
+    root: &Path,
+    run: Arc<CaptureRun>,
+    mut index: Index,
+    layouts: Layouts,
+) -> CaptureSource {
+    if let Some(manifest) = &run.manifest {
+        index.settings = Some(settings(manifest));
+        index.job_ranks = ["RANK_SIZE", "WORLD_SIZE"]
+            .iter()
+            .find_map(|key| manifest.env.get(*key).and_then(|v| v.trim().parse().ok()));
+        index.communicators_by_stream = communicators_by_stream(&run, &manifest.config);
+        for s in &index.communicators_by_stream {
+            index.communicators_made.entry(s.rank).or_default().extend(s.made.iter().cloned());
+        }
+    }
+    // Records are in the order files completed (a big file after a small one that started later, and
+    // several writer threads append in turn): execution order comes from the ops' own launch fields.
+    let reorder = index.order_by_execution();
+    let layouts = layouts.reorder(&reorder.tensors, index.tensors.len());
+    index.read_record_stats_with(Arc::new(RecordsOf(run.clone())));
+    CaptureSource { root: root.to_path_buf(), run, index, layouts }
 }
 
 /// The run's tensor records, which the index reads tensors' statistics from by locator. The records were
@@ -240,11 +100,6 @@ impl RecordStats for RecordsOf {
             }
         }
     }
-}
-
-/// Adds a captured op with what the runtime said about its launch.
-fn push_op(index: &mut Index, op: &record::OpInfo, rank: u32) -> usize {
-    index.push_op_at(op.name.clone(), op.op_type.clone(), op.step, rank, Some(op.launch()))
 }
 
 /// The environment variables of the real stack that change results or their reproducibility
@@ -274,7 +129,7 @@ fn settings(manifest: &accutrace_formats::capture::Manifest) -> std::collections
 /// The communicators each stream's process made from a root info, in stream order (`config.communicators.<stream
 /// dir>`, which collectors since it was recorded write for every stream, empty when none were made). A
 /// stream without an entry, or without a rank, is left out: unknown, not "none".
-fn communicators_by_stream(
+pub(super) fn communicators_by_stream(
     run: &CaptureRun,
     config: &serde_json::Value,
 ) -> Vec<crate::index::StreamCommunicators> {
@@ -292,7 +147,7 @@ fn communicators_by_stream(
 
 /// Whether the collector ran with the runtime's overflow detection (`ACCUTRACE_OVERFLOW=1`, the dump JSON's
 /// `dump_debug: on`): then only overflowing ops were dumped.
-fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
+pub(super) fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
     config.pointer("/dump_json/dump/dump_debug").and_then(|v| v.as_str()) == Some("on")
         || config.pointer("/collector/overflow").and_then(|v| v.as_bool()) == Some(true)
 }
@@ -300,9 +155,10 @@ fn captured_overflow_records_only(config: &serde_json::Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::test_data::{noise, read_as_whole, write, write_keeping, Written};
-    use super::super::{DeviceLayout, OriginalShape};
+    use super::super::{DeviceLayout, OriginalShape, StoredLayout};
     use super::*;
     use crate::sources::Source;
+    use accutrace_formats::layout::Format;
     use accutrace_formats::DType;
 
     /// A statistics capture's record changed after it was opened: its statistics are not made up, the

@@ -21,6 +21,10 @@ pub struct Records<'a> {
     stream: &'a StreamReader,
     seg: usize,
     pos: u64,
+    /// Frames of the first segment before this offset, but string definitions, are not decoded.
+    skip_before: u64,
+    /// Tensor records are passed over undecoded ([`Records::passing_tensors`]).
+    tensors_undecoded: bool,
     strings: Vec<Arc<str>>,
     op: Option<Arc<OpInfo>>,
     /// The last op of the previous segment: a `continued` op record that repeats it is not yielded again.
@@ -31,10 +35,21 @@ pub struct Records<'a> {
 impl StreamReader {
     /// The records in the order they were written.
     pub fn records(&self) -> Records<'_> {
+        self.records_from(0, 0)
+    }
+
+    /// The records from byte `offset` of the stream's `position`-th segment on (a position among the
+    /// segments found, not a file's index): a walk of some steps of a long capture starts where their first
+    /// record is. The segment's frames before `offset` are passed over undecoded but for its string
+    /// definitions, which the records after them name; `offset` is meant to be an op record's, since the
+    /// tensor records that follow name the op before them.
+    pub fn records_from(&self, position: usize, offset: u64) -> Records<'_> {
         Records {
             stream: self,
-            seg: 0,
+            seg: position,
             pos: HEADER_LEN,
+            skip_before: offset,
+            tensors_undecoded: false,
             strings: Vec::new(),
             op: None,
             prev_op: None,
@@ -60,6 +75,7 @@ impl<'a> Iterator for Records<'a> {
                 seg.release(0, seg.map.len() as u64);
                 self.seg += 1;
                 self.pos = HEADER_LEN;
+                self.skip_before = 0;
                 self.strings.clear();
                 // Segments without ops (overflow records only) do not forget the last op.
                 if self.op.is_some() {
@@ -83,6 +99,16 @@ impl<'a> Iterator for Records<'a> {
                 Frame::Bad(why) => return self.fail(seg, offset, why),
             };
             self.pos = next;
+            if offset < self.skip_before && kind != KIND_STRING {
+                continue;
+            }
+            if self.tensors_undecoded && kind == KIND_TENSOR {
+                if self.op.is_none() {
+                    return self.fail(seg, offset, "tensor record before any op record".into());
+                }
+                let record = Record::Unknown { kind };
+                return Some(Ok(RecordRef { segment: &seg.path, segment_index: seg.index, offset, record }));
+            }
             let m = &seg.map[meta as usize..head_end as usize];
             let payload = &seg.map[head_end as usize..body_end as usize];
             match self.decode(seg, kind, m, payload, head_end) {
@@ -103,6 +129,14 @@ impl<'a> Iterator for Records<'a> {
 }
 
 impl<'a> Records<'a> {
+    /// Tensor records yielded undecoded, as `Record::Unknown { kind: KIND_TENSOR }` in their place, each
+    /// belonging to the op record before it: a walk that only counts them and places them (where a long
+    /// capture's steps lie) skips most of the decoding. Their heads are checked when they are read.
+    pub fn passing_tensors(mut self) -> Self {
+        self.tensors_undecoded = true;
+        self
+    }
+
     fn fail(&mut self, seg: &Segment, offset: u64, why: String) -> Option<Result<RecordRef<'a>>> {
         self.done = true;
         Some(Err(FormatError::at(offset, why).in_file(&seg.path)))

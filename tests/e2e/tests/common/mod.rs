@@ -194,3 +194,19 @@ pub fn svg_element<'a>(html: &'a str, id: &str) -> &'a str {
     let end = html[start..].find("</svg>").expect("closed") + start;
     &html[start..end]
 }
+
+/// What node 0 of a 2-node job holds: ranks 0 and 1, and a manifest listing them (as
+/// ranks_analysis.rs builds it): the streams of ranks 0 and 1 copied, the manifest's other streams left out.
+pub fn node0(run: &Path, to: &Path) -> PathBuf {
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    std::fs::create_dir_all(to).unwrap();
+    let streams = manifest["streams"].as_array_mut().unwrap();
+    streams.retain(|s| s["info"]["rank"].as_u64().unwrap() < 2);
+    for s in streams.iter() {
+        let name = s["dir"].as_str().unwrap();
+        copy_dir(&run.join(name), &to.join(name));
+    }
+    std::fs::write(to.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    to.to_path_buf()
+}

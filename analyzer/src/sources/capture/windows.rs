@@ -1,0 +1,345 @@
+//! A long capture read a window of steps at a time (#18): each window is an index of its own, so that what a
+//! command holds does not grow with the run's length. A census walks the records once, tensor records
+//! undecoded, and keeps per stream and step only where the step's records lie and when its ops ran; each
+//! window then decodes its own steps' records, from the first op record of them to their last record.
+//!
+//! Only a capture whose every op carries its own step (a graph dump's iteration: `StepSource::Model`) is
+//! read this way; steps that are counted from marks or inferred from the op sequence need the whole stream.
+//! Overflow records, device statistics and point-to-point calls tie records of different steps together
+//! and keep the capture whole as well, as do two streams of one rank. A collective belongs to the step of
+//! the op before it on its rank ([`Index::collective_steps`](crate::index::Index::collective_steps)); the
+//! census checks that a rank's steps do not overlap in time, so that the op before it is found within its
+//! step's window.
+
+use super::open::{communicators_by_stream, finish_index, segments_deleted};
+use super::walk::{Building, StreamWalk};
+use super::{runs, CaptureSource};
+use crate::index::RingDeleted;
+use crate::problems::InputProblem;
+use accutrace_formats::capture::completeness::{self, RecordTally};
+use accutrace_formats::capture::reader::{CaptureRun, Record, StreamReader};
+use accutrace_formats::capture::record::{StepSource, KIND_TENSOR};
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Tensors a window holds at most, unless one step alone holds more: about 14 MiB of index.
+pub const WINDOW_TENSORS: u64 = 1 << 17;
+
+/// A record's place in a stream: its segment's position among the stream's segments (not the file's index)
+/// and its byte offset there.
+type Place = (usize, u64);
+
+/// Where one step's records lie in a stream, and when its ops ran.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    /// Where a walk of the step starts (an op record's place: the tensor records after it name it) and its
+    /// last record.
+    first: Place,
+    last: Place,
+    tensors: u64,
+    first_launch_us: u64,
+    last_launch_us: u64,
+}
+
+impl Span {
+    fn at(first: Place, launch_us: u64) -> Span {
+        Span { first, last: first, tensors: 0, first_launch_us: launch_us, last_launch_us: launch_us }
+    }
+
+    /// Widened to start at `first` at the latest and to end at `last` at the earliest.
+    fn widen(&mut self, first: Place, last: Place) {
+        self.first = self.first.min(first);
+        self.last = self.last.max(last);
+    }
+
+    fn ran_at(&mut self, launch_us: u64) {
+        self.first_launch_us = self.first_launch_us.min(launch_us);
+        self.last_launch_us = self.last_launch_us.max(launch_us);
+    }
+}
+
+/// Collective records of one segment read after the op records of one step: the earliest and latest call
+/// start, where a walk that reads them starts (the op record before the first, else the segment's start)
+/// and the last one's offset. Grouped so, a window walks from near its own calls, not from the segment's
+/// first call; and the census holds a group a step, not a call.
+#[derive(Clone, Copy, Debug)]
+struct Calls {
+    earliest_us: u64,
+    latest_us: u64,
+    from: u64,
+    to: u64,
+}
+
+/// One stream's steps, as the census found them.
+#[derive(Debug, Default)]
+struct StreamSteps {
+    steps: BTreeMap<u64, Span>,
+    /// Each step's first launch, ascending with the steps (the census checks that they do not overlap).
+    starts: Vec<(u64, u64)>,
+    /// Where the collective records are: per segment position and the step of the op record before them
+    /// (the step they are read in, not always the one they belong to).
+    calls: BTreeMap<(usize, Option<u64>), Calls>,
+    /// The file index of each segment, by position.
+    segment_indices: Vec<u64>,
+}
+
+impl StreamSteps {
+    /// The step a collective that started at `start_us` belongs to: the step of the op before it (the
+    /// first step when none is), as [`Index::collective_steps`](crate::index::Index::collective_steps)
+    /// places it when steps do not overlap in time; `None` when the stream has no op.
+    fn step_of_call(&self, start_us: u64) -> Option<u64> {
+        let after = self.starts.partition_point(|&(launch, _)| launch <= start_us);
+        self.starts.get(after.saturating_sub(1)).map(|&(_, step)| step)
+    }
+}
+
+/// A capture told apart into windows of steps.
+pub struct StepWindows {
+    root: PathBuf,
+    run: Arc<CaptureRun>,
+    streams: Vec<StreamSteps>,
+    windows: Vec<RangeInclusive<u64>>,
+    mixed_runs: Option<InputProblem>,
+    shortfalls: Vec<InputProblem>,
+    ring_deleted: Vec<RingDeleted>,
+}
+
+impl StepWindows {
+    /// The census of the capture at `root`: its windows of at most `window_tensors` tensors (a step more
+    /// when one step alone holds more), or `None` when it must be read whole (see the module's text).
+    pub fn census(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
+        let run =
+            CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
+        if let Some(manifest) = &run.manifest {
+            // A capture that fits one window, as its collector counted it, is read whole without a census.
+            let tensors: u64 = manifest.streams.iter().map(|s| s.counts.tensors).sum();
+            if tensors <= window_tensors || super::open::captured_overflow_records_only(&manifest.config) {
+                return Ok(None);
+            }
+        }
+        let mut tallies = vec![RecordTally::default(); run.streams.len()];
+        let mut streams = Vec::with_capacity(run.streams.len());
+        let mut ranks = BTreeSet::new();
+        for (s, stream) in run.streams.iter().enumerate() {
+            if !ranks.insert(stream.info().rank.unwrap_or(0)) {
+                return Ok(None);
+            }
+            let Some(steps) = census_of_stream(stream, &mut tallies[s])? else { return Ok(None) };
+            streams.push(steps);
+        }
+        if streams.iter().all(|s| s.steps.is_empty()) {
+            return Ok(None);
+        }
+        let ring_deleted = run
+            .streams
+            .iter()
+            .zip(&streams)
+            .filter_map(|(stream, steps)| {
+                let segments_deleted = segments_deleted(&run, stream).filter(|&n| n > 0)?;
+                Some(RingDeleted {
+                    rank: stream.info().rank.unwrap_or(0),
+                    first_step: steps.steps.keys().next().copied(),
+                    last_step: steps.steps.keys().next_back().copied(),
+                    segments_deleted,
+                })
+            })
+            .collect();
+        let communicators =
+            run.manifest.as_ref().map(|m| communicators_by_stream(&run, &m.config)).unwrap_or_default();
+        let shortfalls = completeness::check(&run, &tallies)
+            .iter()
+            .map(|short| InputProblem::incomplete(short.to_string()))
+            .collect();
+        let windows = windows_of(&streams, window_tensors);
+        if windows.len() < 2 {
+            return Ok(None);
+        }
+        Ok(Some(StepWindows {
+            root: root.to_path_buf(),
+            run: Arc::new(run),
+            streams,
+            windows,
+            mixed_runs: runs::different_runs_problem(root, &communicators),
+            shortfalls,
+            ring_deleted,
+        }))
+    }
+
+    /// The windows' steps, in order.
+    pub fn windows(&self) -> &[RangeInclusive<u64>] {
+        &self.windows
+    }
+
+    /// The capture's directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A problem of the whole capture that leads every other: its streams are of different runs.
+    pub fn mixed_runs(&self) -> Option<&InputProblem> {
+        self.mixed_runs.as_ref()
+    }
+
+    /// What the capture misses against the collector's own counts (the whole capture's, said once).
+    pub fn shortfalls(&self) -> &[InputProblem] {
+        &self.shortfalls
+    }
+
+    /// What the ring policy deleted, per stream, over the whole capture.
+    pub fn ring_deleted(&self) -> &[RingDeleted] {
+        &self.ring_deleted
+    }
+
+    /// The index of the `w`-th window's steps: its ops, tensors and collectives, and nothing about the
+    /// capture as a whole (its shortfalls, the ring's deletions, a mix of runs: the census says those).
+    pub fn open(&self, w: usize) -> Result<CaptureSource> {
+        let window = &self.windows[w];
+        let mut building = Building::default();
+        for (s, (stream, steps)) in self.run.streams.iter().zip(&self.streams).enumerate() {
+            let spans = steps.steps.range(window.clone()).map(|(_, span)| span);
+            let first = spans.clone().map(|span| span.first).min();
+            let last = spans.map(|span| span.last).max();
+            // Calls of a rank without ops belong to no step: the first window takes them.
+            let calls = || steps.calls.iter().map(|(&(segment, _), c)| ((segment, c.from), (segment, c.to)));
+            let (first, last) = match (first, last) {
+                (Some(a), Some(b)) => (a, b),
+                _ if w == 0 && steps.steps.is_empty() && !steps.calls.is_empty() => (
+                    calls().map(|c| c.0).min().unwrap_or_default(),
+                    calls().map(|c| c.1).max().unwrap_or_default(),
+                ),
+                _ => continue,
+            };
+            let position = |index: u64| steps.segment_indices.binary_search(&index).unwrap_or(0);
+            let mut walk = StreamWalk::new(s, stream);
+            for item in stream.records_from(first.0, first.1) {
+                let item = item?;
+                if (position(item.segment_index), item.offset) > last {
+                    break;
+                }
+                let step = match &item.record {
+                    Record::Op(op) => Some(op.step),
+                    Record::Tensor(t) => Some(t.op.step),
+                    Record::Collective(call) => match steps.step_of_call(call.start_us) {
+                        Some(step) => Some(step),
+                        None if w == 0 => Some(*window.start()),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                if step.is_some_and(|step| window.contains(&step)) {
+                    walk.add(&mut building, item, &self.root)?;
+                }
+            }
+            walk.finish(&mut building, stream, None);
+        }
+        let Building { index, layouts } = building;
+        Ok(finish_index(&self.root, self.run.clone(), index, layouts))
+    }
+}
+
+/// One stream's steps and where their records lie, or `None` when a record ties steps together (module
+/// text). Counts every record in `tally`.
+fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Option<StreamSteps>> {
+    let segment_indices: Vec<u64> = stream.segment_indices().collect();
+    let position = |index: u64| segment_indices.binary_search(&index).unwrap_or(0);
+    let mut steps: BTreeMap<u64, Span> = BTreeMap::new();
+    let mut calls: BTreeMap<(usize, Option<u64>), Calls> = BTreeMap::new();
+    let mut last_call_start = 0;
+    // The place of the op record the records after it belong to.
+    let mut op_at: Place = (0, 0);
+    // The step of the op the records after it belong to.
+    let mut step = None;
+    for item in stream.records().passing_tensors() {
+        let item = item?;
+        tally.count(&item.record);
+        let place = (position(item.segment_index), item.offset);
+        match &item.record {
+            Record::Op(op) => {
+                if op.step_source != StepSource::Model {
+                    return Ok(None);
+                }
+                op_at = place;
+                step = Some(op.step);
+                let span = steps.entry(op.step).or_insert_with(|| Span::at(op_at, op.timestamp_us));
+                span.widen(op_at, place);
+                span.ran_at(op.timestamp_us);
+            }
+            Record::Unknown { kind: KIND_TENSOR } => {
+                // The walk fails on a tensor before any op record: there is one, and it was placed.
+                let Some(span) = step.and_then(|step| steps.get_mut(&step)) else {
+                    anyhow::bail!(
+                        "{}: at byte {}: tensor record before any op record",
+                        item.segment.display(),
+                        item.offset
+                    );
+                };
+                span.widen(op_at, place);
+                span.tensors += 1;
+            }
+            Record::Collective(call) => {
+                if call.op.is_point_to_point() || call.start_us < last_call_start {
+                    return Ok(None);
+                }
+                last_call_start = call.start_us;
+                let from = if op_at.0 == place.0 { op_at.1 } else { 0 };
+                let c = calls.entry((place.0, step)).or_insert(Calls {
+                    earliest_us: call.start_us,
+                    latest_us: call.start_us,
+                    from,
+                    to: place.1,
+                });
+                (c.latest_us, c.to) = (call.start_us, place.1);
+            }
+            Record::Overflow(_) | Record::StatsCsv(_) => return Ok(None),
+            Record::Tensor(_) | Record::StepMark(_) | Record::Unknown { .. } => {}
+        }
+    }
+    // The op before a call is found in its step's window only when the rank's steps follow one another in
+    // time.
+    let spans: Vec<&Span> = steps.values().collect();
+    if spans.windows(2).any(|w| w[0].last_launch_us > w[1].first_launch_us) {
+        return Ok(None);
+    }
+    let starts = steps.iter().map(|(&step, span)| (span.first_launch_us, step)).collect();
+    let mut found = StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices };
+    // A call's record lies in a window's walk: the segments of the steps its calls belong to are widened to
+    // hold it.
+    for (&(segment, _), c) in &calls {
+        let (Some(a), Some(b)) = (found.step_of_call(c.earliest_us), found.step_of_call(c.latest_us)) else {
+            continue;
+        };
+        for span in found.steps.range_mut(a..=b).map(|(_, span)| span) {
+            span.widen((segment, c.from), (segment, c.to));
+        }
+    }
+    found.calls = calls;
+    Ok(Some(found))
+}
+
+/// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`.
+fn windows_of(streams: &[StreamSteps], window_tensors: u64) -> Vec<RangeInclusive<u64>> {
+    let mut tensors_of: BTreeMap<u64, u64> = BTreeMap::new();
+    for stream in streams {
+        for (&step, span) in &stream.steps {
+            *tensors_of.entry(step).or_default() += span.tensors;
+        }
+    }
+    let mut windows: Vec<RangeInclusive<u64>> = Vec::new();
+    let mut held = 0;
+    for (&step, &tensors) in &tensors_of {
+        match windows.last_mut() {
+            Some(window) if held + tensors <= window_tensors => {
+                *window = *window.start()..=step;
+                held += tensors;
+            }
+            _ => {
+                windows.push(step..=step);
+                held = tensors;
+            }
+        }
+    }
+    windows
+}
