@@ -2,58 +2,36 @@
 //! dtype's saturation limit, from finite inputs; its device status bits; how far it spread; the steps it
 //! happened in (a loss-scale collapse shows as a run of them). Statistics are enough: where a source stored
 //! them no tensor byte is read.
+//!
+//! `mod.rs` holds the report, the analysis of one index and the fold of several (a long capture read a
+//! window of steps at a time); the children what the report is made of: a tensor's anomaly, the loss scale,
+//! arrivals through collectives, and overflows without an origin.
+
+mod anomaly;
+mod arrivals;
+mod loss_scale;
+mod without_origin;
+
+pub use anomaly::Anomaly;
+pub use arrivals::{collective_arrivals, Arrival};
+pub use loss_scale::LossScale;
+pub(crate) use loss_scale::{loss_scales, scalar_value, scaler_multiply};
+pub use without_origin::{without_origin, WithoutOrigin};
 
 use crate::filter::Filter;
 use crate::gathered_stats::GatheredStats;
-use crate::index::{Index, IndexedOp, OpId, TensorId};
+use crate::index::{Index, OpId, TensorId};
 use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems, ProblemKind};
 use crate::progress::Progress;
 use crate::sources::capture::windows::StepWindows;
 use crate::sources::Source;
 use crate::threads::tensors_in_flight;
-use accutrace_formats::capture::CollectiveInfo;
 use accutrace_formats::stats::TensorStats;
+use loss_scale::loss_scale_candidates;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// The anomaly a tensor shows, from its statistics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Anomaly {
-    pub nan: u64,
-    pub inf: u64,
-    /// Values at the dtype's saturation limit (what saturation mode leaves of an overflow).
-    pub saturated: u64,
-}
-
-impl Anomaly {
-    pub fn of(stats: &TensorStats, is_float: bool) -> Anomaly {
-        Anomaly {
-            nan: stats.nan,
-            inf: stats.pos_inf + stats.neg_inf,
-            saturated: if is_float { stats.at_saturation } else { 0 },
-        }
-    }
-
-    pub fn any(self) -> bool {
-        self.nan + self.inf + self.saturated > 0
-    }
-
-    /// "3 NaN, 260 inf": what the report says.
-    pub fn describe(self) -> String {
-        let mut parts = Vec::new();
-        if self.nan > 0 {
-            parts.push(format!("{} NaN", self.nan));
-        }
-        if self.inf > 0 {
-            parts.push(format!("{} inf", self.inf));
-        }
-        if self.saturated > 0 {
-            parts.push(format!("{} saturated", self.saturated));
-        }
-        parts.join(", ")
-    }
-}
+use std::collections::{BTreeMap, BTreeSet};
+use without_origin::{updates_of, without_origin_of, Updates};
 
 #[derive(Serialize)]
 pub struct Origin {
@@ -93,63 +71,6 @@ pub struct DeviceStatus {
     pub engine: String,
     pub status: Vec<String>,
     pub status_names: Vec<String>,
-}
-
-/// An overflow that reached a rank through a collective: an HCCL call whose receive buffer holds inf/NaN (or
-/// saturated values) while this rank's send buffer did not. No op of this rank produced it; its origin is
-/// on another member of the communicator.
-#[derive(Clone, Debug, Serialize)]
-pub struct Arrival {
-    /// `None` when the capture cannot place the call at a step (an overflow-detection capture whose rank
-    /// dumped no op around it).
-    pub step: Option<u64>,
-    pub rank: u32,
-    /// `HcclAllReduce #4`: the call and its sequence number on its communicator.
-    pub call: String,
-    pub comm: String,
-    pub anomaly: Anomaly,
-    /// Elements of the receive buffer.
-    pub elements: u64,
-    /// `finite inputs` when this rank's send buffer was recorded clean, `no send buffer` for a receive
-    /// (or a call whose send buffer was not read).
-    pub inputs: &'static str,
-    /// Every member of the call's communicator, examined, recorded it with a finite send buffer: the
-    /// collective's own result overflowed (an all-reduce whose sum passes the dtype's range), so it began
-    /// here, on these ranks, not elsewhere. Empty otherwise.
-    pub began_here_on: Vec<u32>,
-}
-
-impl Arrival {
-    /// Why an overflow that every member sent finite buffers into began in the call itself.
-    pub fn why_it_began_here(&self) -> String {
-        format!(
-            "every member's send buffer was finite ({}) and the call's own result overflowed (a reduction past \
-             the dtype's range), one for all of them",
-            crate::filter::rank_ranges(&self.began_here_on)
-        )
-    }
-}
-
-/// A step where the run shows that an overflow happened (its update was skipped, or the loss scale dropped
-/// after it) while neither an origin nor an arrival of the data examined explains it: the origin is
-/// elsewhere (another rank's capture, ops not dumped). Never an all-clear.
-#[derive(Clone, Debug, Serialize)]
-pub struct WithoutOrigin {
-    pub step: u64,
-    pub rank: u32,
-    /// `step 1 was skipped (no optimizer op ran)`, `the loss scale dropped from 1024 to 512 at step 2`.
-    pub evidence: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct LossScale {
-    pub step: u64,
-    pub rank: u32,
-    pub op: String,
-    /// Which tensor of `op` holds it: `input` (the power-of-two scalar multiplying the loss) or `output`
-    /// (a scale-update op's new scale).
-    pub tensor: &'static str,
-    pub value: f64,
 }
 
 #[derive(Serialize)]
@@ -283,8 +204,6 @@ struct ScaleCandidates {
     named: Vec<LossScale>,
     multiplied: Vec<LossScale>,
 }
-
-type Updates = BTreeMap<u32, BTreeMap<u64, bool>>;
 
 impl OverflowFold {
     /// Adds the analysis of `source`'s ops that `filter` keeps (a part of the run: its steps come after
@@ -627,245 +546,6 @@ fn steps_and_runs(origins: &[Origin]) -> (Vec<u64>, Vec<(u64, u64)>) {
     }
     runs.retain(|(a, b)| b > a);
     (steps, runs)
-}
-
-/// The loss scale by step and rank, where the run shows it: by name ([`loss_scale_value`]); where no op is
-/// named like a scale (eager kernels are named by type, `Mul_0`), the scale a loss scaler's multiply reads
-/// ([`scaler_multiply`], the first per step and rank). The one detection `overflow`, `check` and the report
-/// page share. `stats`: a tensor's statistics, when known.
-pub(crate) fn loss_scales(
-    index: &Index,
-    ops: &[OpId],
-    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
-) -> Vec<LossScale> {
-    let (named, multiplied) = loss_scale_candidates(index, ops, stats);
-    if named.is_empty() {
-        multiplied
-    } else {
-        named
-    }
-}
-
-/// The loss scales of [`loss_scales`] both ways, ordered by rank, step and execution: by name, and by a
-/// scaler's multiply.
-fn loss_scale_candidates(
-    index: &Index,
-    ops: &[OpId],
-    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
-) -> (Vec<LossScale>, Vec<LossScale>) {
-    let mut ordered = ops.to_vec();
-    ordered.sort_by_key(|&o| (index.ops[o].rank, index.ops[o].step, index.ops[o].order));
-    let found = |o: OpId, tensor, value| {
-        let op = &index.ops[o];
-        LossScale { step: op.step, rank: op.rank, op: op.name.to_string(), tensor, value }
-    };
-    let named: Vec<LossScale> = ordered
-        .iter()
-        .filter_map(|&o| loss_scale_value(index, o, stats).map(|(tensor, value)| found(o, tensor, value)))
-        .collect();
-    let mut multiplied: Vec<LossScale> = Vec::new();
-    for &o in &ordered {
-        let op = &index.ops[o];
-        if multiplied.last().is_some_and(|l| (l.rank, l.step) == (op.rank, op.step)) {
-            continue;
-        }
-        if let Some((_, scale)) = scaler_multiply(op, stats) {
-            multiplied.push(found(o, "input", scale));
-        }
-    }
-    (named, multiplied)
-}
-
-/// The value of a one-element tensor from its statistics: NaN or inf when that is what it held.
-pub(crate) fn scalar_value(st: &TensorStats) -> f64 {
-    if st.nan > 0 {
-        f64::NAN
-    } else if st.pos_inf > 0 {
-        f64::INFINITY
-    } else if st.neg_inf > 0 {
-        f64::NEG_INFINITY
-    } else {
-        st.max
-    }
-}
-
-/// The loss and the scale as a loss scaler's multiply reads them: a `Mul` of two one-element inputs, one of
-/// them a power of two of at least 2 (the scale), the other the loss (where eager kernel names say nothing
-/// of a loss).
-pub(crate) fn scaler_multiply(
-    op: &IndexedOp,
-    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
-) -> Option<(f64, f64)> {
-    if op.op_type != "Mul" || op.inputs().len() != 2 {
-        return None;
-    }
-    let a = stats(op.inputs().start).filter(|st| st.count == 1)?;
-    let b = stats(op.inputs().start + 1).filter(|st| st.count == 1)?;
-    let scale = |st: &TensorStats| st.max >= 2.0 && st.max.log2().fract() == 0.0;
-    match (scale(&a), scale(&b)) {
-        (false, true) => Some((scalar_value(&a), b.max)),
-        (true, false) => Some((scalar_value(&b), a.max)),
-        _ => None,
-    }
-}
-
-/// The collectives of `index` that `filter` keeps whose receive buffer holds inf/NaN or saturated values
-/// while this rank's send buffer did not: the overflow arrived on this rank through them.
-pub fn collective_arrivals(index: &Index, filter: &Filter) -> Vec<Arrival> {
-    let mut found = Vec::new();
-    let steps = index.collective_steps();
-    let float =
-        |c: &CollectiveInfo| accutrace_formats::dtype::hccl::dtype(c.dtype).is_some_and(|d| d.is_float());
-    // A call whose step is unknown may be at any selected step.
-    let kept = |c: &CollectiveInfo, rank: u32, step: Option<u64>| {
-        filter.keeps_at(c.op.api_name(), step.unwrap_or(filter.steps.first().copied().unwrap_or(0)), rank)
-    };
-    // Per call (communicator, sequence): the members examined whose send buffer was recorded finite.
-    let mut finite_senders: HashMap<(&str, u64), Vec<u32>> = HashMap::new();
-    for (call, &step) in index.collectives.iter().zip(&steps) {
-        let c = &call.info;
-        if kept(c, call.rank, step)
-            && c.input.as_ref().is_some_and(|i| !Anomaly::of(&i.stats, float(c)).any())
-        {
-            finite_senders.entry((c.comm.as_str(), c.seq)).or_default().push(call.rank);
-        }
-    }
-    for (call, step) in index.collectives.iter().zip(steps.iter().copied()) {
-        let c = &call.info;
-        let Some(output) = &c.output else { continue };
-        let float = float(c);
-        let out = Anomaly::of(&output.stats, float);
-        if !out.any() {
-            continue;
-        }
-        if c.input.as_ref().is_some_and(|i| Anomaly::of(&i.stats, float).any()) {
-            continue;
-        }
-        let name = c.op.api_name();
-        if !kept(c, call.rank, step) {
-            continue;
-        }
-        let mut finite = finite_senders.get(&(c.comm.as_str(), c.seq)).cloned().unwrap_or_default();
-        finite.sort_unstable();
-        finite.dedup();
-        let every_member_finite = c.comm_size > 1 && finite.len() == c.comm_size as usize;
-        found.push(Arrival {
-            step,
-            rank: call.rank,
-            call: format!("{name} #{}", c.seq),
-            comm: c.comm.clone(),
-            anomaly: out,
-            elements: output.stats.count,
-            inputs: if c.input.is_some() { "finite inputs" } else { "no send buffer" },
-            began_here_on: if every_member_finite { finite } else { Vec::new() },
-        });
-    }
-    found.sort_by_key(|a| (a.step.is_none(), a.step, a.rank));
-    found
-}
-
-/// Steps of the ranks `filter` keeps where the run shows an overflow that `explained(rank, step)` does not
-/// account for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
-/// or a loss-scale drop with no explained step since the previous scale. Not judged on dumps of the
-/// flagged ops only, which hold no optimizer op. A step without optimizer ops is not judged either when
-/// the source lost records (a missing segment, a dump file it could not read): the optimizer ops may be
-/// what was lost, and a skipped step nobody saw is no finding (the lost records lead the report).
-pub fn without_origin(
-    index: &Index,
-    filter: &Filter,
-    scales: &[LossScale],
-    explained: &dyn Fn(u32, u64) -> bool,
-) -> Vec<WithoutOrigin> {
-    let lost_records = index.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
-    without_origin_of(&updates_of(index, filter), index.only_overflowing_ops, lost_records, scales, explained)
-}
-
-/// Per rank and step of the steps and ranks `filter` keeps: whether an optimizer op ran. Every op counts,
-/// whatever the op selection: the update is whole-step.
-fn updates_of(index: &Index, filter: &Filter) -> Updates {
-    let mut updates = Updates::new();
-    for op in &index.ops {
-        if !(filter.steps.is_empty() || filter.steps.contains(&op.step))
-            || !(filter.ranks.is_empty() || filter.ranks.contains(&op.rank))
-        {
-            continue;
-        }
-        *updates.entry(op.rank).or_default().entry(op.step).or_default() |=
-            crate::roles::is_optimizer(&op.op_type);
-    }
-    updates
-}
-
-/// [`without_origin`] from what it needs of the run: whether each step updated, whether the run holds the
-/// flagged ops only, whether it lost records.
-fn without_origin_of(
-    updates: &Updates,
-    only_overflowing_ops: bool,
-    lost_records: bool,
-    scales: &[LossScale],
-    explained: &dyn Fn(u32, u64) -> bool,
-) -> Vec<WithoutOrigin> {
-    let mut found = Vec::new();
-    if only_overflowing_ops {
-        return found;
-    }
-    for (&rank, steps) in updates {
-        if lost_records || !steps.values().any(|&u| u) {
-            continue;
-        }
-        for (&step, _) in steps.iter().filter(|(&s, &u)| !u && !explained(rank, s)) {
-            found.push(WithoutOrigin {
-                step,
-                rank,
-                evidence: format!("step {step} was skipped (no optimizer op ran)"),
-            });
-        }
-    }
-    let mut ranks: Vec<u32> = scales.iter().map(|l| l.rank).collect();
-    ranks.dedup();
-    for rank in ranks {
-        let of_rank: Vec<&LossScale> = scales.iter().filter(|l| l.rank == rank).collect();
-        for w in of_rank.windows(2) {
-            let (before, after) = (w[0], w[1]);
-            if after.value < before.value && !(before.step..after.step).any(|s| explained(rank, s)) {
-                found.push(WithoutOrigin {
-                    step: after.step,
-                    rank,
-                    evidence: format!(
-                        "the loss scale dropped from {} to {} at step {}",
-                        crate::report::fmt_num(before.value),
-                        crate::report::fmt_num(after.value),
-                        after.step
-                    ),
-                });
-            }
-        }
-    }
-    found.sort_by_key(|w| (w.rank, w.step));
-    found
-}
-
-/// The loss scale, where the run dumps it, and which tensor holds it: an op named like `loss_scale` /
-/// `loss/scale` with a one-element input that is a power of two (the scale multiplying the loss), or the
-/// one-element output of a scale-update op (`AmpUpdateScale`-style: `update` in its name or type). The
-/// output of the multiplication itself is the loss times the scale, not the scale: never taken.
-fn loss_scale_value(
-    index: &Index,
-    o: OpId,
-    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
-) -> Option<(&'static str, f64)> {
-    let op = &index.ops[o];
-    let name = op.name.to_ascii_lowercase();
-    if !(name.contains("loss_scale") || name.contains("loss/scale") || name.contains("lossscale")) {
-        return None;
-    }
-    let scalar = |t: &TensorId| stats(*t).filter(|s| s.count == 1).map(|s| s.max);
-    let power_of_two = |v: &f64| *v > 0.0 && v.log2().fract() == 0.0;
-    if let Some(v) = op.inputs().filter_map(|t| scalar(&t)).find(power_of_two) {
-        return Some(("input", v));
-    }
-    let updates = name.contains("update") || op.op_type.to_ascii_lowercase().contains("update");
-    updates.then(|| op.outputs().next().and_then(|t| scalar(&t)).map(|v| ("output", v))).flatten()
 }
 
 #[cfg(test)]
