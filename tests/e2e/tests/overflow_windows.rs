@@ -12,29 +12,13 @@ use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Several layers, so that a step holds a few hundred tensors a rank.
 const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
 
 /// Records `sim-train --ranks 4 --steps STEPS` of `faults` (JSON, or empty) with the collector and `env`.
 fn record_job(dir: &Path, name: &str, faults: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    let model = model_file(dir, &format!("{name}.json"), &format!("{MODEL}{faults}}}"));
-    let run = dir.join(name);
-    let out = Command::new(sim_train_bin())
-        .args(["--ranks", "4", "--steps", &steps.to_string(), "--model"])
-        .arg(&model)
-        .arg("--lib")
-        .arg(runtime_lib())
-        .arg("--hccl-lib")
-        .arg(artifact("libhccl.so"))
-        .env("LD_PRELOAD", collector_lib())
-        .env("ACCUTRACE_DIR", &run)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run sim-train");
-    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    run
+    record_ranks(dir, name, &format!("{MODEL}{faults}}}"), 4, steps, env)
 }
 
 /// The whole capture's report and the windowed one's, as JSON, and how many windows were read.

@@ -18,22 +18,7 @@ const OVERFLOW_RANK2: &str =
 
 /// Records `sim-train --ranks 4 --steps 3` of `model_json` with the collector (and `env`).
 fn record_job(dir: &Path, name: &str, model_json: &str, env: &[(&str, &str)]) -> PathBuf {
-    let model = model_file(dir, &format!("{name}.json"), model_json);
-    let run = dir.join(name);
-    let out = Command::new(sim_train_bin())
-        .args(["--ranks", "4", "--steps", "3", "--model"])
-        .arg(&model)
-        .arg("--lib")
-        .arg(runtime_lib())
-        .arg("--hccl-lib")
-        .arg(artifact("libhccl.so"))
-        .env("LD_PRELOAD", collector_lib())
-        .env("ACCUTRACE_DIR", &run)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run sim-train");
-    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
-    run
+    record_ranks(dir, name, model_json, 4, 3, env)
 }
 
 struct Runs {

@@ -210,3 +210,31 @@ pub fn node0(run: &Path, to: &Path) -> PathBuf {
     std::fs::write(to.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
     to.to_path_buf()
 }
+
+/// Records `sim-train --ranks RANKS --steps STEPS` of `model_json` (written as `dir/NAME.json`) over the
+/// simulated HCCL, the collector preloaded and writing to `dir/NAME` (with `env`); that directory.
+pub fn record_ranks(
+    dir: &Path,
+    name: &str,
+    model_json: &str,
+    ranks: u32,
+    steps: u64,
+    env: &[(&str, &str)],
+) -> PathBuf {
+    let model = model_file(dir, &format!("{name}.json"), model_json);
+    let run = dir.join(name);
+    let out = Command::new(sim_train_bin())
+        .args(["--ranks", &ranks.to_string(), "--steps", &steps.to_string(), "--model"])
+        .arg(&model)
+        .arg("--lib")
+        .arg(runtime_lib())
+        .arg("--hccl-lib")
+        .arg(artifact("libhccl.so"))
+        .env("LD_PRELOAD", collector_lib())
+        .env("ACCUTRACE_DIR", &run)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run sim-train");
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    run
+}
