@@ -9,9 +9,9 @@
 //! mean or norm (what msprobe records for integer tensors), no data file (`-1`).
 //!
 //! The table is never held: it is made again, a call at a time, where it is needed: once when compare
-//! hands its verdicts to the rows ([`verdicts`]), once more when msprobe's CSV writes it
+//! hands its verdicts to the rows (`verdicts`), once more when msprobe's CSV writes it
 //! ([`super::Comparison::msprobe_table`]). A row holds positions into the two sides' arguments, not their
-//! text; [`ArgTexts`] gives a row's cells (#18: the text of every argument, then a row of positions per
+//! text; `ArgTexts` gives a row's cells (#18: the text of every argument, then a row of positions per
 //! target argument held to the end, grew with the tensor count).
 
 use super::row::{CompareRow, SharedMessages};
