@@ -1,6 +1,7 @@
 //! Which ops, steps and ranks a command looks at (`--step`, `--rank`, `--op`), shared by every command.
 
 use crate::index::{Index, IndexedOp};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// A selection of ops: each list empty means "all"; otherwise an op must match one entry of each.
@@ -108,25 +109,7 @@ impl Filter {
             }
             return Ok(());
         }
-        let steps = index.steps();
-        let missing: Vec<u64> = self.steps.iter().copied().filter(|s| !steps.contains(s)).collect();
-        if !missing.is_empty() {
-            anyhow::bail!(
-                "{} not in {source}: its steps are {}",
-                plural_list("step", &missing),
-                ranges(&steps)
-            );
-        }
-        let ranks: Vec<u64> = index.ranks().into_iter().map(u64::from).collect();
-        let missing: Vec<u64> =
-            self.ranks.iter().map(|&r| u64::from(r)).filter(|r| !ranks.contains(r)).collect();
-        if !missing.is_empty() {
-            anyhow::bail!(
-                "{} not in {source}: its ranks are {}",
-                plural_list("rank", &missing),
-                ranges(&ranks)
-            );
-        }
+        self.check_steps_and_ranks(&index.steps(), &index.ranks(), path)?;
         for pattern in &self.ops {
             let single = Filter { ops: vec![pattern.clone()], ..Filter::default() };
             if index.ops.iter().any(|op| single.keeps(op)) {
@@ -143,13 +126,60 @@ impl Filter {
             anyhow::bail!("--op '{pattern}' matches no op of {source}{hint}");
         }
         if !index.ops.iter().any(|op| self.keeps(op)) {
+            anyhow::bail!(none_at_once(path));
+        }
+        Ok(())
+    }
+
+    /// [`Filter::check`] of a selection of steps and ranks, without `--op` (which needs every op's name),
+    /// against the places (rank, step) the run's ops are at: where no index of the whole run is built (a
+    /// long capture read a window of steps at a time). The same refusals, in the same words.
+    pub fn check_places(&self, places: &BTreeSet<(u32, u64)>, path: &Path) -> anyhow::Result<()> {
+        let mut steps: Vec<u64> = places.iter().map(|&(_, step)| step).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        let mut ranks: Vec<u32> = places.iter().map(|&(rank, _)| rank).collect();
+        ranks.dedup();
+        self.check_steps_and_ranks(&steps, &ranks, path)?;
+        if !places.iter().any(|&(rank, step)| self.keeps_at("", step, rank)) {
+            anyhow::bail!(none_at_once(path));
+        }
+        Ok(())
+    }
+
+    /// Refuses a step or a rank the run lacks (`steps` and `ranks`: those it has, ascending), listing those it
+    /// has.
+    fn check_steps_and_ranks(&self, steps: &[u64], ranks: &[u32], path: &Path) -> anyhow::Result<()> {
+        let source = path.display();
+        let missing: Vec<u64> = self.steps.iter().copied().filter(|s| !steps.contains(s)).collect();
+        if !missing.is_empty() {
             anyhow::bail!(
-                "{source} has the steps, ranks and op names asked for, but no op has them all at once \
-                 (--step, --rank and --op must all match one op)"
+                "{} not in {source}: its steps are {}",
+                plural_list("step", &missing),
+                ranges(steps)
+            );
+        }
+        let ranks: Vec<u64> = ranks.iter().map(|&r| u64::from(r)).collect();
+        let missing: Vec<u64> =
+            self.ranks.iter().map(|&r| u64::from(r)).filter(|r| !ranks.contains(r)).collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "{} not in {source}: its ranks are {}",
+                plural_list("rank", &missing),
+                ranges(&ranks)
             );
         }
         Ok(())
     }
+}
+
+/// The refusal of selectors that each match but keep no op together.
+fn none_at_once(path: &Path) -> String {
+    format!(
+        "{} has the steps, ranks and op names asked for, but no op has them all at once (--step, --rank and \
+         --op must all match one op)",
+        path.display()
+    )
 }
 
 /// "step 5 is" / "steps 5, 7 are".

@@ -144,15 +144,18 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
     fold.finish(source.root().display().to_string(), WholeRun { scope, ..WholeRun::default() })
 }
 
-/// The overflow analysis of a long capture read a window of steps at a time ([`StepWindows`]): the report
-/// [`overflow`] makes of the whole capture, holding one window's index at a time. Every op counts: the
-/// caller reads a capture by windows only without a selection.
-pub fn overflow_by_windows(windows: &StepWindows, progress: bool) -> anyhow::Result<OverflowReport> {
-    let everything = Filter::default();
+/// The overflow analysis of the ops `filter` keeps of a long capture read a window of steps at a time
+/// ([`StepWindows`]): the report [`overflow`] makes of the whole capture, holding one window's index at a
+/// time. Every window is read, whatever the selection: a record that cannot be read is the run's problem.
+pub fn overflow_by_windows(
+    windows: &StepWindows,
+    filter: &Filter,
+    progress: bool,
+) -> anyhow::Result<OverflowReport> {
     let mut fold = OverflowFold::default();
     for w in 0..windows.windows().len() {
         let source = windows.open(w)?;
-        fold.add(&source, &everything, progress);
+        fold.add(&source, filter, progress);
     }
     let whole = WholeRun {
         leading: windows.mixed_runs().into_iter().cloned().collect(),

@@ -6,6 +6,7 @@
 
 mod common;
 
+use analyzer::filter::Filter;
 use analyzer::overflow::{overflow, overflow_by_windows};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
@@ -26,7 +27,7 @@ fn both(run: &Path, window_tensors: u64) -> (serde_json::Value, serde_json::Valu
     let whole = CaptureSource::open(run).unwrap();
     let whole = overflow(&whole, &Default::default(), false);
     let windows = StepWindows::census(run, window_tensors).unwrap().expect("read by windows");
-    let by_windows = overflow_by_windows(&windows, false).unwrap();
+    let by_windows = overflow_by_windows(&windows, &Default::default(), false).unwrap();
     (
         serde_json::to_value(&whole).unwrap(),
         serde_json::to_value(&by_windows).unwrap(),
@@ -122,4 +123,34 @@ fn a_weight_gone_inf_is_named_by_the_op_that_read_it_the_same_by_windows() {
     let without = report["without_origin"].as_array().unwrap();
     let read = without.iter().find(|w| w["rank"] == 2 && w["step"] == 2).expect("rank 2's step 2");
     assert!(read["evidence"].as_str().unwrap().contains("which no op of step 2 produced"), "{report:#}");
+}
+
+/// A selection of steps and ranks (no `--op`, whose check needs every op's name) read by windows: the same
+/// report as the whole capture's of that selection, and the same refusal, in the same words, of a step or
+/// rank the run lacks.
+#[test]
+fn a_selection_of_steps_and_ranks_is_read_the_same_by_windows() {
+    let dir = scratch();
+    let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
+    let run = record_job(dir.path(), "selected", faults, 7, &[]);
+    let whole = CaptureSource::open(&run).unwrap();
+    let windows = StepWindows::census(&run, 1).unwrap().expect("read by windows");
+    let filter =
+        |steps: &[u64], ranks: &[u32]| Filter { steps: steps.to_vec(), ranks: ranks.to_vec(), ops: vec![] };
+    for f in [filter(&[3], &[]), filter(&[], &[0]), filter(&[2, 3, 4], &[1, 2]), filter(&[5], &[2])] {
+        f.check(whole.index(), &run).unwrap();
+        f.check_places(&windows.places(), &run).unwrap();
+        let a = serde_json::to_value(overflow(&whole, &f, false)).unwrap();
+        let b = serde_json::to_value(overflow_by_windows(&windows, &f, false).unwrap()).unwrap();
+        assert_eq!(a, b, "{f:?}");
+        if f.steps.contains(&3) && (f.ranks.is_empty() || f.ranks.contains(&2)) {
+            assert_eq!(a["origins"][0]["rank"], 2, "{f:?}: {a:#}");
+        }
+    }
+    for f in [filter(&[9], &[]), filter(&[], &[7]), filter(&[1, 12], &[0, 5])] {
+        let a = f.check(whole.index(), &run).unwrap_err().to_string();
+        let b = f.check_places(&windows.places(), &run).unwrap_err().to_string();
+        assert_eq!(a, b, "{f:?}");
+        assert!(a.contains("not in"), "{a}");
+    }
 }

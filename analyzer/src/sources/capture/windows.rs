@@ -188,6 +188,16 @@ impl StepWindows {
         &self.shortfalls
     }
 
+    /// The (rank, step) places the capture's ops are at: what a selection of steps and ranks is checked
+    /// against ([`Filter::check_places`](crate::filter::Filter::check_places)).
+    pub fn places(&self) -> BTreeSet<(u32, u64)> {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        ranks
+            .zip(&self.streams)
+            .flat_map(|(rank, steps)| steps.steps.keys().map(move |&step| (rank, step)))
+            .collect()
+    }
+
     /// What the ring policy deleted, per stream, over the whole capture.
     pub fn ring_deleted(&self) -> &[RingDeleted] {
         &self.ring_deleted

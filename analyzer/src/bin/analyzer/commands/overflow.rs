@@ -13,7 +13,10 @@ use std::path::Path;
 pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
     let found = match by_windows(&args.run, &filter)? {
-        Some(windows) => overflow_by_windows(&windows, !args.no_progress)?,
+        Some(windows) => {
+            filter.check_places(&windows.places(), &args.run)?;
+            overflow_by_windows(&windows, &filter, !args.no_progress)?
+        }
         None => {
             let source = super::runs::open_run(&args.run)?;
             filter.check(source.index(), &args.run)?;
@@ -25,11 +28,12 @@ pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }
 
-/// A capture longer than one window, analysed without a selection, is read a window of steps at a time
-/// (#18: what `overflow` holds stays within a window's index whatever the run's length).
+/// A capture longer than one window, analysed without `--op` (whose check needs every op's name), is read a
+/// window of steps at a time (#18: what `overflow` holds stays within a window's index whatever the run's
+/// length).
 fn by_windows(run: &Path, filter: &Filter) -> Result<Option<StepWindows>> {
     match detect(run)? {
-        Detected::Capture(root) if filter.is_everything() => StepWindows::census(&root, WINDOW_TENSORS),
+        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
         _ => Ok(None),
     }
 }
