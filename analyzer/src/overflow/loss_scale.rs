@@ -35,7 +35,7 @@ pub(crate) fn loss_scales(
 
 /// The loss scales of [`loss_scales`] both ways, ordered by rank, step and execution: by name, and by a
 /// scaler's multiply.
-pub(super) fn loss_scale_candidates(
+pub(crate) fn loss_scale_candidates(
     index: &Index,
     ops: &[OpId],
     stats: &dyn Fn(TensorId) -> Option<TensorStats>,

@@ -28,10 +28,10 @@ use crate::sources::capture::windows::StepWindows;
 use crate::sources::Source;
 use crate::threads::tensors_in_flight;
 use accutrace_formats::stats::TensorStats;
-use loss_scale::loss_scale_candidates;
+pub(crate) use loss_scale::loss_scale_candidates;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use without_origin::{updates_of, without_origin_of, Updates};
+pub(crate) use without_origin::{updates_of, without_origin_of, Updates};
 
 #[derive(Serialize)]
 pub struct Origin {

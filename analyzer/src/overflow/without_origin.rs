@@ -20,7 +20,7 @@ pub struct WithoutOrigin {
 }
 
 /// Per rank and step, whether an optimizer op ran.
-pub(super) type Updates = BTreeMap<u32, BTreeMap<u64, bool>>;
+pub(crate) type Updates = BTreeMap<u32, BTreeMap<u64, bool>>;
 
 /// Steps of the ranks `filter` keeps where the run shows an overflow that `explained(rank, step)` does not
 /// account for: a captured step without the optimizer ops the other steps ran (a loss scaler skipped the update),
@@ -40,7 +40,7 @@ pub fn without_origin(
 
 /// Per rank and step of the steps and ranks `filter` keeps: whether an optimizer op ran. Every op counts,
 /// whatever the op selection: the update is whole-step.
-pub(super) fn updates_of(index: &Index, filter: &Filter) -> Updates {
+pub(crate) fn updates_of(index: &Index, filter: &Filter) -> Updates {
     let mut updates = Updates::new();
     for op in &index.ops {
         if !(filter.steps.is_empty() || filter.steps.contains(&op.step))
@@ -56,7 +56,7 @@ pub(super) fn updates_of(index: &Index, filter: &Filter) -> Updates {
 
 /// [`without_origin`] from what it needs of the run: whether each step updated, whether the run holds the
 /// flagged ops only, whether it lost records.
-pub(super) fn without_origin_of(
+pub(crate) fn without_origin_of(
     updates: &Updates,
     only_overflowing_ops: bool,
     lost_records: bool,

@@ -4,7 +4,7 @@
 
 use super::conditions::Condition;
 use super::context::{finite, get, Ctx, Event};
-use super::findings::LossPoint;
+use super::findings::{Finding, LossPoint, Place};
 use super::measure::{self, above, at_least, below, Evidence, Known, Measure, Verdict};
 use crate::index::{OpId, TensorId};
 use crate::overflow::Anomaly;
@@ -19,76 +19,70 @@ const ABS_SUM: &str =
     "the sum of |x| (a capture of format 4 or later) or the tensor's values (record --mode tensor)";
 pub(super) const ZEROS: &str = "statistics that count zeros (a capture in stats or tensor mode)";
 
-/// loss_overflow, loss_zero and loss_too_large, per step and rank.
+/// loss_overflow, loss_zero and loss_too_large at the step of `rank` whose ops are `ops`; `first`: each
+/// rank's first finite loss so far, the base of a rise (carried from step to step, window to window).
 pub(super) fn loss(
     ctx: &Ctx<'_>,
     conditions: &[Condition],
-    groups: &BTreeMap<(u32, u64), Vec<OpId>>,
-) -> (Vec<LossPoint>, Vec<Event>) {
-    let mut points = Vec::new();
+    (rank, ops): (u32, &[OpId]),
+    first: &mut HashMap<u32, f64>,
+) -> (Option<LossPoint>, Vec<Event>) {
     let mut events = Vec::new();
-    let mut first: HashMap<u32, f64> = HashMap::new();
     let too_large = get(conditions, "loss_too_large");
-    for (&(rank, _), ops) in groups {
-        let Some(t) = roles::loss_tensor(ctx.index, ops).or_else(|| scaled_loss(ctx, ops)) else {
-            let reason =
-                "no op of the step looks like the loss (a one-element output of a forward op named like a loss: \
-                 loss, cross_entropy, nll; nor a loss scaler's Mul of it by a power of two)";
-            for c in ["loss_overflow", "loss_zero", "loss_too_large"] {
-                events.push(ctx.cant_tell(
-                    c,
-                    None,
-                    ops.first().copied(),
-                    None,
-                    reason,
-                    "the loss op in the dump",
-                ));
-            }
-            continue;
-        };
-        let Some((s, ev)) = scalar_stats(ctx, t) else { continue };
-        let value = if s.nan > 0 {
-            f64::NAN
-        } else if s.pos_inf > 0 {
-            f64::INFINITY
-        } else if s.neg_inf > 0 {
-            f64::NEG_INFINITY
-        } else {
-            s.max
-        };
-        let op = &ctx.index.ops[ctx.index.tensors[t].op()];
-        points.push(LossPoint {
-            step: op.step,
-            rank,
-            op: op.name.to_string(),
-            value: value.is_finite().then_some(value),
-        });
-        let exact = Measure::exact(value);
-        if !value.is_finite() {
-            events.push(ctx.hit("loss_overflow", Some(t), None, "loss", exact, "NaN or inf".into(), ev));
-            continue;
+    let Some(t) = roles::loss_tensor(ctx.index, ops).or_else(|| scaled_loss(ctx, ops)) else {
+        let reason =
+            "no op of the step looks like the loss (a one-element output of a forward op named like a loss: \
+             loss, cross_entropy, nll; nor a loss scaler's Mul of it by a power of two)";
+        for c in ["loss_overflow", "loss_zero", "loss_too_large"] {
+            events.push(ctx.cant_tell(
+                c,
+                None,
+                ops.first().copied(),
+                None,
+                reason,
+                "the loss op in the dump",
+            ));
         }
-        events.push(Event::Decided("loss_overflow"));
-        events.push(if value == 0.0 {
-            ctx.hit("loss_zero", Some(t), None, "loss", exact, "== 0".into(), ev)
-        } else {
-            Event::Decided("loss_zero")
-        });
-        let base = *first.entry(rank).or_insert(value);
-        let Some(c) = too_large else { continue };
-        let mut hit = None;
-        if let Some(gt) = c.get("gt").filter(|&gt| value > gt) {
-            hit = Some(format!("gt {gt}"));
-        }
-        if let Some(rise) = c.get("rise_gt").filter(|&r| base > 0.0 && value > r * base) {
-            hit = Some(format!("rise_gt {rise} (first loss {})", crate::report::fmt_num(base)));
-        }
-        events.push(match hit {
-            Some(threshold) => ctx.hit("loss_too_large", Some(t), None, "loss", exact, threshold, ev),
-            None => Event::Decided("loss_too_large"),
-        });
+        return (None, events);
+    };
+    let Some((s, ev)) = scalar_stats(ctx, t) else { return (None, events) };
+    let value = if s.nan > 0 {
+        f64::NAN
+    } else if s.pos_inf > 0 {
+        f64::INFINITY
+    } else if s.neg_inf > 0 {
+        f64::NEG_INFINITY
+    } else {
+        s.max
+    };
+    let op = &ctx.index.ops[ctx.index.tensors[t].op()];
+    let point =
+        LossPoint { step: op.step, rank, op: op.name.to_string(), value: value.is_finite().then_some(value) };
+    let exact = Measure::exact(value);
+    if !value.is_finite() {
+        events.push(ctx.hit("loss_overflow", Some(t), None, "loss", exact, "NaN or inf".into(), ev));
+        return (Some(point), events);
     }
-    (points, events)
+    events.push(Event::Decided("loss_overflow"));
+    events.push(if value == 0.0 {
+        ctx.hit("loss_zero", Some(t), None, "loss", exact, "== 0".into(), ev)
+    } else {
+        Event::Decided("loss_zero")
+    });
+    let base = *first.entry(rank).or_insert(value);
+    let Some(c) = too_large else { return (Some(point), events) };
+    let mut hit = None;
+    if let Some(gt) = c.get("gt").filter(|&gt| value > gt) {
+        hit = Some(format!("gt {gt}"));
+    }
+    if let Some(rise) = c.get("rise_gt").filter(|&r| base > 0.0 && value > r * base) {
+        hit = Some(format!("rise_gt {rise} (first loss {})", crate::report::fmt_num(base)));
+    }
+    events.push(match hit {
+        Some(threshold) => ctx.hit("loss_too_large", Some(t), None, "loss", exact, threshold, ev),
+        None => Event::Decided("loss_too_large"),
+    });
+    (Some(point), events)
 }
 
 /// What is known of a one-element tensor, and from what. A scaler's input is no watched tensor (an earlier
@@ -135,12 +129,13 @@ pub(super) fn tensor_overflow(ctx: &Ctx<'_>, t: TensorId, known: Option<Known<'_
     ))
 }
 
-/// operator_overflow over the device's records.
-pub(super) fn operator_overflow(ctx: &Ctx<'_>, groups: &BTreeMap<(u32, u64), Vec<OpId>>) -> Vec<Event> {
+/// operator_overflow over the device's records of the steps of `groups`, and whether there were any.
+pub(super) fn operator_overflow(
+    ctx: &Ctx<'_>,
+    groups: &BTreeMap<(u32, u64), Vec<OpId>>,
+) -> (Vec<Event>, bool) {
     let mut events = Vec::new();
-    let mut seen = false;
     for r in ctx.index.overflow_records.iter().filter(|r| groups.contains_key(&(r.rank, r.step))) {
-        seen = true;
         let bits = Measure::exact(r.status.iter().fold(0u64, |a, &s| a | s) as f64);
         let mut event = ctx.hit(
             "operator_overflow",
@@ -156,21 +151,66 @@ pub(super) fn operator_overflow(ctx: &Ctx<'_>, groups: &BTreeMap<(u32, u64), Vec
         }
         events.push(with_detail(event, Some(format!("{}: {}", r.engine, r.status_names.join(", ")))));
     }
-    if !seen {
-        events.push(if ctx.index.only_overflowing_ops {
-            Event::Decided("operator_overflow")
-        } else {
-            ctx.cant_tell(
-                "operator_overflow",
-                None,
-                None,
-                None,
-                "the capture has no device overflow records (the runtime's op-debug dump was off)",
-                "a capture with the device's overflow detection (record --overflow)",
-            )
-        });
+    let seen = !events.is_empty();
+    (events, seen)
+}
+
+/// operator_overflow's one answer for a run without device records: none expected of a dump of the flagged
+/// ops only (`only_overflowing_ops`), else it cannot tell.
+pub(super) fn no_operator_overflow_records(only_overflowing_ops: bool) -> Event {
+    if only_overflowing_ops {
+        return Event::Decided("operator_overflow");
     }
-    events
+    Event::CantTell {
+        condition: "operator_overflow",
+        reason: "the capture has no device overflow records (the runtime's op-debug dump was off)".into(),
+        would_decide: "a capture with the device's overflow detection (record --overflow)",
+        place: Place { step: None, rank: None, op: None, tensor: None, bounds: None },
+    }
+}
+
+/// tensor_overflow's hit for an overflow that arrived through a collective.
+pub(super) fn arrival_hit(a: &crate::overflow::Arrival) -> Event {
+    let (measure, n) = if a.anomaly.nan + a.anomaly.inf > 0 {
+        ("nan_inf", a.anomaly.nan + a.anomaly.inf)
+    } else {
+        ("at_saturation", a.anomaly.saturated)
+    };
+    Event::Hit(Finding {
+        condition: "tensor_overflow",
+        step: a.step,
+        rank: Some(a.rank),
+        op: Some(a.call.clone()),
+        op_type: a.call.split(' ').next().map(str::to_string),
+        tensor: Some(format!("{}.output.0", a.call)),
+        role: Some("collective output"),
+        param: None,
+        measure,
+        value: Measure::exact(n as f64),
+        threshold: "> 0".into(),
+        evidence: Evidence::Statistics,
+        // A call every member sent finite buffers into is where it began, not another rank.
+        detail: Some(if a.began_here_on.is_empty() {
+            format!(
+                "{} of {}: arrived through {} on {} ({} on this rank): the origin is on another rank; run \
+                 `analyzer ranks` over every rank's capture",
+                a.anomaly.describe(),
+                a.elements,
+                a.call,
+                a.comm,
+                a.inputs
+            )
+        } else {
+            format!(
+                "{} of {}: began in {} on {}: {}",
+                a.anomaly.describe(),
+                a.elements,
+                a.call,
+                a.comm,
+                a.why_it_began_here()
+            )
+        }),
+    })
 }
 
 /// A hit with `detail` added.

@@ -1,106 +1,162 @@
-//! Running the conditions: what is known of each tensor (statistics, histogram, values), then each
-//! condition over the tensors, updates and steps it looks at, tallied into the report.
+//! Running the conditions over one index, the whole run's or a window of its steps' ([`WatchFold::add`]):
+//! what is known of each tensor (statistics, histogram, values), then each condition over the tensors,
+//! updates and steps it looks at, tallied into the fold ([`super::fold`]).
 
-use super::conditions::Condition;
+use super::checks;
 use super::context::Knowns;
-use super::context::{Ctx, Event};
-use super::findings::{CantTell, ConditionSummary, Finding, LabelCounts, WatchOptions, WatchReport};
+use super::context::{get, Ctx};
+use super::findings::{LabelCounts, WatchOptions, WatchReport};
+use super::fold::{ReadWhole, WatchFold};
 use super::measure::FromValues;
-use super::{checks, updates};
-use crate::index::{OpId, TensorId};
-use crate::problems::InputProblems;
+use super::tally::Phase;
+use super::updates;
+use crate::index::TensorId;
+use crate::overflow::{loss_scale_candidates, updates_of, WholeRun};
 use crate::progress::Progress;
 use crate::roles::{Role, Roles, Update};
+use crate::sources::capture::windows::StepWindows;
 use crate::sources::Source;
 use crate::threads::{in_flight, pairs_in_flight, release_kept_buffers, tensor_bytes, Footprint};
 use accutrace_formats::stats::{HistogramAccumulator, TensorStats};
-use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-/// How many places a "can't tell" group lists.
-const EXAMPLES: usize = 3;
-
 /// Runs the enabled conditions of `options` over the ops of `source` its filter keeps.
 pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
-    let index = source.index();
-    let ops = options.filter.op_ids(index);
-    let roles = Roles::of(index);
-    let selected: Vec<bool> = {
-        let mut keep = vec![false; index.ops.len()];
-        ops.iter().for_each(|&o| keep[o] = true);
-        keep
-    };
-    let watched: Vec<TensorId> = (0..index.tensors.len())
-        .filter(|&t| selected[index.tensors[t].op()] && roles.role(t).is_some())
-        .collect();
-    let mut problems = InputProblems::of_sources(&[source]);
-    let known = Knowns {
-        index,
-        watched: &watched,
-        computed: gather(source, &watched, &mut problems, options.progress),
-    };
-    let ctx = Ctx {
-        source,
-        index,
-        roles: &roles,
-        known: &known,
-        read_tensors: options.read_tensors,
-        unreadable: Mutex::new(Vec::new()),
-    };
-    let mut tally = Tally::new(&options.conditions);
-    tally.labels = label_counts(&roles, &watched);
-    let updates: Vec<&Update> = roles.updates.iter().filter(|u| selected[u.op]).collect();
-    let mut groups: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
-    for &o in &ops {
-        groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+    let mut fold = WatchFold::new(options);
+    // One index: no later one can hold what an update of it waits for.
+    let _whole = fold.add(source);
+    let scope = source.index().ring_scope();
+    fold.finish(source.root().display().to_string(), WholeRun { scope, ..WholeRun::default() })
+}
+
+/// [`watch`] of a long capture read a window of steps at a time ([`StepWindows`]): the same report, holding
+/// one window's index at a time. `None` when the run must be read whole after all: an update whose weight
+/// after it is the weight before the parameter's next update, and that update in a later window.
+pub fn watch_by_windows(
+    windows: &StepWindows,
+    options: &WatchOptions,
+) -> anyhow::Result<Option<WatchReport>> {
+    let mut fold = WatchFold::new(options);
+    for w in 0..windows.windows().len() {
+        let source = windows.open(w)?;
+        if let Err(ReadWhole) = fold.add(&source) {
+            return Ok(None);
+        }
     }
-    let conditions = &options.conditions;
-    let (loss, events) = checks::loss(&ctx, conditions, &groups);
-    tally.add(conditions, events);
-    let bar = Progress::new("watch", watched.len() as u64, !options.progress);
-    // A check that statistics leave undecided reads the tensor's values (or an update's two): within the
-    // memory budget, as compare's pairs.
-    let reads = |t: TensorId| ctx.read_tensors && index.tensors[t].has_data;
-    // Each tensor's statistics read once for its label, tensor_overflow and the checks on it (#18: a read
-    // decodes the record again). tensor_overflow's event, if any, comes first.
-    let check = |_: &mut Vec<f32>, k: usize| {
-        bar.inc(1);
-        let (t, known) = (watched[k], known.get(watched[k]));
-        let mut events = checks::tensor(&ctx, conditions, t, known);
-        // Into the checks' list, not a list of its own: an allocation a tensor fewer.
-        if let Some(overflow) = checks::tensor_overflow(&ctx, t, known) {
-            events.insert(0, overflow);
-        }
-        (known.map(|k| k.stats.has_nonfinite()), events)
+    let whole = WholeRun {
+        leading: windows.mixed_runs().into_iter().cloned().collect(),
+        shortfalls: windows.shortfalls().to_vec(),
+        scope: crate::index::ring_scope_of(windows.ring_deleted()),
     };
-    // The findings keep their order: every tensor_overflow hit, operator_overflow's, then the checks'.
-    let mut checked = Tally::new(conditions);
-    in_windows(source, &watched, reads, check, |_, (nonfinite, events)| {
-        match nonfinite {
-            Some(true) => tally.labels.nonfinite += 1,
-            Some(false) => {}
-            None => tally.labels.unknown += 1,
+    Ok(Some(fold.finish(windows.root().display().to_string(), whole)))
+}
+
+impl WatchFold<'_> {
+    /// The conditions over the ops of `source` the filter keeps: a run's index, or the next window of its
+    /// steps. `Err`: an update of an earlier window waits for this window's weight (see [`watch_by_windows`]).
+    pub fn add(&mut self, source: &dyn Source) -> Result<(), ReadWhole> {
+        let options = self.options;
+        let conditions = &options.conditions;
+        let index = source.index();
+        let ops = options.filter.op_ids(index);
+        let roles = Roles::of(index);
+        let selected: Vec<bool> = {
+            let mut keep = vec![false; index.ops.len()];
+            ops.iter().for_each(|&o| keep[o] = true);
+            keep
+        };
+        let updates: Vec<&Update> = roles.updates.iter().filter(|u| selected[u.op]).collect();
+        if updates.iter().any(|u| self.awaits_after(u)) {
+            return Err(ReadWhole);
         }
-        let mut events = events.into_iter().peekable();
-        tally.add(conditions, events.next_if(|e| e.condition() == "tensor_overflow"));
-        checked.add(conditions, events);
-    });
-    bar.finish();
-    tally.add(conditions, checks::operator_overflow(&ctx, &groups));
-    tally.append(checked);
-    let (norms, trends) = updates::gradient_norms(&ctx, &updates);
-    // An update whose weight was not read (its input 0's file torn) is not judged: the input problem leads.
-    let judged: Vec<&Update> = updates.iter().copied().filter(|u| u.weight_read(index)).collect();
-    let before: Vec<TensorId> = judged.iter().map(|u| u.before).collect();
-    let judge = |_: &mut Vec<f32>, k: usize| updates::update(&ctx, conditions, judged[k], &updates, &trends);
-    in_windows(source, &before, reads, judge, |_, events| tally.add(conditions, events));
-    tally.add(conditions, updates::initialization(&ctx, conditions, &updates));
-    // Overflow that reached a rank through a collective: no tensor of the rank's ops shows where it came
-    // from, but the collective's receive buffer holds it (tensor_overflow, named as arriving).
-    let arrivals = crate::overflow::collective_arrivals(index, &options.filter);
-    tally.add(conditions, arrivals.iter().map(arrival_hit));
-    let without_origin = {
+        let watched: Vec<TensorId> = (0..index.tensors.len())
+            .filter(|&t| selected[index.tensors[t].op()] && roles.role(t).is_some())
+            .collect();
+        let place = |t: TensorId| {
+            let op = &index.ops[index.tensors[t].op()];
+            (op.rank, op.step)
+        };
+        let mut unreadable = Vec::new();
+        let known = Knowns {
+            index,
+            watched: &watched,
+            computed: gather(source, &watched, &mut unreadable, options.progress),
+        };
+        for (t, e) in unreadable {
+            self.unreadable(false, place(t), t, index.tensor_label(t), &e);
+        }
+        let ctx = Ctx {
+            source,
+            index,
+            roles: &roles,
+            known: &known,
+            read_tensors: options.read_tensors,
+            unreadable: Mutex::new(Vec::new()),
+        };
+        count_labels(&mut self.labels, &roles, &watched);
+        let mut groups: BTreeMap<(u32, u64), Vec<usize>> = BTreeMap::new();
+        for &o in &ops {
+            groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
+        }
+        for (&(rank, step), ops) in &groups {
+            self.steps.insert(step);
+            self.ranks.insert(rank);
+            let (point, events) = checks::loss(&ctx, conditions, (rank, ops), &mut self.first_loss);
+            self.loss.extend(point);
+            self.tally.add(conditions, (Phase::Loss, rank, step), events);
+        }
+        let bar = Progress::new("watch", watched.len() as u64, !options.progress);
+        // A check that statistics leave undecided reads the tensor's values (or an update's two): within the
+        // memory budget, as compare's pairs.
+        let reads = |t: TensorId| ctx.read_tensors && index.tensors[t].has_data;
+        // Each tensor's statistics read once for its label, tensor_overflow and the checks on it (#18: a read
+        // decodes the record again).
+        let check = |_: &mut Vec<f32>, k: usize| {
+            bar.inc(1);
+            let (t, known) = (watched[k], known.get(watched[k]));
+            let overflow = checks::tensor_overflow(&ctx, t, known);
+            (known.map(|k| k.stats.has_nonfinite()), overflow, checks::tensor(&ctx, conditions, t, known))
+        };
+        let tally = &mut self.tally;
+        let labels = &mut self.labels;
+        in_windows(source, &watched, reads, check, |k, (nonfinite, overflow, events)| {
+            match nonfinite {
+                Some(true) => labels.nonfinite += 1,
+                Some(false) => {}
+                None => labels.unknown += 1,
+            }
+            let (rank, step) = place(watched[k]);
+            tally.add(conditions, (Phase::TensorOverflow, rank, step), overflow);
+            tally.add(conditions, (Phase::Tensors, rank, step), events);
+        });
+        bar.finish();
+        let (events, seen) = checks::operator_overflow(&ctx, &groups);
+        self.operator_records_seen |= seen;
+        self.tally.add(conditions, (Phase::OperatorOverflow, 0, 0), events);
+        let (norms, series) = updates::gradient_norms(&ctx, &updates);
+        self.norms.extend(norms);
+        for (key, points) in series {
+            let trend = self.trends.entry(key).or_default();
+            points.into_iter().for_each(|p| trend.push(p));
+        }
+        // An update whose weight was not read (its input 0's file torn) is not judged: the input problem leads.
+        let judged: Vec<&Update> = updates.iter().copied().filter(|u| u.weight_read(index)).collect();
+        let before: Vec<TensorId> = judged.iter().map(|u| u.before).collect();
+        let judge = |_: &mut Vec<f32>, k: usize| updates::update(&ctx, conditions, judged[k], &updates);
+        let tally = &mut self.tally;
+        in_windows(source, &before, reads, judge, |k, events| {
+            tally.add(conditions, (Phase::Updates, judged[k].rank, judged[k].step), events)
+        });
+        // The weight after an update without an output of it is the weight before the parameter's next
+        // update: in a later window, it is not here to judge by.
+        for u in judged.iter().filter(|u| u.after.is_none() && updates::after(u, &updates).is_none()) {
+            self.awaiting_after.insert((u.rank, u.param.clone()));
+        }
+        self.initialization(&ctx, &updates);
+        // Overflow that reached a rank through a collective: no tensor of the rank's ops shows where it came
+        // from, but the collective's receive buffer holds it (tensor_overflow, named as arriving).
+        self.arrivals.extend(crate::overflow::collective_arrivals(index, &options.filter));
         let stats_of = |t: TensorId| -> Option<TensorStats> {
             let info = &index.tensors[t];
             known.get(t).map(|k| k.stats).or_else(|| index.stats(t)).or_else(|| {
@@ -110,169 +166,55 @@ pub fn watch(source: &dyn Source, options: &WatchOptions) -> WatchReport {
                     .then(|| TensorStats::of_f32(&values, info.dtype))
             })
         };
-        let scales = crate::overflow::loss_scales(index, &ops, &stats_of);
-        let explained: std::collections::BTreeSet<u64> = tally
-            .findings
-            .iter()
-            .filter(|f| f.condition.ends_with("_overflow"))
-            .filter_map(|f| f.step)
-            .collect();
-        // Any overflow hit explains its step on every rank: the overflow flag spans the job.
-        crate::overflow::without_origin(index, &options.filter, &scales, &|_, step| explained.contains(&step))
-    };
-    let mut steps: Vec<u64> = groups.keys().map(|&(_, s)| s).collect();
-    steps.sort_unstable();
-    steps.dedup();
-    let mut ranks: Vec<u32> = groups.keys().map(|&(r, _)| r).collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    let mut unreadable = ctx.unreadable.into_inner().unwrap_or_else(|p| p.into_inner());
-    unreadable.sort_by_key(|(t, _)| *t);
-    unreadable.dedup_by_key(|(t, _)| *t);
-    for (t, e) in unreadable {
-        problems.push_unreadable(&index.tensor_label(t), &e);
-    }
-    WatchReport {
-        run: source.root().display().to_string(),
-        input_problems: problems,
-        warnings: index.warnings.clone(),
-        steps,
-        ranks,
-        labels: tally.labels,
-        conditions: tally.summaries,
-        findings: tally.findings,
-        without_origin,
-        scope: index.ring_scope(),
-        cant_tell: tally.cant_tell.into_values().collect(),
-        loss,
-        gradient_norm: norms,
-    }
-}
-
-/// tensor_overflow's hit for an overflow that arrived through a collective.
-fn arrival_hit(a: &crate::overflow::Arrival) -> Event {
-    let (measure, n) = if a.anomaly.nan + a.anomaly.inf > 0 {
-        ("nan_inf", a.anomaly.nan + a.anomaly.inf)
-    } else {
-        ("at_saturation", a.anomaly.saturated)
-    };
-    Event::Hit(Finding {
-        condition: "tensor_overflow",
-        step: a.step,
-        rank: Some(a.rank),
-        op: Some(a.call.clone()),
-        op_type: a.call.split(' ').next().map(str::to_string),
-        tensor: Some(format!("{}.output.0", a.call)),
-        role: Some("collective output"),
-        param: None,
-        measure,
-        value: super::measure::Measure::exact(n as f64),
-        threshold: "> 0".into(),
-        evidence: super::measure::Evidence::Statistics,
-        // A call every member sent finite buffers into is where it began, not another rank.
-        detail: Some(if a.began_here_on.is_empty() {
-            format!(
-                "{} of {}: arrived through {} on {} ({} on this rank): the origin is on another rank; run \
-                 `analyzer ranks` over every rank's capture",
-                a.anomaly.describe(),
-                a.elements,
-                a.call,
-                a.comm,
-                a.inputs
-            )
-        } else {
-            format!(
-                "{} of {}: began in {} on {}: {}",
-                a.anomaly.describe(),
-                a.elements,
-                a.call,
-                a.comm,
-                a.why_it_began_here()
-            )
-        }),
-    })
-}
-
-/// The report's counters, findings and "can't tell" groups.
-struct Tally {
-    summaries: Vec<ConditionSummary>,
-    findings: Vec<Finding>,
-    cant_tell: BTreeMap<(&'static str, String), CantTell>,
-    labels: LabelCounts,
-}
-
-impl Tally {
-    fn new(conditions: &[Condition]) -> Tally {
-        let summaries = conditions
-            .iter()
-            .map(|c| ConditionSummary {
-                name: c.name,
-                enabled: c.enabled,
-                summary: c.summary,
-                params: c.params.clone(),
-                decided: 0,
-                hits: 0,
-                cant_tell: 0,
-            })
-            .collect();
-        Tally { summaries, findings: Vec::new(), cant_tell: BTreeMap::new(), labels: LabelCounts::default() }
-    }
-
-    fn add(&mut self, conditions: &[Condition], events: impl IntoIterator<Item = Event>) {
-        for e in events {
-            let name = e.condition();
-            let Some(i) = conditions.iter().position(|c| c.name == name && c.enabled) else { continue };
-            let s = &mut self.summaries[i];
-            match e {
-                Event::Hit(f) => {
-                    s.decided += 1;
-                    s.hits += 1;
-                    self.findings.push(f);
-                }
-                Event::Decided(_) => s.decided += 1,
-                Event::CantTell { condition, reason, would_decide, place } => {
-                    s.cant_tell += 1;
-                    let group = self.cant_tell.entry((condition, reason.clone())).or_insert_with(|| {
-                        CantTell { condition, reason, would_decide, count: 0, examples: Vec::new() }
-                    });
-                    group.count += 1;
-                    if group.examples.len() < EXAMPLES {
-                        group.examples.push(place);
-                    }
-                }
-            }
+        let (named, multiplied) = loss_scale_candidates(index, &ops, &stats_of);
+        self.scales.0.extend(named);
+        self.scales.1.extend(multiplied);
+        for (rank, steps) in updates_of(index, &options.filter) {
+            self.updated.entry(rank).or_default().extend(steps);
         }
+        self.only_overflowing_ops |= index.only_overflowing_ops;
+        let mut unreadable = ctx.unreadable.into_inner().unwrap_or_else(|p| p.into_inner());
+        unreadable.sort_by_key(|(t, _)| *t);
+        unreadable.dedup_by_key(|(t, _)| *t);
+        for (t, e) in unreadable {
+            self.unreadable(true, place(t), t, index.tensor_label(t), &e);
+        }
+        self.index_problems.extend(index.problems.iter().cloned());
+        self.warnings.extend(index.warnings.iter().cloned());
+        Ok(())
     }
 
-    /// `later`'s answers added after this tally's own: its counts, its findings after these, its "can't
-    /// tell" examples after these (as if its events had been added last).
-    fn append(&mut self, later: Tally) {
-        for (s, l) in self.summaries.iter_mut().zip(later.summaries) {
-            (s.decided, s.hits, s.cant_tell) =
-                (s.decided + l.decided, s.hits + l.hits, s.cant_tell + l.cant_tell);
+    /// weight_initialization of each parameter's first update, on a rank whose capture starts at step 0.
+    fn initialization(&mut self, ctx: &Ctx<'_>, updates: &[&Update]) {
+        let conditions = &self.options.conditions;
+        let Some(c) = get(conditions, "weight_initialization") else { return };
+        // Windows come in the order of their steps: the first to hold a rank holds its first step.
+        let mut first_here: HashMap<u32, u64> = HashMap::new();
+        for op in &ctx.index.ops {
+            let s = first_here.entry(op.rank).or_insert(op.step);
+            *s = (*s).min(op.step);
         }
-        self.findings.extend(later.findings);
-        for (key, group) in later.cant_tell {
-            match self.cant_tell.entry(key) {
-                Entry::Vacant(e) => _ = e.insert(group),
-                Entry::Occupied(mut e) => {
-                    let mine = e.get_mut();
-                    mine.count += group.count;
-                    let room = EXAMPLES.saturating_sub(mine.examples.len());
-                    mine.examples.extend(group.examples.into_iter().take(room));
-                }
+        for (rank, step) in first_here {
+            self.first_step.entry(rank).or_insert(step);
+        }
+        for u in updates {
+            if !self.initialized.insert((u.rank, u.param.clone())) {
+                continue;
             }
+            let start = self.first_step.get(&u.rank).copied().unwrap_or(0);
+            let events = updates::initialization(ctx, c, u, start);
+            self.tally.add(conditions, (Phase::Initialization, u.rank, u.step), events);
         }
     }
 }
 
 /// Statistics and a histogram computed from the values of every watched tensor that stored no statistics
 /// (those that did are read from the index when asked: [`Knowns`]); a tensor whose values cannot be read is
-/// an input problem. `progress`: a bar on stderr (when it is a terminal) while values are decoded.
+/// put in `unreadable`, with why. `progress`: a bar on stderr (when it is a terminal) while values are decoded.
 fn gather(
     source: &dyn Source,
     tensors: &[TensorId],
-    problems: &mut InputProblems,
+    unreadable: &mut Vec<(TensorId, anyhow::Error)>,
     progress: bool,
 ) -> HashMap<TensorId, FromValues> {
     let index = source.index();
@@ -304,7 +246,7 @@ fn gather(
             Ok(found) => {
                 known.insert(to_decode[k], found);
             }
-            Err(e) => problems.push_unreadable(&index.tensor_label(to_decode[k]), &e),
+            Err(e) => unreadable.push((to_decode[k], e)),
         },
     );
     bar.finish();
@@ -338,9 +280,9 @@ fn in_windows<R: Send>(
     release_kept_buffers();
 }
 
-/// The watched tensors' labels (the count of those holding NaN/inf or unknown is made as they are checked).
-fn label_counts(roles: &Roles, watched: &[TensorId]) -> LabelCounts {
-    let mut l = LabelCounts::default();
+/// The watched tensors' labels added to `l` (the count of those holding NaN/inf or unknown is made as they
+/// are checked).
+fn count_labels(l: &mut LabelCounts, roles: &Roles, watched: &[TensorId]) {
     for &t in watched {
         match roles.role(t) {
             Some(Role::Weight) => l.weights += 1,
@@ -351,8 +293,7 @@ fn label_counts(roles: &Roles, watched: &[TensorId]) -> LabelCounts {
             None => {}
         }
     }
-    l.updates = roles.updates.len() as u64;
-    l
+    l.updates += roles.updates.len() as u64;
 }
 
 #[cfg(test)]
@@ -462,27 +403,26 @@ mod tests {
         }
     }
 
-    /// A tally appended to another counts as its events added after the other's: counts summed, a "can't
-    /// tell" group's examples first-come, at most three.
+    /// An update whose optimizer op outputs no weight is judged by the weight before its parameter's next
+    /// update: when that update is in a later window, the fold asks for the run read whole.
     #[test]
-    fn an_appended_tally_comes_after() {
-        let conditions = super::super::defaults();
-        let cant_tell = |step| Event::CantTell {
-            condition: "tensor_all_zero",
-            reason: "r".into(),
-            would_decide: "w",
-            place: crate::watch::Place { step: Some(step), rank: None, op: None, tensor: None, bounds: None },
+    fn an_update_waiting_for_a_later_window_s_weight_asks_for_the_whole_run() {
+        let window = |step: u64, param: &str| {
+            let mut index = Index::default();
+            let op = index.push_op(format!("optimizer/{param}/ApplyFoo"), "ApplyFoo".into(), step, 0);
+            for (k, io, shape) in [(0, Io::Input, vec![4]), (1, Io::Input, vec![4]), (0, Io::Output, vec![1])]
+            {
+                index.push_tensor(TensorInfo::for_test(op, io, k, DType::FLOAT, shape));
+            }
+            Capture(index)
         };
-        let (mut first, mut later) = (Tally::new(&conditions), Tally::new(&conditions));
-        first.add(&conditions, [cant_tell(0), cant_tell(1), Event::Decided("tensor_all_zero")]);
-        later.add(&conditions, [cant_tell(2), cant_tell(3), Event::Decided("loss_zero")]);
-        first.append(later);
-        let group = &first.cant_tell[&("tensor_all_zero", "r".to_string())];
-        let steps: Vec<Option<u64>> = group.examples.iter().map(|p| p.step).collect();
-        assert_eq!((group.count, steps), (4, vec![Some(0), Some(1), Some(2)]));
-        let count =
-            |name: &str| first.summaries.iter().find(|c| c.name == name).map(|c| (c.decided, c.cant_tell));
-        assert_eq!((count("tensor_all_zero"), count("loss_zero")), (Some((1, 4)), Some((1, 0))));
+        let conditions = super::super::defaults();
+        let options =
+            WatchOptions { filter: Default::default(), conditions, read_tensors: false, progress: false };
+        let mut fold = WatchFold::new(&options);
+        assert!(fold.add(&window(0, "w")).is_ok());
+        assert!(fold.add(&window(1, "v")).is_ok(), "another parameter's update");
+        assert!(fold.add(&window(2, "w")).is_err(), "w's update at step 0 waits for step 2's weight");
     }
 
     /// Statistics and histograms computed from the values of a source that stored none: tensors of 512 MiB
@@ -492,11 +432,11 @@ mod tests {
         let elements: Vec<u64> = (0..12).map(|k| if k % 3 == 0 { 128 << 20 } else { 16 }).collect();
         let source = Tensors::new(&elements);
         let tensors: Vec<TensorId> = (0..elements.len()).collect();
-        let mut problems = InputProblems::default();
+        let mut unreadable = Vec::new();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
-        let known = pool.install(|| gather(&source, &tensors, &mut problems, false));
+        let known = pool.install(|| gather(&source, &tensors, &mut unreadable, false));
         assert_eq!(source.large_most.load(Ordering::SeqCst), 1, "large tensors read at once");
-        assert!(problems.is_empty());
+        assert!(unreadable.is_empty());
         assert_eq!(known.len(), 12);
         for (&t, k) in &known {
             let k = k.known();

@@ -5,22 +5,22 @@
 use super::checks::{thresholds, with_detail, GT, LT, TENSORS, ZEROS};
 use super::conditions::Condition;
 use super::context::{finite, get, Ctx, Event};
-use super::findings::NormPoint;
+use super::findings::{Finding, NormPoint};
 use super::measure::{self, above, below, Measure, Verdict};
 use crate::index::TensorId;
 use crate::overflow::Anomaly;
 use crate::roles::Update;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-/// Every parameter's gradient norm by step, and per (rank, parameter) a line of its gradient's L2 norm over
-/// the steps (the trend a vanishing or exploding finding shows).
-pub(super) fn gradient_norms(
-    ctx: &Ctx<'_>,
-    updates: &[&Update],
-) -> (Vec<NormPoint>, HashMap<(u32, String), String>) {
+/// The gradients' L2 norms of one (rank, parameter), by step.
+pub(super) type Series = BTreeMap<(u32, String), Vec<(u64, f64)>>;
+
+/// Every parameter's gradient norm by step, and per (rank, parameter) its gradient's L2 norm over the
+/// steps (the trend a vanishing or exploding finding shows).
+pub(super) fn gradient_norms(ctx: &Ctx<'_>, updates: &[&Update]) -> (Vec<NormPoint>, Series) {
     // Per (rank, step): gradients, those holding inf/NaN, the sum of the finite ones' squared norms.
     let mut by_step: BTreeMap<(u32, u64), (usize, usize, f64)> = BTreeMap::new();
-    let mut series: BTreeMap<(u32, String), Vec<(u64, f64)>> = BTreeMap::new();
+    let mut series = Series::new();
     for u in updates {
         let Some(k) = u.gradient.and_then(|g| ctx.known.get(g)) else { continue };
         let e = by_step.entry((u.rank, u.step)).or_default();
@@ -44,34 +44,69 @@ pub(super) fn gradient_norms(
             l2_norm: if nonfinite > 0 { f64::INFINITY } else { sumsq.sqrt() },
         })
         .collect();
-    let trends = series.into_iter().map(|(key, points)| (key, trend_line(&points))).collect();
-    (norms, trends)
+    (norms, series)
 }
 
-/// `L2 by step: 0:1.2e-3 1:9.8e-4 ... 9:1.1e-8 (x9.2e-6 first to last)`: at most 6 points.
-fn trend_line(points: &[(u64, f64)]) -> String {
-    let shown: Vec<&(u64, f64)> = if points.len() <= 6 {
-        points.iter().collect()
-    } else {
-        points[..3].iter().chain(&points[points.len() - 3..]).collect()
-    };
-    let mut parts: Vec<String> =
-        shown.iter().map(|(s, v)| format!("{s}:{}", crate::report::fmt_num(*v))).collect();
-    if points.len() > 6 {
-        parts.insert(3, "...".into());
+/// The points a trend line shows of one gradient's norms, kept as they come, step after step: the first
+/// three and the last three, not every step's (a run read by windows holds a few a parameter).
+#[derive(Default)]
+pub(super) struct Trend {
+    head: Vec<(u64, f64)>,
+    /// The points after the first three, at most the last three.
+    tail: std::collections::VecDeque<(u64, f64)>,
+    points: usize,
+}
+
+/// Points a trend line shows at most.
+const SHOWN: usize = 6;
+
+impl Trend {
+    pub fn push(&mut self, point: (u64, f64)) {
+        self.points += 1;
+        if self.head.len() < SHOWN / 2 {
+            self.head.push(point);
+            return;
+        }
+        if self.tail.len() == SHOWN / 2 {
+            self.tail.pop_front();
+        }
+        self.tail.push_back(point);
     }
-    let (first, last) = (points[0].1, points[points.len() - 1].1);
-    let change = if first > 0.0 {
-        format!(" (x{} first to last)", crate::report::fmt_num(last / first))
-    } else {
-        String::new()
-    };
-    format!("gradient L2 by step: {}{change}", parts.join(" "))
+
+    /// `gradient L2 by step: 0:1.2e-3 1:9.8e-4 ... 9:1.1e-8 (x9.2e-6 first to last)`: at most 6 points.
+    pub fn line(&self) -> String {
+        let shown: Vec<&(u64, f64)> = self.head.iter().chain(&self.tail).collect();
+        let mut parts: Vec<String> =
+            shown.iter().map(|(s, v)| format!("{s}:{}", crate::report::fmt_num(*v))).collect();
+        if self.points > SHOWN {
+            parts.insert(SHOWN / 2, "...".into());
+        }
+        let (first, last) = (shown[0].1, shown[shown.len() - 1].1);
+        let change = if first > 0.0 {
+            format!(" (x{} first to last)", crate::report::fmt_num(last / first))
+        } else {
+            String::new()
+        };
+        format!("gradient L2 by step: {}{change}", parts.join(" "))
+    }
+}
+
+/// A gradient finding of an update ([`update`]) with its gradient's trend line (`None`: no finite norm),
+/// which only the whole run's steps give.
+pub(super) fn with_trend(f: &mut Finding, trend: Option<String>) {
+    match f.condition {
+        "gradient_overflow" => {
+            f.detail =
+                Some(format!("{}; {}", f.detail.as_deref().unwrap_or(""), trend.as_deref().unwrap_or("")))
+        }
+        "gradient_vanishing" | "gradient_too_large" => f.detail = trend,
+        _ => {}
+    }
 }
 
 /// The weight after update `u`: its optimizer op's output, else the weight before the parameter's next
 /// update (steps skipped between them change nothing).
-fn after(u: &Update, all: &[&Update]) -> Option<TensorId> {
+pub(super) fn after(u: &Update, all: &[&Update]) -> Option<TensorId> {
     u.after.or_else(|| {
         all.iter()
             .filter(|v| v.rank == u.rank && v.param == u.param && v.step > u.step)
@@ -82,13 +117,7 @@ fn after(u: &Update, all: &[&Update]) -> Option<TensorId> {
 
 /// The conditions on one update: weight not changed, change too large or small, weight and gradient size,
 /// gradient overflow and vanishing.
-pub(super) fn update(
-    ctx: &Ctx<'_>,
-    conditions: &[Condition],
-    u: &Update,
-    all: &[&Update],
-    trends: &HashMap<(u32, String), String>,
-) -> Vec<Event> {
+pub(super) fn update(ctx: &Ctx<'_>, conditions: &[Condition], u: &Update, all: &[&Update]) -> Vec<Event> {
     let mut events = Vec::new();
     let after = after(u, all);
     // What is known of the update's tensors, read once for all its conditions (#18: a read decodes a record).
@@ -164,101 +193,85 @@ pub(super) fn update(
     }
     let Some(g) = u.gradient else { return events };
     let gradient = (g, ctx.known.get(g));
-    let trend = trends.get(&(u.rank, u.param.clone()));
     if let (Some(c), Some(k)) = (get(conditions, "gradient_overflow"), gradient.1) {
         let a = Anomaly::of(&k.stats, true);
         events.push(if a.nan + a.inf > 0 {
             let n = Measure::exact((a.nan + a.inf) as f64);
             let hit = ctx.hit(c.name, Some(g), Some(u.op), "nan_inf", n, "> 0".into(), k.evidence());
-            with_detail(hit, Some(format!("{}; {}", a.describe(), trend.map_or("", |s| s.as_str()))))
+            // The trend is added when the run's every step is known (`with_trend`).
+            with_detail(hit, Some(a.describe()))
         } else {
             Event::Decided(c.name)
         });
     }
     for (name, params) in [("gradient_vanishing", LT), ("gradient_too_large", GT)] {
         if let Some(c) = get(conditions, name) {
-            events.extend(thresholds(ctx, c, params, gradient, trend));
+            events.extend(thresholds(ctx, c, params, gradient, None));
         }
     }
     events
 }
 
-/// weight_initialization: each weight before its parameter's first update, when the capture starts at step
-/// 0 (steps skipped before that update change nothing, so it is the initial weight).
-pub(super) fn initialization(ctx: &Ctx<'_>, conditions: &[Condition], updates: &[&Update]) -> Vec<Event> {
-    let Some(c) = get(conditions, "weight_initialization") else { return Vec::new() };
-    let mut first_step: HashMap<u32, u64> = HashMap::new();
-    for op in &ctx.index.ops {
-        let s = first_step.entry(op.rank).or_insert(op.step);
-        *s = (*s).min(op.step);
+/// weight_initialization of update `u`, its parameter's first (the caller knows which across a run read by
+/// windows) on a rank whose capture starts at step `start`: from step 0 on, the weight before it is the
+/// initial weight (steps skipped before that update change nothing).
+pub(super) fn initialization(ctx: &Ctx<'_>, c: &Condition, u: &Update, start: u64) -> Vec<Event> {
+    if !u.weight_read(ctx.index) {
+        let reason = "the weight, input 0 of its first update, was not read (a torn or missing file)";
+        return vec![ctx.cant_tell(c.name, None, Some(u.op), None, reason, "the file read whole")];
     }
-    let mut seen = std::collections::HashSet::new();
-    let mut events = Vec::new();
-    for u in updates {
-        if !seen.insert((u.rank, u.param.clone())) {
-            continue;
-        }
-        if !u.weight_read(ctx.index) {
-            let reason = "the weight, input 0 of its first update, was not read (a torn or missing file)";
-            events.push(ctx.cant_tell(c.name, None, Some(u.op), None, reason, "the file read whole"));
-            continue;
-        }
-        let start = first_step.get(&u.rank).copied().unwrap_or(0);
-        if start > 0 {
-            let reason =
-                format!("the capture starts at step {start}: its first weights need not be the initial ones");
-            events.push(ctx.cant_tell(
+    if start > 0 {
+        let reason =
+            format!("the capture starts at step {start}: its first weights need not be the initial ones");
+        return vec![ctx.cant_tell(
+            c.name,
+            Some(u.before),
+            Some(u.op),
+            None,
+            &reason,
+            "a capture from step 0",
+        )];
+    }
+    let before = (u.before, ctx.known.get(u.before));
+    let Some(k) = finite(before.1) else { return Vec::new() };
+    let matrix = ctx.index.tensors[u.before].shape.iter().filter(|&&d| d > 1).count() >= 2;
+    let mut params: Vec<&str> = vec!["max_gt", "min_lt"];
+    if matrix {
+        params.extend(["abs_mean_gt", "abs_mean_lt"]);
+    }
+    let mut these = thresholds(ctx, c, &params, before, None);
+    if let (true, Some(ge)) = (matrix, c.get("zero_percentage_ge")) {
+        match k.zero_percentage() {
+            Some(p) if p >= ge => {
+                let th = format!("zero_percentage_ge {ge}");
+                these.push(ctx.hit(
+                    c.name,
+                    Some(u.before),
+                    Some(u.op),
+                    "zero_percentage",
+                    Measure::exact(p),
+                    th,
+                    k.evidence(),
+                ));
+            }
+            Some(_) => {}
+            None => these.push(ctx.cant_tell(
                 c.name,
                 Some(u.before),
                 Some(u.op),
                 None,
-                &reason,
-                "a capture from step 0",
-            ));
-            continue;
-        }
-        let before = (u.before, ctx.known.get(u.before));
-        let Some(k) = finite(before.1) else { continue };
-        let matrix = ctx.index.tensors[u.before].shape.iter().filter(|&&d| d > 1).count() >= 2;
-        let mut params: Vec<&str> = vec!["max_gt", "min_lt"];
-        if matrix {
-            params.extend(["abs_mean_gt", "abs_mean_lt"]);
-        }
-        let mut these = thresholds(ctx, c, &params, before, None);
-        if let (true, Some(ge)) = (matrix, c.get("zero_percentage_ge")) {
-            match k.zero_percentage() {
-                Some(p) if p >= ge => {
-                    let th = format!("zero_percentage_ge {ge}");
-                    these.push(ctx.hit(
-                        c.name,
-                        Some(u.before),
-                        Some(u.op),
-                        "zero_percentage",
-                        Measure::exact(p),
-                        th,
-                        k.evidence(),
-                    ));
-                }
-                Some(_) => {}
-                None => these.push(ctx.cant_tell(
-                    c.name,
-                    Some(u.before),
-                    Some(u.op),
-                    None,
-                    "the statistics do not count zeros",
-                    ZEROS,
-                )),
-            }
-        }
-        // One answer per weight: its hits, else its "can't tell", else decided.
-        let hits: Vec<Event> = these.iter().filter(|e| matches!(e, Event::Hit(_))).cloned().collect();
-        if !hits.is_empty() {
-            events.extend(hits);
-        } else if let Some(e) = these.iter().find(|e| matches!(e, Event::CantTell { .. })) {
-            events.push(e.clone());
-        } else {
-            events.push(Event::Decided(c.name));
+                "the statistics do not count zeros",
+                ZEROS,
+            )),
         }
     }
-    events
+    // One answer per weight: its hits, else its "can't tell", else decided.
+    let hits: Vec<Event> = these.iter().filter(|e| matches!(e, Event::Hit(_))).cloned().collect();
+    if !hits.is_empty() {
+        hits
+    } else if let Some(e) = these.iter().find(|e| matches!(e, Event::CantTell { .. })) {
+        vec![e.clone()]
+    } else {
+        vec![Event::Decided(c.name)]
+    }
 }

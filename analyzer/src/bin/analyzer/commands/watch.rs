@@ -1,12 +1,16 @@
 //! `analyzer watch RUN`: the training-health conditions over every step.
 
 use crate::cli::WatchArgs;
+use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
 use analyzer::report::{self, Colour, Destination};
+use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
+use analyzer::sources::{detect, Detected};
 use analyzer::watch::{self, Condition, WatchOptions};
 use anyhow::{Context, Result};
 use std::io::Write;
+use std::path::Path;
 
 pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
     let config = match &args.config {
@@ -29,16 +33,40 @@ pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
     };
     let mut stages = Stages::new("watch", 2, args.no_progress);
     stages.start("reading the run");
-    let source = super::runs::open_run(run)?;
     let filter = args.filter.to_filter();
-    filter.check(source.index(), run)?;
+    let windows = by_windows(run, &filter)?;
     let options =
         WatchOptions { filter, conditions, read_tensors: !args.no_tensors, progress: !args.no_progress };
-    stages.start("watching the conditions");
-    let found = watch::watch(source.as_ref(), &options);
+    let by_windows = match windows {
+        Some(windows) => {
+            options.filter.check_places(&windows.places(), run)?;
+            stages.start("watching the conditions");
+            watch::watch_by_windows(&windows, &options)?
+        }
+        None => None,
+    };
+    let found = match by_windows {
+        Some(found) => found,
+        None => {
+            let source = super::runs::open_run(run)?;
+            options.filter.check(source.index(), run)?;
+            stages.start("watching the conditions");
+            watch::watch(source.as_ref(), &options)
+        }
+    };
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::watch::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
+}
+
+/// A capture longer than one window, watched without `--op` (whose check needs every op's name), is read a
+/// window of steps at a time (#18: what `watch` holds stays within a window's index whatever the run's
+/// length).
+fn by_windows(run: &Path, filter: &Filter) -> Result<Option<StepWindows>> {
+    match detect(run)? {
+        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
+        _ => Ok(None),
+    }
 }
 
 /// `--list-conditions`: one line per condition with its parameters.
