@@ -25,6 +25,7 @@ use crate::outcome::Outcome;
 use crate::problems::{InputProblem, InputProblems, ProblemKind};
 use crate::progress::Progress;
 use crate::sources::capture::windows::StepWindows;
+pub use crate::sources::capture::windows::WholeRun;
 use crate::sources::Source;
 use crate::threads::tensors_in_flight;
 use accutrace_formats::stats::TensorStats;
@@ -157,24 +158,7 @@ pub fn overflow_by_windows(
         let source = windows.open(w)?;
         fold.add(&source, filter, progress);
     }
-    let whole = WholeRun {
-        leading: windows.mixed_runs().into_iter().cloned().collect(),
-        shortfalls: windows.shortfalls().to_vec(),
-        scope: crate::index::ring_scope_of(windows.ring_deleted()),
-    };
-    Ok(fold.finish(windows.root().display().to_string(), whole))
-}
-
-/// What a run read in windows of steps ([`OverflowFold`]) says about itself as a whole, which no window's
-/// index holds.
-#[derive(Default)]
-pub struct WholeRun {
-    /// Problems that lead every other (a mix of runs).
-    pub leading: Vec<InputProblem>,
-    /// Problems of the whole run, after those its windows found (what it misses against its own counts).
-    pub shortfalls: Vec<InputProblem>,
-    /// What the data covers when a ring policy deleted its oldest steps ([`Index::ring_scope`]).
-    pub scope: Vec<String>,
+    Ok(fold.finish(windows.root().display().to_string(), windows.whole_run()))
 }
 
 /// The overflow analysis of a run made from the analyses of its parts (windows of steps, each an index of

@@ -96,6 +96,19 @@ impl StreamSteps {
     }
 }
 
+/// What a run read in parts (windows of steps) says about itself as a whole, which no part's index holds.
+#[derive(Default)]
+pub struct WholeRun {
+    /// Problems that lead every other (a mix of runs).
+    pub leading: Vec<InputProblem>,
+    /// Problems of the whole run, after those its parts found (what it misses against its own counts).
+    pub shortfalls: Vec<InputProblem>,
+    /// What the data covers when a ring policy deleted its oldest steps ([`Index::ring_scope`]).
+    ///
+    /// [`Index::ring_scope`]: crate::index::Index::ring_scope
+    pub scope: Vec<String>,
+}
+
 /// A capture told apart into windows of steps.
 pub struct StepWindows {
     root: PathBuf,
@@ -201,6 +214,29 @@ impl StepWindows {
     /// What the ring policy deleted, per stream, over the whole capture.
     pub fn ring_deleted(&self) -> &[RingDeleted] {
         &self.ring_deleted
+    }
+
+    /// What the capture says about itself as a whole: a mix of runs, its shortfalls, the ring's scope.
+    pub fn whole_run(&self) -> WholeRun {
+        WholeRun {
+            leading: self.mixed_runs.iter().cloned().collect(),
+            shortfalls: self.shortfalls.clone(),
+            scope: crate::index::ring_scope_of(&self.ring_deleted),
+        }
+    }
+
+    /// The windows of two captures of the same steps (the runs `diff` reads together) made one list for
+    /// both, so that their `w`-th windows hold the same steps: consecutive steps grouped while the tensors
+    /// of both runs stay within `window_tensors`. `false`, changing nothing, when that is fewer than two
+    /// windows (read both whole).
+    pub fn align(a: &mut StepWindows, b: &mut StepWindows, window_tensors: u64) -> bool {
+        let windows = windows_of(a.streams.iter().chain(&b.streams), window_tensors);
+        if windows.len() < 2 {
+            return false;
+        }
+        a.windows = windows.clone();
+        b.windows = windows;
+        true
     }
 
     /// The index of the `w`-th window's steps: its ops, tensors and collectives, and nothing about the
@@ -330,7 +366,10 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
 }
 
 /// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`.
-fn windows_of(streams: &[StreamSteps], window_tensors: u64) -> Vec<RangeInclusive<u64>> {
+fn windows_of<'a>(
+    streams: impl IntoIterator<Item = &'a StreamSteps>,
+    window_tensors: u64,
+) -> Vec<RangeInclusive<u64>> {
     let mut tensors_of: BTreeMap<u64, u64> = BTreeMap::new();
     for stream in streams {
         for (&step, span) in &stream.steps {

@@ -1,35 +1,67 @@
 //! `analyzer diff RUN1 RUN2`: is the run reproducible? Per step and rank, the first op whose output differs.
 
 use crate::cli::DiffArgs;
-use analyzer::diff::{diff, DiffOptions, DiffReport, Refusal};
+use analyzer::diff::{diff, diff_by_windows, DiffOptions, DiffReport, Refusal};
+use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
 use analyzer::report::{self, Colour, Destination};
+use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
+use analyzer::sources::{detect, Detected};
 use anyhow::Result;
+use std::path::Path;
 
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
-    // Indexing one run does not depend on the other: both at once, as compare does.
-    let (run1, run2) =
-        rayon::join(|| super::runs::open_run(&args.run1), || super::runs::open_run(&args.run2));
-    let (run1, run2) = (run1?, run2?);
     let filter = args.filter.to_filter();
-    filter.check(run1.index(), &args.run1)?;
-    filter.check(run2.index(), &args.run2)?;
-    let options = DiffOptions { filter, progress: !args.no_progress };
-    // A refusal (not one configuration, nothing in common) is a report led by a REFUSED input problem.
-    let found = match diff(run1.as_ref(), run2.as_ref(), &options) {
-        Ok(found) => found,
-        Err(e) => match e.downcast::<Refusal>() {
-            Ok(refusal) => DiffReport::refused(run1.as_ref(), run2.as_ref(), refusal),
-            Err(e) => {
-                // Nothing to report on: what the sources miss (often the reason) goes out with the error.
-                let _ = InputProblems::of_sources(&[run1.as_ref(), run2.as_ref()])
-                    .lead(&mut std::io::stderr().lock());
-                return Err(e);
-            }
-        },
+    let found = match by_windows([&args.run1, &args.run2], &filter)? {
+        Some([w1, w2]) => {
+            filter.check_places(&w1.places(), &args.run1)?;
+            filter.check_places(&w2.places(), &args.run2)?;
+            let options = DiffOptions { filter, progress: !args.no_progress };
+            diff_by_windows([&w1, &w2], &options)?
+        }
+        None => whole(&args, filter)?,
     };
     let to = Destination { output: args.report.output.as_deref(), colour };
     report::reader_may_leave(report::diff::write(&found, args.report.format.into(), &to))?;
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
+}
+
+/// Both runs indexed whole and diffed.
+fn whole(args: &DiffArgs, filter: Filter) -> Result<DiffReport> {
+    // Indexing one run does not depend on the other: both at once, as compare does.
+    let (run1, run2) =
+        rayon::join(|| super::runs::open_run(&args.run1), || super::runs::open_run(&args.run2));
+    let (run1, run2) = (run1?, run2?);
+    filter.check(run1.index(), &args.run1)?;
+    filter.check(run2.index(), &args.run2)?;
+    let options = DiffOptions { filter, progress: !args.no_progress };
+    // A refusal (not one configuration, nothing in common) is a report led by a REFUSED input problem.
+    match diff(run1.as_ref(), run2.as_ref(), &options) {
+        Ok(found) => Ok(found),
+        Err(e) => match e.downcast::<Refusal>() {
+            Ok(refusal) => Ok(DiffReport::refused(run1.as_ref(), run2.as_ref(), refusal)),
+            Err(e) => {
+                // Nothing to report on: what the sources miss (often the reason) goes out with the error.
+                let _ = InputProblems::of_sources(&[run1.as_ref(), run2.as_ref()])
+                    .lead(&mut std::io::stderr().lock());
+                Err(e)
+            }
+        },
+    }
+}
+
+/// Two captures, each longer than one window, analysed without `--op` (whose check needs every op's
+/// name), are read a window of the same steps of each at a time (#18: what `diff` holds stays within a
+/// window's two indexes whatever the runs' length).
+fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<[StepWindows; 2]>> {
+    let census = |run: &Path| -> Result<Option<StepWindows>> {
+        match detect(run)? {
+            Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
+            _ => Ok(None),
+        }
+    };
+    let (a, b) = rayon::join(|| census(runs[0]), || census(runs[1]));
+    let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
+    Ok(StepWindows::align(&mut a, &mut b, WINDOW_TENSORS).then_some([a, b]))
 }

@@ -1,0 +1,138 @@
+//! `diff` of two long captures read a window of the same steps of each at a time (#18) says what the diff
+//! of the whole captures says, field for field: the first difference of each step and rank (HCCL calls
+//! included), the census, the counts, the tensors only one run holds, the problems, and the refusal of runs
+//! that are not one configuration. Windows of one step and of a few steps, over 4-rank jobs.
+
+mod common;
+
+use analyzer::diff::{diff, diff_by_windows, DiffOptions, DiffReport, Refusal};
+use analyzer::filter::Filter;
+use analyzer::sources::capture::windows::StepWindows;
+use analyzer::sources::capture::CaptureSource;
+use analyzer::sources::Source;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Several layers, so that a step holds a few hundred tensors a rank.
+const MODEL: &str = r#""preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
+
+/// Records `sim-train --ranks 4 --steps STEPS` of the model with `more` (JSON members, or empty) added,
+/// with the collector and `env`.
+fn record_job(dir: &Path, name: &str, more: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
+    record_ranks(dir, name, &format!("{{{MODEL}{more}}}"), 4, steps, env)
+}
+
+/// The diff of the whole captures (a refusal as its report) and the windowed one's, as JSON, and how many
+/// windows were read.
+fn both(a: &Path, b: &Path, filter: &Filter, window_tensors: u64) -> (Value, Value, usize) {
+    let (whole_a, whole_b) = (CaptureSource::open(a).unwrap(), CaptureSource::open(b).unwrap());
+    let options = DiffOptions { filter: filter.clone(), progress: false };
+    let whole = match diff(&whole_a, &whole_b, &options) {
+        Ok(found) => found,
+        Err(e) => DiffReport::refused(&whole_a, &whole_b, e.downcast::<Refusal>().unwrap()),
+    };
+    let mut windows_a = StepWindows::census(a, window_tensors).unwrap().expect("run 1 read by windows");
+    let mut windows_b = StepWindows::census(b, window_tensors).unwrap().expect("run 2 read by windows");
+    assert!(StepWindows::align(&mut windows_a, &mut windows_b, window_tensors), "two windows at least");
+    let by_windows = diff_by_windows([&windows_a, &windows_b], &options).unwrap();
+    let json = |r: &DiffReport| serde_json::to_value(r).unwrap();
+    (json(&whole), json(&by_windows), windows_a.windows().len())
+}
+
+/// Windows of one step and of two (both runs' tensors count against a window's budget), each the same
+/// report as the whole's; returns that report. Each run has five steps at least (seven when one run's
+/// steps are much larger), or its census finds it fits one window of the second budget.
+fn same_by_windows(a: &Path, b: &Path, filter: &Filter) -> Value {
+    let (a_whole, b_whole) = (CaptureSource::open(a).unwrap(), CaptureSource::open(b).unwrap());
+    let (a_index, b_index) = (a_whole.index(), b_whole.index());
+    let per_step = |i: &analyzer::index::Index| i.tensors.len() as u64 / i.steps().len() as u64;
+    let tensors_a_step = per_step(a_index).max(per_step(b_index));
+    let steps = a_index.steps().into_iter().chain(b_index.steps()).collect::<BTreeSet<u64>>().len();
+    let (whole, one_step, n) = both(a, b, filter, 1);
+    assert_eq!(n, steps, "a window a step");
+    assert_eq!(one_step, whole, "{} vs {}: windows of one step", a.display(), b.display());
+    let (whole, two_steps, n) = both(a, b, filter, 9 * tensors_a_step / 2);
+    assert!(n >= 2 && n < steps, "windows of two steps: {n}");
+    assert_eq!(two_steps, whole, "{} vs {}: windows of two steps", a.display(), b.display());
+    whole
+}
+
+#[test]
+fn a_nondeterministic_reduction_and_what_it_spread_to_are_found_the_same_by_windows() {
+    let dir = scratch();
+    let healthy = record_job(dir.path(), "healthy", "", 7, &[]);
+    let faults = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 3}}"#;
+    let nondet = record_job(dir.path(), "nondet", faults, 7, &[]);
+    let report = same_by_windows(&healthy, &nondet, &Filter::default());
+    // What the equality covers: the call that reduced differently, what it spread to in later steps.
+    assert_eq!(report["verdict"], "different", "{report:#}");
+    let firsts = report["first_differences"].as_array().unwrap();
+    let first = firsts.iter().find(|f| f["step"] == 2 && f["rank"] == 3).expect("step 2 rank 3 differs");
+    assert!(first["op"].as_str().unwrap().starts_with("HcclAllReduce #"), "{first:#}");
+    assert_eq!(first["verdict"], "nondeterministic", "{first:#}");
+    assert!(firsts.iter().any(|f| f["step"].as_u64() > Some(2)), "the difference spreads: {firsts:#?}");
+    assert!(report["census"].as_array().unwrap().len() > 4, "{report:#}");
+}
+
+#[test]
+fn runs_of_another_seed_in_many_small_segments_differ_the_same_by_windows() {
+    let dir = scratch();
+    let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
+    let a = record_job(dir.path(), "seed7", r#", "seed": 7"#, 6, &env);
+    let b = record_job(dir.path(), "seed8", r#", "seed": 8"#, 6, &env);
+    let report = same_by_windows(&a, &b, &Filter::default());
+    assert_eq!(report["verdict"], "different");
+    let (compared, differing) = (report["compared_tensors"].as_u64(), report["differing_tensors"].as_u64());
+    assert!(differing.unwrap() * 2 > compared.unwrap(), "most tensors differ: {report:#}");
+    // Every rank of every step has its first difference; the census has a row per op and rank.
+    assert_eq!(report["first_differences"].as_array().unwrap().len(), 4 * 6);
+    // A selection of steps and ranks, read by windows, is the whole's selection too.
+    let selection = Filter { steps: vec![1, 2, 4], ranks: vec![0, 3], ops: vec![] };
+    let selected = same_by_windows(&a, &b, &selection);
+    let places = selected["first_differences"].as_array().unwrap();
+    assert_eq!(places.len(), 3 * 2, "{selected:#}");
+}
+
+#[test]
+fn a_run_with_fewer_steps_leaves_the_same_tensors_unmatched_by_windows() {
+    let dir = scratch();
+    let long = record_job(dir.path(), "long", "", 7, &[]);
+    let short = record_job(dir.path(), "short", "", 5, &[]);
+    let report = same_by_windows(&long, &short, &Filter::default());
+    assert_eq!(report["verdict"], "unmatched", "{report:#}");
+    let unmatched = report["unmatched"].as_array().unwrap();
+    assert!(unmatched.iter().all(|u| u["run"] == "run1" && u["step"].as_u64() >= Some(5)));
+    // In the run's order: rank by rank, each rank's steps in order.
+    let ranks: Vec<u64> = unmatched.iter().map(|u| u["rank"].as_u64().unwrap()).collect();
+    assert!(ranks.windows(2).all(|w| w[0] <= w[1]) && ranks.first() != ranks.last(), "{ranks:?}");
+}
+
+#[test]
+fn runs_of_another_configuration_are_refused_the_same_by_windows() {
+    let dir = scratch();
+    let a = record_job(dir.path(), "a", "", 7, &[]);
+    let wider = record_job(dir.path(), "wider", r#", "d_ff": 72"#, 7, &[]);
+    let deeper = record_job(dir.path(), "deeper", r#", "n_layers": 4"#, 7, &[]);
+    for other in [&wider, &deeper] {
+        let report = same_by_windows(&a, other, &Filter::default());
+        assert_eq!(report["verdict"], "refused", "{report:#}");
+        let problems = report["input_problems"].as_array().unwrap();
+        let refused = problems.last().unwrap()["message"].as_str().unwrap_or_default().to_string();
+        assert!(refused.contains("not the same configuration"), "{report:#}");
+    }
+}
+
+#[test]
+fn a_ring_that_deleted_the_oldest_steps_is_diffed_the_same_by_windows() {
+    let dir = scratch();
+    let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:512K")];
+    let ring = record_job(dir.path(), "ring", "", 12, &env);
+    let full = record_job(dir.path(), "full", "", 12, &[]);
+    let kept = CaptureSource::open(&ring).unwrap().index().steps().len();
+    assert!((5..12).contains(&kept), "the ring deleted steps and kept five at least: {kept} kept");
+    let report = same_by_windows(&ring, &full, &Filter::default());
+    let unmatched = report["unmatched"].as_array().unwrap();
+    assert!(unmatched.iter().any(|u| u["run"] == "run2"), "the steps the ring deleted: {report:#}");
+}
