@@ -76,7 +76,7 @@ pub fn detect(run: &RunEvents, baseline: Option<&RunEvents>) -> Detected {
     d
 }
 
-fn overflows(run: &RunEvents, d: &mut Detected) {
+pub(crate) fn overflows(run: &RunEvents, d: &mut Detected) {
     for (r, rank) in run.ranks.iter().enumerate() {
         for (i, e) in rank.events.iter().enumerate() {
             let Some(t) = e.tensors.iter().find(|t| t.anomalous()) else { continue };
@@ -134,7 +134,7 @@ fn flag_disagreement(
 /// A point-to-point message: (communicator, source, destination, count).
 type MessageKey = (Name, u32, u32, u64);
 
-fn collectives(run: &RunEvents, d: &mut Detected) {
+pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
     let mut instances: BTreeMap<(Name, u64), Vec<EventRef>> = BTreeMap::new();
     let mut sends: HashMap<MessageKey, u64> = HashMap::new();
     let mut recvs: Vec<(EventRef, MessageKey, u64)> = Vec::new();
@@ -246,20 +246,23 @@ fn step_tensors(run: &RunEvents, step_ops: &[(u64, usize, usize)]) -> StepTensor
     keys
 }
 
+/// Two ranks: tensors held alike at their last step, by (name, occurrence, io, index). What the replica check
+/// carries from one step to the next (from one window of steps to the next, in a fold).
+pub(crate) type AlikeBefore = HashMap<(Name, u32, Io, u32), bool>;
+
 fn replicas(run: &RunEvents, d: &mut Detected) {
-    // Two ranks: tensors held alike at their last step, by (name, occurrence, io, index).
-    let mut alike_before: HashMap<(Name, u32, Io, u32), bool> = HashMap::new();
+    replicas_after(run, &mut AlikeBefore::new(), d);
+}
+
+/// [`replicas`] of steps that come after those `alike_before` was left by.
+pub(crate) fn replicas_after(run: &RunEvents, alike_before: &mut AlikeBefore, d: &mut Detected) {
     for step_ops in by_step(&op_events_by_step(run)) {
-        replicas_at_step(&step_tensors(run, step_ops), &mut alike_before, d);
+        replicas_at_step(&step_tensors(run, step_ops), alike_before, d);
     }
 }
 
 /// [`replicas`] at one step.
-fn replicas_at_step(
-    keys: &StepTensors,
-    alike_before: &mut HashMap<(Name, u32, Io, u32), bool>,
-    d: &mut Detected,
-) {
+fn replicas_at_step(keys: &StepTensors, alike_before: &mut AlikeBefore, d: &mut Detected) {
     for ((step, name, n, io, index), members) in keys {
         let hashed: Vec<(EventRef, u64)> = members.iter().filter_map(|(at, h)| h.map(|h| (*at, h))).collect();
         if hashed.len() < 2 {

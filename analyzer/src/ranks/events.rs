@@ -245,22 +245,14 @@ impl RunEvents {
         stats: &GatheredStats,
         unreadable: &InputProblems,
     ) -> RunEvents {
-        let mut run = from_index(index, filter, stats);
+        let (mut run, unknown) = from_index(index, filter, stats);
+        run.problems.extend(unknown_problem(unknown));
         run.problems.extend(unreadable.items().iter().cloned());
         run.job_ranks = index.job_ranks;
         run.selection = filter.clone();
         run.communicators_made = index.communicators_made.clone();
-        // A capture directory two runs wrote into already leads with its runs (an input problem of the
-        // capture source, in `run.problems`): the ranks' evidence would only say it again.
-        let mixed = if streams_of_different_runs(&index.communicators_by_stream).is_some() {
-            None
-        } else {
-            different_runs(&run).or_else(|| identity_unknown(&run))
-        };
-        if let Some(mixed) = mixed {
-            run.problems
-                .push(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")));
-        }
+        let said = streams_of_different_runs(&index.communicators_by_stream).is_some();
+        run.problems.extend(mixed_ranks(&run, said));
         run
     }
 
@@ -268,6 +260,17 @@ impl RunEvents {
     pub fn rank_ids(&self) -> Vec<u32> {
         self.ranks.iter().map(|r| r.rank).collect()
     }
+}
+
+/// The problem of ranks of different runs that the ranks' own evidence shows ([`different_runs`],
+/// [`identity_unknown`]), unless the capture directory already leads with its runs (`said`: an input
+/// problem of the capture source, in `run.problems`): the ranks' evidence would only say it again.
+pub(crate) fn mixed_ranks(run: &RunEvents, said: bool) -> Option<InputProblem> {
+    if said {
+        return None;
+    }
+    let mixed = different_runs(run).or_else(|| identity_unknown(run))?;
+    Some(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")))
 }
 
 /// Whether the ranks are of different runs, said with the evidence: every rank of a job makes each
@@ -357,7 +360,9 @@ fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
         .collect()
 }
 
-fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvents {
+/// The events of `index` (a whole run, or a window of its steps), its problems, and how many of the selected
+/// ops' tensors carry neither statistics nor a hash ([`unknown_problem`]).
+pub(crate) fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> (RunEvents, usize) {
     let mut run = RunEvents { problems: index.problems.clone(), ..RunEvents::default() };
     // The selected ops' tensors with neither statistics nor a hash, counted as their summaries are made: a
     // capture's statistics are decoded from its record on each read (#18: ranks' CPU).
@@ -425,13 +430,17 @@ fn from_index(index: &Index, filter: &Filter, stats: &GatheredStats) -> RunEvent
             }
         });
     }
-    if unknown > 0 {
-        run.problems.push(InputProblem::incomplete(format!(
+    (run, unknown)
+}
+
+/// The problem of `unknown` tensors that carry neither statistics nor a content hash, if any.
+pub(crate) fn unknown_problem(unknown: usize) -> Option<InputProblem> {
+    (unknown > 0).then(|| {
+        InputProblem::incomplete(format!(
             "{unknown} tensor(s) carry neither statistics nor a content hash: they are not checked (record \
              the run with the collector's statistics, its default mode)"
-        )));
-    }
-    run
+        ))
+    })
 }
 
 fn collective_event(c: &accutrace_formats::capture::CollectiveInfo, names: &mut Names) -> Event {

@@ -10,11 +10,13 @@
 //!   reads them back on one host).
 //!
 //! [`analyze`] puts them together: the origins ordered by (step, Lamport time, rank), the ranks the first one
-//! reached and through which collective, and what the redundancy check compared.
+//! reached and through which collective, and what the redundancy check compared. [`fold::RanksFold`] makes the
+//! same report of a long capture read a window of steps at a time (#18).
 
 mod baseline;
 pub mod detect;
 pub mod events;
+pub mod fold;
 pub mod order;
 pub mod summary;
 
@@ -225,10 +227,84 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
     let mut detected = detect::detect(run, baseline.map(|b| b.1));
     // Only the examined ranks' anomalies can be first, or be said to have been reached: of a rank outside the
     // selection only the HCCL calls are kept, to order the ranks, and what came before them was not read.
-    let examined =
-        |r: usize| run.selection.ranks.is_empty() || run.selection.ranks.contains(&run.ranks[r].rank);
-    detected.findings.retain(|&(r, _), _| examined(r));
-    let replay = order::replay(run, &|at| detected.findings.contains_key(&at));
+    detected.findings.retain(|&(r, _), _| examined(run, r));
+    let mut tally =
+        Tally { replicated_per_step: std::mem::take(&mut detected.replicated_per_step), ..Tally::default() };
+    tally.add_events(run);
+    tally.add_findings(run, &detected.findings, &|_| true);
+    conclude(run_name, run, baseline, &detected, tally, None)
+}
+
+/// Whether the rank at position `r` of `run` is examined (the selection's, or every rank).
+fn examined(run: &RunEvents, r: usize) -> bool {
+    run.selection.ranks.is_empty() || run.selection.ranks.contains(&run.ranks[r].rank)
+}
+
+/// What a report counts over every event of the run, which a fold over windows of steps adds up window by
+/// window (the events it replays are a thinned selection: [`Thinning`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tally {
+    /// Every step an event is at (UNKNOWN_STEP left out at the end).
+    pub steps: std::collections::BTreeSet<u64>,
+    pub events: u64,
+    pub findings: BTreeMap<String, u64>,
+    pub anomalous_per_step: BTreeMap<u32, BTreeMap<u64, u64>>,
+    pub replicated_per_step: BTreeMap<u64, u64>,
+}
+
+impl Tally {
+    pub(crate) fn add_events(&mut self, run: &RunEvents) {
+        self.steps.extend(run.ranks.iter().flat_map(|r| r.events.iter().map(|e| e.step)));
+        self.events += run.ranks.iter().map(|r| r.events.len() as u64).sum::<u64>();
+    }
+
+    /// Counts the findings of the events `counted` accepts.
+    pub(crate) fn add_findings(
+        &mut self,
+        run: &RunEvents,
+        findings: &BTreeMap<EventRef, Vec<Finding>>,
+        counted: &dyn Fn(&events::Event) -> bool,
+    ) {
+        for (&(r, i), list) in findings {
+            let e = &run.ranks[r].events[i];
+            if !counted(e) {
+                continue;
+            }
+            for f in list {
+                *self.findings.entry(f.kind.describe().to_string()).or_default() += 1;
+            }
+            *self.anomalous_per_step.entry(run.ranks[r].rank).or_default().entry(e.step).or_default() += 1;
+        }
+    }
+}
+
+/// How the events a fold replays stand among the whole run's: per rank (by position in `RunEvents::ranks`),
+/// each kept event's position in the rank's program order, and the anomalous ops left out before it and in
+/// all.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Thinning {
+    pub positions: Vec<Vec<usize>>,
+    pub anomalous_left_before: Vec<Vec<u64>>,
+    pub anomalous_left: Vec<u64>,
+}
+
+/// The report on `run` whose anomalies were `detected` (examined ranks only) and whose every event was
+/// counted in `tally`; `thinning` when `run` holds only some of the run's events.
+fn conclude(
+    run_name: &str,
+    run: &RunEvents,
+    baseline: Option<(&str, &RunEvents)>,
+    detected: &detect::Detected,
+    tally: Tally,
+    thinning: Option<&Thinning>,
+) -> RanksReport {
+    let position = |(r, i): EventRef| thinning.map_or(i, |t| t.positions[r][i]);
+    let skipped = |(r, i): EventRef| match i {
+        0 => position((r, 0)) as u64,
+        _ => (position((r, i)) - position((r, i - 1)) - 1) as u64,
+    };
+    let anomalous = |at| detected.findings.contains_key(&at);
+    let replay = order::replay_thinned(run, &anomalous, &skipped);
     let event = |(r, i): EventRef| &run.ranks[r].events[i];
 
     let mut origins: Vec<Origin> = replay
@@ -246,7 +322,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 op: e.name().to_string(),
                 op_type: e.op_type().to_string(),
                 collective: e.collective().map(|c| (c.comm.to_string(), c.seq)),
-                event: i,
+                event: position((r, i)),
                 lamport: replay.lamport[r][i],
                 findings: detected.findings[&(r, i)].clone(),
                 began_on,
@@ -271,13 +347,14 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
 
     let first = origins.first().map(|o| {
         let r = run.ranks.iter().position(|x| x.rank == o.rank).expect("an origin's rank is present");
-        (r, o.event)
+        let kept = thinning.map(|t| t.positions[r].binary_search(&o.event).expect("an origin is kept"));
+        (r, kept.unwrap_or(o.event))
     });
     let mut spread = Vec::new();
     if let Some(first) = first {
         for (r, reached) in replay.reached.iter().enumerate() {
             let Some((i, taint)) = reached else { continue };
-            if taint.origin != first || !examined(r) {
+            if taint.origin != first || !examined(run, r) {
                 continue;
             }
             let via = taint.via.map(|at| {
@@ -285,31 +362,23 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
                 let c = e.collective().expect("a taint arrives through a collective");
                 format!("{} #{} on {} at {}", c.op.api_name(), c.seq, c.comm, step_words(e.step))
             });
-            // Findings are ordered by (rank, event): this rank's from `i` on are one range.
-            let anomalous_events = detected.findings.range((r, *i)..(r + 1, 0)).count() as u64;
+            // Findings are ordered by (rank, event): this rank's from `i` on are one range; a thinned run
+            // adds the anomalous ops it left out from there on.
+            let kept = detected.findings.range((r, *i)..(r + 1, 0)).count() as u64;
+            let left = thinning.map_or(0, |t| t.anomalous_left[r] - t.anomalous_left_before[r][*i]);
             let e = event((r, *i));
             spread.push(Reach {
                 rank: run.ranks[r].rank,
                 step: e.step,
                 at: e.name().to_string(),
                 via,
-                anomalous_events,
+                anomalous_events: kept + left,
             });
         }
     }
 
-    let mut findings: BTreeMap<String, u64> = BTreeMap::new();
-    let mut anomalous_per_step: BTreeMap<u32, BTreeMap<u64, u64>> = BTreeMap::new();
-    for (&at, list) in &detected.findings {
-        for f in list {
-            *findings.entry(f.kind.describe().to_string()).or_default() += 1;
-        }
-        *anomalous_per_step.entry(run.ranks[at.0].rank).or_default().entry(event(at).step).or_default() += 1;
-    }
-    let mut steps: Vec<u64> = run.ranks.iter().flat_map(|r| r.events.iter().map(|e| e.step)).collect();
-    steps.sort_unstable();
-    steps.dedup();
-    steps.retain(|&s| s != UNKNOWN_STEP);
+    let Tally { steps, events, findings, anomalous_per_step, replicated_per_step } = tally;
+    let steps: Vec<u64> = steps.into_iter().filter(|&s| s != UNKNOWN_STEP).collect();
     let mut communicators: Vec<String> = run
         .ranks
         .iter()
@@ -381,14 +450,14 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         baseline: baseline.map(|b| b.0.to_string()),
         ranks,
         steps,
-        events: run.ranks.iter().map(|r| r.events.len() as u64).sum(),
+        events,
         calls,
         communicators,
         origins,
         spread,
         findings,
         anomalous_per_step,
-        replicated_per_step: detected.replicated_per_step,
+        replicated_per_step,
         input_problems: problems,
         warnings,
         job_ranks: run.job_ranks,

@@ -58,6 +58,17 @@ enum Key {
 /// Replays `run`; `anomalous(event)` says which events are anomalous. When taints of two origins meet in a
 /// collective, the members carry on the one of the lower (rank, event) position.
 pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
+    replay_thinned(run, anomalous, &|_| 0)
+}
+
+/// [`replay`] of a run whose events are a thinned selection of a longer one's (a fold over windows of steps
+/// keeps the calls and a rank's first anomalous op): `skipped(event)` is how many ops were left out just
+/// before it on its rank, each a tick of its rank's clock, so that Lamport times are the longer run's.
+pub fn replay_thinned(
+    run: &RunEvents,
+    anomalous: &dyn Fn(EventRef) -> bool,
+    skipped: &dyn Fn(EventRef) -> u64,
+) -> Replay {
     let n = run.ranks.len();
     let mut out = Replay {
         lamport: run.ranks.iter().map(|r| vec![0; r.events.len()]).collect(),
@@ -83,6 +94,8 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
     let present: BTreeSet<u32> = run.ranks.iter().map(|r| r.rank).collect();
     let mut ready: VecDeque<usize> = (0..n).collect();
     let mut blocked_on: Vec<Option<Key>> = vec![None; n];
+    // Per rank, the events whose skipped ops are counted: a rank blocked on a receive comes back to it.
+    let mut counted = vec![0usize; n];
 
     let visit = |r: usize,
                  i: usize,
@@ -113,6 +126,10 @@ pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
             while pos[r] < events.len() {
                 let i = pos[r];
                 let e = &events[i];
+                if counted[r] == i {
+                    clock[r] += skipped((r, i));
+                    counted[r] += 1;
+                }
                 let Some(c) = e.collective() else {
                     clock[r] += 1;
                     visit(r, i, clock[r], None, &mut out, &mut taint);
@@ -502,6 +519,29 @@ mod tests {
         assert_eq!(replay.unmatched_receives, [(0, 0)]);
         assert!(replay.incomplete.is_empty(), "{:?}", replay.incomplete);
         assert_eq!(replay.lamport[0][1], replay.lamport[1][0], "the members met");
+    }
+
+    /// Ops left out of a thinned run tick their rank's clock as the whole run's did: the kept events get the
+    /// whole run's Lamport times, a receive that waited for its send counted once.
+    #[test]
+    fn a_thinned_replay_gives_the_kept_events_the_whole_runs_lamport_times() {
+        let ar = |r| call(CollectiveOp::AllReduce, 0, r, None);
+        let (recv, send) = (call(CollectiveOp::Recv, 0, 0, Some(1)), call(CollectiveOp::Send, 0, 1, Some(0)));
+        // Rank 0 reaches its receive before rank 1 sends, and waits there.
+        let mut receiver: Vec<Event> = ["a", "b", "c", "d", "e", "f"].map(op).into();
+        receiver.extend([recv.clone(), op("g"), ar(0)]);
+        let whole = run(vec![receiver, vec![op("a"), send.clone(), ar(1)], vec![ar(2)]]);
+        let full = replay(&whole, &|_| false);
+        let thin = run(vec![vec![recv, ar(0)], vec![send, ar(1)], vec![ar(2)]]);
+        let skipped = |at: EventRef| match at {
+            (0, 0) => 6,
+            (0, 1) | (1, 0) => 1,
+            _ => 0,
+        };
+        let thinned = replay_thinned(&thin, &|_| false, &skipped);
+        assert_eq!(thinned.lamport[0], [full.lamport[0][6], full.lamport[0][8]]);
+        assert_eq!(thinned.lamport[1], [full.lamport[1][1], full.lamport[1][2]]);
+        assert_eq!(full.lamport[0][6], 7, "the receive comes after its rank's six ops");
     }
 
     #[test]

@@ -3,18 +3,33 @@
 use crate::cli::RanksArgs;
 use analyzer::comparable::{configuration_differences, not_one_configuration, ConfigurationDifference};
 use analyzer::filter::rank_ranges;
+use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
-use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline};
+use analyzer::ranks::fold::ranks_by_windows;
+use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline, RanksReport};
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
-use analyzer::sources::Source;
+use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
+use analyzer::sources::{detect, Detected, Source};
 use anyhow::Result;
 
 pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
     let mut stages = Stages::new("ranks", if args.baseline.is_some() { 3 } else { 2 }, args.no_progress);
     stages.start("reading the run");
+    let name = args.run.display().to_string();
+    let windowed = match by_windows(&args, &filter)? {
+        Some(windows) => {
+            filter.check_places(&windows.places(), &args.run)?;
+            stages.start("analysing across ranks, a window of steps at a time");
+            ranks_by_windows(&name, &windows, &filter)?
+        }
+        None => None,
+    };
+    if let Some(found) = windowed {
+        return write(&args, colour, &found);
+    }
     let source = super::runs::open_run(&args.run)?;
     filter.check(source.index(), &args.run)?;
     let events = RunEvents::from_source(source.as_ref(), &filter);
@@ -41,8 +56,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
         None => None,
     };
     stages.start("analysing across ranks");
-    let mut found =
-        analyze(&args.run.display().to_string(), &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
+    let mut found = analyze(&name, &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
     if let Some((name, good_ranks, reason)) = refusal {
         let lacking: Vec<u32> =
             found.examined_ranks.iter().copied().filter(|r| !good_ranks.contains(r)).collect();
@@ -58,9 +72,25 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
         found.baseline = Some(name);
         refuse_baseline(&mut found, reason);
     }
+    write(&args, colour, &found)
+}
+
+fn write(args: &RanksArgs, colour: Colour, found: &RanksReport) -> Result<Outcome> {
     let to = Destination { output: args.report.output.as_deref(), colour };
-    report::reader_may_leave(report::ranks::write(&found, "ranks", args.report.format.into(), &to))?;
+    report::reader_may_leave(report::ranks::write(found, "ranks", args.report.format.into(), &to))?;
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
+}
+
+/// A capture longer than one window, analysed without `--baseline` (two runs' steps and calls compared in
+/// order) or `--op` (whose check needs every op's name), is read a window of steps at a time (#18: what
+/// `ranks` holds stays near a window's index whatever the run's length).
+fn by_windows(args: &RanksArgs, filter: &Filter) -> Result<Option<StepWindows>> {
+    match detect(&args.run)? {
+        Detected::Capture(root) if args.baseline.is_none() && filter.ops.is_empty() => {
+            StepWindows::census(&root, WINDOW_TENSORS)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// diff's refusal of runs that are not one configuration, worded for a baseline.

@@ -1,0 +1,173 @@
+//! `analyzer ranks` of a long capture read a window of steps at a time (#18): the report
+//! [`analyze`](super::analyze) makes of
+//! the whole run, holding one window's index and events at a time.
+//!
+//! What a window holds whole is decided there: each op's overflow, and the replica check, which compares one
+//! step's tensors across ranks (a window holds every rank of its steps; what two ranks held alike at the
+//! step before is carried to the next window). Counts (events, steps, findings by kind, rank and step,
+//! tensors held alike) are added up. What spans steps is decided once every window is in, on a thinned run:
+//! every HCCL call (collectives are matched across ranks by communicator and sequence number, and their
+//! disagreements, the replay's happens-before and the calls missing members need all of them) and, on each
+//! rank, its first anomalous op. Later anomalous ops of a rank cannot be origins (the rank carries an anomaly
+//! by then) nor where one reached it: each is a tick of its rank's clock in the replay, and a count in the
+//! anomalous events of the spread. What is held grows with the calls (about 1 in 130 events in a
+//! transformer's data-parallel step), not with tensors.
+//!
+//! Read whole instead ([`ranks_by_windows`] says `None`): a rank with ops that carry no dump timestamp, whose
+//! calls go after all its ops, which a window cannot tell. Captures that the census keeps whole (steps not
+//! carried by every op, point-to-point calls, overflow records) never come here, nor does `--baseline`,
+//! which compares two runs' steps and calls in order.
+
+use super::detect::{self, AlikeBefore, Detected, Finding};
+use super::events::{self, Event, RankEvents, RunEvents};
+use super::{conclude, examined, RanksReport, Tally, Thinning};
+use crate::filter::Filter;
+use crate::index::MadeCommunicator;
+use crate::overflow::gather_stats;
+use crate::problems::{InputProblem, InputProblems};
+use crate::sources::capture::runs::streams_of_different_runs;
+use crate::sources::capture::windows::StepWindows;
+use crate::sources::Source;
+use std::collections::BTreeMap;
+
+/// One rank's kept events (see the module's text) and where they stand among its whole program order.
+#[derive(Default)]
+struct KeptRank {
+    events: Vec<Event>,
+    positions: Vec<usize>,
+    anomalous_left_before: Vec<u64>,
+    /// The findings of its kept ops, by position in `events` (a call's are found once all are in).
+    op_findings: BTreeMap<usize, Vec<Finding>>,
+    /// Its events in the windows added so far.
+    seen: usize,
+    anomalous_left: u64,
+    anomalous_op_kept: bool,
+}
+
+/// The cross-rank analysis of a run made from its windows of steps, added in step order.
+#[derive(Default)]
+pub struct RanksFold {
+    ranks: BTreeMap<u32, KeptRank>,
+    tally: Tally,
+    alike_before: AlikeBefore,
+    index_problems: Vec<InputProblem>,
+    unreadable: InputProblems,
+    unknown: usize,
+    job_ranks: Option<u32>,
+    communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
+    streams_of_different_runs: bool,
+}
+
+impl RanksFold {
+    /// Adds the window `source` (its steps come after those added before) of the ops `filter` keeps; `false`
+    /// when the run must be read whole instead (the module's text).
+    pub fn add(&mut self, source: &dyn Source, filter: &Filter) -> bool {
+        let index = source.index();
+        let stats = gather_stats(source, &filter.op_ids(index), &mut self.unreadable, false);
+        let (run, unknown) = events::from_index(index, filter, &stats);
+        drop(stats);
+        if !run.warnings.is_empty() {
+            return false;
+        }
+        self.unknown += unknown;
+        self.job_ranks = index.job_ranks;
+        self.communicators_made = index.communicators_made.clone();
+        self.streams_of_different_runs = streams_of_different_runs(&index.communicators_by_stream).is_some();
+        let mut found = Detected::default();
+        detect::overflows(&run, &mut found);
+        detect::replicas_after(&run, &mut self.alike_before, &mut found);
+        // A call's findings wait for every member (the module's text); only the examined ranks' count.
+        let examined_rank = |r: usize| filter.ranks.is_empty() || filter.ranks.contains(&run.ranks[r].rank);
+        found.findings.retain(|&(r, i), _| examined_rank(r) && run.ranks[r].events[i].collective().is_none());
+        self.tally.add_events(&run);
+        self.tally.add_findings(&run, &found.findings, &|_| true);
+        for (step, n) in found.replicated_per_step {
+            *self.tally.replicated_per_step.entry(step).or_default() += n;
+        }
+        let RunEvents { ranks, problems, .. } = run;
+        self.index_problems.extend(problems);
+        for (r, rank) in ranks.into_iter().enumerate() {
+            let kept = self.ranks.entry(rank.rank).or_default();
+            let seen = rank.events.len();
+            for (i, e) in rank.events.into_iter().enumerate() {
+                let findings = found.findings.remove(&(r, i));
+                let first_anomalous_op = findings.is_some() && !kept.anomalous_op_kept;
+                if e.collective().is_none() && !first_anomalous_op {
+                    kept.anomalous_left += u64::from(findings.is_some());
+                    continue;
+                }
+                if let Some(findings) = findings {
+                    kept.op_findings.insert(kept.events.len(), findings);
+                    kept.anomalous_op_kept = true;
+                }
+                kept.positions.push(kept.seen + i);
+                kept.anomalous_left_before.push(kept.anomalous_left);
+                kept.events.push(e);
+            }
+            kept.seen += seen;
+        }
+        true
+    }
+
+    /// The report on the run `name` whose every window was added; `leading` and `shortfalls`: what the whole
+    /// capture says about itself, which no window's index holds (before and after the windows' problems).
+    pub fn finish(
+        self,
+        name: &str,
+        filter: &Filter,
+        leading: Vec<InputProblem>,
+        shortfalls: Vec<InputProblem>,
+    ) -> RanksReport {
+        let mut thinning = Thinning::default();
+        let mut op_findings = Vec::new();
+        let mut run = RunEvents {
+            job_ranks: self.job_ranks,
+            selection: filter.clone(),
+            communicators_made: self.communicators_made,
+            ..RunEvents::default()
+        };
+        for (rank, kept) in self.ranks {
+            run.ranks.push(RankEvents { rank, events: kept.events });
+            thinning.positions.push(kept.positions);
+            thinning.anomalous_left_before.push(kept.anomalous_left_before);
+            thinning.anomalous_left.push(kept.anomalous_left);
+            op_findings.push(kept.op_findings);
+        }
+        run.problems = leading;
+        run.problems.extend(self.index_problems);
+        run.problems.extend(shortfalls);
+        run.problems.extend(events::unknown_problem(self.unknown));
+        run.problems.extend(self.unreadable.items().iter().cloned());
+        run.problems.extend(events::mixed_ranks(&run, self.streams_of_different_runs));
+        // The calls' findings, as the whole run's detection finds them (overflow, then disagreement); the kept
+        // ops' as their windows found them.
+        let mut found = Detected::default();
+        detect::overflows(&run, &mut found);
+        detect::collectives(&run, &mut found);
+        found.findings.retain(|&(r, i), _| run.ranks[r].events[i].collective().is_some());
+        for (r, ops) in op_findings.into_iter().enumerate() {
+            found.findings.extend(ops.into_iter().map(|(i, f)| ((r, i), f)));
+        }
+        found.findings.retain(|&(r, _), _| examined(&run, r));
+        let mut tally = self.tally;
+        tally.add_findings(&run, &found.findings, &|e| e.collective().is_some());
+        conclude(name, &run, None, &found, tally, Some(&thinning))
+    }
+}
+
+/// [`RanksFold`] over every window of `windows` (the run `name`) for the ops `filter` keeps; `None` when the run must be read
+/// whole (the module's text).
+pub fn ranks_by_windows(
+    name: &str,
+    windows: &StepWindows,
+    filter: &Filter,
+) -> anyhow::Result<Option<RanksReport>> {
+    let mut fold = RanksFold::default();
+    for w in 0..windows.windows().len() {
+        if !fold.add(&windows.open(w)?, filter) {
+            return Ok(None);
+        }
+    }
+    let leading = windows.mixed_runs().into_iter().cloned().collect();
+    Ok(Some(fold.finish(name, filter, leading, windows.shortfalls().to_vec())))
+}
