@@ -275,3 +275,30 @@ pub(super) fn initialization(ctx: &Ctx<'_>, c: &Condition, u: &Update, start: u6
         vec![Event::Decided(c.name)]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Trend;
+
+    /// A gradient's norm by step: every point up to six, else the first three, `...` and the last three,
+    /// however many steps came between; the change from the first to the last.
+    #[test]
+    fn a_trend_shows_the_first_and_last_three_points() {
+        let line = |n: u64| {
+            let mut trend = Trend::default();
+            (0..n).for_each(|s| trend.push((s, (s + 1) as f64)));
+            trend.line()
+        };
+        assert_eq!(line(1), "gradient L2 by step: 0:1 (x1 first to last)");
+        assert_eq!(line(4), "gradient L2 by step: 0:1 1:2 2:3 3:4 (x4 first to last)");
+        assert_eq!(line(6), "gradient L2 by step: 0:1 1:2 2:3 3:4 4:5 5:6 (x6 first to last)");
+        assert_eq!(line(7), "gradient L2 by step: 0:1 1:2 2:3 ... 4:5 5:6 6:7 (x7 first to last)");
+        assert_eq!(
+            line(300),
+            "gradient L2 by step: 0:1 1:2 2:3 ... 297:298 298:299 299:300 (x300 first to last)"
+        );
+        let mut zero = Trend::default();
+        [(3, 0.0), (4, 2.0)].into_iter().for_each(|p| zero.push(p));
+        assert_eq!(zero.line(), "gradient L2 by step: 3:0 4:2", "no change from a first norm of 0");
+    }
+}
