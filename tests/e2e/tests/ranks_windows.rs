@@ -105,6 +105,9 @@ fn a_flipped_weight_bit_on_one_replica_is_reported_the_same_by_windows() {
     let report = same_by_windows(&run, 6, &everything());
     assert!(kinds(&report).contains(&"replica divergence".to_string()), "{report:#}");
     assert_eq!(report["origins"][0]["rank"], 1, "{report:#}");
+    // The flipped weight stays flipped: rank 1 is anomalous in the windows after the origin's too, which the
+    // replay left out and the spread counts.
+    assert!(report["anomalous_per_step"]["1"].as_object().unwrap().len() > 1, "{report:#}");
     // Two replicas: a tensor held alike at the step before and no longer, carried from window to window.
     let run = record_job(dir.path(), "bitflip2", faults, 2, 6, &[]);
     let report = same_by_windows(&run, 6, &everything());
