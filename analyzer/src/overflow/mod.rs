@@ -148,16 +148,22 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
 /// The overflow analysis of the ops `filter` keeps of a long capture read a window of steps at a time
 /// ([`StepWindows`]): the report [`overflow`] makes of the whole capture, holding one window's index at a
 /// time. Every window is read, whatever the selection: a record that cannot be read is the run's problem.
+/// `progress`: a bar of the windows read.
 pub fn overflow_by_windows(
     windows: &StepWindows,
     filter: &Filter,
     progress: bool,
 ) -> anyhow::Result<OverflowReport> {
     let mut fold = OverflowFold::default();
-    for w in 0..windows.windows().len() {
+    let count = windows.windows().len();
+    // A window's statistics are in its records, read at once: the bar counts windows.
+    let bar = Progress::counting("overflow", "windows", count as u64, !progress);
+    for w in 0..count {
         let source = windows.open(w)?;
-        fold.add(&source, filter, progress);
+        fold.add(&source, filter, false);
+        bar.inc(1);
     }
+    bar.finish();
     Ok(fold.finish(windows.root().display().to_string(), windows.whole_run()))
 }
 
