@@ -119,13 +119,7 @@ fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
     let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
     let run = record_job(dir.path(), "segments", "", 4, 6, &env);
-    let segments = std::fs::read_dir(&run)
-        .unwrap()
-        .flatten()
-        .filter(|d| d.path().is_dir())
-        .map(|d| std::fs::read_dir(d.path()).unwrap().count())
-        .min()
-        .unwrap();
+    let segments = fewest_segments(&run);
     assert!(segments >= 6, "a stream's steps span several segments: {segments} files");
     let report = same_by_windows(&run, 6, &everything());
     assert!(report["origins"].as_array().unwrap().is_empty(), "{report:#}");

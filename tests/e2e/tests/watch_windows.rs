@@ -146,13 +146,7 @@ fn many_small_segments_two_writers_and_dead_relus_are_watched_the_same_by_window
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2"), ("ACCUTRACE_HISTOGRAM", "1")];
     let relu = r#", "activation": "relu", "faults": {"saturate_activation": true}"#;
     let run = record_job(dir.path(), "segments", relu, 6, &env);
-    let segments = std::fs::read_dir(&run)
-        .unwrap()
-        .flatten()
-        .filter(|d| d.path().is_dir())
-        .map(|d| std::fs::read_dir(d.path()).unwrap().count())
-        .min()
-        .unwrap();
+    let segments = fewest_segments(&run);
     assert!(segments >= 6, "a stream's steps span several segments: {segments} files");
     let report = same_by_windows(&run, 6, &options(&["activation_too_large.max_gt=0.5"]));
     let hits = hit(&report);

@@ -238,3 +238,15 @@ pub fn record_ranks(
     assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
     run
 }
+
+/// The fewest segment files any stream of the capture at `run` has (a stream's steps spread over several
+/// segments when it has many).
+pub fn fewest_segments(run: &Path) -> usize {
+    std::fs::read_dir(run)
+        .unwrap()
+        .flatten()
+        .filter(|d| d.path().is_dir())
+        .map(|d| std::fs::read_dir(d.path()).unwrap().count())
+        .min()
+        .unwrap()
+}
