@@ -1,7 +1,8 @@
 //! The diff engine (`analyzer diff RUN1 RUN2`): is the run reproducible? Hashes first; only tensors whose
 //! hashes differ are decoded, and a tensor that both runs recorded twice with the same stored bytes (an op's
-//! output, then the next op's input) only once. Per step and rank, the first op whose output differs is named, and classified: its inputs were
-//! identical (the op itself is nondeterministic) or already different (it only propagates).
+//! output, then the next op's input) only once. Per step and rank, the first op whose output differs is
+//! named, and classified: its inputs were identical (the op itself is nondeterministic) or already
+//! different (it only propagates).
 //!
 //! The modules, one job each: `report` (what diff gives and takes), `measure` (one pair: hashes, then
 //! values), `fold` (the pairs' figures folded as they come, and parts of the runs folded into the report),
