@@ -1,88 +1,215 @@
 //! Whether a `--baseline` is a run of the same job: the configuration check `diff` applies before it
 //! compares two runs (crate::comparable), on the events both hold, so that summaries (`merge --baseline`)
 //! are checked as runs are. A baseline of another job (another model, precision, batch, or fewer ranks)
-//! would make every difference look like an anomaly, and the first one a culprit.
+//! would make every difference look like an anomaly, and the first one a culprit. `BaselineFold`: the
+//! baseline's side of two long captures read a window of the same steps of each at a time.
 
-use super::events::{Event, RunEvents};
-use crate::filter::rank_ranges;
-use std::collections::BTreeMap;
+use super::detect::{self, Detected};
+use super::events::{self, Event, RankEvents, RunEvents};
+use crate::filter::{rank_ranges, Filter};
+use crate::index::MadeCommunicator;
+use crate::overflow::gather_stats;
+use crate::problems::{InputProblem, InputProblems, ProblemKind};
+use crate::sources::capture::runs::streams_of_different_runs;
+use crate::sources::capture::windows::WholeRun;
+use crate::sources::Source;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Why `good` cannot be the baseline of `run` for the ranks `examined`, or `None` when it can: ranks the
 /// baseline lacks, then the first step and rank where the op sequences part (one holding only the start or
 /// the end of the other's is not a difference), then the first tensor of one op whose dtype or element
 /// count differs.
-pub fn refusal(name: &str, run: &RunEvents, good: &RunEvents, examined: &[u32]) -> Option<String> {
-    let mut reasons = Vec::new();
-    let has_ops = |r: &super::events::RankEvents| r.events.iter().any(|e| e.collective().is_none());
-    let lacking: Vec<u32> = examined
-        .iter()
-        .filter(|&&rank| {
-            let ours = run.ranks.iter().find(|r| r.rank == rank).is_some_and(has_ops);
-            ours && !good.ranks.iter().any(|r| r.rank == rank && has_ops(r))
-        })
-        .copied()
-        .collect();
-    if !lacking.is_empty() {
-        reasons.push(format!("ranks: the baseline has no op of {}", rank_ranges(&lacking)));
-    }
-    let (mut sequence, mut tensors) = (None, None);
-    for &rank in examined {
-        let (Some(a), Some(b)) =
-            (run.ranks.iter().find(|r| r.rank == rank), good.ranks.iter().find(|r| r.rank == rank))
-        else {
-            continue;
-        };
-        let (steps_a, steps_b) = (by_step(&a.events), by_step(&b.events));
-        for (step, ops_a) in &steps_a {
-            let Some(ops_b) = steps_b.get(step) else { continue };
-            let (short, long) = if ops_a.len() <= ops_b.len() { (ops_a, ops_b) } else { (ops_b, ops_a) };
-            let cut_short = starts_or_ends_alike(short, long);
-            let place = format!("step {step} rank {rank}");
-            if sequence.is_none() && !cut_short {
-                if let Some(i) = (0..ops_a.len().max(ops_b.len()))
-                    .find(|&i| ops_a.get(i).map(|e| key(e)) != ops_b.get(i).map(|e| key(e)))
-                {
-                    let show = |e: Option<&&Event>| {
-                        e.map_or("nothing (the step ends)".into(), |e| {
-                            format!("{} [{}]", e.name(), e.op_type())
-                        })
-                    };
-                    sequence = Some(format!(
-                        "op sequence: {place}: op {} is {} in the run and {} in the baseline",
-                        i + 1,
-                        show(ops_a.get(i)),
-                        show(ops_b.get(i))
-                    ));
-                }
+pub(crate) fn refusal(name: &str, run: &RunEvents, good: &RunEvents, examined: &[u32]) -> Option<String> {
+    let mut parts = Parts::default();
+    parts.add(run, good);
+    parts.refusal(name, examined)
+}
+
+/// What [`refusal`] says, gathered from the same steps of both runs at a time: the ranks that hold ops in
+/// each, and per rank its first step whose op sequences part and whose tensors differ.
+#[derive(Default)]
+struct Parts {
+    with_ops: [BTreeSet<u32>; 2],
+    sequence: BTreeMap<u32, String>,
+    tensors: BTreeMap<u32, String>,
+}
+
+impl Parts {
+    /// Adds the same steps of both runs, after those added before.
+    fn add(&mut self, run: &RunEvents, good: &RunEvents) {
+        let has_ops = |r: &&RankEvents| r.events.iter().any(|e| e.collective().is_none());
+        for (with_ops, events) in self.with_ops.iter_mut().zip([run, good]) {
+            with_ops.extend(events.ranks.iter().filter(has_ops).map(|r| r.rank));
+        }
+        for a in &run.ranks {
+            let Some(b) = good.ranks.iter().find(|r| r.rank == a.rank) else { continue };
+            let (sequence, tensors) = rank_differences(a, b);
+            // The first step's, of the steps added in order.
+            if let Some(s) = sequence {
+                self.sequence.entry(a.rank).or_insert(s);
             }
-            if tensors.is_none() {
-                tensors = ops_a.iter().zip(ops_b.iter()).filter(|(x, y)| key(x) == key(y)).find_map(|(x, y)| {
-                    x.tensors.iter().zip(&y.tensors).find_map(|(s, t)| {
-                        (s.dtype != t.dtype || s.elements != t.elements).then(|| {
-                            format!(
-                                "tensors: {place}: {} is {} of {} elements in the run and {} of {} in the baseline",
-                                x.label(s),
-                                s.dtype,
-                                s.elements,
-                                t.dtype,
-                                t.elements
-                            )
-                        })
-                    })
-                });
+            if let Some(t) = tensors {
+                self.tensors.entry(a.rank).or_insert(t);
             }
         }
     }
-    reasons.extend(sequence);
-    reasons.extend(tensors);
-    if reasons.is_empty() {
-        return None;
+
+    fn refusal(&self, name: &str, examined: &[u32]) -> Option<String> {
+        let [ours, theirs] = &self.with_ops;
+        let lacking: Vec<u32> =
+            examined.iter().filter(|&r| ours.contains(r) && !theirs.contains(r)).copied().collect();
+        let mut reasons = Vec::new();
+        if !lacking.is_empty() {
+            reasons.push(format!("ranks: the baseline has no op of {}", rank_ranges(&lacking)));
+        }
+        // At the lowest examined rank that has one.
+        let first = |of: &BTreeMap<u32, String>| examined.iter().find_map(|r| of.get(r).cloned());
+        reasons.extend(first(&self.sequence));
+        reasons.extend(first(&self.tensors));
+        if reasons.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "the baseline {name} is not a run of the same job, so every difference from it would read as an \
+             anomaly:\n  {}\ngive a good run of this job (same model, settings and ranks) as the baseline",
+            reasons.join("\n  ")
+        ))
     }
-    Some(format!(
-        "the baseline {name} is not a run of the same job, so every difference from it would read as an \
-         anomaly:\n  {}\ngive a good run of this job (same model, settings and ranks) as the baseline",
-        reasons.join("\n  ")
-    ))
+}
+
+/// One rank's first step where the op sequences of `a` (the run) and `b` (the baseline) part, and its first
+/// step where a tensor of one op differs in dtype or element count.
+fn rank_differences(a: &RankEvents, b: &RankEvents) -> (Option<String>, Option<String>) {
+    let (mut sequence, mut tensors) = (None, None);
+    let rank = a.rank;
+    let (steps_a, steps_b) = (by_step(&a.events), by_step(&b.events));
+    for (step, ops_a) in &steps_a {
+        let Some(ops_b) = steps_b.get(step) else { continue };
+        let (short, long) = if ops_a.len() <= ops_b.len() { (ops_a, ops_b) } else { (ops_b, ops_a) };
+        let cut_short = starts_or_ends_alike(short, long);
+        let place = format!("step {step} rank {rank}");
+        if sequence.is_none() && !cut_short {
+            if let Some(i) = (0..ops_a.len().max(ops_b.len()))
+                .find(|&i| ops_a.get(i).map(|e| key(e)) != ops_b.get(i).map(|e| key(e)))
+            {
+                let show = |e: Option<&&Event>| {
+                    e.map_or("nothing (the step ends)".into(), |e| format!("{} [{}]", e.name(), e.op_type()))
+                };
+                sequence = Some(format!(
+                    "op sequence: {place}: op {} is {} in the run and {} in the baseline",
+                    i + 1,
+                    show(ops_a.get(i)),
+                    show(ops_b.get(i))
+                ));
+            }
+        }
+        if tensors.is_none() {
+            tensors = ops_a.iter().zip(ops_b.iter()).filter(|(x, y)| key(x) == key(y)).find_map(|(x, y)| {
+                x.tensors.iter().zip(&y.tensors).find_map(|(s, t)| {
+                    (s.dtype != t.dtype || s.elements != t.elements).then(|| {
+                        format!(
+                            "tensors: {place}: {} is {} of {} elements in the run and {} of {} in the baseline",
+                            x.label(s),
+                            s.dtype,
+                            s.elements,
+                            t.dtype,
+                            t.elements
+                        )
+                    })
+                })
+            });
+        }
+    }
+    (sequence, tensors)
+}
+
+/// The baseline's side of `ranks RUN --baseline GOOD` of two long captures read a window of the same steps
+/// of each at a time (#18): a window's tensors are compared with the baseline's as it is added (they never
+/// span steps), and so are its op sequences; its calls are kept, since the k-th call of a rank meets the
+/// baseline's k-th whatever the step (a call in 130 events or so). What the baseline misses is gathered as
+/// the run's is, to be named as the baseline's.
+#[derive(Default)]
+pub(crate) struct BaselineFold {
+    parts: Parts,
+    calls: BTreeMap<u32, Vec<Event>>,
+    unmatched: u64,
+    lost_records: bool,
+    index_problems: Vec<InputProblem>,
+    unreadable: InputProblems,
+    unknown: usize,
+    job_ranks: Option<u32>,
+    communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
+    streams_of_different_runs: bool,
+}
+
+impl BaselineFold {
+    /// Adds the baseline's window `good` of the same steps as the run's window `run`, its tensors' findings
+    /// to `found`; `false` when the baseline must be read whole (a window cannot place its calls).
+    pub(crate) fn add(
+        &mut self,
+        run: &RunEvents,
+        good: &dyn Source,
+        filter: &Filter,
+        found: &mut Detected,
+    ) -> bool {
+        let index = good.index();
+        let stats = gather_stats(good, &filter.op_ids(index), &mut self.unreadable, false);
+        let (events, unknown) = events::from_index(index, filter, &stats);
+        drop(stats);
+        if !events.warnings.is_empty() {
+            return false;
+        }
+        self.unknown += unknown;
+        self.job_ranks = index.job_ranks;
+        self.communicators_made = index.communicators_made.clone();
+        self.streams_of_different_runs = streams_of_different_runs(&index.communicators_by_stream).is_some();
+        self.unmatched += detect::baseline_tensors(run, &events, found);
+        self.parts.add(run, &events);
+        let incomplete = |p: &InputProblem| p.kind == ProblemKind::Incomplete;
+        self.lost_records |= run.problems.iter().chain(&events.problems).any(incomplete);
+        let RunEvents { ranks, problems, .. } = events;
+        self.index_problems.extend(problems);
+        for rank in ranks {
+            let calls = rank.events.into_iter().filter(|e| e.collective().is_some());
+            self.calls.entry(rank.rank).or_default().extend(calls);
+        }
+        true
+    }
+
+    /// Whether a window of either run lost records (as the configuration check must know).
+    pub(crate) fn lost_records(&self) -> bool {
+        self.lost_records
+    }
+
+    /// The baseline's events once every window is in: every call, no op, and the problems its whole read
+    /// would have (`whole`: what the capture says about itself). The calls' findings against `run`'s (every
+    /// call of every rank) go to `found`, with the warning of what has no counterpart.
+    pub(crate) fn finish(&mut self, run: &RunEvents, whole: &WholeRun, found: &mut Detected) -> RunEvents {
+        let mut good = RunEvents {
+            ranks: std::mem::take(&mut self.calls)
+                .into_iter()
+                .map(|(rank, events)| RankEvents { rank, events })
+                .collect(),
+            job_ranks: self.job_ranks,
+            selection: run.selection.clone(),
+            communicators_made: std::mem::take(&mut self.communicators_made),
+            ..RunEvents::default()
+        };
+        self.unmatched += detect::baseline_calls(run, &good, found);
+        found.warnings.extend(detect::no_counterpart(self.unmatched));
+        good.problems = whole.leading.clone();
+        good.problems.append(&mut self.index_problems);
+        good.problems.extend(whole.shortfalls.iter().cloned());
+        good.problems.extend(events::unknown_problem(self.unknown));
+        good.problems.extend(self.unreadable.items().iter().cloned());
+        good.problems.extend(events::mixed_ranks(&good, self.streams_of_different_runs));
+        good
+    }
+
+    /// [`refusal`] of the baseline `name` for the ranks `examined`, from every window added.
+    pub(crate) fn refusal(&self, name: &str, examined: &[u32]) -> Option<String> {
+        self.parts.refusal(name, examined)
+    }
 }
 
 /// A rank's ops (not its calls) by step, in program order.
@@ -105,7 +232,7 @@ fn starts_or_ends_alike(short: &[&Event], long: &[&Event]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::events::{EventKind, RankEvents, TensorSummary};
+    use super::super::events::{EventKind, TensorSummary};
     use super::*;
     use crate::index::Io;
 
@@ -144,5 +271,44 @@ mod tests {
         assert!(why.contains("a.output.0 is FLOAT16 of 8 elements in the run and FLOAT16 of 16"), "{why}");
         // Only the ranks examined count.
         assert_eq!(refusal("two", &run(&[0, 1, 2, 3], &[("a", 8), ("c", 8)]), &two, &[0, 1]), None);
+    }
+
+    /// Steps 0 and 1 of ranks 0 and 1, from `ops(rank, step)`, kept to `steps`.
+    fn two_steps(ops: impl Fn(u32, u64) -> Vec<(&'static str, u64)>, steps: &[u64]) -> RunEvents {
+        let mut ranks = Vec::new();
+        for rank in 0..2 {
+            let mut events = Vec::new();
+            for &s in steps {
+                events.extend(ops(rank, s).into_iter().map(|(n, e)| op(s, n, e)));
+            }
+            ranks.push(RankEvents { rank, events });
+        }
+        RunEvents { ranks, ..RunEvents::default() }
+    }
+
+    /// Added a step of both runs at a time, the refusal names what the whole runs' names: the first step
+    /// of the lowest rank, for the op sequence and the tensors each, whichever step comes first overall.
+    #[test]
+    fn a_refusal_gathered_step_by_step_is_the_whole_runs() {
+        let good = |_: u32, _: u64| vec![("a", 8), ("b", 8)];
+        // Rank 1's sequence parts at step 0, rank 0's at step 1; rank 1's tensor differs at step 1.
+        let ours = |rank: u32, step: u64| match (rank, step) {
+            (1, 0) | (0, 1) => vec![("a", 8), ("c", 8)],
+            (1, 1) => vec![("a", 4), ("b", 8)],
+            _ => good(rank, step),
+        };
+        let whole = refusal("good", &two_steps(ours, &[0, 1]), &two_steps(good, &[0, 1]), &[0, 1]);
+        let mut parts = Parts::default();
+        for step in [0, 1] {
+            parts.add(&two_steps(ours, &[step]), &two_steps(good, &[step]));
+        }
+        let gathered = parts.refusal("good", &[0, 1]);
+        assert_eq!(gathered, whole);
+        let why = gathered.expect("refused");
+        assert!(why.contains("op sequence: step 1 rank 0: op 2 is c [X]"), "{why}");
+        assert!(why.contains("tensors: step 1 rank 1: a.output.0 is FLOAT16 of 4 elements"), "{why}");
+        // Rank 1 alone: its first step's.
+        let rank_one = parts.refusal("good", &[1]).expect("refused");
+        assert!(rank_one.contains("op sequence: step 0 rank 1"), "{rank_one}");
     }
 }

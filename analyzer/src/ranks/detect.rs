@@ -307,6 +307,19 @@ fn replicas_at_step(keys: &StepTensors, alike_before: &mut AlikeBefore, d: &mut 
 }
 
 fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
+    let unmatched = baseline_tensors(run, baseline, d) + baseline_calls(run, baseline, d);
+    d.warnings.extend(no_counterpart(unmatched));
+}
+
+/// The warning that `unmatched` tensors or calls have no counterpart in the baseline, when any has none.
+pub(crate) fn no_counterpart(unmatched: u64) -> Option<String> {
+    (unmatched > 0).then(|| format!("{unmatched} tensor(s) or call(s) have no counterpart in the baseline"))
+}
+
+/// Each op's tensors against the baseline's of the same step, rank, op name, occurrence and slot; returns how
+/// many have no counterpart. Steps are compared one at a time, so `run` and `baseline` may hold any steps, the
+/// same of each (a window of both runs).
+pub(crate) fn baseline_tensors(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) -> u64 {
     let (ours_ops, theirs_ops) = (op_events_by_step(run), op_events_by_step(baseline));
     let mut theirs_steps = by_step(&theirs_ops).peekable();
     let mut unmatched = 0u64;
@@ -328,6 +341,13 @@ fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
         }
         unmatched += baseline_differences(run, &step_tensors(run, step_ops), &base, d);
     }
+    unmatched
+}
+
+/// Each rank's HCCL calls against the baseline's of the same rank, in order; returns how many have no
+/// counterpart. `run` and `baseline` hold every call of their ranks.
+pub(crate) fn baseline_calls(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) -> u64 {
+    let mut unmatched = 0u64;
     // Collectives: the k-th call of a rank against the baseline's k-th (communicator names differ
     // between runs: each run made its own root info).
     for (r, rank) in run.ranks.iter().enumerate() {
@@ -351,9 +371,7 @@ fn against_baseline(run: &RunEvents, baseline: &RunEvents, d: &mut Detected) {
             }
         }
     }
-    if unmatched > 0 {
-        d.warnings.push(format!("{unmatched} tensor(s) or call(s) have no counterpart in the baseline"));
-    }
+    unmatched
 }
 
 /// One step's tensors of `run` against the baseline's hashes of the same step (by rank and key): each

@@ -15,18 +15,20 @@
 //!
 //! Read whole instead ([`ranks_by_windows`] says `None`): a rank with ops that carry no dump timestamp, whose
 //! calls go after all its ops, which a window cannot tell. Captures that the census keeps whole (steps not
-//! carried by every op, point-to-point calls, overflow records) never come here, nor does `--baseline`,
-//! which compares two runs' steps and calls in order.
+//! carried by every op, point-to-point calls, overflow records) never come here. `--baseline` adds the
+//! baseline's window of the same steps beside the run's (`ranks::baseline`: its tensors compared there, its
+//! calls kept for the end).
 
+use super::baseline::BaselineFold;
 use super::detect::{self, AlikeBefore, Detected, Finding};
 use super::events::{self, Event, RankEvents, RunEvents};
-use super::{conclude, examined, RanksReport, Tally, Thinning};
+use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
 use crate::index::MadeCommunicator;
 use crate::overflow::gather_stats;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::capture::runs::streams_of_different_runs;
-use crate::sources::capture::windows::StepWindows;
+use crate::sources::capture::windows::{StepWindows, WholeRun};
 use crate::sources::Source;
 use std::collections::BTreeMap;
 
@@ -62,6 +64,16 @@ impl RanksFold {
     /// Adds the window `source` (its steps come after those added before) of the ops `filter` keeps; `false`
     /// when the run must be read whole instead (the module's text).
     pub fn add(&mut self, source: &dyn Source, filter: &Filter) -> bool {
+        self.add_against(source, filter, None)
+    }
+
+    /// [`RanksFold::add`], and the baseline's window of the same steps to its fold when there is one.
+    pub(crate) fn add_against(
+        &mut self,
+        source: &dyn Source,
+        filter: &Filter,
+        baseline: Option<(&dyn Source, &mut BaselineFold)>,
+    ) -> bool {
         let index = source.index();
         let stats = gather_stats(source, &filter.op_ids(index), &mut self.unreadable, false);
         let (run, unknown) = events::from_index(index, filter, &stats);
@@ -76,6 +88,11 @@ impl RanksFold {
         let mut found = Detected::default();
         detect::overflows(&run, &mut found);
         detect::replicas_after(&run, &mut self.alike_before, &mut found);
+        if let Some((good, baseline)) = baseline {
+            if !baseline.add(&run, good, filter, &mut found) {
+                return false;
+            }
+        }
         // A call's findings wait for every member (the module's text); only the examined ranks' count.
         let examined_rank = |r: usize| filter.ranks.is_empty() || filter.ranks.contains(&run.ranks[r].rank);
         found.findings.retain(|&(r, i), _| examined_rank(r) && run.ranks[r].events[i].collective().is_none());
@@ -118,6 +135,19 @@ impl RanksFold {
         leading: Vec<InputProblem>,
         shortfalls: Vec<InputProblem>,
     ) -> RanksReport {
+        self.finish_against(name, filter, leading, shortfalls, None)
+    }
+
+    /// [`RanksFold::finish`], against the baseline (its name, fold and what its capture says about itself)
+    /// when there is one, refused as the whole run's analysis refuses it.
+    pub(crate) fn finish_against(
+        self,
+        name: &str,
+        filter: &Filter,
+        leading: Vec<InputProblem>,
+        shortfalls: Vec<InputProblem>,
+        baseline: Option<(&str, BaselineFold, &WholeRun)>,
+    ) -> RanksReport {
         let mut thinning = Thinning::default();
         let mut op_findings = Vec::new();
         let mut run = RunEvents {
@@ -144,6 +174,8 @@ impl RanksFold {
         let mut found = Detected::default();
         detect::overflows(&run, &mut found);
         detect::collectives(&run, &mut found);
+        let baseline =
+            baseline.map(|(name, mut fold, whole)| (name, fold.finish(&run, whole, &mut found), fold));
         found.findings.retain(|&(r, i), _| run.ranks[r].events[i].collective().is_some());
         for (r, ops) in op_findings.into_iter().enumerate() {
             found.findings.extend(ops.into_iter().map(|(i, f)| ((r, i), f)));
@@ -151,7 +183,14 @@ impl RanksFold {
         found.findings.retain(|&(r, _), _| examined(&run, r));
         let mut tally = self.tally;
         tally.add_findings(&run, &found.findings, &|e| e.collective().is_some());
-        conclude(name, &run, None, &found, tally, Some(&thinning))
+        let good = baseline.as_ref().map(|(name, good, _)| (*name, good));
+        let mut report = conclude(name, &run, good, &found, tally, Some(&thinning));
+        if let Some((name, _, fold)) = &baseline {
+            if let Some(reason) = fold.refusal(name, &report.examined_ranks) {
+                refuse_baseline(&mut report, reason);
+            }
+        }
+        report
     }
 }
 

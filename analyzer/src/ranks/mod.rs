@@ -11,9 +11,11 @@
 //!
 //! [`analyze`] puts them together: the origins ordered by (step, Lamport time, rank), the ranks the first one
 //! reached and through which collective, and what the redundancy check compared. [`fold::RanksFold`] makes the
-//! same report of a long capture read a window of steps at a time (#18).
+//! same report of a long capture read a window of steps at a time (#18), and
+//! [`baseline_windows::ranks_by_windows_against`] of a long capture against a long baseline.
 
 mod baseline;
+pub mod baseline_windows;
 pub mod detect;
 pub mod events;
 pub mod fold;
@@ -232,7 +234,13 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
         Tally { replicated_per_step: std::mem::take(&mut detected.replicated_per_step), ..Tally::default() };
     tally.add_events(run);
     tally.add_findings(run, &detected.findings, &|_| true);
-    conclude(run_name, run, baseline, &detected, tally, None)
+    let mut report = conclude(run_name, run, baseline, &detected, tally, None);
+    if let Some((name, good)) = baseline {
+        if let Some(reason) = baseline::refusal(name, run, good, &report.examined_ranks) {
+            refuse_baseline(&mut report, reason);
+        }
+    }
+    report
 }
 
 /// Whether the rank at position `r` of `run` is examined (the selection's, or every rank).
@@ -289,7 +297,8 @@ pub(crate) struct Thinning {
 }
 
 /// The report on `run` whose anomalies were `detected` (examined ranks only) and whose every event was
-/// counted in `tally`; `thinning` when `run` holds only some of the run's events.
+/// counted in `tally`; `thinning` when `run` holds only some of the run's events. Whether `baseline` is
+/// refused is the caller's to say: a fold of windows tells it from what no thinned run holds.
 fn conclude(
     run_name: &str,
     run: &RunEvents,
@@ -445,7 +454,7 @@ fn conclude(
             ),
         );
     }
-    let mut report = RanksReport {
+    RanksReport {
         run: run_name.to_string(),
         baseline: baseline.map(|b| b.0.to_string()),
         ranks,
@@ -463,13 +472,7 @@ fn conclude(
         job_ranks: run.job_ranks,
         selection,
         examined_ranks,
-    };
-    if let Some((name, good)) = baseline {
-        if let Some(reason) = baseline::refusal(name, run, good, &report.examined_ranks) {
-            refuse_baseline(&mut report, reason);
-        }
     }
-    report
 }
 
 /// What the baseline's capture or summaries miss, worded as the baseline's (its kind unchanged: exit 2

@@ -6,6 +6,7 @@ use analyzer::filter::rank_ranges;
 use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
+use analyzer::ranks::baseline_windows::ranks_by_windows_against;
 use analyzer::ranks::fold::ranks_by_windows;
 use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline, RanksReport};
 use analyzer::report::{self, Colour, Destination};
@@ -19,15 +20,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let mut stages = Stages::new("ranks", if args.baseline.is_some() { 3 } else { 2 }, args.no_progress);
     stages.start("reading the run");
     let name = args.run.display().to_string();
-    let windowed = match by_windows(&args, &filter)? {
-        Some(windows) => {
-            filter.check_places(&windows.places(), &args.run)?;
-            stages.start("analysing across ranks, a window of steps at a time");
-            ranks_by_windows(&name, &windows, &filter)?
-        }
-        None => None,
-    };
-    if let Some(found) = windowed {
+    if let Some(found) = by_windows(&args, &filter, &name, &mut stages)? {
         return write(&args, colour, &found);
     }
     let source = super::runs::open_run(&args.run)?;
@@ -81,16 +74,37 @@ fn write(args: &RanksArgs, colour: Colour, found: &RanksReport) -> Result<Outcom
     Ok(found.outcome().or_input_errors(&found.input_problems, args.input.allow_incomplete))
 }
 
-/// A capture longer than one window, analysed without `--baseline` (two runs' steps and calls compared in
-/// order) or `--op` (whose check needs every op's name), is read a window of steps at a time (#18: what
-/// `ranks` holds stays near a window's index whatever the run's length).
-fn by_windows(args: &RanksArgs, filter: &Filter) -> Result<Option<StepWindows>> {
-    match detect(&args.run)? {
-        Detected::Capture(root) if args.baseline.is_none() && filter.ops.is_empty() => {
-            StepWindows::census(&root, WINDOW_TENSORS)
-        }
-        _ => Ok(None),
+/// A capture longer than one window, analysed without `--op` (whose check needs every op's name), is read a
+/// window of steps at a time (#18: what `ranks` holds stays near a window's index whatever the run's
+/// length); with `--baseline`, a window of the same steps of each run. `None`: read whole.
+fn by_windows(
+    args: &RanksArgs,
+    filter: &Filter,
+    name: &str,
+    stages: &mut Stages,
+) -> Result<Option<RanksReport>> {
+    let Detected::Capture(root) = detect(&args.run)? else { return Ok(None) };
+    if !filter.ops.is_empty() {
+        return Ok(None);
     }
+    let Some(mut windows) = StepWindows::census(&root, WINDOW_TENSORS)? else { return Ok(None) };
+    let Some(path) = &args.baseline else {
+        filter.check_places(&windows.places(), &args.run)?;
+        stages.start("analysing across ranks, a window of steps at a time");
+        return ranks_by_windows(name, &windows, filter);
+    };
+    // A baseline that is not a long capture, or cannot be read, is read whole: the whole read says why.
+    let Ok(Detected::Capture(good_root)) = detect(path) else { return Ok(None) };
+    let Ok(Some(mut good)) = StepWindows::census(&good_root, WINDOW_TENSORS) else { return Ok(None) };
+    if !StepWindows::align(&mut windows, &mut good, WINDOW_TENSORS) {
+        return Ok(None);
+    }
+    // The census walked every record of the baseline: its reading, as the whole read's stage counts it.
+    stages.start("reading the baseline");
+    filter.check_places(&windows.places(), &args.run)?;
+    filter.check_places(&good.places(), path)?;
+    stages.start("analysing across ranks, a window of steps of both runs at a time");
+    ranks_by_windows_against([name, &path.display().to_string()], [&windows, &good], filter)
 }
 
 /// diff's refusal of runs that are not one configuration, worded for a baseline.

@@ -1,0 +1,121 @@
+//! `ranks RUN --baseline GOOD` of two long captures read a window of the same steps of each at a time (#18)
+//! says what the analysis of both whole runs says, field for field in JSON and byte for byte in text: a
+//! baseline that agrees, a rank whose weights or all-reduce diverge from it (tensors compared window by
+//! window, calls at the end); windows of one step and of a few. A baseline of another configuration, or of
+//! fewer ranks, is left to the whole read, which says how it differs.
+
+mod common;
+
+use analyzer::filter::Filter;
+use analyzer::ranks::baseline_windows::ranks_by_windows_against;
+use analyzer::ranks::{analyze, events::RunEvents, RanksReport};
+use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::sources::capture::windows::StepWindows;
+use analyzer::sources::capture::CaptureSource;
+use analyzer::sources::Source;
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Several layers, so that a step holds a few hundred tensors a rank.
+const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
+
+const STEPS: u64 = 6;
+
+/// Records `sim-train --ranks RANKS --steps 6` of `model` (the JSON's fields after MODEL's) with the collector.
+fn record(dir: &Path, name: &str, model: &str, ranks: u32) -> PathBuf {
+    record_ranks(dir, name, &format!("{MODEL}{model}}}"), ranks, STEPS, &[])
+}
+
+/// The report as JSON and as text.
+fn rendered(found: &RanksReport) -> (Value, String) {
+    let dir = scratch();
+    let path = dir.path().join("ranks.txt");
+    let to = Destination { output: Some(&path), colour: Colour::Never };
+    report::ranks::write(found, "ranks", Format::Table, &to).unwrap();
+    (serde_json::to_value(found).unwrap(), std::fs::read_to_string(&path).unwrap())
+}
+
+fn name(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// The report on `run` against `good` by aligned windows of at most `window_tensors` tensors, and how many
+/// windows; `None` when it is left to the whole read.
+fn by_windows(run: &Path, good: &Path, window_tensors: u64) -> Option<(RanksReport, usize)> {
+    // A window a step for the census, whatever the windows aligned for both.
+    let mut a = StepWindows::census(run, 1).unwrap().expect("the run by windows");
+    let mut b = StepWindows::census(good, 1).unwrap().expect("the baseline by windows");
+    assert!(StepWindows::align(&mut a, &mut b, window_tensors), "aligned windows");
+    let found = ranks_by_windows_against([&name(run), &name(good)], [&a, &b], &Filter::default()).unwrap();
+    found.map(|found| (found, a.windows().len()))
+}
+
+/// Windows of one step and of about three (both runs' tensors count), each the same report as the whole
+/// runs'; returns that report.
+fn same_by_windows(run: &Path, good: &Path) -> Value {
+    let whole_run = CaptureSource::open(run).unwrap();
+    let tensors_a_step = whole_run.index().tensors.len() as u64 / STEPS;
+    let everything = Filter::default();
+    let events = RunEvents::from_source(&whole_run, &everything);
+    drop(whole_run);
+    let good_events = RunEvents::from_source(&CaptureSource::open(good).unwrap(), &everything);
+    let whole = rendered(&analyze(&name(run), &events, Some((&name(good), &good_events))));
+    for (window_tensors, what) in [(1, "one step"), (6 * tensors_a_step, "a few steps")] {
+        let (found, n) = by_windows(run, good, window_tensors).expect("windowed");
+        if window_tensors == 1 {
+            assert_eq!(n, STEPS as usize, "a window a step");
+        } else {
+            assert!(n >= 2 && n < STEPS as usize, "windows of a few steps: {n}");
+        }
+        let windowed = rendered(&found);
+        assert_eq!(windowed.0, whole.0, "{}: windows of {what}", run.display());
+        assert_eq!(windowed.1, whole.1, "{}: windows of {what}, text", run.display());
+    }
+    whole.0
+}
+
+#[test]
+fn a_baseline_that_agrees_is_reported_the_same_by_windows() {
+    let dir = scratch();
+    let run = record(dir.path(), "run", "", 4);
+    let good = record(dir.path(), "good", "", 4);
+    let report = same_by_windows(&run, &good);
+    assert_eq!(report["origins"], Value::Array(vec![]), "{report}");
+    assert_eq!(report["baseline"], name(&good).as_str());
+    assert_eq!(report["warnings"], Value::Array(vec![]), "every tensor and call met its counterpart");
+}
+
+#[test]
+fn a_rank_that_diverges_from_the_baseline_is_reported_the_same_by_windows() {
+    let dir = scratch();
+    let good = record(dir.path(), "good", "", 4);
+    // A weight's bit flipped on rank 1: its ops differ from the baseline's from there on (tensors, window
+    // by window).
+    let flip =
+        r#", "faults": {"weight_bitflip": {"param": "model/layer_0/attn/qkv/weight", "step": 2, "rank": 1}}"#;
+    let run = record(dir.path(), "bitflip", flip, 4);
+    let report = same_by_windows(&run, &good);
+    assert_eq!(report["origins"][0]["rank"], 1, "{report}");
+    assert!(report["findings"]["differs from the baseline"].as_u64() > Some(0), "{report}");
+    // An all-reduce whose sum differs on rank 1: the k-th call against the baseline's k-th, across windows.
+    let nondet = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 1}}"#;
+    let run = record(dir.path(), "nondet", nondet, 4);
+    let report = same_by_windows(&run, &good);
+    let differing_call = report["origins"].as_array().unwrap().iter().any(|o| {
+        o["collective"].is_array()
+            && o["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "baseline-difference")
+    });
+    assert!(differing_call, "{report}");
+}
+
+#[test]
+fn a_baseline_of_another_configuration_or_of_fewer_ranks_is_left_to_the_whole_read() {
+    let dir = scratch();
+    let run = record(dir.path(), "run", "", 4);
+    // The whole read refuses both, naming what differs (the configuration check, as `diff`'s).
+    let wider = record(dir.path(), "wider", r#", "d_ff": 72"#, 4);
+    assert!(by_windows(&run, &wider, 1).is_none(), "another model is read whole");
+    let two = record(dir.path(), "two", "", 2);
+    assert!(by_windows(&run, &two, 1).is_none(), "a baseline of fewer ranks is read whole");
+}
