@@ -8,7 +8,7 @@
 //! (`*dir*`, `*output*`, `*log*`, `*save*`, `*checkpoint*`) are left out: they differ between any two runs.
 //! Environment variables are all those the manifest recorded except accutrace's own (`ACCUTRACE_*`).
 
-use super::item::{listed, Item, Seen, Status};
+use super::item::{listed, Facts, Item, Status};
 use accutrace_formats::capture::{FileDigest, Manifest};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -141,7 +141,7 @@ fn summary(label: &str, m: &Manifest) -> Vec<String> {
     ]
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
+pub(super) fn item(runs: &[Facts<'_>]) -> Item {
     let manifests: Vec<Option<&Manifest>> = runs.iter().map(|r| r.manifest).collect();
     if let Some(r) = runs.iter().zip(&manifests).find(|(_, m)| m.is_none()).map(|(r, _)| r) {
         let reason =

@@ -9,7 +9,7 @@
 //!   a shuffle over more steps than were captured.
 //! - Ranks of one run: two ranks with the same batch at the same step read the same shard (a sharding bug).
 
-use super::item::{listed, worst, Item, Seen, Status};
+use super::item::{listed, worst, Facts, Item, Seen, Signatures, Status};
 use crate::filter::rank_ranges;
 use crate::index::{Index, OpId, TensorId};
 use crate::roles::Role;
@@ -21,8 +21,9 @@ const LOOK: &str =
 /// Op types whose input 0 is a table (an embedding), not data.
 const LOOKUPS: &[&str] = &["GatherV2", "Gather", "GatherV2D", "EmbeddingLookup", "Embedding", "EmbeddingBag"];
 
-/// Data signatures by (rank, step): the hashes of the step's data inputs, in execution order.
-fn signatures(r: &Seen<'_>) -> BTreeMap<(u32, u64), Vec<u64>> {
+/// Data signatures by (rank, step): the hashes of the step's data inputs, in execution order. Each step's
+/// own (its leaves are its own), so the signatures of a run's windows of steps add up to the run's.
+pub(super) fn signatures(r: &Seen<'_>) -> Signatures {
     let index = r.index();
     let mut steps: BTreeMap<(u32, u64), Vec<OpId>> = BTreeMap::new();
     for &o in &r.ops {
@@ -58,9 +59,9 @@ fn data_inputs(index: &Index, roles: &crate::roles::Roles, ops: &[OpId]) -> Vec<
     found
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
-    let sigs: Vec<BTreeMap<(u32, u64), Vec<u64>>> = runs.iter().map(signatures).collect();
-    if sigs.iter().any(BTreeMap::is_empty) {
+pub(super) fn item(runs: &[Facts<'_>]) -> Item {
+    let sigs: Vec<&Signatures> = runs.iter().map(|r| &r.signatures).collect();
+    if sigs.iter().any(|s| s.is_empty()) {
         let which: Vec<&str> =
             runs.iter().zip(&sigs).filter(|(_, s)| s.is_empty()).map(|(r, _)| r.label.as_str()).collect();
         return Item::new(
@@ -88,7 +89,7 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
         statuses.push(status);
         reasons.push(reason);
         details.extend(d);
-    } else if runs[0].index().ranks().len() == 1 {
+    } else if runs[0].ranks.len() == 1 {
         statuses.push(Status::CantTell);
         reasons.push("one rank of one run: nothing to compare its data with (give a second run)".into());
         details.push(format!("{} steps with data inputs", sigs[0].len()));
@@ -100,12 +101,12 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
 }
 
 /// Ranks of one run that read the same batch at the same step.
-fn sharding(r: &Seen<'_>, sigs: &BTreeMap<(u32, u64), Vec<u64>>) -> (Status, Option<String>) {
+fn sharding(r: &Facts<'_>, sigs: &Signatures) -> (Status, Option<String>) {
     let mut by_step: BTreeMap<u64, HashMap<&Vec<u64>, Vec<u32>>> = BTreeMap::new();
     for ((rank, step), sig) in sigs {
         by_step.entry(*step).or_default().entry(sig).or_default().push(*rank);
     }
-    let ranks = r.index().ranks().len();
+    let ranks = r.ranks.len();
     for (step, groups) in &by_step {
         if let Some(same) = groups.values().find(|ranks| ranks.len() > 1) {
             return (
@@ -126,10 +127,7 @@ fn sharding(r: &Seen<'_>, sigs: &BTreeMap<(u32, u64), Vec<u64>>) -> (Status, Opt
 }
 
 /// Two runs' batches, step by step on each rank.
-fn compare(
-    a: &BTreeMap<(u32, u64), Vec<u64>>,
-    b: &BTreeMap<(u32, u64), Vec<u64>>,
-) -> (Status, String, Vec<String>) {
+fn compare(a: &Signatures, b: &Signatures) -> (Status, String, Vec<String>) {
     let common: Vec<&(u32, u64)> = a.keys().filter(|k| b.contains_key(k)).collect();
     if common.is_empty() {
         return (Status::CantTell, "the runs share no step and rank with data inputs".into(), Vec::new());

@@ -6,7 +6,7 @@
 //! runs must overflow alike). Against a second run, also the evidence: in the first step both runs
 //! captured, the first op whose output differs while all its inputs are identical is nondeterministic.
 
-use super::item::{worst, Item, Seen, Status};
+use super::item::{worst, Facts, Item, Status};
 use crate::comparable::{kernel_types_part, mostly_kernels_by_type, KernelTypesPart};
 use crate::index::{Index, Io, OpId};
 use crate::problems::ProblemKind;
@@ -24,14 +24,14 @@ struct Settings {
     ranks: usize,
 }
 
-fn settings(r: &Seen<'_>) -> Option<Settings> {
+fn settings(r: &Facts<'_>) -> Option<Settings> {
     let m = r.manifest?;
     Some(Settings {
         deterministic: m.environment.settings.deterministic,
         hccl: m.env.get("HCCL_DETERMINISTIC").cloned(),
         launch_blocking: m.env.get("ASCEND_LAUNCH_BLOCKING").cloned(),
         overflow_mode: m.overflow_mode.clone(),
-        ranks: r.index().ranks().len().max(m.streams.len()),
+        ranks: r.ranks.len().max(m.streams.len()),
     })
 }
 
@@ -58,7 +58,7 @@ fn truthy(v: &str) -> bool {
 }
 
 /// One run's verdict on its own settings, with what it saw.
-fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
+fn judge(r: &Facts<'_>, s: &Settings) -> (Status, String, Vec<String>) {
     let mut details = vec![
         format!(
             "{}: deterministic computation {}",
@@ -108,7 +108,9 @@ fn judge(r: &Seen<'_>, s: &Settings) -> (Status, String, Vec<String>) {
 }
 
 /// `same_run`: the two runs are one run given twice (`sources::same_run`): only its settings are judged.
-pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
+/// `divergence`: where two runs that are not one first differ ([`first_divergence`]; `None` when they share
+/// no step and rank).
+pub(super) fn item(runs: &[Facts<'_>], same_run: bool, divergence: Option<Divergence>) -> Item {
     let all: Vec<Option<Settings>> = runs.iter().map(settings).collect();
     let mut statuses = Vec::new();
     let mut reasons = Vec::new();
@@ -161,7 +163,9 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
                 reasons.push(format!("the runs are set up differently: {}", differ.join("; ")));
             }
         }
-        match first_divergence(a.index(), &a.ops, b.index(), &b.ops) {
+        let divergence = divergence
+            .unwrap_or_else(|| Divergence::Unknown("the runs share no step and rank to compare".into()));
+        match divergence {
             Divergence::Nondeterministic { step, rank, op } if set_up_differently > 0 => {
                 let see = match configuration {
                     0 => String::new(),
@@ -229,7 +233,7 @@ pub(super) fn item(runs: &[Seen<'_>], same_run: bool) -> Item {
     Item::new("determinism", status, reason, LOOK).with(details)
 }
 
-enum Divergence {
+pub(super) enum Divergence {
     /// An op whose inputs were identical gave different outputs.
     Nondeterministic {
         step: u64,
@@ -252,8 +256,15 @@ enum Divergence {
 }
 
 /// Walks the first (rank, step) both runs have, in run 1's execution order, matching ops by name and
-/// occurrence, and compares content hashes.
-fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Divergence {
+/// occurrence, and compares content hashes; `None` when the runs share no step and rank. `lost`: either run
+/// lost records ([`ProblemKind::Incomplete`]), which a run read by windows knows only once all are read.
+pub(super) fn first_divergence(
+    a: &Index,
+    ops_a: &[OpId],
+    b: &Index,
+    ops_b: &[OpId],
+    lost: bool,
+) -> Option<Divergence> {
     // An FFTS+ sub-task's copy of an op is no op of its own: runs dumped at other `dump_level`s launched
     // the same kernels.
     let own = |i: &Index, ops: &[OpId]| {
@@ -266,9 +277,7 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
     let in_b: std::collections::HashSet<(u32, u64)> = ops_b.iter().map(|&o| key(b, o)).collect();
     common.retain(|k| in_b.contains(k));
     common.sort_by_key(|&(r, s)| (s, r));
-    let Some(&(rank, step)) = common.first() else {
-        return Divergence::Unknown("the runs share no step and rank to compare".into());
-    };
+    let &(rank, step) = common.first()?;
     let mut occurrence: HashMap<&str, usize> = HashMap::new();
     let mut by_name: HashMap<(&str, usize), OpId> = HashMap::new();
     for &o in ops_b.iter().filter(|&&o| key(b, o) == (rank, step)) {
@@ -281,7 +290,7 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         ops_a.iter().copied().filter(|&o| key(a, o) == (rank, step)).collect(),
         ops_b.iter().copied().filter(|&o| key(b, o) == (rank, step)).collect(),
     );
-    let parting = kernel_types_part_of(a, &step_a, b, &step_b, &by_name);
+    let parting = kernel_types_part_of(a, &step_a, b, &step_b, &by_name, lost);
     let hashes = |i: &Index, ts: std::ops::Range<crate::index::TensorId>| {
         ts.map(|t| i.tensors[t].hash()).collect::<Vec<_>>()
     };
@@ -303,13 +312,13 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         *n += 1;
         // Eager kernels past a kernel one run fused and the other did not: the name is another kernel.
         if let Some(part) = parting.as_ref().filter(|part| position >= part.from) {
-            return Divergence::Unknown(format!(
+            return Some(Divergence::Unknown(format!(
                 "step {step} rank {rank}: {name} is not the same op in the two runs (the kernel types in \
                  execution order part before it: {}; eager kernels are named by type and a per-type \
                  counter, so past a kernel one run fused and the other did not, one name is another kernel); \
                  {compared} ops before it gave identical outputs, the rest are not compared",
                 part.what
-            ));
+            )));
         }
         // An op one run holds in part (a ring capture deleted the segment with its first tensors, a chunk
         // was lost): the tensors it kept are the other run's, and prove nothing either way.
@@ -333,25 +342,25 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
         // run fused and the other did not), so its hashes say nothing of data or determinism.
         let (sa, sb) = (shapes(a, o), shapes(b, ob));
         if sa != sb {
-            return Divergence::Unknown(format!(
+            return Some(Divergence::Unknown(format!(
                 "step {step} rank {rank}: {name} is not the same op in the two runs (its inputs and outputs \
                  are {sa:?} in run 1 and {sb:?} in run 2: another model or batch, or eager kernels, named by \
                  type and a per-type counter, that one run fused and the other did not); {compared} ops \
                  before it gave identical outputs, the rest are not compared"
-            ));
+            )));
         }
         let (ia, ib) = (hashes(a, a.ops[o].inputs()), hashes(b, b.ops[ob].inputs()));
         let (oa, obh) = (hashes(a, a.ops[o].outputs()), hashes(b, b.ops[ob].outputs()));
         if ia.iter().chain(&ib).chain(&oa).chain(&obh).any(Option::is_none) {
-            return Divergence::Unknown("the runs carry no content hashes (only captures do)".into());
+            return Some(Divergence::Unknown("the runs carry no content hashes (only captures do)".into()));
         }
         compared += 1;
         let op = name.to_string();
         if ia != ib {
-            return Divergence::Inputs { step, rank, op };
+            return Some(Divergence::Inputs { step, rank, op });
         }
         if oa != obh {
-            return Divergence::Nondeterministic { step, rank, op };
+            return Some(Divergence::Nondeterministic { step, rank, op });
         }
     }
     if compared == 0 {
@@ -378,11 +387,16 @@ fn first_divergence(a: &Index, ops_a: &[OpId], b: &Index, ops_b: &[OpId]) -> Div
                 format!(" ({n} ops both runs name alike were not compared: one run holds them only in part)")
             }
         };
-        return Divergence::Unknown(format!(
+        return Some(Divergence::Unknown(format!(
             "step {step} rank {rank}: no op of one run matches the other's{why}{held}"
-        ));
+        )));
     }
-    Divergence::None { step, held_in_part }
+    Some(Divergence::None { step, held_in_part })
+}
+
+/// Whether an index lost records: an eager walk past a gap cannot tie kernels by position.
+pub(super) fn lost(i: &Index) -> bool {
+    i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete)
 }
 
 /// Where two eager runs' kernel types part in one step (`step_a`, `step_b`: its ops in execution order),
@@ -394,6 +408,7 @@ fn kernel_types_part_of<'a>(
     b: &'a Index,
     step_b: &[OpId],
     by_name: &HashMap<(&str, usize), OpId>,
+    lost: bool,
 ) -> Option<KernelTypesPart> {
     let eager =
         |i: &Index, ops: &[OpId]| mostly_kernels_by_type(&ops.iter().map(|&o| &i.ops[o]).collect::<Vec<_>>());
@@ -411,25 +426,25 @@ fn kernel_types_part_of<'a>(
         *n += 1;
         anchors.push((i, position_b[ob], true));
     }
-    let lost = |i: &Index| i.problems.iter().any(|p| p.kind == ProblemKind::Incomplete);
     let sequence = |i: &'a Index, ops: &[OpId]| -> Vec<(&'a str, &'a str)> {
         ops.iter().map(|&o| (i.ops[o].name.as_str(), i.ops[o].op_type.as_str())).collect()
     };
-    kernel_types_part(
-        &sequence(a, step_a),
-        &sequence(b, step_b),
-        anchors,
-        lost(a) || lost(b),
-        ["run 1", "run 2"],
-    )
+    kernel_types_part(&sequence(a, step_a), &sequence(b, step_b), anchors, lost, ["run 1", "run 2"])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::item::Seen;
     use crate::index::TensorInfo;
     use crate::roles::Roles;
     use accutrace_formats::DType;
+
+    /// The determinism item of two runs.
+    fn checked(a: &Seen<'_>, b: &Seen<'_>) -> Item {
+        let divergence = first_divergence(a.index(), &a.ops, b.index(), &b.ops, false);
+        item(&[Facts::of(a), Facts::of(b)], false, divergence)
+    }
 
     /// A tensor's place among its op's inputs and outputs.
     type Slot = (Io, u32);
@@ -485,7 +500,7 @@ mod tests {
         for (a, b, held) in
             [(&ring, &full, "run 1 holds 2 of its 3"), (&full, &ring, "run 2 holds 2 of its 3")]
         {
-            match first_divergence(a, &ops(a), b, &ops(b)) {
+            match first_divergence(a, &ops(a), b, &ops(b), false).expect("one step") {
                 Divergence::None { step: 1, held_in_part } => {
                     assert_eq!(held_in_part.len(), 1, "{held_in_part:?}");
                     assert!(
@@ -506,7 +521,7 @@ mod tests {
             label: label.into(),
             unreadable: Default::default(),
         };
-        let pass = item(&[seen(&ring, "run 1"), seen(&full, "run 2")], false);
+        let pass = checked(&seen(&ring, "run 1"), &seen(&full, "run 2"));
         assert!(
             pass.reason.contains(
                 "step 1: every op both runs dumped gave identical outputs, but 1 op one run holds only in part \
@@ -527,11 +542,11 @@ mod tests {
             ("ApplyAdamD_40", "ApplyAdamD", all),
             ("ApplyAdamD_41", "ApplyAdamD", all),
         ]);
-        match first_divergence(&ring2, &ops(&ring2), &full2, &ops(&full2)) {
+        match first_divergence(&ring2, &ops(&ring2), &full2, &ops(&full2), false).expect("one step") {
             Divergence::None { held_in_part, .. } => assert_eq!(held_in_part.len(), 2, "{held_in_part:?}"),
             _ => panic!("the ops kept are identical"),
         }
-        let pass = item(&[seen(&ring2, "run 1"), seen(&full2, "run 2")], false);
+        let pass = checked(&seen(&ring2, "run 1"), &seen(&full2, "run 2"));
         assert!(
             pass.reason
                 .contains("but 2 ops one run holds only in part were not compared, the first ApplyAdamD_39"),
@@ -541,7 +556,7 @@ mod tests {
         // A tensor both hold, of another shape: still another op.
         let mut other = full.clone();
         other.tensors[1].shape = vec![3].into();
-        match first_divergence(&ring, &ops(&ring), &other, &ops(&other)) {
+        match first_divergence(&ring, &ops(&ring), &other, &ops(&other), false).expect("one step") {
             Divergence::Unknown(why) => assert!(why.contains("ApplyAdamD_39 is not the same op"), "{why}"),
             _ => panic!("another shape is another op"),
         }

@@ -1,11 +1,14 @@
 //! What every checklist item is made of: its answer, and the runs as the items see them.
 
+use crate::filter::Filter;
 use crate::index::{OpId, TensorId};
+use crate::overflow::LossScale;
 use crate::roles::Roles;
 use crate::sources::Source;
 use accutrace_formats::capture::Manifest;
 use serde::Serialize;
 use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An item's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -79,7 +82,24 @@ pub(crate) struct Seen<'a> {
     pub unreadable: RefCell<Vec<(TensorId, anyhow::Error)>>,
 }
 
-impl Seen<'_> {
+impl<'a> Seen<'a> {
+    /// `source`'s ops that `filter` keeps.
+    pub fn of(
+        source: &'a dyn Source,
+        manifest: Option<&'a Manifest>,
+        filter: &Filter,
+        label: String,
+    ) -> Seen<'a> {
+        Seen {
+            source,
+            manifest,
+            ops: filter.op_ids(source.index()),
+            roles: Roles::of(source.index()),
+            label,
+            unreadable: Default::default(),
+        }
+    }
+
     pub fn index(&self) -> &crate::index::Index {
         self.source.index()
     }
@@ -130,4 +150,52 @@ pub(crate) fn listed(items: &[String], n: usize) -> Vec<String> {
         out.push(format!("... and {} more", items.len() - n));
     }
     out
+}
+
+/// One run as the items judge it, gathered from the run read whole or a window of steps at a time (`fold`).
+pub(crate) struct Facts<'a> {
+    /// `run 1` / `run 2` (or `the run`).
+    pub label: String,
+    pub manifest: Option<&'a Manifest>,
+    /// The ranks of the run's ops.
+    pub ranks: BTreeSet<u32>,
+    pub signatures: Signatures,
+    pub weights: Firsts,
+    pub census: Census,
+    pub scales: Scales,
+}
+
+/// The hashes of each (rank, step)'s data inputs, in execution order (`data`).
+pub(crate) type Signatures = BTreeMap<(u32, u64), Vec<u64>>;
+
+/// Op type -> dtype -> number of ops (`precision`).
+pub(crate) type Census = BTreeMap<String, BTreeMap<String, u64>>;
+
+/// What a run's first updates read (`weights`).
+#[derive(Default)]
+pub(crate) struct Firsts {
+    /// The first step of the run's ops.
+    pub start: Option<u64>,
+    /// Each (rank, parameter)'s first update.
+    pub first: BTreeMap<(u32, String), First>,
+}
+
+/// A parameter's first update: its step, op, and the weight's content hash or why it was not read.
+pub(crate) struct First {
+    pub step: u64,
+    pub op: String,
+    pub read: Result<u64, String>,
+}
+
+/// What a run shows of its loss scale (`loss_scale`).
+#[derive(Default)]
+pub(crate) struct Scales {
+    /// Per rank, per captured step: whether an optimizer op ran.
+    pub updates: BTreeMap<u32, BTreeMap<u64, bool>>,
+    /// The scales found by name and by a scaler's multiply: the run's are those by name if any part names
+    /// one (the rule `overflow` applies to the whole run).
+    pub named: Vec<LossScale>,
+    pub multiplied: Vec<LossScale>,
+    /// Whether any op computes in fp16.
+    pub fp16: bool,
 }

@@ -7,8 +7,8 @@
 //! loss scaling works; three in a row is a collapse; skipped steps at a scale that no longer drops are a scale
 //! stuck at its floor (every step overflows, nothing trains).
 
-use super::item::{worst, Item, Seen, Status};
-use crate::overflow::loss_scales;
+use super::item::{worst, Facts, Item, Scales, Seen, Status};
+use crate::overflow::loss_scale_candidates;
 use crate::roles::is_optimizer;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
@@ -19,8 +19,8 @@ const LOOK: &str = "`analyzer overflow RUN` (the first op that overflowed in eac
 /// Consecutive skipped steps that make a collapse.
 const COLLAPSE: usize = 3;
 
-/// Per rank, per captured step: the loss scale (if dumped) and whether an optimizer op ran.
-fn history(r: &Seen<'_>) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
+/// Adds what `r`'s ops show of the loss scale to `into` (each step's own: steps of a part are its own).
+pub(super) fn add(r: &Seen<'_>, into: &mut Scales) {
     let index = r.index();
     // The statistics of one-element tensors (where a scale can be): stored, else from the values.
     let mut stats: BTreeMap<usize, TensorStats> = BTreeMap::new();
@@ -37,27 +37,37 @@ fn history(r: &Seen<'_>) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
             stats.extend(found.map(|s| (t, s)));
         }
     }
-    let mut out: BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> = BTreeMap::new();
     for &o in &r.ops {
         let op = &index.ops[o];
-        let e = out.entry(op.rank).or_default().entry(op.step).or_insert((None, false));
-        e.1 |= is_optimizer(&op.op_type);
+        *into.updates.entry(op.rank).or_default().entry(op.step).or_default() |= is_optimizer(&op.op_type);
     }
-    for l in loss_scales(index, &r.ops, &|t| stats.get(&t).copied()) {
+    let (named, multiplied) = loss_scale_candidates(index, &r.ops, &|t| stats.get(&t).copied());
+    into.named.extend(named);
+    into.multiplied.extend(multiplied);
+    into.fp16 |=
+        r.ops.iter().any(|&o| index.ops[o].outputs().any(|t| index.tensors[t].dtype == DType::FLOAT16));
+}
+
+/// Per rank, per captured step: the loss scale (if dumped) and whether an optimizer op ran.
+fn history(f: &Scales) -> BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> {
+    let mut out: BTreeMap<u32, BTreeMap<u64, (Option<f64>, bool)>> = f
+        .updates
+        .iter()
+        .map(|(&rank, steps)| (rank, steps.iter().map(|(&s, &u)| (s, (None, u))).collect()))
+        .collect();
+    let scales = if f.named.is_empty() { &f.multiplied } else { &f.named };
+    for l in scales {
         out.entry(l.rank).or_default().entry(l.step).or_insert((None, false)).0 = Some(l.value);
     }
     out
 }
 
-fn judge(r: &Seen<'_>) -> (Status, String, Vec<String>) {
-    let hist = history(r);
+fn judge(r: &Facts<'_>) -> (Status, String, Vec<String>) {
+    let hist = history(&r.scales);
     let mut statuses = Vec::new();
     let mut reasons = Vec::new();
     let mut details = Vec::new();
-    let fp16 = r
-        .ops
-        .iter()
-        .any(|&o| r.index().ops[o].outputs().any(|t| r.index().tensors[t].dtype == DType::FLOAT16));
+    let fp16 = r.scales.fp16;
     for (rank, steps) in &hist {
         let updates_seen = steps.values().any(|s| s.1);
         let scales: Vec<(u64, f64)> = steps.iter().filter_map(|(s, v)| v.0.map(|x| (*s, x))).collect();
@@ -163,7 +173,7 @@ fn longest_run(steps: impl Iterator<Item = (u64, bool)>) -> Option<(u64, u64)> {
     best
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
+pub(super) fn item(runs: &[Facts<'_>]) -> Item {
     let judged: Vec<(Status, String, Vec<String>)> = runs.iter().map(judge).collect();
     let status = worst(judged.iter().map(|j| j.0));
     let reason = judged.iter().filter(|j| j.0 == status).map(|j| j.1.clone()).collect::<Vec<_>>().join("; ");

@@ -1,18 +1,15 @@
 //! Mixed precision: which op types compute in which float dtype (the dtype of their float outputs), and,
 //! against a second run, the op types whose dtypes differ.
 
-use super::item::{listed, Item, Seen, Status};
+use super::item::{listed, Census, Facts, Item, Seen, Status};
 use accutrace_formats::DType;
 use std::collections::{BTreeMap, BTreeSet};
 
 const LOOK: &str = "the op types listed (`analyzer inspect RUN --op NAME` shows each tensor's dtype)";
 
-/// Op type -> dtype -> number of ops.
-type Census = BTreeMap<String, BTreeMap<String, u64>>;
-
-fn census(r: &Seen<'_>) -> Census {
+/// Adds the dtype census of `r`'s ops to `out` (counts add up over a run's windows of steps).
+pub(super) fn census(r: &Seen<'_>, out: &mut Census) {
     let index = r.index();
-    let mut out: Census = BTreeMap::new();
     for &o in &r.ops {
         let op = &index.ops[o];
         let dtypes: BTreeSet<DType> =
@@ -21,7 +18,6 @@ fn census(r: &Seen<'_>) -> Census {
             *out.entry(op.op_type.to_string()).or_default().entry(d.name().to_string()).or_default() += 1;
         }
     }
-    out
 }
 
 /// `fp16: 420 ops (MatMulV2 96, Add 48, ...)` per dtype.
@@ -44,13 +40,13 @@ fn summary(c: &Census) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
-    let censuses: Vec<Census> = runs.iter().map(census).collect();
+pub(super) fn item(runs: &[Facts<'_>]) -> Item {
+    let censuses: Vec<&Census> = runs.iter().map(|r| &r.census).collect();
     let mut details = Vec::new();
     for (r, c) in runs.iter().zip(&censuses) {
         details.extend(summary(c).into_iter().map(|line| format!("{}: {line}", r.label)));
     }
-    if censuses.iter().any(BTreeMap::is_empty) {
+    if censuses.iter().any(|c| c.is_empty()) {
         return Item::new("mixed_precision", Status::CantTell, "no float op outputs were dumped", LOOK)
             .with(details);
     }

@@ -5,7 +5,7 @@
 //! initial value). Compared by content hash. A weight whose input 0 at that update was not read (a torn
 //! file) is can't tell, named, and left out: never a difference between ranks or runs.
 
-use super::item::{listed, worst, Item, Seen, Status};
+use super::item::{listed, worst, Facts, First, Firsts, Item, Seen, Status};
 use crate::filter::rank_ranges;
 use crate::roles::Update;
 use std::collections::BTreeMap;
@@ -21,11 +21,16 @@ struct Initial {
     unread: Vec<String>,
 }
 
-/// The initial weights of a run, or why they are not known.
-fn initial(r: &Seen<'_>) -> Result<Initial, String> {
+/// Adds `r`'s first updates to `into`: `r` holds steps after those added before, so a parameter already
+/// there keeps its update. Nothing is read once the run is known to start after step 0 (its first weights
+/// need not be the initial ones, and the item says only that).
+pub(super) fn add(r: &Seen<'_>, into: &mut Firsts) {
     let index = r.index();
     let start = r.ops.iter().map(|&o| index.ops[o].step).min();
-    let Some(start) = start else { return Err(format!("{} has no ops", r.label)) };
+    into.start = match (into.start, start) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let mut first: BTreeMap<(u32, String), &Update> = BTreeMap::new();
     for u in r.roles.updates.iter().filter(|u| r.ops.binary_search(&u.op).is_ok()) {
         let e = first.entry((u.rank, u.param.clone())).or_insert(u);
@@ -33,28 +38,39 @@ fn initial(r: &Seen<'_>) -> Result<Initial, String> {
             *e = u;
         }
     }
-    if first.is_empty() {
-        return Err(format!("{} has no optimizer op: its weights are unknown", r.label));
-    }
-    if start > 0 {
-        return Err(format!(
-            "{}'s capture starts at step {start}: its first weights need not be the initial ones",
-            r.label
-        ));
-    }
-    let mut found = Initial { hashes: BTreeMap::new(), unread: Vec::new() };
-    for ((rank, param), u) in first {
-        let op = &index.ops[u.op].name;
-        let step = u.step;
-        let read = if !u.weight_read(index) {
+    let read_any = into.start == Some(0);
+    for (key, u) in first {
+        if into.first.contains_key(&key) {
+            continue;
+        }
+        let read = if !read_any {
+            Err(String::new())
+        } else if !u.weight_read(index) {
             Err("the source holds no input 0 of the op (see the input problems: its file is torn or missing)"
                 .to_string())
         } else {
             r.hash_or_why(u.before)
         };
+        into.first.insert(key, First { step: u.step, op: index.ops[u.op].name.to_string(), read });
+    }
+}
+
+/// The initial weights of a run, or why they are not known.
+fn initial(label: &str, f: &Firsts) -> Result<Initial, String> {
+    let Some(start) = f.start else { return Err(format!("{label} has no ops")) };
+    if f.first.is_empty() {
+        return Err(format!("{label} has no optimizer op: its weights are unknown"));
+    }
+    if start > 0 {
+        return Err(format!(
+            "{label}'s capture starts at step {start}: its first weights need not be the initial ones"
+        ));
+    }
+    let mut found = Initial { hashes: BTreeMap::new(), unread: Vec::new() };
+    for ((rank, param), First { step, op, read }) in &f.first {
         match read {
             Ok(h) => {
-                found.hashes.insert((rank, param), h);
+                found.hashes.insert((*rank, param.clone()), *h);
             }
             Err(why) => found.unread.push(format!(
                 "rank {rank}: {param}: not read at its first update (step {step}, {op} input 0): {why}"
@@ -64,8 +80,8 @@ fn initial(r: &Seen<'_>) -> Result<Initial, String> {
     Ok(found)
 }
 
-pub(super) fn item(runs: &[Seen<'_>]) -> Item {
-    let found: Vec<Result<Initial, String>> = runs.iter().map(initial).collect();
+pub(super) fn item(runs: &[Facts<'_>]) -> Item {
+    let found: Vec<Result<Initial, String>> = runs.iter().map(|r| initial(&r.label, &r.weights)).collect();
     let errors: Vec<String> = found.iter().filter_map(|f| f.as_ref().err().cloned()).collect();
     if !errors.is_empty() {
         return Item::new("initial_weights", Status::CantTell, errors.join("; "), LOOK);
@@ -81,7 +97,7 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
             return Item::new("initial_weights", Status::CantTell, reasons.join("; "), LOOK).with(details);
         }
     }
-    let unread: Vec<(&Seen<'_>, &Vec<String>)> =
+    let unread: Vec<(&Facts<'_>, &Vec<String>)> =
         runs.iter().zip(&found).map(|(r, w)| (r, &w.unread)).filter(|(_, u)| !u.is_empty()).collect();
     let found: Vec<&BTreeMap<(u32, String), u64>> = found.iter().map(|w| &w.hashes).collect();
     for (r, w) in runs.iter().zip(&found) {
@@ -128,7 +144,7 @@ pub(super) fn item(runs: &[Seen<'_>]) -> Item {
         }
     } else if statuses.is_empty() {
         let n = found[0].len();
-        let one_rank = runs[0].index().ranks().len() == 1;
+        let one_rank = runs[0].ranks.len() == 1;
         if one_rank {
             statuses.push(Status::CantTell);
             reasons.push(format!("{n} initial weights found; give a second run to compare them with"));

@@ -16,25 +16,11 @@ pub struct LossScale {
     pub value: f64,
 }
 
-/// The loss scale by step and rank, where the run shows it: by name ([`loss_scale_value`]); where no op is
-/// named like a scale (eager kernels are named by type, `Mul_0`), the scale a loss scaler's multiply reads
-/// ([`scaler_multiply`], the first per step and rank). The one detection `overflow`, `check` and the report
-/// page share. `stats`: a tensor's statistics, when known.
-pub(crate) fn loss_scales(
-    index: &Index,
-    ops: &[OpId],
-    stats: &dyn Fn(TensorId) -> Option<TensorStats>,
-) -> Vec<LossScale> {
-    let (named, multiplied) = loss_scale_candidates(index, ops, stats);
-    if named.is_empty() {
-        multiplied
-    } else {
-        named
-    }
-}
-
-/// The loss scales of [`loss_scales`] both ways, ordered by rank, step and execution: by name, and by a
-/// scaler's multiply.
+/// The loss scales by step and rank, where the run shows them, ordered by rank, step and execution: by name
+/// ([`loss_scale_value`]), and as the scale a loss scaler's multiply reads ([`scaler_multiply`], the first
+/// per step and rank). A run's scales are those by name; where no op is named like a scale (eager kernels
+/// are named by type, `Mul_0`), those by multiply. The one detection `overflow`, `check` and the report page
+/// share. `stats`: a tensor's statistics, when known.
 pub(crate) fn loss_scale_candidates(
     index: &Index,
     ops: &[OpId],

@@ -15,7 +15,7 @@ mod without_origin;
 pub use anomaly::Anomaly;
 pub use arrivals::{collective_arrivals, Arrival};
 pub use loss_scale::LossScale;
-pub(crate) use loss_scale::{loss_scales, scalar_value, scaler_multiply};
+pub(crate) use loss_scale::{scalar_value, scaler_multiply};
 pub use without_origin::{without_origin, WithoutOrigin};
 
 use crate::filter::Filter;
