@@ -17,16 +17,7 @@ use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
-
-/// Records `sim-train --ranks 4 --steps STEPS` of `faults` (JSON members, or empty) with the collector and
-/// `env`.
-fn record_job(dir: &Path, name: &str, faults: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    record_ranks(dir, name, &format!("{MODEL}{faults}}}"), 4, steps, env)
-}
+use std::path::Path;
 
 /// The report as JSON and as the text table, byte for byte.
 fn written(found: &CheckReport, dir: &Path) -> (Value, Vec<u8>) {
@@ -76,13 +67,12 @@ fn item<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn a_shard_read_twice_and_an_overflow_are_checked_the_same_by_windows() {
-    let dir = scratch();
     // The flipped bit makes rank 3's weight differ from step 2 on: a fold that took a later update for the
     // first would find its ranks starting apart.
     let faults = r#", "faults": {"wrong_data": {"step": 4, "rank": 2},
         "overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 2, "rank": 1},
         "weight_bitflip": {"param": "model/layer_1/mlp/fc2/weight", "step": 2, "rank": 3, "bit": 12}}"#;
-    let run = record_job(dir.path(), "job", faults, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let report = same_by_windows(&run, 7, &Filter::default());
     // What the equality covers: a step late in the run, the weights' first updates, every step's scale.
     let data = item(&report, "data");
@@ -108,9 +98,8 @@ fn a_shard_read_twice_and_an_overflow_are_checked_the_same_by_windows() {
 
 #[test]
 fn a_ring_that_deleted_the_oldest_steps_is_checked_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:256K")];
-    let run = record_job(dir.path(), "ring", "", 8, &env);
+    let run = shared_job("", 4, 8, &env);
     let kept = CaptureSource::open(&run).unwrap().index().steps();
     assert!(kept[0] > 0, "the ring deleted the first steps: {kept:?}");
     let report = same_by_windows(&run, kept.len(), &Filter::default());
@@ -122,9 +111,8 @@ fn a_ring_that_deleted_the_oldest_steps_is_checked_the_same_by_windows() {
 /// whole capture's of that selection.
 #[test]
 fn a_selection_of_steps_and_ranks_is_checked_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"wrong_data": {"step": 3, "rank": 1}}"#;
-    let run = record_job(dir.path(), "selected", faults, 6, &[]);
+    let run = shared_job(faults, 4, 6, &[]);
     let filter =
         |steps: &[u64], ranks: &[u32]| Filter { steps: steps.to_vec(), ranks: ranks.to_vec(), ops: vec![] };
     for f in [filter(&[3], &[]), filter(&[], &[0]), filter(&[2, 3, 4], &[1, 2])] {
@@ -135,7 +123,7 @@ fn a_selection_of_steps_and_ranks_is_checked_the_same_by_windows() {
     }
 }
 
-/// The checklist of two runs read whole and by aligned windows of one step and of about three, each the
+/// The checklist of two runs read whole and by aligned windows of one step and of about two, each the
 /// same; returns that report as JSON.
 fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
     let scratch = scratch();
@@ -149,7 +137,7 @@ fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
     let (json, table) = written(&check(&runs, &Filter::default()), scratch.path());
     drop(runs);
     drop((whole_a, whole_b));
-    for (window_tensors, what) in [(1, "one step"), (6 * tensors_a_step, "three steps")] {
+    for (window_tensors, what) in [(1, "one step"), (4 * tensors_a_step, "two steps")] {
         let mut windows_a = StepWindows::census(a, window_tensors).unwrap().expect("run 1 read by windows");
         let mut windows_b = StepWindows::census(b, window_tensors).unwrap().expect("run 2 read by windows");
         assert!(StepWindows::align(&mut windows_a, &mut windows_b, window_tensors), "two windows at least");
@@ -178,11 +166,10 @@ fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
 
 #[test]
 fn two_runs_are_checked_the_same_by_windows() {
-    let dir = scratch();
-    let healthy = record_job(dir.path(), "healthy", "", 7, &[]);
+    let healthy = shared_job("", 4, 6, &[]);
     // Shuffled: run 2's batch at a step is run 1's of another step, often in another window.
-    let shuffled = record_job(dir.path(), "shuffled", r#", "faults": {"shuffle_data": true}"#, 7, &[]);
-    let report = same_pair_by_windows(&healthy, &shuffled, 7);
+    let shuffled = shared_job(r#", "faults": {"shuffle_data": true}"#, 4, 6, &[]);
+    let report = same_pair_by_windows(&healthy, &shuffled, 6);
     let data = item(&report, "data");
     assert!(data["reason"].as_str().unwrap().contains("shuffle"), "{data:#}");
     assert!(
@@ -195,11 +182,11 @@ fn two_runs_are_checked_the_same_by_windows() {
     );
     // A reduction that differs at the first step: determinism's walk finds it in the first window.
     let faults = r#", "faults": {"nondeterministic_reduction": {"step": 0, "rank": 3}}"#;
-    let nondet = record_job(dir.path(), "nondet", faults, 7, &[]);
-    let report = same_pair_by_windows(&healthy, &nondet, 7);
+    let nondet = shared_job(faults, 4, 6, &[]);
+    let report = same_pair_by_windows(&healthy, &nondet, 6);
     let determinism = item(&report, "determinism");
     assert_eq!(determinism["status"], "fail", "{determinism:#}");
     // A run given twice: said first, and no evidence.
-    let report = same_pair_by_windows(&healthy, &healthy, 7);
+    let report = same_pair_by_windows(&healthy, &healthy, 6);
     assert!(report["warnings"][0].as_str().unwrap().starts_with("RUN2 is RUN"), "{report:#}");
 }

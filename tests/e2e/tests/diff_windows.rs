@@ -13,32 +13,16 @@ use analyzer::sources::Source;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#""preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
-
-/// Records `sim-train --ranks 4 --steps STEPS` of the model with `more` (JSON members, or empty) added,
-/// with the collector and `env`.
-fn record_job(dir: &Path, name: &str, more: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    record_ranks(dir, name, &format!("{{{MODEL}{more}}}"), 4, steps, env)
-}
-
-/// The diff of the whole captures (a refusal as its report) and the windowed one's, as JSON, and how many
-/// windows were read.
-fn both(a: &Path, b: &Path, filter: &Filter, window_tensors: u64) -> (Value, Value, usize) {
-    let (whole_a, whole_b) = (CaptureSource::open(a).unwrap(), CaptureSource::open(b).unwrap());
-    let options = DiffOptions { filter: filter.clone(), progress: false };
-    let whole = match diff(&whole_a, &whole_b, &options) {
-        Ok(found) => found,
-        Err(e) => DiffReport::refused(&whole_a, &whole_b, e.downcast::<Refusal>().unwrap()),
-    };
+/// The windowed diff with windows of at most `window_tensors` tensors (both runs' count), as JSON, and how
+/// many windows were read.
+fn by_windows(a: &Path, b: &Path, options: &DiffOptions, window_tensors: u64) -> (Value, usize) {
     let mut windows_a = StepWindows::census(a, window_tensors).unwrap().expect("run 1 read by windows");
     let mut windows_b = StepWindows::census(b, window_tensors).unwrap().expect("run 2 read by windows");
     assert!(StepWindows::align(&mut windows_a, &mut windows_b, window_tensors), "two windows at least");
-    let by_windows = diff_by_windows([&windows_a, &windows_b], &options).unwrap();
-    let json = |r: &DiffReport| serde_json::to_value(r).unwrap();
-    (json(&whole), json(&by_windows), windows_a.windows().len())
+    let by_windows = diff_by_windows([&windows_a, &windows_b], options).unwrap();
+    (serde_json::to_value(by_windows).unwrap(), windows_a.windows().len())
 }
 
 /// Windows of one step and of two (both runs' tensors count against a window's budget), each the same
@@ -50,10 +34,18 @@ fn same_by_windows(a: &Path, b: &Path, filter: &Filter) -> Value {
     let per_step = |i: &analyzer::index::Index| i.tensors.len() as u64 / i.steps().len() as u64;
     let tensors_a_step = per_step(a_index).max(per_step(b_index));
     let steps = a_index.steps().into_iter().chain(b_index.steps()).collect::<BTreeSet<u64>>().len();
-    let (whole, one_step, n) = both(a, b, filter, 1);
+    // The diff of the whole captures; a refusal as its report.
+    let options = DiffOptions { filter: filter.clone(), progress: false };
+    let whole = match diff(&a_whole, &b_whole, &options) {
+        Ok(found) => found,
+        Err(e) => DiffReport::refused(&a_whole, &b_whole, e.downcast::<Refusal>().unwrap()),
+    };
+    let whole = serde_json::to_value(whole).unwrap();
+    drop((a_whole, b_whole));
+    let (one_step, n) = by_windows(a, b, &options, 1);
     assert_eq!(n, steps, "a window a step");
     assert_eq!(one_step, whole, "{} vs {}: windows of one step", a.display(), b.display());
-    let (whole, two_steps, n) = both(a, b, filter, 9 * tensors_a_step / 2);
+    let (two_steps, n) = by_windows(a, b, &options, 9 * tensors_a_step / 2);
     assert!(n >= 2 && n < steps, "windows of two steps: {n}");
     assert_eq!(two_steps, whole, "{} vs {}: windows of two steps", a.display(), b.display());
     whole
@@ -61,15 +53,14 @@ fn same_by_windows(a: &Path, b: &Path, filter: &Filter) -> Value {
 
 #[test]
 fn a_nondeterministic_reduction_and_what_it_spread_to_are_found_the_same_by_windows() {
-    let dir = scratch();
-    let healthy = record_job(dir.path(), "healthy", "", 7, &[]);
-    let faults = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 3}}"#;
-    let nondet = record_job(dir.path(), "nondet", faults, 7, &[]);
+    let healthy = shared_job("", 4, 6, &[]);
+    let faults = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 1}}"#;
+    let nondet = shared_job(faults, 4, 6, &[]);
     let report = same_by_windows(&healthy, &nondet, &Filter::default());
     // What the equality covers: the call that reduced differently, what it spread to in later steps.
     assert_eq!(report["verdict"], "different", "{report:#}");
     let firsts = report["first_differences"].as_array().unwrap();
-    let first = firsts.iter().find(|f| f["step"] == 2 && f["rank"] == 3).expect("step 2 rank 3 differs");
+    let first = firsts.iter().find(|f| f["step"] == 2 && f["rank"] == 1).expect("step 2 rank 1 differs");
     assert!(first["op"].as_str().unwrap().starts_with("HcclAllReduce #"), "{first:#}");
     assert_eq!(first["verdict"], "nondeterministic", "{first:#}");
     assert!(firsts.iter().any(|f| f["step"].as_u64() > Some(2)), "the difference spreads: {firsts:#?}");
@@ -78,10 +69,9 @@ fn a_nondeterministic_reduction_and_what_it_spread_to_are_found_the_same_by_wind
 
 #[test]
 fn runs_of_another_seed_in_many_small_segments_differ_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
-    let a = record_job(dir.path(), "seed7", r#", "seed": 7"#, 6, &env);
-    let b = record_job(dir.path(), "seed8", r#", "seed": 8"#, 6, &env);
+    let a = shared_job("", 4, 6, &env);
+    let b = shared_job(r#", "seed": 8"#, 4, 6, &env);
     let report = same_by_windows(&a, &b, &Filter::default());
     assert_eq!(report["verdict"], "different");
     let (compared, differing) = (report["compared_tensors"].as_u64(), report["differing_tensors"].as_u64());
@@ -97,9 +87,8 @@ fn runs_of_another_seed_in_many_small_segments_differ_the_same_by_windows() {
 
 #[test]
 fn a_run_with_fewer_steps_leaves_the_same_tensors_unmatched_by_windows() {
-    let dir = scratch();
-    let long = record_job(dir.path(), "long", "", 7, &[]);
-    let short = record_job(dir.path(), "short", "", 5, &[]);
+    let long = shared_job("", 4, 6, &[]);
+    let short = shared_job("", 4, 5, &[]);
     let report = same_by_windows(&long, &short, &Filter::default());
     assert_eq!(report["verdict"], "unmatched", "{report:#}");
     let unmatched = report["unmatched"].as_array().unwrap();
@@ -111,10 +100,9 @@ fn a_run_with_fewer_steps_leaves_the_same_tensors_unmatched_by_windows() {
 
 #[test]
 fn runs_of_another_configuration_are_refused_the_same_by_windows() {
-    let dir = scratch();
-    let a = record_job(dir.path(), "a", "", 7, &[]);
-    let wider = record_job(dir.path(), "wider", r#", "d_ff": 72"#, 7, &[]);
-    let deeper = record_job(dir.path(), "deeper", r#", "n_layers": 4"#, 7, &[]);
+    let a = shared_job("", 4, 6, &[]);
+    let wider = shared_job(r#", "d_ff": 72"#, 4, 6, &[]);
+    let deeper = shared_job(r#", "n_layers": 4"#, 4, 6, &[]);
     for other in [&wider, &deeper] {
         let report = same_by_windows(&a, other, &Filter::default());
         assert_eq!(report["verdict"], "refused", "{report:#}");
@@ -126,10 +114,9 @@ fn runs_of_another_configuration_are_refused_the_same_by_windows() {
 
 #[test]
 fn a_ring_that_deleted_the_oldest_steps_is_diffed_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:512K")];
-    let ring = record_job(dir.path(), "ring", "", 12, &env);
-    let full = record_job(dir.path(), "full", "", 12, &[]);
+    let ring = shared_job("", 4, 12, &env);
+    let full = shared_job("", 4, 12, &[]);
     let kept = CaptureSource::open(&ring).unwrap().index().steps().len();
     assert!((5..12).contains(&kept), "the ring deleted steps and kept five at least: {kept} kept");
     let report = same_by_windows(&ring, &full, &Filter::default());

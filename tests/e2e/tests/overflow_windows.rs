@@ -12,36 +12,25 @@ use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
-
-/// Records `sim-train --ranks 4 --steps STEPS` of `faults` (JSON, or empty) with the collector and `env`.
-fn record_job(dir: &Path, name: &str, faults: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    record_ranks(dir, name, &format!("{MODEL}{faults}}}"), 4, steps, env)
-}
-
-/// The whole capture's report and the windowed one's, as JSON, and how many windows were read.
-fn both(run: &Path, window_tensors: u64) -> (serde_json::Value, serde_json::Value, usize) {
-    let whole = CaptureSource::open(run).unwrap();
-    let whole = overflow(&whole, &Default::default(), false);
+/// The windowed report with windows of at most `window_tensors` tensors, as JSON, and how many windows
+/// were read.
+fn by_windows(run: &Path, window_tensors: u64) -> (serde_json::Value, usize) {
     let windows = StepWindows::census(run, window_tensors).unwrap().expect("read by windows");
     let by_windows = overflow_by_windows(&windows, &Default::default(), false).unwrap();
-    (
-        serde_json::to_value(&whole).unwrap(),
-        serde_json::to_value(&by_windows).unwrap(),
-        windows.windows().len(),
-    )
+    (serde_json::to_value(&by_windows).unwrap(), windows.windows().len())
 }
 
 /// Windows of one step and of about three, each the same report as the whole's; returns that report.
 fn same_by_windows(run: &Path, steps: usize) -> serde_json::Value {
-    let tensors_a_step = CaptureSource::open(run).unwrap().index().tensors.len() as u64 / steps as u64;
-    let (whole, one_step, n) = both(run, 1);
+    let whole = CaptureSource::open(run).unwrap();
+    let tensors_a_step = whole.index().tensors.len() as u64 / steps as u64;
+    let whole = serde_json::to_value(overflow(&whole, &Default::default(), false)).unwrap();
+    let (one_step, n) = by_windows(run, 1);
     assert_eq!(n, steps, "a window a step");
     assert_eq!(one_step, whole, "{}: windows of one step", run.display());
-    let (whole, three_steps, n) = both(run, 3 * tensors_a_step);
+    let (three_steps, n) = by_windows(run, 3 * tensors_a_step);
     assert!(n >= 2 && n < steps, "windows of a few steps: {n}");
     assert_eq!(three_steps, whole, "{}: windows of three steps", run.display());
     whole
@@ -49,9 +38,8 @@ fn same_by_windows(run: &Path, steps: usize) -> serde_json::Value {
 
 #[test]
 fn an_overflow_on_one_rank_is_reported_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "overflow", faults, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let report = same_by_windows(&run, 7);
     // What the equality covers: an origin on rank 2, its arrival on the others, the loss scale's drop.
     assert_eq!(report["origins"][0]["rank"], 2, "{report:#}");
@@ -62,9 +50,8 @@ fn an_overflow_on_one_rank_is_reported_the_same_by_windows() {
 
 #[test]
 fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
-    let run = record_job(dir.path(), "segments", "", 6, &env);
+    let run = shared_job("", 4, 6, &env);
     let segments = fewest_segments(&run);
     assert!(segments >= 6, "a stream's steps span several segments: {segments} files");
     let report = same_by_windows(&run, 6);
@@ -73,9 +60,8 @@ fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
 
 #[test]
 fn a_ring_that_deleted_the_oldest_steps_is_scoped_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:256K")];
-    let run = record_job(dir.path(), "ring", "", 8, &env);
+    let run = shared_job("", 4, 8, &env);
     let whole = CaptureSource::open(&run).unwrap();
     let kept = whole.index().steps().len();
     let report = same_by_windows(&run, kept);
@@ -84,20 +70,19 @@ fn a_ring_that_deleted_the_oldest_steps_is_scoped_the_same_by_windows() {
 
 #[test]
 fn a_capture_whose_records_tie_steps_together_is_read_whole() {
-    let dir = scratch();
     // The runtime's overflow detection: overflow records, tied to the op dumped after them.
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 1}}"#;
-    let run = record_job(dir.path(), "detection", faults, 3, &[("ACCUTRACE_OVERFLOW", "1")]);
+    let run = shared_job(faults, 4, 3, &[("ACCUTRACE_OVERFLOW", "1")]);
     assert!(StepWindows::census(&run, 1).unwrap().is_none());
 }
 
 #[test]
 fn a_node_that_saw_no_origin_is_told_the_same_by_windows() {
-    let dir = scratch();
     // The other node's rank 2 overflowed; without HCCL records this node sees only its skipped step and the
     // loss scale's drop.
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 2, "rank": 2}}"#;
-    let job = record_job(dir.path(), "job", faults, 6, &[("ACCUTRACE_COLLECTIVES", "off")]);
+    let job = shared_job(faults, 4, 6, &[("ACCUTRACE_COLLECTIVES", "off")]);
+    let dir = scratch();
     let node = node0(&job, &dir.path().join("node0"));
     let report = same_by_windows(&node, 6);
     let without = report["without_origin"].as_array().unwrap();
@@ -109,10 +94,9 @@ fn a_node_that_saw_no_origin_is_told_the_same_by_windows() {
 
 #[test]
 fn a_weight_gone_inf_is_named_by_the_op_that_read_it_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"weight_bitflip":
         {"param": "model/layer_1/mlp/fc2/weight", "step": 2, "rank": 2, "bit": 30}}"#;
-    let job = record_job(dir.path(), "bitflip", faults, 6, &[]);
+    let job = shared_job(faults, 4, 6, &[]);
     let report = same_by_windows(&job, 6);
     let without = report["without_origin"].as_array().unwrap();
     let read = without.iter().find(|w| w["rank"] == 2 && w["step"] == 2).expect("rank 2's step 2");
@@ -124,9 +108,8 @@ fn a_weight_gone_inf_is_named_by_the_op_that_read_it_the_same_by_windows() {
 /// rank the run lacks.
 #[test]
 fn a_selection_of_steps_and_ranks_is_read_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "selected", faults, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let whole = CaptureSource::open(&run).unwrap();
     let windows = StepWindows::census(&run, 1).unwrap().expect("read by windows");
     let filter =

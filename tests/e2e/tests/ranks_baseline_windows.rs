@@ -15,17 +15,12 @@ use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
+use std::path::Path;
 
 const STEPS: u64 = 6;
 
-/// Records `sim-train --ranks RANKS --steps 6` of `model` (the JSON's fields after MODEL's) with the collector.
-fn record(dir: &Path, name: &str, model: &str, ranks: u32) -> PathBuf {
-    record_ranks(dir, name, &format!("{MODEL}{model}}}"), ranks, STEPS, &[])
-}
+/// Another recording of the same job: a run seed of its own, which no fault here reads, so the same values.
+const RERUN: &str = r#", "run_seed": 1"#;
 
 /// The report as JSON and as text.
 fn rendered(found: &RanksReport) -> (Value, String) {
@@ -77,9 +72,8 @@ fn same_by_windows(run: &Path, good: &Path) -> Value {
 
 #[test]
 fn a_baseline_that_agrees_is_reported_the_same_by_windows() {
-    let dir = scratch();
-    let run = record(dir.path(), "run", "", 4);
-    let good = record(dir.path(), "good", "", 4);
+    let run = shared_job("", 4, STEPS, &[]);
+    let good = shared_job(RERUN, 4, STEPS, &[]);
     let report = same_by_windows(&run, &good);
     assert_eq!(report["origins"], Value::Array(vec![]), "{report}");
     assert_eq!(report["baseline"], name(&good).as_str());
@@ -88,19 +82,18 @@ fn a_baseline_that_agrees_is_reported_the_same_by_windows() {
 
 #[test]
 fn a_rank_that_diverges_from_the_baseline_is_reported_the_same_by_windows() {
-    let dir = scratch();
-    let good = record(dir.path(), "good", "", 4);
+    let good = shared_job(RERUN, 4, STEPS, &[]);
     // A weight's bit flipped on rank 1: its ops differ from the baseline's from there on (tensors, window
     // by window).
     let flip =
         r#", "faults": {"weight_bitflip": {"param": "model/layer_0/attn/qkv/weight", "step": 2, "rank": 1}}"#;
-    let run = record(dir.path(), "bitflip", flip, 4);
+    let run = shared_job(flip, 4, STEPS, &[]);
     let report = same_by_windows(&run, &good);
     assert_eq!(report["origins"][0]["rank"], 1, "{report}");
     assert!(report["findings"]["differs from the baseline"].as_u64() > Some(0), "{report}");
     // An all-reduce whose sum differs on rank 1: the k-th call against the baseline's k-th, across windows.
     let nondet = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 1}}"#;
-    let run = record(dir.path(), "nondet", nondet, 4);
+    let run = shared_job(nondet, 4, STEPS, &[]);
     let report = same_by_windows(&run, &good);
     let differing_call = report["origins"].as_array().unwrap().iter().any(|o| {
         o["collective"].is_array()
@@ -111,11 +104,10 @@ fn a_rank_that_diverges_from_the_baseline_is_reported_the_same_by_windows() {
 
 #[test]
 fn a_baseline_of_another_configuration_or_of_fewer_ranks_is_left_to_the_whole_read() {
-    let dir = scratch();
-    let run = record(dir.path(), "run", "", 4);
+    let run = shared_job("", 4, STEPS, &[]);
     // The whole read refuses both, naming what differs (the configuration check, as `diff`'s).
-    let wider = record(dir.path(), "wider", r#", "d_ff": 72"#, 4);
+    let wider = shared_job(r#", "d_ff": 72"#, 4, STEPS, &[]);
     assert!(by_windows(&run, &wider, 1).is_none(), "another model is read whole");
-    let two = record(dir.path(), "two", "", 2);
+    let two = shared_job("", 2, STEPS, &[]);
     assert!(by_windows(&run, &two, 1).is_none(), "a baseline of fewer ranks is read whole");
 }

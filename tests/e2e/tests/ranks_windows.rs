@@ -17,15 +17,7 @@ use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
-
-/// Records `sim-train --ranks RANKS --steps STEPS` of `faults` (JSON, or empty) with the collector and `env`.
-fn record_job(dir: &Path, name: &str, faults: &str, ranks: u32, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    record_ranks(dir, name, &format!("{MODEL}{faults}}}"), ranks, steps, env)
-}
+use std::path::Path;
 
 /// The report as JSON and as text.
 fn rendered(found: &RanksReport) -> (Value, String) {
@@ -36,24 +28,30 @@ fn rendered(found: &RanksReport) -> (Value, String) {
     (serde_json::to_value(found).unwrap(), std::fs::read_to_string(&path).unwrap())
 }
 
-/// The whole capture's report of `filter`'s selection and the windowed one's, and how many windows were read.
-fn both(run: &Path, window_tensors: u64, filter: &Filter) -> ((Value, String), (Value, String), usize) {
-    let name = run.display().to_string();
-    let whole = CaptureSource::open(run).unwrap();
-    let whole = analyze(&name, &RunEvents::from_source(&whole, filter), None);
+/// The windowed report of `filter`'s selection with windows of at most `window_tensors` tensors, and how
+/// many windows were read.
+fn by_windows(run: &Path, window_tensors: u64, filter: &Filter) -> ((Value, String), usize) {
     let windows = StepWindows::census(run, window_tensors).unwrap().expect("read by windows");
-    let by_windows = ranks_by_windows(&name, &windows, filter).unwrap().expect("windowed");
-    (rendered(&whole), rendered(&by_windows), windows.windows().len())
+    let by_windows =
+        ranks_by_windows(&run.display().to_string(), &windows, filter).unwrap().expect("windowed");
+    (rendered(&by_windows), windows.windows().len())
+}
+
+/// The whole capture's report of `filter`'s selection.
+fn whole(run: &Path, filter: &Filter) -> (Value, String) {
+    let whole = CaptureSource::open(run).unwrap();
+    rendered(&analyze(&run.display().to_string(), &RunEvents::from_source(&whole, filter), None))
 }
 
 /// Windows of one step and of about three, each the same report as the whole's; returns that report.
 fn same_by_windows(run: &Path, steps: usize, filter: &Filter) -> Value {
     let tensors_a_step = CaptureSource::open(run).unwrap().index().tensors.len() as u64 / steps as u64;
-    let (whole, one_step, n) = both(run, 1, filter);
+    let whole = whole(run, filter);
+    let (one_step, n) = by_windows(run, 1, filter);
     assert_eq!(n, steps, "a window a step");
     assert_eq!(one_step.0, whole.0, "{}: windows of one step", run.display());
     assert_eq!(one_step.1, whole.1, "{}: windows of one step, text", run.display());
-    let (whole, three_steps, n) = both(run, 3 * tensors_a_step, filter);
+    let (three_steps, n) = by_windows(run, 3 * tensors_a_step, filter);
     assert!(n >= 2 && n < steps, "windows of a few steps: {n}");
     assert_eq!(three_steps.0, whole.0, "{}: windows of three steps", run.display());
     assert_eq!(three_steps.1, whole.1, "{}: windows of three steps, text", run.display());
@@ -71,9 +69,8 @@ fn kinds(report: &Value) -> Vec<String> {
 
 #[test]
 fn an_overflow_on_one_rank_and_its_spread_are_reported_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "overflow", faults, 4, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let report = same_by_windows(&run, 7, &everything());
     // What the equality covers: the origin on rank 2 at step 3, reached from there by the other ranks, with
     // anomalous events counted over the steps after it (ops a window left out of the replay among them).
@@ -88,9 +85,8 @@ fn an_overflow_on_one_rank_and_its_spread_are_reported_the_same_by_windows() {
 
 #[test]
 fn a_non_deterministic_all_reduce_is_reported_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 1}}"#;
-    let run = record_job(dir.path(), "nondet", faults, 4, 6, &[]);
+    let run = shared_job(faults, 4, 6, &[]);
     let report = same_by_windows(&run, 6, &everything());
     assert!(kinds(&report).contains(&"collective disagreement".to_string()), "{report:#}");
     assert_eq!(report["origins"][0]["step"], 2, "{report:#}");
@@ -98,10 +94,9 @@ fn a_non_deterministic_all_reduce_is_reported_the_same_by_windows() {
 
 #[test]
 fn a_flipped_weight_bit_on_one_replica_is_reported_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"weight_bitflip":
         {"param": "model/layer_0/attn/qkv/weight", "step": 2, "rank": 1}}"#;
-    let run = record_job(dir.path(), "bitflip", faults, 4, 6, &[]);
+    let run = shared_job(faults, 4, 6, &[]);
     let report = same_by_windows(&run, 6, &everything());
     assert!(kinds(&report).contains(&"replica divergence".to_string()), "{report:#}");
     assert_eq!(report["origins"][0]["rank"], 1, "{report:#}");
@@ -109,16 +104,15 @@ fn a_flipped_weight_bit_on_one_replica_is_reported_the_same_by_windows() {
     // replay left out and the spread counts.
     assert!(report["anomalous_per_step"]["1"].as_object().unwrap().len() > 1, "{report:#}");
     // Two replicas: a tensor held alike at the step before and no longer, carried from window to window.
-    let run = record_job(dir.path(), "bitflip2", faults, 2, 6, &[]);
+    let run = shared_job(faults, 2, 6, &[]);
     let report = same_by_windows(&run, 6, &everything());
     assert!(kinds(&report).contains(&"replica divergence".to_string()), "{report:#}");
 }
 
 #[test]
 fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
-    let run = record_job(dir.path(), "segments", "", 4, 6, &env);
+    let run = shared_job("", 4, 6, &env);
     let segments = fewest_segments(&run);
     assert!(segments >= 6, "a stream's steps span several segments: {segments} files");
     let report = same_by_windows(&run, 6, &everything());
@@ -128,10 +122,9 @@ fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
 
 #[test]
 fn a_ring_that_deleted_the_oldest_steps_is_read_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:256K")];
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 6, "rank": 3}}"#;
-    let run = record_job(dir.path(), "ring", faults, 4, 8, &env);
+    let run = shared_job(faults, 4, 8, &env);
     let kept = CaptureSource::open(&run).unwrap().index().steps().len();
     assert!(kept < 8, "the ring deleted steps: {kept} kept");
     let report = same_by_windows(&run, kept, &everything());
@@ -142,9 +135,10 @@ fn a_ring_that_deleted_the_oldest_steps_is_read_the_same_by_windows() {
 /// job lacks a rank.
 #[test]
 fn a_lost_rank_is_reported_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 2, "rank": 1}}"#;
-    let run = record_job(dir.path(), "lost", faults, 4, 6, &[]);
+    let dir = scratch();
+    let run = dir.path().join("lost");
+    copy_dir(&shared_job(faults, 4, 6, &[]), &run);
     let lost = std::fs::read_dir(&run)
         .unwrap()
         .flatten()
@@ -162,13 +156,12 @@ fn a_lost_rank_is_reported_the_same_by_windows() {
 /// report as the whole capture's of that selection.
 #[test]
 fn a_selection_of_steps_and_ranks_is_read_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "selected", faults, 4, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let filter =
         |steps: &[u64], ranks: &[u32]| Filter { steps: steps.to_vec(), ranks: ranks.to_vec(), ops: vec![] };
     for f in [filter(&[3], &[]), filter(&[], &[0, 2]), filter(&[2, 3, 4], &[1, 2]), filter(&[5], &[2])] {
-        let (whole, windowed, _) = both(&run, 1, &f);
+        let (whole, (windowed, _)) = (whole(&run, &f), by_windows(&run, 1, &f));
         assert_eq!(windowed.0, whole.0, "{f:?}");
         assert_eq!(windowed.1, whole.1, "{f:?}");
         if f.steps.contains(&3) && f.ranks.contains(&2) {

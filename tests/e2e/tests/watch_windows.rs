@@ -15,16 +15,7 @@ use analyzer::sources::Source;
 use analyzer::watch::{configure, watch, watch_by_windows, WatchOptions, WatchReport};
 use common::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// Several layers, so that a step holds a few hundred tensors a rank.
-const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8"#;
-
-/// Records `sim-train --ranks 4 --steps STEPS` of `extra` (more model JSON, or empty) with the collector and
-/// `env`.
-fn record_job(dir: &Path, name: &str, extra: &str, steps: u64, env: &[(&str, &str)]) -> PathBuf {
-    record_ranks(dir, name, &format!("{MODEL}{extra}}}"), 4, steps, env)
-}
+use std::path::Path;
 
 /// The default conditions, and those off by default given thresholds the jobs cross (`--set`).
 fn options(set: &[&str]) -> WatchOptions {
@@ -81,10 +72,9 @@ fn hit(report: &Value) -> Vec<&str> {
 
 #[test]
 fn an_overflow_and_a_frozen_layer_are_watched_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"frozen": "model/layer_1/",
         "overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "overflow", faults, 8, &[]);
+    let run = shared_job(faults, 4, 8, &[]);
     let set = [
         "gradient_too_large.max_gt=0.01",
         "weight_too_large.abs_mean_gt=0.05",
@@ -124,10 +114,9 @@ fn an_overflow_and_a_frozen_layer_are_watched_the_same_by_windows() {
 
 #[test]
 fn exploding_weights_read_as_tensors_are_watched_the_same_by_windows() {
-    let dir = scratch();
     // The tensors kept: what statistics leave undecided is read, window by window.
     let faults = r#", "faults": {"lr_scale": 1000, "init_scale": 10}"#;
-    let run = record_job(dir.path(), "exploding", faults, 6, &[("ACCUTRACE_MODE", "tensor")]);
+    let run = shared_job(faults, 4, 6, &[("ACCUTRACE_MODE", "tensor")]);
     let set =
         ["weight_change_too_small.abs_mean_update_ratio_lt=0.5", "activation_too_small.abs_mean_lt=0.3"];
     let report = same_by_windows(&run, 6, &options(&set));
@@ -142,10 +131,9 @@ fn exploding_weights_read_as_tensors_are_watched_the_same_by_windows() {
 
 #[test]
 fn many_small_segments_two_writers_and_dead_relus_are_watched_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2"), ("ACCUTRACE_HISTOGRAM", "1")];
     let relu = r#", "activation": "relu", "faults": {"saturate_activation": true}"#;
-    let run = record_job(dir.path(), "segments", relu, 6, &env);
+    let run = shared_job(relu, 4, 6, &env);
     let segments = fewest_segments(&run);
     assert!(segments >= 6, "a stream's steps span several segments: {segments} files");
     let report = same_by_windows(&run, 6, &options(&["activation_too_large.max_gt=0.5"]));
@@ -155,9 +143,8 @@ fn many_small_segments_two_writers_and_dead_relus_are_watched_the_same_by_window
 
 #[test]
 fn a_ring_that_deleted_the_oldest_steps_is_watched_the_same_by_windows() {
-    let dir = scratch();
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:256K")];
-    let run = record_job(dir.path(), "ring", r#", "faults": {"lr_scale": 0}"#, 8, &env);
+    let run = shared_job(r#", "faults": {"lr_scale": 0}"#, 4, 8, &env);
     let kept = CaptureSource::open(&run).unwrap().index().steps().len();
     let report = same_by_windows(&run, kept, &options(&[]));
     assert!(!report["scope"].as_array().unwrap().is_empty(), "the ring deleted steps: {report:#}");
@@ -174,9 +161,8 @@ fn a_ring_that_deleted_the_oldest_steps_is_watched_the_same_by_windows() {
 /// A selection of steps and ranks read by windows: the same report as the whole capture's of that selection.
 #[test]
 fn a_selection_of_steps_and_ranks_is_watched_the_same_by_windows() {
-    let dir = scratch();
     let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
-    let run = record_job(dir.path(), "selected", faults, 7, &[]);
+    let run = shared_job(faults, 4, 7, &[]);
     let whole = CaptureSource::open(&run).unwrap();
     let windows = StepWindows::census(&run, 1).unwrap().expect("read by windows");
     for (steps, ranks) in

@@ -6,6 +6,11 @@
 
 #![allow(dead_code)]
 
+mod shared_jobs;
+
+// Not every test file records shared jobs.
+#[allow(unused_imports)]
+pub use shared_jobs::shared_job;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
