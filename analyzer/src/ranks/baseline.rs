@@ -4,8 +4,8 @@
 //! would make every difference look like an anomaly, and the first one a culprit. `BaselineFold`: the
 //! baseline's side of two long captures read a window of the same steps of each at a time.
 
-use super::detect::{self, Detected};
-use super::events::{self, Event, RankEvents, RunEvents};
+use super::detect::{self, CallResult, Detected};
+use super::events::{self, Called, Event, RankEvents, RunEvents};
 use crate::filter::{rank_ranges, Filter};
 use crate::index::MadeCommunicator;
 use crate::overflow::gather_stats;
@@ -125,13 +125,14 @@ fn rank_differences(a: &RankEvents, b: &RankEvents) -> (Option<String>, Option<S
 
 /// The baseline's side of `ranks RUN --baseline GOOD` of two long captures read a window of the same steps
 /// of each at a time (#18): a window's tensors are compared with the baseline's as it is added (they never
-/// span steps), and so are its op sequences; its calls are kept, since the k-th call of a rank meets the
-/// baseline's k-th whatever the step (a call in 130 events or so). What the baseline misses is gathered as
-/// the run's is, to be named as the baseline's.
+/// span steps), and so are its op sequences; what its calls are compared on is kept, since the k-th call of
+/// a rank meets the baseline's k-th whatever the step (a call in 130 events or so). What the baseline misses
+/// is gathered as the run's is, to be named as the baseline's.
 #[derive(Default)]
 pub(crate) struct BaselineFold {
     parts: Parts,
-    calls: BTreeMap<u32, Vec<Event>>,
+    /// Every rank seen, with its calls.
+    calls: BTreeMap<u32, RankCalls>,
     unmatched: u64,
     lost_records: bool,
     index_problems: Vec<InputProblem>,
@@ -170,8 +171,9 @@ impl BaselineFold {
         let RunEvents { ranks, problems, .. } = events;
         self.index_problems.extend(problems);
         for rank in ranks {
-            let calls = rank.events.into_iter().filter(|e| e.collective().is_some());
-            self.calls.entry(rank.rank).or_default().extend(calls);
+            let kept = self.calls.entry(rank.rank).or_default();
+            kept.results.extend(rank.events.iter().filter_map(CallResult::of));
+            kept.called.extend(events::called(&rank));
         }
         true
     }
@@ -181,28 +183,29 @@ impl BaselineFold {
         self.lost_records
     }
 
-    /// The baseline's events once every window is in: every call, no op, and the problems its whole read
+    /// The baseline's ranks once every window is in, without their events, and the problems its whole read
     /// would have (`whole`: what the capture says about itself). The calls' findings against `run`'s (every
     /// call of every rank) go to `found`, with the warning of what has no counterpart.
     pub(crate) fn finish(&mut self, run: &RunEvents, whole: &WholeRun, found: &mut Detected) -> RunEvents {
+        let calls = std::mem::take(&mut self.calls);
         let mut good = RunEvents {
-            ranks: std::mem::take(&mut self.calls)
-                .into_iter()
-                .map(|(rank, events)| RankEvents { rank, events })
-                .collect(),
+            ranks: calls.keys().map(|&rank| RankEvents { rank, events: Vec::new() }).collect(),
             job_ranks: self.job_ranks,
             selection: run.selection.clone(),
             communicators_made: std::mem::take(&mut self.communicators_made),
             ..RunEvents::default()
         };
-        self.unmatched += detect::baseline_calls(run, &good, found);
+        let (results, called): (BTreeMap<_, _>, BTreeMap<_, _>) =
+            calls.into_iter().map(|(rank, c)| ((rank, c.results), (rank, c.called))).unzip();
+        self.unmatched += detect::baseline_calls(run, &results, found);
         found.warnings.extend(detect::no_counterpart(self.unmatched));
         good.problems = whole.leading.clone();
         good.problems.append(&mut self.index_problems);
         good.problems.extend(whole.shortfalls.iter().cloned());
         good.problems.extend(events::unknown_problem(self.unknown));
         good.problems.extend(self.unreadable.items().iter().cloned());
-        good.problems.extend(events::mixed_ranks(&good, self.streams_of_different_runs));
+        let called = |r: &RankEvents| called[&r.rank].clone();
+        good.problems.extend(events::mixed_ranks_called(&good, self.streams_of_different_runs, &called));
         good
     }
 
@@ -210,6 +213,14 @@ impl BaselineFold {
     pub(crate) fn refusal(&self, name: &str, examined: &[u32]) -> Option<String> {
         self.parts.refusal(name, examined)
     }
+}
+
+/// What a rank of the baseline's calls are compared on, kept to the end.
+#[derive(Default)]
+struct RankCalls {
+    /// Every call, in program order.
+    results: Vec<CallResult>,
+    called: Called,
 }
 
 /// A rank's ops (not its calls) by step, in program order.

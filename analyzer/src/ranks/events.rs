@@ -24,7 +24,7 @@ use accutrace_formats::capture::CollectiveOp;
 use accutrace_formats::dtype::hccl as hccl_dtype;
 use accutrace_formats::stats::TensorStats;
 use accutrace_formats::DType;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// A name many events share (an op's name and type, a dtype, a communicator): the ranks of a job run the
@@ -266,11 +266,29 @@ impl RunEvents {
 /// [`identity_unknown`]), unless the capture directory already leads with its runs (`said`: an input
 /// problem of the capture source, in `run.problems`): the ranks' evidence would only say it again.
 pub(crate) fn mixed_ranks(run: &RunEvents, said: bool) -> Option<InputProblem> {
+    mixed_ranks_called(run, said, &|events| called(events))
+}
+
+/// [`mixed_ranks`] of a run whose ranks' calls are known only as `called` gives them (a long baseline's
+/// ranks keep the communicators they called, not their calls).
+pub(crate) fn mixed_ranks_called(run: &RunEvents, said: bool, called: Calls) -> Option<InputProblem> {
     if said {
         return None;
     }
-    let mixed = different_runs(run).or_else(|| identity_unknown(run))?;
+    let mixed = different_runs(run).or_else(|| identity_unknown_called(run, called))?;
     Some(InputProblem::incomplete(format!("{mixed}; record each run into its own directory")))
+}
+
+/// The communicators a rank's HCCL calls were on, each once, with its size: what [`identity_unknown`] reads
+/// of the calls.
+pub(crate) type Called = BTreeSet<(Name, u32)>;
+
+/// A rank's [`Called`], from its rank and events.
+type Calls<'a> = &'a dyn Fn(&RankEvents) -> Called;
+
+/// The [`Called`] of `events`.
+pub(crate) fn called(events: &RankEvents) -> Called {
+    events.events.iter().filter_map(Event::collective).map(|c| (c.comm.clone(), c.comm_size)).collect()
 }
 
 /// Whether the ranks are of different runs, said with the evidence: every rank of a job makes each
@@ -311,21 +329,24 @@ pub fn different_runs(run: &RunEvents) -> Option<String> {
 /// whose early calls were lost could show only a later communicator): "job identity unknown", with each
 /// group's communicators. `None` when every rank's identity is recorded or the calls show one group.
 pub fn identity_unknown(run: &RunEvents) -> Option<String> {
+    identity_unknown_called(run, &|events| called(events))
+}
+
+/// [`identity_unknown`] with each rank's calls as `called` gives them.
+fn identity_unknown_called(run: &RunEvents, called: Calls) -> Option<String> {
     let job = run.job_ranks?;
+    let made = |rank: &RankEvents| spanning_made(run, rank.rank, job);
+    // The calls of the ranks that recorded no communicator they made.
+    let calls: Vec<Called> =
+        run.ranks.iter().map(|r| if made(r).is_empty() { called(r) } else { Called::new() }).collect();
     let mut unknown = Vec::new();
     let mut runs: Vec<(Vec<&str>, Vec<u32>)> = Vec::new();
-    for rank in &run.ranks {
-        let mut spanning = spanning_made(run, rank.rank, job);
+    for (rank, calls) in run.ranks.iter().zip(&calls) {
+        let mut spanning = made(rank);
         if spanning.is_empty() {
-            spanning = rank
-                .events
-                .iter()
-                .filter_map(Event::collective)
-                .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))
-                .map(|c| &*c.comm)
-                .collect();
-            spanning.sort_unstable();
-            spanning.dedup();
+            // A set's order: sorted, each once.
+            let of_job = calls.iter().filter(|(comm, size)| *size == job && comm.starts_with("root-"));
+            spanning = of_job.map(|(comm, _)| &**comm).collect();
             if spanning.is_empty() {
                 continue;
             }
@@ -630,6 +651,42 @@ mod tests {
         let meta =
             CollectiveMeta { comm: "c".into(), seq: 0, op, peer: Some(peer), comm_rank: rank, comm_size: 2 };
         Event { step: 99, time_us: Some(t), kind: EventKind::Collective(meta), tensors: vec![] }
+    }
+
+    /// A rank's calls on `comms`, each `(communicator, members)`.
+    fn calling(rank: u32, comms: &[(&str, u32)]) -> RankEvents {
+        let on = |(i, &(comm, comm_size)): (usize, &(&str, u32))| {
+            let meta =
+                CollectiveMeta { comm: comm.into(), comm_size, ..call(0, 0).collective().unwrap().clone() };
+            Event { kind: EventKind::Collective(meta), ..call(i as u64, i as u64) }
+        };
+        RankEvents { rank, events: comms.iter().enumerate().map(on).collect() }
+    }
+
+    /// Ranks known only by the communicators they called (a long baseline's, kept without their calls) are
+    /// told apart as runs as they are from their calls: each spanning communicator once, in order.
+    #[test]
+    fn ranks_known_by_the_communicators_they_called_are_told_apart_as_by_their_calls() {
+        let ranks = vec![
+            calling(0, &[("root-cccc", 2), ("root-cccc", 2)]),
+            calling(1, &[("root-bbbb", 2), ("root-aaaa", 2), ("root-sub1", 1), ("root-aaaa", 2)]),
+        ];
+        let run = RunEvents { ranks, job_ranks: Some(2), ..RunEvents::default() };
+        let from_calls = mixed_ranks(&run, false).expect("two runs").message;
+        assert!(from_calls.starts_with("job identity unknown for ranks 0, 1 "), "{from_calls}");
+        assert!(
+            from_calls.contains("rank 1 with HCCL communicator root-aaaa and root-bbbb,"),
+            "{from_calls}"
+        );
+        let called: BTreeMap<u32, Called> = run.ranks.iter().map(|r| (r.rank, called(r))).collect();
+        let bare = RunEvents {
+            ranks: run.ranks.iter().map(|r| RankEvents { rank: r.rank, events: vec![] }).collect(),
+            ..run.clone()
+        };
+        let from_called = mixed_ranks_called(&bare, false, &|r| called[&r.rank].clone()).expect("two runs");
+        assert_eq!(from_called.message, from_calls);
+        // Without what they called, nothing is said.
+        assert_eq!(mixed_ranks(&bare, false), None);
     }
 
     #[test]
