@@ -147,8 +147,9 @@ pub fn overflow(source: &dyn Source, filter: &Filter, progress: bool) -> Overflo
 
 /// The overflow analysis of the ops `filter` keeps of a long capture read a window of steps at a time
 /// ([`StepWindows`]): the report [`overflow`] makes of the whole capture, holding one window's index at a
-/// time. Every window is read, whatever the selection: a record that cannot be read is the run's problem.
-/// `progress`: a bar of the windows read.
+/// time. Every window of `windows` is read: those of the selected steps alone where the caller kept them to
+/// `filter`'s steps ([`StepWindows::select_steps`]: the report is the selected steps' own, and the census
+/// checked every record's checksum). `progress`: a bar of the windows read.
 pub fn overflow_by_windows(
     windows: &StepWindows,
     filter: &Filter,

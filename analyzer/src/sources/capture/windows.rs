@@ -10,6 +10,10 @@
 //! the op before it on its rank ([`Index::collective_steps`](crate::index::Index::collective_steps)); the
 //! census checks that a rank's steps do not overlap in time, so that the op before it is found within its
 //! step's window.
+//!
+//! A command whose answer depends on the selected steps alone (`--step`) reads only their windows
+//! ([`StepWindows::select_steps`]); the census still walks every step, for the selection's check and the
+//! capture's shortfalls.
 
 use super::open::{communicators_by_stream, finish_index, segments_deleted};
 use super::walk::{Building, StreamWalk};
@@ -115,6 +119,10 @@ pub struct StepWindows {
     run: Arc<CaptureRun>,
     streams: Vec<StreamSteps>,
     windows: Vec<RangeInclusive<u64>>,
+    /// The windows' most tensors, as the census or [`StepWindows::align`] was given it.
+    window_tensors: u64,
+    /// The steps the windows are made of, when a selection keeps to some ([`StepWindows::select_steps`]).
+    selected: Option<BTreeSet<u64>>,
     mixed_runs: Option<InputProblem>,
     shortfalls: Vec<InputProblem>,
     ring_deleted: Vec<RingDeleted>,
@@ -166,7 +174,7 @@ impl StepWindows {
             .iter()
             .map(|short| InputProblem::incomplete(short.to_string()))
             .collect();
-        let windows = windows_of(&streams, window_tensors);
+        let windows = windows_of(&streams, window_tensors, None);
         if windows.len() < 2 {
             return Ok(None);
         }
@@ -175,15 +183,49 @@ impl StepWindows {
             run: Arc::new(run),
             streams,
             windows,
+            window_tensors,
+            selected: None,
             mixed_runs: runs::different_runs_problem(root, &communicators),
             shortfalls,
             ring_deleted,
         }))
     }
 
-    /// The windows' steps, in order.
+    /// The windows' steps, in order (those of a selection only, once [`StepWindows::select_steps`] kept to
+    /// one).
     pub fn windows(&self) -> &[RangeInclusive<u64>] {
         &self.windows
+    }
+
+    /// Keeps the windows to the steps in `steps` (all of them when empty), for a command whose answer
+    /// depends on the selected steps alone: windows made of those steps only, none holding a step it left
+    /// out, so that `--step 250` of a long capture reads one small window. What the census found of the
+    /// whole capture ([`StepWindows::places`], the shortfalls, the ring's deletions) stays whole. `false`,
+    /// changing nothing, where a rank's HCCL calls belong to no step (a stream without ops): the first
+    /// window takes them, and every window is read.
+    pub fn select_steps(&mut self, steps: &[u64]) -> bool {
+        if steps.is_empty() || self.streams.iter().any(|s| s.steps.is_empty() && !s.calls.is_empty()) {
+            return false;
+        }
+        let selected: BTreeSet<u64> = steps.iter().copied().collect();
+        self.windows = windows_of(&self.streams, self.window_tensors, Some(&selected));
+        self.selected = Some(selected);
+        true
+    }
+
+    /// Whether every rank whose ops the capture holds has some at one of `steps`: then the windows of those
+    /// steps hold every rank, as a command that counts the run's ranks (`ranks`, `check`) needs.
+    pub fn every_rank_at(&self, steps: &[u64]) -> bool {
+        self.streams
+            .iter()
+            .filter(|s| !s.steps.is_empty())
+            .all(|s| steps.iter().any(|step| s.steps.contains_key(step)))
+    }
+
+    /// Each rank's first step: what a window of later steps cannot tell (a selection's windows).
+    pub fn first_steps(&self) -> BTreeMap<u32, u64> {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        ranks.zip(&self.streams).filter_map(|(rank, s)| Some((rank, *s.steps.keys().next()?))).collect()
     }
 
     /// The capture's directory.
@@ -227,15 +269,23 @@ impl StepWindows {
 
     /// The windows of two captures of the same steps (the runs `diff` reads together) made one list for
     /// both, so that their `w`-th windows hold the same steps: consecutive steps grouped while the tensors
-    /// of both runs stay within `window_tensors`. `false`, changing nothing, when that is fewer than two
-    /// windows (read both whole).
+    /// of both runs stay within `window_tensors`, of the steps either selected where both kept to a
+    /// selection ([`StepWindows::select_steps`]). `false`, changing nothing, when that is fewer than two
+    /// windows and no selection (read both whole).
     pub fn align(a: &mut StepWindows, b: &mut StepWindows, window_tensors: u64) -> bool {
-        let windows = windows_of(a.streams.iter().chain(&b.streams), window_tensors);
-        if windows.len() < 2 {
+        let selected = match (&a.selected, &b.selected) {
+            (Some(x), Some(y)) => Some(x | y),
+            _ => None,
+        };
+        let windows = windows_of(a.streams.iter().chain(&b.streams), window_tensors, selected.as_ref());
+        if windows.len() < 2 && selected.is_none() {
             return false;
         }
-        a.windows = windows.clone();
-        b.windows = windows;
+        for run in [a, b] {
+            run.windows = windows.clone();
+            run.window_tensors = window_tensors;
+            run.selected = selected.clone();
+        }
         true
     }
 
@@ -365,10 +415,13 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
     Ok(Some(found))
 }
 
-/// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`.
+/// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`; with a
+/// selection, the steps it holds, a window ending where a step it leaves out comes between (a window's walk
+/// reads every record from its first step's to its last step's).
 fn windows_of<'a>(
     streams: impl IntoIterator<Item = &'a StreamSteps>,
     window_tensors: u64,
+    selected: Option<&BTreeSet<u64>>,
 ) -> Vec<RangeInclusive<u64>> {
     let mut tensors_of: BTreeMap<u64, u64> = BTreeMap::new();
     for stream in streams {
@@ -378,9 +431,15 @@ fn windows_of<'a>(
     }
     let mut windows: Vec<RangeInclusive<u64>> = Vec::new();
     let mut held = 0;
+    // Whether the last window may take the next step: not across a step the selection leaves out.
+    let mut open = false;
     for (&step, &tensors) in &tensors_of {
+        if selected.is_some_and(|s| !s.contains(&step)) {
+            open = false;
+            continue;
+        }
         match windows.last_mut() {
-            Some(window) if held + tensors <= window_tensors => {
+            Some(window) if open && held + tensors <= window_tensors => {
                 *window = *window.start()..=step;
                 held += tensors;
             }
@@ -389,6 +448,35 @@ fn windows_of<'a>(
                 held = tensors;
             }
         }
+        open = true;
     }
     windows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream holding `tensors` tensors at each of `steps`.
+    fn stream(steps: impl IntoIterator<Item = u64>, tensors: u64) -> StreamSteps {
+        let steps =
+            steps.into_iter().map(|step| (step, Span { tensors, ..Span::at((0, step), step) })).collect();
+        StreamSteps { steps, ..StreamSteps::default() }
+    }
+
+    /// A selection's windows hold its steps and no other captured step, however many tensors would fit; the
+    /// windows of every step are packed as before.
+    #[test]
+    fn a_selections_windows_hold_only_its_steps() {
+        let streams = [stream(0..10, 5), stream(0..10, 5)];
+        let selected: BTreeSet<u64> = [2, 3, 5, 9, 12].into();
+        assert_eq!(windows_of(&streams, 100, Some(&selected)), [2..=3, 5..=5, 9..=9]);
+        assert_eq!(windows_of(&streams, 10, Some(&selected)), [2..=2, 3..=3, 5..=5, 9..=9]);
+        assert_eq!(windows_of(&streams, 100, None), [0..=9]);
+        assert_eq!(windows_of(&streams, 40, None), [0..=3, 4..=7, 8..=9]);
+        // Steps the capture lacks between two selected ones end no window: it reads nothing more.
+        let gappy = [stream([0, 1, 4, 6], 5)];
+        assert_eq!(windows_of(&gappy, 100, Some(&[1, 4].into())), [1..=4]);
+        assert!(windows_of(&gappy, 100, Some(&[2].into())).is_empty());
+    }
 }

@@ -66,6 +66,13 @@ fn by_windows(paths: &[&Path], filter: &Filter) -> Result<Option<Vec<StepWindows
         let Some(windows) = StepWindows::census(&root, WINDOW_TENSORS)? else { return Ok(None) };
         found.push(windows);
     }
+    // The items judge the selected ops alone, but the run's ranks: `--step` reads the selected steps'
+    // windows where they hold every rank.
+    if found.iter().all(|w| w.every_rank_at(&filter.steps)) {
+        for windows in &mut found {
+            windows.select_steps(&filter.steps);
+        }
+    }
     if let [a, b] = &mut found[..] {
         if !StepWindows::align(a, b, WINDOW_TENSORS) {
             return Ok(None);

@@ -30,10 +30,15 @@ pub fn run(args: OverflowArgs, colour: Colour) -> Result<Outcome> {
 
 /// A capture longer than one window, analysed without `--op` (whose check needs every op's name), is read a
 /// window of steps at a time (#18: what `overflow` holds stays within a window's index whatever the run's
-/// length).
+/// length); with `--step`, the windows of the selected steps only: each origin, arrival, skipped update and
+/// loss scale is of a selected step, and a drop is told between selected steps.
 fn by_windows(run: &Path, filter: &Filter) -> Result<Option<StepWindows>> {
-    match detect(run)? {
-        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
-        _ => Ok(None),
+    let mut windows = match detect(run)? {
+        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS)?,
+        _ => None,
+    };
+    if let Some(windows) = &mut windows {
+        windows.select_steps(&filter.steps);
     }
+    Ok(windows)
 }

@@ -89,6 +89,10 @@ fn by_windows(
     }
     let Some(mut windows) = StepWindows::census(&root, WINDOW_TENSORS)? else { return Ok(None) };
     let Some(path) = &args.baseline else {
+        // The answer is the selected steps' (events, calls and replicas at them), over every rank the run has.
+        if windows.every_rank_at(&filter.steps) {
+            windows.select_steps(&filter.steps);
+        }
         filter.check_places(&windows.places(), &args.run)?;
         stages.start("analysing across ranks, a window of steps at a time");
         return ranks_by_windows(name, &windows, filter);
