@@ -222,12 +222,6 @@ impl StepWindows {
             .all(|s| steps.iter().any(|step| s.steps.contains_key(step)))
     }
 
-    /// Each rank's first step: what a window of later steps cannot tell (a selection's windows).
-    pub fn first_steps(&self) -> BTreeMap<u32, u64> {
-        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
-        ranks.zip(&self.streams).filter_map(|(rank, s)| Some((rank, *s.steps.keys().next()?))).collect()
-    }
-
     /// The capture's directory.
     pub fn root(&self) -> &Path {
         &self.root
