@@ -6,11 +6,9 @@
 
 use super::detect::{self, CallResult, Detected};
 use super::events::{self, Called, Event, RankEvents, RunEvents};
+use super::window::WindowFacts;
 use crate::filter::{rank_ranges, Filter};
-use crate::index::MadeCommunicator;
-use crate::overflow::gather_stats;
-use crate::problems::{InputProblem, InputProblems, ProblemKind};
-use crate::sources::capture::runs::streams_of_different_runs;
+use crate::problems::{InputProblem, ProblemKind};
 use crate::sources::capture::windows::WholeRun;
 use crate::sources::Source;
 use std::collections::{BTreeMap, BTreeSet};
@@ -135,12 +133,7 @@ pub(crate) struct BaselineFold {
     calls: BTreeMap<u32, RankCalls>,
     unmatched: u64,
     lost_records: bool,
-    index_problems: Vec<InputProblem>,
-    unreadable: InputProblems,
-    unknown: usize,
-    job_ranks: Option<u32>,
-    communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
-    streams_of_different_runs: bool,
+    facts: WindowFacts,
 }
 
 impl BaselineFold {
@@ -153,23 +146,13 @@ impl BaselineFold {
         filter: &Filter,
         found: &mut Detected,
     ) -> bool {
-        let index = good.index();
-        let stats = gather_stats(good, &filter.op_ids(index), &mut self.unreadable, false);
-        let (events, unknown) = events::from_index(index, filter, &stats);
-        drop(stats);
-        if !events.warnings.is_empty() {
-            return false;
-        }
-        self.unknown += unknown;
-        self.job_ranks = index.job_ranks;
-        self.communicators_made = index.communicators_made.clone();
-        self.streams_of_different_runs = streams_of_different_runs(&index.communicators_by_stream).is_some();
+        let Some(events) = self.facts.events(good, filter) else { return false };
         self.unmatched += detect::baseline_tensors(run, &events, found);
         self.parts.add(run, &events);
         let incomplete = |p: &InputProblem| p.kind == ProblemKind::Incomplete;
         self.lost_records |= run.problems.iter().chain(&events.problems).any(incomplete);
         let RunEvents { ranks, problems, .. } = events;
-        self.index_problems.extend(problems);
+        self.facts.keep_problems(problems);
         for rank in ranks {
             let kept = self.calls.entry(rank.rank).or_default();
             kept.results.extend(rank.events.iter().filter_map(CallResult::of));
@@ -187,26 +170,15 @@ impl BaselineFold {
     /// would have (`whole`: what the capture says about itself). The calls' findings against `run`'s (every
     /// call of every rank) go to `found`, with the warning of what has no counterpart.
     pub(crate) fn finish(&mut self, run: &RunEvents, whole: &WholeRun, found: &mut Detected) -> RunEvents {
-        let calls = std::mem::take(&mut self.calls);
-        let mut good = RunEvents {
-            ranks: calls.keys().map(|&rank| RankEvents { rank, events: Vec::new() }).collect(),
-            job_ranks: self.job_ranks,
-            selection: run.selection.clone(),
-            communicators_made: std::mem::take(&mut self.communicators_made),
-            ..RunEvents::default()
-        };
-        let (results, called): (BTreeMap<_, _>, BTreeMap<_, _>) =
-            calls.into_iter().map(|(rank, c)| ((rank, c.results), (rank, c.called))).unzip();
+        let (results, called): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|(rank, c)| ((rank, c.results), (rank, c.called)))
+            .unzip();
         self.unmatched += detect::baseline_calls(run, &results, found);
         found.warnings.extend(detect::no_counterpart(self.unmatched));
-        good.problems = whole.leading.clone();
-        good.problems.append(&mut self.index_problems);
-        good.problems.extend(whole.shortfalls.iter().cloned());
-        good.problems.extend(events::unknown_problem(self.unknown));
-        good.problems.extend(self.unreadable.items().iter().cloned());
-        let called = |r: &RankEvents| called[&r.rank].clone();
-        good.problems.extend(events::mixed_ranks_called(&good, self.streams_of_different_runs, &called));
-        good
+        let ranks = called.keys().map(|&rank| RankEvents { rank, events: Vec::new() }).collect();
+        let whole = [whole.leading.clone(), whole.shortfalls.clone()];
+        std::mem::take(&mut self.facts).finish(ranks, &run.selection, whole, &|r| called[&r.rank].clone())
     }
 
     /// [`refusal`] of the baseline `name` for the ranks `examined`, from every window added.

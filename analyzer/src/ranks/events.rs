@@ -284,7 +284,7 @@ pub(crate) fn mixed_ranks_called(run: &RunEvents, said: bool, called: Calls) -> 
 pub(crate) type Called = BTreeSet<(Name, u32)>;
 
 /// A rank's [`Called`], from its rank and events.
-type Calls<'a> = &'a dyn Fn(&RankEvents) -> Called;
+pub(crate) type Calls<'a> = &'a dyn Fn(&RankEvents) -> Called;
 
 /// The [`Called`] of `events`.
 pub(crate) fn called(events: &RankEvents) -> Called {

@@ -22,12 +22,10 @@
 use super::baseline::BaselineFold;
 use super::detect::{self, AlikeBefore, Detected, Finding};
 use super::events::{self, Event, RankEvents, RunEvents};
+use super::window::WindowFacts;
 use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
-use crate::index::MadeCommunicator;
-use crate::overflow::gather_stats;
-use crate::problems::{InputProblem, InputProblems};
-use crate::sources::capture::runs::streams_of_different_runs;
+use crate::problems::InputProblem;
 use crate::sources::capture::windows::{StepWindows, WholeRun};
 use crate::sources::Source;
 use std::collections::BTreeMap;
@@ -52,12 +50,7 @@ pub struct RanksFold {
     ranks: BTreeMap<u32, KeptRank>,
     tally: Tally,
     alike_before: AlikeBefore,
-    index_problems: Vec<InputProblem>,
-    unreadable: InputProblems,
-    unknown: usize,
-    job_ranks: Option<u32>,
-    communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
-    streams_of_different_runs: bool,
+    facts: WindowFacts,
 }
 
 impl RanksFold {
@@ -74,17 +67,7 @@ impl RanksFold {
         filter: &Filter,
         baseline: Option<(&dyn Source, &mut BaselineFold)>,
     ) -> bool {
-        let index = source.index();
-        let stats = gather_stats(source, &filter.op_ids(index), &mut self.unreadable, false);
-        let (run, unknown) = events::from_index(index, filter, &stats);
-        drop(stats);
-        if !run.warnings.is_empty() {
-            return false;
-        }
-        self.unknown += unknown;
-        self.job_ranks = index.job_ranks;
-        self.communicators_made = index.communicators_made.clone();
-        self.streams_of_different_runs = streams_of_different_runs(&index.communicators_by_stream).is_some();
+        let Some(run) = self.facts.events(source, filter) else { return false };
         let mut found = Detected::default();
         detect::overflows(&run, &mut found);
         detect::replicas_after(&run, &mut self.alike_before, &mut found);
@@ -102,7 +85,7 @@ impl RanksFold {
             *self.tally.replicated_per_step.entry(step).or_default() += n;
         }
         let RunEvents { ranks, problems, .. } = run;
-        self.index_problems.extend(problems);
+        self.facts.keep_problems(problems);
         for (r, rank) in ranks.into_iter().enumerate() {
             let kept = self.ranks.entry(rank.rank).or_default();
             let seen = rank.events.len();
@@ -150,25 +133,15 @@ impl RanksFold {
     ) -> RanksReport {
         let mut thinning = Thinning::default();
         let mut op_findings = Vec::new();
-        let mut run = RunEvents {
-            job_ranks: self.job_ranks,
-            selection: filter.clone(),
-            communicators_made: self.communicators_made,
-            ..RunEvents::default()
-        };
+        let mut ranks = Vec::new();
         for (rank, kept) in self.ranks {
-            run.ranks.push(RankEvents { rank, events: kept.events });
+            ranks.push(RankEvents { rank, events: kept.events });
             thinning.positions.push(kept.positions);
             thinning.anomalous_left_before.push(kept.anomalous_left_before);
             thinning.anomalous_left.push(kept.anomalous_left);
             op_findings.push(kept.op_findings);
         }
-        run.problems = leading;
-        run.problems.extend(self.index_problems);
-        run.problems.extend(shortfalls);
-        run.problems.extend(events::unknown_problem(self.unknown));
-        run.problems.extend(self.unreadable.items().iter().cloned());
-        run.problems.extend(events::mixed_ranks(&run, self.streams_of_different_runs));
+        let run = self.facts.finish(ranks, filter, [leading, shortfalls], &events::called);
         // The calls' findings, as the whole run's detection finds them (overflow, then disagreement); the kept
         // ops' as their windows found them.
         let mut found = Detected::default();

@@ -21,6 +21,7 @@ pub mod events;
 pub mod fold;
 pub mod order;
 pub mod summary;
+mod window;
 
 use crate::filter::{rank_ranges, Filter};
 use crate::outcome::Outcome;
