@@ -402,14 +402,9 @@ fn float_bits(dtype: accutrace_formats::DType) -> Option<u32> {
     dtype.is_float().then(|| dtype.bits()).flatten()
 }
 
-/// Why the target and the benchmark look exchanged, when they do: the benchmark is an NPU dump (a
-/// capture or a CANN dump) while the target is a framework-level dump (.npy, msprobe), or most matched
-/// float pairs with different widths are narrower on the benchmark side (fp16/bf16 against fp32). The
-/// sentence says how to swap them.
-pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matching) -> Option<String> {
-    let (ti, bi) = (target.index(), bench.index());
-    let npu_dump = |kind: &str| kind == "capture" || kind == "cann-dump";
-    let host_dump = |kind: &str| kind == "npy" || kind == "msprobe";
+/// Of the matched float pairs whose widths differ, how many are narrower on the benchmark's side and how
+/// many on the target's: what [`swapped_sides`] weighs (counted apart so that windows of runs add them).
+pub fn narrower_sides(ti: &Index, bi: &Index, matching: &Matching) -> [usize; 2] {
     let (mut narrower_bench, mut narrower_target) = (0usize, 0usize);
     for p in &matching.pairs {
         if let (Some(t), Some(b)) =
@@ -419,6 +414,17 @@ pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, matching: &Matchin
             narrower_target += usize::from(t < b);
         }
     }
+    [narrower_bench, narrower_target]
+}
+
+/// Why the target and the benchmark look exchanged, when they do: the benchmark is an NPU dump (a
+/// capture or a CANN dump) while the target is a framework-level dump (.npy, msprobe), or most matched
+/// float pairs with different widths are narrower on the benchmark side (fp16/bf16 against fp32:
+/// `narrower`, from [`narrower_sides`]). The sentence says how to swap them.
+pub fn swapped_sides(target: &dyn Source, bench: &dyn Source, narrower: [usize; 2]) -> Option<String> {
+    let npu_dump = |kind: &str| kind == "capture" || kind == "cann-dump";
+    let host_dump = |kind: &str| kind == "npy" || kind == "msprobe";
+    let [narrower_bench, narrower_target] = narrower;
     let why = if npu_dump(bench.kind()) && host_dump(target.kind()) {
         format!(
             "the benchmark is an NPU dump ({}) and the target a framework dump ({})",
@@ -504,20 +510,23 @@ pub fn without_counterpart_warning(target: &Index, tensors: &[usize], matched: u
     let &first = tensors.first()?;
     let op = &target.ops[target.tensors[first].op()];
     let ops: HashSet<OpId> = tensors.iter().map(|&t| target.tensors[t].op()).collect();
-    Some(format!(
-        "{} target tensors ({} ops) in steps and ranks the benchmark holds have no counterpart in it (first: \
-         step {} rank {}: {}): they are not compared, and the verdict covers the {matched} matched pairs only \
-         (the benchmark lacks these ops: files lost, an op fused there, or another model)",
-        tensors.len(),
-        ops.len(),
-        op.step,
-        op.rank,
-        target.tensor_label(first)
-    ))
+    let first = format!("step {} rank {}: {}", op.step, op.rank, target.tensor_label(first));
+    Some(without_counterpart_text([tensors.len(), ops.len(), matched], &first))
+}
+
+/// [`without_counterpart_warning`]'s words, of `[tensors, ops, matched]` counts and the first tensor
+/// (`step S rank R: label`).
+pub fn without_counterpart_text(counts: [usize; 3], first: &str) -> String {
+    let [tensors, ops, matched] = counts;
+    format!(
+        "{tensors} target tensors ({ops} ops) in steps and ranks the benchmark holds have no counterpart in it \
+         (first: {first}): they are not compared, and the verdict covers the {matched} matched pairs only (the \
+         benchmark lacks these ops: files lost, an op fused there, or another model)"
+    )
 }
 
 /// The `what`s (rank, step) each side holds alone, and the `--what` selection of those both hold.
-fn on_one_side(what: &str, t: &BTreeSet<u64>, b: &BTreeSet<u64>) -> Option<String> {
+pub fn on_one_side(what: &str, t: &BTreeSet<u64>, b: &BTreeSet<u64>) -> Option<String> {
     // A few named one by one, more as ranges ("1-99").
     const NAMED: usize = 8;
     let list = |side: &str, values: Vec<u64>| -> Option<String> {

@@ -163,25 +163,53 @@ impl Comparison<'_> {
 
 /// The input problem of pairs nothing was measured for (a side holds no tensor data), with what to do.
 pub(super) fn unmeasured_problem(rows: &[CompareRow], ti: &Index, bi: &Index) -> Option<InputProblem> {
-    // Counted as they are found, not listed: every pair of two statistics captures may be one (#18).
-    let unmeasured = || rows.iter().filter(|r| r.unmeasured());
-    let first = unmeasured().next()?;
-    let without =
-        |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
-    let target_side = unmeasured().filter(|r| !ti.tensors[r.target()].has_data).count();
-    let bench_side = unmeasured().filter(|r| r.bench().is_some_and(|b| !bi.tensors[b].has_data)).count();
-    let sides: Vec<String> =
-        [without("target", target_side), without("benchmark", bench_side)].into_iter().flatten().collect();
-    let bench_label = first.bench().map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
-    Some(InputProblem::incomplete(format!(
-        "{} of {} matched tensor pairs were not measured: no tensor data {} (a statistics-mode capture keeps \
-         statistics and content hashes only; pairs whose hashes are equal count as identical); \
-         first: {}{bench_label}. Record with --mode tensor (`analyzer record --mode tensor`, or \
-         ACCUTRACE_MODE=tensor for the collector) to compare values; two runs of one configuration compare \
-         by content hash with `analyzer diff`",
-        unmeasured().count(),
-        rows.len(),
-        sides.join(", "),
-        ti.tensor_label(first.target()),
-    )))
+    Unmeasured::of(rows, ti, bi).problem(rows.len())
+}
+
+/// The pairs nothing was measured for, counted (#18: every pair of two statistics captures may be one),
+/// so that the windows of two runs add theirs up.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Unmeasured {
+    pub count: usize,
+    /// Of them, those without tensor data in the target, and in the benchmark.
+    pub sides: [usize; 2],
+    /// The first one's rank and its labels (`target vs bench`).
+    pub first: Option<(u32, String)>,
+}
+
+impl Unmeasured {
+    pub fn of(rows: &[CompareRow], ti: &Index, bi: &Index) -> Unmeasured {
+        let unmeasured = || rows.iter().filter(|r| r.unmeasured());
+        let Some(first) = unmeasured().next() else { return Unmeasured::default() };
+        let target_side = unmeasured().filter(|r| !ti.tensors[r.target()].has_data).count();
+        let bench_side = unmeasured().filter(|r| r.bench().is_some_and(|b| !bi.tensors[b].has_data)).count();
+        let bench_label = first.bench().map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
+        let rank = ti.ops[ti.tensors[first.target()].op()].rank;
+        Unmeasured {
+            count: unmeasured().count(),
+            sides: [target_side, bench_side],
+            first: Some((rank, format!("{}{bench_label}", ti.tensor_label(first.target())))),
+        }
+    }
+
+    /// The input problem they make among `rows` compared pairs, with what to do.
+    pub fn problem(&self, rows: usize) -> Option<InputProblem> {
+        let (_, first) = self.first.as_ref()?;
+        let without =
+            |side: &str, count: usize| (count > 0).then(|| format!("in the {side} for {count} of them"));
+        let [target_side, bench_side] = self.sides;
+        let sides: Vec<String> = [without("target", target_side), without("benchmark", bench_side)]
+            .into_iter()
+            .flatten()
+            .collect();
+        Some(InputProblem::incomplete(format!(
+            "{} of {rows} matched tensor pairs were not measured: no tensor data {} (a statistics-mode capture \
+             keeps statistics and content hashes only; pairs whose hashes are equal count as identical); \
+             first: {first}. Record with --mode tensor (`analyzer record --mode tensor`, or \
+             ACCUTRACE_MODE=tensor for the collector) to compare values; two runs of one configuration \
+             compare by content hash with `analyzer diff`",
+            self.count,
+            sides.join(", "),
+        )))
+    }
 }

@@ -44,15 +44,29 @@ pub(super) fn hash_needed(index: &Index, rows: &[CompareRow]) -> Vec<bool> {
 /// model, weights, optimizer state) is cleared only when ops before it in its step were compared and pass:
 /// they read the same data, so what is left is the op itself (or its weights). `hash` gives a target
 /// tensor's content hash, where it has one.
+#[cfg(test)]
 pub(super) fn find_culprit(
     index: &Index,
     rows: &[CompareRow],
     hash: impl Fn(TensorId) -> Option<u64>,
 ) -> (Vec<FailingOp>, Option<usize>) {
+    let (failing, culprit, _) = find_culprit_within(index, rows, hash);
+    (failing, culprit)
+}
+
+/// [`find_culprit`], and whether an answer rested on a producer that may lie beyond `index` when it holds
+/// a window of steps of a run: an input of a failing op, not compared itself, whose producer it found on
+/// another rank or not at all (the whole run's index may hold a later one, in another window). A producer
+/// on the input's own rank is the whole run's too: every op between them is of that rank and those steps.
+pub(super) fn find_culprit_within(
+    index: &Index,
+    rows: &[CompareRow],
+    hash: impl Fn(TensorId) -> Option<u64>,
+) -> (Vec<FailingOp>, Option<usize>, bool) {
     // Without a failing row there is no failing op: no map of the rows and no producers to find (#18: 7.8
     // MB at 198,840 pairs of two identical runs).
     if !rows.iter().any(|r| r.failed) {
-        return (Vec::new(), None);
+        return (Vec::new(), None, false);
     }
     let row_of: HashMap<TensorId, usize> = rows.iter().enumerate().map(|(i, r)| (r.target(), i)).collect();
     // A pair that could not be read, or of which nothing was measured, was not compared: it neither fails
@@ -72,6 +86,7 @@ pub(super) fn find_culprit(
     };
     let mut failing = Vec::new();
     let mut culprit = None;
+    let mut crosses = false;
     // Steps (per rank) in which an op was compared and passes, and in which one fails, so far.
     let mut passing_seen: HashSet<(u32, u64)> = HashSet::new();
     let mut failing_seen: HashSet<(u32, u64)> = HashSet::new();
@@ -85,6 +100,9 @@ pub(super) fn find_culprit(
             continue;
         }
         let inputs: Vec<(TensorId, InputEvidence)> = op.inputs().map(|t| (t, evidence(t))).collect();
+        crosses |= op.inputs().any(|t| {
+            read_row(&t).is_none() && producer.get(&t).is_none_or(|&p| index.ops[p].rank != op.rank)
+        });
         let any = |f: fn(&InputEvidence) -> bool| inputs.iter().any(|(_, e)| f(e));
         let uncompared = inputs.iter().find_map(|(t, e)| match e {
             InputEvidence::FromUncompared(p) => Some((*t, *p)),
@@ -124,7 +142,7 @@ pub(super) fn find_culprit(
         }
         failing.push(FailingOp { op: o, failing_rows, inputs_pass, inputs_unverified });
     }
-    (failing, culprit)
+    (failing, culprit, crosses)
 }
 
 #[cfg(test)]

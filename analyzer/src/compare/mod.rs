@@ -23,9 +23,12 @@
 //!   ([`DivergingApi`]), one op's rows ([`rows_of_op`]), fused kernels ([`fused_kernels`]).
 //! - [`msprobe_table`]: msprobe's own table, row for row, made a call at a time, and its `Result` verdicts.
 //! - `row`: one compared pair ([`CompareRow`], [`Measured`]).
+//! - `fold`: two long captures compared a window of the same steps of each at a time (#18), the windows'
+//!   comparisons folded into what the whole runs' says.
 
 mod comparison;
 mod culprit;
+pub(crate) mod fold;
 mod in_waves;
 pub mod msprobe_table;
 mod pair;
@@ -36,6 +39,7 @@ mod views;
 pub use comparison::{CompareOptions, Comparison, FailingOp};
 pub use msprobe_table::{MsprobeRow, TableRow};
 pub use row::{CompareRow, Measured};
+pub(crate) use run::compare_part;
 pub use run::{compare, families};
 pub use views::{fused_kernels, rows_of_op, DivergingApi};
 

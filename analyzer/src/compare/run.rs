@@ -4,15 +4,15 @@
 //! culprit.
 
 use super::comparison::{unmeasured_problem, CompareOptions, Comparison};
-use super::culprit::{find_culprit, hash_needed};
+use super::culprit::{find_culprit_within, hash_needed};
 use super::in_waves;
 use super::msprobe_table;
 use super::pair::{compare_pair, pair_request, release_pair_buffers, ReadMetrics};
 use super::row::CompareRow;
 use crate::api_matching::{is_api_level, with_output_stats};
 use crate::comparable::{
-    different_model, execution_modes_differ, kernel_counters_differ, ranks_on_one_side, steps_on_one_side,
-    swapped_sides, without_counterpart, without_counterpart_warning,
+    different_model, execution_modes_differ, kernel_counters_differ, narrower_sides, ranks_on_one_side,
+    steps_on_one_side, swapped_sides, without_counterpart, without_counterpart_warning,
 };
 use crate::index::{Index, Io, TensorId};
 use crate::matching::{match_runs, Matching, TensorPair};
@@ -30,23 +30,57 @@ pub fn compare<'a>(
     bench: &'a dyn Source,
     options: &CompareOptions,
 ) -> Comparison<'a> {
+    compare_part(target, bench, options, None).0
+}
+
+/// What a comparison of a window of steps of each run says beyond its [`Comparison`], kept apart so that
+/// the windows fold into what the whole runs' comparison says (`super::fold`).
+#[derive(Default)]
+pub(crate) struct PartFacts {
+    /// The matching's warnings, and each side's index's (named by side).
+    pub matching_warnings: Vec<String>,
+    pub index_warnings: [Vec<String>; 2],
+    /// Matched float pairs narrower on the benchmark's side, and on the target's ([`narrower_sides`]).
+    pub narrower: [usize; 2],
+    /// The target tensors in steps and ranks the benchmark holds that have no counterpart.
+    pub without_counterpart: Vec<TensorId>,
+    /// Kernels were matched against API calls (their alignment spans the run: not folded).
+    pub against_apis: bool,
+    /// The pairs that could not be read, in row order, then the tensors whose hash could not be read.
+    pub unreadable: Vec<(TensorId, InputProblem)>,
+    pub unhashed: Vec<(TensorId, InputProblem)>,
+    /// The culprit search tied a failing op's input to a producer another window may hold.
+    pub culprit_crosses: bool,
+}
+
+/// [`compare`], with what a window's comparison says beyond it ([`PartFacts`]); `bench_inputs`: whether the
+/// whole benchmark holds inputs, where `bench` is a window of it (`None`: `bench` is whole).
+pub(crate) fn compare_part<'a>(
+    target: &'a dyn Source,
+    bench: &'a dyn Source,
+    options: &CompareOptions,
+    bench_inputs: Option<bool>,
+) -> (Comparison<'a>, PartFacts) {
+    let mut facts = PartFacts::default();
     let (ti, bi) = (target.index(), bench.index());
     // Tensors read at once (each with buffers of its size), within the memory budget.
     let limits = pairs_in_flight(Footprint::compare([target, bench]), [target, bench]);
     // Kernels against API calls weigh statistics: sources indexed without them get them read first.
     let kernels_against_apis = is_api_level(bi) && !is_api_level(ti);
+    facts.against_apis = kernels_against_apis;
     let (ts, bs) = match kernels_against_apis {
         true => (with_output_stats(target, limits), with_output_stats(bench, limits)),
         false => (None, None),
     };
     let matching = match_runs(ts.as_ref().unwrap_or(ti), bs.as_ref().unwrap_or(bi), &options.matching);
-    let mut warnings: Vec<String> = swapped_sides(target, bench, &matching).into_iter().collect();
+    facts.narrower = narrower_sides(ti, bi, &matching);
+    let mut warnings: Vec<String> = swapped_sides(target, bench, facts.narrower).into_iter().collect();
     warnings.extend(ranks_on_one_side(ti, bi, &options.filter));
     warnings.extend(steps_on_one_side(ti, bi, &options.filter));
     let keep = |t: TensorId| options.filter.keeps(&ti.ops[ti.tensors[t].op()]);
     // A benchmark that dumps outputs only (a .npy directory of op outputs) cannot match inputs: that is
     // expected, not a finding, so target inputs are not listed as unmatched then.
-    let bench_has_inputs = bi.tensors.iter().any(|t| t.io == Io::Input);
+    let bench_has_inputs = bench_inputs.unwrap_or_else(|| bi.tensors.iter().any(|t| t.io == Io::Input));
     let unmatched_target: Vec<TensorId> = matching
         .unmatched_target
         .iter()
@@ -61,8 +95,10 @@ pub fn compare<'a>(
     let matched = matching.pairs.iter().filter(|p| keep(p.target())).count();
     warnings.extend(without_counterpart_warning(ti, &without_counterpart, matched));
     warnings.extend(matching.warnings.iter().cloned());
+    facts.matching_warnings = matching.warnings.clone();
     // What each source said about itself (steps it inferred, files it skipped).
-    warnings.extend(ti.warnings_of("target").chain(bi.warnings_of("benchmark")));
+    facts.index_warnings = [ti.warnings_of("target").collect(), bi.warnings_of("benchmark").collect()];
+    warnings.extend(facts.index_warnings.iter().flatten().cloned());
     // Eager kernels against graph-mode ops first: their pairs may also look like another model's.
     let refusal = execution_modes_differ(ti, bi, &matching, &options.filter)
         .or_else(|| kernel_counters_differ(ti, bi, &matching, &options.filter))
@@ -74,7 +110,7 @@ pub fn compare<'a>(
             target.root().display(),
             bench.root().display()
         )));
-        return Comparison {
+        let refused = Comparison {
             target,
             bench,
             rows: Vec::new(),
@@ -89,6 +125,7 @@ pub fn compare<'a>(
             problems,
             api_calls: matching.api_calls,
         };
+        return (refused, facts);
     }
     // The pairs kept, in place: of the matching, only they, what it left unmatched and its API calls are
     // kept (#18: a list of references to those kept was 8 bytes a pair beside them).
@@ -155,8 +192,10 @@ pub fn compare<'a>(
         unread[row.target()] = true;
         let bench_label = row.bench().map(|b| format!(" vs {}", bi.tensor_label(b))).unwrap_or_default();
         let why = row.error().unwrap_or_default();
-        problems
-            .push(InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target()))));
+        let problem =
+            InputProblem::unreadable(format!("{}{bench_label}: {why}", ti.tensor_label(row.target())));
+        facts.unreadable.push((row.target(), problem.clone()));
+        problems.push(problem);
     }
     // Content hashes tie each input to the op that produced it. Sources that store none (dump trees, .npy)
     // hashed the compared target tensors while reading their values. The culprit search looks up the
@@ -185,19 +224,25 @@ pub fn compare<'a>(
     for (t, hash) in to_read.into_iter().zip(read) {
         match hash {
             Ok(h) => remember(&mut computed, ti, t, h),
-            Err(e) => problems.push_unreadable(&ti.tensor_label(t), &e),
+            Err(e) => {
+                let problem = InputProblem::unreadable(format!("{}: {e:#}", ti.tensor_label(t)));
+                facts.unhashed.push((t, problem.clone()));
+                problems.push(problem);
+            }
         }
     }
     let hash = |t: TensorId| ti.tensors[t].hash().or_else(|| computed.get(t).copied().flatten());
-    let (failing_ops, culprit) = find_culprit(ti, &rows, hash);
-    Comparison {
+    let (failing_ops, culprit, crosses) = find_culprit_within(ti, &rows, hash);
+    facts.culprit_crosses = crosses;
+    facts.without_counterpart = without_counterpart;
+    let comparison = Comparison {
         target,
         bench,
         rows,
         failing_ops,
         culprit,
         unmatched_target,
-        without_counterpart: without_counterpart.len(),
+        without_counterpart: facts.without_counterpart.len(),
         unmatched_bench: unmatched_bench
             .into_iter()
             .filter(|&t| options.filter.keeps(&bi.ops[bi.tensors[t].op()]))
@@ -207,7 +252,8 @@ pub fn compare<'a>(
         warnings,
         problems,
         api_calls,
-    }
+    };
+    (comparison, facts)
 }
 
 /// Target tensor `t`'s hash `h`, computed by a read, into `computed` (by tensor; allocated on the first).

@@ -3,23 +3,24 @@
 
 use crate::cli::CompareArgs;
 use analyzer::compare::{compare, CompareOptions};
+use analyzer::filter::Filter;
 use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
+use analyzer::report::compare::windows::compare_by_windows;
+use analyzer::report::compare::CompareFormat;
 use analyzer::report::{self, Colour, Destination};
+use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
+use analyzer::sources::{detect, Detected};
 use anyhow::Result;
+use std::path::Path;
 
 pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
-    let (target, bench) =
-        rayon::join(|| super::runs::open_run(&args.target), || super::runs::open_run(&args.bench));
-    let (target, bench) = (target?, bench?);
     let filter = args.filter.to_filter();
-    filter.check(target.index(), &args.target)?;
-    filter.check(bench.index(), &args.bench)?;
     let mut matching = MatchOptions { fuzzy: args.fuzzy, ..Default::default() };
     if let Some(path) = &args.mapping {
         matching.mapping = read_mapping_file(path)?;
     }
-    let format: report::compare::CompareFormat = args.format.into();
+    let format: CompareFormat = args.format.into();
     let options = CompareOptions {
         filter,
         matching,
@@ -29,9 +30,46 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         max_abs_err: args.max_abs_err,
         progress: !args.no_progress,
     };
+    let to = Destination { output: args.output.as_deref(), colour };
+    // Two long captures: a window of the same steps of each at a time (#18), but for msprobe's table and
+    // the table of every pair (`--all`), which read the whole captures.
+    let windowed = match format {
+        CompareFormat::Csv | CompareFormat::Json => !args.fuzzy,
+        CompareFormat::Table => !args.fuzzy && !args.all,
+        CompareFormat::MsprobeCsv => false,
+    };
+    if let Some([t, b]) = by_windows([&args.target, &args.bench], &options.filter, windowed)? {
+        options.filter.check_places(&t.places(), &args.target)?;
+        options.filter.check_places(&b.places(), &args.bench)?;
+        if let Some(done) = compare_by_windows([&t, &b], &options, format, &to)? {
+            return Ok(done.outcome.or_input_errors(&done.problems, args.input.allow_incomplete));
+        }
+    }
+    let (target, bench) =
+        rayon::join(|| super::runs::open_run(&args.target), || super::runs::open_run(&args.bench));
+    let (target, bench) = (target?, bench?);
+    options.filter.check(target.index(), &args.target)?;
+    options.filter.check(bench.index(), &args.bench)?;
     // A refusal (another model, nothing matched) is a REFUSED input problem: the report leads with it.
     let comparison = compare(target.as_ref(), bench.as_ref(), &options);
-    let to = Destination { output: args.output.as_deref(), colour };
     report::reader_may_leave(report::compare::write(&comparison, format, &to, args.all))?;
     Ok(comparison.outcome().or_input_errors(&comparison.problems, args.input.allow_incomplete))
+}
+
+/// Two captures, each longer than one window, compared without `--op` (whose check needs every op's
+/// name), are read a window of the same steps of each at a time where `windowed` (#18: what `compare`
+/// holds stays within a window's two indexes and what spans windows, whatever the runs' length).
+fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Option<[StepWindows; 2]>> {
+    if !windowed || !filter.ops.is_empty() {
+        return Ok(None);
+    }
+    let census = |run: &Path| -> Result<Option<StepWindows>> {
+        match detect(run)? {
+            Detected::Capture(root) => StepWindows::census(&root, WINDOW_TENSORS),
+            _ => Ok(None),
+        }
+    };
+    let (a, b) = rayon::join(|| census(runs[0]), || census(runs[1]));
+    let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
+    Ok(StepWindows::align(&mut a, &mut b, WINDOW_TENSORS).then_some([a, b]))
 }
