@@ -72,8 +72,10 @@ impl DiffFold {
             .zip(["run1", "run2"])
             .zip([(i1, &matching.unmatched_target), (i2, &matching.unmatched_bench)])
         {
-            let place = |t: TensorId| (placed(&index.ops[index.tensors[t].op()]), t);
-            unmatched.extend(tensors.iter().map(|&t| (place(t), UnmatchedTensor::of(run, index, t))));
+            // Only the selection's: a tensor of a step, rank or op left out is no finding (as compare's).
+            let op = |t: TensorId| &index.ops[index.tensors[t].op()];
+            let kept = tensors.iter().copied().filter(|&t| options.filter.keeps(op(t)));
+            unmatched.extend(kept.map(|t| ((placed(op(t)), t), UnmatchedTensor::of(run, index, t))));
         }
         let pairs: Vec<_> = matching
             .pairs

@@ -96,6 +96,16 @@ fn a_run_with_fewer_steps_leaves_the_same_tensors_unmatched_by_windows() {
     // In the run's order: rank by rank, each rank's steps in order.
     let ranks: Vec<u64> = unmatched.iter().map(|u| u["rank"].as_u64().unwrap()).collect();
     assert!(ranks.windows(2).all(|w| w[0] <= w[1]) && ranks.first() != ranks.last(), "{ranks:?}");
+    // A selection's unmatched tensors are the selection's only: steps both runs hold are identical, and a
+    // step of the longer run alone lists that step's tensors of the selected ranks, no other step's.
+    let steps =
+        |steps: &[u64], ranks: &[u32]| Filter { steps: steps.to_vec(), ranks: ranks.to_vec(), ops: vec![] };
+    let both_hold = same_by_windows(&long, &short, &steps(&[1, 2], &[]));
+    assert_eq!(both_hold["verdict"], "identical", "{both_hold:#}");
+    let one_holds = same_by_windows(&long, &short, &steps(&[1, 5], &[2]));
+    let unmatched = one_holds["unmatched"].as_array().unwrap();
+    assert!(!unmatched.is_empty(), "{one_holds:#}");
+    assert!(unmatched.iter().all(|u| u["step"] == 5 && u["rank"] == 2), "{one_holds:#}");
 }
 
 #[test]
