@@ -5,21 +5,30 @@
 use super::baseline::BaselineFold;
 use super::fold::RanksFold;
 use super::RanksReport;
-use crate::comparable::ConfigurationFold;
+use crate::comparable::{ConfigurationDifference, ConfigurationFold};
 use crate::filter::Filter;
 use crate::problems::ProblemKind;
 use crate::sources::capture::windows::StepWindows;
 use crate::sources::Source;
 
+/// What [`ranks_by_windows_against`] found.
+pub enum Against {
+    /// The report on the run against its baseline.
+    Report(Box<RanksReport>),
+    /// How the runs are not one configuration: the baseline is refused, and the run's report (`ranks` of the
+    /// run alone) says why.
+    NotOneConfiguration(Vec<ConfigurationDifference>),
+}
+
 /// `analyze` of the run and its baseline, two long captures read a window of the same steps of each at a
 /// time (`runs`: windows made one list by `StepWindows::align`), the run named `names[0]` and the baseline
-/// `names[1]`: the same report. `None` when they must be read whole: a window cannot place its calls, or the
-/// runs are not one configuration (the whole read says how, refusing the baseline).
+/// `names[1]`: the same report, or the differences the baseline is refused for. `None` when they must be
+/// read whole: a window cannot place its calls.
 pub fn ranks_by_windows_against(
     names: [&str; 2],
     runs: [&StepWindows; 2],
     filter: &Filter,
-) -> anyhow::Result<Option<RanksReport>> {
+) -> anyhow::Result<Option<Against>> {
     let mut configuration = ConfigurationFold::default();
     let (mut fold, mut baseline) = (RanksFold::default(), BaselineFold::default());
     for w in 0..runs[0].windows().len() {
@@ -37,10 +46,11 @@ pub fn ranks_by_windows_against(
             .iter()
             .flat_map(|w| w.leading.iter().chain(&w.shortfalls))
             .any(|p| p.kind == ProblemKind::Incomplete);
-    if !configuration.finish(lost).is_empty() {
-        return Ok(None);
+    let differences = configuration.finish(lost);
+    if !differences.is_empty() {
+        return Ok(Some(Against::NotOneConfiguration(differences)));
     }
     let found =
         fold.finish_against(names[0], filter, run.leading, run.shortfalls, Some((names[1], baseline, &good)));
-    Ok(Some(found))
+    Ok(Some(Against::Report(Box::new(found))))
 }

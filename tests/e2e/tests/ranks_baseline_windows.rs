@@ -2,12 +2,13 @@
 //! says what the analysis of both whole runs says, field for field in JSON and byte for byte in text: a
 //! baseline that agrees, a rank whose weights or all-reduce diverge from it (tensors compared window by
 //! window, calls at the end); windows of one step and of a few. A baseline of another configuration, or of
-//! fewer ranks, is left to the whole read, which says how it differs.
+//! fewer ranks, is refused for the differences the whole runs' configuration check finds.
 
 mod common;
 
+use analyzer::comparable::{configuration_differences, ConfigurationDifference};
 use analyzer::filter::Filter;
-use analyzer::ranks::baseline_windows::ranks_by_windows_against;
+use analyzer::ranks::baseline_windows::{ranks_by_windows_against, Against};
 use analyzer::ranks::{analyze, events::RunEvents, RanksReport};
 use analyzer::report::{self, Colour, Destination, Format};
 use analyzer::sources::capture::windows::StepWindows;
@@ -36,14 +37,21 @@ fn name(path: &Path) -> String {
 }
 
 /// The report on `run` against `good` by aligned windows of at most `window_tensors` tensors, and how many
-/// windows; `None` when it is left to the whole read.
-fn by_windows(run: &Path, good: &Path, window_tensors: u64) -> Option<(RanksReport, usize)> {
+/// windows, or the differences the baseline is refused for; `None` when it is left to the whole read.
+fn by_windows(
+    run: &Path,
+    good: &Path,
+    window_tensors: u64,
+) -> Option<Result<(RanksReport, usize), Vec<ConfigurationDifference>>> {
     // A window a step for the census, whatever the windows aligned for both.
     let mut a = StepWindows::census(run, 1).unwrap().expect("the run by windows");
     let mut b = StepWindows::census(good, 1).unwrap().expect("the baseline by windows");
     assert!(StepWindows::align(&mut a, &mut b, window_tensors), "aligned windows");
     let found = ranks_by_windows_against([&name(run), &name(good)], [&a, &b], &Filter::default()).unwrap();
-    found.map(|found| (found, a.windows().len()))
+    found.map(|found| match found {
+        Against::Report(found) => Ok((*found, a.windows().len())),
+        Against::NotOneConfiguration(differences) => Err(differences),
+    })
 }
 
 /// Windows of one step and of about three (both runs' tensors count), each the same report as the whole
@@ -57,7 +65,7 @@ fn same_by_windows(run: &Path, good: &Path) -> Value {
     let good_events = RunEvents::from_source(&CaptureSource::open(good).unwrap(), &everything);
     let whole = rendered(&analyze(&name(run), &events, Some((&name(good), &good_events))));
     for (window_tensors, what) in [(1, "one step"), (6 * tensors_a_step, "a few steps")] {
-        let (found, n) = by_windows(run, good, window_tensors).expect("windowed");
+        let (found, n) = by_windows(run, good, window_tensors).expect("windowed").expect("not refused");
         if window_tensors == 1 {
             assert_eq!(n, STEPS as usize, "a window a step");
         } else {
@@ -103,11 +111,20 @@ fn a_rank_that_diverges_from_the_baseline_is_reported_the_same_by_windows() {
 }
 
 #[test]
-fn a_baseline_of_another_configuration_or_of_fewer_ranks_is_left_to_the_whole_read() {
+fn a_baseline_of_another_configuration_or_of_fewer_ranks_is_refused_as_the_whole_runs_check_refuses_it() {
     let run = shared_job("", 4, STEPS, &[]);
-    // The whole read refuses both, naming what differs (the configuration check, as `diff`'s).
+    let whole_run = CaptureSource::open(&run).unwrap();
+    let everything = Filter::default();
     let wider = shared_job(r#", "d_ff": 72"#, 4, STEPS, &[]);
-    assert!(by_windows(&run, &wider, 1).is_none(), "another model is read whole");
     let two = shared_job("", 2, STEPS, &[]);
-    assert!(by_windows(&run, &two, 1).is_none(), "a baseline of fewer ranks is read whole");
+    for (good, what) in [(&wider, "another model"), (&two, "a baseline of fewer ranks")] {
+        let whole = configuration_differences(
+            whole_run.index(),
+            CaptureSource::open(good).unwrap().index(),
+            &everything,
+        );
+        assert!(!whole.is_empty(), "{what}: refused");
+        let windowed = by_windows(&run, good, 1).expect("windowed").expect_err("refused");
+        assert_eq!(windowed, whole, "{what}");
+    }
 }

@@ -1,19 +1,20 @@
 //! `analyzer ranks RUN`: the first anomaly across ranks and how it spread.
 
 use crate::cli::RanksArgs;
-use analyzer::comparable::{configuration_differences, not_one_configuration, ConfigurationDifference};
+use analyzer::comparable::{configuration_differences, not_one_configuration_at, ConfigurationDifference};
 use analyzer::filter::rank_ranges;
 use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::progress::Stages;
-use analyzer::ranks::baseline_windows::ranks_by_windows_against;
+use analyzer::ranks::baseline_windows::{ranks_by_windows_against, Against};
 use analyzer::ranks::fold::ranks_by_windows;
 use analyzer::ranks::{analyze, events::RunEvents, refuse_baseline, RanksReport};
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources;
 use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
-use analyzer::sources::{detect, Detected, Source};
+use analyzer::sources::{detect, Detected};
 use anyhow::Result;
+use std::path::Path;
 
 pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
@@ -41,7 +42,7 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
                 drop(std::mem::ManuallyDrop::into_inner(source));
                 Some((path.display().to_string(), RunEvents::from_source(good.as_ref(), &filter)))
             } else {
-                let reason = not_a_baseline(source.as_ref(), good.as_ref(), &differences);
+                let reason = not_a_baseline(source.root(), good.root(), &differences);
                 refusal = Some((path.display().to_string(), good.index().ranks(), reason));
                 None
             }
@@ -51,21 +52,27 @@ pub fn run(args: RanksArgs, colour: Colour) -> Result<Outcome> {
     stages.start("analysing across ranks");
     let mut found = analyze(&name, &events, baseline.as_ref().map(|(n, e)| (n.as_str(), e)));
     if let Some((name, good_ranks, reason)) = refusal {
-        let lacking: Vec<u32> =
-            found.examined_ranks.iter().copied().filter(|r| !good_ranks.contains(r)).collect();
-        let reason = if lacking.is_empty() {
-            reason
-        } else {
-            reason.replacen(
-                ":\n",
-                &format!(":\n  ranks: the baseline has no op of {}\n", rank_ranges(&lacking)),
-                1,
-            )
-        };
-        found.baseline = Some(name);
-        refuse_baseline(&mut found, reason);
+        refuse(&mut found, name, &good_ranks, reason);
     }
     write(&args, colour, &found)
+}
+
+/// Refuses the baseline `name`, of ops on `good_ranks`, of the run `found` is the report of alone: `reason`,
+/// with the examined ranks it has no op of.
+fn refuse(found: &mut RanksReport, name: String, good_ranks: &[u32], reason: String) {
+    let lacking: Vec<u32> =
+        found.examined_ranks.iter().copied().filter(|r| !good_ranks.contains(r)).collect();
+    let reason = if lacking.is_empty() {
+        reason
+    } else {
+        reason.replacen(
+            ":\n",
+            &format!(":\n  ranks: the baseline has no op of {}\n", rank_ranges(&lacking)),
+            1,
+        )
+    };
+    found.baseline = Some(name);
+    refuse_baseline(found, reason);
 }
 
 fn write(args: &RanksArgs, colour: Colour, found: &RanksReport) -> Result<Outcome> {
@@ -108,18 +115,31 @@ fn by_windows(
     filter.check_places(&windows.places(), &args.run)?;
     filter.check_places(&good.places(), path)?;
     stages.start("analysing across ranks, a window of steps of both runs at a time");
-    ranks_by_windows_against([name, &path.display().to_string()], [&windows, &good], filter)
+    let good_name = path.display().to_string();
+    match ranks_by_windows_against([name, &good_name], [&windows, &good], filter)? {
+        None => Ok(None),
+        Some(Against::Report(found)) => Ok(Some(*found)),
+        Some(Against::NotOneConfiguration(differences)) => {
+            // The run alone, read again a window at a time: a refused baseline takes no part in its report.
+            let Some(mut found) = ranks_by_windows(name, &windows, filter)? else { return Ok(None) };
+            let mut good_ranks: Vec<u32> = good.places().into_iter().map(|(rank, _)| rank).collect();
+            good_ranks.dedup();
+            let reason = not_a_baseline(windows.root(), good.root(), &differences);
+            refuse(&mut found, good_name, &good_ranks, reason);
+            Ok(Some(found))
+        }
+    }
 }
 
 /// diff's refusal of runs that are not one configuration, worded for a baseline.
-fn not_a_baseline(run: &dyn Source, good: &dyn Source, differences: &[ConfigurationDifference]) -> String {
-    let text = not_one_configuration(run, good, differences);
+fn not_a_baseline(run: &Path, good: &Path, differences: &[ConfigurationDifference]) -> String {
+    let text = not_one_configuration_at(run, good, differences);
     let details: Vec<&str> = text.lines().skip(1).filter(|l| l.starts_with("  ")).collect();
     format!(
         "the baseline {} is not a run of the same configuration as {}, so every difference from it would \
          read as an anomaly:\n{}\ngive a good run of this job (same model, settings and ranks) as the baseline",
-        good.root().display(),
-        run.root().display(),
+        good.display(),
+        run.display(),
         details.join("\n")
     )
 }
