@@ -38,6 +38,8 @@ pub fn watch_by_windows(
     options: &WatchOptions,
 ) -> anyhow::Result<Option<WatchReport>> {
     let mut fold = WatchFold::new(options);
+    // A selection's windows may begin after a rank's first step, which weight_initialization needs.
+    fold.first_step.extend(windows.first_steps());
     for w in 0..windows.windows().len() {
         let source = windows.open(w)?;
         if let Err(ReadWhole) = fold.add(&source) {
@@ -94,7 +96,7 @@ impl WatchFold<'_> {
             read_tensors: options.read_tensors,
             unreadable: Mutex::new(Vec::new()),
         };
-        count_labels(&mut self.labels, &roles, &watched);
+        count_labels(&mut self.labels, &roles, &watched, updates.len());
         let mut groups: BTreeMap<(u32, u64), Vec<usize>> = BTreeMap::new();
         for &o in &ops {
             groups.entry((index.ops[o].rank, index.ops[o].step)).or_default().push(o);
@@ -280,9 +282,9 @@ fn in_windows<R: Send>(
     release_kept_buffers();
 }
 
-/// The watched tensors' labels added to `l` (the count of those holding NaN/inf or unknown is made as they
-/// are checked).
-fn count_labels(l: &mut LabelCounts, roles: &Roles, watched: &[TensorId]) {
+/// The watched tensors' labels and the selection's `updates` added to `l` (the count of those holding
+/// NaN/inf or unknown is made as they are checked).
+fn count_labels(l: &mut LabelCounts, roles: &Roles, watched: &[TensorId], updates: usize) {
     for &t in watched {
         match roles.role(t) {
             Some(Role::Weight) => l.weights += 1,
@@ -293,7 +295,7 @@ fn count_labels(l: &mut LabelCounts, roles: &Roles, watched: &[TensorId]) {
             None => {}
         }
     }
-    l.updates += roles.updates.len() as u64;
+    l.updates += updates as u64;
 }
 
 #[cfg(test)]

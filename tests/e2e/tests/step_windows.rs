@@ -1,7 +1,7 @@
 //! A selection of steps (`--step`) of a long capture read a window of steps at a time (#18): `overflow`,
-//! `ranks` and `check` (of one run, and of two) read the windows of the selected steps only, fewer than
+//! `ranks`, `watch` and `check` (of one run, and of two) read the windows of the selected steps only, fewer than
 //! the run's and none holding a step left out, and say what the analysis of the whole capture says of the
-//! selection: JSON field for field, ranks' and check's text byte for byte. A 4-rank job with an overflow on
+//! selection: JSON field for field, the text of ranks, watch and check byte for byte. A 4-rank job with an overflow on
 //! one rank, and two healthy runs, one with its batches shuffled (the window tests' shared recordings);
 //! selections of one step, of steps with a gap between, at the runs' ends, and with ranks.
 
@@ -17,6 +17,7 @@ use analyzer::report::{self, Colour, Destination, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
+use analyzer::watch::{configure, watch, watch_by_windows, WatchOptions, WatchReport};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -73,6 +74,17 @@ fn ranks_rendered(found: &RanksReport) -> (Value, String) {
     (serde_json::to_value(found).unwrap(), table)
 }
 
+fn watch_rendered(found: &WatchReport) -> (Value, String) {
+    let table = text(|to| report::watch::write(found, Format::Table, to).unwrap());
+    (serde_json::to_value(found).unwrap(), table)
+}
+
+/// watch's default conditions over `filter`'s selection, tensors read.
+fn watch_options(filter: &Filter) -> WatchOptions {
+    let conditions = configure(None, &[], &[], &[]).unwrap();
+    WatchOptions { filter: filter.clone(), conditions, read_tensors: true, progress: false }
+}
+
 fn check_rendered(found: &CheckReport) -> (Value, String) {
     let table = text(|to| report::check::write(found, Format::Table, to).unwrap());
     (serde_json::to_value(found).unwrap(), table)
@@ -91,6 +103,8 @@ fn a_selection_of_steps_reads_its_windows_only_and_answers_as_the_whole_capture(
         let expected_ranks = ranks_rendered(&analyze(&name, &RunEvents::from_source(&whole, &filter), None));
         let one = [CheckRun { source: &whole, manifest: Some(manifest.clone()) }];
         let expected_check = check_rendered(&check(&one, &filter));
+        let watching = watch_options(&filter);
+        let expected_watch = watch_rendered(&watch(&whole, &watching));
         for window_tensors in [1, two_steps] {
             let windows = selected(&run, window_tensors, &filter);
             let found = overflow_by_windows(&windows, &filter, false).unwrap();
@@ -103,6 +117,10 @@ fn a_selection_of_steps_reads_its_windows_only_and_answers_as_the_whole_capture(
             let found = check_rendered(&found);
             assert_eq!(found.0, expected_check.0, "check {at}");
             assert_eq!(found.1, expected_check.1, "check {at}, text");
+            // watch's weight_initialization needs each rank's first step, which no selected window holds.
+            let found = watch_rendered(&watch_by_windows(&windows, &watching).unwrap().expect("windowed"));
+            assert_eq!(found.0, expected_watch.0, "watch {at}");
+            assert_eq!(found.1, expected_watch.1, "watch {at}, text");
         }
     }
     // What the equalities cover: a selection with step 3 holds rank 2's overflow, one without it none.
@@ -112,6 +130,14 @@ fn a_selection_of_steps_reads_its_windows_only_and_answers_as_the_whole_capture(
     };
     assert!(origins(&[3]) > 0);
     assert_eq!(origins(&[0, 5]), 0);
+    // watch labels the selection's optimizer updates, as every other role: a step's of every rank, not
+    // the run's.
+    let updates = |steps: &[u64]| {
+        let filter = Filter { steps: steps.into(), ..Filter::default() };
+        watch(&whole, &watch_options(&filter)).labels.updates
+    };
+    assert_eq!(updates(&[0, 1, 2, 4, 5, 6]), 6 * updates(&[1]), "step 3 skipped its update");
+    assert_eq!(updates(&[]), updates(&[0, 1, 2, 4, 5, 6]));
 }
 
 #[test]

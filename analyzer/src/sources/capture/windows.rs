@@ -222,6 +222,18 @@ impl StepWindows {
             .all(|s| steps.iter().any(|step| s.steps.contains_key(step)))
     }
 
+    /// Each rank's first step: what the windows of a selection's later steps cannot tell.
+    pub fn first_steps(&self) -> BTreeMap<u32, u64> {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        let firsts = ranks.zip(&self.streams).filter_map(|(rank, s)| Some((rank, *s.steps.keys().next()?)));
+        let mut first_steps = BTreeMap::new();
+        for (rank, step) in firsts {
+            let first = first_steps.entry(rank).or_insert(step);
+            *first = (*first).min(step);
+        }
+        first_steps
+    }
+
     /// The capture's directory.
     pub fn root(&self) -> &Path {
         &self.root

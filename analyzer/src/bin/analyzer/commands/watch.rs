@@ -61,12 +61,17 @@ pub fn run(args: WatchArgs, colour: Colour) -> Result<Outcome> {
 
 /// A capture longer than one window, watched without `--op` (whose check needs every op's name), is read a
 /// window of steps at a time (#18: what `watch` holds stays within a window's index whatever the run's
-/// length).
+/// length); with `--step`, the windows of the selected steps only where they hold every rank (each
+/// condition is judged at a selected step; each rank's first step comes from the census).
 fn by_windows(run: &Path, filter: &Filter) -> Result<Option<StepWindows>> {
-    match detect(run)? {
-        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
-        _ => Ok(None),
+    let mut windows = match detect(run)? {
+        Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS)?,
+        _ => None,
+    };
+    if let Some(windows) = windows.as_mut().filter(|w| w.every_rank_at(&filter.steps)) {
+        windows.select_steps(&filter.steps);
     }
+    Ok(windows)
 }
 
 /// `--list-conditions`: one line per condition with its parameters.
