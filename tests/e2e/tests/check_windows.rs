@@ -11,7 +11,7 @@ mod common;
 use accutrace_formats::capture::Manifest;
 use analyzer::check::{check, check_by_windows, CheckReport, CheckRun};
 use analyzer::filter::Filter;
-use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::report::{self, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
@@ -20,22 +20,19 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The report as JSON and as the text table, byte for byte.
-fn written(found: &CheckReport, dir: &Path) -> (Value, Vec<u8>) {
-    let table = dir.join("table.txt");
-    let to = Destination { output: Some(&table), colour: Colour::Never };
-    report::check::write(found, Format::Table, &to).unwrap();
-    (serde_json::to_value(found).unwrap(), std::fs::read(&table).unwrap())
+fn written(found: &CheckReport) -> (Value, Vec<u8>) {
+    let table = report_text(|to| report::check::write(found, Format::Table, to).unwrap());
+    (serde_json::to_value(found).unwrap(), table.into_bytes())
 }
 
 /// Windows of one step and of about three, each the same report as the whole's under `filter`; returns
 /// that report as JSON.
 fn same_by_windows(run: &Path, steps: usize, filter: &Filter) -> Value {
-    let scratch = scratch();
     let manifest = Manifest::read(run).unwrap();
     let whole = CaptureSource::open(run).unwrap();
     let tensors_a_step = whole.index().tensors.len() as u64 / steps as u64;
     let runs = [CheckRun { source: &whole, manifest: Some(manifest.clone()) }];
-    let (json, table) = written(&check(&runs, filter), scratch.path());
+    let (json, table) = written(&check(&runs, filter));
     drop(runs);
     drop(whole);
     for (window_tensors, what) in [(1, "one step"), (3 * tensors_a_step, "three steps")] {
@@ -47,7 +44,7 @@ fn same_by_windows(run: &Path, steps: usize, filter: &Filter) -> Value {
             assert!(n >= 2 && n < steps, "windows of a few steps: {n}");
         }
         let found = check_by_windows(&[&windows], &[Some(&manifest)], filter, false).unwrap();
-        let (by_json, by_table) = written(&found, scratch.path());
+        let (by_json, by_table) = written(&found);
         assert_eq!(by_json, json, "{}: windows of {what}", run.display());
         assert!(
             by_table == table,
@@ -126,7 +123,6 @@ fn a_selection_of_steps_and_ranks_is_checked_the_same_by_windows() {
 /// The checklist of two runs read whole and by aligned windows of one step and of about two, each the
 /// same; returns that report as JSON.
 fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
-    let scratch = scratch();
     let manifests = [Manifest::read(a).unwrap(), Manifest::read(b).unwrap()];
     let (whole_a, whole_b) = (CaptureSource::open(a).unwrap(), CaptureSource::open(b).unwrap());
     let tensors_a_step = whole_a.index().tensors.len() as u64 / steps as u64;
@@ -134,7 +130,7 @@ fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
         CheckRun { source: &whole_a, manifest: Some(manifests[0].clone()) },
         CheckRun { source: &whole_b, manifest: Some(manifests[1].clone()) },
     ];
-    let (json, table) = written(&check(&runs, &Filter::default()), scratch.path());
+    let (json, table) = written(&check(&runs, &Filter::default()));
     drop(runs);
     drop((whole_a, whole_b));
     for (window_tensors, what) in [(1, "one step"), (4 * tensors_a_step, "two steps")] {
@@ -150,7 +146,7 @@ fn same_pair_by_windows(a: &Path, b: &Path, steps: usize) -> Value {
         let manifests = [Some(&manifests[0]), Some(&manifests[1])];
         let found =
             check_by_windows(&[&windows_a, &windows_b], &manifests, &Filter::default(), false).unwrap();
-        let (by_json, by_table) = written(&found, scratch.path());
+        let (by_json, by_table) = written(&found);
         assert_eq!(by_json, json, "{} vs {}: windows of {what}", a.display(), b.display());
         assert!(
             by_table == table,

@@ -10,7 +10,7 @@ use analyzer::comparable::{configuration_differences, ConfigurationDifference};
 use analyzer::filter::Filter;
 use analyzer::ranks::baseline_windows::{ranks_by_windows_against, Against};
 use analyzer::ranks::{analyze, events::RunEvents, RanksReport};
-use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::report::{self, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
@@ -25,11 +25,8 @@ const RERUN: &str = r#", "run_seed": 1"#;
 
 /// The report as JSON and as text.
 fn rendered(found: &RanksReport) -> (Value, String) {
-    let dir = scratch();
-    let path = dir.path().join("ranks.txt");
-    let to = Destination { output: Some(&path), colour: Colour::Never };
-    report::ranks::write(found, "ranks", Format::Table, &to).unwrap();
-    (serde_json::to_value(found).unwrap(), std::fs::read_to_string(&path).unwrap())
+    let table = report_text(|to| report::ranks::write(found, "ranks", Format::Table, to).unwrap());
+    (serde_json::to_value(found).unwrap(), table)
 }
 
 fn name(path: &Path) -> String {

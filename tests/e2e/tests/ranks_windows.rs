@@ -11,7 +11,7 @@ mod common;
 use analyzer::filter::Filter;
 use analyzer::ranks::fold::ranks_by_windows;
 use analyzer::ranks::{analyze, events::RunEvents, RanksReport};
-use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::report::{self, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
@@ -21,11 +21,8 @@ use std::path::Path;
 
 /// The report as JSON and as text.
 fn rendered(found: &RanksReport) -> (Value, String) {
-    let dir = scratch();
-    let path = dir.path().join("ranks.txt");
-    let to = Destination { output: Some(&path), colour: Colour::Never };
-    report::ranks::write(found, "ranks", Format::Table, &to).unwrap();
-    (serde_json::to_value(found).unwrap(), std::fs::read_to_string(&path).unwrap())
+    let table = report_text(|to| report::ranks::write(found, "ranks", Format::Table, to).unwrap());
+    (serde_json::to_value(found).unwrap(), table)
 }
 
 /// The windowed report of `filter`'s selection with windows of at most `window_tensors` tensors, and how

@@ -13,7 +13,7 @@ use analyzer::filter::Filter;
 use analyzer::overflow::{overflow, overflow_by_windows};
 use analyzer::ranks::fold::ranks_by_windows;
 use analyzer::ranks::{analyze, events::RunEvents, RanksReport};
-use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::report::{self, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
@@ -61,21 +61,13 @@ fn only_selected(windows: &StepWindows, filter: &Filter) {
     }
 }
 
-/// Text a report writer wrote to a file, read back.
-fn text(write: impl FnOnce(&Destination<'_>)) -> String {
-    let dir = scratch();
-    let path = dir.path().join("report.txt");
-    write(&Destination { output: Some(&path), colour: Colour::Never });
-    std::fs::read_to_string(&path).unwrap()
-}
-
 fn ranks_rendered(found: &RanksReport) -> (Value, String) {
-    let table = text(|to| report::ranks::write(found, "ranks", Format::Table, to).unwrap());
+    let table = report_text(|to| report::ranks::write(found, "ranks", Format::Table, to).unwrap());
     (serde_json::to_value(found).unwrap(), table)
 }
 
 fn watch_rendered(found: &WatchReport) -> (Value, String) {
-    let table = text(|to| report::watch::write(found, Format::Table, to).unwrap());
+    let table = report_text(|to| report::watch::write(found, Format::Table, to).unwrap());
     (serde_json::to_value(found).unwrap(), table)
 }
 
@@ -86,7 +78,7 @@ fn watch_options(filter: &Filter) -> WatchOptions {
 }
 
 fn check_rendered(found: &CheckReport) -> (Value, String) {
-    let table = text(|to| report::check::write(found, Format::Table, to).unwrap());
+    let table = report_text(|to| report::check::write(found, Format::Table, to).unwrap());
     (serde_json::to_value(found).unwrap(), table)
 }
 

@@ -8,7 +8,7 @@
 
 mod common;
 
-use analyzer::report::{self, Colour, Destination, Format};
+use analyzer::report::{self, Format};
 use analyzer::sources::capture::windows::StepWindows;
 use analyzer::sources::capture::CaptureSource;
 use analyzer::sources::Source;
@@ -25,19 +25,16 @@ fn options(set: &[&str]) -> WatchOptions {
 }
 
 /// The report as JSON and as the text table, byte for byte.
-fn written(report: &WatchReport, dir: &Path) -> (Value, Vec<u8>) {
-    let table = dir.join("table.txt");
-    let to = Destination { output: Some(&table), colour: Colour::Never };
-    report::watch::write(report, Format::Table, &to).unwrap();
-    (serde_json::to_value(report).unwrap(), std::fs::read(&table).unwrap())
+fn written(report: &WatchReport) -> (Value, Vec<u8>) {
+    let table = report_text(|to| report::watch::write(report, Format::Table, to).unwrap());
+    (serde_json::to_value(report).unwrap(), table.into_bytes())
 }
 
 /// Windows of one step and of about three, each the same report as the whole's; returns that report.
 fn same_by_windows(run: &Path, steps: usize, options: &WatchOptions) -> Value {
-    let scratch = scratch();
     let whole = CaptureSource::open(run).unwrap();
     let tensors_a_step = whole.index().tensors.len() as u64 / steps as u64;
-    let (json, table) = written(&watch(&whole, options), scratch.path());
+    let (json, table) = written(&watch(&whole, options));
     drop(whole);
     for (window_tensors, what) in [(1, "one step"), (3 * tensors_a_step, "three steps")] {
         let windows = StepWindows::census(run, window_tensors).unwrap().expect("read by windows");
@@ -48,7 +45,7 @@ fn same_by_windows(run: &Path, steps: usize, options: &WatchOptions) -> Value {
             assert!(n >= 2 && n < steps, "windows of a few steps: {n}");
         }
         let report = watch_by_windows(&windows, options).unwrap().expect("judged window by window");
-        let (by_json, by_table) = written(&report, scratch.path());
+        let (by_json, by_table) = written(&report);
         assert_eq!(by_json, json, "{}: windows of {what}", run.display());
         assert!(
             by_table == table,

@@ -47,6 +47,14 @@ pub fn collector_lib() -> PathBuf {
     artifact("libcollector.so")
 }
 
+/// The text a report writer wrote to a file (as `-o` writes it, without colour), read back.
+pub fn report_text(write: impl FnOnce(&analyzer::report::Destination<'_>)) -> String {
+    let dir = scratch();
+    let path = dir.path().join("report.txt");
+    write(&analyzer::report::Destination { output: Some(&path), colour: analyzer::report::Colour::Never });
+    std::fs::read_to_string(&path).expect("the report was written")
+}
+
 /// A scratch directory for one test.
 pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("accutrace-e2e-").tempdir().expect("temp dir")
