@@ -153,6 +153,12 @@ impl CompareFold {
         matches!((self.first_failing, self.culprit), (Some(first), Some(culprit)) if first < culprit)
     }
 
+    /// Matched float pairs narrower on the benchmark's side, and on the target's, so far: counted over every
+    /// pair, the filter's or not, as the whole runs' warning counts them.
+    pub fn narrower(&self) -> [usize; 2] {
+        self.narrower
+    }
+
     /// How many target tensors have no counterpart in steps and ranks the benchmark holds.
     pub fn without_counterpart(&self) -> usize {
         self.without[0]

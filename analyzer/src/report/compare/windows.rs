@@ -26,11 +26,23 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 /// What the command needs of a comparison by windows once its report is written.
 pub struct Windowed {
     pub outcome: Outcome,
     pub problems: InputProblems,
+    /// How many windows were compared (of the selected steps only, where that sufficed).
+    pub windows: usize,
+}
+
+/// How an attempt at a comparison by windows ended.
+enum Attempt {
+    Done(Windowed),
+    /// The whole runs must be compared instead.
+    Whole,
+    /// A selection's windows cannot say what the whole runs' comparison would: every step's are read.
+    EveryStep,
 }
 
 /// The lists a report takes from the spill file.
@@ -58,31 +70,34 @@ struct Region {
 /// lives while it is open).
 struct Spill {
     file: BufWriter<File>,
+    /// Where it is: what an error names, so that the user can move it (a full disk).
+    dir: PathBuf,
     len: u64,
     regions: Vec<Region>,
 }
 
 impl Spill {
+    /// A spill file in TMPDIR (else the system's temporary directory).
     fn new() -> Result<Spill> {
+        Spill::new_in(&std::env::temp_dir())
+    }
+
+    fn new_in(dir: &Path) -> Result<Spill> {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let path = std::env::temp_dir().join(format!(
-            "accutrace-compare-{}-{}.spill",
-            std::process::id(),
-            nanos.as_nanos()
-        ));
+        let path = dir.join(format!("accutrace-compare-{}-{}.spill", std::process::id(), nanos.as_nanos()));
         let file = File::options()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&path)
-            .with_context(|| format!("cannot create the temporary file {}", path.display()))?;
+            .with_context(|| trouble("create", dir))?;
         // Removed while open: nothing is left behind, however the command ends.
         let _ = std::fs::remove_file(&path);
-        Ok(Spill { file: BufWriter::new(file), len: 0, regions: Vec::new() })
+        Ok(Spill { file: BufWriter::new(file), dir: dir.to_path_buf(), len: 0, regions: Vec::new() })
     }
 
     fn push(&mut self, section: Section, rank: u32, window: usize, bytes: &[u8]) -> Result<()> {
-        self.file.write_all(bytes).context("cannot write the temporary file")?;
+        self.file.write_all(bytes).with_context(|| trouble("write", &self.dir))?;
         let start = self.len;
         self.len += bytes.len() as u64;
         match self.regions.last_mut() {
@@ -102,7 +117,7 @@ impl Spill {
     /// The sections' regions copied to `out`, each section by rank then window, the first `skip` bytes
     /// left out.
     fn copy(&mut self, sections: &[Section], out: &mut dyn Write, mut skip: u64) -> Result<()> {
-        self.file.flush().context("cannot write the temporary file")?;
+        self.file.flush().with_context(|| trouble("write", &self.dir))?;
         let mut regions: Vec<&Region> = Vec::new();
         for &section in sections {
             let mut of: Vec<&Region> = self.regions.iter().filter(|r| r.section == section).collect();
@@ -110,16 +125,28 @@ impl Spill {
             regions.extend(of);
         }
         let file = self.file.get_mut();
+        let read = || trouble("read", &self.dir);
         for r in regions {
             let start = r.start + skip.min(r.end - r.start);
             skip -= start - r.start;
-            file.seek(SeekFrom::Start(start)).context("cannot read the temporary file")?;
+            file.seek(SeekFrom::Start(start)).with_context(read)?;
             let mut part = Read::take(&mut *file, r.end - start);
-            std::io::copy(&mut part, out).context("cannot read the temporary file")?;
+            std::io::copy(&mut part, out).with_context(read)?;
         }
-        file.seek(SeekFrom::End(0)).context("cannot read the temporary file")?;
+        file.seek(SeekFrom::End(0)).with_context(read)?;
         Ok(())
     }
+}
+
+/// Why the spill file in `dir` failed, and what to do: it holds about what the report lists (a full disk
+/// is the likely cause of a failed write).
+fn trouble(doing: &str, dir: &Path) -> String {
+    format!(
+        "cannot {doing} the temporary file in {} that holds the report's lists until the end (about the \
+         report's size: compare by windows of long captures writes them there): set TMPDIR to a directory \
+         on a disk with that much room",
+        dir.display()
+    )
 }
 
 /// `value` as an element of a top-level array of the pretty-printed report: after a separator, indented
@@ -187,20 +214,67 @@ impl Kept {
 }
 
 /// Compares two captures a window of the same steps of each at a time ([`StepWindows::align`]) and writes
-/// the report in `format` (the table without `--all`, CSV or JSON) to `to`; `None`, having written nothing, when a window says the
-/// whole runs must be compared instead (`CompareFold::add`) or no pair matched.
+/// the report in `format` (the table without `--all`, CSV or JSON) to `to`; `None`, having written nothing,
+/// when a window says the whole runs must be compared instead (`CompareFold::add`) or no pair matched.
 pub fn compare_by_windows(
     runs: [&StepWindows; 2],
     options: &CompareOptions,
     format: CompareFormat,
     to: &Destination<'_>,
 ) -> Result<Option<Windowed>> {
+    Ok(match attempt(runs, options, format, to)? {
+        Attempt::Done(done) => Some(done),
+        Attempt::Whole | Attempt::EveryStep => None,
+    })
+}
+
+/// [`compare_by_windows`] of runs whose windows may keep to the selected steps
+/// ([`StepWindows::select_steps`], then aligned): their windows alone are compared where the report they
+/// give is the whole runs'; else every step's are, the selection the filter's only, as before. What a
+/// selection cannot tell, and the whole runs' report says: whether the benchmark holds inputs anywhere
+/// (where the selection's hold none), the count of pairs narrower in the benchmark (over every step), and
+/// the names the benchmark fuses in any step (which clear target ops of having no counterpart).
+pub fn compare_steps_by_windows(
+    runs: [&mut StepWindows; 2],
+    options: &CompareOptions,
+    format: CompareFormat,
+    to: &Destination<'_>,
+) -> Result<Option<Windowed>> {
+    let [a, b] = runs;
+    if a.is_selection() {
+        match attempt([a, b], options, format, to)? {
+            Attempt::Done(done) => return Ok(Some(done)),
+            Attempt::Whole => return Ok(None),
+            Attempt::EveryStep => {}
+        }
+        a.every_step();
+        b.every_step();
+        let window_tensors = a.window_tensors();
+        if !StepWindows::align(a, b, window_tensors) {
+            return Ok(None);
+        }
+    }
+    compare_by_windows([a, b], options, format, to)
+}
+
+/// The comparison by windows, its report written where it is [`Attempt::Done`].
+fn attempt(
+    runs: [&StepWindows; 2],
+    options: &CompareOptions,
+    format: CompareFormat,
+    to: &Destination<'_>,
+) -> Result<Attempt> {
     let count = runs[0].windows().len();
+    let selection = runs[0].is_selection();
     let progress = Progress::counting("compare", "windows", count as u64, !options.progress);
     // A window's pairs are many and quick: the bar counts windows.
     let quiet = CompareOptions { progress: false, ..options.clone() };
     let mut fold = CompareFold::default();
-    let mut spill = Spill::new()?;
+    // The table keeps its first lines only: no spill file, which might not find room.
+    let mut spill = match format {
+        CompareFormat::Csv | CompareFormat::Json => Some(Spill::new()?),
+        _ => None,
+    };
     let mut kept = Kept::default();
     let (mut inputs_seen, mut decided_without_inputs) = (false, false);
     for w in 0..count {
@@ -213,15 +287,21 @@ pub fn compare_by_windows(
         let inputs = b.index().tensors.iter().any(|t| t.io == Io::Input);
         if inputs && decided_without_inputs {
             progress.finish();
-            return Ok(None);
+            // Every step's windows from the first may hold the benchmark's inputs before this one.
+            return Ok(if selection { Attempt::EveryStep } else { Attempt::Whole });
         }
         inputs_seen |= inputs;
         decided_without_inputs |= !inputs_seen;
         let (c, facts) = compare_part(&a, &b, &quiet, Some(inputs_seen));
         let Some(added) = fold.add(w, &c, facts, &options.filter) else {
             progress.finish();
-            return Ok(None);
+            return Ok(Attempt::Whole);
         };
+        // What the other steps say too (`compare_steps_by_windows`): a count over every step, or names.
+        if selection && (fold.narrower()[0] > 0 || fold.without_counterpart() > 0) {
+            progress.finish();
+            return Ok(Attempt::EveryStep);
+        }
         let ti = c.target.index();
         if let Some(i) = added.culprit {
             kept.culprit = Some(CulpritLines::of(&c, &c.failing_ops[i]));
@@ -232,9 +312,9 @@ pub fn compare_by_windows(
             kept.first_failing = Some(first_failing_text(&c, first));
             kept.note = Some(first.before_culprit_note(ti));
         }
-        match format {
-            CompareFormat::Csv => spill_csv(&mut spill, &c, w)?,
-            CompareFormat::Json => spill_json(&mut spill, &c, w)?,
+        match (format, spill.as_mut()) {
+            (CompareFormat::Csv, Some(spill)) => spill_csv(spill, &c, w)?,
+            (CompareFormat::Json, Some(spill)) => spill_json(spill, &c, w)?,
             _ => {
                 if let Some(i) = added.culprit {
                     kept.culprit_tables.clear();
@@ -247,7 +327,11 @@ pub fn compare_by_windows(
     }
     progress.finish();
     if fold.rows == 0 {
-        return Ok(None);
+        return Ok(Attempt::Whole);
+    }
+    // No benchmark input in the selection: the other steps say whether the benchmark holds any.
+    if selection && !inputs_seen {
+        return Ok(Attempt::EveryStep);
     }
     let problems = fold.problems([runs[0].whole_run(), runs[1].whole_run()]);
     let warnings = fold.warnings();
@@ -276,15 +360,15 @@ pub fn compare_by_windows(
     let mut out = Output::open(to.output)?;
     let table = !matches!(format, CompareFormat::Csv | CompareFormat::Json);
     lead(&problems, table, to.output.is_some(), &mut out)?;
-    match format {
-        CompareFormat::Csv => {
+    match (format, spill.as_mut()) {
+        (CompareFormat::Csv, Some(spill)) => {
             let mut w = csv::Writer::from_writer(&mut out);
             w.write_record(csv_header())?;
             w.flush()?;
             drop(w);
             spill.copy(&[Section::Rows], &mut out, 0)?;
         }
-        CompareFormat::Json => {
+        (CompareFormat::Json, Some(spill)) => {
             let root = |w: usize| json!({"path": runs[w].root(), "kind": "capture"});
             let report = Report {
                 api_calls: Vec::new(),
@@ -302,7 +386,7 @@ pub fn compare_by_windows(
                 unmatched_target: Vec::new(),
                 warnings: json!(warnings),
             };
-            write_spliced(&mut out, &report, &mut spill)?;
+            write_spliced(&mut out, &report, spill)?;
         }
         _ => {
             title(&mut out, [(runs[0].root(), "capture"), (runs[1].root(), "capture")])?;
@@ -341,7 +425,7 @@ pub fn compare_by_windows(
         true => Outcome::Pass,
         false => Outcome::Findings,
     };
-    Ok(Some(Windowed { outcome, problems }))
+    Ok(Attempt::Done(Windowed { outcome, problems, windows: count }))
 }
 
 /// Window `w`'s rows as CSV records.
@@ -432,6 +516,18 @@ mod tests {
         let elements = [element(&v).unwrap(), element(&v).unwrap()].concat();
         let spliced = format!("{{\n  \"list\": [\n{}\n  ]\n}}", std::str::from_utf8(&elements[2..]).unwrap());
         assert_eq!(spliced, whole);
+    }
+
+    /// A spill file that cannot be made (TMPDIR names no directory) says where it was to be and what to do.
+    #[test]
+    fn a_spill_that_cannot_be_made_names_its_directory_and_tmpdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let Err(e) = Spill::new_in(&gone) else { panic!("a spill file in a missing directory") };
+        let text = format!("{e:#}");
+        assert!(text.contains(&format!("in {} ", gone.display())), "{text}");
+        assert!(text.contains("set TMPDIR to a directory on a disk with that much room"), "{text}");
+        assert!(Spill::new_in(dir.path()).is_ok());
     }
 
     /// A section's regions come back by rank, then window, whatever order they were written in; another

@@ -213,6 +213,23 @@ impl StepWindows {
         true
     }
 
+    /// Whether the windows keep to a selection of steps ([`StepWindows::select_steps`]).
+    pub fn is_selection(&self) -> bool {
+        self.selected.is_some()
+    }
+
+    /// Undoes [`StepWindows::select_steps`]: the windows of every step again, as the census made them (two
+    /// runs are then aligned again), for a command that found it needs what the other steps say.
+    pub fn every_step(&mut self) {
+        self.windows = windows_of(&self.streams, self.window_tensors, None);
+        self.selected = None;
+    }
+
+    /// The windows' most tensors, as the census or [`StepWindows::align`] was given it.
+    pub fn window_tensors(&self) -> u64 {
+        self.window_tensors
+    }
+
     /// Whether every rank whose ops the capture holds has some at one of `steps`: then the windows of those
     /// steps hold every rank, as a command that counts the run's ranks (`ranks`, `check`) needs.
     pub fn every_rank_at(&self, steps: &[u64]) -> bool {

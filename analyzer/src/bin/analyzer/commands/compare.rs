@@ -6,7 +6,7 @@ use analyzer::compare::{compare, CompareOptions};
 use analyzer::filter::Filter;
 use analyzer::matching::{read_mapping_file, MatchOptions};
 use analyzer::outcome::Outcome;
-use analyzer::report::compare::windows::compare_by_windows;
+use analyzer::report::compare::windows::compare_steps_by_windows;
 use analyzer::report::compare::CompareFormat;
 use analyzer::report::{self, Colour, Destination};
 use analyzer::sources::capture::windows::{StepWindows, WINDOW_TENSORS};
@@ -38,10 +38,10 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
         CompareFormat::Table => !args.fuzzy && !args.all,
         CompareFormat::MsprobeCsv => false,
     };
-    if let Some([t, b]) = by_windows([&args.target, &args.bench], &options.filter, windowed)? {
+    if let Some([mut t, mut b]) = by_windows([&args.target, &args.bench], &options.filter, windowed)? {
         options.filter.check_places(&t.places(), &args.target)?;
         options.filter.check_places(&b.places(), &args.bench)?;
-        if let Some(done) = compare_by_windows([&t, &b], &options, format, &to)? {
+        if let Some(done) = compare_steps_by_windows([&mut t, &mut b], &options, format, &to)? {
             return Ok(done.outcome.or_input_errors(&done.problems, args.input.allow_incomplete));
         }
     }
@@ -58,7 +58,10 @@ pub fn run(args: CompareArgs, colour: Colour) -> Result<Outcome> {
 
 /// Two captures, each longer than one window, compared without `--op` (whose check needs every op's
 /// name), are read a window of the same steps of each at a time where `windowed` (#18: what `compare`
-/// holds stays within a window's two indexes and what spans windows, whatever the runs' length).
+/// holds stays within a window's two indexes and what spans windows, whatever the runs' length); with
+/// `--step`, the windows of the selected steps alone (each pair, op and verdict is of its step; the census
+/// still counts every step, for the selection's check and the shortfalls), every step's where those cannot
+/// say what the whole runs' report does (`compare_steps_by_windows`).
 fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Option<[StepWindows; 2]>> {
     if !windowed || !filter.ops.is_empty() {
         return Ok(None);
@@ -71,5 +74,8 @@ fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Optio
     };
     let (a, b) = rayon::join(|| census(runs[0]), || census(runs[1]));
     let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
+    // Aligned, the windows keep to the selection where both runs could (`StepWindows::align`).
+    a.select_steps(&filter.steps);
+    b.select_steps(&filter.steps);
     Ok(StepWindows::align(&mut a, &mut b, WINDOW_TENSORS).then_some([a, b]))
 }
