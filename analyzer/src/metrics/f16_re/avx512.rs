@@ -47,18 +47,18 @@ pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
 }
 
 /// The eight f64 lanes of msprobe's sums.
-struct Sums {
-    dot: __m512d,
-    nn: __m512d,
-    bb: __m512d,
-    dd: __m512d,
-    max_abs: __m512d,
+pub(super) struct Sums {
+    pub(super) dot: __m512d,
+    pub(super) nn: __m512d,
+    pub(super) bb: __m512d,
+    pub(super) dd: __m512d,
+    pub(super) max_abs: __m512d,
 }
 
 impl Sums {
     /// Eight pairs added, pair `i` to lane `i`, each operation the lanes' own.
     #[target_feature(enable = "avx512f")]
-    fn add(&mut self, x: __m256, y: __m256) {
+    pub(super) fn add(&mut self, x: __m256, y: __m256) {
         let (x, y) = (_mm512_cvtps_pd(x), _mm512_cvtps_pd(y));
         self.dot = _mm512_add_pd(self.dot, _mm512_mul_pd(x, y));
         self.nn = _mm512_add_pd(self.nn, _mm512_mul_pd(x, x));
@@ -72,7 +72,7 @@ impl Sums {
 
 /// A vector of f64 lanes as an array.
 #[target_feature(enable = "avx512f")]
-fn f64s(v: __m512d) -> [f64; 8] {
+pub(super) fn f64s(v: __m512d) -> [f64; 8] {
     let mut out = [0.0f64; 8];
     // SAFETY: `out` is 8 writable f64; storeu takes an unaligned pointer; AVX-512F is enabled here.
     unsafe { _mm512_storeu_pd(out.as_mut_ptr(), v) };

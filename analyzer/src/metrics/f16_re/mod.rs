@@ -5,7 +5,8 @@
 //! (`fused.rs`) runs it beside its f64 sums when it also forms msaccucmp's sums, on x86_64 at
 //! [`Level::Avx2`](accutrace_formats::simd::Level::Avx2) and above; with msprobe's metrics alone it runs
 //! [`probe_of_f16_values`] instead, its whole loop written with the hardware's rounding (`f16c.rs`, eight
-//! pairs a step; `avx512.rs`, sixteen, on CPUs with AVX-512); everywhere else (the portable and SSE2
+//! pairs a step; `avx512.rs`, sixteen, on CPUs with AVX-512; `fp16.rs`, 32 pairs a step of fp16 bytes
+//! computed in f16 by CPUs with AVX512-FP16, the same bits); everywhere else (the portable and SSE2
 //! builds, aarch64, pairs with inf/NaN) it computes the same in its own lanes.
 //!
 //! What the fused pass takes from the relative errors does not depend on their order: their maximum (NaN
@@ -54,6 +55,10 @@ pub(crate) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
     #[cfg(target_arch = "x86_64")]
     {
         use accutrace_formats::simd::{level, Level};
+        if level() >= Level::Avx512 && fp16::available() {
+            // SAFETY: as below, and fp16::available() reports AVX512-FP16 only where the CPU has it.
+            return Some(unsafe { fp16::probe_of_f16_bytes(n, b, thresholds) });
+        }
         if level() >= Level::Avx512 {
             // SAFETY: level() reports Avx512 only when this CPU has AVX-512 F/DQ/BW/VL, AVX2 and F16C.
             return Some(unsafe { avx512::probe_of_f16_bytes(n, b, thresholds) });
@@ -86,6 +91,8 @@ mod lanes;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod f16c;
+#[cfg(target_arch = "x86_64")]
+mod fp16;
 
 #[cfg(test)]
 mod tests;

@@ -173,3 +173,97 @@ fn every_level_gives_the_portable_figures() {
         }
     }
 }
+
+/// The CPU's f16 arithmetic (AVX512-FP16) against `rel_err_of_f16_values`, pair by pair, bit for bit (NaN
+/// for NaN): every f16 value against benches that reach each branch (both zeros, subnormals, the
+/// extremes, eps, infinities, NaN, values whose quotient overflows or rounds to a tie), and the other way
+/// round. (All 2^32 pairs were checked once the same way, in a release build.)
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_cpus_f16_arithmetic_gives_the_relative_errors() {
+    use accutrace_formats::tensor::half_bits::f16_to_f32;
+    use std::arch::x86_64::*;
+    if !(simd::detected() >= Level::Avx512 && fp16::available()) {
+        return;
+    }
+    let thresholds = super::super::fused::thresholds_f16();
+    let some: [u16; 24] = [
+        0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x0200, 0x3C00, 0xBC00, 0x3C01, 0x7BFF, 0xFBFF,
+        0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x1400, 0x1419, 0x1D1F, 0x3555, 0x4248, 0xC7FF, 0x0C00, 0x5BFF,
+    ];
+    let re = |x: u16, y: u16| super::super::kernel::rel_err_of_f16_values(f16_to_f32(x), f16_to_f32(y));
+    // SAFETY: the CPU has AVX-512 F/DQ/BW/VL, AVX2, F16C and AVX512-FP16 (checked above).
+    let k = unsafe { fp16::Consts::new(thresholds) };
+    let mut checked = 0;
+    for fixed in some {
+        for first in (0..=u16::MAX).step_by(32) {
+            let free: [u16; 32] = std::array::from_fn(|i| first + i as u16);
+            for (xs, ys) in [(free, [fixed; 32]), ([fixed; 32], free)] {
+                let mut max = [0u16; 32];
+                // SAFETY: as above; the loads and stores take 64 bytes of 32-element u16 arrays.
+                let (got, nan, lt1, lt5) = unsafe {
+                    let mut m = _mm512_setzero_si512();
+                    let load = |v: &[u16; 32]| _mm512_loadu_si512(v.as_ptr().cast());
+                    let (re, nan, lt1, lt5) = fp16::step(load(&xs), load(&ys), &k, &mut m);
+                    let mut got = [0u16; 32];
+                    _mm512_storeu_si512(got.as_mut_ptr().cast(), re);
+                    _mm512_storeu_si512(max.as_mut_ptr().cast(), m);
+                    (got, nan, lt1, lt5)
+                };
+                for i in 0..32 {
+                    let (want, have) = (re(xs[i], ys[i]), f16_to_f32(got[i]));
+                    let at = format!("x {:#06x} y {:#06x}", xs[i], ys[i]);
+                    assert!(have.to_bits() == want.to_bits() || (have.is_nan() && want.is_nan()), "{at}");
+                    assert_eq!(nan >> i & 1 == 1, want.is_nan(), "{at}");
+                    assert_eq!(lt1 >> i & 1 == 1, want < thresholds.0, "{at}");
+                    assert_eq!(lt5 >> i & 1 == 1, want < thresholds.1, "{at}");
+                    let top = if want > 0.0 { want } else { 0.0 };
+                    assert_eq!(f16_to_f32(max[i]).to_bits(), top.to_bits(), "{at}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 24 * 2 * 65_536);
+}
+
+/// The f16 pass over fp16 bytes against the AVX-512 one (f32 operations rounded to f16), bit for bit (NaN
+/// for NaN), on pairs with every branch of the relative error, inf and NaN, of every length up to 70 (each
+/// ragged end past 32 pairs a step) and longer.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_f16_pass_gives_the_avx512_sums() {
+    if !(simd::detected() >= Level::Avx512 && fp16::available()) {
+        return;
+    }
+    let thresholds = super::super::fused::thresholds_f16();
+    let f = |v: f64| if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
+    let bits = |s: &MsprobeSums| {
+        let sums = [f(s.dot), f(s.nn), f(s.bb), f(s.dd), f(s.max_abs), f(s.max_re)];
+        (s.len, sums, s.re_nan, s.lt_one, s.lt_five, s.nonfinite)
+    };
+    let bytes =
+        |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect() };
+    let mut compared = 0;
+    for len in (0..=70).chain([1001, 4099, 65_536]) {
+        for seed in 0..4u64 {
+            let (n, b) = pair(len, seed * 19 + len as u64);
+            let finite = |v: &[f32]| -> Vec<f32> {
+                v.iter().map(|&x| if x.is_finite() && x.abs() <= 65504.0 { x } else { 0.75 }).collect()
+            };
+            for (n, b) in [(n.clone(), b.clone()), (finite(&n), finite(&b))] {
+                let (n, b) = (bytes(&n), bytes(&b));
+                // SAFETY: the CPU has AVX-512 F/DQ/BW/VL, AVX2, F16C and AVX512-FP16 (checked above).
+                let (got, want) = unsafe {
+                    (
+                        fp16::probe_of_f16_bytes(&n, &b, thresholds),
+                        avx512::probe_of_f16_bytes(&n, &b, thresholds),
+                    )
+                };
+                assert_eq!(bits(&got), bits(&want), "{len} values, seed {seed}");
+                compared += usize::from(!got.nonfinite);
+            }
+        }
+    }
+    assert!(compared > 200, "{compared} finite pairs compared");
+}
