@@ -15,7 +15,15 @@ use crate::comparable::{on_one_side, swapped_sides, without_counterpart_text};
 use crate::filter::Filter;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::capture::windows::WholeRun;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// A target op name's tensors without a counterpart in their windows: how many, of how many ops, and the
+/// first (its place, `step S rank R: label`).
+struct Without {
+    tensors: usize,
+    ops: usize,
+    first: (Listed, String),
+}
 
 /// An op's place in the whole run's execution order: rank, step, then its order within its window.
 pub type Placed = (u32, u64, u64);
@@ -40,9 +48,12 @@ pub struct CompareFold {
     unread: usize,
     judged: bool,
     unmatched: [usize; 2],
-    /// Target tensors without a counterpart: tensors, ops, and the first (`step S rank R: label`).
-    without: [usize; 2],
-    without_first: Option<(Listed, String)>,
+    /// Target tensors without a counterpart in their window, by op name: an op the benchmark fuses in any
+    /// step has one, as the whole runs' comparison finds (`comparable::without_counterpart`), and a later
+    /// window may be the one that fuses it.
+    without: BTreeMap<String, Without>,
+    /// The op names the benchmark's fused kernels name as their origins, in the windows so far.
+    fused_in_bench: HashSet<String>,
     matched: usize,
     narrower: [usize; 2],
     swapped: Option<String>,
@@ -97,16 +108,29 @@ impl CompareFold {
         // Each window's sources name the same runs: the last window's words are the whole's.
         self.swapped = swapped_sides(c.target, c.bench, self.narrower);
         let rank_of = |t: usize| ti.ops[ti.tensors[t].op()].rank;
-        if let Some(&first) = facts.without_counterpart.first() {
-            let ops: BTreeSet<usize> =
-                facts.without_counterpart.iter().map(|&t| ti.tensors[t].op()).collect();
-            self.without[0] += facts.without_counterpart.len();
-            self.without[1] += ops.len();
-            let op = &ti.ops[ti.tensors[first].op()];
-            let at = (op.rank, w, 0);
-            if self.without_first.as_ref().is_none_or(|(held, _)| at < *held) {
-                let label = format!("step {} rank {}: {}", op.step, op.rank, ti.tensor_label(first));
-                self.without_first = Some((at, label));
+        for o in 0..bi.ops.len() {
+            let op = &bi.ops[o];
+            let origins = op.original_names(bi).into_iter().filter(|&n| n != op.name.as_str());
+            self.fused_in_bench.extend(origins.map(String::from));
+        }
+        let mut ops_seen: HashSet<usize> = HashSet::new();
+        for (i, &t) in facts.without_counterpart.iter().enumerate() {
+            let o = ti.tensors[t].op();
+            let op = &ti.ops[o];
+            let at = (op.rank, w, i);
+            let name = op.name.as_str();
+            let entry = match self.without.get_mut(name) {
+                Some(entry) => entry,
+                None => {
+                    let label = format!("step {} rank {}: {}", op.step, op.rank, ti.tensor_label(t));
+                    let first = (at, label);
+                    self.without.entry(name.to_string()).or_insert(Without { tensors: 0, ops: 0, first })
+                }
+            };
+            entry.tensors += 1;
+            entry.ops += usize::from(ops_seen.insert(o));
+            if at < entry.first.0 {
+                entry.first = (at, format!("step {} rank {}: {}", op.step, op.rank, ti.tensor_label(t)));
             }
         }
         for (list, found) in [(&mut self.unreadable, facts.unreadable), (&mut self.unhashed, facts.unhashed)]
@@ -159,9 +183,15 @@ impl CompareFold {
         self.narrower
     }
 
-    /// How many target tensors have no counterpart in steps and ranks the benchmark holds.
+    /// How many target tensors have no counterpart in steps and ranks the benchmark holds (of the windows so
+    /// far: a later one may fuse an op, and clear its tensors).
     pub fn without_counterpart(&self) -> usize {
-        self.without[0]
+        self.without_counted().map(|w| w.tensors).sum()
+    }
+
+    /// The names' tensors without a counterpart that no fused kernel of the benchmark clears.
+    fn without_counted(&self) -> impl Iterator<Item = &Without> {
+        self.without.iter().filter(|(name, _)| !self.fused_in_bench.contains(*name)).map(|(_, w)| w)
     }
 
     /// The headline's counts: compared, passed, failed, unread, unmeasured, unmatched target and bench.
@@ -180,8 +210,9 @@ impl CompareFold {
         let mut warnings: Vec<String> = self.swapped.iter().cloned().collect();
         warnings.extend(on_one_side("rank", &self.ranks[0], &self.ranks[1]));
         warnings.extend(on_one_side("step", &self.steps[0], &self.steps[1]));
-        if let Some((_, first)) = &self.without_first {
-            warnings.push(without_counterpart_text([self.without[0], self.without[1], self.matched], first));
+        let (tensors, ops) = self.without_counted().fold((0, 0), |(t, o), w| (t + w.tensors, o + w.ops));
+        if let Some(w) = self.without_counted().min_by_key(|w| w.first.0) {
+            warnings.push(without_counterpart_text([tensors, ops, self.matched], &w.first.1));
         }
         warnings.extend(self.index_warnings.iter().flatten().cloned());
         warnings
@@ -203,5 +234,86 @@ impl CompareFold {
             list.drain(..).for_each(|(_, p)| problems.push(p));
         }
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{compare, compare_part, CompareOptions};
+    use crate::index::{Index, Io, TensorId, TensorInfo};
+    use crate::sources::Source;
+    use accutrace_formats::DType;
+    use anyhow::Result;
+    use std::path::Path;
+
+    /// A run held in memory: every tensor reads as the same values.
+    struct Held(Index);
+
+    impl Source for Held {
+        fn kind(&self) -> &'static str {
+            "capture"
+        }
+        fn root(&self) -> &Path {
+            Path::new("held")
+        }
+        fn index(&self) -> &Index {
+            &self.0
+        }
+        fn read_values(&self, _: TensorId, out: &mut Vec<f32>) -> Result<()> {
+            out.clear();
+            out.extend([1.0; 4]);
+            Ok(())
+        }
+        fn content_hash(&self, _: TensorId) -> Result<u64> {
+            Ok(1)
+        }
+    }
+
+    /// Rank 0's ops, each `(step, name, the op its output comes from where it is fused)`, an output each.
+    fn run(ops: &[Op]) -> Held {
+        let mut index = Index::default();
+        for &(step, name, fused_from) in ops {
+            let op = index.push_op(name.into(), "T".into(), step, 0);
+            let original = fused_from.map(|from| (index.share_name(from), 0));
+            index.push_tensor(
+                TensorInfo::new(op, Io::Output, 0, DType::FLOAT, vec![4]).with_original_op(original),
+            );
+        }
+        Held(index)
+    }
+
+    /// The ops of `ops` at `steps`.
+    fn at(ops: &[Op], steps: std::ops::RangeInclusive<u64>) -> Held {
+        run(&ops.iter().copied().filter(|o| steps.contains(&o.0)).collect::<Vec<Op>>())
+    }
+
+    type Op = (u64, &'static str, Option<&'static str>);
+
+    /// The benchmark fuses `b` into a kernel in step 0 and lacks it in step 1: the whole runs' comparison
+    /// finds a counterpart for step 1's `b` (a fused kernel names it), and so do the windows folded, though
+    /// step 1's window holds no fused kernel.
+    #[test]
+    fn an_op_the_benchmark_fuses_in_another_window_has_a_counterpart() {
+        let target: [Op; 6] =
+            [(0, "a", None), (0, "b", None), (1, "a", None), (1, "b", None), (2, "a", None), (2, "c", None)];
+        let bench: [Op; 4] = [(0, "a", None), (0, "ab", Some("b")), (1, "a", None), (2, "a", None)];
+        let options = CompareOptions { progress: false, ..CompareOptions::default() };
+        let (target_whole, bench_whole) = (at(&target, 0..=2), at(&bench, 0..=2));
+        let whole = compare(&target_whole, &bench_whole, &options);
+        let mut fold = CompareFold::default();
+        for step in 0..3 {
+            let (t, b) = (at(&target, step..=step), at(&bench, step..=step));
+            let (c, facts) = compare_part(&t, &b, &options, Some(false));
+            fold.add(step as usize, &c, facts, &options.filter).expect("folded");
+        }
+        // Only step 2's `c` has none, in both.
+        let warning = |w: &[String]| w.iter().find(|w| w.contains("no counterpart in it")).cloned();
+        let expected = warning(&whole.warnings).expect("a warning");
+        assert!(
+            expected.starts_with("1 target tensors (1 ops)") && expected.contains("step 2 rank 0: c"),
+            "{expected}"
+        );
+        assert_eq!((fold.without_counterpart(), warning(&fold.warnings())), (1, Some(expected)));
     }
 }
