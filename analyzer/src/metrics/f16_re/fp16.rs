@@ -13,7 +13,7 @@
 use super::super::kernel::F16_EPSILON;
 use super::super::sums::MsprobeSums;
 use super::avx512::{f64s, Sums};
-use super::lanes::ProbeLanes;
+use super::lanes::{portable, ProbeLanes, ReF16};
 use std::arch::x86_64::*;
 
 /// Whether this CPU computes in f16 (AVX512-FP16), detected once.
@@ -156,4 +156,49 @@ pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
     };
     let one = |v: &[u8], i: usize| f16_to_f32(u16::from_le_bytes([v[2 * i], v[2 * i + 1]]));
     vectors.finish(len / 32 * 32, len, |i| (one(n, i), one(b, i)), thresholds)
+}
+
+/// [`super::by_hardware`] on a CPU with AVX-512 (F, DQ, BW, VL) and AVX512-FP16: `f16c::re_f16`'s figures,
+/// 32 pairs a step. Each value is rounded to f16 by `vcvtps2ph` (as there), whether it is an f16 value
+/// already found by widening it back (a NaN is not, as there), then [`step`]; the ragged end as there.
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512fp16")]
+pub(super) fn re_f16(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> ReF16 {
+    let len = n.len().min(b.len());
+    let k = Consts::new(thresholds);
+    let mut max_re = _mm512_setzero_si512();
+    let (mut nan, mut not_f16, mut lt1, mut lt5) = (0u32, 0u32, 0u64, 0u64);
+    // 32 values from `32s` rounded to f16 (their bits), and the mask of those whose rounding is another
+    // number or NaN.
+    let rounded = |v: &[f32], s: usize| {
+        const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        // SAFETY: the caller asks for s < len / 32: 32 f32 from 32s; loadu takes unaligned pointers.
+        let (lo, hi) = unsafe {
+            (_mm512_loadu_ps(v.as_ptr().add(32 * s)), _mm512_loadu_ps(v.as_ptr().add(32 * s + 16)))
+        };
+        let (rlo, rhi) = (_mm512_cvtps_ph::<RNE>(lo), _mm512_cvtps_ph::<RNE>(hi));
+        let differs = |h: __m256i, v: __m512| _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(_mm512_cvtph_ps(h), v);
+        let mask = u32::from(differs(rlo, lo)) | u32::from(differs(rhi, hi)) << 16;
+        (_mm512_inserti64x4::<1>(_mm512_castsi256_si512(rlo), rhi), mask)
+    };
+    for s in 0..len / 32 {
+        let ((x, mx), (y, my)) = (rounded(n, s), rounded(b, s));
+        not_f16 |= mx | my;
+        let (_, n1, c1, c5) = step(x, y, &k, &mut max_re);
+        nan |= n1;
+        lt1 += u64::from(c1.count_ones());
+        lt5 += u64::from(c5.count_ones());
+    }
+    let mut lanes = [0u16; 32];
+    // SAFETY: `lanes` is 64 writable bytes; storeu takes an unaligned pointer; AVX-512F is enabled here.
+    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), max_re) };
+    let max = lanes.iter().map(|&h| accutrace_formats::tensor::half_bits::f16_to_f32(h));
+    let vectors = ReF16 {
+        max_re: max.fold(0.0f32, |m, v| if v > m { v } else { m }),
+        re_nan: nan != 0,
+        lt1,
+        lt5,
+        not_f16: not_f16 != 0,
+    };
+    let tail = len / 32 * 32;
+    vectors.merge(portable(&n[tail..len], &b[tail..len], thresholds))
 }

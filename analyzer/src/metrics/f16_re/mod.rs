@@ -77,9 +77,17 @@ pub(crate) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
 pub(crate) fn by_hardware(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Option<ReF16> {
     debug_assert_eq!(n.len(), b.len());
     #[cfg(target_arch = "x86_64")]
-    if accutrace_formats::simd::level() >= accutrace_formats::simd::Level::Avx2 {
-        // SAFETY: level() reports Avx2 only when this CPU has AVX2 and F16C (simd::detect).
-        return Some(unsafe { f16c::re_f16(n, b, thresholds) });
+    {
+        use accutrace_formats::simd::{level, Level};
+        if level() >= Level::Avx512 && fp16::available() {
+            // SAFETY: level() reports Avx512 only when this CPU has AVX-512 F/DQ/BW/VL, AVX2 and F16C, and
+            // fp16::available() AVX512-FP16 only where it has it.
+            return Some(unsafe { fp16::re_f16(n, b, thresholds) });
+        }
+        if level() >= Level::Avx2 {
+            // SAFETY: level() reports Avx2 only when this CPU has AVX2 and F16C (simd::detect).
+            return Some(unsafe { f16c::re_f16(n, b, thresholds) });
+        }
     }
     let _ = (n, b, thresholds);
     None

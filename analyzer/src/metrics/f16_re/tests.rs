@@ -267,3 +267,32 @@ fn the_f16_pass_gives_the_avx512_sums() {
     }
     assert!(compared > 200, "{compared} finite pairs compared");
 }
+
+/// The relative errors' figures in f16 (AVX512-FP16, 32 pairs a step) against the AVX2 build's, on pairs
+/// of f32 values that are f16 values or not (between them, beyond 65504, subnormal, inf, NaN), of every
+/// length up to 70 and longer: the same maximum (bits), NaN flag, counts and f16 flag.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_f16_figures_are_the_avx2_ones() {
+    if !(simd::detected() >= Level::Avx512 && fp16::available()) {
+        return;
+    }
+    let thresholds = super::super::fused::thresholds_f16();
+    let mut some_f16 = 0;
+    for len in (0..=70).chain([1001, 4099]) {
+        for seed in 0..6u64 {
+            let (n, b) = pair(len, seed * 23 + len as u64);
+            let halves =
+                |v: &[f32]| -> Vec<f32> { v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect() };
+            for (n, b) in [(n.clone(), b.clone()), (halves(&n), halves(&b))] {
+                // SAFETY: the CPU has AVX-512 F/DQ/BW/VL, AVX2, F16C and AVX512-FP16 (checked above).
+                let (got, want) =
+                    unsafe { (fp16::re_f16(&n, &b, thresholds), f16c::re_f16(&n, &b, thresholds)) };
+                assert_eq!(got.max_re.to_bits(), want.max_re.to_bits(), "{len} values, seed {seed}");
+                assert_eq!(got, want, "{len} values, seed {seed}");
+                some_f16 += usize::from(!got.not_f16 && len > 32);
+            }
+        }
+    }
+    assert!(some_f16 > 0, "pairs of f16 values only were compared too");
+}
