@@ -20,9 +20,16 @@ pub(super) struct CallDifference {
 /// a rank's calls in order until two differ, and every call after that is out of place. A part whose run 1
 /// made more or fewer calls on a rank than run 2's parts the rank too: the whole run pairs the extra call
 /// with one of the next part's, which differs.
-#[derive(Default)]
-pub(super) struct CallPairing {
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct CallPairing {
     parted: BTreeSet<u32>,
+}
+
+impl CallPairing {
+    /// The pairing with `parted`'s ranks parted already.
+    pub(super) fn parted(parted: BTreeSet<u32>) -> CallPairing {
+        CallPairing { parted }
+    }
 }
 
 /// The HCCL calls of each rank, paired by their place in the rank's call order (same function and

@@ -50,6 +50,12 @@ pub(super) struct DiffFold {
 }
 
 impl DiffFold {
+    /// A fold whose HCCL calls pair from `calls` on (the windows before the parts it will be given left
+    /// the pairing there).
+    pub fn starting_with(calls: CallPairing) -> DiffFold {
+        DiffFold { calls, ..DiffFold::default() }
+    }
+
     /// Adds a part of each run: the same steps of both, after the steps of the parts added before. Only
     /// what the parts say of themselves is kept when not `measure` (the runs are refused whatever they
     /// hold). `options.progress`: a bar of this part's pairs.

@@ -9,7 +9,9 @@
 //! `calls` (HCCL calls whose results differ), `values` and `waves` (the element-wise kernels).
 //!
 //! Two long captures are read a window of the same steps of each at a time ([`diff_by_windows`], #18):
-//! what diff holds then is a window's two indexes and what differs, whatever the runs' length.
+//! what diff holds then is a window's two indexes and what differs, whatever the runs' length. Under
+//! `--step`, only the selected steps' windows where the census tells how the calls before them pair
+//! ([`select_steps`]).
 
 use crate::comparable::{
     configuration_differences, not_one_configuration, not_one_configuration_at, ConfigurationFold,
@@ -25,9 +27,12 @@ mod calls;
 mod fold;
 mod measure;
 mod report;
+mod selection;
 mod values;
 mod waves;
+pub use calls::CallPairing;
 pub use report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
+pub use selection::select_steps;
 pub use values::{compare_host_blocks, compare_host_bytes, compare_values, ulp_distance, TensorDiff};
 pub use waves::compare_host_waves;
 
@@ -54,12 +59,22 @@ pub fn diff(run1: &dyn Source, run2: &dyn Source, options: &DiffOptions) -> Resu
 /// problem). Once the runs are certainly not one configuration, the windows left are only indexed: what
 /// differs is counted for the refusal, nothing is measured.
 pub fn diff_by_windows(runs: [&StepWindows; 2], options: &DiffOptions) -> Result<DiffReport> {
+    diff_by_windows_from(runs, options, CallPairing::default())
+}
+
+/// [`diff_by_windows`] of windows kept to a selection of steps ([`select_steps`]), the HCCL calls' pairing
+/// starting from `calls`: where reading the windows before the selection would have left it.
+pub fn diff_by_windows_from(
+    runs: [&StepWindows; 2],
+    options: &DiffOptions,
+    calls: CallPairing,
+) -> Result<DiffReport> {
     let count = runs[0].windows().len();
     let progress = Progress::counting("diff", "windows", count as u64, !options.progress);
     // A window's pairs are many and quick: the bar counts windows.
     let quiet = DiffOptions { progress: false, ..options.clone() };
     let mut configuration = ConfigurationFold::default();
-    let mut fold = DiffFold::default();
+    let mut fold = DiffFold::starting_with(calls);
     for w in 0..count {
         // Indexing one run does not depend on the other: both at once.
         let (a, b) = rayon::join(|| runs[0].open(w), || runs[1].open(w));

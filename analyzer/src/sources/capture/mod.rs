@@ -18,6 +18,7 @@
 mod open;
 pub mod runs;
 mod source_impl;
+pub mod step_calls;
 mod tensor_data;
 mod walk;
 pub mod windows;

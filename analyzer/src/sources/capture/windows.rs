@@ -16,6 +16,7 @@
 //! capture's shortfalls.
 
 use super::open::{communicators_by_stream, finish_index, segments_deleted};
+use super::step_calls::{StepCalls, StreamCalls};
 use super::walk::{Building, StreamWalk};
 use super::{runs, CaptureSource};
 use crate::index::RingDeleted;
@@ -88,6 +89,9 @@ struct StreamSteps {
     calls: BTreeMap<(usize, Option<u64>), Calls>,
     /// The file index of each segment, by position.
     segment_indices: Vec<u64>,
+    /// Each step's calls, for a command that pairs two runs' calls in order ([`StepWindows::calls_by_step`]);
+    /// `None` where the census could not place them.
+    step_calls: Option<BTreeMap<u64, StepCalls>>,
 }
 
 impl StreamSteps {
@@ -239,6 +243,15 @@ impl StepWindows {
             .all(|s| steps.iter().any(|step| s.steps.contains_key(step)))
     }
 
+    /// Each rank's HCCL calls, step by step, as the census found them: what `diff`, which pairs two runs'
+    /// calls in their order, needs of the steps a selection leaves unread. `None` where the census could
+    /// not place some rank's calls in steps.
+    pub fn calls_by_step(&self) -> Option<BTreeMap<u32, &BTreeMap<u64, StepCalls>>> {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        // The census reads a capture by windows only where each rank has one stream.
+        ranks.zip(&self.streams).map(|(rank, s)| Some((rank, s.step_calls.as_ref()?))).collect()
+    }
+
     /// Each rank's first step: what the windows of a selection's later steps cannot tell.
     pub fn first_steps(&self) -> BTreeMap<u32, u64> {
         let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
@@ -367,6 +380,7 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
     let mut steps: BTreeMap<u64, Span> = BTreeMap::new();
     let mut calls: BTreeMap<(usize, Option<u64>), Calls> = BTreeMap::new();
     let mut last_call_start = 0;
+    let mut stream_calls = StreamCalls::default();
     // The place of the op record the records after it belong to.
     let mut op_at: Place = (0, 0);
     // The step of the op the records after it belong to.
@@ -403,6 +417,7 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
                     return Ok(None);
                 }
                 last_call_start = call.start_us;
+                stream_calls.add(call.start_us, call.op, call.seq, &call.comm);
                 let from = if op_at.0 == place.0 { op_at.1 } else { 0 };
                 let c = calls.entry((place.0, step)).or_insert(Calls {
                     earliest_us: call.start_us,
@@ -423,7 +438,7 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
         return Ok(None);
     }
     let starts = steps.iter().map(|(&step, span)| (span.first_launch_us, step)).collect();
-    let mut found = StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices };
+    let mut found = StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices, step_calls: None };
     // A call's record lies in a window's walk: the segments of the steps its calls belong to are widened to
     // hold it.
     for (&(segment, _), c) in &calls {
@@ -435,6 +450,7 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
         }
     }
     found.calls = calls;
+    found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
     Ok(Some(found))
 }
 

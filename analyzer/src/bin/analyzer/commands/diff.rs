@@ -1,7 +1,9 @@
 //! `analyzer diff RUN1 RUN2`: is the run reproducible? Per step and rank, the first op whose output differs.
 
 use crate::cli::DiffArgs;
-use analyzer::diff::{diff, diff_by_windows, DiffOptions, DiffReport, Refusal};
+use analyzer::diff::{
+    diff, diff_by_windows_from, select_steps, CallPairing, DiffOptions, DiffReport, Refusal,
+};
 use analyzer::filter::Filter;
 use analyzer::outcome::Outcome;
 use analyzer::problems::InputProblems;
@@ -14,11 +16,11 @@ use std::path::Path;
 pub fn run(args: DiffArgs, colour: Colour) -> Result<Outcome> {
     let filter = args.filter.to_filter();
     let found = match by_windows([&args.run1, &args.run2], &filter)? {
-        Some([w1, w2]) => {
+        Some(([w1, w2], calls)) => {
             filter.check_places(&w1.places(), &args.run1)?;
             filter.check_places(&w2.places(), &args.run2)?;
             let options = DiffOptions { filter, progress: !args.no_progress };
-            diff_by_windows([&w1, &w2], &options)?
+            diff_by_windows_from([&w1, &w2], &options, calls)?
         }
         None => whole(&args, filter)?,
     };
@@ -53,8 +55,9 @@ fn whole(args: &DiffArgs, filter: Filter) -> Result<DiffReport> {
 
 /// Two captures, each longer than one window, analysed without `--op` (whose check needs every op's
 /// name), are read a window of the same steps of each at a time (#18: what `diff` holds stays within a
-/// window's two indexes whatever the runs' length).
-fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<[StepWindows; 2]>> {
+/// window's two indexes whatever the runs' length); under `--step`, the selected steps' windows where
+/// the census tells how the HCCL calls before them pair, with that pairing.
+fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<([StepWindows; 2], CallPairing)>> {
     let census = |run: &Path| -> Result<Option<StepWindows>> {
         match detect(run)? {
             Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
@@ -63,5 +66,9 @@ fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<[StepWindows; 
     };
     let (a, b) = rayon::join(|| census(runs[0]), || census(runs[1]));
     let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
-    Ok(StepWindows::align(&mut a, &mut b, WINDOW_TENSORS).then_some([a, b]))
+    if !StepWindows::align(&mut a, &mut b, WINDOW_TENSORS) {
+        return Ok(None);
+    }
+    let calls = select_steps([&mut a, &mut b], &filter.steps, WINDOW_TENSORS);
+    Ok(Some(([a, b], calls)))
 }
