@@ -8,7 +8,7 @@ use accutrace_formats::simd::{self, Level};
 #[test]
 fn the_hardware_rounds_as_round_to_f16() {
     if simd::detected() < Level::Avx2 {
-        return;
+        return eprintln!("not run: this CPU has no AVX2 and F16C (the f16c path is never taken here)");
     }
     let check = |bits: u32| {
         let x = f32::from_bits(bits);
@@ -184,7 +184,7 @@ fn the_cpus_f16_arithmetic_gives_the_relative_errors() {
     use accutrace_formats::tensor::half_bits::f16_to_f32;
     use std::arch::x86_64::*;
     if !(simd::detected() >= Level::Avx512 && fp16::available()) {
-        return;
+        return eprintln!("not run: this CPU has no AVX512-FP16 (the f16 pass is never taken here)");
     }
     let thresholds = super::super::fused::thresholds_f16();
     let some: [u16; 24] = [
@@ -234,7 +234,7 @@ fn the_cpus_f16_arithmetic_gives_the_relative_errors() {
 #[test]
 fn the_f16_pass_gives_the_avx512_sums() {
     if !(simd::detected() >= Level::Avx512 && fp16::available()) {
-        return;
+        return eprintln!("not run: this CPU has no AVX512-FP16 (the f16 pass is never taken here)");
     }
     let thresholds = super::super::fused::thresholds_f16();
     let f = |v: f64| if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
@@ -275,7 +275,7 @@ fn the_f16_pass_gives_the_avx512_sums() {
 #[test]
 fn the_f16_figures_are_the_avx2_ones() {
     if !(simd::detected() >= Level::Avx512 && fp16::available()) {
-        return;
+        return eprintln!("not run: this CPU has no AVX512-FP16 (the f16 pass is never taken here)");
     }
     let thresholds = super::super::fused::thresholds_f16();
     let mut some_f16 = 0;
