@@ -68,11 +68,27 @@ impl Sums {
         // max_pd(a, b) is `a > b ? a : b`, the lanes' select.
         self.max_abs = _mm512_max_pd(_mm512_abs_pd(d), self.max_abs);
     }
+
+    /// The lanes' sums as arrays, with the pass's other figures: what `ProbeLanes::finish` folds.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn lanes(&self, max_re: [f32; 8], re_nan: bool, (lt_one, lt_five): (u64, u64)) -> ProbeLanes {
+        ProbeLanes {
+            dot: f64s(self.dot),
+            nn: f64s(self.nn),
+            bb: f64s(self.bb),
+            dd: f64s(self.dd),
+            max_abs: f64s(self.max_abs),
+            max_re,
+            re_nan,
+            lt_one,
+            lt_five,
+        }
+    }
 }
 
 /// A vector of f64 lanes as an array.
 #[target_feature(enable = "avx512f")]
-pub(super) fn f64s(v: __m512d) -> [f64; 8] {
+fn f64s(v: __m512d) -> [f64; 8] {
     let mut out = [0.0f64; 8];
     // SAFETY: `out` is 8 writable f64; storeu takes an unaligned pointer; AVX-512F is enabled here.
     unsafe { _mm512_storeu_pd(out.as_mut_ptr(), v) };
@@ -126,16 +142,6 @@ fn probe(
     // SAFETY: `res` is 16 writable f32; storeu takes an unaligned pointer; AVX-512F is enabled here.
     unsafe { _mm512_storeu_ps(res.as_mut_ptr(), max_re) };
     let max_re = std::array::from_fn(|l| if res[l + 8] > res[l] { res[l + 8] } else { res[l] });
-    let vectors = ProbeLanes {
-        dot: f64s(sums.dot),
-        nn: f64s(sums.nn),
-        bb: f64s(sums.bb),
-        dd: f64s(sums.dd),
-        max_abs: f64s(sums.max_abs),
-        max_re,
-        re_nan: nan != 0,
-        lt_one: count(c1),
-        lt_five: count(c5),
-    };
+    let vectors = sums.lanes(max_re, nan != 0, (count(c1), count(c5)));
     vectors.finish(len / 16 * 16, len, one, (t1, t5))
 }

@@ -12,8 +12,8 @@
 
 use super::super::kernel::F16_EPSILON;
 use super::super::sums::MsprobeSums;
-use super::avx512::{f64s, Sums};
-use super::lanes::{portable, ProbeLanes, ReF16};
+use super::avx512::Sums;
+use super::lanes::{portable, ReF16};
 use std::arch::x86_64::*;
 
 /// Whether this CPU computes in f16 (AVX512-FP16), detected once.
@@ -143,17 +143,7 @@ pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
         let four = [0, 8, 16, 24].map(|o| f16_to_f32(lanes[l + o]));
         four.into_iter().fold(0.0f32, |m, v| if v > m { v } else { m })
     });
-    let vectors = ProbeLanes {
-        dot: f64s(sums.dot),
-        nn: f64s(sums.nn),
-        bb: f64s(sums.bb),
-        dd: f64s(sums.dd),
-        max_abs: f64s(sums.max_abs),
-        max_re,
-        re_nan: nan != 0,
-        lt_one,
-        lt_five,
-    };
+    let vectors = sums.lanes(max_re, nan != 0, (lt_one, lt_five));
     let one = |v: &[u8], i: usize| f16_to_f32(u16::from_le_bytes([v[2 * i], v[2 * i + 1]]));
     vectors.finish(len / 32 * 32, len, |i| (one(n, i), one(b, i)), thresholds)
 }
