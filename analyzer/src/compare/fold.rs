@@ -13,6 +13,7 @@ use super::comparison::{Comparison, Unmeasured};
 use super::run::PartFacts;
 use crate::comparable::{on_one_side, swapped_sides, without_counterpart_text};
 use crate::filter::Filter;
+use crate::index::Index;
 use crate::problems::{InputProblem, InputProblems};
 use crate::sources::capture::windows::WholeRun;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -108,11 +109,7 @@ impl CompareFold {
         // Each window's sources name the same runs: the last window's words are the whole's.
         self.swapped = swapped_sides(c.target, c.bench, self.narrower);
         let rank_of = |t: usize| ti.ops[ti.tensors[t].op()].rank;
-        for o in 0..bi.ops.len() {
-            let op = &bi.ops[o];
-            let origins = op.original_names(bi).into_iter().filter(|&n| n != op.name.as_str());
-            self.fused_in_bench.extend(origins.map(String::from));
-        }
+        self.add_bench_fusions(bi);
         let mut ops_seen: HashSet<usize> = HashSet::new();
         for (i, &t) in facts.without_counterpart.iter().enumerate() {
             let o = ti.tensors[t].op();
@@ -181,6 +178,16 @@ impl CompareFold {
     /// pair, the filter's or not, as the whole runs' warning counts them.
     pub fn narrower(&self) -> [usize; 2] {
         self.narrower
+    }
+
+    /// Takes the op names the fused kernels of `bench` (a window of the benchmark) name as their origins:
+    /// they clear target ops of having no counterpart. [`CompareFold::add`] takes each compared window's;
+    /// a selection of steps takes the other windows' too, as the whole runs' comparison sees them.
+    pub fn add_bench_fusions(&mut self, bench: &Index) {
+        for op in &bench.ops {
+            let origins = op.original_names(bench).into_iter().filter(|&n| n != op.name.as_str());
+            self.fused_in_bench.extend(origins.map(String::from));
+        }
     }
 
     /// How many target tensors have no counterpart in steps and ranks the benchmark holds (of the windows so
@@ -314,6 +321,30 @@ mod tests {
             expected.starts_with("1 target tensors (1 ops)") && expected.contains("step 2 rank 0: c"),
             "{expected}"
         );
+        assert_eq!((fold.without_counterpart(), warning(&fold.warnings())), (1, Some(expected)));
+    }
+
+    /// A selection of steps 1 and 2 (`compare --step 1-2`): step 0 is not compared, but its benchmark index's
+    /// fused kernel still clears step 1's `b`, as in the whole runs' comparison under that selection.
+    #[test]
+    fn a_selection_takes_the_fusions_of_the_steps_it_leaves_out() {
+        let target: [Op; 6] =
+            [(0, "a", None), (0, "b", None), (1, "a", None), (1, "b", None), (2, "a", None), (2, "c", None)];
+        let bench: [Op; 4] = [(0, "a", None), (0, "ab", Some("b")), (1, "a", None), (2, "a", None)];
+        let filter = Filter { steps: vec![1, 2], ..Filter::default() };
+        let options = CompareOptions { filter, progress: false, ..CompareOptions::default() };
+        let (target_whole, bench_whole) = (at(&target, 0..=2), at(&bench, 0..=2));
+        let whole = compare(&target_whole, &bench_whole, &options);
+        let warning = |w: &[String]| w.iter().find(|w| w.contains("no counterpart in it")).cloned();
+        let expected = warning(&whole.warnings).expect("a warning");
+        let mut fold = CompareFold::default();
+        for step in 1..3 {
+            let (t, b) = (at(&target, step..=step), at(&bench, step..=step));
+            let (c, facts) = compare_part(&t, &b, &options, Some(false));
+            fold.add(step as usize, &c, facts, &options.filter).expect("folded");
+        }
+        assert_eq!(fold.without_counterpart(), 2, "step 1's b and step 2's c, before step 0 is seen");
+        fold.add_bench_fusions(&at(&bench, 0..=0).0);
         assert_eq!((fold.without_counterpart(), warning(&fold.warnings())), (1, Some(expected)));
     }
 }

@@ -232,8 +232,9 @@ pub fn compare_by_windows(
 /// ([`StepWindows::select_steps`], then aligned): their windows alone are compared where the report they
 /// give is the whole runs'; else every step's are, the selection the filter's only, as before. What a
 /// selection cannot tell, and the whole runs' report says: whether the benchmark holds inputs anywhere
-/// (where the selection's hold none), the count of pairs narrower in the benchmark (over every step), and
-/// the names the benchmark fuses in any step (which clear target ops of having no counterpart).
+/// (where the selection's hold none) and the count of pairs narrower in the benchmark (over every step).
+/// The names the benchmark fuses in any step (which clear target ops of having no counterpart) come from
+/// the indexes of the benchmark's other steps, read without comparing them.
 pub fn compare_steps_by_windows(
     runs: [&mut StepWindows; 2],
     options: &CompareOptions,
@@ -297,8 +298,8 @@ fn attempt(
             progress.finish();
             return Ok(Attempt::Whole);
         };
-        // What the other steps say too (`compare_steps_by_windows`): a count over every step, or names.
-        if selection && (fold.narrower()[0] > 0 || fold.without_counterpart() > 0) {
+        // What the other steps say too (`compare_steps_by_windows`): a count over every step.
+        if selection && fold.narrower()[0] > 0 {
             progress.finish();
             return Ok(Attempt::EveryStep);
         }
@@ -332,6 +333,13 @@ fn attempt(
     // No benchmark input in the selection: the other steps say whether the benchmark holds any.
     if selection && !inputs_seen {
         return Ok(Attempt::EveryStep);
+    }
+    // Target ops without a counterpart: a fused kernel in any of the benchmark's steps may name them (an
+    // fp16 run's loss scaling against an fp32 one's has none): the other steps' indexes alone tell.
+    if selection && fold.without_counterpart() > 0 {
+        for window in runs[1].unselected_windows() {
+            fold.add_bench_fusions(runs[1].open_steps(&window, false)?.index());
+        }
     }
     let problems = fold.problems([runs[0].whole_run(), runs[1].whole_run()]);
     let warnings = fold.warnings();

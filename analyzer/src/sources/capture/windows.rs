@@ -328,7 +328,22 @@ impl StepWindows {
     /// The index of the `w`-th window's steps: its ops, tensors and collectives, and nothing about the
     /// capture as a whole (its shortfalls, the ring's deletions, a mix of runs: the census says those).
     pub fn open(&self, w: usize) -> Result<CaptureSource> {
-        let window = &self.windows[w];
+        self.open_steps(&self.windows[w], w == 0)
+    }
+
+    /// The windows of the steps a selection left out ([`StepWindows::select_steps`]; none without one), for
+    /// what only those steps' indexes tell (compare: the names the benchmark fuses in any step).
+    pub fn unselected_windows(&self) -> Vec<RangeInclusive<u64>> {
+        let Some(selected) = &self.selected else { return Vec::new() };
+        let steps = self.streams.iter().flat_map(|s| s.steps.keys().copied());
+        let rest: BTreeSet<u64> = steps.filter(|step| !selected.contains(step)).collect();
+        windows_of(&self.streams, self.window_tensors, Some(&rest))
+    }
+
+    /// The index of the run's records of `window`'s steps, as [`StepWindows::open`] makes a window's (of
+    /// [`StepWindows::unselected_windows`] too). The calls of a rank without ops belong to no step: the
+    /// window opened with `loose_calls` (the first) takes them.
+    pub fn open_steps(&self, window: &RangeInclusive<u64>, loose_calls: bool) -> Result<CaptureSource> {
         let mut building = Building::default();
         for (s, (stream, steps)) in self.run.streams.iter().zip(&self.streams).enumerate() {
             let spans = steps.steps.range(window.clone()).map(|(_, span)| span);
@@ -338,7 +353,7 @@ impl StepWindows {
             let calls = || steps.calls.iter().map(|(&(segment, _), c)| ((segment, c.from), (segment, c.to)));
             let (first, last) = match (first, last) {
                 (Some(a), Some(b)) => (a, b),
-                _ if w == 0 && steps.steps.is_empty() && !steps.calls.is_empty() => (
+                _ if loose_calls && steps.steps.is_empty() && !steps.calls.is_empty() => (
                     calls().map(|c| c.0).min().unwrap_or_default(),
                     calls().map(|c| c.1).max().unwrap_or_default(),
                 ),
@@ -356,7 +371,7 @@ impl StepWindows {
                     Record::Tensor(t) => Some(t.op.step),
                     Record::Collective(call) => match steps.step_of_call(call.start_us) {
                         Some(step) => Some(step),
-                        None if w == 0 => Some(*window.start()),
+                        None if loose_calls => Some(*window.start()),
                         None => None,
                     },
                     _ => None,
