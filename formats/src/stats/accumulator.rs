@@ -24,17 +24,18 @@ pub struct StatsAccumulator {
     limit: f64,
     /// `limit` as f32 when it is exactly an f32 (else NaN: then no f32 value can equal it in f64 either).
     limit32: f32,
-    count: u64,
-    sum: [f64; LANES],
-    sumsq: [f64; LANES],
-    abs_sum: [f64; LANES],
-    min: [f64; LANES],
-    max: [f64; LANES],
+    // The totals that `stats::fused` keeps in registers across blocks, merging as `push_f32_block` does.
+    pub(super) count: u64,
+    pub(super) sum: [f64; LANES],
+    pub(super) sumsq: [f64; LANES],
+    pub(super) abs_sum: [f64; LANES],
+    pub(super) min: [f64; LANES],
+    pub(super) max: [f64; LANES],
     nan: [u64; LANES],
     pos_inf: [u64; LANES],
     neg_inf: [u64; LANES],
-    zero: [u64; LANES],
-    sat: [u64; LANES],
+    pub(super) zero: [u64; LANES],
+    pub(super) sat: [u64; LANES],
 }
 
 /// Values per block of [`StatsAccumulator::push_f32`], for kernels that form its partials themselves
@@ -70,7 +71,7 @@ pub struct BlockF32 {
 impl BlockF32 {
     /// The partials of `values` (whole groups of [`LANES`]), assuming they are all finite.
     #[inline(always)]
-    fn of(values: &[f32], limit: f32) -> BlockF32 {
+    pub(super) fn of(values: &[f32], limit: f32) -> BlockF32 {
         // Two loops over the (L1-resident) block, in two functions: in one loop (or one function) the
         // compiler vectorizes the f32 lanes 2-wide to match the f64 ones, and the accumulators spill.
         let (min, max, zero, sat) = extremes(values, limit);
@@ -81,7 +82,7 @@ impl BlockF32 {
     /// Whether every value of the block was finite: NaN and ±inf make a square NaN or +inf, and the squares
     /// of finite f32 values (< 2^256) cannot overflow an f64 sum of [`BLOCK`] of them.
     #[inline(always)]
-    fn all_finite(&self) -> bool {
+    pub(super) fn all_finite(&self) -> bool {
         self.sumsq.iter().fold(0.0, |a, &s| a + s).is_finite()
     }
 }

@@ -22,8 +22,10 @@
 //! - `stream`: the same for a tensor whose bytes come in pieces ([`StatsStream`]).
 //! - `accumulator`: [`StatsAccumulator`], the blocked kernels that sum decoded values, built per instruction
 //!   set.
+//! - `fused`: fp16, bf16 and f32 bytes into the accumulator's block partials in one pass, at AVX-512.
 
 mod accumulator;
+mod fused;
 mod of_bytes;
 mod stream;
 

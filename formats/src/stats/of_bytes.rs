@@ -166,8 +166,12 @@ impl ChunkPlan {
                 h.push_f64(&buf64[..n]);
             }
         } else {
-            tensor::decode_f32_into(dtype, chunk, &mut buf32[..n])?;
-            acc.push_f32(&buf32[..n]);
+            // Whole blocks of fp16, bf16 and f32 straight from the bytes where the CPU can (the histogram
+            // needs the decoded values); what is left is decoded here. Same bits either way.
+            let done = if hist.is_none() { super::fused::push_whole_blocks(dtype, chunk, n, acc) } else { 0 };
+            let rest = &chunk[dtype.byte_size(done as u64).unwrap_or(0) as usize..];
+            tensor::decode_f32_into(dtype, rest, &mut buf32[..n - done])?;
+            acc.push_f32(&buf32[..n - done]);
             if let Some(h) = hist {
                 h.push_f32(&buf32[..n]);
             }
