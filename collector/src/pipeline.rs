@@ -120,9 +120,9 @@ pub fn wake_batch(slots: usize, writers: usize) -> usize {
 
 /// A writer's sleep, and the callback's way to end it without a system call per chunk.
 ///
-/// Writer: finds its queue empty, polls it for [`SPIN`], then sets `sleeping`, checks the queue once more
-/// and parks (with a timeout). Callback: after queueing, reads `sleeping` and unparks the writer only if it
-/// sleeps and its queue has reached [`Pipeline::wake_batch`]. Both sides put a SeqCst fence between their
+/// Writer: finds its queue empty, polls it for [`SPIN`] (only right after work), then sets `sleeping`,
+/// checks the queue once more and parks (with a timeout). Callback: after queueing, reads `sleeping` and
+/// unparks the writer only if it sleeps and its queue has reached [`Pipeline::wake_batch`]. Both sides put a SeqCst fence between their
 /// write (the flag; the message) and their read (the queue; the flag), so at least one of them sees the
 /// other's: a writer never sleeps past a full batch. Below the batch, messages wait for the writer's
 /// timeout ([`BUSY_NAP`] while busy): capture latency does not matter, only that chunks keep flowing
