@@ -1,10 +1,20 @@
 //! HCCL calls whose results differ between the runs, from the capture's collective records, and where
 //! they come among each step's first differences.
+//!
+//! How two runs' calls pair (one rule for the whole runs, any windows of their steps and a selection of
+//! steps): each rank's calls are compared only at the steps both runs hold on that rank (steps a ring
+//! deleted, or a shorter run never made, are a gap the unmatched tensors of those steps report, not a
+//! difference). Step by step, in call order, a call pairs with the other run's call at the same place when
+//! both are the same function and sequence number. The first call either run made without that
+//! counterpart parts the rank: it is reported as a tensor only that run holds, and the rank's later calls
+//! are not paired. A ring that deleted a rank's oldest records may have cut into its first step: there, the
+//! other run's calls before the ring's first one are the gap too.
 
-use super::report::FirstDifference;
+use super::report::{FirstDifference, UnmatchedTensor};
 use super::values::TensorDiff;
 use crate::filter::Filter;
-use crate::index::Index;
+use crate::index::{Index, RingDeleted};
+use accutrace_formats::capture::CollectiveInfo;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An HCCL call whose receive buffer differs between the runs, as the capture's collective records show it.
@@ -16,10 +26,9 @@ pub(super) struct CallDifference {
     first: FirstDifference,
 }
 
-/// The ranks whose calls stopped pairing in the parts (windows of steps) read so far: the whole run pairs
-/// a rank's calls in order until two differ, and every call after that is out of place. A part whose run 1
-/// made more or fewer calls on a rank than run 2's parts the rank too: the whole run pairs the extra call
-/// with one of the next part's, which differs.
+/// The ranks whose calls stopped pairing in the parts (windows of steps) read so far: a rank's calls
+/// part at the first call of either run without its counterpart, and every later call is out of place.
+/// Each step's calls pair within the step, so the parts' bounds change nothing.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CallPairing {
     parted: BTreeSet<u32>,
@@ -32,37 +41,118 @@ impl CallPairing {
     }
 }
 
-/// The HCCL calls of each rank, paired by their place in the rank's call order (same function and
-/// sequence number), whose receive buffers' content hashes differ. A call is nondeterministic itself (a
-/// reduction in a varying order) when every member's send buffer agrees between the runs; when some
-/// member's differs (on this rank or another), the call only propagates that difference. `pairing`: where
-/// the parts before this one left the pairing.
+/// Per rank, the first step a run's ring left it, which may have lost its first calls ([`RingDeleted`]).
+pub(super) type RingFirsts = BTreeMap<u32, u64>;
+
+/// [`RingFirsts`] of what a run's ring deleted.
+pub(super) fn ring_firsts(deleted: &[RingDeleted]) -> RingFirsts {
+    let mut firsts = RingFirsts::new();
+    for (rank, step) in deleted.iter().filter_map(|d| Some((d.rank, d.first_step?))) {
+        let first = firsts.entry(rank).or_insert(step);
+        *first = (*first).min(step);
+    }
+    firsts
+}
+
+/// How one step's calls of a rank pair: the leading calls of each run a ring's lost records leave without
+/// counterpart (`skipped`, the gap), then how many pair in order.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct StepPairing {
+    pub skipped: [usize; 2],
+    pub paired: usize,
+}
+
+impl StepPairing {
+    /// Whether every call of the step but the skipped ones paired (`lens`: the calls of each run).
+    pub fn whole(&self, lens: [usize; 2]) -> bool {
+        (0..2).all(|k| self.skipped[k] + self.paired == lens[k])
+    }
+}
+
+/// Pairs one step's calls of a rank, each known by its function and sequence number. `cut[k]`: run `k`
+/// may have lost the step's first calls (its ring's first step): the other run's calls before the first
+/// that is run `k`'s first call are skipped, all of them when run `k` kept none.
+pub(super) fn pair_step<K: PartialEq>(calls: [&[K]; 2], cut: [bool; 2]) -> StepPairing {
+    let mut skipped = [0; 2];
+    for k in 0..2 {
+        let (kept, other) = (&calls[k][skipped[k]..], calls[1 - k]);
+        if cut[k] {
+            let at = kept.first().map(|first| other.iter().position(|c| c == first));
+            skipped[1 - k] = match at {
+                None => other.len(),
+                Some(found) => found.unwrap_or(0),
+            };
+        }
+    }
+    let (a, b) = (&calls[0][skipped[0]..], &calls[1][skipped[1]..]);
+    let paired = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    StepPairing { skipped, paired }
+}
+
+/// A call of one run without its counterpart in the other, where its rank parted: `run` is 0 or 1.
+pub(super) struct UnpairedCall {
+    pub run: usize,
+    pub tensor: UnmatchedTensor,
+}
+
+/// A call of one run and its step.
+type Call<'a> = (&'a CollectiveInfo, Option<u64>);
+
+/// A rank's calls of one run that the pairing looks at, in call order.
+type RankCalls<'a> = Vec<Call<'a>>;
+
+/// The HCCL calls of each rank, paired step by step (see the module's text), whose receive buffers'
+/// content hashes differ, and the calls each run made without a counterpart where a rank parted. A call is
+/// nondeterministic itself (a reduction in a varying order) when every member's send buffer agrees between
+/// the runs; when some member's differs (on this rank or another), the call only propagates that
+/// difference. `pairing`: where the parts before this one left the pairing; `rings`: each run's
+/// [`RingFirsts`].
 pub(super) fn collective_differences(
     i1: &Index,
     i2: &Index,
     filter: &Filter,
     pairing: &mut CallPairing,
-) -> Vec<CallDifference> {
-    type Info = accutrace_formats::capture::CollectiveInfo;
-    let steps1 = i1.collective_steps();
+    rings: [&RingFirsts; 2],
+) -> (Vec<CallDifference>, Vec<UnpairedCall>) {
+    type Info = CollectiveInfo;
+    // Where only flagged ops were dumped, their steps say little of the calls': those pair in order.
+    let sparse = i1.only_overflowing_ops || i2.only_overflowing_ops;
+    let [steps1, steps2] = [i1.collective_steps(), i2.collective_steps()];
+    let held = [held_steps(i1), held_steps(i2)];
+    let ranks: BTreeSet<u32> = i1.collectives.iter().chain(&i2.collectives).map(|c| c.rank).collect();
     let mut pairs: Vec<(u32, &Info, &Info, Option<u64>)> = Vec::new();
-    for rank in i1.collectives.iter().map(|c| c.rank).collect::<BTreeSet<u32>>() {
+    let mut unpaired = Vec::new();
+    for rank in ranks {
         if pairing.parted.contains(&rank) {
             continue;
         }
-        let calls2: Vec<&Info> = i2.collectives.iter().filter(|c| c.rank == rank).map(|c| &c.info).collect();
-        let calls1: Vec<_> = i1.collectives.iter().zip(&steps1).filter(|(c, _)| c.rank == rank).collect();
-        let mut parted = calls1.len() != calls2.len();
-        for ((a, step), b) in calls1.into_iter().zip(calls2) {
-            let a = &a.info;
-            if (a.op, a.seq) != (b.op, b.seq) {
-                parted = true;
-                break;
+        let none = BTreeSet::new();
+        let [h1, h2] = held.each_ref().map(|h| h.get(&rank).unwrap_or(&none));
+        // A call no op places (a rank without ops) is at no step either run lacks.
+        let both = |step: &Option<u64>| sparse || step.is_none_or(|s| h1.contains(&s) && h2.contains(&s));
+        let calls = [rank_calls(i1, &steps1, rank, both), rank_calls(i2, &steps2, rank, both)];
+        let cut = [0, 1].map(|k| rings[k].get(&rank).copied());
+        let (paired, parted) = pair_rank(&calls, sparse, cut);
+        pairs.extend(paired.into_iter().map(|[a, b]| (rank, a.0, b.0, a.1)));
+        let Some(first) = parted else { continue };
+        pairing.parted.insert(rank);
+        for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
+            // A call no op places cannot be named by its step: its rank's parting goes unsaid.
+            let Some(step) = step else { continue };
+            let name = call.op.api_name();
+            if filter.keeps_at(name, step, rank) {
+                let tensor = format!(
+                    "{name} #{} (an HCCL call without its counterpart in run{}: the rank's later calls are \
+                     not paired)",
+                    call.seq,
+                    2 - run
+                );
+                let run_name = ["run1", "run2"][run];
+                unpaired.push(UnpairedCall {
+                    run,
+                    tensor: UnmatchedTensor { run: run_name, tensor, step, rank },
+                });
             }
-            pairs.push((rank, a, b, *step));
-        }
-        if parted {
-            pairing.parted.insert(rank);
         }
     }
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
@@ -129,7 +219,54 @@ pub(super) fn collective_differences(
             },
         });
     }
-    found
+    (found, unpaired)
+}
+
+/// The pairs of one rank's calls of each run, step by step (one sequence where `sparse`), and where the
+/// rank parted: the first call of each run without its counterpart there, if it made one. `cut[k]`: the
+/// first step run `k`'s ring left, which may have lost its first calls.
+fn pair_rank<'a>(
+    calls: &[RankCalls<'a>; 2],
+    sparse: bool,
+    cut: [Option<u64>; 2],
+) -> (Vec<[Call<'a>; 2]>, Option<[Option<Call<'a>>; 2]>) {
+    let group = |c: &Call| if sparse { None } else { c.1 };
+    let (mut at, mut pairs) = ([0usize; 2], Vec::new());
+    loop {
+        let next = [0, 1].map(|k| calls[k].get(at[k]).map(group));
+        let Some(step) = next.into_iter().flatten().min() else { return (pairs, None) };
+        let part = [0, 1].map(|k| {
+            let rest = &calls[k][at[k]..];
+            &rest[..rest.iter().take_while(|c| group(c) == step).count()]
+        });
+        let keys = part.map(|p| p.iter().map(|(c, _)| (c.op, c.seq)).collect::<Vec<_>>());
+        let p = pair_step([&keys[0], &keys[1]], cut.map(|c| step.is_some() && c == step));
+        pairs.extend((0..p.paired).map(|n| [part[0][p.skipped[0] + n], part[1][p.skipped[1] + n]]));
+        if !p.whole([part[0].len(), part[1].len()]) {
+            return (pairs, Some([0, 1].map(|k| part[k].get(p.skipped[k] + p.paired).copied())));
+        }
+        at = [0, 1].map(|k| at[k] + part[k].len());
+    }
+}
+
+/// `rank`'s calls in `index` (`steps`: each call's) at the steps `keep` keeps.
+fn rank_calls<'a>(
+    index: &'a Index,
+    steps: &[Option<u64>],
+    rank: u32,
+    keep: impl Fn(&Option<u64>) -> bool,
+) -> RankCalls<'a> {
+    let calls = index.collectives.iter().zip(steps).filter(|(c, s)| c.rank == rank && keep(s));
+    calls.map(|(c, s)| (&c.info, *s)).collect()
+}
+
+/// The steps each rank's ops are at.
+fn held_steps(index: &Index) -> BTreeMap<u32, BTreeSet<u64>> {
+    let mut held: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
+    for op in &index.ops {
+        held.entry(op.rank).or_default().insert(op.step);
+    }
+    held
 }
 
 /// The first difference of each step and rank with the HCCL calls taken into account: a differing call
@@ -152,4 +289,31 @@ pub(super) fn with_collectives(
     let mut found: Vec<FirstDifference> = by_place.into_values().map(|(f, _)| f).collect();
     found.sort_by_key(|f| (f.step, f.rank));
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Calls pair in order while they are the same; where a run may have lost a step's first calls, the
+    /// other's calls before its first one are skipped (all of them when it kept none), and a first call
+    /// the other lacks skips nothing.
+    #[test]
+    fn a_step_pairs_in_order_past_what_a_ring_lost() {
+        let full = [1, 2, 3];
+        assert_eq!(pair_step([&full, &full], [false; 2]), StepPairing { skipped: [0, 0], paired: 3 });
+        let p = pair_step([&[1, 3][..], &full], [false; 2]);
+        assert_eq!((p.paired, p.whole([2, 3])), (1, false));
+        let p = pair_step([&[2, 3][..], &full], [true, false]);
+        assert_eq!((p.skipped, p.paired, p.whole([2, 3])), ([0, 1], 2, true));
+        let p = pair_step([&full, &[3][..]], [false, true]);
+        assert_eq!((p.skipped, p.paired, p.whole([3, 1])), ([2, 0], 1, true));
+        let p = pair_step([&[][..], &full], [true, false]);
+        assert!(p.whole([0, 3]), "{p:?}");
+        let p = pair_step([&[4, 3][..], &full], [true, false]);
+        assert_eq!((p.skipped, p.paired, p.whole([2, 3])), ([0, 0], 0, false));
+        // Cut short after its first call: the call it lacks later is no gap.
+        let p = pair_step([&[2][..], &full], [true, false]);
+        assert!(!p.whole([1, 3]), "{p:?}");
+    }
 }

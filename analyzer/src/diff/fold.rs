@@ -3,11 +3,11 @@
 //! and tensor of its steps, so what is per step (the first difference, an op's inputs) is decided within
 //! it; what spans parts (the census, the counts, where the calls' pairing stopped) is carried over.
 
-use super::calls::{collective_differences, with_collectives, CallPairing};
+use super::calls::{collective_differences, ring_firsts, with_collectives, CallPairing, RingFirsts};
 use super::measure::{diff_tensor, footprint, stats_delta};
 use super::report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
 use super::values::TensorDiff;
-use crate::index::{Index, IndexedOp, Io, OpId, TensorId};
+use crate::index::{Index, IndexedOp, Io, OpId, RingDeleted, TensorId};
 use crate::matching::{match_runs, MatchOptions};
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
@@ -47,13 +47,15 @@ pub(super) struct DiffFold {
     warnings: [Vec<String>; 2],
     matching_warnings: Vec<String>,
     calls: CallPairing,
+    /// Each run's first steps its ring left, which may have lost their first calls.
+    rings: [RingFirsts; 2],
 }
 
 impl DiffFold {
     /// A fold whose HCCL calls pair from `calls` on (the windows before the parts it will be given left
-    /// the pairing there).
-    pub fn starting_with(calls: CallPairing) -> DiffFold {
-        DiffFold { calls, ..DiffFold::default() }
+    /// the pairing there), of runs whose rings deleted `ring_deleted` (the parts' indexes do not say it).
+    pub fn starting_with(calls: CallPairing, ring_deleted: [&[RingDeleted]; 2]) -> DiffFold {
+        DiffFold { calls, rings: ring_deleted.map(ring_firsts), ..DiffFold::default() }
     }
 
     /// Adds a part of each run: the same steps of both, after the steps of the parts added before. Only
@@ -133,7 +135,17 @@ impl DiffFold {
             },
         );
         progress.finish();
-        let calls = collective_differences(i1, i2, &options.filter, &mut self.calls);
+        // A whole run's index says what its ring deleted.
+        for (rings, index) in self.rings.iter_mut().zip([i1, i2]) {
+            rings.extend(ring_firsts(&index.ring_deleted));
+        }
+        let [r1, r2] = &self.rings;
+        let (calls, unpaired) = collective_differences(i1, i2, &options.filter, &mut self.calls, [r1, r2]);
+        for call in unpaired {
+            // After the tensors of its step and rank: a call's place among the ops is not the index's.
+            let at = ((call.tensor.rank, call.tensor.step, u64::MAX), TensorId::MAX);
+            self.unmatched[call.run].push((at, call.tensor));
+        }
         self.first_differences.extend(with_collectives(folded.first_differences(), &calls));
         self.compared +=
             folded.seen.iter().filter(|s| matches!(s, Seen::Identical | Seen::Differing)).count();

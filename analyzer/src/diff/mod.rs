@@ -74,7 +74,7 @@ pub fn diff_by_windows_from(
     // A window's pairs are many and quick: the bar counts windows.
     let quiet = DiffOptions { progress: false, ..options.clone() };
     let mut configuration = ConfigurationFold::default();
-    let mut fold = DiffFold::starting_with(calls);
+    let mut fold = DiffFold::starting_with(calls, [runs[0].ring_deleted(), runs[1].ring_deleted()]);
     for w in 0..count {
         // Indexing one run does not depend on the other: both at once.
         let (a, b) = rayon::join(|| runs[0].open(w), || runs[1].open(w));

@@ -2,17 +2,31 @@
 //! tells how the HCCL calls of the steps before them pair. The rest of diff's answer is the selection's
 //! own (first differences, census rows, counts, unmatched tensors and the configuration check keep to the
 //! filter; the shortfalls, the ring's deletions and a mix of runs are the census's). The calls are not: a
-//! rank's calls pair in order over every window read before (`calls`), so a step's calls pair as the
+//! rank's calls part at the first call without its counterpart (`calls`), so a step's calls pair as the
 //! steps before it leave them.
 
-use super::calls::CallPairing;
+use super::calls::{pair_step, ring_firsts, CallPairing, RingFirsts};
 use crate::sources::capture::step_calls::StepCalls;
 use crate::sources::capture::windows::StepWindows;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::RangeInclusive;
 
 /// Each rank's calls, step by step ([`StepWindows::calls_by_step`]).
 type RankCalls<'a> = BTreeMap<u32, &'a BTreeMap<u64, StepCalls>>;
+
+/// What the census says of one run's calls: each rank's calls by step, the (rank, step) places of its
+/// ops, and the first steps its ring left.
+struct Census<'a> {
+    calls: RankCalls<'a>,
+    held: BTreeSet<(u32, u64)>,
+    ring: RingFirsts,
+}
+
+impl Census<'_> {
+    fn of(w: &StepWindows) -> Option<Census<'_>> {
+        let calls = w.calls_by_step()?;
+        Some(Census { calls, held: w.places(), ring: ring_firsts(w.ring_deleted()) })
+    }
+}
 
 /// Keeps the windows of both runs (one list for both, [`StepWindows::align`]) to `steps`, where the census
 /// tells how the calls of the steps before them pair, and returns the pairing the first selected window
@@ -32,64 +46,44 @@ pub fn select_steps(runs: [&mut StepWindows; 2], steps: &[u64], window_tensors: 
 /// The pairing at the first of `steps` that reading every window of `a` and `b` would leave, from the
 /// census alone; `None` where it cannot tell.
 fn pairing_at(a: &StepWindows, b: &StepWindows, steps: &[u64]) -> Option<CallPairing> {
-    let (&first, &last) = (steps.iter().min()?, steps.iter().max()?);
-    let calls = [a.calls_by_step()?, b.calls_by_step()?];
+    let selected: BTreeSet<u64> = steps.iter().copied().collect();
+    let runs = [Census::of(a)?, Census::of(b)?];
     // A call's members are counted over the window it is read in: each must be read with the call.
-    if !each_call_at_one_step(&calls[0]) {
+    if !each_call_at_one_step(&runs[0].calls) {
         return None;
     }
-    parted_before(a.windows(), [&calls[0], &calls[1]], first, last).map(CallPairing::parted)
+    parted_before(&runs, &selected).map(CallPairing::parted)
 }
 
-/// The ranks whose calls stopped pairing in the `windows` before the one holding `first` (as
-/// `collective_differences` parts them: window by window, a rank that run 1 made calls on in a window
-/// parts when the two runs' calls there are not the same sequence). `None` unless, on every rank left,
-/// the steps of the first selected window before `first` hold the same calls in both runs, and so does
-/// each step from `first` to `last`: then the selected steps' calls pair alike however their windows are
-/// made.
-fn parted_before(
-    windows: &[RangeInclusive<u64>],
-    calls: [&RankCalls; 2],
-    first: u64,
-    last: u64,
-) -> Option<BTreeSet<u32>> {
-    let none = BTreeMap::new();
-    let ranks: BTreeSet<u32> = calls.iter().flat_map(|c| c.keys().copied()).collect();
+/// The ranks whose calls part at a step both runs hold before the first of `selected` (as
+/// `collective_differences` parts them, step by step). `None` unless, on every rank left, each step both
+/// runs hold from the first selected step to the last that the selection leaves out pairs whole: its
+/// windows are not read, so nothing could part the rank there.
+fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<BTreeSet<u32>> {
+    let (&first, &last) = (selected.first()?, selected.last()?);
+    let (none, empty) = (BTreeMap::new(), StepCalls::default());
+    let ranks: BTreeSet<u32> = runs.iter().flat_map(|r| r.calls.keys().copied()).collect();
     let mut parted = BTreeSet::new();
     for rank in ranks {
-        let [c1, c2] = calls.map(|c| c.get(&rank).copied().unwrap_or(&none));
-        let of = |steps: RangeInclusive<u64>| [c1, c2].map(|c| in_order(c.range(steps.clone())));
-        for window in windows.iter().take_while(|w| *w.start() < first) {
-            if *window.end() < first {
-                let [w1, w2] = of(window.clone());
-                if w1.count > 0 && !w1.same_calls(&w2) {
-                    parted.insert(rank);
-                    break;
-                }
-            } else {
-                let [p1, p2] = of(*window.start()..=first - 1);
-                if !p1.same_calls(&p2) {
-                    return None;
-                }
+        let [c1, c2] = [0, 1].map(|k| runs[k].calls.get(&rank).copied().unwrap_or(&none));
+        let steps: BTreeSet<u64> = c1.keys().chain(c2.keys()).copied().filter(|&s| s <= last).collect();
+        let held = |s: u64| runs.iter().all(|r| r.held.contains(&(rank, s)));
+        for step in steps.into_iter().filter(|&s| held(s)) {
+            let [x, y] = [c1, c2].map(|c| &c.get(&step).unwrap_or(&empty).calls);
+            let cut = [0, 1].map(|k| runs[k].ring.get(&rank) == Some(&step));
+            if pair_step([x, y], cut).whole([x.len(), y.len()]) {
+                continue;
             }
-        }
-        if parted.contains(&rank) {
-            continue;
-        }
-        let empty = StepCalls::default();
-        let mut selected = c1.range(first..=last).chain(c2.range(first..=last)).map(|(&s, _)| s);
-        if selected.any(|s| !c1.get(&s).unwrap_or(&empty).same_calls(c2.get(&s).unwrap_or(&empty))) {
-            return None;
+            // Before the selection the rank parts; at a selected step its window's read parts it.
+            if step < first {
+                parted.insert(rank);
+            } else if !selected.contains(&step) {
+                return None;
+            }
+            break;
         }
     }
     Some(parted)
-}
-
-/// The calls of consecutive steps, one after another.
-fn in_order<'a>(steps: impl Iterator<Item = (&'a u64, &'a StepCalls)>) -> StepCalls {
-    let mut all = StepCalls::default();
-    steps.for_each(|(_, calls)| all.then(calls));
-    all
 }
 
 /// Whether no communicator's sequence numbers of one step (over every rank) reach into another step's:
@@ -113,6 +107,7 @@ fn each_call_at_one_step(calls: &RankCalls) -> bool {
 mod tests {
     use super::*;
     use accutrace_formats::capture::CollectiveOp::{self, AllGather, AllReduce, Broadcast};
+    use std::ops::RangeInclusive;
 
     /// A rank's calls: per step, (function, sequence number) on the one communicator.
     fn rank(steps: &[(u64, &[(CollectiveOp, u64)])]) -> BTreeMap<u64, StepCalls> {
@@ -133,62 +128,86 @@ mod tests {
         rank(&borrowed)
     }
 
+    /// The ranks parted before `selected` of runs whose ranks `runs` each hold `held` steps, the ring of
+    /// each leaving it `ring` (rank, first step).
     fn parted(
-        windows: &[RangeInclusive<u64>],
         runs: [&[(u32, &BTreeMap<u64, StepCalls>)]; 2],
-        steps: RangeInclusive<u64>,
+        held: [RangeInclusive<u64>; 2],
+        ring: [&[(u32, u64)]; 2],
+        selected: &[u64],
     ) -> Option<Vec<u32>> {
-        let [a, b]: [RankCalls; 2] = runs.map(|r| r.iter().copied().collect());
-        let found = parted_before(windows, [&a, &b], *steps.start(), *steps.end())?;
+        let census = |k: usize| {
+            let calls: RankCalls = runs[k].iter().copied().collect();
+            let held = runs[k].iter().flat_map(|&(r, _)| held[k].clone().map(move |s| (r, s))).collect();
+            Census { calls, held, ring: ring[k].iter().copied().collect() }
+        };
+        let found = parted_before(&[census(0), census(1)], &selected.iter().copied().collect())?;
         Some(found.into_iter().collect())
     }
 
-    /// Runs whose calls are the same before and at the selection start it with nothing parted, whatever
-    /// the windows.
+    /// Runs whose calls are the same before and at the selection start it with nothing parted.
     #[test]
     fn the_same_calls_leave_nothing_parted() {
         let h = healthy();
         let both = [(0, &h), (1, &h)];
-        assert_eq!(parted(&[0..=1, 2..=3, 4..=5], [&both, &both], 4..=4), Some(vec![]));
-        assert_eq!(parted(&[0..=5], [&both, &both], 3..=5), Some(vec![]));
+        assert_eq!(parted([&both, &both], [0..=5, 0..=5], [&[], &[]], &[4]), Some(vec![]));
+        assert_eq!(parted([&both, &both], [0..=5, 0..=5], [&[], &[]], &[3, 4, 5]), Some(vec![]));
     }
 
-    /// An earlier window whose calls differ in number or order parts the rank, as reading it would; a
-    /// window in which run 1 made no call on the rank does not.
+    /// An earlier step whose calls differ in number or order parts the rank, whichever run made the call
+    /// the other lacks.
     #[test]
-    fn an_earlier_window_of_other_calls_parts_its_rank() {
+    fn an_earlier_call_without_its_counterpart_parts_its_rank() {
         let h = healthy();
         let mut extra = healthy();
         extra.get_mut(&1).unwrap().push(Broadcast, 99, "world");
-        let swapped = rank(&[(0, &[(AllReduce, 2), (AllReduce, 1), (AllGather, 3)])]);
         let mut reordered = healthy();
-        reordered.insert(0, swapped.into_values().next().unwrap());
-        let windows = [0..=1, 2..=3, 4..=5];
-        let run1 = [(0, &h), (1, &h), (2, &h)];
-        let run2 = [(0, &extra), (1, &h), (2, &reordered)];
-        assert_eq!(parted(&windows, [&run1, &run2], 4..=5), Some(vec![0, 2]));
-        // Run 1 without calls on rank 3 in the first window: the rank is not looked at there.
-        let late = rank(&[(2, &[(AllReduce, 7)]), (4, &[(AllReduce, 13)])]);
-        let early = rank(&[(0, &[(AllReduce, 1)]), (2, &[(AllReduce, 7)]), (4, &[(AllReduce, 13)])]);
-        assert_eq!(parted(&windows, [&[(3, &late)], &[(3, &early)]], 4..=4), Some(vec![]));
-        // The other way round, run 1's call in a window run 2 lacks parts it.
-        assert_eq!(parted(&windows, [&[(3, &early)], &[(3, &late)]], 4..=4), Some(vec![3]));
+        reordered
+            .insert(0, rank(&[(0, &[(AllReduce, 2), (AllReduce, 1), (AllGather, 3)])]).remove(&0).unwrap());
+        let mut fewer = healthy();
+        fewer.get_mut(&2).unwrap().calls.pop();
+        let run1 = [(0, &h), (1, &h), (2, &h), (3, &fewer)];
+        let run2 = [(0, &extra), (1, &h), (2, &reordered), (3, &h)];
+        let all = [0..=5, 0..=5];
+        assert_eq!(parted([&run1, &run2], all.clone(), [&[], &[]], &[4, 5]), Some(vec![0, 2, 3]));
+        assert_eq!(parted([&run2, &run1], all, [&[], &[]], &[4, 5]), Some(vec![0, 2, 3]));
     }
 
-    /// Calls that differ in the selected window's steps before the selection, or at a selected step, on a
-    /// rank still paired leave the pairing unknown: it would depend on how the windows are made.
+    /// Steps only one run holds are a gap, whatever calls they hold; at the first step a ring left, the
+    /// other run's calls before the ring's first one are the gap too (a call after it without its
+    /// counterpart still parts the rank).
     #[test]
-    fn other_calls_inside_the_selected_window_leave_it_unknown() {
+    fn steps_a_ring_deleted_are_a_gap() {
+        let full = healthy();
+        // The ring kept steps 2-5, the first without its first call.
+        let mut ring = healthy();
+        (0..2).for_each(|s| _ = ring.remove(&s));
+        ring.get_mut(&2).unwrap().calls.remove(0);
+        let [r, f] = [[(0, &ring)], [(0, &full)]];
+        let cut: &[(u32, u64)] = &[(0, 2)];
+        assert_eq!(parted([&r, &f], [2..=5, 0..=5], [cut, &[]], &[4]), Some(vec![]));
+        assert_eq!(parted([&f, &r], [0..=5, 2..=5], [&[], cut], &[4]), Some(vec![]));
+        // Not a ring's: the call it lacks parts the rank.
+        assert_eq!(parted([&r, &f], [2..=5, 0..=5], [&[], &[]], &[4]), Some(vec![0]));
+        let mut lost_later = ring.clone();
+        lost_later.get_mut(&2).unwrap().calls.pop();
+        assert_eq!(parted([&[(0, &lost_later)], &f], [2..=5, 0..=5], [cut, &[]], &[4]), Some(vec![0]));
+    }
+
+    /// A step the selection leaves out between its first and last steps whose calls do not pair leaves the
+    /// pairing unknown (its window is not read); one the selection holds parts the rank when read, and a
+    /// step past the selection is not looked at.
+    #[test]
+    fn other_calls_between_the_selected_steps_leave_it_unknown() {
         let h = healthy();
         let mut extra = healthy();
         extra.get_mut(&3).unwrap().push(Broadcast, 99, "world");
-        let run1 = [(0, &h)];
-        let run2 = [(0, &extra)];
-        assert_eq!(parted(&[0..=1, 2..=5], [&run1, &run2], 4..=4), None);
-        assert_eq!(parted(&[0..=1, 2..=5], [&run1, &run2], 2..=3), None);
-        // A step past the selection is not looked at; nor is one in an earlier window (it parts the rank).
-        assert_eq!(parted(&[0..=1, 2..=5], [&run1, &run2], 2..=2), Some(vec![]));
-        assert_eq!(parted(&[0..=3, 4..=5], [&run1, &run2], 4..=5), Some(vec![0]));
+        let (run1, run2) = ([(0, &h)], [(0, &extra)]);
+        let all = || [0..=5, 0..=5];
+        assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[2, 4]), None);
+        assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[2, 3, 5]), Some(vec![]));
+        assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[2]), Some(vec![]));
+        assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[4, 5]), Some(vec![0]));
     }
 
     /// A communicator's sequence numbers of one step reaching into another step's (a call placed in one

@@ -1,23 +1,17 @@
 //! What the census keeps of each step's HCCL calls on a rank (#18): enough for `diff`, which pairs two runs'
-//! calls in their order, to tell whether the calls of the steps before a selection pair alike without
-//! reading those steps' windows: a few words a step, and while the census reads a stream, three a call.
+//! calls step by step, to tell whether the calls of the steps before a selection pair without reading
+//! those steps' windows: a word a call and a few a step, and while the census reads a stream, three a call.
 
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-/// The multiplier of a sequence's hash, `Σ x_i·P^(n-1-i)` (wrapping): the hash of two sequences one after
-/// the other is made from theirs ([`StepCalls::then`]).
-const P: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// A rank's HCCL calls at one step (or at consecutive steps, [`StepCalls::then`]): how many, a hash of the
-/// sequence of their function and sequence number (what `diff` pairs them by), and each communicator's
-/// lowest and highest sequence number.
+/// A rank's HCCL calls at one step: each call's hash of its function and sequence number (what `diff`
+/// pairs them by), in call order, and each communicator's lowest and highest sequence number.
 #[derive(Clone, Debug, Default)]
 pub struct StepCalls {
-    pub count: u64,
-    pub hash: u64,
+    pub calls: Vec<u64>,
     /// Per communicator (its name's hash): the lowest and the highest sequence number.
     pub seqs: Vec<(u64, u64, u64)>,
 }
@@ -29,29 +23,11 @@ impl StepCalls {
     }
 
     fn push_hashed(&mut self, call: u64, seq: u64, comm: u64) {
-        self.count += 1;
-        self.hash = self.hash.wrapping_mul(P).wrapping_add(call);
+        self.calls.push(call);
         match self.seqs.iter_mut().find(|s| s.0 == comm) {
             Some(s) => (s.1, s.2) = (s.1.min(seq), s.2.max(seq)),
             None => self.seqs.push((comm, seq, seq)),
         }
-    }
-
-    /// These calls followed by `next`'s.
-    pub fn then(&mut self, next: &StepCalls) {
-        self.count += next.count;
-        self.hash = self.hash.wrapping_mul(power(P, next.count)).wrapping_add(next.hash);
-        for &(comm, lo, hi) in &next.seqs {
-            match self.seqs.iter_mut().find(|s| s.0 == comm) {
-                Some(s) => (s.1, s.2) = (s.1.min(lo), s.2.max(hi)),
-                None => self.seqs.push((comm, lo, hi)),
-            }
-        }
-    }
-
-    /// Whether both are the same calls in the same order (as far as a 64-bit hash tells).
-    pub fn same_calls(&self, other: &StepCalls) -> bool {
-        (self.count, self.hash) == (other.count, other.hash)
     }
 }
 
@@ -64,19 +40,6 @@ fn hash_of(value: impl Hash) -> u64 {
     let mut hasher = DefaultHasher::new();
     value.hash(&mut hasher);
     hasher.finish()
-}
-
-/// `base` to the `exp` (wrapping), by squaring.
-fn power(mut base: u64, mut exp: u64) -> u64 {
-    let mut result: u64 = 1;
-    while exp > 0 {
-        if exp & 1 == 1 {
-            result = result.wrapping_mul(base);
-        }
-        base = base.wrapping_mul(base);
-        exp >>= 1;
-    }
-    result
 }
 
 /// A stream's calls as the census reads them, a few words each until every step's start is known: records
@@ -142,16 +105,11 @@ mod tests {
         calls
     }
 
-    /// Calls made one sequence in parts hash as the whole sequence; another order, function or number does
-    /// not.
+    /// A call is known by its function and sequence number, not by its communicator's name (each run
+    /// names its own), whose sequence numbers are spanned apart.
     #[test]
-    fn a_sequence_in_parts_is_the_whole_sequence() {
+    fn calls_are_their_functions_and_sequence_numbers() {
         let whole = calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]);
-        let mut parts = calls(&[(AllReduce, 1)]);
-        parts.then(&StepCalls::default());
-        parts.then(&calls(&[(AllReduce, 2), (AllGather, 3)]));
-        assert!(parts.same_calls(&whole));
-        assert_eq!(parts.seqs, whole.seqs);
         assert_eq!(whole.seqs.len(), 1);
         assert_eq!((whole.seqs[0].1, whole.seqs[0].2), (1, 3));
         for other in [
@@ -159,12 +117,11 @@ mod tests {
             calls(&[(AllReduce, 1), (AllReduce, 2), (AllReduce, 3)]),
             calls(&[(AllReduce, 1), (AllReduce, 2)]),
         ] {
-            assert!(!other.same_calls(&whole));
+            assert_ne!(other.calls, whole.calls);
         }
-        // A communicator of another name (each run names its own) is the same calls, spanned apart.
         let mut elsewhere = calls(&[(AllReduce, 1), (AllReduce, 2)]);
         elsewhere.push(AllGather, 3, "pipeline");
-        assert!(elsewhere.same_calls(&whole));
+        assert_eq!(elsewhere.calls, whole.calls);
         assert_eq!(elsewhere.seqs.len(), 2);
     }
 
@@ -180,8 +137,8 @@ mod tests {
         read.add(250, AllReduce, 4, "world");
         read.add(260, AllReduce, 0, "pipeline");
         let steps = read.by_step(step_of).expect("every call in a step");
-        assert!(steps[&1].same_calls(&calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)])));
-        assert!(steps[&2].same_calls(&calls(&[(AllReduce, 4), (AllReduce, 0)])));
+        assert_eq!(steps[&1].calls, calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]).calls);
+        assert_eq!(steps[&2].calls, calls(&[(AllReduce, 4), (AllReduce, 0)]).calls);
         assert_eq!(steps[&2].seqs.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(), [(4, 4), (0, 0)]);
         let mut early = StreamCalls::default();
         early.add(50, AllReduce, 1, "world");
