@@ -92,6 +92,32 @@ fn merge_finite_blocks(_source: Source, _bytes: &[u8], _acc: &mut StatsAccumulat
     unreachable!("push_whole_blocks returns before any block on other targets")
 }
 
+/// The magnitude bits (sign cleared) of the fp16 (`source` 0) or bf16 (1) values `x` with `|x| == limit`,
+/// or 0xFFFF, which no magnitude (at most 0x7FFF) equals, where there are none. Float equality is bit
+/// equality but for zeros (and NaN, which equals nothing).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn limit_bits16(source: u8, limit: f32) -> u16 {
+    const NONE: u16 = 0xFFFF;
+    if limit.is_nan() || limit < 0.0 {
+        return NONE;
+    }
+    if limit == 0.0 {
+        return 0;
+    }
+    match source {
+        0 => {
+            let h = half::f16::from_f32(limit);
+            if h.to_f32() == limit {
+                h.to_bits()
+            } else {
+                NONE
+            }
+        }
+        1 if limit.to_bits() & 0xFFFF == 0 => (limit.to_bits() >> 16) as u16,
+        _ => NONE,
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{StatsAccumulator, BLOCK, LANES};
@@ -144,20 +170,23 @@ mod avx512 {
             }
         }
 
-        /// The next group of LANES values: what `extremes_kernel` and `sums_kernel` do with it.
+        /// The next group of LANES values of source `S`: what `extremes_kernel` and `sums_kernel` do with
+        /// it, but for the counts of 16-bit sources, which [`Partials::count16`] takes from their bits.
         #[inline]
         #[target_feature(enable = "avx2,f16c,avx512f,avx512vl,avx512dq,avx512bw")]
-        fn add(&mut self, x: __m256, limit: __m256) {
+        fn add<const S: u8>(&mut self, x: __m256, limit: __m256) {
             // MINPS returns its first operand when it is less, else the second: `if x < min { x } else
             // { min }`, the generic kernel's select (which keeps a lane's first zero of either sign).
             self.min = _mm256_min_ps(x, self.min);
             self.max = _mm256_max_ps(x, self.max);
-            // An equal lane compares to all ones, -1: subtracting it counts.
-            let is_zero = _mm256_cmp_ps::<_CMP_EQ_OQ>(x, _mm256_setzero_ps());
-            self.zero = _mm256_sub_epi32(self.zero, _mm256_castps_si256(is_zero));
-            let magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0), x);
-            let is_sat = _mm256_cmp_ps::<_CMP_EQ_OQ>(magnitude, limit);
-            self.sat = _mm256_sub_epi32(self.sat, _mm256_castps_si256(is_sat));
+            if S == 2 {
+                // An equal lane compares to all ones, -1: subtracting it counts.
+                let is_zero = _mm256_cmp_ps::<_CMP_EQ_OQ>(x, _mm256_setzero_ps());
+                self.zero = _mm256_sub_epi32(self.zero, _mm256_castps_si256(is_zero));
+                let magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0), x);
+                let is_sat = _mm256_cmp_ps::<_CMP_EQ_OQ>(magnitude, limit);
+                self.sat = _mm256_sub_epi32(self.sat, _mm256_castps_si256(is_sat));
+            }
             // Widening is exact, and so is |x| widened; a mul then an add is never fused into an FMA.
             let w = _mm512_cvtps_pd(x);
             self.sum = _mm512_add_pd(self.sum, w);
@@ -173,6 +202,42 @@ mod avx512 {
             // Classes: QNaN, +inf, -inf, SNaN.
             _mm512_fpclass_pd_mask::<0x99>(self.sumsq) == 0
         }
+
+        /// The zero and saturation counts of a block of fp16 or bf16 values from their bits, 32 at a time:
+        /// `x == 0` is a magnitude of 0 and `|x| == limit` a magnitude of `limit_bits` (see
+        /// [`super::limit_bits16`]); element `e` of a register counts values `j` with `j % 32 == e`, so
+        /// lane `i` is the sum of elements `i`, `i + 8`, `i + 16` and `i + 24`, the same counts as the f32
+        /// compares give lane by lane.
+        ///
+        /// # Safety
+        /// `block` is readable for BLOCK 16-bit values.
+        #[inline]
+        #[target_feature(enable = "avx2,f16c,avx512f,avx512vl,avx512dq,avx512bw")]
+        unsafe fn count16(&mut self, block: *const u8, limit_bits: u16) {
+            let magnitude = _mm512_set1_epi16(0x7FFF);
+            let limit = _mm512_set1_epi16(limit_bits as i16);
+            let one = _mm512_set1_epi16(1);
+            let (mut zero, mut sat) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            for k in 0..BLOCK / 32 {
+                // SAFETY: k < BLOCK / 32, so the 64 bytes lie in the block.
+                let v = unsafe { _mm512_loadu_si512(block.add(k * 64).cast()) };
+                zero = _mm512_mask_add_epi16(zero, _mm512_testn_epi16_mask(v, magnitude), zero, one);
+                let m = _mm512_and_si512(v, magnitude);
+                sat = _mm512_mask_add_epi16(sat, _mm512_cmpeq_epi16_mask(m, limit), sat, one);
+            }
+            self.zero = lanes_of(zero);
+            self.sat = lanes_of(sat);
+        }
+    }
+
+    /// The per-lane u32 sums of a register of 32 u16 counts (element `e` belongs to lane `e % 8`, at
+    /// position `e % 8` of its 128-bit quarter; each at most BLOCK / 32, so no sum overflows).
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,avx512f,avx512vl,avx512dq,avx512bw")]
+    fn lanes_of(v: __m512i) -> __m256i {
+        let low = _mm_add_epi16(_mm512_castsi512_si128(v), _mm512_extracti32x4_epi32::<1>(v));
+        let high = _mm_add_epi16(_mm512_extracti32x4_epi32::<2>(v), _mm512_extracti32x4_epi32::<3>(v));
+        _mm256_cvtepu16_epi32(_mm_add_epi16(low, high))
     }
 
     /// The accumulator's totals in registers.
@@ -244,6 +309,7 @@ mod avx512 {
         let block_bytes = BLOCK * if S == 2 { 4 } else { 2 };
         let blocks = bytes.len() / block_bytes;
         let limit = _mm256_set1_ps(acc.saturation_limit_f32());
+        let limit_bits = super::limit_bits16(S, acc.saturation_limit_f32());
         let mut t = Totals::load(acc);
         let mut done = 0;
         while done < blocks {
@@ -255,8 +321,12 @@ mod avx512 {
                 for g in 0..BLOCK / LANES {
                     // SAFETY: both blocks lie in `bytes` (done + 1 < blocks) and g < BLOCK / LANES.
                     let (x, y) = unsafe { (group::<S>(pa, g), group::<S>(pb, g)) };
-                    a.add(x, limit);
-                    b.add(y, limit);
+                    a.add::<S>(x, limit);
+                    b.add::<S>(y, limit);
+                }
+                if S != 2 {
+                    // SAFETY: both blocks lie in `bytes`.
+                    unsafe { (a.count16(pa, limit_bits), b.count16(pb, limit_bits)) };
                 }
                 if !a.all_finite() {
                     break;
@@ -271,7 +341,11 @@ mod avx512 {
             } else {
                 for g in 0..BLOCK / LANES {
                     // SAFETY: the block lies in `bytes` (done < blocks) and g < BLOCK / LANES.
-                    a.add(unsafe { group::<S>(pa, g) }, limit);
+                    a.add::<S>(unsafe { group::<S>(pa, g) }, limit);
+                }
+                if S != 2 {
+                    // SAFETY: the block lies in `bytes`.
+                    unsafe { a.count16(pa, limit_bits) };
                 }
                 if !a.all_finite() {
                     break;
@@ -423,6 +497,22 @@ mod tests {
             }
         }
         assert_eq!(push_whole_blocks(DType::INT8, &[0; 4096], 4096, &mut StatsAccumulator::new(None)), 0);
+    }
+
+    #[test]
+    fn saturation_limits_as_16_bit_magnitudes() {
+        assert_eq!(limit_bits16(0, 65504.0), 0x7BFF);
+        assert_eq!(limit_bits16(1, half::bf16::MAX.to_f32()), 0x7F7F);
+        assert_eq!(limit_bits16(0, f32::INFINITY), 0x7C00);
+        for zero in [0.0, -0.0] {
+            assert_eq!((limit_bits16(0, zero), limit_bits16(1, zero)), (0, 0), "|x| == 0 for both zeros");
+        }
+        // Nothing equals NaN, a negative limit, or one the format cannot hold.
+        for (source, limit) in
+            [(0, f32::NAN), (1, f32::NAN), (0, -65504.0), (1, -1.0), (0, 65505.0), (1, 1.001)]
+        {
+            assert_eq!(limit_bits16(source, limit), 0xFFFF, "{source} {limit}");
+        }
     }
 
     #[test]
