@@ -1,14 +1,15 @@
-//! fp16, bf16 and f32 bytes straight into [`StatsAccumulator`]'s block partials, in one pass at AVX-512.
+//! fp16, bf16 and f32 bytes straight into [`StatsAccumulator`]'s totals, in one pass at AVX-512.
 //!
 //! The generic path decodes a chunk into an f32 buffer, then runs two kernels over each block (extremes and
 //! counts, then f64 sums), each a chain of dependent additions or selects per lane: on the collector's
-//! writer that was a third of its CPU (docs/bench-runs/2026-11-30-collector-xeon.md). Here one loop per
-//! block converts each group of [`LANES`] values in registers and feeds all seven partials: the same lanes,
-//! the same IEEE operations in the same order per lane (`vminps`/`vmaxps` are the generic kernel's selects),
-//! so the partials, and every statistic, are bit for bit the generic path's. Blocks with NaN or inf, and the
-//! values after the last whole block, go through the generic path.
+//! writer that was a third of its CPU (docs/bench-runs/2026-11-30-collector-xeon.md). Here one loop over
+//! two blocks at a time converts each group of `LANES` values in registers and feeds all seven partials
+//! (the counts of 16-bit values come from their bits), then merges them into totals kept in registers: the
+//! same lanes, the same IEEE operations in the same order per lane (`vminps`/`vmaxps` are the generic
+//! kernel's selects), so every partial, total and statistic is bit for bit the generic path's. Blocks with
+//! NaN or inf, and the values after the last whole block, go through the generic path.
 
-use super::accumulator::{BLOCK, LANES};
+use super::accumulator::BLOCK;
 use super::StatsAccumulator;
 use crate::{tensor, DType};
 
@@ -120,7 +121,8 @@ fn limit_bits16(source: u8, limit: f32) -> u16 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{StatsAccumulator, BLOCK, LANES};
+    use super::{StatsAccumulator, BLOCK};
+    use crate::stats::accumulator::LANES;
     use std::arch::x86_64::*;
 
     /// Group `g` (values `8g..8g+8`) of a block of fp16 (`S` 0), bf16 (1) or f32 (2) values, as f32.
@@ -364,6 +366,7 @@ mod avx512 {
 mod tests {
     use super::*;
     use crate::simd::{available, with_ceiling, Level};
+    use crate::stats::accumulator::LANES;
     use crate::stats::{stats_and_hash, StatsStream, TensorStats};
 
     /// Values of every kind: ordinary ones of many magnitudes, zeros of both signs, subnormals, the
