@@ -81,8 +81,9 @@ struct Segment {
     end: u64,
     /// Sealed: every frame before `end` must be valid.
     sealed: bool,
-    /// The open file holding the shared lock that keeps a sealing writer from cutting the mapped file.
-    _lock: std::fs::File,
+    /// The open file: it holds the shared lock that keeps a sealing writer from cutting the mapped file,
+    /// and record heads are read from it (`tensor_stats_at`).
+    file: std::fs::File,
 }
 
 /// One stream: its segments, mapped, in order.
