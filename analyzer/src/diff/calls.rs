@@ -14,7 +14,7 @@ use super::report::{FirstDifference, UnmatchedTensor};
 use super::values::TensorDiff;
 use crate::filter::Filter;
 use crate::index::{Index, RingDeleted};
-use accutrace_formats::capture::CollectiveInfo;
+use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An HCCL call whose receive buffer differs between the runs, as the capture's collective records show it.
@@ -32,12 +32,51 @@ pub(super) struct CallDifference {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CallPairing {
     parted: BTreeSet<u32>,
+    /// The calls that parted ranks in steps not read (before a selection), yet to be listed.
+    unread: Vec<PartedAt>,
 }
 
 impl CallPairing {
-    /// The pairing with `parted`'s ranks parted already.
-    pub(super) fn parted(parted: BTreeSet<u32>) -> CallPairing {
-        CallPairing { parted }
+    /// The pairing with ranks parted already by the calls `unread` (at steps whose windows are not read).
+    pub(super) fn parted(unread: Vec<PartedAt>) -> CallPairing {
+        CallPairing { parted: unread.iter().map(|p| p.rank).collect(), unread }
+    }
+
+    /// The calls that parted ranks at steps not read, once.
+    pub(super) fn take_unread(&mut self) -> Vec<PartedAt> {
+        std::mem::take(&mut self.unread)
+    }
+}
+
+/// A call of run `run` (0 or 1) without its counterpart, where its rank parted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct PartedAt {
+    pub run: usize,
+    pub rank: u32,
+    pub step: u64,
+    pub op: CollectiveOp,
+    pub seq: u64,
+}
+
+impl PartedAt {
+    /// The call as a tensor only its run holds, where `filter` keeps its rank and function and a step
+    /// from its own on (the calls of those steps on its rank go unpaired: said even under a later
+    /// `--step`, never a false all-clear).
+    pub fn listed(&self, filter: &Filter) -> Option<UnpairedCall> {
+        let name = self.op.api_name();
+        let later = filter.steps.iter().copied().filter(|&s| s >= self.step).min();
+        let kept_step = if filter.steps.is_empty() { Some(self.step) } else { later };
+        if !kept_step.is_some_and(|step| filter.keeps_at(name, step, self.rank)) {
+            return None;
+        }
+        let tensor = format!(
+            "{name} #{} (an HCCL call without its counterpart in run{}: the rank's later calls are not paired)",
+            self.seq,
+            2 - self.run
+        );
+        let run = ["run1", "run2"][self.run];
+        let (step, rank) = (self.step, self.rank);
+        Some(UnpairedCall { run: self.run, tensor: UnmatchedTensor { run, tensor, step, rank } })
     }
 }
 
@@ -139,20 +178,8 @@ pub(super) fn collective_differences(
         for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
             // A call no op places cannot be named by its step: its rank's parting goes unsaid.
             let Some(step) = step else { continue };
-            let name = call.op.api_name();
-            if filter.keeps_at(name, step, rank) {
-                let tensor = format!(
-                    "{name} #{} (an HCCL call without its counterpart in run{}: the rank's later calls are \
-                     not paired)",
-                    call.seq,
-                    2 - run
-                );
-                let run_name = ["run1", "run2"][run];
-                unpaired.push(UnpairedCall {
-                    run,
-                    tensor: UnmatchedTensor { run: run_name, tensor, step, rank },
-                });
-            }
+            let at = PartedAt { run, rank, step, op: call.op, seq: call.seq };
+            unpaired.extend(at.listed(filter));
         }
     }
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
@@ -315,5 +342,35 @@ mod tests {
         // Cut short after its first call: the call it lacks later is no gap.
         let p = pair_step([&[2][..], &full], [true, false]);
         assert!(!p.whole([1, 3]), "{p:?}");
+    }
+
+    /// The call that parted a rank is listed where the filter keeps its rank and function and a step from
+    /// its own on, with its own step.
+    #[test]
+    fn a_parting_call_is_listed_where_it_leaves_kept_calls_unpaired() {
+        let at = PartedAt { run: 1, rank: 2, step: 1, op: CollectiveOp::Broadcast, seq: 12 };
+        let filter = |steps: &[u64], ranks: &[u32], ops: &[&str]| Filter {
+            steps: steps.to_vec(),
+            ranks: ranks.to_vec(),
+            ops: ops.iter().map(|o| o.to_string()).collect(),
+        };
+        let listed = at.listed(&Filter::default()).expect("listed");
+        assert_eq!(
+            (listed.run, listed.tensor.run, listed.tensor.step, listed.tensor.rank),
+            (1, "run2", 1, 2)
+        );
+        assert!(
+            listed.tensor.tensor.starts_with("HcclBroadcast #12 (")
+                && listed.tensor.tensor.contains("in run1")
+        );
+        for (steps, ranks, ops, kept) in [
+            (&[4, 5][..], &[][..], &[][..], true),
+            (&[1], &[2], &["HcclBroadcast"], true),
+            (&[0], &[], &[], false),
+            (&[4], &[3], &[], false),
+            (&[], &[], &["HcclAllReduce"], false),
+        ] {
+            assert_eq!(at.listed(&filter(steps, ranks, ops)).is_some(), kept, "{steps:?} {ranks:?} {ops:?}");
+        }
     }
 }

@@ -139,9 +139,12 @@ impl DiffFold {
         for (rings, index) in self.rings.iter_mut().zip([i1, i2]) {
             rings.extend(ring_firsts(&index.ring_deleted));
         }
+        // The calls that parted ranks before a selection's windows, listed as the steps read would list them.
+        let unread: Vec<_> =
+            self.calls.take_unread().iter().filter_map(|p| p.listed(&options.filter)).collect();
         let [r1, r2] = &self.rings;
         let (calls, unpaired) = collective_differences(i1, i2, &options.filter, &mut self.calls, [r1, r2]);
-        for call in unpaired {
+        for call in unread.into_iter().chain(unpaired) {
             // After the tensors of its step and rank: a call's place among the ops is not the index's.
             let at = ((call.tensor.rank, call.tensor.step, u64::MAX), TensorId::MAX);
             self.unmatched[call.run].push((at, call.tensor));

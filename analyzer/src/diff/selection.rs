@@ -5,7 +5,7 @@
 //! rank's calls part at the first call without its counterpart (`calls`), so a step's calls pair as the
 //! steps before it leave them.
 
-use super::calls::{pair_step, ring_firsts, CallPairing, RingFirsts};
+use super::calls::{pair_step, ring_firsts, CallPairing, PartedAt, RingFirsts};
 use crate::sources::capture::step_calls::StepCalls;
 use crate::sources::capture::windows::StepWindows;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,15 +55,16 @@ fn pairing_at(a: &StepWindows, b: &StepWindows, steps: &[u64]) -> Option<CallPai
     parted_before(&runs, &selected).map(CallPairing::parted)
 }
 
-/// The ranks whose calls part at a step both runs hold before the first of `selected` (as
-/// `collective_differences` parts them, step by step). `None` unless, on every rank left, each step both
+/// The calls that part ranks at a step both runs hold before the first of `selected` (as
+/// `collective_differences` parts them, step by step: the first call of either run without its
+/// counterpart). `None` unless, on every rank left, each step both
 /// runs hold from the first selected step to the last that the selection leaves out pairs whole: its
 /// windows are not read, so nothing could part the rank there.
-fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<BTreeSet<u32>> {
+fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<PartedAt>> {
     let (&first, &last) = (selected.first()?, selected.last()?);
     let (none, empty) = (BTreeMap::new(), StepCalls::default());
     let ranks: BTreeSet<u32> = runs.iter().flat_map(|r| r.calls.keys().copied()).collect();
-    let mut parted = BTreeSet::new();
+    let mut parted = Vec::new();
     for rank in ranks {
         let [c1, c2] = [0, 1].map(|k| runs[k].calls.get(&rank).copied().unwrap_or(&none));
         let steps: BTreeSet<u64> = c1.keys().chain(c2.keys()).copied().filter(|&s| s <= last).collect();
@@ -71,12 +72,16 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<BTreeSe
         for step in steps.into_iter().filter(|&s| held(s)) {
             let [x, y] = [c1, c2].map(|c| &c.get(&step).unwrap_or(&empty).calls);
             let cut = [0, 1].map(|k| runs[k].ring.get(&rank) == Some(&step));
-            if pair_step([x, y], cut).whole([x.len(), y.len()]) {
+            let p = pair_step([x, y], cut);
+            if p.whole([x.len(), y.len()]) {
                 continue;
             }
             // Before the selection the rank parts; at a selected step its window's read parts it.
             if step < first {
-                parted.insert(rank);
+                for (run, calls) in [x, y].into_iter().enumerate() {
+                    let Some(&(op, seq)) = calls.get(p.skipped[run] + p.paired) else { continue };
+                    parted.push(PartedAt { run, rank, step, op, seq });
+                }
             } else if !selected.contains(&step) {
                 return None;
             }
@@ -142,7 +147,8 @@ mod tests {
             Census { calls, held, ring: ring[k].iter().copied().collect() }
         };
         let found = parted_before(&[census(0), census(1)], &selected.iter().copied().collect())?;
-        Some(found.into_iter().collect())
+        let ranks: BTreeSet<u32> = found.iter().map(|p| p.rank).collect();
+        Some(ranks.into_iter().collect())
     }
 
     /// Runs whose calls are the same before and at the selection start it with nothing parted.

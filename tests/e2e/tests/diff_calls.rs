@@ -159,8 +159,8 @@ fn a_rings_calls_are_compared_on_the_steps_both_runs_hold() {
 
 /// A call run 2 made and run 1 did not (on rank 2, at step 1) is reported where it was made, and its rank's
 /// later calls are not paired; so with the runs swapped. Under `--step` after it, the census carries the
-/// parting: against a run whose reduction went another way at step 2, the selected steps' calls on rank 2,
-/// paired afresh, would differ.
+/// parting and the call is listed: against a run whose reduction went another way at step 2, the selected
+/// steps' calls on rank 2, paired afresh, would differ.
 #[test]
 fn a_call_without_its_counterpart_is_reported_and_parts_its_rank() {
     let healthy = shared_job("", 4, 6, &[]);
@@ -177,8 +177,9 @@ fn a_call_without_its_counterpart_is_reported_and_parts_its_rank() {
             (&run.into(), &1.into(), &2.into())
         );
         assert!(calls[0]["tensor"].as_str().unwrap().starts_with("HcclBroadcast #"), "{report:#}");
-        // A selection that holds the call reports it; one after it finds nothing there.
-        let selected = same_every_way(a, b, &if reported { at(&[1, 2], &[2]) } else { at(&[4, 5], &[]) });
+        // A selection after the call lists it (the selected steps' calls on rank 2 go unpaired); one before
+        // it finds nothing.
+        let selected = same_every_way(a, b, &if reported { at(&[4, 5], &[2]) } else { at(&[0], &[]) });
         assert_eq!(unpaired_calls(&selected).len(), usize::from(reported), "{selected:#}");
         assert_eq!(selected["verdict"], if reported { "unmatched" } else { "identical" }, "{selected:#}");
     }
@@ -192,4 +193,5 @@ fn a_call_without_its_counterpart_is_reported_and_parts_its_rank() {
     let afresh = diff_by_windows_from([&a, &b], &options, CallPairing::default()).unwrap();
     let differing = report["differing_tensors"].as_u64().unwrap() as usize;
     assert!(afresh.differing_tensors > differing, "{} differ: {report:#}", afresh.differing_tensors);
+    assert_eq!(unpaired_calls(&report).len(), 1, "{report:#}");
 }

@@ -1,17 +1,18 @@
 //! What the census keeps of each step's HCCL calls on a rank (#18): enough for `diff`, which pairs two runs'
 //! calls step by step, to tell whether the calls of the steps before a selection pair without reading
-//! those steps' windows: a word a call and a few a step, and while the census reads a stream, three a call.
+//! those steps' windows: two words a call and a few a step, and while the census reads a stream, three a
+//! call.
 
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-/// A rank's HCCL calls at one step: each call's hash of its function and sequence number (what `diff`
-/// pairs them by), in call order, and each communicator's lowest and highest sequence number.
+/// A rank's HCCL calls at one step: each call's function and sequence number (what `diff` pairs them by),
+/// in call order, and each communicator's lowest and highest sequence number.
 #[derive(Clone, Debug, Default)]
 pub struct StepCalls {
-    pub calls: Vec<u64>,
+    pub calls: Vec<(CollectiveOp, u64)>,
     /// Per communicator (its name's hash): the lowest and the highest sequence number.
     pub seqs: Vec<(u64, u64, u64)>,
 }
@@ -19,21 +20,16 @@ pub struct StepCalls {
 impl StepCalls {
     /// Adds the call after those added before, on the communicator of that name.
     pub fn push(&mut self, op: CollectiveOp, seq: u64, comm: &str) {
-        self.push_hashed(call_hash(op, seq), seq, hash_of(comm));
+        self.push_placed(op, seq, hash_of(comm));
     }
 
-    fn push_hashed(&mut self, call: u64, seq: u64, comm: u64) {
-        self.calls.push(call);
+    fn push_placed(&mut self, op: CollectiveOp, seq: u64, comm: u64) {
+        self.calls.push((op, seq));
         match self.seqs.iter_mut().find(|s| s.0 == comm) {
             Some(s) => (s.1, s.2) = (s.1.min(seq), s.2.max(seq)),
             None => self.seqs.push((comm, seq, seq)),
         }
     }
-}
-
-/// What a call is paired by (not its communicator: its name is the run's own).
-fn call_hash(op: CollectiveOp, seq: u64) -> u64 {
-    hash_of((op, seq))
 }
 
 fn hash_of(value: impl Hash) -> u64 {
@@ -47,9 +43,9 @@ fn hash_of(value: impl Hash) -> u64 {
 /// is placed by its start once the census has read them all.
 #[derive(Default)]
 pub(super) struct StreamCalls {
-    /// Each call's start, its hash of function and sequence number, and its sequence number shifted past
+    /// Each call's start, its function, and its sequence number shifted past
     /// its communicator's place in `comms`.
-    calls: Vec<(u64, u64, u64)>,
+    calls: Vec<(u64, CollectiveOp, u64)>,
     comms: Vec<u64>,
     /// A sequence number or a count of communicators too large to pack: the calls are left unplaced.
     unpacked: bool,
@@ -77,7 +73,7 @@ impl StreamCalls {
             self.unpacked = true;
             return;
         }
-        self.calls.push((start_us, call_hash(op, seq), seq << COMM_BITS | place as u64));
+        self.calls.push((start_us, op, seq << COMM_BITS | place as u64));
     }
 
     /// Each step's calls, a call placed by `step_of` its start; `None` where a call belongs to no step.
@@ -86,9 +82,9 @@ impl StreamCalls {
             return None;
         }
         let mut steps: BTreeMap<u64, StepCalls> = BTreeMap::new();
-        for (start_us, hash, packed) in self.calls {
+        for (start_us, op, packed) in self.calls {
             let comm = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
-            steps.entry(step_of(start_us)?).or_default().push_hashed(hash, packed >> COMM_BITS, comm);
+            steps.entry(step_of(start_us)?).or_default().push_placed(op, packed >> COMM_BITS, comm);
         }
         Some(steps)
     }
