@@ -166,59 +166,30 @@ pub fn frame_at(bytes: &[u8], offset: u64, limit: u64) -> Frame {
         return Frame::Bad(format!("frame length {len} runs past the end of the written area ({limit})"));
     }
     let b = &bytes[body as usize..(body + len) as usize];
-    match check_head(len, b, le32(bytes, offset as usize + 4)) {
-        Ok((head_len, varint_len)) => Frame::Valid {
-            body,
-            len,
-            meta: body + 1 + varint_len as u64,
-            head_len,
-            kind: b[0],
-            next: align8(body + len),
-        },
-        Err(why) => Frame::Bad(why),
-    }
-}
-
-/// The head of a frame of `len` bytes whose body begins with `b`: its length (kind byte, varint and
-/// message) and its varint's, where it lies within `len` and `b` and the checksum word `crc` holds over it.
-fn check_head(len: u64, b: &[u8], crc: u32) -> std::result::Result<(u64, usize), String> {
     let Some((meta_len, varint_len)) = read_varint(&b[1.min(b.len())..]) else {
-        return Err("frame body has no valid head".into());
+        return Frame::Bad("frame body has no valid head".into());
     };
     let head_len = 1 + varint_len as u64;
     if meta_len > super::MAX_HEAD {
-        return Err(format!("metadata length {meta_len} exceeds the limit {}", super::MAX_HEAD));
+        return Frame::Bad(format!("metadata length {meta_len} exceeds the limit {}", super::MAX_HEAD));
     }
     let Some(head_len) = head_len.checked_add(meta_len).filter(|&h| h <= len) else {
-        return Err(format!("metadata length {meta_len} exceeds the frame length {len}"));
+        return Frame::Bad(format!("metadata length {meta_len} exceeds the frame length {len}"));
     };
-    let Some(head) = b.get(..head_len as usize) else {
-        return Err("the head lies past the bytes read".into());
-    };
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&(len as u32).to_le_bytes());
-    hasher.update(head);
-    if hasher.finalize() != crc {
-        return Err("frame checksum mismatch".into());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&(len as u32).to_le_bytes());
+    crc.update(&b[..head_len as usize]);
+    if crc.finalize() != le32(bytes, offset as usize + 4) {
+        return Frame::Bad("frame checksum mismatch".into());
     }
-    Ok((head_len, varint_len))
-}
-
-/// The kind and message of the frame at `offset` (4-aligned) of a segment written up to `limit`, from
-/// `start`, the segment's bytes read from `offset` on (not mapped): as [`frame_at`] finds them, checked the
-/// same way. `None` where [`frame_at`] finds no valid frame, and where `start` ends before the head does.
-pub fn frame_head_in(start: &[u8], offset: u64, limit: u64) -> Option<(u8, std::ops::Range<usize>)> {
-    let header = FRAME_HEADER as usize;
-    if !offset.is_multiple_of(4) || offset.saturating_add(FRAME_HEADER) > limit || start.len() < header {
-        return None;
+    Frame::Valid {
+        body,
+        len,
+        meta: body + 1 + varint_len as u64,
+        head_len,
+        kind: b[0],
+        next: align8(body + len),
     }
-    let len = u64::from(le32(start, 0));
-    if len == 0 || len > limit - (offset + FRAME_HEADER) {
-        return None;
-    }
-    let b = &start[header..start.len().min(header.saturating_add(len as usize))];
-    let (head_len, varint_len) = check_head(len, b, le32(start, 4)).ok()?;
-    Some((b[0], header + 1 + varint_len..header + head_len as usize))
 }
 
 /// Writes a frame at `offset`: `head` (kind + varint + protobuf) and `payload` into the body, then the CRC,
@@ -391,67 +362,5 @@ mod tests {
         write_frame_in_place(other, 64, &head, 5);
         map[80] ^= 0xFF;
         assert_eq!(&other[64..96], &map[64..96]);
-    }
-
-    /// A frame's head from the bytes read from its offset is `frame_at`'s, for every read length that holds
-    /// it and none that does not; a head `frame_at` refuses (a byte flipped, a length past the limit, an
-    /// empty commit word, a misaligned offset) is refused too.
-    #[test]
-    fn a_head_from_bytes_read_is_frame_ats() {
-        let mut store = buf(4096);
-        let map = bytes(&mut store);
-        let mut offsets = Vec::new();
-        let mut at = 64u64;
-        for (meta, payload) in [(0usize, 3usize), (2, 0), (127, 40), (128, 1), (300, 900)] {
-            let mut head = vec![5u8];
-            let mut v = meta;
-            while v >= 0x80 {
-                head.push(v as u8 | 0x80);
-                v >>= 7;
-            }
-            head.push(v as u8);
-            head.extend((0..meta).map(|i| (i * 7) as u8));
-            write_frame(map, at, &head, &vec![9u8; payload]);
-            offsets.push((at, head.len()));
-            at = align8(at + FRAME_HEADER + (head.len() + payload) as u64);
-        }
-        let limit = at;
-        let check = |map: &[u8]| {
-            for &(offset, head_len) in &offsets {
-                let Frame::Valid { meta, head_len: h, body, kind, .. } = frame_at(map, offset, limit) else {
-                    panic!("{offset}: not a valid frame")
-                };
-                assert_eq!(h as usize, head_len);
-                for read in 0..=(limit - offset) as usize {
-                    let start = &map[offset as usize..offset as usize + read];
-                    let got = frame_head_in(start, offset, limit);
-                    if read < 8 + head_len {
-                        assert_eq!(got, None, "{offset}: {read} bytes read");
-                    } else {
-                        let meta = (meta - offset) as usize..(body - offset) as usize + head_len;
-                        assert_eq!(got, Some((kind, meta)), "{offset}: {read} bytes read");
-                    }
-                }
-            }
-        };
-        check(map);
-        for &(offset, head_len) in &offsets {
-            let whole = &map[offset as usize..limit as usize];
-            for flip in 0..8 + head_len {
-                let mut bad = whole.to_vec();
-                bad[flip] ^= 0x10;
-                let mut copy = buf(4096);
-                let copy = bytes(&mut copy);
-                copy.copy_from_slice(map);
-                copy[offset as usize..limit as usize].copy_from_slice(&bad);
-                let refused = !matches!(frame_at(copy, offset, limit), Frame::Valid { .. });
-                assert!(refused, "{offset}: byte {flip} flipped");
-                assert_eq!(frame_head_in(&bad, offset, limit), None, "{offset}: byte {flip} flipped");
-            }
-            // A length past the limit, a misaligned place, an empty commit word.
-            assert_eq!(frame_head_in(whole, offset, offset + 9), None);
-            assert_eq!(frame_head_in(&map[offset as usize + 2..], offset + 2, limit), None);
-        }
-        assert_eq!(frame_head_in(&map[limit as usize..], limit, 4096), None);
     }
 }

@@ -81,9 +81,8 @@ struct Segment {
     end: u64,
     /// Sealed: every frame before `end` must be valid.
     sealed: bool,
-    /// The open file: it holds the shared lock that keeps a sealing writer from cutting the mapped file,
-    /// and record heads are read from it (`tensor_stats_at`).
-    file: std::fs::File,
+    /// The open file holding the shared lock that keeps a sealing writer from cutting the mapped file.
+    _lock: std::fs::File,
 }
 
 /// One stream: its segments, mapped, in order.

@@ -67,7 +67,7 @@ impl StreamReader {
                     if let Some((offset, reason)) = tail {
                         torn_tail = Some(TornTail { segment: path.clone(), offset, reason });
                     }
-                    segments.push(Segment { path, index, map, end, sealed, file });
+                    segments.push(Segment { path, index, map, end, sealed, _lock: file });
                 }
                 Err(e) => return Err(e.in_file(&path)),
             }
