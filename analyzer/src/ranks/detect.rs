@@ -143,12 +143,12 @@ pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
             let Some(c) = e.collective() else { continue };
             match (c.op, c.peer) {
                 (CollectiveOp::Send, Some(dst)) => {
-                    if let Some(h) = hash_of(e, Io::Input) {
+                    if let Some(h) = run.call_hash((r, i), Io::Input) {
                         sends.insert((c.comm.clone(), c.comm_rank, dst, c.seq), h);
                     }
                 }
                 (CollectiveOp::Recv, Some(src)) => {
-                    if let Some(h) = hash_of(e, Io::Output) {
+                    if let Some(h) = run.call_hash((r, i), Io::Output) {
                         recvs.push(((r, i), (c.comm.clone(), src, c.comm_rank, c.seq), h));
                     }
                 }
@@ -163,19 +163,17 @@ pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
             continue;
         }
         let outputs: Vec<(EventRef, u64)> =
-            members.iter().filter_map(|&m| hash_of(event(m), Io::Output).map(|h| (m, h))).collect();
+            members.iter().filter_map(|&m| run.call_hash(m, Io::Output).map(|h| (m, h))).collect();
         let api = op.map_or("", |o| o.api_name());
         let what = |at: EventRef| {
-            let e = event(at);
-            let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+            let label = run.call_label(at, Io::Output);
             (label, format!("{api} #{seq} on {comm}: this member's result differs from the others'"))
         };
         // A broadcast's result is the root's buffer: compare with it when the root's input was read.
         let root_input = members
             .iter()
-            .map(|&m| event(m))
-            .find(|e| e.collective().is_some_and(|c| Some(c.comm_rank) == c.peer))
-            .and_then(|e| hash_of(e, Io::Input));
+            .find(|&&m| event(m).collective().is_some_and(|c| Some(c.comm_rank) == c.peer))
+            .and_then(|&m| run.call_hash(m, Io::Input));
         match (op, root_input) {
             (Some(CollectiveOp::Broadcast), Some(root)) => {
                 for &(at, h) in &outputs {
@@ -192,8 +190,7 @@ pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
     }
     for (at, key, h) in recvs {
         if sends.get(&key).is_some_and(|&sent| sent != h) {
-            let e = event(at);
-            let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+            let label = run.call_label(at, Io::Output);
             let detail = format!(
                 "HcclRecv #{} from rank {} on {}: received other bytes than were sent",
                 key.3, key.1, key.0
@@ -373,8 +370,8 @@ pub(crate) fn baseline_calls(
     // between runs: each run made its own root info).
     for (r, rank) in run.ranks.iter().enumerate() {
         let Some(theirs) = baseline.get(&rank.rank) else { continue };
-        let ours = rank.events.iter().enumerate().filter_map(|(i, e)| Some((i, e, e.collective()?.op)));
-        for (k, (i, e, op)) in ours.enumerate() {
+        let ours = rank.events.iter().enumerate().filter_map(|(i, e)| Some((i, e.collective()?.op)));
+        for (k, (i, op)) in ours.enumerate() {
             let Some(other) = theirs.get(k) else {
                 unmatched += 1;
                 continue;
@@ -382,9 +379,9 @@ pub(crate) fn baseline_calls(
             if other.op != op {
                 continue;
             }
-            if let (Some(a), Some(b)) = (hash_of(e, Io::Output), other.output) {
+            if let (Some(a), Some(b)) = (run.call_hash((r, i), Io::Output), other.output) {
                 if a != b {
-                    let label = e.tensors.iter().find(|t| t.io == Io::Output).map(|t| e.label(t));
+                    let label = run.call_label((r, i), Io::Output);
                     let detail = format!("the result of this rank's call #{k} differs from the baseline's");
                     d.add((r, i), FindingKind::BaselineDifference, label, detail);
                 }

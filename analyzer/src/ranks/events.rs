@@ -13,6 +13,7 @@
 //! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
+use super::thin::ThinCalls;
 use crate::filter::{rank_ranges, Filter};
 use crate::gathered_stats::GatheredStats;
 use crate::index::{Index, Io, MadeCommunicator, TensorId};
@@ -225,6 +226,8 @@ pub struct RunEvents {
     /// The HCCL communicators each rank's process made from a root info, by rank; a rank absent is
     /// unknown. What tells runs apart: see [`different_runs`].
     pub communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
+    /// The buffers of calls a fold thinned to their hashes (`buffers`): empty for events read whole.
+    pub thin: ThinCalls,
 }
 
 impl RunEvents {
@@ -470,7 +473,8 @@ fn collective_event(c: &accutrace_formats::capture::CollectiveInfo, names: &mut 
     let buffer = |io, b: &accutrace_formats::capture::BufferSummary| {
         TensorSummary::of(io, 0, dtype, name.clone(), Some(&b.stats), Some(b.content_hash))
     };
-    let mut tensors = Vec::new();
+    // Sized to fit: a vector grown by pushes holds four summaries (#18: 448 bytes a call).
+    let mut tensors = Vec::with_capacity(usize::from(c.input.is_some()) + usize::from(c.output.is_some()));
     tensors.extend(c.input.as_ref().map(|b| buffer(Io::Input, b)));
     tensors.extend(c.output.as_ref().map(|b| buffer(Io::Output, b)));
     Event {

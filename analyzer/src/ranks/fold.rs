@@ -7,8 +7,9 @@
 //! step before is carried to the next window). Counts (events, steps, findings by kind, rank and step,
 //! tensors held alike) are added up. What spans steps is decided once every window is in, on a thinned run:
 //! every HCCL call (collectives are matched across ranks by communicator and sequence number, and their
-//! disagreements, the replay's happens-before and the calls missing members need all of them) and, on each
-//! rank, its first anomalous op. Later anomalous ops of a rank cannot be origins (the rank carries an anomaly
+//! disagreements, the replay's happens-before and the calls missing members need all of them; each is kept
+//! with its buffers' hashes in place of their statistics, its overflow found in its window: `buffers`) and,
+//! on each rank, its first anomalous op. Later anomalous ops of a rank cannot be origins (the rank carries an anomaly
 //! by then) nor where one reached it: each is a tick of its rank's clock in the replay, and a count in the
 //! anomalous events of the spread. What is held grows with the calls (about 1 in 130 events in a
 //! transformer's data-parallel step), not with tensors.
@@ -20,8 +21,10 @@
 //! calls kept for the end).
 
 use super::baseline::BaselineFold;
+use super::buffers::thin_buffers;
 use super::detect::{self, AlikeBefore, Detected, Finding};
 use super::events::{self, Event, RankEvents, RunEvents};
+use super::thin::{ThinBuffers, ThinCalls};
 use super::window::WindowFacts;
 use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
@@ -38,6 +41,10 @@ struct KeptRank {
     anomalous_left_before: Vec<u64>,
     /// The findings of its kept ops, by position in `events` (a call's are found once all are in).
     op_findings: BTreeMap<usize, Vec<Finding>>,
+    /// Its calls' overflows, found in their windows, by position in `events`.
+    call_overflows: BTreeMap<usize, Vec<Finding>>,
+    /// Each kept event's buffers, for the calls thinned to them (`buffers`).
+    thin: Vec<ThinBuffers>,
     /// Its events in the windows added so far.
     seen: usize,
     anomalous_left: u64,
@@ -76,9 +83,18 @@ impl RanksFold {
                 return false;
             }
         }
-        // A call's findings wait for every member (the module's text); only the examined ranks' count.
+        // A call's findings wait for every member (the module's text), but for its overflow, which its own
+        // buffers tell here, where their statistics are whole (the call keeps their hashes); only the
+        // examined ranks' count.
         let examined_rank = |r: usize| filter.ranks.is_empty() || filter.ranks.contains(&run.ranks[r].rank);
-        found.findings.retain(|&(r, i), _| examined_rank(r) && run.ranks[r].events[i].collective().is_none());
+        let mut call_overflows = BTreeMap::new();
+        found.findings.retain(|&(r, i), f| {
+            if run.ranks[r].events[i].collective().is_some() {
+                call_overflows.insert((r, i), std::mem::take(f));
+                return false;
+            }
+            examined_rank(r)
+        });
         self.tally.add_events(&run);
         self.tally.add_findings(&run, &found.findings, &|_| true);
         for (step, n) in found.replicated_per_step {
@@ -89,7 +105,7 @@ impl RanksFold {
         for (r, rank) in ranks.into_iter().enumerate() {
             let kept = self.ranks.entry(rank.rank).or_default();
             let seen = rank.events.len();
-            for (i, e) in rank.events.into_iter().enumerate() {
+            for (i, mut e) in rank.events.into_iter().enumerate() {
                 let findings = found.findings.remove(&(r, i));
                 let first_anomalous_op = findings.is_some() && !kept.anomalous_op_kept;
                 if e.collective().is_none() && !first_anomalous_op {
@@ -100,6 +116,15 @@ impl RanksFold {
                     kept.op_findings.insert(kept.events.len(), findings);
                     kept.anomalous_op_kept = true;
                 }
+                if let Some(overflow) = call_overflows.remove(&(r, i)) {
+                    kept.call_overflows.insert(kept.events.len(), overflow);
+                }
+                // What fits the thin form lets its tensor summaries go; the rest stays whole.
+                let thin = thin_buffers(&e);
+                if thin.is_some() {
+                    e.tensors = Vec::new();
+                }
+                kept.thin.push(thin.unwrap_or_default());
                 kept.positions.push(kept.seen + i);
                 kept.anomalous_left_before.push(kept.anomalous_left);
                 kept.events.push(e);
@@ -133,19 +158,21 @@ impl RanksFold {
     ) -> RanksReport {
         let mut thinning = Thinning::default();
         let mut op_findings = Vec::new();
-        let mut ranks = Vec::new();
-        for (rank, kept) in self.ranks {
+        let mut found = Detected::default();
+        let (mut ranks, mut thin) = (Vec::new(), Vec::new());
+        for (r, (rank, kept)) in self.ranks.into_iter().enumerate() {
             ranks.push(RankEvents { rank, events: kept.events });
+            thin.push(kept.thin);
             thinning.positions.push(kept.positions);
             thinning.anomalous_left_before.push(kept.anomalous_left_before);
             thinning.anomalous_left.push(kept.anomalous_left);
             op_findings.push(kept.op_findings);
+            found.findings.extend(kept.call_overflows.into_iter().map(|(i, f)| ((r, i), f)));
         }
-        let run = self.facts.finish(ranks, filter, [leading, shortfalls], &events::called);
-        // The calls' findings, as the whole run's detection finds them (overflow, then disagreement); the kept
-        // ops' as their windows found them.
-        let mut found = Detected::default();
-        detect::overflows(&run, &mut found);
+        let mut run = self.facts.finish(ranks, filter, [leading, shortfalls], &events::called);
+        run.thin = ThinCalls(thin);
+        // The calls' findings, as the whole run's detection finds them (overflow, found in their windows, then
+        // disagreement); the kept ops' as their windows found them.
         detect::collectives(&run, &mut found);
         let baseline =
             baseline.map(|(name, mut fold, whole)| (name, fold.finish(&run, whole, &mut found), fold));

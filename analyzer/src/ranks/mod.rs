@@ -16,11 +16,13 @@
 
 mod baseline;
 pub mod baseline_windows;
+pub mod buffers;
 pub mod detect;
 pub mod events;
 pub mod fold;
 pub mod order;
 pub mod summary;
+pub mod thin;
 mod window;
 
 use crate::filter::{rank_ranges, Filter};
@@ -551,12 +553,11 @@ fn scope_problems(
 /// collector could not copy): their members' contents are not compared, so "every collective's members
 /// agree" would say more than was read. A barrier has no buffer.
 fn calls_without_buffers(run: &RunEvents, calls: u64) -> Option<InputProblem> {
-    let unread = run
-        .ranks
-        .iter()
-        .flat_map(|r| &r.events)
-        .filter(|e| e.collective().is_some_and(|c| c.op != CollectiveOp::Barrier))
-        .filter(|e| e.tensors.iter().all(|t| t.hash.is_none()))
+    let events =
+        run.ranks.iter().enumerate().flat_map(|(r, rank)| (0..rank.events.len()).map(move |i| (r, i)));
+    let unread = events
+        .filter(|&(r, i)| run.ranks[r].events[i].collective().is_some_and(|c| c.op != CollectiveOp::Barrier))
+        .filter(|&at| !run.buffer_hashed(at))
         .count();
     (unread > 0).then(|| {
         InputProblem::incomplete(format!(

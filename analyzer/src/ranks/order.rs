@@ -18,7 +18,6 @@
 
 use super::detect::EventRef;
 use super::events::{step_words, Event, EventKind, Name, RunEvents, UNKNOWN_STEP};
-use crate::index::Io;
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -335,7 +334,7 @@ fn complete(
         let mut fresh: Vec<usize> =
             members.iter().copied().filter(|&m| taint[m].is_none() && anomalous((m, pos[m]))).collect();
         fresh.sort_unstable();
-        let input_anomalous = |m: usize| event(m).tensors.iter().any(|x| x.io == Io::Input && x.anomalous());
+        let input_anomalous = |m: usize| run.input_anomalous((m, pos[m]));
         brought = fresh.iter().copied().filter(|&m| carriers.contains(&m) && input_anomalous(m)).collect();
         if let Some(&b) = brought.first() {
             carried = Some(Taint { origin: (b, pos[b]), via: None });
@@ -369,6 +368,7 @@ fn complete(
 mod tests {
     use super::super::events::{CollectiveMeta, Event, RankEvents, TensorSummary};
     use super::*;
+    use crate::index::Io;
 
     fn op(name: &str) -> Event {
         Event {
