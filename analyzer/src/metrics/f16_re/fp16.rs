@@ -16,10 +16,13 @@ use super::avx512::Sums;
 use super::lanes::{portable, ReF16};
 use std::arch::x86_64::*;
 
-/// Whether this CPU computes in f16 (AVX512-FP16), detected once.
+/// Whether this CPU computes in f16 (AVX512-FP16), and counts a mask's bits in one instruction (POPCNT,
+/// which every such CPU has), detected once.
 pub(super) fn available() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| std::arch::is_x86_feature_detected!("avx512fp16"))
+    *HAS.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx512fp16") && std::arch::is_x86_feature_detected!("popcnt")
+    })
 }
 
 /// The constants of [`step`], each in all 32 f16 lanes.
@@ -103,8 +106,10 @@ pub(super) fn step(x: __m512i, y: __m512i, k: &Consts, max_re: &mut __m512i) -> 
     (re, nan, lt1, lt5)
 }
 
-/// [`super::probe_of_f16_bytes`] on a CPU with AVX-512 (F, DQ, BW, VL) and AVX512-FP16.
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512fp16")]
+/// [`super::probe_of_f16_bytes`] on a CPU with AVX-512 (F, DQ, BW, VL) and AVX512-FP16. POPCNT counts the
+/// masks of the thresholds (#18: without it the two counts were a dozen vector instructions a step, a
+/// tenth of the pass's).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512fp16,popcnt")]
 pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> MsprobeSums {
     use accutrace_formats::tensor::half_bits::f16_to_f32;
     let len = n.len().min(b.len()) / 2;
@@ -151,7 +156,7 @@ pub(super) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
 /// [`super::by_hardware`] on a CPU with AVX-512 (F, DQ, BW, VL) and AVX512-FP16: `f16c::re_f16`'s figures,
 /// 32 pairs a step. Each value is rounded to f16 by `vcvtps2ph` (as there), whether it is an f16 value
 /// already found by widening it back (a NaN is not, as there), then [`step`]; the ragged end as there.
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512fp16")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512fp16,popcnt")]
 pub(super) fn re_f16(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> ReF16 {
     let len = n.len().min(b.len());
     let k = Consts::new(thresholds);

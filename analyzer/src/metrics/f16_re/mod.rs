@@ -56,7 +56,8 @@ pub(crate) fn probe_of_f16_bytes(n: &[u8], b: &[u8], thresholds: (f32, f32)) -> 
     {
         use accutrace_formats::simd::{level, Level};
         if level() >= Level::Avx512 && fp16::available() {
-            // SAFETY: as below, and fp16::available() reports AVX512-FP16 only where the CPU has it.
+            // SAFETY: as below, and fp16::available() reports AVX512-FP16 (and POPCNT) only where the CPU
+            // has them.
             return Some(unsafe { fp16::probe_of_f16_bytes(n, b, thresholds) });
         }
         if level() >= Level::Avx512 {
@@ -81,7 +82,7 @@ pub(crate) fn by_hardware(n: &[f32], b: &[f32], thresholds: (f32, f32)) -> Optio
         use accutrace_formats::simd::{level, Level};
         if level() >= Level::Avx512 && fp16::available() {
             // SAFETY: level() reports Avx512 only when this CPU has AVX-512 F/DQ/BW/VL, AVX2 and F16C, and
-            // fp16::available() AVX512-FP16 only where it has it.
+            // fp16::available() AVX512-FP16 (and POPCNT) only where it has them.
             return Some(unsafe { fp16::re_f16(n, b, thresholds) });
         }
         if level() >= Level::Avx2 {
