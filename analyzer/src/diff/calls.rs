@@ -4,13 +4,22 @@
 //! How two runs' calls pair (one rule for the whole runs, any windows of their steps and a selection of
 //! steps): each rank's calls are compared only at the steps both runs hold on that rank (steps a ring
 //! deleted, or a shorter run never made, are a gap the unmatched tensors of those steps report, not a
-//! difference). Step by step, in call order, a call pairs with the other run's call at the same place when
-//! both are the same function and sequence number. The first call either run made without that
-//! counterpart parts the rank: it is reported as a tensor only that run holds, and the rank's later calls
-//! are not paired. A ring that deleted a rank's oldest records may have cut into its first step: there, the
-//! other run's calls before the ring's first one are the gap too.
+//! difference). A rank's calls are paired communicator by communicator. Each run names its own
+//! communicators, so a communicator is known across runs by what every call's record carries: its size
+//! and the rank's place in it (a pipeline's job-wide communicator of 4 and its stage's group of 2). Sequence
+//! numbers count per communicator, so two communicators' calls may share a function and number; their
+//! order against each other may change from run to run. Step by step, in call order, a communicator's
+//! call pairs with the other run's call in the same place among that communicator's calls when both are
+//! the same function and sequence number. The first call either run made without that counterpart parts
+//! the communicator on that rank: it is reported as a tensor only that run holds, and the communicator's
+//! later calls on the rank are not paired (the rank's other communicators' still are). Two communicators
+//! of one size in which the rank has the same place are one to the pairing (their calls pair in their
+//! common order). A ring that deleted a rank's oldest records may have cut into its first step: there, the
+//! other run's calls before the one equal to the ring's first call (the same communicator, function and
+//! sequence number) are the gap too.
 
 use super::report::{FirstDifference, UnmatchedTensor};
+use super::step_pairing::{pair_step, CallKey, CommPlace};
 use super::values::TensorDiff;
 use crate::filter::Filter;
 use crate::index::{Index, RingDeleted};
@@ -26,12 +35,13 @@ pub(super) struct CallDifference {
     first: FirstDifference,
 }
 
-/// The ranks whose calls stopped pairing in the parts (windows of steps) read so far: a rank's calls
-/// part at the first call of either run without its counterpart, and every later call is out of place.
-/// Each step's calls pair within the step, so the parts' bounds change nothing.
+/// The communicators of each rank ([`CommPlace`]) whose calls stopped pairing in the parts (windows of
+/// steps) read so far: a communicator's calls on a rank part at the first call of either run without its
+/// counterpart, and every later call is out of place. Each step's calls pair within the step, so the
+/// parts' bounds change nothing.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CallPairing {
-    parted: BTreeSet<u32>,
+    parted: BTreeSet<(u32, CommPlace)>,
     /// The calls that parted ranks in steps not read (before a selection), yet to be listed.
     unread: Vec<PartedAt>,
 }
@@ -39,7 +49,7 @@ pub struct CallPairing {
 impl CallPairing {
     /// The pairing with ranks parted already by the calls `unread` (at steps whose windows are not read).
     pub(super) fn parted(unread: Vec<PartedAt>) -> CallPairing {
-        CallPairing { parted: unread.iter().map(|p| p.rank).collect(), unread }
+        CallPairing { parted: unread.iter().map(|p| (p.rank, p.comm)).collect(), unread }
     }
 
     /// The calls that parted ranks at steps not read, once.
@@ -48,19 +58,20 @@ impl CallPairing {
     }
 }
 
-/// A call of run `run` (0 or 1) without its counterpart, where its rank parted.
+/// A call of run `run` (0 or 1) without its counterpart, where its communicator parted on its rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct PartedAt {
     pub run: usize,
     pub rank: u32,
     pub step: u64,
+    pub comm: CommPlace,
     pub op: CollectiveOp,
     pub seq: u64,
 }
 
 impl PartedAt {
     /// The call as a tensor only its run holds, where `filter` keeps its rank and function and a step
-    /// from its own on (the calls of those steps on its rank go unpaired: said even under a later
+    /// from its own on (the calls of those steps on its communicator go unpaired: said even under a later
     /// `--step`, never a false all-clear).
     pub fn listed(&self, filter: &Filter) -> Option<UnpairedCall> {
         let name = self.op.api_name();
@@ -70,13 +81,16 @@ impl PartedAt {
             return None;
         }
         let tensor = format!(
-            "{name} #{} (an HCCL call without its counterpart in run{}: the rank's later calls are not paired)",
+            "{name} #{} (an HCCL call without its counterpart in run{}: the rank's later calls on its communicator are not paired)",
             self.seq,
             2 - self.run
         );
         let run = ["run1", "run2"][self.run];
         let (step, rank) = (self.step, self.rank);
-        Some(UnpairedCall { run: self.run, tensor: UnmatchedTensor { run, tensor, step, rank } })
+        Some(UnpairedCall {
+            run: self.run,
+            tensor: UnmatchedTensor { run, tensor, step, rank, hccl_call: true },
+        })
     }
 }
 
@@ -93,41 +107,6 @@ pub(super) fn ring_firsts(deleted: &[RingDeleted]) -> RingFirsts {
     firsts
 }
 
-/// How one step's calls of a rank pair: the leading calls of each run a ring's lost records leave without
-/// counterpart (`skipped`, the gap), then how many pair in order.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct StepPairing {
-    pub skipped: [usize; 2],
-    pub paired: usize,
-}
-
-impl StepPairing {
-    /// Whether every call of the step but the skipped ones paired (`lens`: the calls of each run).
-    pub fn whole(&self, lens: [usize; 2]) -> bool {
-        (0..2).all(|k| self.skipped[k] + self.paired == lens[k])
-    }
-}
-
-/// Pairs one step's calls of a rank, each known by its function and sequence number. `cut[k]`: run `k`
-/// may have lost the step's first calls (its ring's first step): the other run's calls before the first
-/// that is run `k`'s first call are skipped, all of them when run `k` kept none.
-pub(super) fn pair_step<K: PartialEq>(calls: [&[K]; 2], cut: [bool; 2]) -> StepPairing {
-    let mut skipped = [0; 2];
-    for k in 0..2 {
-        let (kept, other) = (&calls[k][skipped[k]..], calls[1 - k]);
-        if cut[k] {
-            let at = kept.first().map(|first| other.iter().position(|c| c == first));
-            skipped[1 - k] = match at {
-                None => other.len(),
-                Some(found) => found.unwrap_or(0),
-            };
-        }
-    }
-    let (a, b) = (&calls[0][skipped[0]..], &calls[1][skipped[1]..]);
-    let paired = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    StepPairing { skipped, paired }
-}
-
 /// A call of one run without its counterpart in the other, where its rank parted: `run` is 0 or 1.
 pub(super) struct UnpairedCall {
     pub run: usize,
@@ -139,6 +118,9 @@ type Call<'a> = (&'a CollectiveInfo, Option<u64>);
 
 /// A rank's calls of one run that the pairing looks at, in call order.
 type RankCalls<'a> = Vec<Call<'a>>;
+
+/// A communicator parted on a rank, and the first call of each run there without its counterpart.
+type Parting<'a> = (CommPlace, [Option<Call<'a>>; 2]);
 
 /// The HCCL calls of each rank, paired step by step (see the module's text), whose receive buffers'
 /// content hashes differ, and the calls each run made without a counterpart where a rank parted. A call is
@@ -162,24 +144,21 @@ pub(super) fn collective_differences(
     let mut pairs: Vec<(u32, &Info, &Info, Option<u64>)> = Vec::new();
     let mut unpaired = Vec::new();
     for rank in ranks {
-        if pairing.parted.contains(&rank) {
-            continue;
-        }
         let none = BTreeSet::new();
         let [h1, h2] = held.each_ref().map(|h| h.get(&rank).unwrap_or(&none));
         // A call no op places (a rank without ops) is at no step either run lacks.
         let both = |step: &Option<u64>| sparse || step.is_none_or(|s| h1.contains(&s) && h2.contains(&s));
         let calls = [rank_calls(i1, &steps1, rank, both), rank_calls(i2, &steps2, rank, both)];
         let cut = [0, 1].map(|k| rings[k].get(&rank).copied());
-        let (paired, parted) = pair_rank(&calls, sparse, cut);
+        let (paired, parted) = pair_rank(&calls, sparse, cut, rank, &mut pairing.parted);
         pairs.extend(paired.into_iter().map(|[a, b]| (rank, a.0, b.0, a.1)));
-        let Some(first) = parted else { continue };
-        pairing.parted.insert(rank);
-        for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
-            // A call no op places cannot be named by its step: its rank's parting goes unsaid.
-            let Some(step) = step else { continue };
-            let at = PartedAt { run, rank, step, op: call.op, seq: call.seq };
-            unpaired.extend(at.listed(filter));
+        for (comm, first) in parted {
+            for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
+                // A call no op places cannot be named by its step: its communicator's parting goes unsaid.
+                let Some(step) = step else { continue };
+                let at = PartedAt { run, rank, step, comm, op: call.op, seq: call.seq };
+                unpaired.extend(at.listed(filter));
+            }
         }
     }
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
@@ -249,28 +228,33 @@ pub(super) fn collective_differences(
     (found, unpaired)
 }
 
-/// The pairs of one rank's calls of each run, step by step (one sequence where `sparse`), and where the
-/// rank parted: the first call of each run without its counterpart there, if it made one. `cut[k]`: the
-/// first step run `k`'s ring left, which may have lost its first calls.
+/// The pairs of one rank's calls of each run, step by step (one sequence where `sparse`), and where its
+/// communicators parted: the first call of each run without its counterpart there, if it made one.
+/// `cut[k]`: the first step run `k`'s ring left, which may have lost its first calls; `parted`: the
+/// (rank, communicator)s parted before, which this rank's partings join.
 fn pair_rank<'a>(
     calls: &[RankCalls<'a>; 2],
     sparse: bool,
     cut: [Option<u64>; 2],
-) -> (Vec<[Call<'a>; 2]>, Option<[Option<Call<'a>>; 2]>) {
+    rank: u32,
+    parted: &mut BTreeSet<(u32, CommPlace)>,
+) -> (Vec<[Call<'a>; 2]>, Vec<Parting<'a>>) {
     let group = |c: &Call| if sparse { None } else { c.1 };
-    let (mut at, mut pairs) = ([0usize; 2], Vec::new());
+    let (mut at, mut pairs, mut partings) = ([0usize; 2], Vec::new(), Vec::new());
     loop {
         let next = [0, 1].map(|k| calls[k].get(at[k]).map(group));
-        let Some(step) = next.into_iter().flatten().min() else { return (pairs, None) };
+        let Some(step) = next.into_iter().flatten().min() else { return (pairs, partings) };
         let part = [0, 1].map(|k| {
             let rest = &calls[k][at[k]..];
             &rest[..rest.iter().take_while(|c| group(c) == step).count()]
         });
-        let keys = part.map(|p| p.iter().map(|(c, _)| (c.op, c.seq)).collect::<Vec<_>>());
-        let p = pair_step([&keys[0], &keys[1]], cut.map(|c| step.is_some() && c == step));
-        pairs.extend((0..p.paired).map(|n| [part[0][p.skipped[0] + n], part[1][p.skipped[1] + n]]));
-        if !p.whole([part[0].len(), part[1].len()]) {
-            return (pairs, Some([0, 1].map(|k| part[k].get(p.skipped[k] + p.paired).copied())));
+        let keys = part.map(|p| p.iter().map(|(c, _)| CallKey::of(c)).collect::<Vec<_>>());
+        let cut = cut.map(|c| step.is_some() && c == step);
+        let p = pair_step([&keys[0], &keys[1]], cut, |comm| parted.contains(&(rank, comm)));
+        pairs.extend(p.pairs.iter().map(|&[a, b]| [part[0][a], part[1][b]]));
+        for (comm, first) in p.parted {
+            parted.insert((rank, comm));
+            partings.push((comm, [0, 1].map(|k| first[k].map(|n| part[k][n]))));
         }
         at = [0, 1].map(|k| at[k] + part[k].len());
     }
@@ -322,33 +306,11 @@ pub(super) fn with_collectives(
 mod tests {
     use super::*;
 
-    /// Calls pair in order while they are the same; where a run may have lost a step's first calls, the
-    /// other's calls before its first one are skipped (all of them when it kept none), and a first call
-    /// the other lacks skips nothing.
-    #[test]
-    fn a_step_pairs_in_order_past_what_a_ring_lost() {
-        let full = [1, 2, 3];
-        assert_eq!(pair_step([&full, &full], [false; 2]), StepPairing { skipped: [0, 0], paired: 3 });
-        let p = pair_step([&[1, 3][..], &full], [false; 2]);
-        assert_eq!((p.paired, p.whole([2, 3])), (1, false));
-        let p = pair_step([&[2, 3][..], &full], [true, false]);
-        assert_eq!((p.skipped, p.paired, p.whole([2, 3])), ([0, 1], 2, true));
-        let p = pair_step([&full, &[3][..]], [false, true]);
-        assert_eq!((p.skipped, p.paired, p.whole([3, 1])), ([2, 0], 1, true));
-        let p = pair_step([&[][..], &full], [true, false]);
-        assert!(p.whole([0, 3]), "{p:?}");
-        let p = pair_step([&[4, 3][..], &full], [true, false]);
-        assert_eq!((p.skipped, p.paired, p.whole([2, 3])), ([0, 0], 0, false));
-        // Cut short after its first call: the call it lacks later is no gap.
-        let p = pair_step([&[2][..], &full], [true, false]);
-        assert!(!p.whole([1, 3]), "{p:?}");
-    }
-
     /// The call that parted a rank is listed where the filter keeps its rank and function and a step from
     /// its own on, with its own step.
     #[test]
     fn a_parting_call_is_listed_where_it_leaves_kept_calls_unpaired() {
-        let at = PartedAt { run: 1, rank: 2, step: 1, op: CollectiveOp::Broadcast, seq: 12 };
+        let at = PartedAt { run: 1, rank: 2, step: 1, comm: (4, 2), op: CollectiveOp::Broadcast, seq: 12 };
         let filter = |steps: &[u64], ranks: &[u32], ops: &[&str]| Filter {
             steps: steps.to_vec(),
             ranks: ranks.to_vec(),

@@ -28,11 +28,13 @@ mod fold;
 mod measure;
 mod report;
 mod selection;
+mod step_pairing;
 mod values;
 mod waves;
 pub use calls::CallPairing;
 pub use report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
 pub use selection::select_steps;
+pub use step_pairing::{CallKey, CommPlace};
 pub use values::{compare_host_blocks, compare_host_bytes, compare_values, ulp_distance, TensorDiff};
 pub use waves::compare_host_waves;
 

@@ -67,7 +67,7 @@ pub struct DiffReport {
     pub warnings: Vec<String>,
 }
 
-/// A tensor only one run holds, with its step and rank.
+/// A tensor only one run holds, with its step and rank, or an HCCL call without its counterpart.
 #[derive(Clone, Debug, Serialize)]
 pub struct UnmatchedTensor {
     /// `run1` or `run2`.
@@ -75,12 +75,15 @@ pub struct UnmatchedTensor {
     pub tensor: String,
     pub step: u64,
     pub rank: u32,
+    /// An HCCL call, not a tensor (JSON: `hccl_call: true`, absent on tensors).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hccl_call: bool,
 }
 
 impl UnmatchedTensor {
     pub(super) fn of(run: &'static str, index: &Index, t: TensorId) -> UnmatchedTensor {
         let op = &index.ops[index.tensors[t].op()];
-        UnmatchedTensor { run, tensor: index.tensor_label(t), step: op.step, rank: op.rank }
+        UnmatchedTensor { run, tensor: index.tensor_label(t), step: op.step, rank: op.rank, hccl_call: false }
     }
 }
 

@@ -2,10 +2,11 @@
 //! tells how the HCCL calls of the steps before them pair. The rest of diff's answer is the selection's
 //! own (first differences, census rows, counts, unmatched tensors and the configuration check keep to the
 //! filter; the shortfalls, the ring's deletions and a mix of runs are the census's). The calls are not: a
-//! rank's calls part at the first call without its counterpart (`calls`), so a step's calls pair as the
-//! steps before it leave them.
+//! communicator's calls on a rank part at the first call without its counterpart (`calls`), so a step's
+//! calls pair as the steps before it leave them.
 
-use super::calls::{pair_step, ring_firsts, CallPairing, PartedAt, RingFirsts};
+use super::calls::{ring_firsts, CallPairing, PartedAt, RingFirsts};
+use super::step_pairing::pair_step;
 use crate::sources::capture::step_calls::StepCalls;
 use crate::sources::capture::windows::StepWindows;
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,11 +56,11 @@ fn pairing_at(a: &StepWindows, b: &StepWindows, steps: &[u64]) -> Option<CallPai
     parted_before(&runs, &selected).map(CallPairing::parted)
 }
 
-/// The calls that part ranks at a step both runs hold before the first of `selected` (as
+/// The calls that part a rank's communicators at a step both runs hold before the first of `selected` (as
 /// `collective_differences` parts them, step by step: the first call of either run without its
-/// counterpart). `None` unless, on every rank left, each step both
-/// runs hold from the first selected step to the last that the selection leaves out pairs whole: its
-/// windows are not read, so nothing could part the rank there.
+/// counterpart). `None` unless each step both runs hold from the first selected step to the last that
+/// the selection leaves out pairs whole on the communicators left: its windows are not read, so nothing
+/// could part a communicator there.
 fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<PartedAt>> {
     let (&first, &last) = (selected.first()?, selected.last()?);
     let (none, empty) = (BTreeMap::new(), StepCalls::default());
@@ -69,23 +70,26 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<Par
         let [c1, c2] = [0, 1].map(|k| runs[k].calls.get(&rank).copied().unwrap_or(&none));
         let steps: BTreeSet<u64> = c1.keys().chain(c2.keys()).copied().filter(|&s| s <= last).collect();
         let held = |s: u64| runs.iter().all(|r| r.held.contains(&(rank, s)));
+        // The rank's communicators parted so far, at the steps before the selection or by a selected
+        // step's read.
+        let mut gone = BTreeSet::new();
         for step in steps.into_iter().filter(|&s| held(s)) {
             let [x, y] = [c1, c2].map(|c| &c.get(&step).unwrap_or(&empty).calls);
             let cut = [0, 1].map(|k| runs[k].ring.get(&rank) == Some(&step));
-            let p = pair_step([x, y], cut);
-            if p.whole([x.len(), y.len()]) {
-                continue;
-            }
-            // Before the selection the rank parts; at a selected step its window's read parts it.
-            if step < first {
-                for (run, calls) in [x, y].into_iter().enumerate() {
-                    let Some(&(op, seq)) = calls.get(p.skipped[run] + p.paired) else { continue };
-                    parted.push(PartedAt { run, rank, step, op, seq });
-                }
-            } else if !selected.contains(&step) {
+            let p = pair_step([x, y], cut, |comm| gone.contains(&comm));
+            if !p.parted.is_empty() && step >= first && !selected.contains(&step) {
                 return None;
             }
-            break;
+            for (comm, firsts) in p.parted {
+                gone.insert(comm);
+                if step >= first {
+                    continue;
+                }
+                for (run, at) in firsts.into_iter().enumerate() {
+                    let Some(key) = at.map(|n| [x, y][run][n]) else { continue };
+                    parted.push(PartedAt { run, rank, step, comm, op: key.op, seq: key.seq });
+                }
+            }
         }
     }
     Some(parted)
@@ -111,15 +115,21 @@ fn each_call_at_one_step(calls: &RankCalls) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::CallKey;
     use accutrace_formats::capture::CollectiveOp::{self, AllGather, AllReduce, Broadcast};
     use std::ops::RangeInclusive;
+
+    /// The key of a call on the one communicator.
+    fn key(op: CollectiveOp, seq: u64) -> CallKey {
+        CallKey { comm: (4, 0), op, seq }
+    }
 
     /// A rank's calls: per step, (function, sequence number) on the one communicator.
     fn rank(steps: &[(u64, &[(CollectiveOp, u64)])]) -> BTreeMap<u64, StepCalls> {
         let mut by_step = BTreeMap::new();
         for &(step, calls) in steps {
             let at: &mut StepCalls = by_step.entry(step).or_default();
-            calls.iter().for_each(|&(op, seq)| at.push(op, seq, "world"));
+            calls.iter().for_each(|&(op, seq)| at.push_key(key(op, seq), "world"));
         }
         by_step
     }
@@ -166,7 +176,7 @@ mod tests {
     fn an_earlier_call_without_its_counterpart_parts_its_rank() {
         let h = healthy();
         let mut extra = healthy();
-        extra.get_mut(&1).unwrap().push(Broadcast, 99, "world");
+        extra.get_mut(&1).unwrap().push_key(key(Broadcast, 99), "world");
         let mut reordered = healthy();
         reordered
             .insert(0, rank(&[(0, &[(AllReduce, 2), (AllReduce, 1), (AllGather, 3)])]).remove(&0).unwrap());
@@ -207,7 +217,7 @@ mod tests {
     fn other_calls_between_the_selected_steps_leave_it_unknown() {
         let h = healthy();
         let mut extra = healthy();
-        extra.get_mut(&3).unwrap().push(Broadcast, 99, "world");
+        extra.get_mut(&3).unwrap().push_key(key(Broadcast, 99), "world");
         let (run1, run2) = ([(0, &h)], [(0, &extra)]);
         let all = || [0..=5, 0..=5];
         assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[2, 4]), None);

@@ -3,7 +3,7 @@
 //! census), and JSON of everything.
 
 use super::{fmt_num, paint, write_json, Destination, Format, Output};
-use crate::diff::{DiffReport, TensorDiff};
+use crate::diff::{DiffReport, TensorDiff, UnmatchedTensor};
 use anyhow::Result;
 use std::io::Write;
 
@@ -109,7 +109,7 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
     for side in ["run1", "run2"] {
         let list: Vec<_> = r.unmatched.iter().filter(|u| u.run == side).collect();
         if !list.is_empty() {
-            writeln!(out, "\n{} tensors only in {side}:", list.len())?;
+            writeln!(out, "\n{} only in {side}:", what_is_listed(&list))?;
             for u in list.iter().take(20) {
                 writeln!(out, "  step {} rank {}: {}", u.step, u.rank, u.tensor)?;
             }
@@ -119,6 +119,19 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// What an unmatched list holds: "12 tensors", or "12 tensors and 1 HCCL call" when calls without their
+/// counterpart are among them.
+fn what_is_listed(list: &[&UnmatchedTensor]) -> String {
+    let calls = list.iter().filter(|u| u.hccl_call).count();
+    let tensors = format!("{} tensors", list.len() - calls);
+    let calls_named = if calls == 1 { "1 HCCL call".to_string() } else { format!("{calls} HCCL calls") };
+    match (list.len() - calls, calls) {
+        (_, 0) => tensors,
+        (0, _) => calls_named,
+        _ => format!("{tensors} and {calls_named}"),
+    }
 }
 
 /// "max |diff| 0.5, 3 ulp, 1.2% of elements", or what the statistics say when there was no data.

@@ -1,30 +1,38 @@
 //! What the census keeps of each step's HCCL calls on a rank (#18): enough for `diff`, which pairs two runs'
 //! calls step by step, to tell whether the calls of the steps before a selection pair without reading
-//! those steps' windows: two words a call and a few a step, and while the census reads a stream, three a
-//! call.
+//! those steps' windows: three words a call and a few a step, and while the census reads a stream, three
+//! a call.
 
-use accutrace_formats::capture::CollectiveOp;
+use crate::diff::CallKey;
+use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-/// A rank's HCCL calls at one step: each call's function and sequence number (what `diff` pairs them by),
-/// in call order, and each communicator's lowest and highest sequence number.
+/// A rank's HCCL calls at one step: what `diff` pairs each call by (its communicator's size and the rank's
+/// place in it, its function and sequence number), in call order, and each communicator's lowest and
+/// highest sequence number.
 #[derive(Clone, Debug, Default)]
 pub struct StepCalls {
-    pub calls: Vec<(CollectiveOp, u64)>,
+    pub calls: Vec<CallKey>,
     /// Per communicator (its name's hash): the lowest and the highest sequence number.
     pub seqs: Vec<(u64, u64, u64)>,
 }
 
 impl StepCalls {
-    /// Adds the call after those added before, on the communicator of that name.
-    pub fn push(&mut self, op: CollectiveOp, seq: u64, comm: &str) {
-        self.push_placed(op, seq, hash_of(comm));
+    /// Adds the call after those added before.
+    pub fn push(&mut self, call: &CollectiveInfo) {
+        self.push_key(CallKey::of(call), &call.comm);
     }
 
-    fn push_placed(&mut self, op: CollectiveOp, seq: u64, comm: u64) {
-        self.calls.push((op, seq));
+    /// Adds the call known by `key` on the communicator of that name, after those added before.
+    pub fn push_key(&mut self, key: CallKey, comm: &str) {
+        self.push_placed(key, hash_of(comm));
+    }
+
+    fn push_placed(&mut self, key: CallKey, comm: u64) {
+        let seq = key.seq;
+        self.calls.push(key);
         match self.seqs.iter_mut().find(|s| s.0 == comm) {
             Some(s) => (s.1, s.2) = (s.1.min(seq), s.2.max(seq)),
             None => self.seqs.push((comm, seq, seq)),
@@ -43,10 +51,11 @@ fn hash_of(value: impl Hash) -> u64 {
 /// is placed by its start once the census has read them all.
 #[derive(Default)]
 pub(super) struct StreamCalls {
-    /// Each call's start, its function, and its sequence number shifted past
-    /// its communicator's place in `comms`.
+    /// Each call's start, its function, and its sequence number shifted past its communicator's place in
+    /// `comms`.
     calls: Vec<(u64, CollectiveOp, u64)>,
-    comms: Vec<u64>,
+    /// Each communicator: its name's hash and its [`CallKey::comm`].
+    comms: Vec<(u64, (u32, u32))>,
     /// A sequence number or a count of communicators too large to pack: the calls are left unplaced.
     unpacked: bool,
 }
@@ -56,12 +65,13 @@ pub(super) struct StreamCalls {
 const COMM_BITS: u32 = 8;
 
 impl StreamCalls {
-    /// Adds a call that started at `start_us`, after those added before.
-    pub fn add(&mut self, start_us: u64, op: CollectiveOp, seq: u64, comm: &str) {
+    /// Adds a call, after those added before.
+    pub fn add(&mut self, call: &CollectiveInfo) {
         if self.unpacked {
             return;
         }
-        let comm = hash_of(comm);
+        let comm = (hash_of(&call.comm), CallKey::of(call).comm);
+        let (seq, op) = (call.seq, call.op);
         let place = match self.comms.iter().position(|&c| c == comm) {
             Some(place) => place,
             None => {
@@ -73,7 +83,7 @@ impl StreamCalls {
             self.unpacked = true;
             return;
         }
-        self.calls.push((start_us, op, seq << COMM_BITS | place as u64));
+        self.calls.push((call.start_us, op, seq << COMM_BITS | place as u64));
     }
 
     /// Each step's calls, a call placed by `step_of` its start; `None` where a call belongs to no step.
@@ -83,8 +93,9 @@ impl StreamCalls {
         }
         let mut steps: BTreeMap<u64, StepCalls> = BTreeMap::new();
         for (start_us, op, packed) in self.calls {
-            let comm = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
-            steps.entry(step_of(start_us)?).or_default().push_placed(op, packed >> COMM_BITS, comm);
+            let (name, comm) = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
+            let key = CallKey { comm, op, seq: packed >> COMM_BITS };
+            steps.entry(step_of(start_us)?).or_default().push_placed(key, name);
         }
         Some(steps)
     }
@@ -95,16 +106,38 @@ mod tests {
     use super::*;
     use CollectiveOp::{AllGather, AllReduce};
 
+    /// A call of rank 1 on `comm`, a communicator of 4 ranks unless named `group` (of 2).
+    fn call(start_us: u64, op: CollectiveOp, seq: u64, comm: &str) -> CollectiveInfo {
+        let comm_size = if comm == "group" { 2 } else { 4 };
+        CollectiveInfo {
+            comm: comm.to_string(),
+            comm_rank: 1,
+            comm_size,
+            seq,
+            op,
+            count: 1,
+            dtype: 0,
+            reduce_op: None,
+            peer: None,
+            input: None,
+            output: None,
+            start_us,
+            end_us: start_us,
+            result: 0,
+        }
+    }
+
     fn calls(list: &[(CollectiveOp, u64)]) -> StepCalls {
         let mut calls = StepCalls::default();
-        list.iter().for_each(|&(op, seq)| calls.push(op, seq, "world"));
+        list.iter().for_each(|&(op, seq)| calls.push(&call(0, op, seq, "world")));
         calls
     }
 
-    /// A call is known by its function and sequence number, not by its communicator's name (each run
-    /// names its own), whose sequence numbers are spanned apart.
+    /// A call is known by its communicator's size and the rank's place in it, its function and sequence
+    /// number, not by its communicator's name (each run names its own); each communicator's sequence
+    /// numbers are spanned apart.
     #[test]
-    fn calls_are_their_functions_and_sequence_numbers() {
+    fn calls_are_their_places_functions_and_sequence_numbers() {
         let whole = calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]);
         assert_eq!(whole.seqs.len(), 1);
         assert_eq!((whole.seqs[0].1, whole.seqs[0].2), (1, 3));
@@ -116,31 +149,37 @@ mod tests {
             assert_ne!(other.calls, whole.calls);
         }
         let mut elsewhere = calls(&[(AllReduce, 1), (AllReduce, 2)]);
-        elsewhere.push(AllGather, 3, "pipeline");
+        elsewhere.push(&call(0, AllGather, 3, "pipeline"));
         assert_eq!(elsewhere.calls, whole.calls);
         assert_eq!(elsewhere.seqs.len(), 2);
+        let mut in_a_group = calls(&[(AllReduce, 1), (AllReduce, 2)]);
+        in_a_group.push(&call(0, AllGather, 3, "group"));
+        assert_ne!(in_a_group.calls, whole.calls);
     }
 
-    /// Calls are placed by their starts, whichever step's op records they were read among; a call
-    /// before every step, or one whose sequence number is too large to pack, leaves the steps unknown.
+    /// Calls are placed by their starts, whichever step's op records they were read among, and keep their
+    /// communicators; a call before every step, or one whose sequence number is too large to pack, leaves
+    /// the steps unknown.
     #[test]
     fn calls_are_placed_by_their_starts() {
         let step_of = |us: u64| (us >= 100).then_some(us / 100);
         let mut read = StreamCalls::default();
-        read.add(110, AllReduce, 1, "world");
-        read.add(120, AllReduce, 2, "world");
-        read.add(130, AllGather, 3, "world");
-        read.add(250, AllReduce, 4, "world");
-        read.add(260, AllReduce, 0, "pipeline");
+        read.add(&call(110, AllReduce, 1, "world"));
+        read.add(&call(120, AllReduce, 2, "world"));
+        read.add(&call(130, AllGather, 3, "world"));
+        read.add(&call(250, AllReduce, 4, "world"));
+        read.add(&call(260, AllReduce, 0, "group"));
         let steps = read.by_step(step_of).expect("every call in a step");
         assert_eq!(steps[&1].calls, calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]).calls);
-        assert_eq!(steps[&2].calls, calls(&[(AllReduce, 4), (AllReduce, 0)]).calls);
+        let mut second = calls(&[(AllReduce, 4)]);
+        second.push(&call(0, AllReduce, 0, "group"));
+        assert_eq!(steps[&2].calls, second.calls);
         assert_eq!(steps[&2].seqs.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(), [(4, 4), (0, 0)]);
         let mut early = StreamCalls::default();
-        early.add(50, AllReduce, 1, "world");
+        early.add(&call(50, AllReduce, 1, "world"));
         assert!(early.by_step(step_of).is_none());
         let mut huge = StreamCalls::default();
-        huge.add(110, AllReduce, u64::MAX, "world");
+        huge.add(&call(110, AllReduce, u64::MAX, "world"));
         assert!(huge.by_step(step_of).is_none());
     }
 }

@@ -432,7 +432,7 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
                     return Ok(None);
                 }
                 last_call_start = call.start_us;
-                stream_calls.add(call.start_us, call.op, call.seq, &call.comm);
+                stream_calls.add(call);
                 let from = if op_at.0 == place.0 { op_at.1 } else { 0 };
                 let c = calls.entry((place.0, step)).or_insert(Calls {
                     earliest_us: call.start_us,
