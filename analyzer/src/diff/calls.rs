@@ -10,7 +10,8 @@
 //! numbers count per communicator, so two communicators' calls may share a function and number; their
 //! order against each other may change from run to run. Step by step, in call order, a communicator's
 //! call pairs with the other run's call in the same place among that communicator's calls when both are
-//! the same function and sequence number. The first call either run made without that counterpart parts
+//! the same function and sequence number (a receive whose send is not in the data has no step: it pairs
+//! among the calls of the step before it). The first call either run made without that counterpart parts
 //! the communicator on that rank: it is reported as a tensor only that run holds, and the communicator's
 //! later calls on the rank are not paired (the rank's other communicators' still are). Two communicators
 //! of one size in which the rank has the same place are one to the pairing (their calls pair in their
@@ -123,10 +124,10 @@ type RankCalls<'a> = Vec<Call<'a>>;
 type Parting<'a> = (CommPlace, [Option<Call<'a>>; 2]);
 
 /// The HCCL calls of each rank, paired step by step (see the module's text), whose receive buffers'
-/// content hashes differ, and the calls each run made without a counterpart where a rank parted. A call is
-/// nondeterministic itself (a reduction in a varying order) when every member's send buffer agrees between
-/// the runs; when some member's differs (on this rank or another), the call only propagates that
-/// difference. `pairing`: where the parts before this one left the pairing; `rings`: each run's
+/// content hashes differ, and the calls each run made without a counterpart where a communicator parted. A
+/// call is nondeterministic itself (a reduction in a varying order) when every member's send buffer agrees
+/// between the runs (`members_of`); when some member's differs (on this rank or another), the call only
+/// propagates that difference, and when a member is not in the data, it is unknown. `pairing`: where the parts before this one left the pairing; `rings`: each run's
 /// [`RingFirsts`].
 pub(super) fn collective_differences(
     i1: &Index,
@@ -162,21 +163,22 @@ pub(super) fn collective_differences(
         }
     }
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
-    let mut members: BTreeMap<(&str, u64), (Vec<u32>, bool)> = BTreeMap::new();
-    let mut seen: BTreeMap<(&str, u64), u32> = BTreeMap::new();
+    let mut members: BTreeMap<Members, (Vec<u32>, bool)> = BTreeMap::new();
+    let mut seen: BTreeMap<Members, u32> = BTreeMap::new();
     for &(rank, a, b, _) in &pairs {
-        *seen.entry((a.comm.as_str(), a.seq)).or_default() += 1;
-        let entry = members.entry((a.comm.as_str(), a.seq)).or_default();
+        *seen.entry(members_of(a)).or_default() += 1;
+        let entry = members.entry(members_of(a)).or_default();
         match (&a.input, &b.input) {
             (Some(x), Some(y)) if x.content_hash != y.content_hash => entry.0.push(rank),
             (Some(_), Some(_)) => {}
             _ => entry.1 |= !a.op.is_point_to_point() || a.input.is_some() != b.input.is_some(),
         }
     }
-    // A collective some member of which is not in the data (one node's capture) cannot be cleared.
+    // A call some member of which is not in the data (one node's capture) cannot be cleared.
     for &(_, a, _, _) in &pairs {
-        let key = (a.comm.as_str(), a.seq);
-        if !a.op.is_point_to_point() && seen[&key] < a.comm_size {
+        let key = members_of(a);
+        let all = if a.op.is_point_to_point() { 2 } else { a.comm_size };
+        if seen[&key] < all {
             members.entry(key).or_default().1 = true;
         }
     }
@@ -193,7 +195,7 @@ pub(super) fn collective_differences(
             continue;
         }
         let call = format!("{name} #{}", a.seq);
-        let (differ, unknown) = &members[&(a.comm.as_str(), a.seq)];
+        let (differ, unknown) = &members[&members_of(a)];
         let (sa, sb) = (&out_a.stats, &out_b.stats);
         let stats_delta = [(sa.min, sb.min), (sa.max, sb.max), (sa.mean, sb.mean), (sa.l2_norm, sb.l2_norm)]
             .iter()
@@ -239,22 +241,30 @@ fn pair_rank<'a>(
     rank: u32,
     parted: &mut BTreeSet<(u32, CommPlace)>,
 ) -> (Vec<[Call<'a>; 2]>, Vec<Parting<'a>>) {
-    let group = |c: &Call| if sparse { None } else { c.1 };
+    // A call no step holds (a receive whose send is not in the data) pairs among the calls of the step
+    // before it: its place in the call order is known, though its step is not.
+    let groups = calls.each_ref().map(|run| {
+        let mut last = None;
+        let steps = run.iter().map(|c| if sparse { None } else { c.1.or(last) }.inspect(|&s| last = Some(s)));
+        steps.collect::<Vec<_>>()
+    });
     let (mut at, mut pairs, mut partings) = ([0usize; 2], Vec::new(), Vec::new());
     loop {
-        let next = [0, 1].map(|k| calls[k].get(at[k]).map(group));
+        let next = [0, 1].map(|k| groups[k].get(at[k]).copied());
         let Some(step) = next.into_iter().flatten().min() else { return (pairs, partings) };
         let part = [0, 1].map(|k| {
             let rest = &calls[k][at[k]..];
-            &rest[..rest.iter().take_while(|c| group(c) == step).count()]
+            &rest[..groups[k][at[k]..].iter().take_while(|&&g| g == step).count()]
         });
         let keys = part.map(|p| p.iter().map(|(c, _)| CallKey::of(c)).collect::<Vec<_>>());
         let cut = cut.map(|c| step.is_some() && c == step);
         let p = pair_step([&keys[0], &keys[1]], cut, |comm| parted.contains(&(rank, comm)));
-        pairs.extend(p.pairs.iter().map(|&[a, b]| [part[0][a], part[1][b]]));
+        // Each call at the step it pairs at.
+        let placed = |k: usize, n: usize| (part[k][n].0, step.or(part[k][n].1));
+        pairs.extend(p.pairs.iter().map(|&[a, b]| [placed(0, a), placed(1, b)]));
         for (comm, first) in p.parted {
             parted.insert((rank, comm));
-            partings.push((comm, [0, 1].map(|k| first[k].map(|n| part[k][n]))));
+            partings.push((comm, [0, 1].map(|k| first[k].map(|n| placed(k, n)))));
         }
         at = [0, 1].map(|k| at[k] + part[k].len());
     }
@@ -278,6 +288,21 @@ fn held_steps(index: &Index) -> BTreeMap<u32, BTreeSet<u64>> {
         held.entry(op.rank).or_default().insert(op.step);
     }
     held
+}
+
+/// Which call of its run a call is a member of: a collective is one of its communicator's, numbered by its
+/// sequence; a send and the receive it meets are one of their own (point-to-point calls count per peer
+/// and direction: `HcclSend #4` from rank 0 to 2 is not the communicator's `HcclAllReduce #4`).
+type Members<'a> = (&'a str, Option<(u32, u32)>, u64);
+
+fn members_of(call: &CollectiveInfo) -> Members<'_> {
+    let peer = call.peer.unwrap_or(u32::MAX);
+    let link = match call.op {
+        CollectiveOp::Send => Some((call.comm_rank, peer)),
+        CollectiveOp::Recv => Some((peer, call.comm_rank)),
+        _ => None,
+    };
+    (call.comm.as_str(), link, call.seq)
 }
 
 /// The first difference of each step and rank with the HCCL calls taken into account: a differing call

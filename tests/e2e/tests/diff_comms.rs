@@ -28,18 +28,19 @@ const STEPS: u64 = 6;
 /// shared_job's model: a few hundred tensors a step and rank.
 const MODEL: &str = r#"{"preset": "medium", "n_layers": 3, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab": 100, "batch": 2, "seq": 8}"#;
 
-/// `sim-train --ranks 4 --pipeline --steps 6` of shared_job's model with `options`, the collector
-/// preloaded with `env`: recorded once for this file.
-fn pipeline_job(options: &[&str], env: &[(&str, &str)]) -> PathBuf {
+/// `sim-train --ranks 4 --pipeline --steps 6` of shared_job's model with `faults` (the model's, or empty)
+/// and `options`, the collector preloaded with `env`: recorded once for this file.
+fn pipeline_job(faults: &str, options: &[&str], env: &[(&str, &str)]) -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     static JOBS: OnceLock<Mutex<BTreeMap<String, Arc<OnceLock<PathBuf>>>>> = OnceLock::new();
-    let key = format!("{options:?} {env:?}");
+    let key = format!("{faults} {options:?} {env:?}");
     let job = JOBS.get_or_init(Default::default).lock().unwrap().entry(key.clone()).or_default().clone();
     job.get_or_init(|| {
         let dir = DIR.get_or_init(scratch).path();
         static MADE: AtomicUsize = AtomicUsize::new(0);
         let name = format!("job-{}", MADE.fetch_add(1, Ordering::Relaxed));
-        let model = model_file(dir, &format!("{name}.json"), MODEL);
+        let model = format!("{}{faults}}}", MODEL.strip_suffix('}').unwrap());
+        let model = model_file(dir, &format!("{name}.json"), &model);
         let run = dir.join(name);
         let out = Command::new(sim_train_bin())
             .args(["--ranks", "4", "--pipeline", "--steps", &STEPS.to_string()])
@@ -179,7 +180,7 @@ fn is(call: &CollectiveInfo, op: CollectiveOp, size: u32) -> bool {
 /// swapped, the same.
 #[test]
 fn a_pipelines_communicators_pair_each_on_its_own() {
-    let (healthy, corrupt) = (pipeline_job(&[], &[]), pipeline_job(&["--corrupt-send", "4"], &[]));
+    let (healthy, corrupt) = (pipeline_job("", &[], &[]), pipeline_job("", &["--corrupt-send", "4"], &[]));
     assert!(StepWindows::census(&healthy, 1).unwrap().is_none(), "a pipeline is read whole");
     let dir = scratch();
     let lacking = dir.path().join("lacking");
@@ -215,7 +216,7 @@ fn a_pipelines_communicators_pair_each_on_its_own() {
 #[test]
 fn a_pipelines_ring_pairs_as_the_whole_run_where_both_hold_the_steps() {
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_POLICY", "ring:192K")];
-    let (ring, corrupt) = (pipeline_job(&[], &env), pipeline_job(&["--corrupt-send", "4"], &[]));
+    let (ring, corrupt) = (pipeline_job("", &[], &env), pipeline_job("", &["--corrupt-send", "4"], &[]));
     let first = CaptureSource::open(&ring).unwrap().index().steps()[0];
     assert!((1..4).contains(&first), "the ring kept step {first} on");
     let cut = (0..4).filter(|&r| calls_of(&ring, r).iter().filter(|(s, _)| *s == Some(first)).count() < 6);
@@ -305,5 +306,24 @@ fn a_data_parallel_jobs_groups_pair_each_on_its_own_by_windows_too() {
     for (a, b, filter) in [(&in_pairs, &swapped, Filter::default()), (&swapped, &in_pairs, steps(&[4]))] {
         let (report, _) = same_every_way(a, b, &filter);
         assert_eq!(report["verdict"], "identical", "{report:#}");
+    }
+}
+
+/// Node 0's capture of a pipeline (ranks 0 and 1: the first stage) against that of a run whose rank 2
+/// overflowed at step 0: the receive of rank 2's gradient (its send is not in the data, so its step is not
+/// known) pairs where it was made, and differs; with the sender out of the data its verdict is
+/// `unknown`, and rank 1's group reduction propagates rank 0's difference. The same with the runs swapped.
+#[test]
+fn a_receive_whose_send_is_elsewhere_pairs_where_it_was_made() {
+    let faults = r#", "faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 0, "rank": 2}}"#;
+    let dir = scratch();
+    let healthy = node0(&pipeline_job("", &[], &[]), &dir.path().join("healthy"));
+    let overflowed = node0(&pipeline_job(faults, &[], &[]), &dir.path().join("overflowed"));
+    for (a, b) in [(&healthy, &overflowed), (&overflowed, &healthy)] {
+        let (report, _) = same_every_way(a, b, &Filter::default());
+        assert!(unpaired_calls(&report).is_empty(), "{report:#}");
+        assert_eq!(first_at(&report, 0, 0), Some(("HcclRecv #0".into(), "unknown".into())), "{report:#}");
+        let (op, verdict) = first_at(&report, 0, 1).expect("rank 1 at step 0");
+        assert_eq!((op.as_str(), verdict.as_str()), ("HcclAllReduce #0", "propagating"), "{report:#}");
     }
 }
