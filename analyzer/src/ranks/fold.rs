@@ -23,8 +23,9 @@
 use super::baseline::BaselineFold;
 use super::buffers::thin_buffers;
 use super::detect::{self, AlikeBefore, Detected, Finding};
-use super::events::{self, Event, RankEvents, RunEvents};
-use super::thin::{ThinBuffers, ThinCalls};
+use super::events::{self, RankEvents, RunEvents};
+use super::packed::Kept;
+use super::thin::ThinCalls;
 use super::window::WindowFacts;
 use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
@@ -36,15 +37,13 @@ use std::collections::BTreeMap;
 /// One rank's kept events (see the module's text) and where they stand among its whole program order.
 #[derive(Default)]
 struct KeptRank {
-    events: Vec<Event>,
+    events: Vec<Kept>,
     positions: Vec<usize>,
     anomalous_left_before: Vec<u64>,
     /// The findings of its kept ops, by position in `events` (a call's are found once all are in).
     op_findings: BTreeMap<usize, Vec<Finding>>,
     /// Its calls' overflows, found in their windows, by position in `events`.
     call_overflows: BTreeMap<usize, Vec<Finding>>,
-    /// Each kept event's buffers, for the calls thinned to them (`buffers`).
-    thin: Vec<ThinBuffers>,
     /// Its events in the windows added so far.
     seen: usize,
     anomalous_left: u64,
@@ -124,10 +123,9 @@ impl RanksFold {
                 if thin.is_some() {
                     e.tensors = Vec::new();
                 }
-                kept.thin.push(thin.unwrap_or_default());
                 kept.positions.push(kept.seen + i);
                 kept.anomalous_left_before.push(kept.anomalous_left);
-                kept.events.push(e);
+                kept.events.push(Kept::of(e, thin.unwrap_or_default()));
             }
             kept.seen += seen;
         }
@@ -161,8 +159,9 @@ impl RanksFold {
         let mut found = Detected::default();
         let (mut ranks, mut thin) = (Vec::new(), Vec::new());
         for (r, (rank, kept)) in self.ranks.into_iter().enumerate() {
-            ranks.push(RankEvents { rank, events: kept.events });
-            thin.push(kept.thin);
+            let (events, buffers) = kept.events.into_iter().map(Kept::unpack).unzip();
+            ranks.push(RankEvents { rank, events });
+            thin.push(buffers);
             thinning.positions.push(kept.positions);
             thinning.anomalous_left_before.push(kept.anomalous_left_before);
             thinning.anomalous_left.push(kept.anomalous_left);

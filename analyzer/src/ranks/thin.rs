@@ -68,6 +68,16 @@ impl ThinBuffers {
 }
 
 impl ThinBuffers {
+    /// Its words (input hash, output hash, flags), for a form that lays them out with others.
+    pub fn parts(&self) -> (u64, u64, u8) {
+        (self.input, self.output, self.flags)
+    }
+
+    /// The buffers of [`ThinBuffers::parts`].
+    pub fn from_parts((input, output, flags): (u64, u64, u8)) -> ThinBuffers {
+        ThinBuffers { input, output, flags }
+    }
+
     /// Whether its send buffer was anomalous.
     pub fn input_anomalous(&self) -> bool {
         self.flags & INPUT_ANOMALOUS != 0
