@@ -11,7 +11,8 @@
 //! order against each other may change from run to run. Step by step, in call order, a communicator's
 //! call pairs with the other run's call in the same place among that communicator's calls when both are
 //! the same function and sequence number (a receive whose send is not in the data has no step: it pairs
-//! among the calls of the step before it). The first call either run made without that counterpart parts
+//! among the calls of the step of the calls after it). The first call either run made without that
+//! counterpart parts
 //! the communicator on that rank: it is reported as a tensor only that run holds, and the communicator's
 //! later calls on the rank are not paired (the rank's other communicators' still are). Two communicators
 //! of one size in which the rank has the same place are one to the pairing (their calls pair in their
@@ -241,13 +242,7 @@ fn pair_rank<'a>(
     rank: u32,
     parted: &mut BTreeSet<(u32, CommPlace)>,
 ) -> (Vec<[Call<'a>; 2]>, Vec<Parting<'a>>) {
-    // A call no step holds (a receive whose send is not in the data) pairs among the calls of the step
-    // before it: its place in the call order is known, though its step is not.
-    let groups = calls.each_ref().map(|run| {
-        let mut last = None;
-        let steps = run.iter().map(|c| if sparse { None } else { c.1.or(last) }.inspect(|&s| last = Some(s)));
-        steps.collect::<Vec<_>>()
-    });
+    let groups = calls.each_ref().map(|run| if sparse { vec![None; run.len()] } else { placed_steps(run) });
     let (mut at, mut pairs, mut partings) = ([0usize; 2], Vec::new(), Vec::new());
     loop {
         let next = [0, 1].map(|k| groups[k].get(at[k]).copied());
@@ -268,6 +263,20 @@ fn pair_rank<'a>(
         }
         at = [0, 1].map(|k| at[k] + part[k].len());
     }
+}
+
+/// The step each of a rank's calls pairs at: its own, and for a call no step holds (a receive whose send
+/// is not in the data, made between the ops of two steps) that of the next call with one, the step it
+/// was received for (a pipeline's later stage receives a step's input before that step's ops), else that
+/// of the call before it.
+fn placed_steps(calls: &[Call]) -> Vec<Option<u64>> {
+    let mut next = None;
+    let mut steps: Vec<Option<u64>> =
+        calls.iter().rev().map(|c| c.1.or(next).inspect(|&s| next = Some(s))).collect();
+    steps.reverse();
+    let mut last = None;
+    steps.iter_mut().for_each(|s| *s = s.or(last).inspect(|&s| last = Some(s)));
+    steps
 }
 
 /// `rank`'s calls in `index` (`steps`: each call's) at the steps `keep` keeps.

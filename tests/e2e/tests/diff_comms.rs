@@ -309,21 +309,34 @@ fn a_data_parallel_jobs_groups_pair_each_on_its_own_by_windows_too() {
     }
 }
 
-/// Node 0's capture of a pipeline (ranks 0 and 1: the first stage) against that of a run whose rank 2
-/// overflowed at step 0: the receive of rank 2's gradient (its send is not in the data, so its step is not
-/// known) pairs where it was made, and differs; with the sender out of the data its verdict is
-/// `unknown`, and rank 1's group reduction propagates rank 0's difference. The same with the runs swapped.
+/// Ranks 2 and 3 of a pipeline (the second stage, as on node 1 of two) against the same ranks of the run
+/// whose send at step 4 was damaged in transit: the receive at rank 2 (its send is not in the data, so its
+/// step is not known) pairs where it was made and differs, at the step it was received for; with the
+/// sender out of the data its verdict is `unknown` (its members are its send and itself, not the
+/// communicator's collective of that number). The same with the runs swapped.
 #[test]
-fn a_receive_whose_send_is_elsewhere_pairs_where_it_was_made() {
-    let faults = r#", "faults": {"overflow": {"op": "model/layer_0/mlp/fc1/MatMul", "step": 0, "rank": 2}}"#;
+fn a_receive_whose_send_is_elsewhere_is_compared_where_it_was_made() {
     let dir = scratch();
-    let healthy = node0(&pipeline_job("", &[], &[]), &dir.path().join("healthy"));
-    let overflowed = node0(&pipeline_job(faults, &[], &[]), &dir.path().join("overflowed"));
-    for (a, b) in [(&healthy, &overflowed), (&overflowed, &healthy)] {
+    let healthy = second_stage(&pipeline_job("", &[], &[]), &dir.path().join("healthy"));
+    let corrupt = second_stage(&pipeline_job("", &["--corrupt-send", "4"], &[]), &dir.path().join("corrupt"));
+    for (a, b) in [(&healthy, &corrupt), (&corrupt, &healthy)] {
         let (report, _) = same_every_way(a, b, &Filter::default());
         assert!(unpaired_calls(&report).is_empty(), "{report:#}");
-        assert_eq!(first_at(&report, 0, 0), Some(("HcclRecv #0".into(), "unknown".into())), "{report:#}");
-        let (op, verdict) = first_at(&report, 0, 1).expect("rank 1 at step 0");
-        assert_eq!((op.as_str(), verdict.as_str()), ("HcclAllReduce #0", "propagating"), "{report:#}");
+        assert_eq!(report["verdict"], "different", "{report:#}");
+        assert_eq!(first_at(&report, 4, 2), Some(("HcclRecv #4".into(), "unknown".into())), "{report:#}");
     }
+}
+
+/// What node 1 of a 2-node pipeline holds: ranks 2 and 3 of the capture at `run`, copied to `to`.
+fn second_stage(run: &Path, to: &Path) -> PathBuf {
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let streams = manifest["streams"].as_array_mut().unwrap();
+    streams.retain(|s| s["info"]["rank"].as_u64().unwrap() >= 2);
+    for s in streams.iter() {
+        let name = s["dir"].as_str().unwrap();
+        copy_dir(&run.join(name), &to.join(name));
+    }
+    std::fs::write(to.join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    to.to_path_buf()
 }
