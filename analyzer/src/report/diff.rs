@@ -109,7 +109,7 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
     for side in ["run1", "run2"] {
         let list: Vec<_> = r.unmatched.iter().filter(|u| u.run == side).collect();
         if !list.is_empty() {
-            writeln!(out, "\n{} only in {side}:", what_is_listed(&list))?;
+            writeln!(out, "\n{} only in {side}:", what_is_listed(list.iter().copied()))?;
             for u in list.iter().take(20) {
                 writeln!(out, "  step {} rank {}: {}", u.step, u.rank, u.tensor)?;
             }
@@ -122,12 +122,16 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
 }
 
 /// What an unmatched list holds: "12 tensors", or "12 tensors and 1 HCCL call" when calls without their
-/// counterpart are among them.
-fn what_is_listed(list: &[&UnmatchedTensor]) -> String {
-    let calls = list.iter().filter(|u| u.hccl_call).count();
-    let tensors = format!("{} tensors", list.len() - calls);
+/// counterpart are among them (the text and the HTML report say it alike).
+pub(crate) fn what_is_listed<'a>(list: impl IntoIterator<Item = &'a UnmatchedTensor>) -> String {
+    let (mut all, mut calls) = (0, 0);
+    for u in list {
+        all += 1;
+        calls += usize::from(u.hccl_call);
+    }
+    let tensors = format!("{} tensors", all - calls);
     let calls_named = if calls == 1 { "1 HCCL call".to_string() } else { format!("{calls} HCCL calls") };
-    match (list.len() - calls, calls) {
+    match (all - calls, calls) {
         (_, 0) => tensors,
         (0, _) => calls_named,
         _ => format!("{tensors} and {calls_named}"),
@@ -208,4 +212,30 @@ fn write_csv(out: &mut impl Write, r: &DiffReport) -> Result<()> {
     }
     w.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(tensors: usize, calls: usize) -> Vec<UnmatchedTensor> {
+        let entry =
+            |hccl_call| UnmatchedTensor { run: "run2", tensor: "t".into(), step: 0, rank: 0, hccl_call };
+        (0..tensors).map(|_| entry(false)).chain((0..calls).map(|_| entry(true))).collect()
+    }
+
+    /// The header of an unmatched list (text and HTML) names HCCL calls apart from tensors, and only when
+    /// there are some.
+    #[test]
+    fn a_list_says_how_many_tensors_and_calls_it_holds() {
+        for ((tensors, calls), said) in [
+            ((0, 0), "0 tensors"),
+            ((12, 0), "12 tensors"),
+            ((0, 1), "1 HCCL call"),
+            ((0, 2), "2 HCCL calls"),
+            ((3, 1), "3 tensors and 1 HCCL call"),
+        ] {
+            assert_eq!(what_is_listed(&listed(tensors, calls)), said);
+        }
+    }
 }

@@ -322,10 +322,10 @@ fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {
             d.compared_tensors
         )),
         "unmatched" => page.push_str(&format!(
-            "<p class=\"verdict warn\"><b>UNMATCHED</b>: no compared tensor differs, but {} and {} tensors are in one \
-             run only (<a href=\"#t-diff\">details</a>)</p>",
-            d.unmatched_run1.len(),
-            d.unmatched_run2.len()
+            "<p class=\"verdict warn\"><b>UNMATCHED</b>: no compared tensor differs, but {} only in run1 and {} only \
+             in run2 (<a href=\"#t-diff\">details</a>)</p>",
+            super::diff::what_is_listed(d.unmatched.iter().filter(|u| u.run == "run1")),
+            super::diff::what_is_listed(d.unmatched.iter().filter(|u| u.run == "run2"))
         )),
         _ => {
             for first in d.first_differences.iter().take(8) {
