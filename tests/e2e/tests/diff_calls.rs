@@ -27,8 +27,8 @@ fn rendered(found: &DiffReport) -> (Value, String) {
 
 /// Both runs' windows of at most `tensors` tensors, made one list.
 fn windows(a: &Path, b: &Path, tensors: u64) -> [StepWindows; 2] {
-    let mut a = StepWindows::census(a, tensors).unwrap().expect("run 1 read by windows");
-    let mut b = StepWindows::census(b, tensors).unwrap().expect("run 2 read by windows");
+    let mut a = StepWindows::census_with_calls(a, tensors).unwrap().expect("run 1 read by windows");
+    let mut b = StepWindows::census_with_calls(b, tensors).unwrap().expect("run 2 read by windows");
     assert!(StepWindows::align(&mut a, &mut b, tensors), "two windows at least");
     [a, b]
 }

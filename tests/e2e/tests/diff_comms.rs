@@ -119,7 +119,7 @@ fn same_every_way(a: &Path, b: &Path, filter: &Filter) -> (Value, String) {
     let whole = rendered(&diff(&a_whole, &b_whole, &options).unwrap());
     drop((a_whole, b_whole));
     let what = format!("{} vs {} {:?}", a.display(), b.display(), filter.steps);
-    let census = |run: &Path, tensors: u64| StepWindows::census(run, tensors).unwrap();
+    let census = |run: &Path, tensors: u64| StepWindows::census_with_calls(run, tensors).unwrap();
     let (Some(_), Some(_)) = (census(a, 1), census(b, 1)) else { return whole };
     let windows = |tensors: u64| {
         let (mut wa, mut wb) = (census(a, tensors).unwrap(), census(b, tensors).unwrap());
@@ -181,7 +181,7 @@ fn is(call: &CollectiveInfo, op: CollectiveOp, size: u32) -> bool {
 #[test]
 fn a_pipelines_communicators_pair_each_on_its_own() {
     let (healthy, corrupt) = (pipeline_job("", &[], &[]), pipeline_job("", &["--corrupt-send", "4"], &[]));
-    assert!(StepWindows::census(&healthy, 1).unwrap().is_none(), "a pipeline is read whole");
+    assert!(StepWindows::census_with_calls(&healthy, 1).unwrap().is_none(), "a pipeline is read whole");
     let dir = scratch();
     let lacking = dir.path().join("lacking");
     let group_reduce = |rank: u32, c: &CollectiveInfo| rank == 2 && is(c, CollectiveOp::AllReduce, 2);

@@ -26,8 +26,8 @@ fn rendered(found: &DiffReport) -> (Value, String) {
 
 /// Both runs' windows of one step each, made one list.
 fn windows_of_steps(a: &Path, b: &Path) -> [StepWindows; 2] {
-    let mut a = StepWindows::census(a, 1).unwrap().expect("run 1 read by windows");
-    let mut b = StepWindows::census(b, 1).unwrap().expect("run 2 read by windows");
+    let mut a = StepWindows::census_with_calls(a, 1).unwrap().expect("run 1 read by windows");
+    let mut b = StepWindows::census_with_calls(b, 1).unwrap().expect("run 2 read by windows");
     assert!(StepWindows::align(&mut a, &mut b, 1));
     [a, b]
 }

@@ -18,8 +18,10 @@ use std::path::Path;
 /// The windowed diff with windows of at most `window_tensors` tensors (both runs' count), as JSON, and how
 /// many windows were read.
 fn by_windows(a: &Path, b: &Path, options: &DiffOptions, window_tensors: u64) -> (Value, usize) {
-    let mut windows_a = StepWindows::census(a, window_tensors).unwrap().expect("run 1 read by windows");
-    let mut windows_b = StepWindows::census(b, window_tensors).unwrap().expect("run 2 read by windows");
+    let mut windows_a =
+        StepWindows::census_with_calls(a, window_tensors).unwrap().expect("run 1 read by windows");
+    let mut windows_b =
+        StepWindows::census_with_calls(b, window_tensors).unwrap().expect("run 2 read by windows");
     assert!(StepWindows::align(&mut windows_a, &mut windows_b, window_tensors), "two windows at least");
     let by_windows = diff_by_windows([&windows_a, &windows_b], options).unwrap();
     (serde_json::to_value(by_windows).unwrap(), windows_a.windows().len())

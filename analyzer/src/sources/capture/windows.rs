@@ -135,7 +135,18 @@ pub struct StepWindows {
 impl StepWindows {
     /// The census of the capture at `root`: its windows of at most `window_tensors` tensors (a step more
     /// when one step alone holds more), or `None` when it must be read whole (see the module's text).
+    /// It keeps no step's calls ([`StepWindows::calls_by_step`] answers `None`).
     pub fn census(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
+        Self::census_of(root, window_tensors, false)
+    }
+
+    /// [`StepWindows::census`], keeping each step's HCCL calls for a command that pairs two runs' calls
+    /// in order (`diff`): a few words a call, held to the end, so only the command that reads them pays.
+    pub fn census_with_calls(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
+        Self::census_of(root, window_tensors, true)
+    }
+
+    fn census_of(root: &Path, window_tensors: u64, keep_calls: bool) -> Result<Option<StepWindows>> {
         let run =
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         if let Some(manifest) = &run.manifest {
@@ -152,7 +163,7 @@ impl StepWindows {
             if !ranks.insert(stream.info().rank.unwrap_or(0)) {
                 return Ok(None);
             }
-            let Some(steps) = census_of_stream(stream, &mut tallies[s])? else { return Ok(None) };
+            let Some(steps) = census_of_stream(stream, &mut tallies[s], keep_calls)? else { return Ok(None) };
             streams.push(steps);
         }
         if streams.iter().all(|s| s.steps.is_empty()) {
@@ -245,7 +256,7 @@ impl StepWindows {
 
     /// Each rank's HCCL calls, step by step, as the census found them: what `diff`, which pairs two runs'
     /// calls in their order, needs of the steps a selection leaves unread. `None` where the census could
-    /// not place some rank's calls in steps.
+    /// not place some rank's calls in steps, or kept none ([`StepWindows::census`]).
     pub fn calls_by_step(&self) -> Option<BTreeMap<u32, &BTreeMap<u64, StepCalls>>> {
         let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
         // The census reads a capture by windows only where each rank has one stream.
@@ -387,9 +398,13 @@ impl StepWindows {
     }
 }
 
-/// One stream's steps and where their records lie, or `None` when a record ties steps together (module
-/// text). Counts every record in `tally`.
-fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Option<StreamSteps>> {
+/// One stream's steps and where their records lie (with each step's calls if `keep_calls`), or `None`
+/// when a record ties steps together (module text). Counts every record in `tally`.
+fn census_of_stream(
+    stream: &StreamReader,
+    tally: &mut RecordTally,
+    keep_calls: bool,
+) -> Result<Option<StreamSteps>> {
     let segment_indices: Vec<u64> = stream.segment_indices().collect();
     let position = |index: u64| segment_indices.binary_search(&index).unwrap_or(0);
     let mut steps: BTreeMap<u64, Span> = BTreeMap::new();
@@ -432,7 +447,9 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
                     return Ok(None);
                 }
                 last_call_start = call.start_us;
-                stream_calls.add(call);
+                if keep_calls {
+                    stream_calls.add(call);
+                }
                 let from = if op_at.0 == place.0 { op_at.1 } else { 0 };
                 let c = calls.entry((place.0, step)).or_insert(Calls {
                     earliest_us: call.start_us,
@@ -465,7 +482,9 @@ fn census_of_stream(stream: &StreamReader, tally: &mut RecordTally) -> Result<Op
         }
     }
     found.calls = calls;
-    found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
+    if keep_calls {
+        found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
+    }
     Ok(Some(found))
 }
 

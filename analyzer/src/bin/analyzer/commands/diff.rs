@@ -60,7 +60,9 @@ fn whole(args: &DiffArgs, filter: Filter) -> Result<DiffReport> {
 fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<([StepWindows; 2], CallPairing)>> {
     let census = |run: &Path| -> Result<Option<StepWindows>> {
         match detect(run)? {
-            Detected::Capture(root) if filter.ops.is_empty() => StepWindows::census(&root, WINDOW_TENSORS),
+            Detected::Capture(root) if filter.ops.is_empty() => {
+                StepWindows::census_with_calls(&root, WINDOW_TENSORS)
+            }
             _ => Ok(None),
         }
     };
