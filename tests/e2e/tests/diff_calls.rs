@@ -6,7 +6,7 @@
 
 mod common;
 
-use accutrace_formats::capture::{CaptureRun, CollectiveInfo, CollectiveOp, Policy, Record, StreamWriter};
+use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use analyzer::diff::{
     diff, diff_by_windows, diff_by_windows_from, select_steps, CallPairing, DiffOptions, DiffReport, Refusal,
 };
@@ -82,39 +82,15 @@ fn with_an_extra_call(from: &Path, to: &Path, rank: u32, step: u64) {
     let calls = index.collectives.iter().zip(&steps).filter(|(c, s)| c.rank == rank && **s == Some(step));
     let last = calls.map(|(c, _)| c.info.clone()).next_back().expect("a call at the step");
     drop(source);
-    let run = CaptureRun::open(from).unwrap();
-    let mut manifest = run.manifest.clone().unwrap();
-    manifest.streams.clear();
-    for stream in &run.streams {
-        let mut writer = StreamWriter::create(to, stream.info().clone(), 8 << 20, Policy::KeepAll).unwrap();
-        for item in stream.records() {
-            match item.unwrap().record {
-                Record::Op(op) => _ = writer.append_op(&op).unwrap(),
-                Record::Tensor(t) => {
-                    assert!(!t.has_data(), "a statistics capture");
-                    let histogram = t.histogram.as_deref();
-                    writer
-                        .append_tensor_with_histogram(&t.meta, &t.stats, histogram, t.content_hash, None, 1)
-                        .unwrap();
-                }
-                Record::StepMark(mark) => _ = writer.append_step_mark(&mark).unwrap(),
-                Record::Collective(call) => {
-                    writer.append_collective(&call).unwrap();
-                    if stream.info().rank == Some(rank) && call == last {
-                        let extra = CollectiveInfo {
-                            op: CollectiveOp::Broadcast,
-                            start_us: call.start_us + 1,
-                            ..call
-                        };
-                        writer.append_collective(&extra).unwrap();
-                    }
-                }
-                other => panic!("{other:?} in a shared recording"),
-            }
+    with_calls_edited(from, to, |r, call| {
+        if r == rank && call == last {
+            let extra =
+                CollectiveInfo { op: CollectiveOp::Broadcast, start_us: call.start_us + 1, ..call.clone() };
+            vec![call, extra]
+        } else {
+            vec![call]
         }
-        manifest.streams.push(writer.seal().unwrap());
-    }
-    manifest.write(to).unwrap();
+    });
     let edited = CaptureSource::open(to).unwrap();
     let steps = edited.index().collective_steps();
     let extra =

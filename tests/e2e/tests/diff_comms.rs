@@ -9,7 +9,7 @@
 
 mod common;
 
-use accutrace_formats::capture::{CaptureRun, CollectiveInfo, CollectiveOp, Policy, Record, StreamWriter};
+use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use analyzer::diff::{diff, diff_by_windows, diff_by_windows_from, select_steps, DiffOptions, DiffReport};
 use analyzer::filter::Filter;
 use analyzer::report::{self, Format};
@@ -20,7 +20,6 @@ use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -34,65 +33,16 @@ fn pipeline_job(faults: &str, options: &[&str], env: &[(&str, &str)]) -> PathBuf
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     static JOBS: OnceLock<Mutex<BTreeMap<String, Arc<OnceLock<PathBuf>>>>> = OnceLock::new();
     let key = format!("{faults} {options:?} {env:?}");
-    let job = JOBS.get_or_init(Default::default).lock().unwrap().entry(key.clone()).or_default().clone();
+    let job = JOBS.get_or_init(Default::default).lock().unwrap().entry(key).or_default().clone();
     job.get_or_init(|| {
         let dir = DIR.get_or_init(scratch).path();
         static MADE: AtomicUsize = AtomicUsize::new(0);
         let name = format!("job-{}", MADE.fetch_add(1, Ordering::Relaxed));
         let model = format!("{}{faults}}}", MODEL.strip_suffix('}').unwrap());
-        let model = model_file(dir, &format!("{name}.json"), &model);
-        let run = dir.join(name);
-        let out = Command::new(sim_train_bin())
-            .args(["--ranks", "4", "--pipeline", "--steps", &STEPS.to_string()])
-            .args(options)
-            .arg("--model")
-            .arg(&model)
-            .arg("--lib")
-            .arg(runtime_lib())
-            .arg("--hccl-lib")
-            .arg(artifact("libhccl.so"))
-            .env("LD_PRELOAD", collector_lib())
-            .env("ACCUTRACE_DIR", &run)
-            .envs(env.iter().copied())
-            .output()
-            .expect("run sim-train");
-        assert!(out.status.success(), "{key}: {}", String::from_utf8_lossy(&out.stderr));
-        run
+        let options: Vec<&str> = ["--pipeline"].into_iter().chain(options.iter().copied()).collect();
+        record_ranks_with(dir, &name, &model, 4, STEPS, &options, env)
     })
     .clone()
-}
-
-/// A copy of the capture at `from` in `to` whose calls `edit` rewrote: given each call and its rank, in
-/// each stream's order, it returns the calls written in its place (none to drop it).
-fn edited(from: &Path, to: &Path, mut edit: impl FnMut(u32, CollectiveInfo) -> Vec<CollectiveInfo>) {
-    let run = CaptureRun::open(from).unwrap();
-    let mut manifest = run.manifest.clone().unwrap();
-    manifest.streams.clear();
-    for stream in &run.streams {
-        let rank = stream.info().rank.unwrap();
-        let mut writer = StreamWriter::create(to, stream.info().clone(), 8 << 20, Policy::KeepAll).unwrap();
-        for item in stream.records() {
-            match item.unwrap().record {
-                Record::Op(op) => _ = writer.append_op(&op).unwrap(),
-                Record::Tensor(t) => {
-                    assert!(!t.has_data(), "a statistics capture");
-                    let histogram = t.histogram.as_deref();
-                    writer
-                        .append_tensor_with_histogram(&t.meta, &t.stats, histogram, t.content_hash, None, 1)
-                        .unwrap();
-                }
-                Record::StepMark(mark) => _ = writer.append_step_mark(&mark).unwrap(),
-                Record::Collective(call) => {
-                    for call in edit(rank, call) {
-                        writer.append_collective(&call).unwrap();
-                    }
-                }
-                other => panic!("{other:?} in a recording"),
-            }
-        }
-        manifest.streams.push(writer.seal().unwrap());
-    }
-    manifest.write(to).unwrap();
 }
 
 /// The step of each call of `rank` in the capture at `run`, in call order, with the call.
@@ -187,7 +137,11 @@ fn a_pipelines_communicators_pair_each_on_its_own() {
     let group_reduce = |rank: u32, c: &CollectiveInfo| rank == 2 && is(c, CollectiveOp::AllReduce, 2);
     let dropped =
         calls_of(&corrupt, 2).into_iter().find(|(s, c)| *s == Some(2) && group_reduce(2, c)).unwrap().1;
-    edited(&corrupt, &lacking, |rank, call| if rank == 2 && call == dropped { vec![] } else { vec![call] });
+    with_calls_edited(
+        &corrupt,
+        &lacking,
+        |rank, call| if rank == 2 && call == dropped { vec![] } else { vec![call] },
+    );
     let dropped_name = format!("HcclAllReduce #{}", dropped.seq);
     for (a, b, full) in [(&healthy, &lacking, "run1"), (&lacking, &healthy, "run2")] {
         let (report, text) = same_every_way(a, b, &Filter::default());
@@ -240,7 +194,7 @@ fn gathered_in_pairs(
     mut edit: impl FnMut(u32, CollectiveInfo) -> Vec<CollectiveInfo>,
 ) {
     let mut gathered = [0u64; 4];
-    edited(from, to, |rank, call| {
+    with_calls_edited(from, to, |rank, call| {
         if call.op != CollectiveOp::AllGather {
             return edit(rank, call);
         }

@@ -234,10 +234,25 @@ pub fn record_ranks(
     steps: u64,
     env: &[(&str, &str)],
 ) -> PathBuf {
+    record_ranks_with(dir, name, model_json, ranks, steps, &[], env)
+}
+
+/// [`record_ranks`] with more of sim-train's options (`--pipeline`, `--corrupt-send STEP`).
+pub fn record_ranks_with(
+    dir: &Path,
+    name: &str,
+    model_json: &str,
+    ranks: u32,
+    steps: u64,
+    options: &[&str],
+    env: &[(&str, &str)],
+) -> PathBuf {
     let model = model_file(dir, &format!("{name}.json"), model_json);
     let run = dir.join(name);
     let out = Command::new(sim_train_bin())
-        .args(["--ranks", &ranks.to_string(), "--steps", &steps.to_string(), "--model"])
+        .args(["--ranks", &ranks.to_string(), "--steps", &steps.to_string()])
+        .args(options)
+        .arg("--model")
         .arg(&model)
         .arg("--lib")
         .arg(runtime_lib())
@@ -248,7 +263,7 @@ pub fn record_ranks(
         .envs(env.iter().copied())
         .output()
         .expect("run sim-train");
-    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{name} ({options:?}): {}", String::from_utf8_lossy(&out.stderr));
     run
 }
 
@@ -262,4 +277,45 @@ pub fn fewest_segments(run: &Path) -> usize {
         .map(|d| std::fs::read_dir(d.path()).unwrap().count())
         .min()
         .unwrap()
+}
+
+/// A copy of the statistics capture at `from` in `to` whose HCCL calls `edit` rewrote: given each call and
+/// its rank, in each stream's order, it returns the calls written in its place (none drops it).
+pub fn with_calls_edited(
+    from: &Path,
+    to: &Path,
+    mut edit: impl FnMut(
+        u32,
+        accutrace_formats::capture::CollectiveInfo,
+    ) -> Vec<accutrace_formats::capture::CollectiveInfo>,
+) {
+    use accutrace_formats::capture::{CaptureRun, Policy, Record, StreamWriter};
+    let run = CaptureRun::open(from).unwrap();
+    let mut manifest = run.manifest.clone().unwrap();
+    manifest.streams.clear();
+    for stream in &run.streams {
+        let rank = stream.info().rank.expect("a rank's stream");
+        let mut writer = StreamWriter::create(to, stream.info().clone(), 8 << 20, Policy::KeepAll).unwrap();
+        for item in stream.records() {
+            match item.unwrap().record {
+                Record::Op(op) => _ = writer.append_op(&op).unwrap(),
+                Record::Tensor(t) => {
+                    assert!(!t.has_data(), "a statistics capture");
+                    let histogram = t.histogram.as_deref();
+                    writer
+                        .append_tensor_with_histogram(&t.meta, &t.stats, histogram, t.content_hash, None, 1)
+                        .unwrap();
+                }
+                Record::StepMark(mark) => _ = writer.append_step_mark(&mark).unwrap(),
+                Record::Collective(call) => {
+                    for call in edit(rank, call) {
+                        writer.append_collective(&call).unwrap();
+                    }
+                }
+                other => panic!("{other:?} in a recording"),
+            }
+        }
+        manifest.streams.push(writer.seal().unwrap());
+    }
+    manifest.write(to).unwrap();
 }
