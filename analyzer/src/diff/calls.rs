@@ -21,10 +21,11 @@
 //! sequence number) are the gap too.
 
 use super::report::{FirstDifference, UnmatchedTensor};
-use super::step_pairing::{pair_step, CallKey, CommPlace};
+use super::step_pairing::pair_step;
 use super::values::TensorDiff;
 use crate::filter::Filter;
 use crate::index::{Index, RingDeleted};
+use crate::sources::capture::step_calls::{CallKey, CommPlace};
 use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use std::collections::{BTreeMap, BTreeSet};
 

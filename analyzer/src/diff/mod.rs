@@ -31,10 +31,10 @@ mod selection;
 mod step_pairing;
 mod values;
 mod waves;
+pub use crate::sources::capture::step_calls::{CallKey, CommPlace};
 pub use calls::CallPairing;
 pub use report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
 pub use selection::select_steps;
-pub use step_pairing::{CallKey, CommPlace};
 pub use values::{compare_host_blocks, compare_host_bytes, compare_values, ulp_distance, TensorDiff};
 pub use waves::compare_host_waves;
 

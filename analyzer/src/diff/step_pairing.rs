@@ -2,25 +2,7 @@
 //! in `calls`' module text). Both the fold, which reads the calls, and the census of `--step`, which keeps
 //! a few words of each, pair with it.
 
-use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
-
-/// Which of a rank's communicators a call is on, as both runs can tell: the communicator's size and the
-/// rank's place in it. Each run names its own communicators, so the name says nothing across runs.
-pub type CommPlace = (u32, u32);
-
-/// What pairs a call with the other run's: its communicator's [`CommPlace`], function and sequence number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CallKey {
-    pub comm: CommPlace,
-    pub op: CollectiveOp,
-    pub seq: u64,
-}
-
-impl CallKey {
-    pub fn of(call: &CollectiveInfo) -> CallKey {
-        CallKey { comm: (call.comm_size, call.comm_rank), op: call.op, seq: call.seq }
-    }
-}
+use crate::sources::capture::step_calls::{CallKey, CommPlace};
 
 /// How one step's calls of a rank pair: the leading calls of each run a ring's lost records leave without
 /// counterpart (`skipped`, the gap), the pairs (each run's call by its place in the step), and per
@@ -78,7 +60,7 @@ pub(super) fn pair_step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use CollectiveOp::{AllGather, AllReduce};
+    use accutrace_formats::capture::CollectiveOp::{self, AllGather, AllReduce};
 
     const WORLD: CommPlace = (4, 1);
     const GROUP: CommPlace = (2, 1);

@@ -3,11 +3,28 @@
 //! those steps' windows: three words a call and a few a step, and while the census reads a stream, three
 //! a call.
 
-use crate::diff::CallKey;
 use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
+
+/// Which of a rank's communicators a call is on, as both runs can tell: the communicator's size and the
+/// rank's place in it. Each run names its own communicators, so the name says nothing across runs.
+pub type CommPlace = (u32, u32);
+
+/// What pairs a call with the other run's: its communicator's [`CommPlace`], function and sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallKey {
+    pub comm: CommPlace,
+    pub op: CollectiveOp,
+    pub seq: u64,
+}
+
+impl CallKey {
+    pub fn of(call: &CollectiveInfo) -> CallKey {
+        CallKey { comm: (call.comm_size, call.comm_rank), op: call.op, seq: call.seq }
+    }
+}
 
 /// A rank's HCCL calls at one step: what `diff` pairs each call by (its communicator's size and the rank's
 /// place in it, its function and sequence number), in call order, and each communicator's lowest and
