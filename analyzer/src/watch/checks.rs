@@ -277,7 +277,7 @@ pub(super) fn thresholds(
                 Some(t),
                 None,
                 Some(m),
-                "mean |x| between |mean| and the RMS straddles the threshold",
+                "mean |x| between |mean| and the smaller of the RMS and max |x| straddles the threshold",
                 ABS_SUM,
             ),
             None => Event::Decided(c.name),

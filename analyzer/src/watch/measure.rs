@@ -2,7 +2,7 @@
 //! values where they decide, bounds where they do not, and never a guess.
 //!
 //! - mean |x|: exact from the sum of |x| (capture format 4) or the values; otherwise |mean| <= mean |x| <=
-//!   RMS = L2 / sqrt(n).
+//!   min(RMS = L2 / sqrt(n), max |x|), a missing statistic bounding nothing.
 //! - the share of values in a range: exact when [min, max] lies inside or outside it, from the values,
 //!   from a histogram whose buckets do not straddle the range's ends, or (a range ending at 0 over values
 //!   >= 0, as ReLU's) from the zero count; otherwise bounds.
@@ -173,7 +173,10 @@ impl Known<'_> {
         }
     }
 
-    /// mean |x| over the finite values: exact with the sum of |x|, else bounded by |mean| and the RMS.
+    /// mean |x| over the finite values: exact with the sum of |x|, else at least |mean| and at most the
+    /// smaller of the RMS and the largest |x|. Statistics may lack any of these (the device's default
+    /// `dump_stats` has no L2 norm): a missing one bounds nothing, so the bound widens (at most infinity)
+    /// rather than closing on what is known.
     pub fn abs_mean(&self) -> Option<Measure> {
         let s = &self.stats;
         let finite = s.finite();
@@ -182,7 +185,14 @@ impl Known<'_> {
         }
         Some(match s.abs_mean() {
             Some(m) => Measure::exact(m),
-            None => Measure::between(s.mean.abs(), s.l2_norm / (finite as f64).sqrt()),
+            None => {
+                let lower = if s.mean.is_nan() { 0.0 } else { s.mean.abs() };
+                let rms = s.l2_norm / (finite as f64).sqrt();
+                // f64::max keeps the known extreme when the other is NaN.
+                let largest = s.min.abs().max(s.max.abs());
+                let upper = [rms, largest].into_iter().filter(|v| !v.is_nan()).fold(f64::INFINITY, f64::min);
+                Measure::between(lower, upper)
+            }
         })
     }
 
@@ -342,6 +352,29 @@ mod tests {
         assert_eq!(above(m, 2.0), Verdict::NotHit);
         assert_eq!(above(m, 1.0), Verdict::CantTell);
         assert_eq!(below(Measure::exact(1e-10), 1e-9), Verdict::Hit);
+    }
+
+    /// The device's statistics CSV without `L2norm` (CANN's default `dump_stats`): a gradient whose signed
+    /// mean nearly cancels is not "mean |x| = |mean|", which once made watch report it vanishing.
+    #[test]
+    fn abs_mean_without_the_norm_is_bounded_by_the_extremes() {
+        let v = [1e-3f32, -1e-3, 1e-3, -1e-3 + 1e-9];
+        let mut k = known(&v, DType::FLOAT, false, false);
+        k.stats.l2_norm = f64::NAN;
+        let m = k.abs_mean().unwrap();
+        assert!(m.at_least < 1e-9 && m.at_most >= 1e-3 - 1e-9, "{m:?}");
+        assert_eq!(below(m, 1e-9), Verdict::CantTell);
+        // The extremes bound it below the RMS too.
+        let v = [0.0f32, 0.0, 0.0, 4.0];
+        let m = known(&v, DType::FLOAT, false, false).abs_mean().unwrap();
+        assert_eq!((m.at_least, m.at_most), (1.0, 2.0));
+        let mut k = known(&[-2.0f32, -2.0], DType::FLOAT, false, false);
+        k.stats.l2_norm = f64::NAN;
+        assert_eq!(k.abs_mean(), Some(Measure::exact(2.0)));
+        // Nothing but the count: nothing bounds it.
+        k.stats.mean = f64::NAN;
+        (k.stats.min, k.stats.max) = (f64::NAN, f64::NAN);
+        assert_eq!(k.abs_mean(), Some(Measure::between(0.0, f64::INFINITY)));
     }
 
     #[test]

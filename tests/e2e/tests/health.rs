@@ -397,9 +397,14 @@ fn statistics_alone_say_cant_tell_and_name_what_would_decide() {
     assert!(g["examples"][0]["bounds"]["at_most"].as_f64().unwrap() > 1.0, "{g:#}");
     // Device statistics count no zeros.
     let device = run("device_stats", Spec { record: &["--mode", "device-stats"], ..TINY });
-    let (_, report) = watch(&device, &[]);
+    let (code, report) = watch(&device, &[]);
     let g = cant_tell(&report, "tensor_all_zero").expect("can't tell");
     assert!(g["reason"].as_str().unwrap().contains("zeros"), "{g:#}");
+    // Nor do they hold the sum of |x| or, by CANN's default, the L2 norm: mean |x| is bounded by |mean| and
+    // the extremes, never taken for |mean|, and this clean run hits nothing (it once hit
+    // weight_change_too_large with an update ratio of 213,012).
+    assert_eq!((code, hit_conditions(&report)), (0, Vec::<String>::new()), "{:#}", report["findings"]);
+    assert!(cant_tell(&report, "weight_change_too_large").is_some(), "{:#}", report["cant_tell"]);
 }
 
 #[test]
