@@ -6,6 +6,7 @@
 
 use super::detect::{self, CallResult, Detected};
 use super::events::{self, Called, Event, RankEvents, RunEvents};
+use super::packed::Kept;
 use super::window::WindowFacts;
 use crate::filter::{rank_ranges, Filter};
 use crate::problems::{InputProblem, ProblemKind};
@@ -169,7 +170,12 @@ impl BaselineFold {
     /// The baseline's ranks once every window is in, without their events, and the problems its whole read
     /// would have (`whole`: what the capture says about itself). The calls' findings against `run`'s (every
     /// call of every rank) go to `found`, with the warning of what has no counterpart.
-    pub(crate) fn finish(&mut self, run: &RunEvents, whole: &WholeRun, found: &mut Detected) -> RunEvents {
+    pub(crate) fn finish(
+        &mut self,
+        run: &RunEvents<Kept>,
+        whole: &WholeRun,
+        found: &mut Detected,
+    ) -> RunEvents<Kept> {
         let (results, called): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.calls)
             .into_iter()
             .map(|(rank, c)| ((rank, c.results), (rank, c.called)))

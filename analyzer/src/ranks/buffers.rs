@@ -5,10 +5,11 @@
 //! window, where its summaries are whole, and the call keeps these few words instead.
 //!
 //! [`RunEvents`]' call readers below read a thinned call from its [`ThinBuffers`] and any other event from
-//! its tensors, so the analysis gives the same answer either way.
+//! its tensors, so the analysis gives the same answer either way (a fold's kept calls: `packed`).
 
 use super::detect::EventRef;
 use super::events::{Event, RunEvents, TensorSummary};
+use super::program::ProgramEvent;
 use super::thin::ThinBuffers;
 use crate::index::Io;
 
@@ -21,18 +22,18 @@ pub fn thin_buffers(e: &Event) -> Option<ThinBuffers> {
     fits.then_some(thin)
 }
 
-impl RunEvents {
-    fn thin(&self, (r, i): EventRef) -> Option<&ThinBuffers> {
-        self.thin.0.get(r)?.get(i).filter(|b| b.is_thin())
+impl<E: ProgramEvent> RunEvents<E> {
+    fn event(&self, (r, i): EventRef) -> &E {
+        &self.ranks[r].events[i]
     }
 
-    fn tensor(&self, (r, i): EventRef, io: Io) -> Option<&TensorSummary> {
-        self.ranks[r].events[i].tensors.iter().find(|t| t.io == io)
+    fn tensor(&self, at: EventRef, io: Io) -> Option<&TensorSummary> {
+        self.event(at).tensors().iter().find(|t| t.io == io)
     }
 
     /// The content hash of the event's first tensor of side `io`, when it has one.
     pub fn call_hash(&self, at: EventRef, io: Io) -> Option<u64> {
-        match self.thin(at) {
+        match self.event(at).thin() {
             Some(b) => b.hash(io),
             None => self.tensor(at, io).and_then(|t| t.hash),
         }
@@ -40,26 +41,27 @@ impl RunEvents {
 
     /// `name.output.0` of the event's first tensor of side `io`, when it has one.
     pub fn call_label(&self, at: EventRef, io: Io) -> Option<String> {
-        let e = &self.ranks[at.0].events[at.1];
-        match self.thin(at) {
-            Some(b) => b.has(io).then(|| format!("{}.{}.0", e.name(), io.as_str())),
-            None => self.tensor(at, io).map(|t| e.label(t)),
-        }
+        let e = self.event(at);
+        let index = match e.thin() {
+            Some(b) => b.has(io).then_some(0),
+            None => self.tensor(at, io).map(|t| t.index),
+        };
+        index.map(|index| format!("{}.{}.{index}", e.name(), io.as_str()))
     }
 
     /// Whether an input of the event is anomalous (NaN, inf, saturated).
     pub fn input_anomalous(&self, at: EventRef) -> bool {
-        match self.thin(at) {
+        match self.event(at).thin() {
             Some(b) => b.input_anomalous(),
-            None => self.ranks[at.0].events[at.1].tensors.iter().any(|t| t.io == Io::Input && t.anomalous()),
+            None => self.event(at).tensors().iter().any(|t| t.io == Io::Input && t.anomalous()),
         }
     }
 
     /// Whether any tensor of the event carries a content hash.
     pub fn buffer_hashed(&self, at: EventRef) -> bool {
-        match self.thin(at) {
+        match self.event(at).thin() {
             Some(b) => b.any_hashed(),
-            None => self.ranks[at.0].events[at.1].tensors.iter().any(|t| t.hash.is_some()),
+            None => self.event(at).tensors().iter().any(|t| t.hash.is_some()),
         }
     }
 }
@@ -67,7 +69,7 @@ impl RunEvents {
 #[cfg(test)]
 mod tests {
     use super::super::events::{CollectiveMeta, EventKind, RankEvents};
-    use super::super::thin::ThinCalls;
+    use super::super::packed::Kept;
     use super::*;
     use accutrace_formats::capture::CollectiveOp;
 
@@ -87,7 +89,7 @@ mod tests {
     type Read = (Option<u64>, Option<u64>, Option<String>, Option<String>, bool, bool);
 
     /// What the readers say of every event of `run`, in order.
-    fn read(run: &RunEvents) -> Vec<Read> {
+    fn read<E: ProgramEvent>(run: &RunEvents<E>) -> Vec<Read> {
         let at = (0..run.ranks[0].events.len()).map(|i| (0, i));
         at.map(|at| {
             (
@@ -117,14 +119,23 @@ mod tests {
             call(vec![]),
         ];
         let whole = RunEvents { ranks: vec![RankEvents { rank: 0, events }], ..RunEvents::default() };
-        let mut thinned = whole.clone();
-        let thin: Vec<ThinBuffers> =
-            thinned.ranks[0].events.iter().map(|e| thin_buffers(e).expect("fits")).collect();
-        for e in &mut thinned.ranks[0].events {
-            e.tensors = Vec::new();
+        // Kept as a fold keeps them: thinned, packed where step and sequence number fit in 32 bits (here
+        // they do not) and where they do (step and sequence number 0).
+        let kept = |e: &Event, packed: bool| {
+            let thin = thin_buffers(e).expect("fits");
+            let mut e = Event { tensors: Vec::new(), ..e.clone() };
+            if let (true, EventKind::Collective(c)) = (packed, &mut e.kind) {
+                (e.step, c.seq) = (0, 0);
+            }
+            let kept = Kept::of(e, thin);
+            assert_eq!(matches!(kept, Kept::Call(_)), packed);
+            kept
+        };
+        for packed in [false, true] {
+            let events = whole.ranks[0].events.iter().map(|e| kept(e, packed)).collect();
+            let thinned = RunEvents { ranks: vec![RankEvents { rank: 0, events }], ..RunEvents::default() };
+            assert_eq!(read(&thinned), read(&whole), "packed: {packed}");
         }
-        thinned.thin = ThinCalls(vec![thin]);
-        assert_eq!(read(&thinned), read(&whole));
         assert_eq!(read(&whole)[0].3.as_deref(), Some("HcclAllReduce.output.0"));
         assert!(read(&whole)[4].4, "the anomalous send buffer");
         assert!(!read(&whole)[2].5, "no hash");
@@ -134,9 +145,10 @@ mod tests {
         assert_eq!(thin_buffers(&call(vec![TensorSummary { index: 1, ..t(Io::Input, Some(1)) }])), None);
         let op = Event { kind: EventKind::Op { name: "a".into(), op_type: "X".into() }, ..call(vec![]) };
         assert_eq!(thin_buffers(&op), None, "an op is never thinned");
-        // An event without a thin entry, or with the default one, reads its tensors.
-        let mut partial = whole.clone();
-        partial.thin = ThinCalls(vec![vec![ThinBuffers::default()]]);
+        // A call kept without a thin form reads its tensors.
+        let events =
+            whole.ranks[0].events.iter().map(|e| Kept::of(e.clone(), ThinBuffers::default())).collect();
+        let partial = RunEvents { ranks: vec![RankEvents { rank: 0, events }], ..RunEvents::default() };
         assert_eq!(read(&partial), read(&whole));
     }
 }

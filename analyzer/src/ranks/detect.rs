@@ -9,6 +9,7 @@
 //! - baseline difference: the tensor's hash differs from the same tensor of the same rank in a baseline run.
 
 use super::events::{Event, EventKind, Name, RunEvents};
+use super::program::ProgramEvent;
 use crate::index::Io;
 use accutrace_formats::capture::CollectiveOp;
 use serde::Serialize;
@@ -134,13 +135,13 @@ fn flag_disagreement(
 /// A point-to-point message: (communicator, source, destination, count).
 type MessageKey = (Name, u32, u32, u64);
 
-pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
+pub(crate) fn collectives<E: ProgramEvent>(run: &RunEvents<E>, d: &mut Detected) {
     let mut instances: BTreeMap<(Name, u64), Vec<EventRef>> = BTreeMap::new();
     let mut sends: HashMap<MessageKey, u64> = HashMap::new();
     let mut recvs: Vec<(EventRef, MessageKey, u64)> = Vec::new();
     for (r, rank) in run.ranks.iter().enumerate() {
         for (i, e) in rank.events.iter().enumerate() {
-            let Some(c) = e.collective() else { continue };
+            let Some(c) = e.call() else { continue };
             match (c.op, c.peer) {
                 (CollectiveOp::Send, Some(dst)) => {
                     if let Some(h) = run.call_hash((r, i), Io::Input) {
@@ -158,7 +159,7 @@ pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
     }
     let event = |(r, i): EventRef| &run.ranks[r].events[i];
     for ((comm, seq), members) in &instances {
-        let op = event(members[0]).collective().map(|c| c.op);
+        let op = event(members[0]).call().map(|c| c.op);
         if !matches!(op, Some(CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::Broadcast)) {
             continue;
         }
@@ -172,7 +173,7 @@ pub(crate) fn collectives(run: &RunEvents, d: &mut Detected) {
         // A broadcast's result is the root's buffer: compare with it when the root's input was read.
         let root_input = members
             .iter()
-            .find(|&&m| event(m).collective().is_some_and(|c| Some(c.comm_rank) == c.peer))
+            .find(|&&m| event(m).call().is_some_and(|c| Some(c.comm_rank) == c.peer))
             .and_then(|&m| run.call_hash(m, Io::Input));
         match (op, root_input) {
             (Some(CollectiveOp::Broadcast), Some(root)) => {
@@ -360,8 +361,8 @@ pub(crate) fn baseline_tensors(run: &RunEvents, baseline: &RunEvents, d: &mut De
 
 /// Each rank's HCCL calls against the baseline's of the same rank, in order; returns how many have no
 /// counterpart. `run` holds every call of its ranks, `baseline` every call of its own, by rank.
-pub(crate) fn baseline_calls(
-    run: &RunEvents,
+pub(crate) fn baseline_calls<E: ProgramEvent>(
+    run: &RunEvents<E>,
     baseline: &BTreeMap<u32, Vec<CallResult>>,
     d: &mut Detected,
 ) -> u64 {
@@ -370,7 +371,7 @@ pub(crate) fn baseline_calls(
     // between runs: each run made its own root info).
     for (r, rank) in run.ranks.iter().enumerate() {
         let Some(theirs) = baseline.get(&rank.rank) else { continue };
-        let ours = rank.events.iter().enumerate().filter_map(|(i, e)| Some((i, e.collective()?.op)));
+        let ours = rank.events.iter().enumerate().filter_map(|(i, e)| Some((i, e.call()?.op)));
         for (k, (i, op)) in ours.enumerate() {
             let Some(other) = theirs.get(k) else {
                 unmatched += 1;

@@ -13,7 +13,6 @@
 //! (both of one step, or the first op at step 0), or a member of the same collective on another rank does;
 //! otherwise its step is [`UNKNOWN_STEP`], never a guess.
 
-use super::thin::ThinCalls;
 use crate::filter::{rank_ranges, Filter};
 use crate::gathered_stats::GatheredStats;
 use crate::index::{Index, Io, MadeCommunicator, TensorId};
@@ -201,18 +200,19 @@ impl Event {
     }
 }
 
-/// One rank's events in program order.
+/// One rank's events in program order (a fold's kept events: `packed`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RankEvents {
+pub struct RankEvents<E = Event> {
     pub rank: u32,
-    pub events: Vec<Event>,
+    pub events: Vec<E>,
 }
 
-/// Every rank of a run.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunEvents {
+/// Every rank of a run (a fold's kept events are read as [`ProgramEvent`](super::program::ProgramEvent)s:
+/// `packed`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEvents<E = Event> {
     /// Ascending by rank.
-    pub ranks: Vec<RankEvents>,
+    pub ranks: Vec<RankEvents<E>>,
     /// What could not be placed.
     pub warnings: Vec<String>,
     /// What the source misses, and tensors whose statistics are unknown (never judged healthy).
@@ -226,8 +226,19 @@ pub struct RunEvents {
     /// The HCCL communicators each rank's process made from a root info, by rank; a rank absent is
     /// unknown. What tells runs apart: see [`different_runs`].
     pub communicators_made: BTreeMap<u32, Vec<MadeCommunicator>>,
-    /// The buffers of calls a fold thinned to their hashes (`buffers`): empty for events read whole.
-    pub thin: ThinCalls,
+}
+
+impl<E> Default for RunEvents<E> {
+    fn default() -> Self {
+        RunEvents {
+            ranks: Vec::new(),
+            warnings: Vec::new(),
+            problems: Vec::new(),
+            job_ranks: None,
+            selection: Filter::default(),
+            communicators_made: BTreeMap::new(),
+        }
+    }
 }
 
 impl RunEvents {
@@ -258,7 +269,9 @@ impl RunEvents {
         run.problems.extend(mixed_ranks(&run, said));
         run
     }
+}
 
+impl<E> RunEvents<E> {
     /// The ranks, ascending.
     pub fn rank_ids(&self) -> Vec<u32> {
         self.ranks.iter().map(|r| r.rank).collect()
@@ -274,7 +287,11 @@ pub(crate) fn mixed_ranks(run: &RunEvents, said: bool) -> Option<InputProblem> {
 
 /// [`mixed_ranks`] of a run whose ranks' calls are known only as `called` gives them (a long baseline's
 /// ranks keep the communicators they called, not their calls).
-pub(crate) fn mixed_ranks_called(run: &RunEvents, said: bool, called: Calls) -> Option<InputProblem> {
+pub(crate) fn mixed_ranks_called<E>(
+    run: &RunEvents<E>,
+    said: bool,
+    called: Calls<E>,
+) -> Option<InputProblem> {
     if said {
         return None;
     }
@@ -287,9 +304,9 @@ pub(crate) fn mixed_ranks_called(run: &RunEvents, said: bool, called: Calls) -> 
 pub(crate) type Called = BTreeSet<(Name, u32)>;
 
 /// A rank's [`Called`], from its rank and events.
-pub(crate) type Calls<'a> = &'a dyn Fn(&RankEvents) -> Called;
+pub(crate) type Calls<'a, E = Event> = &'a dyn Fn(&RankEvents<E>) -> Called;
 
-/// The [`Called`] of `events`.
+/// The [`Called`] of `events` (of kept events: `program::called`).
 pub(crate) fn called(events: &RankEvents) -> Called {
     events.events.iter().filter_map(Event::collective).map(|c| (c.comm.clone(), c.comm_size)).collect()
 }
@@ -300,7 +317,7 @@ pub(crate) fn called(events: &RankEvents) -> Called {
 /// job size, each contributing ranks). Without the job's size or the communicators a rank made (an older
 /// capture, communicators not made from a root info) that rank proves nothing and is left out: never
 /// "mixed" on a guess.
-pub fn different_runs(run: &RunEvents) -> Option<String> {
+pub fn different_runs<E>(run: &RunEvents<E>) -> Option<String> {
     let job = run.job_ranks?;
     // Ranks whose spanning communicators meet, with the communicators: one group per run.
     let mut runs: Vec<(Vec<&str>, Vec<u32>)> = Vec::new();
@@ -336,9 +353,9 @@ pub fn identity_unknown(run: &RunEvents) -> Option<String> {
 }
 
 /// [`identity_unknown`] with each rank's calls as `called` gives them.
-fn identity_unknown_called(run: &RunEvents, called: Calls) -> Option<String> {
+fn identity_unknown_called<E>(run: &RunEvents<E>, called: Calls<E>) -> Option<String> {
     let job = run.job_ranks?;
-    let made = |rank: &RankEvents| spanning_made(run, rank.rank, job);
+    let made = |rank: &RankEvents<E>| spanning_made(run, rank.rank, job);
     // The calls of the ranks that recorded no communicator they made.
     let calls: Vec<Called> =
         run.ranks.iter().map(|r| if made(r).is_empty() { called(r) } else { Called::new() }).collect();
@@ -376,7 +393,7 @@ fn identity_unknown_called(run: &RunEvents, called: Calls) -> Option<String> {
 }
 
 /// The communicators spanning a job of `job` ranks that `rank` recorded making from a root info.
-fn spanning_made(run: &RunEvents, rank: u32, job: u32) -> Vec<&str> {
+fn spanning_made<E>(run: &RunEvents<E>, rank: u32, job: u32) -> Vec<&str> {
     let made = run.communicators_made.get(&rank).map(Vec::as_slice).unwrap_or_default();
     made.iter()
         .filter(|c| c.comm_size == job && c.comm.starts_with("root-"))

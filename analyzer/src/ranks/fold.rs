@@ -23,9 +23,9 @@
 use super::baseline::BaselineFold;
 use super::buffers::thin_buffers;
 use super::detect::{self, AlikeBefore, Detected, Finding};
-use super::events::{self, RankEvents, RunEvents};
+use super::events::{RankEvents, RunEvents};
 use super::packed::Kept;
-use super::thin::ThinCalls;
+use super::program::{self, ProgramEvent};
 use super::window::WindowFacts;
 use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
@@ -157,31 +157,29 @@ impl RanksFold {
         let mut thinning = Thinning::default();
         let mut op_findings = Vec::new();
         let mut found = Detected::default();
-        let (mut ranks, mut thin) = (Vec::new(), Vec::new());
+        let mut ranks = Vec::new();
         for (r, (rank, kept)) in self.ranks.into_iter().enumerate() {
-            let (events, buffers) = kept.events.into_iter().map(Kept::unpack).unzip();
-            ranks.push(RankEvents { rank, events });
-            thin.push(buffers);
+            // Read packed where they are: unpacked, the calls took a full event each more (`program`).
+            ranks.push(RankEvents { rank, events: kept.events });
             thinning.positions.push(kept.positions);
             thinning.anomalous_left_before.push(kept.anomalous_left_before);
             thinning.anomalous_left.push(kept.anomalous_left);
             op_findings.push(kept.op_findings);
             found.findings.extend(kept.call_overflows.into_iter().map(|(i, f)| ((r, i), f)));
         }
-        let mut run = self.facts.finish(ranks, filter, [leading, shortfalls], &events::called);
-        run.thin = ThinCalls(thin);
+        let run = self.facts.finish(ranks, filter, [leading, shortfalls], &program::called);
         // The calls' findings, as the whole run's detection finds them (overflow, found in their windows, then
         // disagreement); the kept ops' as their windows found them.
         detect::collectives(&run, &mut found);
         let baseline =
             baseline.map(|(name, mut fold, whole)| (name, fold.finish(&run, whole, &mut found), fold));
-        found.findings.retain(|&(r, i), _| run.ranks[r].events[i].collective().is_some());
+        found.findings.retain(|&(r, i), _| run.ranks[r].events[i].call().is_some());
         for (r, ops) in op_findings.into_iter().enumerate() {
             found.findings.extend(ops.into_iter().map(|(i, f)| ((r, i), f)));
         }
         found.findings.retain(|&(r, _), _| examined(&run, r));
         let mut tally = self.tally;
-        tally.add_findings(&run, &found.findings, &|e| e.collective().is_some());
+        tally.add_findings(&run, &found.findings, &|e| e.call().is_some());
         let good = baseline.as_ref().map(|(name, good, _)| (*name, good));
         let mut report = conclude(name, &run, good, &found, tally, Some(&thinning));
         if let Some((name, _, fold)) = &baseline {

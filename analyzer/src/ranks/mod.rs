@@ -6,6 +6,7 @@
 //! - [`order`]: happens-before (program order, collectives matched by (communicator, sequence number), send
 //!   before receive), replayed once across ranks: the origins are the anomalous events nothing anomalous
 //!   happened before.
+//! - [`program`]: an event as the replay and the report read it, whole or as a fold kept it.
 //! - [`summary`]: a rank's events as a Parquet file (`analyzer scan` writes one per rank, `analyzer merge`
 //!   reads them back on one host).
 //!
@@ -22,6 +23,7 @@ pub mod events;
 pub mod fold;
 pub mod order;
 mod packed;
+pub mod program;
 pub mod summary;
 pub mod thin;
 mod window;
@@ -32,6 +34,7 @@ use crate::problems::{InputProblem, InputProblems, ProblemKind, OF_THE_BASELINE}
 use accutrace_formats::capture::CollectiveOp;
 use detect::{EventRef, Finding};
 use events::{step_words, RunEvents, UNKNOWN_STEP};
+use program::ProgramEvent;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -248,7 +251,7 @@ pub fn analyze(run_name: &str, run: &RunEvents, baseline: Option<(&str, &RunEven
 }
 
 /// Whether the rank at position `r` of `run` is examined (the selection's, or every rank).
-fn examined(run: &RunEvents, r: usize) -> bool {
+fn examined<E>(run: &RunEvents<E>, r: usize) -> bool {
     run.selection.ranks.is_empty() || run.selection.ranks.contains(&run.ranks[r].rank)
 }
 
@@ -265,17 +268,17 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn add_events(&mut self, run: &RunEvents) {
-        self.steps.extend(run.ranks.iter().flat_map(|r| r.events.iter().map(|e| e.step)));
+    pub(crate) fn add_events<E: ProgramEvent>(&mut self, run: &RunEvents<E>) {
+        self.steps.extend(run.ranks.iter().flat_map(|r| r.events.iter().map(E::step)));
         self.events += run.ranks.iter().map(|r| r.events.len() as u64).sum::<u64>();
     }
 
     /// Counts the findings of the events `counted` accepts.
-    pub(crate) fn add_findings(
+    pub(crate) fn add_findings<E: ProgramEvent>(
         &mut self,
-        run: &RunEvents,
+        run: &RunEvents<E>,
         findings: &BTreeMap<EventRef, Vec<Finding>>,
-        counted: &dyn Fn(&events::Event) -> bool,
+        counted: &dyn Fn(&E) -> bool,
     ) {
         for (&(r, i), list) in findings {
             let e = &run.ranks[r].events[i];
@@ -285,7 +288,7 @@ impl Tally {
             for f in list {
                 *self.findings.entry(f.kind.describe().to_string()).or_default() += 1;
             }
-            *self.anomalous_per_step.entry(run.ranks[r].rank).or_default().entry(e.step).or_default() += 1;
+            *self.anomalous_per_step.entry(run.ranks[r].rank).or_default().entry(e.step()).or_default() += 1;
         }
     }
 }
@@ -303,10 +306,10 @@ pub(crate) struct Thinning {
 /// The report on `run` whose anomalies were `detected` (examined ranks only) and whose every event was
 /// counted in `tally`; `thinning` when `run` holds only some of the run's events. Whether `baseline` is
 /// refused is the caller's to say: a fold of windows tells it from what no thinned run holds.
-fn conclude(
+fn conclude<E: ProgramEvent>(
     run_name: &str,
-    run: &RunEvents,
-    baseline: Option<(&str, &RunEvents)>,
+    run: &RunEvents<E>,
+    baseline: Option<(&str, &RunEvents<E>)>,
     detected: &detect::Detected,
     tally: Tally,
     thinning: Option<&Thinning>,
@@ -331,10 +334,10 @@ fn conclude(
             began_on.sort_unstable();
             Origin {
                 rank: run.ranks[r].rank,
-                step: e.step,
+                step: e.step(),
                 op: e.name().to_string(),
                 op_type: e.op_type().to_string(),
-                collective: e.collective().map(|c| (c.comm.to_string(), c.seq)),
+                collective: e.call().map(|c| (c.comm.to_string(), c.seq)),
                 event: position((r, i)),
                 lamport: replay.lamport[r][i],
                 findings: detected.findings[&(r, i)].clone(),
@@ -372,8 +375,8 @@ fn conclude(
             }
             let via = taint.via.map(|at| {
                 let e = event(at);
-                let c = e.collective().expect("a taint arrives through a collective");
-                format!("{} #{} on {} at {}", c.op.api_name(), c.seq, c.comm, step_words(e.step))
+                let c = e.call().expect("a taint arrives through a collective");
+                format!("{} #{} on {} at {}", c.op.api_name(), c.seq, c.comm, step_words(e.step()))
             });
             // Findings are ordered by (rank, event): this rank's from `i` on are one range; a thinned run
             // adds the anomalous ops it left out from there on.
@@ -382,7 +385,7 @@ fn conclude(
             let e = event((r, *i));
             spread.push(Reach {
                 rank: run.ranks[r].rank,
-                step: e.step,
+                step: e.step(),
                 at: e.name().to_string(),
                 via,
                 anomalous_events: kept + left,
@@ -394,7 +397,7 @@ fn conclude(
     let steps: Vec<u64> = steps.into_iter().filter(|&s| s != UNKNOWN_STEP).collect();
     // Each name once as it is met, not a string a call sorted (#18: 60 bytes a call at the end of a fold).
     let communicators: std::collections::BTreeSet<&str> =
-        run.ranks.iter().flat_map(|r| r.events.iter().filter_map(|e| Some(&*e.collective()?.comm))).collect();
+        run.ranks.iter().flat_map(|r| r.events.iter().filter_map(|e| Some(&**e.call()?.comm))).collect();
     let communicators: Vec<String> = communicators.into_iter().map(str::to_string).collect();
     let ranks = run.rank_ids();
     let selection = Selection::of(&run.selection);
@@ -403,7 +406,7 @@ fn conclude(
         _ => ranks.clone(),
     };
     let calls: u64 =
-        run.ranks.iter().map(|r| r.events.iter().filter(|e| e.collective().is_some()).count() as u64).sum();
+        run.ranks.iter().map(|r| r.events.iter().filter(|e| e.call().is_some()).count() as u64).sum();
     // What keeps the answer from covering the job leads: before the collectives that miss members.
     let mut problems = InputProblems::default();
     for p in scope_problems(run, &ranks, &examined_ranks, calls, selection.as_ref()) {
@@ -502,8 +505,8 @@ impl RanksReport {
 /// What keeps the answer from covering the job, beyond what the sources say they miss: fewer ranks
 /// present than the job had, no HCCL call recorded (nothing ties the ranks together, and no collective's
 /// members can be counted), or one rank examined (no answer across ranks exists).
-fn scope_problems(
-    run: &RunEvents,
+fn scope_problems<E>(
+    run: &RunEvents<E>,
     ranks: &[u32],
     examined: &[u32],
     calls: u64,
@@ -550,11 +553,11 @@ fn scope_problems(
 /// HCCL calls recorded without their buffers' hashes (`ACCUTRACE_COLLECTIVES=meta`, or a buffer the
 /// collector could not copy): their members' contents are not compared, so "every collective's members
 /// agree" would say more than was read. A barrier has no buffer.
-fn calls_without_buffers(run: &RunEvents, calls: u64) -> Option<InputProblem> {
+fn calls_without_buffers<E: ProgramEvent>(run: &RunEvents<E>, calls: u64) -> Option<InputProblem> {
     let events =
         run.ranks.iter().enumerate().flat_map(|(r, rank)| (0..rank.events.len()).map(move |i| (r, i)));
     let unread = events
-        .filter(|&(r, i)| run.ranks[r].events[i].collective().is_some_and(|c| c.op != CollectiveOp::Barrier))
+        .filter(|&(r, i)| run.ranks[r].events[i].call().is_some_and(|c| c.op != CollectiveOp::Barrier))
         .filter(|&at| !run.buffer_hashed(at))
         .count();
     (unread > 0).then(|| {
@@ -609,7 +612,7 @@ mod tests {
     #[test]
     fn a_partial_job_names_its_missing_ranks() {
         let message = |job: u32, present: &[u32]| {
-            let run = RunEvents { job_ranks: Some(job), ..RunEvents::default() };
+            let run: RunEvents = RunEvents { job_ranks: Some(job), ..RunEvents::default() };
             let found = scope_problems(&run, present, present, 1, None);
             found
                 .into_iter()

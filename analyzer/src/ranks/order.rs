@@ -17,7 +17,8 @@
 //! let go, so that the members waiting for its rank in a later collective are not reported missing it.
 
 use super::detect::EventRef;
-use super::events::{step_words, Event, EventKind, Name, RunEvents, UNKNOWN_STEP};
+use super::events::{step_words, Name, RunEvents, UNKNOWN_STEP};
+use super::program::ProgramEvent;
 use accutrace_formats::capture::CollectiveOp;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -56,15 +57,15 @@ enum Key {
 
 /// Replays `run`; `anomalous(event)` says which events are anomalous. When taints of two origins meet in a
 /// collective, the members carry on the one of the lower (rank, event) position.
-pub fn replay(run: &RunEvents, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
+pub fn replay<E: ProgramEvent>(run: &RunEvents<E>, anomalous: &dyn Fn(EventRef) -> bool) -> Replay {
     replay_thinned(run, anomalous, &|_| 0)
 }
 
 /// [`replay`] of a run whose events are a thinned selection of a longer one's (a fold over windows of steps
 /// keeps the calls and a rank's first anomalous op): `skipped(event)` is how many ops were left out just
 /// before it on its rank, each a tick of its rank's clock, so that Lamport times are the longer run's.
-pub fn replay_thinned(
-    run: &RunEvents,
+pub fn replay_thinned<E: ProgramEvent>(
+    run: &RunEvents<E>,
     anomalous: &dyn Fn(EventRef) -> bool,
     skipped: &dyn Fn(EventRef) -> u64,
 ) -> Replay {
@@ -86,7 +87,7 @@ pub fn replay_thinned(
         .ranks
         .iter()
         .flat_map(|r| &r.events)
-        .filter_map(|e| e.collective())
+        .filter_map(|e| e.call())
         .filter(|c| c.op == CollectiveOp::Send)
         .filter_map(|c| Some(Key::Message(c.comm.clone(), c.comm_rank, c.peer?, c.seq)))
         .collect();
@@ -129,7 +130,7 @@ pub fn replay_thinned(
                     clock[r] += skipped((r, i));
                     counted[r] += 1;
                 }
-                let Some(c) = e.collective() else {
+                let Some(c) = e.call() else {
                     clock[r] += 1;
                     visit(r, i, clock[r], None, &mut out, &mut taint);
                     pos[r] += 1;
@@ -211,7 +212,7 @@ pub fn replay_thinned(
             let (members, expected) = waiting.remove(&key).expect("just found");
             if let Key::Collective(comm, seq) = &key {
                 let (r0, i0) = (members[0], pos[members[0]]);
-                let op = run.ranks[r0].events[i0].collective().map_or(CollectiveOp::Barrier, |c| c.op);
+                let op = run.ranks[r0].events[i0].call().map_or(CollectiveOp::Barrier, |c| c.op);
                 let mut arrived: Vec<u32> = members.iter().map(|&m| run.ranks[m].rank).collect();
                 arrived.sort_unstable();
                 out.incomplete.push((comm.to_string(), *seq, op, arrived, expected as u32));
@@ -261,20 +262,20 @@ fn give_up_receive(
 /// two ranks on its communicator (what the origin lines say, `message #k`), not the event's position in
 /// the rank's order, and its step; where only its send could tell the step (it came between the ops of two
 /// steps, `events::unsent_receives_between_steps`), the two steps the ops around it are at.
-pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
+pub fn unmatched_receive<E: ProgramEvent>(run: &RunEvents<E>, (r, i): EventRef) -> String {
     let rank = &run.ranks[r];
     let e = &rank.events[i];
-    let message = match e.collective() {
+    let message = match e.call() {
         Some(c) => {
             let from = c.peer.map(|p| format!(" from communicator rank {p}")).unwrap_or_default();
             format!(" message #{}{from} on {}", c.seq, c.comm)
         }
         None => String::new(),
     };
-    let op_step = |e: &Event| e.collective().is_none().then_some(e.step);
+    let op_step = |e: &E| e.call().is_none().then_some(e.step());
     let before = rank.events[..i].iter().rev().find_map(op_step);
     let after = rank.events[i + 1..].iter().find_map(op_step);
-    match (e.step, before, after) {
+    match (e.step(), before, after) {
         (UNKNOWN_STEP, Some(a), Some(b)) if a != b => format!(
             "rank {} between step {a} and step {b}: {}{message} has no matching send (the send's step would \
              say which)",
@@ -292,7 +293,9 @@ pub fn unmatched_receive(run: &RunEvents, (r, i): EventRef) -> String {
             rank.rank,
             e.name()
         ),
-        _ => format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step), e.name()),
+        _ => {
+            format!("rank {} {}: {}{message} has no matching send", rank.rank, step_words(e.step()), e.name())
+        }
     }
 }
 
@@ -303,8 +306,8 @@ type Visit<'a> = dyn Fn(usize, usize, u64, Option<Taint>, &mut Replay, &mut [Opt
 /// earliest taint any member carried in (a broadcast's: the root's). Where none carried one in, a member
 /// whose buffer is anomalous brought it; with none, a call anomalous on several members began on all of them.
 #[allow(clippy::too_many_arguments)]
-fn complete(
-    run: &RunEvents,
+fn complete<E: ProgramEvent>(
+    run: &RunEvents<E>,
     anomalous: &dyn Fn(EventRef) -> bool,
     members: &[usize],
     pos: &mut [usize],
@@ -317,7 +320,7 @@ fn complete(
     let t = members.iter().map(|&m| clock[m]).max().unwrap_or(0) + 1;
     let event = |m: usize| &run.ranks[m].events[pos[m]];
     let root = members.iter().copied().find(|&m| {
-        event(m).collective().is_some_and(|c| c.op == CollectiveOp::Broadcast && c.peer == Some(c.comm_rank))
+        event(m).call().is_some_and(|c| c.op == CollectiveOp::Broadcast && c.peer == Some(c.comm_rank))
     });
     let carriers: Vec<usize> = match root {
         Some(root) => vec![root],
@@ -359,14 +362,12 @@ fn complete(
         pos[m] += 1;
         blocked_on[m] = None;
     }
-    debug_assert!(members
-        .iter()
-        .all(|&m| matches!(run.ranks[m].events[pos[m] - 1].kind, EventKind::Collective(_))));
+    debug_assert!(members.iter().all(|&m| run.ranks[m].events[pos[m] - 1].call().is_some()));
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::events::{CollectiveMeta, Event, RankEvents, TensorSummary};
+    use super::super::events::{CollectiveMeta, Event, EventKind, RankEvents, TensorSummary};
     use super::*;
     use crate::index::Io;
 

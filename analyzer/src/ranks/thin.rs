@@ -88,8 +88,3 @@ impl ThinBuffers {
         self.flags & (INPUT_HASHED | OUTPUT_HASHED) != 0
     }
 }
-
-/// Per rank (by position in [`RunEvents::ranks`](super::events::RunEvents::ranks)), each event's [`ThinBuffers`]: empty where no event was
-/// thinned.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ThinCalls(pub Vec<Vec<ThinBuffers>>);

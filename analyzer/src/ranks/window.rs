@@ -49,13 +49,13 @@ impl WindowFacts {
     /// read would have: what the capture says about itself (`leading` and `shortfalls`, which no window's
     /// index holds) before and after the windows', then what the windows could not read, then ranks of
     /// different runs (`called`: what each rank's calls were on).
-    pub(crate) fn finish(
+    pub(crate) fn finish<E>(
         self,
-        ranks: Vec<RankEvents>,
+        ranks: Vec<RankEvents<E>>,
         filter: &Filter,
         [leading, shortfalls]: [Vec<InputProblem>; 2],
-        called: Calls,
-    ) -> RunEvents {
+        called: Calls<E>,
+    ) -> RunEvents<E> {
         let mut run = RunEvents {
             ranks,
             job_ranks: self.job_ranks,
