@@ -186,7 +186,17 @@ impl CompareFold {
     pub fn add_bench_fusions(&mut self, bench: &Index) {
         for op in &bench.ops {
             let origins = op.original_names(bench).into_iter().filter(|&n| n != op.name.as_str());
-            self.fused_in_bench.extend(origins.map(String::from));
+            self.add_fused_names(origins);
+        }
+    }
+
+    /// Takes op names the benchmark fuses into kernels of other names (as [`CompareFold::add_bench_fusions`]
+    /// finds them, or its census does for every step).
+    pub fn add_fused_names<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        for name in names {
+            if !self.fused_in_bench.contains(name) {
+                self.fused_in_bench.insert(name.to_string());
+            }
         }
     }
 

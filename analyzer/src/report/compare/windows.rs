@@ -230,11 +230,12 @@ pub fn compare_by_windows(
 
 /// [`compare_by_windows`] of runs whose windows may keep to the selected steps
 /// ([`StepWindows::select_steps`], then aligned): their windows alone are compared where the report they
-/// give is the whole runs'; else every step's are, the selection the filter's only, as before. What a
-/// selection cannot tell, and the whole runs' report says: whether the benchmark holds inputs anywhere
-/// (where the selection's hold none) and the count of pairs narrower in the benchmark (over every step).
-/// The names the benchmark fuses in any step (which clear target ops of having no counterpart) come from
-/// the indexes of the benchmark's other steps, read without comparing them.
+/// give is the whole runs'; else every step's are, the selection the filter's only, as before. What the
+/// whole runs' report says of the other steps: whether the benchmark holds inputs anywhere and the names
+/// it fuses in any step (which clear target ops of having no counterpart) come from its census
+/// ([`StepWindows::tensor_heads`]), else (a census that did not note them) from the indexes of its other
+/// steps, read without comparing them, and every step's windows where the selection's hold no input. The
+/// count of pairs narrower in the benchmark is over every step: every step's windows are read for it.
 pub fn compare_steps_by_windows(
     runs: [&mut StepWindows; 2],
     options: &CompareOptions,
@@ -277,15 +278,18 @@ fn attempt(
         _ => None,
     };
     let mut kept = Kept::default();
+    // What the benchmark's census noted of its every tensor: whether it holds inputs anywhere and what it fuses.
+    let heads = runs[1].tensor_heads();
     let (mut inputs_seen, mut decided_without_inputs) = (false, false);
     for w in 0..count {
         // Indexing one run does not depend on the other: both at once.
         let (a, b) = rayon::join(|| runs[0].open(w), || runs[1].open(w));
         let (a, b) = (a?, b?);
         // Whether the benchmark holds inputs is the whole run's word (a target input without a counterpart
-        // is listed only then): a window of no benchmark steps takes the windows' before it, and a window
-        // that decided without inputs before one that has them leaves the runs to the whole compare.
-        let inputs = b.index().tensors.iter().any(|t| t.io == Io::Input);
+        // is listed only then): its census's, else a window of no benchmark inputs takes the windows' before
+        // it, and a window that decided without inputs before one that has them leaves the runs to the whole
+        // compare.
+        let inputs = heads.map_or_else(|| b.index().tensors.iter().any(|t| t.io == Io::Input), |h| h.inputs);
         if inputs && decided_without_inputs {
             progress.finish();
             // Every step's windows from the first may hold the benchmark's inputs before this one.
@@ -331,12 +335,15 @@ fn attempt(
         return Ok(Attempt::Whole);
     }
     // No benchmark input in the selection: the other steps say whether the benchmark holds any.
-    if selection && !inputs_seen {
+    if selection && !inputs_seen && heads.is_none() {
         return Ok(Attempt::EveryStep);
     }
     // Target ops without a counterpart: a fused kernel in any of the benchmark's steps may name them (an
-    // fp16 run's loss scaling against an fp32 one's has none): the other steps' indexes alone tell.
-    if selection && fold.without_counterpart() > 0 {
+    // fp16 run's loss scaling against an fp32 one's has none): its census, else the other steps' indexes,
+    // tell.
+    if let Some(heads) = heads {
+        fold.add_fused_names(heads.fused.iter().map(|name| &**name));
+    } else if selection && fold.without_counterpart() > 0 {
         for window in runs[1].unselected_windows() {
             fold.add_bench_fusions(runs[1].open_steps(&window, false)?.index());
         }

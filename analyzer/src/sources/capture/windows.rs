@@ -19,13 +19,14 @@ use super::open::{communicators_by_stream, finish_index, segments_deleted};
 use super::step_calls::{StepCalls, StreamCalls};
 use super::walk::{Building, StreamWalk};
 use super::{runs, CaptureSource};
+use crate::index::Io;
 use crate::index::RingDeleted;
 use crate::problems::InputProblem;
 use accutrace_formats::capture::completeness::{self, RecordTally};
-use accutrace_formats::capture::reader::{CaptureRun, Record, StreamReader};
+use accutrace_formats::capture::reader::{CaptureRun, Record, StreamReader, TensorHead};
 use accutrace_formats::capture::record::{StepSource, KIND_TENSOR};
 use anyhow::{Context, Result};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,6 +118,28 @@ pub struct WholeRun {
     pub scope: Vec<String>,
 }
 
+/// What `compare` asks of a benchmark's every tensor (#18: a selection of steps need not read the others), as
+/// its census reads it from the heads of the tensor records it passes over ([`StepWindows::census_of_bench`]).
+#[derive(Debug, Default)]
+pub struct TensorHeads {
+    /// Whether any tensor is an input.
+    pub inputs: bool,
+    /// The op names the outputs of other ops stand for: ops fused into those (what
+    /// [`IndexedOp::original_names`](crate::index::IndexedOp::original_names) gives, but an op's own name).
+    pub fused: HashSet<Arc<str>>,
+}
+
+impl TensorHeads {
+    fn add(&mut self, head: &TensorHead) {
+        self.inputs |= head.io == Io::Input;
+        if let (Io::Output, Some(name)) = (head.io, &head.original_op) {
+            if **name != *head.op.name && !self.fused.contains(&**name) {
+                self.fused.insert(name.clone());
+            }
+        }
+    }
+}
+
 /// A capture told apart into windows of steps.
 pub struct StepWindows {
     root: PathBuf,
@@ -130,6 +153,7 @@ pub struct StepWindows {
     mixed_runs: Option<InputProblem>,
     shortfalls: Vec<InputProblem>,
     ring_deleted: Vec<RingDeleted>,
+    heads: Option<TensorHeads>,
 }
 
 impl StepWindows {
@@ -137,16 +161,27 @@ impl StepWindows {
     /// when one step alone holds more), or `None` when it must be read whole (see the module's text).
     /// It keeps no step's calls ([`StepWindows::calls_by_step`] answers `None`).
     pub fn census(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
-        Self::census_of(root, window_tensors, false)
+        Self::census_of(root, window_tensors, false, false)
+    }
+
+    /// [`StepWindows::census`] of a benchmark `compare` reads, noting what it asks of every tensor
+    /// ([`StepWindows::tensor_heads`]).
+    pub fn census_of_bench(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
+        Self::census_of(root, window_tensors, false, true)
     }
 
     /// [`StepWindows::census`], keeping each step's HCCL calls for a command that pairs two runs' calls
     /// in order (`diff`): a few words a call, held to the end, so only the command that reads them pays.
     pub fn census_with_calls(root: &Path, window_tensors: u64) -> Result<Option<StepWindows>> {
-        Self::census_of(root, window_tensors, true)
+        Self::census_of(root, window_tensors, true, false)
     }
 
-    fn census_of(root: &Path, window_tensors: u64, keep_calls: bool) -> Result<Option<StepWindows>> {
+    fn census_of(
+        root: &Path,
+        window_tensors: u64,
+        keep_calls: bool,
+        heads: bool,
+    ) -> Result<Option<StepWindows>> {
         let run =
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         if let Some(manifest) = &run.manifest {
@@ -159,11 +194,14 @@ impl StepWindows {
         let mut tallies = vec![RecordTally::default(); run.streams.len()];
         let mut streams = Vec::with_capacity(run.streams.len());
         let mut ranks = BTreeSet::new();
+        let mut heads = heads.then(TensorHeads::default);
         for (s, stream) in run.streams.iter().enumerate() {
             if !ranks.insert(stream.info().rank.unwrap_or(0)) {
                 return Ok(None);
             }
-            let Some(steps) = census_of_stream(stream, &mut tallies[s], keep_calls)? else { return Ok(None) };
+            let Some(steps) = census_of_stream(stream, &mut tallies[s], keep_calls, &mut heads)? else {
+                return Ok(None);
+            };
             streams.push(steps);
         }
         if streams.iter().all(|s| s.steps.is_empty()) {
@@ -203,7 +241,14 @@ impl StepWindows {
             mixed_runs: runs::different_runs_problem(root, &communicators),
             shortfalls,
             ring_deleted,
+            heads,
         }))
+    }
+
+    /// What the census of a benchmark noted of every tensor ([`StepWindows::census_of_bench`]); `None`
+    /// where it was not asked to, or a record's head could not be read so.
+    pub fn tensor_heads(&self) -> Option<&TensorHeads> {
+        self.heads.as_ref()
     }
 
     /// The windows' steps, in order (those of a selection only, once [`StepWindows::select_steps`] kept to
@@ -399,11 +444,13 @@ impl StepWindows {
 }
 
 /// One stream's steps and where their records lie (with each step's calls if `keep_calls`), or `None`
-/// when a record ties steps together (module text). Counts every record in `tally`.
+/// when a record ties steps together (module text). Counts every record in `tally`, and notes its tensors'
+/// heads in `heads` where it holds some (`None` once one cannot be read so).
 fn census_of_stream(
     stream: &StreamReader,
     tally: &mut RecordTally,
     keep_calls: bool,
+    heads: &mut Option<TensorHeads>,
 ) -> Result<Option<StreamSteps>> {
     let segment_indices: Vec<u64> = stream.segment_indices().collect();
     let position = |index: u64| segment_indices.binary_search(&index).unwrap_or(0);
@@ -415,7 +462,8 @@ fn census_of_stream(
     let mut op_at: Place = (0, 0);
     // The step of the op the records after it belong to.
     let mut step = None;
-    for item in stream.records().passing_tensors() {
+    let mut records = stream.records().passing_tensors();
+    while let Some(item) = records.next() {
         let item = item?;
         tally.count(&item.record);
         let place = (position(item.segment_index), item.offset);
@@ -441,6 +489,12 @@ fn census_of_stream(
                 };
                 span.widen(op_at, place);
                 span.tensors += 1;
+                if let Some(noted) = heads.as_mut() {
+                    match records.passed_head() {
+                        Some(head) => noted.add(&head),
+                        None => *heads = None,
+                    }
+                }
             }
             Record::Collective(call) => {
                 if call.op.is_point_to_point() || call.start_us < last_call_start {
@@ -529,6 +583,85 @@ fn windows_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::Source;
+    use accutrace_formats::capture::{OpInfo, OriginalOp, Policy, StreamInfo, StreamWriter, TensorMeta};
+    use accutrace_formats::stats::TensorStats;
+    use accutrace_formats::DType;
+
+    /// A tensor: input or output, and the op it stands for.
+    type Tensor<'a> = (Io, Option<&'a str>);
+
+    /// An op: its step, its name and its tensors.
+    type Op<'a> = (u64, &'a str, &'a [Tensor<'a>]);
+
+    /// A capture of rank 0 holding `ops`.
+    fn capture(dir: &Path, ops: &[Op<'_>]) {
+        let info = StreamInfo { stream_id: 0, rank: Some(0), device: 0, pid: 1000, host: "test".into() };
+        let mut w = StreamWriter::create(dir, info, 1 << 20, Policy::KeepAll).unwrap();
+        for (k, &(step, name, tensors)) in ops.iter().enumerate() {
+            let op = OpInfo {
+                name: name.into(),
+                op_type: "T".into(),
+                step,
+                timestamp_us: 1_000 + k as u64,
+                step_source: StepSource::Model,
+                ..OpInfo::default()
+            };
+            w.append_op(&op).unwrap();
+            for (i, &(io, stands_for)) in tensors.iter().enumerate() {
+                let meta = TensorMeta {
+                    io,
+                    index: i as u32,
+                    dtype: DType::FLOAT,
+                    format: 2,
+                    sub_format: 0,
+                    device_shape: vec![1],
+                    original_shape: None,
+                    original_op: stands_for.map(|n| OriginalOp { name: n.into(), output_index: 0 }),
+                };
+                let stats = TensorStats::of_bytes(DType::FLOAT, &[0; 4]).unwrap();
+                w.append_tensor(&meta, &stats, 1, None, 1).unwrap();
+            }
+        }
+        w.seal().unwrap();
+    }
+
+    /// A benchmark's census notes what its whole index says of every tensor: whether one is an input, and
+    /// the names ops' outputs stand for but their own (not an input's: the index takes outputs').
+    #[test]
+    fn a_benchmarks_census_notes_what_its_whole_index_says() {
+        let out = |stands_for| (Io::Output, stands_for);
+        for inputs in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let last: &[Tensor<'_>] = match inputs {
+                true => &[(Io::Input, Some("c")), (Io::Output, None)],
+                false => &[(Io::Output, Some("d"))],
+            };
+            let ops: [Op<'_>; 4] = [
+                (0, "a", &[out(Some("a"))]),
+                (1, "ab", &[out(Some("b")), out(Some("ab"))]),
+                (2, "a", &[out(None)]),
+                (2, "d", last),
+            ];
+            capture(dir.path(), &ops);
+            let census = StepWindows::census_of_bench(dir.path(), 1).unwrap().expect("read by windows");
+            let heads = census.tensor_heads().expect("noted");
+            let index = crate::sources::capture::CaptureSource::open(dir.path()).unwrap();
+            let index = index.index();
+            let fused: BTreeSet<&str> = index
+                .ops
+                .iter()
+                .flat_map(|op| op.original_names(index).into_iter().filter(|&n| n != op.name.as_str()))
+                .collect();
+            let noted: BTreeSet<&str> = heads.fused.iter().map(|n| &**n).collect();
+            assert_eq!(fused, ["b"].into());
+            assert_eq!(noted, fused);
+            assert_eq!(index.tensors.iter().any(|t| t.io == Io::Input), inputs);
+            assert_eq!(heads.inputs, inputs);
+            // Not asked, the census notes nothing.
+            assert!(StepWindows::census(dir.path(), 1).unwrap().unwrap().tensor_heads().is_none());
+        }
+    }
 
     /// A stream holding `tensors` tensors at each of `steps`.
     fn stream(steps: impl IntoIterator<Item = u64>, tensors: u64) -> StreamSteps {

@@ -19,6 +19,7 @@
 //! - `parallel_decode`: a large tensor decoded to f32 on the pool's threads, a wave of chunks at a time,
 //!   with per-thread wave buffers ([`WaveBuffers`]).
 //! - `device_runs`: device-layout values put in the host layout block by block as they are read.
+//! - `tensor_head`: [`TensorHead`], two fields of a tensor record passed over, read without decoding it.
 //! - `releases`: the pages read let go of from the mapping, in batches ([`RELEASE_BATCH`]).
 
 mod blocks;
@@ -31,6 +32,7 @@ mod releases;
 mod stats_at;
 mod stored_data;
 mod tensor_data;
+mod tensor_head;
 #[cfg(test)]
 mod test_data;
 
@@ -38,6 +40,7 @@ pub use parallel_decode::{swap_wave_buffers, WaveBuffers};
 pub use records::Records;
 pub use releases::RELEASE_BATCH;
 pub use tensor_data::{blocks_scratch_bound, blocks_scratch_max};
+pub use tensor_head::TensorHead;
 
 use super::collective::CollectiveInfo;
 use super::manifest::{Manifest, StreamInfo};

@@ -1,6 +1,7 @@
 //! The walk over a stream's records ([`Records`]): frame after frame, segment after segment, each record's
 //! head decoded into a [`Record`] (string definitions resolved, an op continued across segments given once).
 
+use super::tensor_head::{self, TensorHead};
 use super::{CapturedTensor, Record, RecordRef, Segment, StreamReader};
 use crate::capture::collective::CollectiveInfo;
 use crate::capture::record::*;
@@ -25,6 +26,8 @@ pub struct Records<'a> {
     skip_before: u64,
     /// Tensor records are passed over undecoded ([`Records::passing_tensors`]).
     tensors_undecoded: bool,
+    /// The head of the tensor record last passed over ([`Records::passed_head`]).
+    passed: Option<&'a [u8]>,
     strings: Vec<Arc<str>>,
     op: Option<Arc<OpInfo>>,
     /// The last op of the previous segment: a `continued` op record that repeats it is not yielded again.
@@ -50,6 +53,7 @@ impl StreamReader {
             pos: HEADER_LEN,
             skip_before: offset,
             tensors_undecoded: false,
+            passed: None,
             strings: Vec::new(),
             op: None,
             prev_op: None,
@@ -106,6 +110,7 @@ impl<'a> Iterator for Records<'a> {
                 if self.op.is_none() {
                     return self.fail(seg, offset, "tensor record before any op record".into());
                 }
+                self.passed = Some(&seg.map[meta as usize..head_end as usize]);
                 let record = Record::Unknown { kind };
                 return Some(Ok(RecordRef { segment: &seg.path, segment_index: seg.index, offset, record }));
             }
@@ -135,6 +140,18 @@ impl<'a> Records<'a> {
     pub fn passing_tensors(mut self) -> Self {
         self.tensors_undecoded = true;
         self
+    }
+
+    /// The op, input or output, and original op of the tensor record last passed over undecoded, read from
+    /// its head without decoding it ([`TensorHead`]); `None` where none was, or its head is not one the
+    /// scan can walk or names a string its segment does not define (decoding it says what is wrong).
+    pub fn passed_head(&self) -> Option<TensorHead> {
+        let (io, original_op) = tensor_head::io_and_original_op(self.passed?)?;
+        let original_op = match original_op as u32 {
+            0 => None,
+            id => Some(self.strings.get(id as usize - 1)?.clone()),
+        };
+        Some(TensorHead { op: self.op.clone()?, io: tensor_head::io_of(io), original_op })
     }
 
     fn fail(&mut self, seg: &Segment, offset: u64, why: String) -> Option<Result<RecordRef<'a>>> {

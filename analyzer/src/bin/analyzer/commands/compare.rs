@@ -66,13 +66,16 @@ fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Optio
     if !windowed || !filter.ops.is_empty() {
         return Ok(None);
     }
-    let census = |run: &Path| -> Result<Option<StepWindows>> {
-        match detect(run)? {
-            Detected::Capture(root) => StepWindows::census(&root, WINDOW_TENSORS),
+    // The benchmark's census notes what the report asks of its every tensor, so that a selection of steps
+    // need not read the others for it.
+    let census = |run: &Path, bench: bool| -> Result<Option<StepWindows>> {
+        match (detect(run)?, bench) {
+            (Detected::Capture(root), false) => StepWindows::census(&root, WINDOW_TENSORS),
+            (Detected::Capture(root), true) => StepWindows::census_of_bench(&root, WINDOW_TENSORS),
             _ => Ok(None),
         }
     };
-    let (a, b) = rayon::join(|| census(runs[0]), || census(runs[1]));
+    let (a, b) = rayon::join(|| census(runs[0], false), || census(runs[1], true));
     let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
     // Aligned, the windows keep to the selection where both runs could (`StepWindows::align`).
     a.select_steps(&filter.steps);
