@@ -49,6 +49,16 @@ fn an_overflow_on_one_rank_is_reported_the_same_by_windows() {
 }
 
 #[test]
+fn device_statistics_are_reported_the_same_by_windows() {
+    // `--mode device-stats`: CANN's statistics CSVs, each carrying its op's step, and no op records.
+    let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
+    let run = shared_job(faults, 4, 6, &[("ACCUTRACE_MODE", "device-stats")]);
+    let report = same_by_windows(&run, 6);
+    assert_eq!(report["origins"][0]["rank"], 2, "{report:#}");
+    assert_eq!(report["origins"][0]["step"], 3);
+}
+
+#[test]
 fn many_small_segments_and_two_writers_are_read_the_same_by_windows() {
     let env = [("ACCUTRACE_SEGMENT_SIZE", "64K"), ("ACCUTRACE_WRITERS", "2")];
     let run = shared_job("", 4, 6, &env);

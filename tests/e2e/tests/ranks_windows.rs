@@ -81,6 +81,16 @@ fn an_overflow_on_one_rank_and_its_spread_are_reported_the_same_by_windows() {
 }
 
 #[test]
+fn device_statistics_are_reported_the_same_by_windows() {
+    // `--mode device-stats`: CANN's statistics CSVs, each carrying its op's step, and no op records.
+    let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
+    let run = shared_job(faults, 4, 6, &[("ACCUTRACE_MODE", "device-stats")]);
+    let report = same_by_windows(&run, 6, &everything());
+    let origin = &report["origins"][0];
+    assert_eq!((origin["rank"].as_u64(), origin["step"].as_u64()), (Some(2), Some(3)), "{report:#}");
+}
+
+#[test]
 fn a_non_deterministic_all_reduce_is_reported_the_same_by_windows() {
     let faults = r#", "faults": {"nondeterministic_reduction": {"step": 2, "rank": 1}}"#;
     let run = shared_job(faults, 4, 6, &[]);

@@ -110,6 +110,16 @@ fn an_overflow_and_a_frozen_layer_are_watched_the_same_by_windows() {
 }
 
 #[test]
+fn device_statistics_are_watched_the_same_by_windows() {
+    // `--mode device-stats`: CANN's statistics CSVs (no sum of |x|, no L2 norm, no zero count).
+    let faults = r#", "faults": {"overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}}"#;
+    let run = shared_job(faults, 4, 6, &[("ACCUTRACE_MODE", "device-stats")]);
+    let report = same_by_windows(&run, 6, &options(&[]));
+    assert!(hit(&report).contains(&"tensor_overflow"), "{report:#}");
+    assert!(!report["cant_tell"].as_array().unwrap().is_empty(), "{report:#}");
+}
+
+#[test]
 fn exploding_weights_read_as_tensors_are_watched_the_same_by_windows() {
     // The tensors kept: what statistics leave undecided is read, window by window.
     let faults = r#", "faults": {"lr_scale": 1000, "init_scale": 10}"#;

@@ -5,8 +5,9 @@
 //!
 //! Only a capture whose every op carries its own step (a graph dump's iteration: `StepSource::Model`) is
 //! read this way; steps that are counted from marks or inferred from the op sequence need the whole stream.
-//! Overflow records, device statistics and point-to-point calls tie records of different steps together
-//! and keep the capture whole as well, as do two streams of one rank. A collective belongs to the step of
+//! The device's statistics CSVs (`--mode device-stats`) carry their step and launch, as op records do.
+//! Overflow records and point-to-point calls tie records of different steps together and keep the capture
+//! whole, as do two streams of one rank. A collective belongs to the step of
 //! the op before it on its rank ([`Index::collective_steps`](crate::index::Index::collective_steps)); the
 //! census checks that a rank's steps do not overlap in time, so that the op before it is found within its
 //! step's window.
@@ -25,6 +26,8 @@ use crate::problems::InputProblem;
 use accutrace_formats::capture::completeness::{self, RecordTally};
 use accutrace_formats::capture::reader::{CaptureRun, Record, StreamReader, TensorHead};
 use accutrace_formats::capture::record::{StepSource, KIND_TENSOR};
+use accutrace_formats::dump::parse_file_name;
+use accutrace_formats::dump::stats_csv::stats_csv_header_line;
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::RangeInclusive;
@@ -154,6 +157,8 @@ pub struct StepWindows {
     shortfalls: Vec<InputProblem>,
     ring_deleted: Vec<RingDeleted>,
     heads: Option<TensorHeads>,
+    /// Whether the capture holds the device's statistics CSVs (`--mode device-stats`).
+    device_statistics: bool,
 }
 
 impl StepWindows {
@@ -185,8 +190,10 @@ impl StepWindows {
         let run =
             CaptureRun::open(root).with_context(|| format!("cannot open capture {}", root.display()))?;
         if let Some(manifest) = &run.manifest {
-            // A capture that fits one window, as its collector counted it, is read whole without a census.
-            let tensors: u64 = manifest.streams.iter().map(|s| s.counts.tensors).sum();
+            // A capture that fits one window, as its collector counted it, is read whole without a census. A
+            // statistics CSV record holds at most ten tensors' rows (the runtime's parts).
+            let tensors: u64 =
+                manifest.streams.iter().map(|s| s.counts.tensors + 10 * s.counts.stats_csv_records).sum();
             if tensors <= window_tensors || super::open::captured_overflow_records_only(&manifest.config) {
                 return Ok(None);
             }
@@ -231,6 +238,7 @@ impl StepWindows {
         if windows.len() < 2 {
             return Ok(None);
         }
+        let device_statistics = tallies.iter().any(|t| t.stats_csv_records > 0);
         Ok(Some(StepWindows {
             root: root.to_path_buf(),
             run: Arc::new(run),
@@ -242,6 +250,7 @@ impl StepWindows {
             shortfalls,
             ring_deleted,
             heads,
+            device_statistics,
         }))
     }
 
@@ -318,6 +327,12 @@ impl StepWindows {
             *first = (*first).min(step);
         }
         first_steps
+    }
+
+    /// Whether the capture holds the device's statistics CSVs (`--mode device-stats`) rather than records of
+    /// the collector's own statistics.
+    pub fn holds_device_statistics(&self) -> bool {
+        self.device_statistics
     }
 
     /// The capture's directory.
@@ -425,6 +440,7 @@ impl StepWindows {
                 let step = match &item.record {
                     Record::Op(op) => Some(op.step),
                     Record::Tensor(t) => Some(t.op.step),
+                    Record::StatsCsv(csv) => Some(csv.step),
                     Record::Collective(call) => match steps.step_of_call(call.start_us) {
                         Some(step) => Some(step),
                         None if loose_calls => Some(*window.start()),
@@ -513,7 +529,22 @@ fn census_of_stream(
                 });
                 (c.latest_us, c.to) = (call.start_us, place.1);
             }
-            Record::Overflow(_) | Record::StatsCsv(_) => return Ok(None),
+            Record::StatsCsv(csv) => {
+                // The device's statistics of one op's tensors (or of ten of them: a part), its step and
+                // launch in the record itself: an op record and its tensors in one. The whole read reports
+                // a name it cannot parse.
+                let base = csv.dump_file.rsplit('/').next().unwrap_or(&csv.dump_file);
+                let Ok(name) = parse_file_name(base) else { return Ok(None) };
+                op_at = place;
+                step = Some(csv.step);
+                let span = steps.entry(csv.step).or_insert_with(|| Span::at(place, name.timestamp_us));
+                span.widen(place, place);
+                span.ran_at(name.timestamp_us);
+                span.tensors += stats_csv_rows(&csv.csv);
+                // Its rows are not tensor records' heads: what compare asks of them is read from the index.
+                *heads = None;
+            }
+            Record::Overflow(_) => return Ok(None),
             Record::Tensor(_) | Record::StepMark(_) | Record::Unknown { .. } => {}
         }
     }
@@ -540,6 +571,12 @@ fn census_of_stream(
         found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
     }
     Ok(Some(found))
+}
+
+/// The tensors a statistics CSV (or a part of one) has rows for: its lines, less the header's.
+fn stats_csv_rows(csv: &[u8]) -> u64 {
+    let lines = csv.split(|&b| b == b'\n').filter(|line| !line.trim_ascii().is_empty()).count() as u64;
+    lines.saturating_sub(u64::from(stats_csv_header_line(csv).is_some()))
 }
 
 /// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`; with a
@@ -684,5 +721,18 @@ mod tests {
         let gappy = [stream([0, 1, 4, 6], 5)];
         assert_eq!(windows_of(&gappy, 100, Some(&[1, 4].into())), [1..=4]);
         assert!(windows_of(&gappy, 100, Some(&[2].into())).is_empty());
+    }
+
+    /// A window is sized by the rows of its statistics CSVs: a later part of an op's CSV has no header.
+    #[test]
+    fn a_statistics_csv_counts_its_rows() {
+        let header =
+            "Input/Output,Index,Data Size,Data Type,Format,Shape,Max Value,Min Value,Avg Value,Count,\
+                      Nan Count,Negative Inf Count,Positive Inf Count";
+        let row = "Output,0,8,DT_FLOAT16,ND,[4],1,0,0.5,4,0,0,0";
+        assert_eq!(stats_csv_rows(format!("{header}\n{row}\n{row}\n").as_bytes()), 2);
+        assert_eq!(stats_csv_rows(format!("{row}\n{row}\n\n{row}").as_bytes()), 3);
+        assert_eq!(stats_csv_rows(format!("{header}\n").as_bytes()), 0);
+        assert_eq!(stats_csv_rows(b""), 0);
     }
 }
