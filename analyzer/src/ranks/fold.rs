@@ -30,9 +30,14 @@ use super::window::WindowFacts;
 use super::{conclude, examined, refuse_baseline, RanksReport, Tally, Thinning};
 use crate::filter::Filter;
 use crate::problems::InputProblem;
-use crate::sources::capture::windows::{StepWindows, WholeRun};
+use crate::sources::capture::windows::{self, StepWindows, WholeRun};
 use crate::sources::Source;
 use std::collections::BTreeMap;
+
+/// Tensors a window of `ranks` holds at most (unless one step alone holds more): half what other commands'
+/// windows hold, since beside its index (~84 bytes a tensor) a window's events hold ~140 bytes a tensor more,
+/// most of `ranks`' memory until a run's calls outgrow them (#18).
+pub const WINDOW_TENSORS: u64 = windows::WINDOW_TENSORS / 2;
 
 /// One rank's kept events (see the module's text) and where they stand among its whole program order.
 #[derive(Default)]
@@ -48,6 +53,21 @@ struct KeptRank {
     seen: usize,
     anomalous_left: u64,
     anomalous_op_kept: bool,
+}
+
+impl KeptRank {
+    /// Room for `n` more kept events, grown by an eighth at least: doubling, a vector of a long run's calls
+    /// held up to as much room again spare, a quarter of what the fold held on average (#18).
+    fn reserve(&mut self, n: usize) {
+        fn grow<T>(v: &mut Vec<T>, n: usize) {
+            if v.capacity() - v.len() < n {
+                v.reserve_exact(n.max(v.len() / 8));
+            }
+        }
+        grow(&mut self.events, n);
+        grow(&mut self.positions, n);
+        grow(&mut self.anomalous_left_before, n);
+    }
 }
 
 /// The cross-rank analysis of a run made from its windows of steps, added in step order.
@@ -104,6 +124,8 @@ impl RanksFold {
         for (r, rank) in ranks.into_iter().enumerate() {
             let kept = self.ranks.entry(rank.rank).or_default();
             let seen = rank.events.len();
+            // Room for its calls and a first anomalous op.
+            kept.reserve(rank.events.iter().filter(|e| e.collective().is_some()).count() + 1);
             for (i, mut e) in rank.events.into_iter().enumerate() {
                 let findings = found.findings.remove(&(r, i));
                 let first_anomalous_op = findings.is_some() && !kept.anomalous_op_kept;
@@ -206,4 +228,37 @@ pub fn ranks_by_windows(
     }
     let leading = windows.mixed_runs().into_iter().cloned().collect();
     Ok(Some(fold.finish(name, filter, leading, windows.shortfalls().to_vec())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::events::{Event, EventKind};
+    use super::super::thin::ThinBuffers;
+    use super::*;
+
+    /// Window after window, what a rank keeps holds at most an eighth of spare room beyond the last window's
+    /// (doubling held up to as much again).
+    #[test]
+    fn kept_events_grow_by_an_eighth_not_by_doubling() {
+        let op = Event {
+            step: 0,
+            time_us: None,
+            kind: EventKind::Op { name: "a".into(), op_type: "X".into() },
+            tensors: Vec::new(),
+        };
+        let mut kept = KeptRank::default();
+        let window = 84;
+        for _ in 0..1000 {
+            kept.reserve(window);
+            for i in 0..window {
+                kept.events.push(Kept::of(op.clone(), ThinBuffers::default()));
+                kept.positions.push(i);
+                kept.anomalous_left_before.push(0);
+            }
+            let len = kept.events.len();
+            let room =
+                [kept.events.capacity(), kept.positions.capacity(), kept.anomalous_left_before.capacity()];
+            assert!(room.iter().all(|&c| c >= len && c <= len + len / 8 + window), "{room:?} for {len}");
+        }
+    }
 }
