@@ -66,8 +66,8 @@ fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Optio
     if !windowed || !filter.ops.is_empty() {
         return Ok(None);
     }
-    // The benchmark's census notes what the report asks of its every tensor, so that a selection of steps
-    // need not read the others for it.
+    // With a selection of steps, the benchmark's census notes what the report asks of its every tensor, so
+    // that the other steps need not be read for it (every window read, the windows tell it themselves).
     let census = |run: &Path, bench: bool| -> Result<Option<StepWindows>> {
         match (detect(run)?, bench) {
             (Detected::Capture(root), false) => StepWindows::census(&root, WINDOW_TENSORS),
@@ -75,7 +75,7 @@ fn by_windows(runs: [&Path; 2], filter: &Filter, windowed: bool) -> Result<Optio
             _ => Ok(None),
         }
     };
-    let (a, b) = rayon::join(|| census(runs[0], false), || census(runs[1], true));
+    let (a, b) = rayon::join(|| census(runs[0], false), || census(runs[1], !filter.steps.is_empty()));
     let (Some(mut a), Some(mut b)) = (a?, b?) else { return Ok(None) };
     // Aligned, the windows keep to the selection where both runs could (`StepWindows::align`).
     a.select_steps(&filter.steps);
