@@ -5,21 +5,20 @@
 //! steps): each rank's calls are compared only at the steps both runs hold on that rank (steps a ring
 //! deleted, or a shorter run never made, are a gap the unmatched tensors of those steps report, not a
 //! difference). A rank's calls are paired communicator by communicator. Each run names its own
-//! communicators, so a communicator is known across runs by what every call's record carries: its size
-//! and the rank's place in it (a pipeline's job-wide communicator of 4 and its stage's group of 2). Sequence
-//! numbers count per communicator, so two communicators' calls may share a function and number; their
-//! order against each other may change from run to run. Step by step, in call order, a communicator's
-//! call pairs with the other run's call in the same place among that communicator's calls when both are
-//! the same function and sequence number (a receive whose send is not in the data has no step: it pairs
-//! among the calls of the step of the calls after it). The first call either run made without that
-//! counterpart parts
-//! the communicator on that rank: it is reported as a tensor only that run holds, and the communicator's
-//! later calls on the rank are not paired (the rank's other communicators' still are). Two communicators
-//! of one size in which the rank has the same place are one to the pairing (their calls pair in their
-//! common order). A ring that deleted a rank's oldest records may have cut into its first step: there, the
-//! other run's calls before the one equal to the ring's first call (the same communicator, function and
-//! sequence number) are the gap too.
+//! communicators, so a communicator is known across runs by what every call's record carries, its size
+//! and the rank's place in it (a pipeline's job-wide communicator of 4 and its stage's group of 2), and
+//! where the rank has several of one size and place, by its members (`comms`). Sequence numbers count per
+//! communicator, so two communicators' calls may share a function and number; their order against each
+//! other may change from run to run. Step by step, in call order, a communicator's call pairs with the
+//! other run's call in the same place among that communicator's calls when both are the same function
+//! and sequence number (a receive whose send is not in the data has no step: it pairs among the calls of
+//! the step of the calls after it). The first call either run made without that counterpart parts the
+//! communicator on that rank: it is reported as a tensor only that run holds, and the communicator's later
+//! calls on the rank are not paired (the rank's other communicators' still are). A ring that deleted a
+//! rank's oldest records may have cut into its first step: there, the other run's calls before the one
+//! equal to the ring's first call (the same communicator, function and sequence number) are the gap too.
 
+use super::comms::CommTags;
 use super::report::{FirstDifference, UnmatchedTensor};
 use super::step_pairing::pair_step;
 use super::values::TensorDiff;
@@ -129,14 +128,17 @@ type Parting<'a> = (CommPlace, [Option<Call<'a>>; 2]);
 /// content hashes differ, and the calls each run made without a counterpart where a communicator parted. A
 /// call is nondeterministic itself (a reduction in a varying order) when every member's send buffer agrees
 /// between the runs (`members_of`); when some member's differs (on this rank or another), the call only
-/// propagates that difference, and when a member is not in the data, it is unknown. `pairing`: where the parts before this one left the pairing; `rings`: each run's
-/// [`RingFirsts`].
+/// propagates that difference, and when a member is not in the data, it is unknown. `pairing`: where the
+/// parts before this one left the pairing; `rings`: each run's [`RingFirsts`]; `comms`: which
+/// communicator is which (a call on communicators that could not be told apart is `unknown`, and says
+/// nothing of its members).
 pub(super) fn collective_differences(
     i1: &Index,
     i2: &Index,
     filter: &Filter,
     pairing: &mut CallPairing,
     rings: [&RingFirsts; 2],
+    comms: &CommTags,
 ) -> (Vec<CallDifference>, Vec<UnpairedCall>) {
     type Info = CollectiveInfo;
     // Where only flagged ops were dumped, their steps say little of the calls': those pair in order.
@@ -144,7 +146,7 @@ pub(super) fn collective_differences(
     let [steps1, steps2] = [i1.collective_steps(), i2.collective_steps()];
     let held = [held_steps(i1), held_steps(i2)];
     let ranks: BTreeSet<u32> = i1.collectives.iter().chain(&i2.collectives).map(|c| c.rank).collect();
-    let mut pairs: Vec<(u32, &Info, &Info, Option<u64>)> = Vec::new();
+    let mut pairs: Vec<(u32, &Info, &Info, Option<u64>, bool)> = Vec::new();
     let mut unpaired = Vec::new();
     for rank in ranks {
         let none = BTreeSet::new();
@@ -153,8 +155,8 @@ pub(super) fn collective_differences(
         let both = |step: &Option<u64>| sparse || step.is_none_or(|s| h1.contains(&s) && h2.contains(&s));
         let calls = [rank_calls(i1, &steps1, rank, both), rank_calls(i2, &steps2, rank, both)];
         let cut = [0, 1].map(|k| rings[k].get(&rank).copied());
-        let (paired, parted) = pair_rank(&calls, sparse, cut, rank, &mut pairing.parted);
-        pairs.extend(paired.into_iter().map(|[a, b]| (rank, a.0, b.0, a.1)));
+        let (paired, parted) = pair_rank(&calls, sparse, cut, (rank, comms), &mut pairing.parted);
+        pairs.extend(paired.into_iter().map(|([a, b], untold)| (rank, a.0, b.0, a.1, untold)));
         for (comm, first) in parted {
             for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
                 // A call no op places cannot be named by its step: its communicator's parting goes unsaid.
@@ -167,9 +169,14 @@ pub(super) fn collective_differences(
     // Per call of run 1's communicators: the members whose send buffer differs, and whether any is unknown.
     let mut members: BTreeMap<Members, (Vec<u32>, bool)> = BTreeMap::new();
     let mut seen: BTreeMap<Members, u32> = BTreeMap::new();
-    for &(rank, a, b, _) in &pairs {
+    for &(rank, a, b, _, untold) in &pairs {
         *seen.entry(members_of(a)).or_default() += 1;
         let entry = members.entry(members_of(a)).or_default();
+        if untold {
+            // Perhaps not its counterpart: what its buffers say of the call's members is unknown.
+            entry.1 = true;
+            continue;
+        }
         match (&a.input, &b.input) {
             (Some(x), Some(y)) if x.content_hash != y.content_hash => entry.0.push(rank),
             (Some(_), Some(_)) => {}
@@ -177,7 +184,7 @@ pub(super) fn collective_differences(
         }
     }
     // A call some member of which is not in the data (one node's capture) cannot be cleared.
-    for &(_, a, _, _) in &pairs {
+    for &(_, a, _, _, _) in &pairs {
         let key = members_of(a);
         let all = if a.op.is_point_to_point() { 2 } else { a.comm_size };
         if seen[&key] < all {
@@ -185,7 +192,7 @@ pub(super) fn collective_differences(
         }
     }
     let mut found = Vec::new();
-    for &(rank, a, b, step) in &pairs {
+    for &(rank, a, b, step, untold) in &pairs {
         let (Some(out_a), Some(out_b)) = (&a.output, &b.output) else { continue };
         if out_a.content_hash == out_b.content_hash {
             continue;
@@ -198,6 +205,16 @@ pub(super) fn collective_differences(
         }
         let call = format!("{name} #{}", a.seq);
         let (differ, unknown) = &members[&members_of(a)];
+        let differ: &[u32] = if untold { &[] } else { differ };
+        let verdict = if untold {
+            "unknown"
+        } else if !differ.is_empty() {
+            "propagating"
+        } else if *unknown {
+            "unknown"
+        } else {
+            "nondeterministic"
+        };
         let (sa, sb) = (&out_a.stats, &out_b.stats);
         let stats_delta = [(sa.min, sb.min), (sa.max, sb.max), (sa.mean, sb.mean), (sa.l2_norm, sb.l2_norm)]
             .iter()
@@ -213,13 +230,7 @@ pub(super) fn collective_differences(
                 rank,
                 op: call.clone(),
                 op_type: name.to_string(),
-                verdict: if !differ.is_empty() {
-                    "propagating"
-                } else if *unknown {
-                    "unknown"
-                } else {
-                    "nondeterministic"
-                },
+                verdict,
                 differing_inputs: differ.iter().map(|r| format!("{call}.input.0 (rank {r})")).collect(),
                 output: TensorDiff {
                     elements: sa.count,
@@ -232,17 +243,19 @@ pub(super) fn collective_differences(
     (found, unpaired)
 }
 
-/// The pairs of one rank's calls of each run, step by step (one sequence where `sparse`), and where its
-/// communicators parted: the first call of each run without its counterpart there, if it made one.
-/// `cut[k]`: the first step run `k`'s ring left, which may have lost its first calls; `parted`: the
-/// (rank, communicator)s parted before, which this rank's partings join.
+/// The pairs of one rank's calls of each run, step by step (one sequence where `sparse`), each with
+/// whether its communicator is one of some that could not be told apart, and where its communicators
+/// parted: the first call of each run without its counterpart there, if it made one. `cut[k]`: the first
+/// step run `k`'s ring left, which may have lost its first calls; `comms`: the rank and which of its
+/// communicators is which; `parted`: the (rank, communicator)s parted before, which this rank's partings
+/// join.
 fn pair_rank<'a>(
     calls: &[RankCalls<'a>; 2],
     sparse: bool,
     cut: [Option<u64>; 2],
-    rank: u32,
+    (rank, comms): (u32, &CommTags),
     parted: &mut BTreeSet<(u32, CommPlace)>,
-) -> (Vec<[Call<'a>; 2]>, Vec<Parting<'a>>) {
+) -> (Vec<([Call<'a>; 2], bool)>, Vec<Parting<'a>>) {
     let groups = calls.each_ref().map(|run| if sparse { vec![None; run.len()] } else { placed_steps(run) });
     let (mut at, mut pairs, mut partings) = ([0usize; 2], Vec::new(), Vec::new());
     loop {
@@ -252,12 +265,14 @@ fn pair_rank<'a>(
             let rest = &calls[k][at[k]..];
             &rest[..groups[k][at[k]..].iter().take_while(|&&g| g == step).count()]
         });
-        let keys = part.map(|p| p.iter().map(|(c, _)| CallKey::of(c)).collect::<Vec<_>>());
+        let key = |k: usize, c: &CollectiveInfo| comms.key(k, rank, CallKey::of(c));
+        let keys = [0, 1].map(|k| part[k].iter().map(|(c, _)| key(k, c)).collect::<Vec<_>>());
         let cut = cut.map(|c| step.is_some() && c == step);
         let p = pair_step([&keys[0], &keys[1]], cut, |comm| parted.contains(&(rank, comm)));
         // Each call at the step it pairs at.
         let placed = |k: usize, n: usize| (part[k][n].0, step.or(part[k][n].1));
-        pairs.extend(p.pairs.iter().map(|&[a, b]| [placed(0, a), placed(1, b)]));
+        let untold = |a: usize| CommTags::is_untold(keys[0][a].comm);
+        pairs.extend(p.pairs.iter().map(|&[a, b]| ([placed(0, a), placed(1, b)], untold(a))));
         for (comm, first) in p.parted {
             parted.insert((rank, comm));
             partings.push((comm, [0, 1].map(|k| first[k].map(|n| placed(k, n)))));
@@ -345,7 +360,7 @@ mod tests {
     /// its own on, with its own step.
     #[test]
     fn a_parting_call_is_listed_where_it_leaves_kept_calls_unpaired() {
-        let at = PartedAt { run: 1, rank: 2, step: 1, comm: (4, 2), op: CollectiveOp::Broadcast, seq: 12 };
+        let at = PartedAt { run: 1, rank: 2, step: 1, comm: (4, 2, 0), op: CollectiveOp::Broadcast, seq: 12 };
         let filter = |steps: &[u64], ranks: &[u32], ops: &[&str]| Filter {
             steps: steps.to_vec(),
             ranks: ranks.to_vec(),

@@ -4,6 +4,7 @@
 //! it; what spans parts (the census, the counts, where the calls' pairing stopped) is carried over.
 
 use super::calls::{collective_differences, ring_firsts, with_collectives, CallPairing, RingFirsts};
+use super::comms::CommTags;
 use super::measure::{diff_tensor, footprint, stats_delta};
 use super::report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
 use super::values::TensorDiff;
@@ -12,6 +13,7 @@ use crate::matching::{match_runs, MatchOptions};
 use crate::problems::{InputProblem, InputProblems};
 use crate::progress::Progress;
 use crate::repeats::measure_pairs_into;
+use crate::sources::capture::step_calls::{comm_uses, CommUse};
 use crate::sources::capture::windows::WholeRun;
 use crate::sources::Source;
 use crate::threads::pairs_in_flight;
@@ -49,13 +51,22 @@ pub(super) struct DiffFold {
     calls: CallPairing,
     /// Each run's first steps its ring left, which may have lost their first calls.
     rings: [RingFirsts; 2],
+    /// Which communicator is which in both runs: the census's, else the first part's (the whole runs').
+    comms: Option<CommTags>,
 }
 
 impl DiffFold {
     /// A fold whose HCCL calls pair from `calls` on (the windows before the parts it will be given left
-    /// the pairing there), of runs whose rings deleted `ring_deleted` (the parts' indexes do not say it).
-    pub fn starting_with(calls: CallPairing, ring_deleted: [&[RingDeleted]; 2]) -> DiffFold {
-        DiffFold { calls, rings: ring_deleted.map(ring_firsts), ..DiffFold::default() }
+    /// the pairing there), of runs whose rings deleted `ring_deleted` (the parts' indexes do not say it)
+    /// and whose ranks used `comms` (the census's, over each whole run: a part may hold some members'
+    /// calls only; `None`: the first part's).
+    pub fn starting_with(
+        calls: CallPairing,
+        ring_deleted: [&[RingDeleted]; 2],
+        comms: Option<[Vec<CommUse>; 2]>,
+    ) -> DiffFold {
+        let comms = comms.map(|[a, b]| CommTags::of([&a, &b]));
+        DiffFold { calls, rings: ring_deleted.map(ring_firsts), comms, ..DiffFold::default() }
     }
 
     /// Adds a part of each run: the same steps of both, after the steps of the parts added before. Only
@@ -143,7 +154,12 @@ impl DiffFold {
         let unread: Vec<_> =
             self.calls.take_unread().iter().filter_map(|p| p.listed(&options.filter)).collect();
         let [r1, r2] = &self.rings;
-        let (calls, unpaired) = collective_differences(i1, i2, &options.filter, &mut self.calls, [r1, r2]);
+        let comms = self.comms.get_or_insert_with(|| {
+            let uses = |index: &Index| comm_uses(index.collectives.iter().map(|c| (c.rank, &c.info)));
+            CommTags::of([&uses(i1), &uses(i2)])
+        });
+        let filter = &options.filter;
+        let (calls, unpaired) = collective_differences(i1, i2, filter, &mut self.calls, [r1, r2], comms);
         for call in unread.into_iter().chain(unpaired) {
             // After the tensors of its step and rank: a call's place among the ops is not the index's.
             let at = ((call.tensor.rank, call.tensor.step, u64::MAX), TensorId::MAX);
@@ -192,6 +208,10 @@ impl DiffFold {
     /// The report once every part is in.
     pub fn finish(mut self, runs: [&Path; 2], whole: [WholeRun; 2]) -> DiffReport {
         let mut input_problems = self.problems(whole);
+        // Communicators that could not be told apart: what was paired among them rests on their order.
+        for p in self.comms.iter().flat_map(CommTags::problems) {
+            input_problems.push(p);
+        }
         for p in self.read_problems.items() {
             input_problems.push(p.clone());
         }

@@ -24,6 +24,7 @@ use anyhow::Result;
 use fold::DiffFold;
 
 mod calls;
+mod comms;
 mod fold;
 mod measure;
 mod report;
@@ -76,7 +77,9 @@ pub fn diff_by_windows_from(
     // A window's pairs are many and quick: the bar counts windows.
     let quiet = DiffOptions { progress: false, ..options.clone() };
     let mut configuration = ConfigurationFold::default();
-    let mut fold = DiffFold::starting_with(calls, [runs[0].ring_deleted(), runs[1].ring_deleted()]);
+    let rings = [runs[0].ring_deleted(), runs[1].ring_deleted()];
+    let comms = runs[0].communicators().zip(runs[1].communicators()).map(|(a, b)| [a, b]);
+    let mut fold = DiffFold::starting_with(calls, rings, comms);
     for w in 0..count {
         // Indexing one run does not depend on the other: both at once.
         let (a, b) = rayon::join(|| runs[0].open(w), || runs[1].open(w));

@@ -6,6 +6,7 @@
 //! calls pair as the steps before it leave them.
 
 use super::calls::{ring_firsts, CallPairing, PartedAt, RingFirsts};
+use super::comms::CommTags;
 use super::step_pairing::pair_step;
 use crate::sources::capture::step_calls::StepCalls;
 use crate::sources::capture::windows::StepWindows;
@@ -53,15 +54,16 @@ fn pairing_at(a: &StepWindows, b: &StepWindows, steps: &[u64]) -> Option<CallPai
     if !each_call_at_one_step(&runs[0].calls) {
         return None;
     }
-    parted_before(&runs, &selected).map(CallPairing::parted)
+    let comms = CommTags::of([&a.communicators()?, &b.communicators()?]);
+    parted_before(&runs, &selected, &comms).map(CallPairing::parted)
 }
 
 /// The calls that part a rank's communicators at a step both runs hold before the first of `selected` (as
 /// `collective_differences` parts them, step by step: the first call of either run without its
 /// counterpart). `None` unless each step both runs hold from the first selected step to the last that
 /// the selection leaves out pairs whole on the communicators left: its windows are not read, so nothing
-/// could part a communicator there.
-fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<PartedAt>> {
+/// could part a communicator there. `comms`: which communicator is which.
+fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>, comms: &CommTags) -> Option<Vec<PartedAt>> {
     let (&first, &last) = (selected.first()?, selected.last()?);
     let (none, empty) = (BTreeMap::new(), StepCalls::default());
     let ranks: BTreeSet<u32> = runs.iter().flat_map(|r| r.calls.keys().copied()).collect();
@@ -74,9 +76,12 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<Par
         // step's read.
         let mut gone = BTreeSet::new();
         for step in steps.into_iter().filter(|&s| held(s)) {
-            let [x, y] = [c1, c2].map(|c| &c.get(&step).unwrap_or(&empty).calls);
+            let [x, y] = [0, 1].map(|k| {
+                let calls = &[c1, c2][k].get(&step).unwrap_or(&empty).calls;
+                calls.iter().map(|&key| comms.key(k, rank, key)).collect::<Vec<_>>()
+            });
             let cut = [0, 1].map(|k| runs[k].ring.get(&rank) == Some(&step));
-            let p = pair_step([x, y], cut, |comm| gone.contains(&comm));
+            let p = pair_step([&x, &y], cut, |comm| gone.contains(&comm));
             if !p.parted.is_empty() && step >= first && !selected.contains(&step) {
                 return None;
             }
@@ -86,7 +91,7 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>) -> Option<Vec<Par
                     continue;
                 }
                 for (run, at) in firsts.into_iter().enumerate() {
-                    let Some(key) = at.map(|n| [x, y][run][n]) else { continue };
+                    let Some(key) = at.map(|n| [&x, &y][run][n]) else { continue };
                     parted.push(PartedAt { run, rank, step, comm, op: key.op, seq: key.seq });
                 }
             }
@@ -121,7 +126,7 @@ mod tests {
 
     /// The key of a call on the one communicator.
     fn key(op: CollectiveOp, seq: u64) -> CallKey {
-        CallKey { comm: (4, 0), op, seq }
+        CallKey { comm: (4, 0, 0), op, seq }
     }
 
     /// A rank's calls: per step, (function, sequence number) on the one communicator.
@@ -129,7 +134,7 @@ mod tests {
         let mut by_step = BTreeMap::new();
         for &(step, calls) in steps {
             let at: &mut StepCalls = by_step.entry(step).or_default();
-            calls.iter().for_each(|&(op, seq)| at.push_key(key(op, seq), "world"));
+            calls.iter().for_each(|&(op, seq)| at.push_key(key(op, seq)));
         }
         by_step
     }
@@ -156,7 +161,8 @@ mod tests {
             let held = runs[k].iter().flat_map(|&(r, _)| held[k].clone().map(move |s| (r, s))).collect();
             Census { calls, held, ring: ring[k].iter().copied().collect() }
         };
-        let found = parted_before(&[census(0), census(1)], &selected.iter().copied().collect())?;
+        let selected = selected.iter().copied().collect();
+        let found = parted_before(&[census(0), census(1)], &selected, &CommTags::default())?;
         let ranks: BTreeSet<u32> = found.iter().map(|p| p.rank).collect();
         Some(ranks.into_iter().collect())
     }
@@ -176,7 +182,7 @@ mod tests {
     fn an_earlier_call_without_its_counterpart_parts_its_rank() {
         let h = healthy();
         let mut extra = healthy();
-        extra.get_mut(&1).unwrap().push_key(key(Broadcast, 99), "world");
+        extra.get_mut(&1).unwrap().push_key(key(Broadcast, 99));
         let mut reordered = healthy();
         reordered
             .insert(0, rank(&[(0, &[(AllReduce, 2), (AllReduce, 1), (AllGather, 3)])]).remove(&0).unwrap());
@@ -217,7 +223,7 @@ mod tests {
     fn other_calls_between_the_selected_steps_leave_it_unknown() {
         let h = healthy();
         let mut extra = healthy();
-        extra.get_mut(&3).unwrap().push_key(key(Broadcast, 99), "world");
+        extra.get_mut(&3).unwrap().push_key(key(Broadcast, 99));
         let (run1, run2) = ([(0, &h)], [(0, &extra)]);
         let all = || [0..=5, 0..=5];
         assert_eq!(parted([&run1, &run2], all(), [&[], &[]], &[2, 4]), None);

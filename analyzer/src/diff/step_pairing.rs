@@ -62,8 +62,8 @@ mod tests {
     use super::*;
     use accutrace_formats::capture::CollectiveOp::{self, AllGather, AllReduce};
 
-    const WORLD: CommPlace = (4, 1);
-    const GROUP: CommPlace = (2, 1);
+    const WORLD: CommPlace = (4, 1, 0);
+    const GROUP: CommPlace = (2, 1, 0);
 
     fn key(comm: CommPlace, op: CollectiveOp, seq: u64) -> CallKey {
         CallKey { comm, op, seq }

@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sim_framework::{acl, bench, bench_msprobe, data_parallel, eager, hccl, launch, pipeline};
+use sim_framework::{
+    acl, bench, bench_msprobe, data_parallel, eager, hccl, launch, pipeline, tensor_parallel,
+};
 use sim_model::{ModelConfig, StepReport};
 use std::path::{Path, PathBuf};
 
@@ -71,8 +73,15 @@ struct TrainArgs {
     /// With --ranks N (even): pipeline parallel, two stages of N/2 ranks. Stage 0 sends its activations to
     /// its peer in stage 1 with HcclSend/HcclRecv and gets the gradient back the same way; each stage sums
     /// gradients within its data-parallel group; the overflow flag, the loss and a barrier span the job.
-    #[arg(long, requires = "ranks")]
+    #[arg(long, requires = "ranks", conflicts_with = "tensor_parallel")]
     pipeline: bool,
+    /// With --ranks N (a multiple of T): tensor parallel in groups of T consecutive ranks and data parallel
+    /// across them (the ranks at the same place of each group), as Megatron lays them out, each group
+    /// with its own communicator. Per step each rank sums its part of the gradients within its
+    /// tensor-parallel group, then the gradients within its data-parallel group (HcclAllReduce both);
+    /// the overflow flag and the loss span the job.
+    #[arg(long, value_name = "T", requires = "ranks")]
+    tensor_parallel: Option<u32>,
     /// With --pipeline: sum a stage's gradients with HcclReduceScatter + HcclAllGather (ZeRO's sharded
     /// optimizer) instead of HcclAllReduce.
     #[arg(long, requires = "pipeline")]
@@ -212,6 +221,8 @@ fn train(args: &TrainArgs) -> Result<()> {
                 if args.pipeline {
                     let options = pipeline::Options { zero: args.zero, corrupt_send: args.corrupt_send };
                     pipeline::run(&rt, &f, &h, env, model, args.steps, &options)?;
+                } else if let Some(tp) = args.tensor_parallel {
+                    tensor_parallel::run(&rt, &f, &h, env, model, args.steps, tp)?;
                 } else {
                     data_parallel::run(&rt, &f, &h, env, model, args.steps)?;
                 }

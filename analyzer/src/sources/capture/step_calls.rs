@@ -1,16 +1,19 @@
 //! What the census keeps of each step's HCCL calls on a rank (#18): enough for `diff`, which pairs two runs'
 //! calls step by step, to tell whether the calls of the steps before a selection pair without reading
-//! those steps' windows: three words a call and a few a step, and while the census reads a stream, three
-//! a call.
+//! those steps' windows: four words a call and a few a step, and while the census reads a stream, three
+//! a call; and which ranks used each communicator, which tells a rank's communicators apart.
 
 use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 
-/// Which of a rank's communicators a call is on, as both runs can tell: the communicator's size and the
-/// rank's place in it. Each run names its own communicators, so the name says nothing across runs.
-pub type CommPlace = (u32, u32);
+/// Which of a rank's communicators a call is on: the communicator's size, the rank's place in it, and a
+/// third word that tells apart the rank's communicators of one size and place. Each run names its own
+/// communicators, so the name says nothing across runs: as read ([`CallKey::of`]) the third word is the
+/// name's hash, which `diff` turns into what both runs can tell (the communicator's members) before it
+/// pairs calls.
+pub type CommPlace = (u32, u32, u64);
 
 /// What pairs a call with the other run's: its communicator's [`CommPlace`], function and sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,9 +24,27 @@ pub struct CallKey {
 }
 
 impl CallKey {
+    /// The call's key as its run knows it (its communicator by its name's hash).
     pub fn of(call: &CollectiveInfo) -> CallKey {
-        CallKey { comm: (call.comm_size, call.comm_rank), op: call.op, seq: call.seq }
+        CallKey { comm: (call.comm_size, call.comm_rank, hash_of(&call.comm)), op: call.op, seq: call.seq }
     }
+}
+
+/// A rank's use of a communicator: its name's hash, size and the rank's place in it. A run's uses tell
+/// which ranks each communicator has (the same name on every member).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CommUse {
+    pub rank: u32,
+    pub comm: CommPlace,
+}
+
+/// The communicators each rank of `calls` (rank, call) used, once each, in order.
+pub fn comm_uses<'a>(calls: impl IntoIterator<Item = (u32, &'a CollectiveInfo)>) -> Vec<CommUse> {
+    let mut uses: Vec<CommUse> =
+        calls.into_iter().map(|(rank, c)| CommUse { rank, comm: CallKey::of(c).comm }).collect();
+    uses.sort_unstable();
+    uses.dedup();
+    uses
 }
 
 /// A rank's HCCL calls at one step: what `diff` pairs each call by (its communicator's size and the rank's
@@ -39,16 +60,12 @@ pub struct StepCalls {
 impl StepCalls {
     /// Adds the call after those added before.
     pub fn push(&mut self, call: &CollectiveInfo) {
-        self.push_key(CallKey::of(call), &call.comm);
+        self.push_key(CallKey::of(call));
     }
 
-    /// Adds the call known by `key` on the communicator of that name, after those added before.
-    pub fn push_key(&mut self, key: CallKey, comm: &str) {
-        self.push_placed(key, hash_of(comm));
-    }
-
-    fn push_placed(&mut self, key: CallKey, comm: u64) {
-        let seq = key.seq;
+    /// Adds the call known by `key` (its communicator by its name's hash), after those added before.
+    pub fn push_key(&mut self, key: CallKey) {
+        let (comm, seq) = (key.comm.2, key.seq);
         self.calls.push(key);
         match self.seqs.iter_mut().find(|s| s.0 == comm) {
             Some(s) => (s.1, s.2) = (s.1.min(seq), s.2.max(seq)),
@@ -71,8 +88,8 @@ pub(super) struct StreamCalls {
     /// Each call's start, its function, and its sequence number shifted past its communicator's place in
     /// `comms`.
     calls: Vec<(u64, CollectiveOp, u64)>,
-    /// Each communicator: its name's hash and its [`CallKey::comm`].
-    comms: Vec<(u64, (u32, u32))>,
+    /// Each communicator the stream used, as [`CallKey::comm`].
+    comms: Vec<CommPlace>,
     /// A sequence number or a count of communicators too large to pack: the calls are left unplaced.
     unpacked: bool,
 }
@@ -84,10 +101,7 @@ const COMM_BITS: u32 = 8;
 impl StreamCalls {
     /// Adds a call, after those added before.
     pub fn add(&mut self, call: &CollectiveInfo) {
-        if self.unpacked {
-            return;
-        }
-        let comm = (hash_of(&call.comm), CallKey::of(call).comm);
+        let comm = CallKey::of(call).comm;
         let (seq, op) = (call.seq, call.op);
         let place = match self.comms.iter().position(|&c| c == comm) {
             Some(place) => place,
@@ -96,11 +110,16 @@ impl StreamCalls {
                 self.comms.len() - 1
             }
         };
-        if seq >> (64 - COMM_BITS) != 0 || place >> COMM_BITS != 0 {
+        if self.unpacked || seq >> (64 - COMM_BITS) != 0 || place >> COMM_BITS != 0 {
             self.unpacked = true;
             return;
         }
         self.calls.push((call.start_us, op, seq << COMM_BITS | place as u64));
+    }
+
+    /// The communicators the stream used, as [`CallKey::comm`].
+    pub fn comms(&self) -> &[CommPlace] {
+        &self.comms
     }
 
     /// Each step's calls, a call placed by `step_of` its start; `None` where a call belongs to no step.
@@ -110,9 +129,9 @@ impl StreamCalls {
         }
         let mut steps: BTreeMap<u64, StepCalls> = BTreeMap::new();
         for (start_us, op, packed) in self.calls {
-            let (name, comm) = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
+            let comm = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
             let key = CallKey { comm, op, seq: packed >> COMM_BITS };
-            steps.entry(step_of(start_us)?).or_default().push_placed(key, name);
+            steps.entry(step_of(start_us)?).or_default().push_key(key);
         }
         Some(steps)
     }
@@ -150,9 +169,14 @@ mod tests {
         calls
     }
 
+    /// The calls' keys without their communicators' names, as two runs can compare them.
+    fn placed(calls: &StepCalls) -> Vec<(u32, u32, CollectiveOp, u64)> {
+        calls.calls.iter().map(|k| (k.comm.0, k.comm.1, k.op, k.seq)).collect()
+    }
+
     /// A call is known by its communicator's size and the rank's place in it, its function and sequence
-    /// number, not by its communicator's name (each run names its own); each communicator's sequence
-    /// numbers are spanned apart.
+    /// number, and its run's name of the communicator (which only the run's other calls can make sense
+    /// of); each communicator's sequence numbers are spanned apart.
     #[test]
     fn calls_are_their_places_functions_and_sequence_numbers() {
         let whole = calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]);
@@ -167,11 +191,12 @@ mod tests {
         }
         let mut elsewhere = calls(&[(AllReduce, 1), (AllReduce, 2)]);
         elsewhere.push(&call(0, AllGather, 3, "pipeline"));
-        assert_eq!(elsewhere.calls, whole.calls);
+        assert_ne!(elsewhere.calls, whole.calls);
+        assert_eq!(placed(&elsewhere), placed(&whole));
         assert_eq!(elsewhere.seqs.len(), 2);
         let mut in_a_group = calls(&[(AllReduce, 1), (AllReduce, 2)]);
         in_a_group.push(&call(0, AllGather, 3, "group"));
-        assert_ne!(in_a_group.calls, whole.calls);
+        assert_ne!(placed(&in_a_group), placed(&whole));
     }
 
     /// Calls are placed by their starts, whichever step's op records they were read among, and keep their
@@ -186,6 +211,7 @@ mod tests {
         read.add(&call(130, AllGather, 3, "world"));
         read.add(&call(250, AllReduce, 4, "world"));
         read.add(&call(260, AllReduce, 0, "group"));
+        assert_eq!(read.comms().len(), 2);
         let steps = read.by_step(step_of).expect("every call in a step");
         assert_eq!(steps[&1].calls, calls(&[(AllReduce, 1), (AllReduce, 2), (AllGather, 3)]).calls);
         let mut second = calls(&[(AllReduce, 4)]);
@@ -197,6 +223,8 @@ mod tests {
         assert!(early.by_step(step_of).is_none());
         let mut huge = StreamCalls::default();
         huge.add(&call(110, AllReduce, u64::MAX, "world"));
+        huge.add(&call(120, AllReduce, 1, "group"));
+        assert_eq!(huge.comms().len(), 2, "every communicator, placed or not");
         assert!(huge.by_step(step_of).is_none());
     }
 }

@@ -17,7 +17,7 @@
 //! capture's shortfalls.
 
 use super::open::{communicators_by_stream, finish_index, segments_deleted};
-use super::step_calls::{StepCalls, StreamCalls};
+use super::step_calls::{CommPlace, CommUse, StepCalls, StreamCalls};
 use super::walk::{Building, StreamWalk};
 use super::{runs, CaptureSource};
 use crate::index::Io;
@@ -96,6 +96,8 @@ struct StreamSteps {
     /// Each step's calls, for a command that pairs two runs' calls in order ([`StepWindows::calls_by_step`]);
     /// `None` where the census could not place them.
     step_calls: Option<BTreeMap<u64, StepCalls>>,
+    /// The communicators the stream's calls used, where the census kept calls.
+    comms: Option<Vec<CommPlace>>,
 }
 
 impl StreamSteps {
@@ -315,6 +317,20 @@ impl StepWindows {
         let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
         // The census reads a capture by windows only where each rank has one stream.
         ranks.zip(&self.streams).map(|(rank, s)| Some((rank, s.step_calls.as_ref()?))).collect()
+    }
+
+    /// Each rank's communicators ([`CommUse`]) over the whole capture, which tell which ranks each one has
+    /// (a window may hold some members' calls only); `None` where the census kept no calls
+    /// ([`StepWindows::census`]).
+    pub fn communicators(&self) -> Option<Vec<CommUse>> {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        let mut uses = Vec::new();
+        for (rank, s) in ranks.zip(&self.streams) {
+            uses.extend(s.comms.as_ref()?.iter().map(|&comm| CommUse { rank, comm }));
+        }
+        uses.sort_unstable();
+        uses.dedup();
+        Some(uses)
     }
 
     /// Each rank's first step: what the windows of a selection's later steps cannot tell.
@@ -555,7 +571,8 @@ fn census_of_stream(
         return Ok(None);
     }
     let starts = steps.iter().map(|(&step, span)| (span.first_launch_us, step)).collect();
-    let mut found = StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices, step_calls: None };
+    let mut found =
+        StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices, step_calls: None, comms: None };
     // A call's record lies in a window's walk: the segments of the steps its calls belong to are widened to
     // hold it.
     for (&(segment, _), c) in &calls {
@@ -568,6 +585,7 @@ fn census_of_stream(
     }
     found.calls = calls;
     if keep_calls {
+        found.comms = Some(stream_calls.comms().to_vec());
         found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
     }
     Ok(Some(found))
