@@ -237,6 +237,8 @@ pub(super) fn collective_differences(
                     stats_delta: Some(stats_delta),
                     ..Default::default()
                 },
+                // What was sent agreed, what arrived did not.
+                in_transit: verdict == "nondeterministic" && a.op == CollectiveOp::Recv,
             },
         });
     }

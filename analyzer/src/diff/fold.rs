@@ -382,6 +382,7 @@ impl<'a> Folded<'a> {
                 verdict,
                 differing_inputs,
                 output: f.diff.clone(),
+                in_transit: false,
             };
             found.push((first, op.launch().map(|l| l.timestamp_us)));
         }

@@ -22,6 +22,10 @@ pub struct FirstDifference {
     pub verdict: &'static str,
     pub differing_inputs: Vec<String>,
     pub output: TensorDiff,
+    /// A receive `nondeterministic` because what was sent agreed and what arrived did not: it changed in
+    /// transit (JSON: `in_transit: true`, absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_transit: bool,
 }
 
 /// Every op that differed somewhere, per rank: how often and how much.

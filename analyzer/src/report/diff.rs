@@ -54,6 +54,8 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
                 f.op,
                 f.op_type,
                 match f.verdict {
+                    "nondeterministic" if f.in_transit =>
+                        paint("CHANGED IN TRANSIT: what was sent was identical", "1;31", colour),
                     "nondeterministic" =>
                         paint("NONDETERMINISTIC: its inputs were identical", "1;31", colour),
                     "propagating" => "propagating a difference from its inputs".to_string(),

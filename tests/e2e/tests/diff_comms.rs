@@ -151,6 +151,18 @@ fn a_pipelines_communicators_pair_each_on_its_own() {
         let (op, verdict) = first_at(&report, 4, 2).expect("the damaged receive at step 4 rank 2");
         assert!(op.starts_with("HcclRecv #4"), "{report:#}");
         assert_eq!(verdict, "nondeterministic", "{report:#}");
+        // What was sent agreed: the receive changed in transit.
+        assert!(
+            text.contains("HcclRecv #4 [HcclRecv] is CHANGED IN TRANSIT: what was sent was identical"),
+            "{text}"
+        );
+        let firsts = report["first_differences"].as_array().unwrap();
+        let in_transit: Vec<bool> = firsts.iter().map(|f| f["in_transit"] == true).collect();
+        assert_eq!(
+            in_transit,
+            firsts.iter().map(|f| f["op"] == "HcclRecv #4").collect::<Vec<_>>(),
+            "{report:#}"
+        );
         if full == "run2" {
             continue;
         }

@@ -336,6 +336,7 @@ fn diff_verdict(page: &mut String, d: &DiffReport, open: bool) {
                     escape(&first.op),
                     escape(&first.op_type),
                     match first.verdict {
+                        "nondeterministic" if first.in_transit => "CHANGED IN TRANSIT: what was sent was identical",
                         "nondeterministic" => "NONDETERMINISTIC: its inputs were identical",
                         "propagating" => "different because its inputs were already different",
                         _ => "different; its inputs were not dumped",
