@@ -54,22 +54,23 @@ struct Edits {
     nondeterministic: Option<u64>,
 }
 
-/// The ranks whose calls name each communicator of the capture at `run`.
-fn members(run: &Path) -> BTreeMap<String, BTreeSet<u32>> {
-    let source = CaptureSource::open(run).unwrap();
-    let mut members: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
-    for c in &source.index().collectives {
-        members.entry(c.info.comm.clone()).or_default().insert(c.rank);
-    }
-    members
+/// A copy of the capture at `from` (named `name`) with `edits` made to rank 0's group calls, made once for
+/// this file.
+fn edited(from: &Path, name: &str, edits: Edits) -> PathBuf {
+    static MADE: OnceLock<Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
+    let mut made = MADE.get_or_init(Default::default).lock().unwrap();
+    made.entry(name.to_string()).or_insert_with(|| edited_now(from, name, edits)).clone()
 }
 
-/// A copy of the capture at `from` (named `name`) with `edits` made to rank 0's group calls.
-fn edited(from: &Path, name: &str, edits: Edits) -> PathBuf {
+fn edited_now(from: &Path, name: &str, edits: Edits) -> PathBuf {
     let to = dir().join(name);
-    let members = members(from);
     let source = CaptureSource::open(from).unwrap();
     let index = source.index();
+    // The ranks whose calls name each communicator.
+    let mut members: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for c in &index.collectives {
+        members.entry(c.info.comm.clone()).or_default().insert(c.rank);
+    }
     // Rank 0's group calls, by (tensor parallel?, step): the tensor-parallel group is {0, 1}.
     let mut group_calls: BTreeMap<(bool, u64), CollectiveInfo> = BTreeMap::new();
     for (c, step) in index.collectives.iter().zip(index.collective_steps()) {
@@ -194,8 +195,9 @@ fn a_call_lost_on_one_group_parts_that_group_only() {
     let healthy = tp_job(false);
     let lacking =
         edited(&healthy, "lacking", Edits { lost: Some(1), nondeterministic: Some(3), ..Edits::default() });
-    for (a, b, full) in [(&healthy, &lacking, "run1"), (&lacking, &healthy, "run2")] {
-        for filter in [Filter::default(), steps(&[3])] {
+    let cases = [(&healthy, &lacking, "run1", steps(&[3])), (&lacking, &healthy, "run2", Filter::default())];
+    for (a, b, full, selection) in cases {
+        for filter in [Filter::default(), selection] {
             let (report, text) = same_every_way(a, b, &filter);
             let lost = (full.to_string(), 1, 0, "HcclAllReduce #1".to_string());
             assert_eq!(unpaired_calls(&report), [lost], "{report:#}");
@@ -206,6 +208,13 @@ fn a_call_lost_on_one_group_parts_that_group_only() {
     }
 }
 
+/// Rank 0's group calls of step 5 made the other way round, its data-parallel reduction there another
+/// result: made once for this file.
+fn swapped_nondet() -> PathBuf {
+    let both = Edits { swapped: Some(5), nondeterministic: Some(5), ..Edits::default() };
+    edited(&tp_job(false), "swapped-nondet", both)
+}
+
 /// Rank 0's two group calls of a step made the other way round: the same run, identical; with its
 /// data-parallel reduction another result too, that call is the one difference, nondeterministic (its
 /// members' inputs agree); under `--step` and with the runs swapped, the same.
@@ -213,18 +222,16 @@ fn a_call_lost_on_one_group_parts_that_group_only() {
 fn two_groups_calls_in_another_order_pair_by_their_members() {
     let healthy = tp_job(false);
     let swapped = edited(&healthy, "swapped", Edits { swapped: Some(2), ..Edits::default() });
-    let both = Edits { swapped: Some(2), nondeterministic: Some(2), ..Edits::default() };
-    let nondet = edited(&healthy, "swapped-nondet", both);
-    for filter in [Filter::default(), steps(&[2, 3])] {
-        for (a, b) in [(&healthy, &swapped), (&swapped, &healthy)] {
-            let (report, _) = same_every_way(a, b, &filter);
-            assert_eq!(report["verdict"], "identical", "{report:#}");
-        }
-        for (a, b) in [(&healthy, &nondet), (&nondet, &healthy)] {
-            let (report, _) = same_every_way(a, b, &filter);
-            assert!(unpaired_calls(&report).is_empty(), "{report:#}");
-            assert_eq!(firsts(&report), [first(2, 0, "HcclAllReduce #2", "nondeterministic")], "{report:#}");
-        }
+    let nondet = swapped_nondet();
+    for (a, b, filter) in [(&healthy, &swapped, Filter::default()), (&swapped, &healthy, steps(&[2, 3]))] {
+        let (report, _) = same_every_way(a, b, &filter);
+        assert_eq!(report["verdict"], "identical", "{report:#}");
+    }
+    let cases = [(&healthy, &nondet, Filter::default()), (&nondet, &healthy, Filter::default())];
+    for (a, b, filter) in cases.into_iter().chain([(&healthy, &nondet, steps(&[4, 5]))]) {
+        let (report, _) = same_every_way(a, b, &filter);
+        assert!(unpaired_calls(&report).is_empty(), "{report:#}");
+        assert_eq!(firsts(&report), [first(5, 0, "HcclAllReduce #5", "nondeterministic")], "{report:#}");
     }
 }
 
@@ -236,8 +243,7 @@ fn a_ring_pairs_each_group_as_the_whole_run() {
     let ring = tp_job(true);
     let first_kept = CaptureSource::open(&ring).unwrap().index().steps()[0];
     assert!((1..5).contains(&first_kept), "the ring kept step {first_kept} on");
-    let both = Edits { swapped: Some(5), nondeterministic: Some(5), ..Edits::default() };
-    let nondet = edited(&tp_job(false), "swapped-nondet-5", both);
+    let nondet = swapped_nondet();
     for (a, b) in [(&ring, &nondet), (&nondet, &ring)] {
         let (report, _) = same_every_way(a, b, &Filter::default());
         assert!(unpaired_calls(&report).is_empty(), "{report:#}");
@@ -253,12 +259,10 @@ fn a_ring_pairs_each_group_as_the_whole_run() {
 /// them is `unknown`.
 #[test]
 fn groups_whose_members_are_not_in_the_data() {
-    let healthy = tp_job(false);
-    let both = Edits { swapped: Some(2), nondeterministic: Some(2), ..Edits::default() };
-    let nondet = edited(&healthy, "swapped-nondet-node", both);
+    let (healthy, nondet) = (tp_job(false), swapped_nondet());
     let (node0, nondet0) = (ranks_of(&healthy, "node0", &[0, 1]), ranks_of(&nondet, "nondet-node0", &[0, 1]));
     let (report, _) = same_every_way(&node0, &nondet0, &Filter::default());
-    assert_eq!(firsts(&report), [first(2, 0, "HcclAllReduce #2", "unknown")], "{report:#}");
+    assert_eq!(firsts(&report), [first(5, 0, "HcclAllReduce #5", "unknown")], "{report:#}");
     assert!(problems(&report).is_empty() && unpaired_calls(&report).is_empty(), "{report:#}");
 
     let (rank0, again) = (ranks_of(&healthy, "rank0", &[0]), ranks_of(&healthy, "rank0-again", &[0]));
