@@ -236,6 +236,41 @@ pub(crate) fn join(h: &Hccl, ranks: u32, info: &HcclRootInfo, rank: u32) -> Resu
     Ok(comm)
 }
 
+/// Loads `model` and gives every rank rank 0's sampler seed over `comm` (a torch job broadcasts it so that
+/// shards never overlap): the model's id and the data's configuration.
+pub(crate) fn load_with_shared_seed(
+    f: &Entry,
+    h: &Hccl,
+    dev: &mut Device,
+    model: &Path,
+    (cfg, rank): (&ModelConfig, u32),
+    comm: HcclComm,
+) -> Result<(u32, ModelConfig)> {
+    let model_path = acl::path_cstring(model)?;
+    let mut model_id = 0u32;
+    // SAFETY: a NUL-terminated path and a writable id.
+    acl::check("aclmdlLoadFromFile", unsafe { (f.load)(model_path.as_ptr(), &mut model_id) })?;
+    let seed_buf = dev.alloc(8)?;
+    dev.upload(&seed_buf, &(if rank == 0 { cfg.seed } else { 0 }).to_le_bytes())?;
+    let stream: aclrtStream = std::ptr::null_mut();
+    // SAFETY: a live device buffer holding one u64.
+    hccl::check("HcclBroadcast", unsafe {
+        (h.broadcast)(seed_buf.ptr, 1, HCCL_DATA_TYPE_UINT64, 0, comm, stream)
+    })?;
+    let seed = u64::from_le_bytes(dev.download(&seed_buf)?.try_into().expect("8 bytes"));
+    Ok((model_id, ModelConfig { seed, ..cfg.clone() }))
+}
+
+/// The HCCL type and byte width gradients travel in: the model's precision, as a framework with fp32 master
+/// weights in its optimizer all-reduces them (a reduction that rounds: its order shows in the result).
+pub(crate) fn gradient_wire(precision: Precision) -> (HcclDataType, usize) {
+    match precision {
+        Precision::Fp16 => (HCCL_DATA_TYPE_FP16, 2),
+        Precision::Bf16 => (HCCL_DATA_TYPE_BFP16, 2),
+        Precision::Fp32 => (HCCL_DATA_TYPE_FP32, 4),
+    }
+}
+
 /// Runs `steps` data-parallel steps of `model` as rank `env.rank`, printing each step's loss.
 pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u64) -> Result<()> {
     let cfg = ModelConfig::from_file(model).map_err(anyhow::Error::msg)?;
@@ -251,31 +286,11 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
     let info = rendezvous(h, env)?;
     let comm = join(h, env.ranks, &info, env.rank)?;
     let stream: aclrtStream = std::ptr::null_mut();
-
-    let model_path = acl::path_cstring(model)?;
-    let mut model_id = 0u32;
-    // SAFETY: a NUL-terminated path and a writable id.
-    acl::check("aclmdlLoadFromFile", unsafe { (f.load)(model_path.as_ptr(), &mut model_id) })?;
-
-    // Rank 0's sampler seed reaches every rank (a torch job broadcasts it so shards never overlap).
-    let seed_buf = dev.alloc(8)?;
-    dev.upload(&seed_buf, &(if env.rank == 0 { cfg.seed } else { 0 }).to_le_bytes())?;
-    // SAFETY: HCCL calls below: live device buffers holding `count` elements of the type passed.
-    hccl::check("HcclBroadcast", unsafe {
-        (h.broadcast)(seed_buf.ptr, 1, HCCL_DATA_TYPE_UINT64, 0, comm, stream)
-    })?;
-    let seed = u64::from_le_bytes(dev.download(&seed_buf)?.try_into().expect("8 bytes"));
-    let data_cfg = ModelConfig { seed, ..cfg.clone() };
+    let (model_id, data_cfg) = load_with_shared_seed(f, h, &mut dev, model, (&cfg, env.rank), comm)?;
 
     let n = cfg.batch * cfg.seq;
     let grad_values = sim_model::Trainer::new(cfg.clone()).param_count();
-    // The gradients travel in the model's precision, as a framework with fp32 master weights in its
-    // optimizer all-reduces them (a reduction that rounds: its order shows in the result).
-    let (grad_type, grad_width) = match cfg.precision {
-        Precision::Fp16 => (HCCL_DATA_TYPE_FP16, 2),
-        Precision::Bf16 => (HCCL_DATA_TYPE_BFP16, 2),
-        Precision::Fp32 => (HCCL_DATA_TYPE_FP32, 4),
-    };
+    let (grad_type, grad_width) = gradient_wire(cfg.precision);
     let (tokens, labels) = (dev.alloc(n * 4)?, dev.alloc(n * 4)?);
     let grads = dev.alloc(grad_values * grad_width)?;
     let (flag, divisor, loss) = (dev.alloc(4)?, dev.alloc(4)?, dev.alloc(4)?);

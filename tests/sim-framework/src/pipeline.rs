@@ -22,12 +22,14 @@
 //! on their way to its peer at that step (`simHcclInjectFault(comm, "corrupt_next_send")`).
 
 use crate::acl::{self, Acl, Entry, Memory};
-use crate::data_parallel::{i32_bytes, join, rendezvous_at, Device, RankEnv};
+use crate::data_parallel::{
+    gradient_wire, i32_bytes, join, load_with_shared_seed, rendezvous_at, Device, RankEnv,
+};
 use crate::hccl::{self, Hccl};
 use anyhow::{bail, Context, Result};
 use ascend_sys::hccl::*;
 use ascend_sys::*;
-use sim_model::{ModelConfig, Precision, StepReport};
+use sim_model::{ModelConfig, StepReport};
 use std::path::Path;
 
 /// The pipeline's options (`--pipeline`, `--zero`, `--corrupt-send`).
@@ -101,28 +103,11 @@ pub fn run(
     };
     let stream: aclrtStream = std::ptr::null_mut();
 
-    let model_path = acl::path_cstring(model)?;
-    let mut model_id = 0u32;
-    // SAFETY: a NUL-terminated path and a writable id.
-    acl::check("aclmdlLoadFromFile", unsafe { (f.load)(model_path.as_ptr(), &mut model_id) })?;
-
-    // Rank 0's sampler seed reaches every rank, as in data parallel.
-    let seed_buf = dev.alloc(8)?;
-    dev.upload(&seed_buf, &(if env.rank == 0 { cfg.seed } else { 0 }).to_le_bytes())?;
-    // SAFETY: HCCL calls below: live device buffers holding `count` elements of the type passed.
-    hccl::check("HcclBroadcast", unsafe {
-        (h.broadcast)(seed_buf.ptr, 1, HCCL_DATA_TYPE_UINT64, 0, world, stream)
-    })?;
-    let seed = u64::from_le_bytes(dev.download(&seed_buf)?.try_into().expect("8 bytes"));
-    let data_cfg = ModelConfig { seed, ..cfg.clone() };
+    let (model_id, data_cfg) = load_with_shared_seed(f, h, &mut dev, model, (&cfg, env.rank), world)?;
 
     let n = cfg.batch * cfg.seq;
     let grad_values = sim_model::Trainer::new(cfg.clone()).param_count();
-    let (grad_type, grad_width) = match cfg.precision {
-        Precision::Fp16 => (HCCL_DATA_TYPE_FP16, 2),
-        Precision::Bf16 => (HCCL_DATA_TYPE_BFP16, 2),
-        Precision::Fp32 => (HCCL_DATA_TYPE_FP32, 4),
-    };
+    let (grad_type, grad_width) = gradient_wire(cfg.precision);
     let (tokens, labels) = (dev.alloc(n * 4)?, dev.alloc(n * 4)?);
     // `own`: what this rank's execute writes; `other`: what its peer sends (stage 1: the activations,
     // stage 0: the gradient it applies).

@@ -20,12 +20,14 @@
 //! (`nondeterministic_reduction`, `wrong_data`) are for plain data parallel only.
 
 use crate::acl::{self, Acl, Entry, Memory};
-use crate::data_parallel::{i32_bytes, join, rendezvous_at, Device, RankEnv};
+use crate::data_parallel::{
+    gradient_wire, i32_bytes, join, load_with_shared_seed, rendezvous_at, Device, RankEnv,
+};
 use crate::hccl::{self, Hccl};
 use anyhow::{bail, Context, Result};
 use ascend_sys::hccl::*;
 use ascend_sys::*;
-use sim_model::{ModelConfig, Precision, StepReport};
+use sim_model::{ModelConfig, StepReport};
 use std::path::Path;
 
 /// Runs `steps` steps of `model` as rank `env.rank` of groups of `tp` tensor-parallel ranks, printing
@@ -55,27 +57,11 @@ pub fn run(rt: &Acl, f: &Entry, h: &Hccl, env: &RankEnv, model: &Path, steps: u6
     let dp_comm = join(h, dp, &rendezvous_at(h, &path, dp_rank == 0)?, dp_rank)?;
     let stream: aclrtStream = std::ptr::null_mut();
 
-    let model_path = acl::path_cstring(model)?;
-    let mut model_id = 0u32;
-    // SAFETY: a NUL-terminated path and a writable id.
-    acl::check("aclmdlLoadFromFile", unsafe { (f.load)(model_path.as_ptr(), &mut model_id) })?;
-
-    let seed_buf = dev.alloc(8)?;
-    dev.upload(&seed_buf, &(if env.rank == 0 { cfg.seed } else { 0 }).to_le_bytes())?;
-    // SAFETY: HCCL calls below: live device buffers holding `count` elements of the type passed.
-    hccl::check("HcclBroadcast", unsafe {
-        (h.broadcast)(seed_buf.ptr, 1, HCCL_DATA_TYPE_UINT64, 0, world, stream)
-    })?;
-    let seed = u64::from_le_bytes(dev.download(&seed_buf)?.try_into().expect("8 bytes"));
-    let data_cfg = ModelConfig { seed, ..cfg.clone() };
+    let (model_id, data_cfg) = load_with_shared_seed(f, h, &mut dev, model, (&cfg, env.rank), world)?;
 
     let n = cfg.batch * cfg.seq;
     let grad_values = sim_model::Trainer::new(cfg.clone()).param_count();
-    let (grad_type, grad_width) = match cfg.precision {
-        Precision::Fp16 => (HCCL_DATA_TYPE_FP16, 2),
-        Precision::Bf16 => (HCCL_DATA_TYPE_BFP16, 2),
-        Precision::Fp32 => (HCCL_DATA_TYPE_FP32, 4),
-    };
+    let (grad_type, grad_width) = gradient_wire(cfg.precision);
     let (tokens, labels) = (dev.alloc(n * 4)?, dev.alloc(n * 4)?);
     let grads = dev.alloc(grad_values * grad_width)?;
     let (flag, divisor, loss) = (dev.alloc(4)?, dev.alloc(4)?, dev.alloc(4)?);
