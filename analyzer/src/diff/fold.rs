@@ -5,7 +5,7 @@
 
 use super::calls::{collective_differences, ring_firsts, with_collectives, CallPairing, RingFirsts};
 use super::comms::CommTags;
-use super::measure::{diff_tensor, footprint, stats_delta};
+use super::measure::{diff_pair, footprint, stats_delta, PairFound};
 use super::report::{CensusRow, DiffOptions, DiffReport, FirstDifference, Refusal, UnmatchedTensor};
 use super::values::TensorDiff;
 use crate::index::{Index, IndexedOp, Io, OpId, RingDeleted, TensorId};
@@ -38,6 +38,9 @@ pub(super) struct DiffFold {
     compared: usize,
     differing: usize,
     decoded: usize,
+    /// Pairs known by the device's statistics alone: whose statistics differ (among `differing`), agree.
+    statistics_differ: usize,
+    statistics_agree: usize,
     first_differences: Vec<FirstDifference>,
     census: BTreeMap<(String, u32), (Placed, CensusRow)>,
     /// Each run's tensors the other lacks, with their place in the run's tensor order (an op's tensors
@@ -119,22 +122,24 @@ impl DiffFold {
             limits,
             &pairs,
             |p| {
-                let d = diff_tensor(run1, run2, p.target(), p.bench(), spare_threads);
+                let d = diff_pair(run1, run2, p.target(), p.bench(), spare_threads);
                 progress.inc(1);
                 d
             },
             |d| match d {
-                Ok(d) if d.measured => Some(d.clone()),
+                Ok(PairFound::Figures(d)) if d.measured => Some(d.clone()),
                 _ => None,
             },
             |p, d| {
                 progress.inc(1);
-                Ok(TensorDiff { stats_delta: stats_delta((i1, p.target()), (i2, p.bench())), ..d.clone() })
+                let stats_delta = stats_delta((i1, p.target()), (i2, p.bench()));
+                Ok(PairFound::Figures(TensorDiff { stats_delta, ..d.clone() }))
             },
             |d| {
                 let Some(p) = next_pair.next() else { return };
                 match d {
-                    Ok(d) => folded.add(p.target(), d),
+                    Ok(PairFound::Figures(d)) => folded.add(p.target(), d),
+                    Ok(PairFound::StatisticsAgree) => folded.seen[p.target()] = Seen::StatisticsAgree,
                     Err(e) => {
                         // A tensor that could not be read on either side is neither identical nor different.
                         let label =
@@ -170,6 +175,8 @@ impl DiffFold {
             folded.seen.iter().filter(|s| matches!(s, Seen::Identical | Seen::Differing)).count();
         self.differing += folded.seen.iter().filter(|&&s| s == Seen::Differing).count() + calls.len();
         self.decoded += folded.decoded;
+        self.statistics_differ += folded.statistics_differ;
+        self.statistics_agree += folded.seen.iter().filter(|&&s| s == Seen::StatisticsAgree).count();
         folded.census_into(&mut self.census);
     }
 
@@ -215,7 +222,16 @@ impl DiffFold {
         for p in self.read_problems.items() {
             input_problems.push(p.clone());
         }
-        let warnings = self.warnings();
+        let mut warnings = self.warnings();
+        // Agreeing statistics are no all-clear: with nothing proved different they leave the answer open;
+        // beside a difference they leave open whether an op before it differed unseen.
+        if self.statistics_agree > 0 {
+            let said = statistics_agree_said(self.statistics_agree, self.differing > 0);
+            match self.differing {
+                0 => input_problems.push(InputProblem::incomplete(said)),
+                _ => warnings.push(said),
+            }
+        }
         let mut first_differences = self.first_differences;
         first_differences.sort_by_key(|f| (f.step, f.rank));
         let mut census: Vec<(Placed, CensusRow)> = self.census.into_values().collect();
@@ -241,6 +257,8 @@ impl DiffFold {
             compared_tensors: self.compared,
             differing_tensors: self.differing,
             decoded_tensors: self.decoded,
+            differing_by_statistics: self.statistics_differ,
+            agreeing_by_statistics: self.statistics_agree,
             first_differences,
             census: census.into_iter().map(|(_, row)| row).collect(),
             unmatched_run1,
@@ -250,6 +268,21 @@ impl DiffFold {
             warnings,
         }
     }
+}
+
+/// The one line that says `agree` pairs were known by the device's statistics alone and theirs agree: an
+/// input problem where nothing differs, a warning beside a difference (`beside_a_difference`).
+fn statistics_agree_said(agree: usize, beside_a_difference: bool) -> String {
+    let pairs =
+        if agree == 1 { "1 tensor pair holds".to_string() } else { format!("{agree} tensor pairs hold") };
+    let consequence = match beside_a_difference {
+        true => "each first difference is the first op whose statistics differ, and an op before it may differ unseen",
+        false => "that does not show them identical",
+    };
+    format!(
+        "{pairs} only the device's statistics (`--mode device-stats`: no content hash, no values), which agree \
+         between the runs: {consequence}; record with `--mode stats` (content hashes) or `--mode tensor` to tell"
+    )
 }
 
 /// What diff learnt of a tensor of run 1: one byte a tensor, the figures themselves folded into
@@ -262,6 +295,8 @@ enum Seen {
     Differing,
     /// Its pair could not be read on either side: neither identical nor different.
     Unread,
+    /// Its pair is known by the device's statistics alone, which agree: neither identical nor different.
+    StatisticsAgree,
 }
 
 /// The first differing output so far of one step and rank: the op first in execution order (then by
@@ -282,6 +317,7 @@ struct Folded<'a> {
     index: &'a Index,
     seen: Vec<Seen>,
     decoded: usize,
+    statistics_differ: usize,
     /// Per op name and rank: where in the run's execution order it first ran, and its row.
     census: BTreeMap<(&'a str, u32), (Placed, CensusRow)>,
     /// Ops the census counted already (`times` counts op executions, not outputs).
@@ -295,6 +331,7 @@ impl<'a> Folded<'a> {
             index,
             seen: vec![Seen::NotCompared; index.tensors.len()],
             decoded: 0,
+            statistics_differ: 0,
             census: BTreeMap::new(),
             counted: vec![false; index.ops.len()],
             first: BTreeMap::new(),
@@ -307,6 +344,7 @@ impl<'a> Folded<'a> {
         if d.measured {
             self.decoded += 1;
         }
+        self.statistics_differ += usize::from(d.by_device_statistics);
         self.seen[t] = if d.identical { Seen::Identical } else { Seen::Differing };
         let index = self.index;
         let tensor = &index.tensors[t];
@@ -335,6 +373,7 @@ impl<'a> Folded<'a> {
             row.max_share_differing = row.max_share_differing.max(d.share_differing());
             row.max_stats_delta = row.max_stats_delta.max(d.stats_delta.unwrap_or(0.0));
             row.measured |= d.measured;
+            row.by_device_statistics |= d.by_device_statistics;
         }
         // The first differing output of the step and rank: the op first in execution order (ties by id, as
         // a stable sort of the ops leaves them), then its first output in the op's own order.
@@ -366,13 +405,17 @@ impl<'a> Folded<'a> {
                 .filter(|&&t| self.seen[t] == Seen::Differing)
                 .map(|&t| index.tensor_label(t))
                 .collect();
-            // An input that could not be read may have differed: the op cannot be called nondeterministic.
-            let verdict = if input_diffs.is_empty() || op.inputs().any(|t| self.seen[t] == Seen::Unread) {
+            // An input that could not be read may have differed, and so may one whose statistics alone
+            // agree: the op cannot be called nondeterministic (a differing input still shows propagation).
+            let is = |seen: Seen| move |t: TensorId| self.seen[t] == seen;
+            let verdict = if op.inputs().any(is(Seen::Unread)) {
                 "unknown"
-            } else if differing_inputs.is_empty() {
-                "nondeterministic"
-            } else {
+            } else if !differing_inputs.is_empty() {
                 "propagating"
+            } else if input_diffs.is_empty() || op.inputs().any(is(Seen::StatisticsAgree)) {
+                "unknown"
+            } else {
+                "nondeterministic"
             };
             let first = FirstDifference {
                 step: op.step,
@@ -404,6 +447,7 @@ impl<'a> Folded<'a> {
             held.max_share_differing = held.max_share_differing.max(row.max_share_differing);
             held.max_stats_delta = held.max_stats_delta.max(row.max_stats_delta);
             held.measured |= row.measured;
+            held.by_device_statistics |= row.by_device_statistics;
         }
     }
 }

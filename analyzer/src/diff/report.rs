@@ -43,6 +43,10 @@ pub struct CensusRow {
     pub max_stats_delta: f64,
     /// Whether element-wise figures were measured for this op (false for statistics-only captures).
     pub measured: bool,
+    /// Found different by the device's statistics alone (JSON: `by_device_statistics: true`, absent
+    /// otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_device_statistics: bool,
 }
 
 /// Everything `diff` found; the reports print it, JSON serialises it as is.
@@ -58,6 +62,12 @@ pub struct DiffReport {
     pub compared_tensors: usize,
     pub differing_tensors: usize,
     pub decoded_tensors: usize,
+    /// Pairs known by the device's statistics alone (`--mode device-stats`: no content hash, no values)
+    /// whose statistics differ: counted among `compared_tensors` and `differing_tensors`.
+    pub differing_by_statistics: usize,
+    /// Pairs known by the device's statistics alone whose statistics agree, which does not show them
+    /// identical: neither compared nor differing (one input problem says so when nothing differs).
+    pub agreeing_by_statistics: usize,
     pub first_differences: Vec<FirstDifference>,
     pub census: Vec<CensusRow>,
     pub unmatched_run1: Vec<String>,
@@ -115,6 +125,8 @@ impl DiffReport {
             compared_tensors: 0,
             differing_tensors: 0,
             decoded_tensors: 0,
+            differing_by_statistics: 0,
+            agreeing_by_statistics: 0,
             first_differences: Vec::new(),
             census: Vec::new(),
             unmatched_run1: Vec::new(),

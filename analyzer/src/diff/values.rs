@@ -22,6 +22,10 @@ pub struct TensorDiff {
     /// Largest change of min, max, mean or L2 norm, when statistics are known on both sides.
     pub stats_delta: Option<f64>,
     pub error: Option<String>,
+    /// Found different by the device's statistics alone (`--mode device-stats`: no content hash, no
+    /// values), which differ between the runs (JSON: `by_device_statistics: true`, absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_device_statistics: bool,
 }
 
 impl TensorDiff {

@@ -31,11 +31,31 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
         )?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",
-        r.compared_tensors, r.differing_tensors, r.decoded_tensors
-    )?;
+    let by_statistics = r.differing_by_statistics + r.agreeing_by_statistics;
+    let by_hash = r.compared_tensors > r.differing_by_statistics || by_statistics == 0;
+    if by_hash {
+        writeln!(
+            out,
+            "{} tensors compared by hash, {} differ ({} decoded to measure the difference)",
+            r.compared_tensors - r.differing_by_statistics,
+            r.differing_tensors - r.differing_by_statistics,
+            r.decoded_tensors
+        )?;
+    }
+    if by_statistics > 0 {
+        writeln!(
+            out,
+            "{by_statistics} tensors compared by the device's statistics alone (no content hash, no values): \
+             {} differ, and {} agree, which does not show them identical{}",
+            r.differing_by_statistics,
+            r.agreeing_by_statistics,
+            // Without tensors compared by hash, the rest of what differs is HCCL calls' buffers.
+            match r.differing_tensors - r.differing_by_statistics {
+                calls if calls > 0 && !by_hash => format!("; {calls} HCCL calls differ by content hash"),
+                _ => String::new(),
+            }
+        )?;
+    }
     if r.first_differences.is_empty() && !r.input_problems.is_empty() {
         writeln!(
             out,
@@ -59,6 +79,9 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
                     "nondeterministic" =>
                         paint("NONDETERMINISTIC: its inputs were identical", "1;31", colour),
                     "propagating" => "propagating a difference from its inputs".to_string(),
+                    _ if f.output.by_device_statistics => "different (whether its inputs were identical is not \
+                                                           known: the device's statistics alone do not show it)"
+                        .to_string(),
                     _ => "different (its inputs were not dumped)".to_string(),
                 },
                 size_of_difference(&f.output)
@@ -85,6 +108,15 @@ fn print_table(out: &mut impl Write, r: &DiffReport, colour: bool) -> Result<()>
                     fmt_num(c.max_abs_diff),
                     c.max_ulp,
                     100.0 * c.max_share_differing
+                )?;
+            } else if c.by_device_statistics {
+                writeln!(
+                    out,
+                    "  {:>5} {:<56} {:>6}   the device's statistics differ, by up to {}",
+                    c.rank,
+                    c.op,
+                    c.times,
+                    fmt_num(c.max_stats_delta)
                 )?;
             } else {
                 writeln!(
@@ -142,7 +174,11 @@ pub(crate) fn what_is_listed<'a>(list: impl IntoIterator<Item = &'a UnmatchedTen
 
 /// "max |diff| 0.5, 3 ulp, 1.2% of elements", or what the statistics say when there was no data.
 fn size_of_difference(d: &TensorDiff) -> String {
-    if d.measured {
+    if d.by_device_statistics {
+        let by =
+            d.stats_delta.filter(|&delta| delta > 0.0).map(|delta| format!(", by up to {}", fmt_num(delta)));
+        format!("found from the device's statistics, not values: they differ{}", by.unwrap_or_default())
+    } else if d.measured {
         format!(
             "max |diff| {}, {} ulp, {:.2}% of elements",
             fmt_num(d.max_abs_diff),

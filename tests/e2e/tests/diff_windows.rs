@@ -135,3 +135,54 @@ fn a_ring_that_deleted_the_oldest_steps_is_diffed_the_same_by_windows() {
     let unmatched = report["unmatched"].as_array().unwrap();
     assert!(unmatched.iter().any(|u| u["run"] == "run2"), "the steps the ring deleted: {report:#}");
 }
+
+/// `--mode device-stats` (CANN's statistics CSVs: no content hash, no values): statistics that differ are
+/// a difference, the first of each step and rank found from them; statistics that agree are one summary,
+/// never "identical"; by windows as whole.
+#[test]
+fn device_statistics_find_the_first_difference_and_never_call_agreement_identical_the_same_by_windows() {
+    let overflow = r#""overflow": {"op": "model/layer_1/mlp/fc2/MatMul", "step": 3, "rank": 2}"#;
+    let device = ("ACCUTRACE_MODE", "device-stats");
+    let run = shared_job(&format!(r#", "faults": {{{overflow}}}"#), 4, 6, &[device]);
+    // The same job recorded again (two writer threads): the device computes the same statistics.
+    let again =
+        shared_job(&format!(r#", "faults": {{{overflow}}}"#), 4, 6, &[device, ("ACCUTRACE_WRITERS", "2")]);
+    let agree = same_by_windows(&run, &again, &Filter::default());
+    assert_eq!(agree["verdict"], "incomplete", "{agree:#}");
+    assert_eq!((agree["differing_tensors"].as_u64(), agree["compared_tensors"].as_u64()), (Some(0), Some(0)));
+    assert!(agree["agreeing_by_statistics"].as_u64() > Some(10_000), "{agree:#}");
+    // One problem says it, not one a pair.
+    let problems = agree["input_problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{agree:#}");
+    assert_eq!(problems[0]["kind"], "incomplete");
+    assert!(problems[0]["message"].as_str().unwrap().contains("does not show them identical"), "{agree:#}");
+    let (code, out, _) = analyzer(&["diff", path_str(&run), path_str(&again)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.starts_with("INCOMPLETE INPUT: ") && out.lines().count() < 10, "{out}");
+    assert!(!out.contains("identical on every") && !out.contains("bit-identical"), "{out}");
+    // Accepted as compare's pairs not measured are: the answer's status, still led by the summary.
+    let (code, out, _) = analyzer(&["diff", "--allow-incomplete", path_str(&run), path_str(&again)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("INCOMPLETE INPUT: "), "{out}");
+
+    // Rank 1's gradient reduction of step 2 in another order: what it reached differs from there on.
+    let reduction = r#""nondeterministic_reduction": {"step": 2, "rank": 1}"#;
+    let reduced = shared_job(&format!(r#", "faults": {{{overflow}, {reduction}}}"#), 4, 6, &[device]);
+    let differ = same_by_windows(&run, &reduced, &Filter::default());
+    assert_eq!(differ["verdict"], "different", "{differ:#}");
+    assert!(differ["input_problems"].as_array().unwrap().is_empty(), "{differ:#}");
+    let firsts = differ["first_differences"].as_array().unwrap();
+    assert_eq!((firsts[0]["step"].as_u64(), firsts[0]["rank"].as_u64()), (Some(2), Some(1)), "{differ:#}");
+    // Rank 1's next step: its first op whose statistics differ, found from them.
+    let next = firsts.iter().find(|f| f["step"] == 3 && f["rank"] == 1).expect("step 3 rank 1 differs");
+    assert_eq!(next["output"]["by_device_statistics"], true, "{next:#}");
+    assert_eq!(next["verdict"], "propagating", "{next:#}");
+    assert!(differ["differing_by_statistics"].as_u64() > Some(0), "{differ:#}");
+    // The statistics that agree beside the difference: one warning.
+    let warnings = differ["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{differ:#}");
+    assert!(warnings[0].as_str().unwrap().contains("may differ unseen"), "{differ:#}");
+    let (code, out, _) = analyzer(&["diff", path_str(&run), path_str(&reduced)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("found from the device's statistics, not values"), "{out}");
+}

@@ -56,15 +56,14 @@ fn whole(args: &DiffArgs, filter: Filter) -> Result<DiffReport> {
 /// Two captures, each longer than one window, analysed without `--op` (whose check needs every op's
 /// name), are read a window of the same steps of each at a time (#18: what `diff` holds stays within a
 /// window's two indexes whatever the runs' length); under `--step`, the selected steps' windows where
-/// the census tells how the HCCL calls before them pair, with that pairing. Device statistics are read
-/// whole: they carry no content hash, so every pair is listed unreadable, in pair order, which windows
-/// would change.
+/// the census tells how the HCCL calls before them pair, with that pairing. Device statistics too: their
+/// pairs are compared by the statistics and counted, not listed, so the report does not depend on how the
+/// runs are read.
 fn by_windows(runs: [&Path; 2], filter: &Filter) -> Result<Option<([StepWindows; 2], CallPairing)>> {
     let census = |run: &Path| -> Result<Option<StepWindows>> {
         match detect(run)? {
             Detected::Capture(root) if filter.ops.is_empty() => {
-                let windows = StepWindows::census_with_calls(&root, WINDOW_TENSORS)?;
-                Ok(windows.filter(|w| !w.holds_device_statistics()))
+                StepWindows::census_with_calls(&root, WINDOW_TENSORS)
             }
             _ => Ok(None),
         }

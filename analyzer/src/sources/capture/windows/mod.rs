@@ -65,8 +65,6 @@ pub struct StepWindows {
     shortfalls: Vec<InputProblem>,
     ring_deleted: Vec<RingDeleted>,
     heads: Option<TensorHeads>,
-    /// Whether the capture holds the device's statistics CSVs (`--mode device-stats`).
-    device_statistics: bool,
 }
 
 impl StepWindows {
@@ -146,7 +144,6 @@ impl StepWindows {
         if windows.len() < 2 {
             return Ok(None);
         }
-        let device_statistics = tallies.iter().any(|t| t.stats_csv_records > 0);
         Ok(Some(StepWindows {
             root: root.to_path_buf(),
             run: Arc::new(run),
@@ -158,7 +155,6 @@ impl StepWindows {
             shortfalls,
             ring_deleted,
             heads,
-            device_statistics,
         }))
     }
 
@@ -249,12 +245,6 @@ impl StepWindows {
             *first = (*first).min(step);
         }
         first_steps
-    }
-
-    /// Whether the capture holds the device's statistics CSVs (`--mode device-stats`) rather than records of
-    /// the collector's own statistics.
-    pub fn holds_device_statistics(&self) -> bool {
-        self.device_statistics
     }
 
     /// The capture's directory.
