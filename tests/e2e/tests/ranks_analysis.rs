@@ -1218,6 +1218,8 @@ fn one_rank_has_no_answer_across_ranks_and_a_partial_selection_speaks_only_of_it
     assert!(out.contains("FIRST ANOMALY in the selection (--rank 0-1; ranks 2, 3 not examined)"), "{out}");
     assert!(out.contains("ranks 2, 3 not examined (the selection)"), "{out}");
     assert!(!out.contains("ranks 2, 3 met it"), "{out}");
+    // The same selection written as a list, as users write ranks, is the same question.
+    assert_eq!(analyzer(&["ranks", p(&r.bitflip), "--rank", "0,1"]).1, out);
     let (code, out, _) = analyzer(&["ranks", p(&r.healthy), "--rank", "0", "--rank", "1"]);
     assert_eq!(code, 0, "{out}");
     assert!(

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 /// Which ops, steps and ranks a command looks at.
 #[derive(Args, Debug, Clone, Default)]
 pub struct FilterArgs {
-    /// Only this step, or steps FIRST-LAST (repeatable; --step 5-9).
+    /// Only this step, steps FIRST-LAST, or a list of both (repeatable; --step 5-9, --step 1,5,9-12).
     #[arg(long = "step", value_name = "S", value_parser = numbers::<u64>)]
     pub steps: Vec<Vec<u64>>,
-    /// Only this rank, or ranks FIRST-LAST (repeatable; --rank 0-7).
+    /// Only this rank, ranks FIRST-LAST, or a list of both (repeatable; --rank 0-7, --rank 0,3).
     #[arg(long = "rank", value_name = "R", value_parser = numbers::<u32>)]
     pub ranks: Vec<Vec<u32>>,
     /// Only ops whose name matches this pattern (repeatable, any may match): a glob with `*` or `?` matches
@@ -30,27 +30,41 @@ impl FilterArgs {
     }
 }
 
-/// The most numbers one `--step` or `--rank` range may name: a range past it is a typo, not a selection.
+/// The most numbers one `--step` or `--rank` value may name: a range past it is a typo, not a selection.
 const MOST_IN_A_RANGE: u64 = 1 << 20;
 
-/// One number (`12`) or an inclusive range of them (`0-22`), for `--step` and `--rank`.
+/// One number (`12`), an inclusive range of them (`0-22`), or a comma-separated list of both (`0,3,8-11`,
+/// as users write ranks), for `--step` and `--rank`.
 fn numbers<N: TryFrom<u64>>(text: &str) -> Result<Vec<N>, String> {
+    let mut all = Vec::new();
+    for part in text.split(',') {
+        let (first, last) = range(part)?;
+        if last - first >= MOST_IN_A_RANGE - all.len() as u64 {
+            return Err(format!("{text} names more than {MOST_IN_A_RANGE} numbers"));
+        }
+        for n in first..=last {
+            all.push(N::try_from(n).map_err(|_| format!("{n} is too large"))?);
+        }
+    }
+    Ok(all)
+}
+
+/// The first and last number of one item of a `--step` or `--rank` list.
+fn range(text: &str) -> Result<(u64, u64), String> {
     let number = |t: &str| t.trim().parse::<u64>().ok();
     let (first, last) = match text.split_once('-') {
         None => (number(text), number(text)),
         Some((first, last)) => (number(first), number(last)),
     };
-    let usage = "a number (12) or a range FIRST-LAST (0-22); repeat the option for more";
     let (Some(first), Some(last)) = (first, last) else {
-        return Err(usage.to_string());
+        return Err(format!(
+            "{text:?} is not a number (12), a range FIRST-LAST (0-22) or a list of them (0,3,8-11)"
+        ));
     };
     if first > last {
         return Err(format!("the range {first}-{last} runs backwards: write {last}-{first}"));
     }
-    if last - first >= MOST_IN_A_RANGE {
-        return Err(format!("the range {first}-{last} names more than {MOST_IN_A_RANGE} numbers"));
-    }
-    (first..=last).map(|n| N::try_from(n).map_err(|_| format!("{n} is too large"))).collect()
+    Ok((first, last))
 }
 
 /// How a command treats input that is incomplete.
@@ -100,20 +114,28 @@ pub struct OutputArgs {
 mod tests {
     use super::*;
 
-    /// `--step` and `--rank` take one number or an inclusive range; anything else, a range that runs
-    /// backwards, one past the cap or past the type says what to write instead.
+    /// `--step` and `--rank` take one number, an inclusive range or a comma-separated list of both;
+    /// anything else, a range that runs backwards, one past the cap or past the type says what to write
+    /// instead.
     #[test]
-    fn steps_and_ranks_are_numbers_or_ranges() {
+    fn steps_and_ranks_are_numbers_ranges_or_lists() {
         assert_eq!(numbers::<u64>("12"), Ok(vec![12]));
         assert_eq!(numbers::<u64>("0-3"), Ok(vec![0, 1, 2, 3]));
         assert_eq!(numbers::<u32>("7-7"), Ok(vec![7]));
-        for bad in ["", "-", "0-", "-3", "a", "0-22x", "1.5", "0 - 2 - 4"] {
+        assert_eq!(numbers::<u32>("0,3"), Ok(vec![0, 3]));
+        assert_eq!(numbers::<u64>("9, 2-4,2"), Ok(vec![9, 2, 3, 4, 2]));
+        for bad in ["", "-", "0-", "-3", "a", "0-22x", "1.5", "0 - 2 - 4", "0,", ",3", "0,,3", "0;3"] {
             let why = numbers::<u64>(bad).unwrap_err();
-            assert!(why.starts_with("a number (12) or a range FIRST-LAST (0-22)"), "{bad:?}: {why}");
+            assert!(
+                why.contains("is not a number (12), a range FIRST-LAST (0-22) or a list"),
+                "{bad:?}: {why}"
+            );
         }
-        assert_eq!(numbers::<u64>("5-2").unwrap_err(), "the range 5-2 runs backwards: write 2-5");
+        assert_eq!(numbers::<u64>("1,5-2").unwrap_err(), "the range 5-2 runs backwards: write 2-5");
         assert!(numbers::<u64>("0-1048576").unwrap_err().contains("names more than 1048576 numbers"));
+        assert!(numbers::<u64>("0-1048574,7,8").unwrap_err().contains("names more than 1048576 numbers"));
         assert_eq!(numbers::<u64>("0-1048575").map(|v| v.len()), Ok(1 << 20));
-        assert_eq!(numbers::<u32>("4294967296").unwrap_err(), "4294967296 is too large");
+        assert_eq!(numbers::<u64>("0-1048574,7").map(|v| v.len()), Ok(1 << 20));
+        assert_eq!(numbers::<u32>("1,4294967296").unwrap_err(), "4294967296 is too large");
     }
 }
