@@ -793,13 +793,8 @@ impl Index {
         for ((c, step), between) in self.collectives.iter().zip(&mut steps).zip(between_steps) {
             let (CollectiveOp::Recv, Some(src)) = (c.info.op, c.info.peer) else { continue };
             let key = (c.info.comm.clone(), src, c.info.comm_rank, c.info.seq);
-            if let Some(&sent_at) = sent.get(&key) {
-                if step.is_none_or(|own| own < sent_at) {
-                    *step = Some(sent_at);
-                }
-            } else if between && !sends.contains(&key) {
-                *step = None;
-            }
+            let send = sends.contains(&key).then(|| sent.get(&key).copied());
+            *step = received_at(*step, between, send);
         }
         steps
     }
@@ -817,6 +812,21 @@ impl Index {
             return label.to_string();
         }
         format!("{}.{}.{}", self.ops[t.op()].name, t.io.as_str(), t.index)
+    }
+}
+
+/// The step a receive belongs to ([`Index::collective_steps`]), from its own (the step of the op before it
+/// on its rank), whether it was made between the ops of two steps, and its send: `None` where the data
+/// lacks it, else the send's own step. A receive takes the step of its send when that is later or its own
+/// is unknown (a pipeline's later stage receives a step's input before any op of that step); without its
+/// send, one between two steps' ops has none. The census of a capture read by windows places receives by
+/// this rule too, so that each window's index gives a receive the step the whole read does.
+pub fn received_at(own: Option<u64>, between_steps: bool, send: Option<Option<u64>>) -> Option<u64> {
+    match send {
+        Some(Some(sent_at)) => Some(own.map_or(sent_at, |own| own.max(sent_at))),
+        Some(None) => own,
+        None if between_steps => None,
+        None => own,
     }
 }
 

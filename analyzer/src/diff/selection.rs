@@ -8,7 +8,7 @@
 use super::calls::{ring_firsts, CallPairing, PartedAt, RingFirsts};
 use super::comms::CommTags;
 use super::step_pairing::pair_step;
-use crate::sources::capture::step_calls::StepCalls;
+use crate::sources::capture::step_calls::{SeqCounter, StepCalls};
 use crate::sources::capture::windows::StepWindows;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,13 +100,13 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>, comms: &CommTags)
     Some(parted)
 }
 
-/// Whether no communicator's sequence numbers of one step (over every rank) reach into another step's:
+/// Whether no counter's sequence numbers of one step (over every rank) reach into another step's:
 /// then each call's members (the same sequence number on other ranks) are at the call's own step.
 fn each_call_at_one_step(calls: &RankCalls) -> bool {
-    let mut spans: BTreeMap<u64, BTreeMap<u64, (u64, u64)>> = BTreeMap::new();
+    let mut spans: BTreeMap<SeqCounter, BTreeMap<u64, (u64, u64)>> = BTreeMap::new();
     for (&step, at) in calls.values().flat_map(|steps| steps.iter()) {
-        for &(comm, lo, hi) in &at.seqs {
-            let span = spans.entry(comm).or_default().entry(step).or_insert((lo, hi));
+        for &(counter, lo, hi) in &at.seqs {
+            let span = spans.entry(counter).or_default().entry(step).or_insert((lo, hi));
             *span = (span.0.min(lo), span.1.max(hi));
         }
     }

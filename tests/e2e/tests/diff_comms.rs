@@ -3,9 +3,8 @@
 //! Sequence numbers count per communicator, and two communicators' calls may come in another order from
 //! run to run: a call one communicator lacks parts that communicator only, and the rank's other
 //! communicators' calls still pair and are compared. Recorded on a pipeline job (`sim-train --pipeline`:
-//! the job's communicator and each stage's data-parallel group), read whole (its sends and receives tie
-//! steps together), and on a data-parallel job rewritten to gather its loss in groups of two, read whole,
-//! by windows and under `--step`.
+//! the job's communicator and each stage's data-parallel group) and on a data-parallel job rewritten to
+//! gather its loss in groups of two, each read whole, by windows and under `--step`.
 
 mod common;
 
@@ -52,6 +51,22 @@ fn calls_of(run: &Path, rank: u32) -> Vec<(Option<u64>, CollectiveInfo)> {
     let steps = index.collective_steps();
     let calls = index.collectives.iter().zip(steps).filter(|(c, _)| c.rank == rank);
     calls.map(|(c, s)| (s, c.info.clone())).collect()
+}
+
+/// Asserts that `diff` reads each of `runs`, a pipeline's captures, by windows of a step (#18: its sends
+/// and receives placed in steps as the whole read places them), while the commands whose census keeps no
+/// calls read them whole.
+fn read_by_windows(runs: &[&Path]) {
+    for run in runs {
+        let windows =
+            StepWindows::census_with_calls(run, 1).unwrap().expect("diff reads a pipeline by windows");
+        assert!(windows.windows().len() > 1, "{}: {:?}", run.display(), windows.windows());
+        assert!(
+            StepWindows::census(run, 1).unwrap().is_none(),
+            "{}: the others read it whole",
+            run.display()
+        );
+    }
 }
 
 /// The report as JSON and as text.
@@ -131,7 +146,7 @@ fn is(call: &CollectiveInfo, op: CollectiveOp, size: u32) -> bool {
 #[test]
 fn a_pipelines_communicators_pair_each_on_its_own() {
     let (healthy, corrupt) = (pipeline_job("", &[], &[]), pipeline_job("", &["--corrupt-send", "4"], &[]));
-    assert!(StepWindows::census_with_calls(&healthy, 1).unwrap().is_none(), "a pipeline is read whole");
+    read_by_windows(&[&healthy, &corrupt]);
     let dir = scratch();
     let lacking = dir.path().join("lacking");
     let group_reduce = |rank: u32, c: &CollectiveInfo| rank == 2 && is(c, CollectiveOp::AllReduce, 2);
@@ -187,6 +202,7 @@ fn a_pipelines_ring_pairs_as_the_whole_run_where_both_hold_the_steps() {
     assert!((1..4).contains(&first), "the ring kept step {first} on");
     let cut = (0..4).filter(|&r| calls_of(&ring, r).iter().filter(|(s, _)| *s == Some(first)).count() < 6);
     assert!(cut.count() > 0, "the ring cut into step {first}'s calls");
+    read_by_windows(&[&ring, &corrupt]);
     for (a, b, full) in [(&ring, &corrupt, "run2"), (&corrupt, &ring, "run1")] {
         let (report, _) = same_every_way(a, b, &Filter::default());
         assert!(unpaired_calls(&report).is_empty(), "the ring's lost calls are no difference: {report:#}");
@@ -195,6 +211,12 @@ fn a_pipelines_ring_pairs_as_the_whole_run_where_both_hold_the_steps() {
         assert_eq!(report["verdict"], "different", "{report:#}");
         let (op, verdict) = first_at(&report, 4, 2).expect("the damaged receive at step 4 rank 2");
         assert_eq!((op.split(' ').next(), verdict.as_str()), (Some("HcclRecv"), "nondeterministic"));
+        // Under --step, the selected windows only, the ring's first step among them or not.
+        for selected in [&[4][..], &[first, 4]] {
+            let (report, _) = same_every_way(a, b, &steps(selected));
+            assert!(unpaired_calls(&report).is_empty(), "{selected:?}: {report:#}");
+            assert!(first_at(&report, 4, 2).is_some(), "{selected:?}: {report:#}");
+        }
     }
 }
 
@@ -285,11 +307,17 @@ fn a_receive_whose_send_is_elsewhere_is_compared_where_it_was_made() {
     let dir = scratch();
     let healthy = second_stage(&pipeline_job("", &[], &[]), &dir.path().join("healthy"));
     let corrupt = second_stage(&pipeline_job("", &["--corrupt-send", "4"], &[]), &dir.path().join("corrupt"));
+    read_by_windows(&[&healthy, &corrupt]);
     for (a, b) in [(&healthy, &corrupt), (&corrupt, &healthy)] {
         let (report, _) = same_every_way(a, b, &Filter::default());
         assert!(unpaired_calls(&report).is_empty(), "{report:#}");
         assert_eq!(report["verdict"], "different", "{report:#}");
         assert_eq!(first_at(&report, 4, 2), Some(("HcclRecv #4".into(), "unknown".into())), "{report:#}");
+        for selected in [&[4][..], &[1, 5]] {
+            let (report, _) = same_every_way(a, b, &steps(selected));
+            let found = first_at(&report, 4, 2);
+            assert_eq!(found.is_some(), selected.contains(&4), "{selected:?}: {report:#}");
+        }
     }
 }
 

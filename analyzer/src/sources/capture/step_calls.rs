@@ -47,14 +47,18 @@ pub fn comm_uses<'a>(calls: impl IntoIterator<Item = (u32, &'a CollectiveInfo)>)
     uses
 }
 
+/// What numbers a call: its communicator (its name's hash) and, for a send or a receive, its function
+/// (point-to-point calls are numbered apart from the communicator's collectives).
+pub type SeqCounter = (u64, Option<CollectiveOp>);
+
 /// A rank's HCCL calls at one step: what `diff` pairs each call by (its communicator's size and the rank's
-/// place in it, its function and sequence number), in call order, and each communicator's lowest and
+/// place in it, its function and sequence number), in call order, and each [`SeqCounter`]'s lowest and
 /// highest sequence number.
 #[derive(Clone, Debug, Default)]
 pub struct StepCalls {
     pub calls: Vec<CallKey>,
-    /// Per communicator (its name's hash): the lowest and the highest sequence number.
-    pub seqs: Vec<(u64, u64, u64)>,
+    /// Per [`SeqCounter`]: the lowest and the highest sequence number.
+    pub seqs: Vec<(SeqCounter, u64, u64)>,
 }
 
 impl StepCalls {
@@ -65,11 +69,12 @@ impl StepCalls {
 
     /// Adds the call known by `key` (its communicator by its name's hash), after those added before.
     pub fn push_key(&mut self, key: CallKey) {
-        let (comm, seq) = (key.comm.2, key.seq);
+        let counter = (key.comm.2, key.op.is_point_to_point().then_some(key.op));
+        let seq = key.seq;
         self.calls.push(key);
-        match self.seqs.iter_mut().find(|s| s.0 == comm) {
+        match self.seqs.iter_mut().find(|s| s.0 == counter) {
             Some(s) => (s.1, s.2) = (s.1.min(seq), s.2.max(seq)),
-            None => self.seqs.push((comm, seq, seq)),
+            None => self.seqs.push((counter, seq, seq)),
         }
     }
 }
@@ -83,7 +88,7 @@ fn hash_of(value: impl Hash) -> u64 {
 /// A stream's calls as the census reads them, a few words each until every step's start is known: records
 /// come in the order files completed, so a call may be read before the op records of its own step, and
 /// is placed by its start once the census has read them all.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct StreamCalls {
     /// Each call's start, its function, and its sequence number shifted past its communicator's place in
     /// `comms`.
@@ -122,16 +127,22 @@ impl StreamCalls {
         &self.comms
     }
 
-    /// Each step's calls, a call placed by `step_of` its start; `None` where a call belongs to no step.
-    pub fn by_step(self, step_of: impl Fn(u64) -> Option<u64>) -> Option<BTreeMap<u64, StepCalls>> {
+    /// Each call's start, in call order; `None` where some call was left unplaced (too large to pack).
+    pub fn starts(&self) -> Option<impl Iterator<Item = u64> + '_> {
+        (!self.unpacked).then(|| self.calls.iter().map(|&(start_us, _, _)| start_us))
+    }
+
+    /// Each step's calls, the `k`-th call that started at `start_us` placed by `step_of(k, start_us)`;
+    /// `None` where a call belongs to no step.
+    pub fn by_step(self, step_of: impl Fn(usize, u64) -> Option<u64>) -> Option<BTreeMap<u64, StepCalls>> {
         if self.unpacked {
             return None;
         }
         let mut steps: BTreeMap<u64, StepCalls> = BTreeMap::new();
-        for (start_us, op, packed) in self.calls {
+        for (k, (start_us, op, packed)) in self.calls.into_iter().enumerate() {
             let comm = self.comms[(packed & ((1 << COMM_BITS) - 1)) as usize];
             let key = CallKey { comm, op, seq: packed >> COMM_BITS };
-            steps.entry(step_of(start_us)?).or_default().push_key(key);
+            steps.entry(step_of(k, start_us)?).or_default().push_key(key);
         }
         Some(steps)
     }
@@ -204,7 +215,7 @@ mod tests {
     /// the steps unknown.
     #[test]
     fn calls_are_placed_by_their_starts() {
-        let step_of = |us: u64| (us >= 100).then_some(us / 100);
+        let step_of = |_, us: u64| (us >= 100).then_some(us / 100);
         let mut read = StreamCalls::default();
         read.add(&call(110, AllReduce, 1, "world"));
         read.add(&call(120, AllReduce, 2, "world"));

@@ -2,10 +2,11 @@
 //! tensor records passed over undecoded ([`census_of_stream`]), and what `compare` notes of their heads.
 
 use crate::index::Io;
-use crate::sources::capture::step_calls::{CommPlace, StepCalls, StreamCalls};
+use crate::sources::capture::step_calls::{CallKey, CommPlace, StepCalls, StreamCalls};
 use accutrace_formats::capture::completeness::RecordTally;
 use accutrace_formats::capture::reader::{Record, StreamReader, TensorHead};
 use accutrace_formats::capture::record::{StepSource, KIND_TENSOR};
+use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use accutrace_formats::dump::parse_file_name;
 use accutrace_formats::dump::stats_csv::stats_csv_header_line;
 use anyhow::Result;
@@ -34,7 +35,7 @@ impl Span {
     }
 
     /// Widened to start at `first` at the latest and to end at `last` at the earliest.
-    fn widen(&mut self, first: Place, last: Place) {
+    pub(super) fn widen(&mut self, first: Place, last: Place) {
         self.first = self.first.min(first);
         self.last = self.last.max(last);
     }
@@ -57,6 +58,37 @@ pub(super) struct Calls {
     pub(super) to: u64,
 }
 
+/// What ties a send to the receive it meets: their communicator (its name's hash), the sender's and the
+/// receiver's places in it, and the sequence number.
+pub(super) type Link = (u64, u32, u32, u64);
+
+/// A send or receive with a peer, as the census read it.
+#[derive(Debug)]
+pub(super) struct PointToPoint {
+    /// Its place among the stream's calls.
+    pub(super) call: usize,
+    pub(super) start_us: u64,
+    pub(super) receive: bool,
+    pub(super) link: Link,
+    /// Its record's place, and where a walk that reads it starts (as [`Calls`]).
+    pub(super) at: Place,
+    pub(super) from: u64,
+}
+
+impl PointToPoint {
+    /// The `call`-th call of its stream, read at `at`, if a send or receive with a peer.
+    pub(super) fn of(info: &CollectiveInfo, call: usize, at: Place, from: u64) -> Option<PointToPoint> {
+        let peer = info.peer?;
+        let (comm, me) = (CallKey::of(info).comm.2, info.comm_rank);
+        let (receive, link) = match info.op {
+            CollectiveOp::Send => (false, (comm, me, peer, info.seq)),
+            CollectiveOp::Recv => (true, (comm, peer, me, info.seq)),
+            _ => return None,
+        };
+        Some(PointToPoint { call, start_us: info.start_us, receive, link, at, from })
+    }
+}
+
 /// One stream's steps, as the census found them.
 #[derive(Debug, Default)]
 pub(super) struct StreamSteps {
@@ -74,6 +106,19 @@ pub(super) struct StreamSteps {
     pub(super) step_calls: Option<BTreeMap<u64, StepCalls>>,
     /// The communicators the stream's calls used, where the census kept calls.
     pub(super) comms: Option<Vec<CommPlace>>,
+    /// The calls the census kept, until every stream's sends are known and each receive can be placed
+    /// ([`receives::place_calls`](super::receives::place_calls) makes them `step_calls`).
+    pub(super) kept_calls: Option<StreamCalls>,
+    /// The stream's sends and receives with a peer, until they are placed.
+    pub(super) point_to_point: Vec<PointToPoint>,
+    /// The receives a window reads at their send's step, not at the step of the op before them, by place.
+    pub(super) moved: Vec<(Place, u64)>,
+    /// Steps from one to another (inclusive) that one window must hold, so that the receives among them
+    /// get the steps the whole read gives them ([`receives`](super::receives)).
+    pub(super) ties: Vec<(u64, u64)>,
+    /// The steps receives without their sends are read at (the step after them, where `diff` pairs them
+    /// while the other run holds it too).
+    pub(super) received_for: Vec<u64>,
 }
 
 impl StreamSteps {
@@ -83,6 +128,24 @@ impl StreamSteps {
     pub(super) fn step_of_call(&self, start_us: u64) -> Option<u64> {
         let after = self.starts.partition_point(|&(launch, _)| launch <= start_us);
         self.starts.get(after.saturating_sub(1)).map(|&(_, step)| step)
+    }
+
+    /// The step whose window reads the call at `at` that started at `start_us`: a receive's send's step
+    /// where the census moved it there, else [`StreamSteps::step_of_call`].
+    pub(super) fn step_read_at(&self, at: Place, start_us: u64) -> Option<u64> {
+        match self.moved.binary_search_by_key(&at, |&(place, _)| place) {
+            Ok(i) => Some(self.moved[i].1),
+            Err(_) => self.step_of_call(start_us),
+        }
+    }
+
+    /// The steps of the ops before and after a call that started at `start_us`, where it was made between
+    /// the ops of two steps (after the last op of one, before the first of the next), as the whole read's
+    /// [`Index::collective_steps`](crate::index::Index::collective_steps) tells it.
+    pub(super) fn steps_around(&self, start_us: u64) -> Option<(u64, u64)> {
+        let after = self.starts.partition_point(|&(launch, _)| launch <= start_us);
+        let (&(_, before), &(_, next)) = (self.starts.get(after.checked_sub(1)?)?, self.starts.get(after)?);
+        (self.steps[&before].last_launch_us <= start_us).then_some((before, next))
     }
 }
 
@@ -109,8 +172,9 @@ impl TensorHeads {
     }
 }
 
-/// One stream's steps and where their records lie (with each step's calls if `keep_calls`), or `None`
-/// when a record ties steps together (the windows module's text). Counts every record in `tally`, and
+/// One stream's steps and where their records lie (with its calls if `keep_calls`, to be placed in steps
+/// by [`receives::place_calls`](super::receives::place_calls)), or `None` when a record ties steps
+/// together (the windows module's text): point-to-point calls do unless `keep_calls`. Counts every record in `tally`, and
 /// notes its tensors' heads in `heads` where it holds some (`None` once one cannot be read so).
 pub(super) fn census_of_stream(
     stream: &StreamReader,
@@ -124,6 +188,7 @@ pub(super) fn census_of_stream(
     let mut calls: BTreeMap<(usize, Option<u64>), Calls> = BTreeMap::new();
     let mut last_call_start = 0;
     let mut stream_calls = StreamCalls::default();
+    let (mut calls_kept, mut point_to_point) = (0, Vec::new());
     // The place of the op record the records after it belong to.
     let mut op_at: Place = (0, 0);
     // The step of the op the records after it belong to.
@@ -163,14 +228,18 @@ pub(super) fn census_of_stream(
                 }
             }
             Record::Collective(call) => {
-                if call.op.is_point_to_point() || call.start_us < last_call_start {
+                if (call.op.is_point_to_point() && !keep_calls) || call.start_us < last_call_start {
                     return Ok(None);
                 }
                 last_call_start = call.start_us;
-                if keep_calls {
-                    stream_calls.add(call);
-                }
                 let from = if op_at.0 == place.0 { op_at.1 } else { 0 };
+                if keep_calls {
+                    if let Some(p) = PointToPoint::of(call, calls_kept, place, from) {
+                        point_to_point.push(p);
+                    }
+                    stream_calls.add(call);
+                    calls_kept += 1;
+                }
                 let c = calls.entry((place.0, step)).or_insert(Calls {
                     earliest_us: call.start_us,
                     latest_us: call.start_us,
@@ -205,8 +274,7 @@ pub(super) fn census_of_stream(
         return Ok(None);
     }
     let starts = steps.iter().map(|(&step, span)| (span.first_launch_us, step)).collect();
-    let mut found =
-        StreamSteps { steps, starts, calls: BTreeMap::new(), segment_indices, step_calls: None, comms: None };
+    let mut found = StreamSteps { steps, starts, segment_indices, ..StreamSteps::default() };
     // A call's record lies in a window's walk: the segments of the steps its calls belong to are widened to
     // hold it.
     for (&(segment, _), c) in &calls {
@@ -220,7 +288,8 @@ pub(super) fn census_of_stream(
     found.calls = calls;
     if keep_calls {
         found.comms = Some(stream_calls.comms().to_vec());
-        found.step_calls = stream_calls.by_step(|start_us| found.step_of_call(start_us));
+        found.kept_calls = Some(stream_calls);
+        found.point_to_point = point_to_point;
     }
     Ok(Some(found))
 }

@@ -6,17 +6,20 @@
 //! Only a capture whose every op carries its own step (a graph dump's iteration: `StepSource::Model`) is
 //! read this way; steps that are counted from marks or inferred from the op sequence need the whole stream.
 //! The device's statistics CSVs (`--mode device-stats`) carry their step and launch, as op records do.
-//! Overflow records and point-to-point calls tie records of different steps together and keep the capture
-//! whole, as do two streams of one rank. A collective belongs to the step of
-//! the op before it on its rank ([`Index::collective_steps`](crate::index::Index::collective_steps)); the
-//! census checks that a rank's steps do not overlap in time, so that the op before it is found within its
-//! step's window.
+//! Overflow records tie records of different steps together and keep the capture whole, as do two streams
+//! of one rank, and point-to-point calls (a pipeline's sends and receives) but in the census that keeps
+//! calls ([`StepWindows::census_with_calls`], `diff`'s): it places each receive at the step the whole read
+//! gives it and holds together in one window the steps a receive ties (`receives`). A collective belongs to
+//! the step of the op before it on its rank
+//! ([`Index::collective_steps`](crate::index::Index::collective_steps)); the census checks that a rank's
+//! steps do not overlap in time, so that the op before it is found within its step's window.
 //!
 //! A command whose answer depends on the selected steps alone (`--step`) reads only their windows
 //! ([`StepWindows::select_steps`]); the census still walks every step, for the selection's check and the
 //! capture's shortfalls.
 
 mod census;
+mod receives;
 
 pub use census::TensorHeads;
 
@@ -117,7 +120,7 @@ impl StepWindows {
             };
             streams.push(steps);
         }
-        if streams.iter().all(|s| s.steps.is_empty()) {
+        if streams.iter().all(|s| s.steps.is_empty()) || !receives::place_calls(&mut streams) {
             return Ok(None);
         }
         let ring_deleted = run
@@ -175,12 +178,16 @@ impl StepWindows {
     /// out, so that `--step 250` of a long capture reads one small window. What the census found of the
     /// whole capture ([`StepWindows::places`], the shortfalls, the ring's deletions) stays whole. `false`,
     /// changing nothing, where a rank's HCCL calls belong to no step (a stream without ops): the first
-    /// window takes them, and every window is read.
+    /// window takes them, and every window is read; and where it would part steps that one window must
+    /// hold (a pipeline's receives among them, `receives`).
     pub fn select_steps(&mut self, steps: &[u64]) -> bool {
         if steps.is_empty() || self.streams.iter().any(|s| s.steps.is_empty() && !s.calls.is_empty()) {
             return false;
         }
         let selected: BTreeSet<u64> = steps.iter().copied().collect();
+        if self.streams.iter().any(|s| splits_a_tie(s, &selected)) {
+            return false;
+        }
         self.windows = windows_of(&self.streams, self.window_tensors, Some(&selected));
         self.selected = Some(selected);
         true
@@ -290,8 +297,12 @@ impl StepWindows {
     /// both, so that their `w`-th windows hold the same steps: consecutive steps grouped while the tensors
     /// of both runs stay within `window_tensors`, of the steps either selected where both kept to a
     /// selection ([`StepWindows::select_steps`]). `false`, changing nothing, when that is fewer than two
-    /// windows and no selection (read both whole).
+    /// windows and no selection, or where one run's receive without its send is read at a step the other
+    /// run lacks on its rank (`diff` pairs it at a later step then): read both whole.
     pub fn align(a: &mut StepWindows, b: &mut StepWindows, window_tensors: u64) -> bool {
+        if !a.receives_held_by(b) || !b.receives_held_by(a) {
+            return false;
+        }
         let selected = match (&a.selected, &b.selected) {
             (Some(x), Some(y)) => Some(x | y),
             _ => None,
@@ -306,6 +317,21 @@ impl StepWindows {
             run.selected = selected.clone();
         }
         true
+    }
+
+    /// Whether `other` holds, on each rank, the steps this run reads its receives without their sends at
+    /// ([`StreamSteps::received_for`](census::StreamSteps::received_for)).
+    fn receives_held_by(&self, other: &StepWindows) -> bool {
+        let ranks = self.run.streams.iter().map(|stream| stream.info().rank.unwrap_or(0));
+        let read_at: Vec<(u32, u64)> = ranks
+            .zip(&self.streams)
+            .flat_map(|(rank, s)| s.received_for.iter().map(move |&step| (rank, step)))
+            .collect();
+        if read_at.is_empty() {
+            return true;
+        }
+        let held = other.places();
+        read_at.iter().all(|place| held.contains(place))
     }
 
     /// The index of the `w`-th window's steps: its ops, tensors and collectives, and nothing about the
@@ -346,14 +372,15 @@ impl StepWindows {
             let mut walk = StreamWalk::new(s, stream);
             for item in stream.records_from(first.0, first.1) {
                 let item = item?;
-                if (position(item.segment_index), item.offset) > last {
+                let place = (position(item.segment_index), item.offset);
+                if place > last {
                     break;
                 }
                 let step = match &item.record {
                     Record::Op(op) => Some(op.step),
                     Record::Tensor(t) => Some(t.op.step),
                     Record::StatsCsv(csv) => Some(csv.step),
-                    Record::Collective(call) => match steps.step_of_call(call.start_us) {
+                    Record::Collective(call) => match steps.step_read_at(place, call.start_us) {
                         Some(step) => Some(step),
                         None if loose_calls => Some(*window.start()),
                         None => None,
@@ -371,20 +398,30 @@ impl StepWindows {
     }
 }
 
-/// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors`; with a
-/// selection, the steps it holds, a window ending where a step it leaves out comes between (a window's walk
-/// reads every record from its first step's to its last step's).
+/// Consecutive steps grouped while their tensors, over every stream, stay within `window_tensors` (or
+/// while the steps a stream ties together last: [`StreamSteps::ties`]); with a selection, the steps it
+/// holds, a window ending where a step it leaves out comes between (a window's walk reads every record
+/// from its first step's to its last step's).
 fn windows_of<'a>(
     streams: impl IntoIterator<Item = &'a StreamSteps>,
     window_tensors: u64,
     selected: Option<&BTreeSet<u64>>,
 ) -> Vec<RangeInclusive<u64>> {
     let mut tensors_of: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut ties = Vec::new();
     for stream in streams {
         for (&step, span) in &stream.steps {
             *tensors_of.entry(step).or_default() += span.tensors;
         }
+        ties.extend(stream.ties.iter().copied());
     }
+    // The steps that join the window before them, whatever it holds.
+    let joined: BTreeSet<u64> = ties
+        .iter()
+        .filter(|&&(from, to)| from < to)
+        .flat_map(|&(from, to)| tensors_of.range(from + 1..=to))
+        .map(|(&step, _)| step)
+        .collect();
     let mut windows: Vec<RangeInclusive<u64>> = Vec::new();
     let mut held = 0;
     // Whether the last window may take the next step: not across a step the selection leaves out.
@@ -395,7 +432,7 @@ fn windows_of<'a>(
             continue;
         }
         match windows.last_mut() {
-            Some(window) if open && held + tensors <= window_tensors => {
+            Some(window) if open && (held + tensors <= window_tensors || joined.contains(&step)) => {
                 *window = *window.start()..=step;
                 held += tensors;
             }
@@ -407,6 +444,15 @@ fn windows_of<'a>(
         open = true;
     }
     windows
+}
+
+/// Whether `selected` holds some of the steps `stream` ties together, but not all that it captured.
+fn splits_a_tie(stream: &StreamSteps, selected: &BTreeSet<u64>) -> bool {
+    stream.ties.iter().any(|&(from, to)| {
+        let mut captured = stream.steps.range(from..=to).map(|(step, _)| selected.contains(step));
+        let first = captured.next();
+        captured.any(|kept| Some(kept) != first)
+    })
 }
 
 #[cfg(test)]
