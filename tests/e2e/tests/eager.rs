@@ -5,6 +5,11 @@
 
 mod common;
 
+use analyzer::diff::{diff, diff_by_windows, DiffOptions};
+use analyzer::filter::Filter;
+use analyzer::overflow::{overflow, overflow_by_windows};
+use analyzer::sources::capture::windows::StepWindows;
+use analyzer::sources::capture::CaptureSource;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -76,6 +81,48 @@ fn hook_marker_and_inference_give_the_same_steps_with_a_skipped_step() {
         warnings.iter().any(|w| w.contains("steps INFERRED") && w.contains(&format!("{STEPS} steps"))),
         "the analyzer says that it inferred: {warnings:?}"
     );
+    // Steps the hook told are read a window of steps at a time (#18); counted or inferred ones need the
+    // whole stream.
+    let windows = StepWindows::census(&hook, 1).unwrap().expect("the hook's steps read by windows");
+    assert_eq!(windows.windows().len(), STEPS as usize);
+    for whole_only in [&marker, &inferred] {
+        assert!(StepWindows::census(whole_only, 1).unwrap().is_none(), "{}", whole_only.display());
+    }
+}
+
+/// An eager capture whose steps came from the framework's hook, read a window of steps at a time (#18), says
+/// what the whole capture says: the overflow of step 1 (a step 0 of ops recorded before the hook's first
+/// call, a skipped step), and its diff against a run whose weight flips a bit at step 2. Two writers and
+/// small slots record the files out of execution order.
+#[test]
+fn an_eager_capture_is_read_by_windows_as_the_whole_capture() {
+    let dir = scratch();
+    let flipped = MODEL.replacen(
+        r#""faults": {"#,
+        r#""faults": {"weight_bitflip": {"param": "model/layer_1/mlp/fc2/weight", "step": 2, "bit": 12}, "#,
+        1,
+    );
+    let (model, flipped) =
+        (model_file(dir.path(), "model.json", MODEL), model_file(dir.path(), "flipped.json", &flipped));
+    let (run, other) = (dir.path().join("run"), dir.path().join("flipped"));
+    record(&model, &run, &[], &[]);
+    record(&flipped, &other, &[], &[]);
+
+    let whole =
+        serde_json::to_value(overflow(&CaptureSource::open(&run).unwrap(), &Filter::default(), false));
+    let windows = StepWindows::census(&run, 1).unwrap().expect("read by windows");
+    let by_windows = overflow_by_windows(&windows, &Filter::default(), false).unwrap();
+    assert_eq!(serde_json::to_value(by_windows).unwrap(), whole.unwrap());
+
+    let options = DiffOptions { filter: Filter::default(), progress: false };
+    let [a, b] = [&run, &other].map(|r| CaptureSource::open(r).unwrap());
+    let whole = serde_json::to_value(diff(&a, &b, &options).unwrap()).unwrap();
+    let [mut a, mut b] = [&run, &other].map(|r| StepWindows::census_with_calls(r, 1).unwrap().unwrap());
+    assert!(StepWindows::align(&mut a, &mut b, 1));
+    let by_windows = serde_json::to_value(diff_by_windows([&a, &b], &options).unwrap()).unwrap();
+    assert_eq!(by_windows, whole);
+    let first = &whole["first_differences"][0];
+    assert_eq!((&first["step"], &first["rank"]), (&2.into(), &0.into()), "{whole:#}");
 }
 
 /// An eager capture (kernels, fp16) against the fp32 benchmark as msprobe dumps a PyTorch run (API

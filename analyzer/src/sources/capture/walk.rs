@@ -165,6 +165,11 @@ impl StreamWalk {
         Ok(())
     }
 
+    /// Notes a step mark the walk did not read itself (a window's walk reads none; the census found it).
+    pub fn note_mark(&mut self, mark: record::StepMark) {
+        self.marks.push(mark);
+    }
+
     /// Ends the walk of `reader`: its ops' steps resolved, what its ring deleted (`segments_deleted`, as the
     /// manifest counts it; `None` where the caller says it), its overflow records tied to the ops they blame.
     pub fn finish(self, into: &mut Building, reader: &StreamReader, segments_deleted: Option<u64>) {

@@ -5,7 +5,7 @@ use crate::index::Io;
 use crate::sources::capture::step_calls::{CallKey, CommPlace, StepCalls, StreamCalls};
 use accutrace_formats::capture::completeness::RecordTally;
 use accutrace_formats::capture::reader::{Record, StreamReader, TensorHead};
-use accutrace_formats::capture::record::{StepSource, KIND_TENSOR};
+use accutrace_formats::capture::record::{StepMark, StepSource, KIND_TENSOR};
 use accutrace_formats::capture::{CollectiveInfo, CollectiveOp};
 use accutrace_formats::dump::parse_file_name;
 use accutrace_formats::dump::stats_csv::stats_csv_header_line;
@@ -119,6 +119,10 @@ pub(super) struct StreamSteps {
     /// The steps receives without their sends are read at (the step after them, where `diff` pairs them
     /// while the other run holds it too).
     pub(super) received_for: Vec<u64>,
+    /// The stream's first mark of the framework's hook (`accutrace_step_end`), where its ops' steps came
+    /// from the hook: a window's walk, which reads no mark, is given it so that it keeps the ops' recorded
+    /// steps as the whole read does rather than infer them.
+    pub(super) hook_mark: Option<StepMark>,
 }
 
 impl StreamSteps {
@@ -193,6 +197,11 @@ pub(super) fn census_of_stream(
     let mut op_at: Place = (0, 0);
     // The step of the op the records after it belong to.
     let mut step = None;
+    // Whether an op's step came from the framework's hook or from nothing (an eager capture), and the
+    // hook's first mark: such steps are the recorded ones only where the hook was called
+    // (`steps::resolve_capture_steps`); else the whole read infers them.
+    let mut steps_from_hook = false;
+    let mut hook_mark = None;
     let mut records = stream.records().passing_tensors();
     while let Some(item) = records.next() {
         let item = item?;
@@ -200,8 +209,11 @@ pub(super) fn census_of_stream(
         let place = (position(item.segment_index), item.offset);
         match &item.record {
             Record::Op(op) => {
-                if op.step_source != StepSource::Model {
-                    return Ok(None);
+                match op.step_source {
+                    StepSource::Model => {}
+                    StepSource::Hook | StepSource::None => steps_from_hook = true,
+                    // Counted from the marker op's runs, across the stream.
+                    StepSource::Marker => return Ok(None),
                 }
                 op_at = place;
                 step = Some(op.step);
@@ -264,8 +276,16 @@ pub(super) fn census_of_stream(
                 *heads = None;
             }
             Record::Overflow(_) => return Ok(None),
-            Record::Tensor(_) | Record::StepMark(_) | Record::Unknown { .. } => {}
+            Record::StepMark(mark) => {
+                if mark.source == StepSource::Hook && hook_mark.is_none() {
+                    hook_mark = Some(mark.clone());
+                }
+            }
+            Record::Tensor(_) | Record::Unknown { .. } => {}
         }
+    }
+    if steps_from_hook && hook_mark.is_none() {
+        return Ok(None);
     }
     // The op before a call is found in its step's window only when the rank's steps follow one another in
     // time.
@@ -274,7 +294,7 @@ pub(super) fn census_of_stream(
         return Ok(None);
     }
     let starts = steps.iter().map(|(&step, span)| (span.first_launch_us, step)).collect();
-    let mut found = StreamSteps { steps, starts, segment_indices, ..StreamSteps::default() };
+    let mut found = StreamSteps { steps, starts, segment_indices, hook_mark, ..StreamSteps::default() };
     // A call's record lies in a window's walk: the segments of the steps its calls belong to are widened to
     // hold it.
     for (&(segment, _), c) in &calls {

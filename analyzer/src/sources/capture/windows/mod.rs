@@ -3,8 +3,10 @@
 //! undecoded, and keeps per stream and step only where the step's records lie and when its ops ran; each
 //! window then decodes its own steps' records, from the first op record of them to their last record.
 //!
-//! Only a capture whose every op carries its own step (a graph dump's iteration: `StepSource::Model`) is
-//! read this way; steps that are counted from marks or inferred from the op sequence need the whole stream.
+//! Only a capture whose every op carries its own step is read this way: a graph dump's iteration
+//! (`StepSource::Model`), or an eager capture's per-step dump path once the framework's hook was called
+//! (`StepSource::Hook`; the ops before its first call are step 0). Steps that are counted from a marker op's
+//! runs or inferred from the op sequence need the whole stream.
 //! The device's statistics CSVs (`--mode device-stats`) carry their step and launch, as op records do.
 //! Overflow records tie records of different steps together and keep the capture whole, as do two streams
 //! of one rank, and point-to-point calls (a pipeline's sends and receives) but in the census that keeps
@@ -390,6 +392,9 @@ impl StepWindows {
                 if step.is_some_and(|step| window.contains(&step)) {
                     walk.add(&mut building, item, &self.root)?;
                 }
+            }
+            if let Some(mark) = &steps.hook_mark {
+                walk.note_mark(mark.clone());
             }
             walk.finish(&mut building, stream, None);
         }
