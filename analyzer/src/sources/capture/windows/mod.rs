@@ -568,4 +568,19 @@ mod tests {
         assert_eq!(windows_of(&gappy, 100, Some(&[1, 4].into())), [1..=4]);
         assert!(windows_of(&gappy, 100, Some(&[2].into())).is_empty());
     }
+
+    /// Steps a stream ties (a pipeline's receives among them) share one window however many tensors they
+    /// hold; a selection that holds some of them but not all would part them.
+    #[test]
+    fn tied_steps_share_a_window() {
+        let mut tied = stream(0..6, 5);
+        tied.ties = vec![(1, 3)];
+        let streams = std::slice::from_ref(&tied);
+        assert_eq!(windows_of(streams, 5, None), [0..=0, 1..=3, 4..=4, 5..=5]);
+        assert_eq!(windows_of(streams, 10, None), [0..=3, 4..=5]);
+        assert!(splits_a_tie(&tied, &[2].into()));
+        assert!(splits_a_tie(&tied, &[0, 1].into()));
+        assert!(!splits_a_tie(&tied, &[1, 2, 3].into()));
+        assert!(!splits_a_tie(&tied, &[0, 4, 5].into()));
+    }
 }
