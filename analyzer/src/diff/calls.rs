@@ -15,8 +15,11 @@
 //! the step of the calls after it). The first call either run made without that counterpart parts the
 //! communicator on that rank: it is reported as a tensor only that run holds, and the communicator's later
 //! calls on the rank are not paired (the rank's other communicators' still are). A ring that deleted a
-//! rank's oldest records may have cut into its first step: there, the other run's calls before the one
-//! equal to the ring's first call (the same communicator, function and sequence number) are the gap too.
+//! rank's oldest records may have cut into its calls: at each step from the first its ops are kept at up to
+//! that of the rank's first kept call (a call's record is written when the call is made, an op's when its
+//! dump arrives, so a step's late ops may outlive the next step's first calls), the other run's calls
+//! before the one equal to the ring's first call (the same communicator, function and sequence number)
+//! are the gap too.
 
 use super::comms::CommTags;
 use super::report::{FirstDifference, UnmatchedTensor};
@@ -44,14 +47,18 @@ pub(super) struct CallDifference {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CallPairing {
     parted: BTreeSet<(u32, CommPlace)>,
+    /// Per run, the ranks with a call in the parts read so far: past its first call, a rank's ring cut
+    /// nothing ([`ring_may_have_cut`]).
+    called: [BTreeSet<u32>; 2],
     /// The calls that parted ranks in steps not read (before a selection), yet to be listed.
     unread: Vec<PartedAt>,
 }
 
 impl CallPairing {
     /// The pairing with ranks parted already by the calls `unread` (at steps whose windows are not read).
-    pub(super) fn parted(unread: Vec<PartedAt>) -> CallPairing {
-        CallPairing { parted: unread.iter().map(|p| (p.rank, p.comm)).collect(), unread }
+    /// `called`: per run, the ranks with a call at those steps.
+    pub(super) fn parted(unread: Vec<PartedAt>, called: [BTreeSet<u32>; 2]) -> CallPairing {
+        CallPairing { parted: unread.iter().map(|p| (p.rank, p.comm)).collect(), called, unread }
     }
 
     /// The calls that parted ranks at steps not read, once.
@@ -98,6 +105,13 @@ impl PartedAt {
 
 /// Per rank, the first step a run's ring left it, which may have lost its first calls ([`RingDeleted`]).
 pub(super) type RingFirsts = BTreeMap<u32, u64>;
+
+/// Whether a run's ring may have deleted some of a rank's calls at `step`: the step is at or after the
+/// first the ring left the rank (`ring_first`, its first kept op's) and the run kept no call of the rank
+/// before it (`called_before`). A rank without a ring's deletion lost nothing.
+pub(super) fn ring_may_have_cut(ring_first: Option<u64>, step: u64, called_before: bool) -> bool {
+    ring_first.is_some_and(|first| step >= first) && !called_before
+}
 
 /// [`RingFirsts`] of what a run's ring deleted.
 pub(super) fn ring_firsts(deleted: &[RingDeleted]) -> RingFirsts {
@@ -155,7 +169,7 @@ pub(super) fn collective_differences(
         let both = |step: &Option<u64>| sparse || step.is_none_or(|s| h1.contains(&s) && h2.contains(&s));
         let calls = [rank_calls(i1, &steps1, rank, both), rank_calls(i2, &steps2, rank, both)];
         let cut = [0, 1].map(|k| rings[k].get(&rank).copied());
-        let (paired, parted) = pair_rank(&calls, sparse, cut, (rank, comms), &mut pairing.parted);
+        let (paired, parted) = pair_rank(&calls, sparse, cut, (rank, comms), pairing);
         pairs.extend(paired.into_iter().map(|([a, b], untold)| (rank, a.0, b.0, a.1, untold)));
         for (comm, first) in parted {
             for (run, (call, step)) in first.iter().enumerate().filter_map(|(k, c)| Some((k, (*c)?))) {
@@ -249,15 +263,16 @@ pub(super) fn collective_differences(
 /// whether its communicator is one of some that could not be told apart, and where its communicators
 /// parted: the first call of each run without its counterpart there, if it made one. `cut[k]`: the first
 /// step run `k`'s ring left, which may have lost its first calls; `comms`: the rank and which of its
-/// communicators is which; `parted`: the (rank, communicator)s parted before, which this rank's partings
-/// join.
+/// communicators is which; `pairing`: the (rank, communicator)s parted before, which this rank's partings
+/// join, and the ranks each run made calls of before.
 fn pair_rank<'a>(
     calls: &[RankCalls<'a>; 2],
     sparse: bool,
     cut: [Option<u64>; 2],
     (rank, comms): (u32, &CommTags),
-    parted: &mut BTreeSet<(u32, CommPlace)>,
+    pairing: &mut CallPairing,
 ) -> (Vec<([Call<'a>; 2], bool)>, Vec<Parting<'a>>) {
+    let CallPairing { parted, called, .. } = pairing;
     let groups = calls.each_ref().map(|run| if sparse { vec![None; run.len()] } else { placed_steps(run) });
     let (mut at, mut pairs, mut partings) = ([0usize; 2], Vec::new(), Vec::new());
     loop {
@@ -269,8 +284,12 @@ fn pair_rank<'a>(
         });
         let key = |k: usize, c: &CollectiveInfo| comms.key(k, rank, CallKey::of(c));
         let keys = [0, 1].map(|k| part[k].iter().map(|(c, _)| key(k, c)).collect::<Vec<_>>());
-        let cut = cut.map(|c| step.is_some() && c == step);
+        let cut =
+            [0, 1].map(|k| step.is_some_and(|s| ring_may_have_cut(cut[k], s, called[k].contains(&rank))));
         let p = pair_step([&keys[0], &keys[1]], cut, |comm| parted.contains(&(rank, comm)));
+        for k in (0..2).filter(|&k| !part[k].is_empty()) {
+            called[k].insert(rank);
+        }
         // Each call at the step it pairs at.
         let placed = |k: usize, n: usize| (part[k][n].0, step.or(part[k][n].1));
         let untold = |a: usize| CommTags::is_untold(keys[0][a].comm);
@@ -357,6 +376,69 @@ pub(super) fn with_collectives(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::capture::step_calls::comm_uses;
+    use CollectiveOp::{AllReduce, Recv, Send};
+
+    /// A call of rank 1 on the world's communicator of 4 (`peer`: of a send or receive).
+    fn call(op: CollectiveOp, seq: u64, peer: Option<u32>) -> CollectiveInfo {
+        CollectiveInfo {
+            comm: "world".to_string(),
+            comm_rank: 1,
+            comm_size: 4,
+            seq,
+            op,
+            count: 1,
+            dtype: 0,
+            reduce_op: None,
+            peer,
+            input: None,
+            output: None,
+            start_us: 0,
+            end_us: 0,
+            result: 0,
+        }
+    }
+
+    /// A pipeline stage's calls of one step: its send forward, the receive of the gradients, the
+    /// all-reduce.
+    fn step_calls(step: u64) -> Vec<(CollectiveInfo, Option<u64>)> {
+        let seq = step;
+        vec![
+            (call(Send, seq, Some(3)), Some(step)),
+            (call(Recv, seq, Some(3)), Some(step)),
+            (call(AllReduce, 10 + seq, None), Some(step)),
+        ]
+    }
+
+    /// The pairs and partings of rank 1's calls, run 1's ring having left the rank at step 3 (its first
+    /// kept op).
+    fn paired(
+        run1: &[(CollectiveInfo, Option<u64>)],
+        run2: &[(CollectiveInfo, Option<u64>)],
+    ) -> (usize, usize) {
+        let calls = [run1, run2].map(|run| run.iter().map(|(c, s)| (c, *s)).collect::<RankCalls>());
+        let uses = [run1, run2].map(|run| comm_uses(run.iter().map(|(c, _)| (1, c))));
+        let comms = CommTags::of([&uses[0], &uses[1]]);
+        let (pairs, partings) =
+            pair_rank(&calls, false, [Some(3), None], (1, &comms), &mut CallPairing::default());
+        (pairs.len(), partings.len())
+    }
+
+    /// A ring that kept a step's late ops but none of its calls and lost the next step's first call (a
+    /// call's record is written when it is made, an op's when its dump arrives) cut into both steps' calls:
+    /// the other run's calls before the ring's first kept one are the gap, not a parting. Past the ring's
+    /// first kept call, a call missing is a parting again.
+    #[test]
+    fn a_ring_cuts_into_the_calls_up_to_its_first_kept_call() {
+        let full: Vec<_> = (3..6).flat_map(step_calls).collect();
+        // The ring kept step 3's last ops, and of step 4's calls the receive on.
+        let ring: Vec<_> = full[4..].to_vec();
+        assert_eq!(paired(&ring, &full), (5, 0));
+        // The ring also lost step 5's send, after its first kept call: that parts the communicator.
+        let mut lost_later = ring.clone();
+        lost_later.remove(2);
+        assert_eq!(paired(&lost_later, &full).1, 1);
+    }
 
     /// The call that parted a rank is listed where the filter keeps its rank and function and a step from
     /// its own on, with its own step.

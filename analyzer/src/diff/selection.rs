@@ -5,7 +5,7 @@
 //! communicator's calls on a rank part at the first call without its counterpart (`calls`), so a step's
 //! calls pair as the steps before it leave them.
 
-use super::calls::{ring_firsts, CallPairing, PartedAt, RingFirsts};
+use super::calls::{ring_firsts, ring_may_have_cut, CallPairing, PartedAt, RingFirsts};
 use super::comms::CommTags;
 use super::step_pairing::pair_step;
 use crate::sources::capture::step_calls::{SeqCounter, StepCalls};
@@ -55,19 +55,26 @@ fn pairing_at(a: &StepWindows, b: &StepWindows, steps: &[u64]) -> Option<CallPai
         return None;
     }
     let comms = CommTags::of([&a.communicators()?, &b.communicators()?]);
-    parted_before(&runs, &selected, &comms).map(CallPairing::parted)
+    let (parted, called) = parted_before(&runs, &selected, &comms)?;
+    Some(CallPairing::parted(parted, called))
 }
 
 /// The calls that part a rank's communicators at a step both runs hold before the first of `selected` (as
 /// `collective_differences` parts them, step by step: the first call of either run without its
 /// counterpart). `None` unless each step both runs hold from the first selected step to the last that
 /// the selection leaves out pairs whole on the communicators left: its windows are not read, so nothing
-/// could part a communicator there. `comms`: which communicator is which.
-fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>, comms: &CommTags) -> Option<Vec<PartedAt>> {
+/// could part a communicator there. `comms`: which communicator is which. With them, per run, the ranks
+/// with a call at those steps.
+fn parted_before(
+    runs: &[Census; 2],
+    selected: &BTreeSet<u64>,
+    comms: &CommTags,
+) -> Option<(Vec<PartedAt>, [BTreeSet<u32>; 2])> {
     let (&first, &last) = (selected.first()?, selected.last()?);
     let (none, empty) = (BTreeMap::new(), StepCalls::default());
     let ranks: BTreeSet<u32> = runs.iter().flat_map(|r| r.calls.keys().copied()).collect();
     let mut parted = Vec::new();
+    let mut called: [BTreeSet<u32>; 2] = Default::default();
     for rank in ranks {
         let [c1, c2] = [0, 1].map(|k| runs[k].calls.get(&rank).copied().unwrap_or(&none));
         let steps: BTreeSet<u64> = c1.keys().chain(c2.keys()).copied().filter(|&s| s <= last).collect();
@@ -75,13 +82,22 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>, comms: &CommTags)
         // The rank's communicators parted so far, at the steps before the selection or by a selected
         // step's read.
         let mut gone = BTreeSet::new();
+        // Whether each run made a call of the rank at an earlier step.
+        let mut rank_called = [false; 2];
         for step in steps.into_iter().filter(|&s| held(s)) {
             let [x, y] = [0, 1].map(|k| {
                 let calls = &[c1, c2][k].get(&step).unwrap_or(&empty).calls;
                 calls.iter().map(|&key| comms.key(k, rank, key)).collect::<Vec<_>>()
             });
-            let cut = [0, 1].map(|k| runs[k].ring.get(&rank) == Some(&step));
+            let cut =
+                [0, 1].map(|k| ring_may_have_cut(runs[k].ring.get(&rank).copied(), step, rank_called[k]));
             let p = pair_step([&x, &y], cut, |comm| gone.contains(&comm));
+            for k in (0..2).filter(|&k| ![&x, &y][k].is_empty()) {
+                rank_called[k] = true;
+                if step < first {
+                    called[k].insert(rank);
+                }
+            }
             if !p.parted.is_empty() && step >= first && !selected.contains(&step) {
                 return None;
             }
@@ -97,7 +113,7 @@ fn parted_before(runs: &[Census; 2], selected: &BTreeSet<u64>, comms: &CommTags)
             }
         }
     }
-    Some(parted)
+    Some((parted, called))
 }
 
 /// Whether no counter's sequence numbers of one step (over every rank) reach into another step's:
@@ -162,7 +178,7 @@ mod tests {
             Census { calls, held, ring: ring[k].iter().copied().collect() }
         };
         let selected = selected.iter().copied().collect();
-        let found = parted_before(&[census(0), census(1)], &selected, &CommTags::default())?;
+        let (found, _) = parted_before(&[census(0), census(1)], &selected, &CommTags::default())?;
         let ranks: BTreeSet<u32> = found.iter().map(|p| p.rank).collect();
         Some(ranks.into_iter().collect())
     }
