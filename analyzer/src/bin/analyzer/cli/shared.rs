@@ -7,10 +7,12 @@ use std::path::PathBuf;
 /// Which ops, steps and ranks a command looks at.
 #[derive(Args, Debug, Clone, Default)]
 pub struct FilterArgs {
-    /// Only this step, steps FIRST-LAST, or a list of both (repeatable; --step 5-9, --step 1,5,9-12).
+    /// Only this step, steps FIRST-LAST, or a comma-separated list of both; repeatable (--step 5-9,
+    /// --step 1,5,9-12).
     #[arg(long = "step", value_name = "S", value_parser = numbers::<u64>)]
     pub steps: Vec<Vec<u64>>,
-    /// Only this rank, ranks FIRST-LAST, or a list of both (repeatable; --rank 0-7, --rank 0,3).
+    /// Only this rank, ranks FIRST-LAST, or a comma-separated list of both; repeatable (--rank 0-7,
+    /// --rank 0,3).
     #[arg(long = "rank", value_name = "R", value_parser = numbers::<u32>)]
     pub ranks: Vec<Vec<u32>>,
     /// Only ops whose name matches this pattern (repeatable, any may match): a glob with `*` or `?` matches
